@@ -1,0 +1,24 @@
+"""ctune: search nvcc/ptxas flags, launch configurations and template parameters
+for a CUDA kernel, measure every candidate honestly on the GPU, and keep the
+Pareto-best ones as versioned, reviewable artifacts.
+
+Importing ctune imports nothing heavy (no cupy, pynvml, deap or git) and probes nothing.
+"""
+
+from ctune.errors import CtuneError, RegistryError, ToolchainError, UserError
+from ctune.records import Build, Candidate, Measurement, Outcome, Trial
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Build",
+    "Candidate",
+    "CtuneError",
+    "Measurement",
+    "Outcome",
+    "RegistryError",
+    "ToolchainError",
+    "Trial",
+    "UserError",
+    "__version__",
+]

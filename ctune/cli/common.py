@@ -1,0 +1,53 @@
+"""Shared CLI plumbing: settings resolution, spec loading, ``--set`` parsing."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ctune.compile.toolchain import Toolchain, probe_toolchain
+from ctune.config import Settings, resolve
+from ctune.errors import UserError
+from ctune.kernelspec import KernelSpec, load_spec
+from ctune.records import Candidate, GeneValue
+from ctune.space.params import Space
+
+
+def settings(**overrides: Any) -> Settings:
+    return resolve({k: v for k, v in overrides.items() if v is not None})
+
+
+def load(kernel: Path, cfg: Settings) -> tuple[KernelSpec, Toolchain]:
+    """Probe nvcc, then load the spec with the options this nvcc offers."""
+    toolchain = probe_toolchain(cfg.nvcc)
+    return load_spec(kernel, toolchain.help_text), toolchain
+
+
+def _match_value(space: Space, name: str, raw: str) -> GeneValue:
+    gene = space.gene(name)
+    for value in gene.values:
+        if str(value).lower() == raw.strip().lower() or (
+            isinstance(value, bool) and raw.strip().lower() in (("1", "on", "yes") if value else ("0", "off", "no"))
+        ):
+            return value
+    allowed = ", ".join(str(v) for v in gene.values)
+    raise UserError(f"--set {name}={raw}: not a value of {name} (allowed: {allowed})")
+
+
+def parse_sets(space: Space, items: Sequence[str], base: Mapping[str, GeneValue]) -> dict[str, GeneValue]:
+    """Apply ``NAME=VALUE`` items to ``base``; unknown genes and values are one-line errors."""
+    values = dict(base)
+    for item in items:
+        name, sep, raw = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise UserError(f"--set {item!r}: expected NAME=VALUE")
+        if name not in space:
+            raise UserError(f"--set {name}: unknown gene (genes: {', '.join(space.names)})")
+        values[name] = _match_value(space, name, raw)
+    return values
+
+
+def candidate_from_sets(spec: KernelSpec, items: Sequence[str]) -> Candidate:
+    return spec.candidate(parse_sets(spec.space, items, spec.space.default_values()))

@@ -1,0 +1,67 @@
+"""``ctune compile`` and ``ctune space``: the compile path and the genome, no GPU needed."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ctune.cli import app, render
+from ctune.cli.common import candidate_from_sets, load, settings
+from ctune.errors import UserError
+
+KernelArg = Annotated[Path, typer.Argument(help="kernel .cu (its .yaml sidecar sits next to it)")]
+SetOpt = Annotated[
+    list[str] | None, typer.Option("--set", "-s", help="NAME=VALUE for a gene; repeatable")
+]
+ProblemOpt = Annotated[str | None, typer.Option(help="problem name (default: the spec's)")]
+
+
+@app.command("compile")
+def compile_command(
+    kernel: KernelArg,
+    sets: SetOpt = None,
+    problem: ProblemOpt = None,
+    arch: Annotated[str | None, typer.Option(help="target, e.g. sm_90 (default: the spec's)")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+) -> None:
+    """Compile one candidate (default build unless --set) and print argv, resources, SASS hash."""
+    from ctune.compile.nvcc import NvccCompiler
+
+    cfg = settings(arch=arch)
+    spec, toolchain = load(kernel, cfg)
+    candidate = candidate_from_sets(spec, sets or [])
+    chosen = spec.problem(problem)
+    with NvccCompiler(
+        spec,
+        toolchain,
+        cfg.cache_dir,
+        arch=cfg.arch,
+        timeout_s=cfg.compile_timeout_s,
+        memory_bytes=cfg.compile_memory_bytes,
+    ) as compiler:
+        build = compiler.build(candidate, chosen)
+    render.compile_report(spec, chosen, candidate, build, json_out)
+    if not build.outcome.is_ok:
+        raise UserError(
+            f"{spec.source_path.name}: candidate {candidate.key()} did not build: {build.outcome.value}"
+        )
+
+
+@app.command("space")
+def space_command(
+    kernel: KernelArg,
+    problem: ProblemOpt = None,
+    samples: Annotated[int, typer.Option(help="how many random valid candidates to show")] = 5,
+    seed: Annotated[int, typer.Option(help="RNG seed for the samples")] = 0,
+    json_out: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+) -> None:
+    """Show the genome: genes by family, restrictions, valid-space size, a few samples."""
+    cfg = settings()
+    spec, _ = load(kernel, cfg)
+    chosen = spec.problem(problem)
+    count, exact = spec.space.count_valid(chosen.dims)
+    drawn = spec.space.sample(random.Random(seed), samples, chosen.dims)
+    render.space_report(spec, chosen, count, exact, drawn, json_out)

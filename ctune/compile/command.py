@@ -1,0 +1,82 @@
+"""Candidate -> the exact nvcc argv. Pure: no subprocess, no file access.
+
+Genes render in a fixed order: target, language, resource report, include
+dirs, defines (problem defines, then define/template/launch genes, sorted),
+catalogue flags (catalogue order), the spec's fixed flags, output, source.
+The same candidate always gives the same argv, which is part of the build key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ctune.records import GeneValue
+from ctune.space.nvcc import render_flags
+
+
+def _define(name: str, value: GeneValue) -> str:
+    if isinstance(value, bool):
+        value = int(value)
+    return f"-D{name}={value}"
+
+
+def target_flags(arch: str, entry_kind: str) -> list[str]:
+    """SASS for exactly one architecture: ``sm_90`` -> compute_90 -> sm_90."""
+    number = arch.split("_", 1)[1]
+    gencode = f"--generate-code=arch=compute_{number},code=sm_{number}"
+    if entry_kind == "launcher":
+        # a host library; --no-compress keeps the embedded cubin readable for the SASS digest
+        return [gencode, "-shared", "-Xcompiler", "-fPIC", "--no-compress"]
+    return [gencode, "-cubin"]
+
+
+def build_argv(
+    *,
+    nvcc: str,
+    source: Path,
+    output: Path,
+    arch: str,
+    entry_kind: str,
+    std: str,
+    include_dirs: Sequence[Path],
+    define_genes: Mapping[str, GeneValue],
+    flag_genes: Mapping[str, GeneValue],
+    problem_defines: Mapping[str, GeneValue],
+    extra_flags: Sequence[str] = (),
+) -> list[str]:
+    argv = [nvcc, *target_flags(arch, entry_kind), f"-std={std}", "-Xptxas", "-v"]
+    argv += [f"-I{d}" for d in include_dirs]
+    argv += [_define(k, v) for k, v in sorted(problem_defines.items())]
+    argv += [_define(k, v) for k, v in sorted(define_genes.items())]
+    argv += render_flags(dict(flag_genes))
+    argv += list(extra_flags)
+    argv += ["-o", str(output), str(source)]
+    return argv
+
+
+def key_argv(argv: Sequence[str]) -> list[str]:
+    """argv without the nvcc path and output path: what the build key covers."""
+    items = list(argv[1:])
+    if "-o" in items:
+        i = items.index("-o")
+        del items[i : i + 2]
+    return items
+
+
+def tuned_flags(argv: Sequence[str]) -> list[str]:
+    """The part of argv a build system must reproduce (defines and catalogue flags)."""
+    items = key_argv(argv)[:-1]  # drop the source
+    skip_next = False
+    out = []
+    for i, item in enumerate(items):
+        if skip_next:
+            skip_next = False
+            continue
+        if item == "-Xptxas" and i + 1 < len(items) and items[i + 1] == "-v":
+            skip_next = True
+            continue
+        if item.startswith("-I"):
+            continue
+        out.append(item)
+    return out

@@ -1,0 +1,117 @@
+"""Fingerprint the machine code (SASS) in a cubin, not the cubin's bytes.
+
+Identical compiles can differ in cubin bytes (``-lineinfo`` embeds the build
+path; RELIABILITY.md), but their executable sections are the same SASS. The
+digest covers the name and bytes of every executable ELF section, which is
+exactly the code ``cuobjdump -sass`` disassembles, without depending on a
+disassembler's version or text format. For a launcher's shared library the
+cubins are found inside the ``.nv_fatbin`` section (built with --no-compress).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from dataclasses import dataclass
+
+_ELF_MAGIC = b"\x7fELF"
+_SHF_EXECINSTR = 0x4
+_SHT_SYMTAB = 2
+
+
+@dataclass(frozen=True)
+class _Section:
+    name: str
+    type: int
+    flags: int
+    offset: int
+    size: int
+    link: int
+
+
+class NotAnElf(ValueError):
+    pass
+
+
+def _sections(blob: bytes) -> list[_Section]:
+    if blob[:4] != _ELF_MAGIC or blob[4] != 2 or blob[5] != 1:
+        raise NotAnElf("not a little-endian ELF64 image")
+    shoff = struct.unpack_from("<Q", blob, 0x28)[0]
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", blob, 0x3A)
+    raw = []
+    for i in range(shnum):
+        base = shoff + i * shentsize
+        name, typ, flags, _addr, offset, size, link = struct.unpack_from("<IIQQQQI", blob, base)
+        raw.append((name, typ, flags, offset, size, link))
+    str_off, str_size = raw[shstrndx][3], raw[shstrndx][4]
+    names = blob[str_off : str_off + str_size]
+
+    def name_at(i: int) -> str:
+        end = names.index(b"\0", i)
+        return names[i:end].decode(errors="replace")
+
+    return [_Section(name_at(n), t, f, o, s, ln) for n, t, f, o, s, ln in raw]
+
+
+def _elf_length(blob: bytes) -> int:
+    shoff = struct.unpack_from("<Q", blob, 0x28)[0]
+    shentsize, shnum = struct.unpack_from("<HH", blob, 0x3A)
+    end = shoff + shentsize * shnum
+    for s in _sections(blob[:end] if end <= len(blob) else blob):
+        if s.type != 8:  # SHT_NOBITS occupies no file bytes
+            end = max(end, s.offset + s.size)
+    return end
+
+
+def embedded_cubins(blob: bytes) -> list[bytes]:
+    """Device ELF images inside a host binary's .nv_fatbin section."""
+    out = []
+    for section in _sections(blob):
+        if section.name != ".nv_fatbin":
+            continue
+        data = blob[section.offset : section.offset + section.size]
+        start = data.find(_ELF_MAGIC)
+        while start != -1:
+            try:
+                length = _elf_length(data[start:])
+                out.append(data[start : start + length])
+                start = data.find(_ELF_MAGIC, start + length)
+            except (NotAnElf, struct.error, ValueError, IndexError):
+                start = data.find(_ELF_MAGIC, start + 4)
+    return out
+
+
+def sass_digest(blob: bytes) -> str:
+    """sha256 over (section name, bytes) of every executable section of every cubin."""
+    cubins = [blob] if _is_device_elf(blob) else embedded_cubins(blob)
+    if not cubins:
+        raise NotAnElf("no device code found")
+    h = hashlib.sha256()
+    for cubin in cubins:
+        for section in sorted(_sections(cubin), key=lambda s: s.name):
+            if section.flags & _SHF_EXECINSTR and section.size:
+                h.update(section.name.encode() + b"\0")
+                h.update(cubin[section.offset : section.offset + section.size])
+    return h.hexdigest()
+
+
+def _is_device_elf(blob: bytes) -> bool:
+    # NVIDIA device ELFs have e_machine EM_CUDA (190)
+    return blob[:4] == _ELF_MAGIC and struct.unpack_from("<H", blob, 0x12)[0] == 190
+
+
+def defined_symbols(blob: bytes) -> set[str]:
+    """Names in the ELF symbol table (the cubin's kernels, device globals)."""
+    sections = _sections(blob)
+    names: set[str] = set()
+    for section in sections:
+        if section.type != _SHT_SYMTAB:
+            continue
+        strtab = sections[section.link]
+        strings = blob[strtab.offset : strtab.offset + strtab.size]
+        for base in range(section.offset, section.offset + section.size, 24):
+            name_off = struct.unpack_from("<I", blob, base)[0]
+            if name_off:
+                end = strings.index(b"\0", name_off)
+                names.add(strings[name_off:end].decode(errors="replace"))
+    return names

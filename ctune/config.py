@@ -1,0 +1,120 @@
+"""Settings, resolved once at the edge and passed down as one frozen object.
+
+Precedence, highest first:
+
+1. command-line options (``cli_overrides``),
+2. ``CTUNE_<FIELD>`` environment variables (e.g. ``CTUNE_JOBS=8``),
+3. the ``[tool.ctune]`` table of the nearest ``pyproject.toml`` above the working directory,
+4. the defaults below.
+
+Library code never reads ``os.environ``; it takes a :class:`Settings` or
+explicit arguments (Triton's env-backed knobs need a reset fixture in every
+test; this does not).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from ctune.errors import UserError
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    arch: str = ""  # empty: the spec's own arch (sm_90 unless it says otherwise)
+    nvcc: str = "nvcc"
+    cache_dir: Path = Path(".ctune")
+    registry: Path = Path("registry")
+    jobs: int = 0  # parallel compiles; 0 = one per CPU core
+    compile_timeout_s: float = 120.0
+    compile_memory_bytes: int = 12 * 1024**3  # RLIMIT_AS guard per nvcc process group member
+    l2: str = "cold"
+    warmup_ms: float = 25.0
+    rep_ms: float = 100.0
+    energy_window_s: float = 1.0
+    run_timeout_floor_s: float = 10.0
+    debug: bool = False
+
+    def with_overrides(self, **overrides: Any) -> Settings:
+        return dataclasses.replace(self, **_coerce_all(overrides, "option"))
+
+
+def _coerce(name: str, raw: Any, where: str) -> Any:
+    target = {f.name: f.type for f in fields(Settings)}[name]
+    try:
+        if target in ("Path", Path):
+            return Path(raw)
+        if target in ("int", int):
+            return int(raw)
+        if target in ("float", float):
+            return float(raw)
+        if target in ("bool", bool):
+            if isinstance(raw, bool):
+                return raw
+            return str(raw).strip().lower() in ("1", "true", "yes", "on")
+        return str(raw)
+    except (TypeError, ValueError):
+        raise UserError(f"{where} {name}={raw!r} is not a valid {target}") from None
+
+
+def _coerce_all(values: Mapping[str, Any], where: str) -> dict[str, Any]:
+    known = {f.name for f in fields(Settings)}
+    out: dict[str, Any] = {}
+    for name, raw in values.items():
+        if raw is None:
+            continue
+        if name not in known:
+            raise UserError(
+                f"unknown {where} '{name}' (allowed: {', '.join(sorted(known))})"
+            )
+        out[name] = _coerce(name, raw, where)
+    return out
+
+
+def find_pyproject(start: Path) -> Path | None:
+    for folder in (start, *start.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def file_settings(start: Path) -> dict[str, Any]:
+    path = find_pyproject(start)
+    if path is None:
+        return {}
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise UserError(f"{path}: cannot read [tool.ctune]: {exc}") from None
+    table = data.get("tool", {}).get("ctune", {})
+    return {k.replace("-", "_"): v for k, v in table.items()}
+
+
+def env_settings(environ: Mapping[str, str]) -> dict[str, Any]:
+    known = {f.name for f in fields(Settings)}
+    return {
+        key[len("CTUNE_") :].lower(): value
+        for key, value in environ.items()
+        if key.startswith("CTUNE_") and key[len("CTUNE_") :].lower() in known
+    }
+
+
+def resolve(
+    cli_overrides: Mapping[str, Any] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> Settings:
+    """Merge the four layers in the documented order into one Settings."""
+    merged: dict[str, Any] = {}
+    merged.update(_coerce_all(file_settings(cwd or Path.cwd()), "[tool.ctune] key"))
+    merged.update(_coerce_all(env_settings(os.environ if environ is None else environ), "env"))
+    merged.update(_coerce_all(cli_overrides or {}, "option"))
+    return Settings(**merged)

@@ -1,0 +1,707 @@
+"""KernelSpec: a kernel's YAML sidecar, loaded and validated in one pass.
+
+The sidecar (``kernels/<name>.yaml`` next to ``kernels/<name>.cu``) says how
+to build, launch, feed, check and tune the kernel; docs/spec-format.md is the
+reference. Loading reports the first problem as one line naming the file, the
+key and what is allowed, so a typo never surfaces later as a strange compile
+or launch failure.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from ctune.errors import SpecError, UserError
+from ctune.expr import Expr, ExprError, parse
+from ctune.records import Candidate, GeneValue, canonical_json, sha256_hex
+from ctune.space.nvcc import CATALOGUE
+from ctune.space.params import FAMILIES, Gene, Space
+from ctune.strict_yaml import StrictYamlError, load_file
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+DTYPES = (
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+    "int8",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+)
+ROLES = ("input", "output", "inout", "scratch", "scalar")
+ENTRY_KINDS = ("kernel", "launcher")
+MAX_SOURCE_BYTES = 4 * 1024 * 1024
+CUTLASS_TOKEN = "@cutlass"
+
+_TOP_KEYS = {
+    "name",
+    "description",
+    "source",
+    "entry",
+    "arch",
+    "std",
+    "include_dirs",
+    "extra_flags",
+    "flags",
+    "acf_files",
+    "genes",
+    "derived",
+    "restrictions",
+    "launch",
+    "problems",
+    "problem_sets",
+    "default_problem",
+    "args",
+    "reference",
+    "tolerance",
+    "metrics",
+    "deterministic",
+    "l2",
+}
+_REQUIRED = ("entry", "problems", "args", "reference")
+
+
+@dataclass(frozen=True)
+class Problem:
+    name: str
+    dims: dict[str, int]
+    defines: dict[str, GeneValue] = field(default_factory=dict)
+    dtypes: dict[str, str] = field(default_factory=dict)
+
+    def key(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    name: str
+    role: str
+    dtype: str
+    shape: tuple[Expr, ...] = ()
+    init: tuple[str, float, float] = ("normal", 0.0, 1.0)  # (dist, a, b): N(a, b) or U[a, b]
+    value: Expr | None = None  # scalars
+
+    def dtype_for(self, problem: Problem) -> str:
+        return problem.dtypes.get(self.name, self.dtype)
+
+
+@dataclass(frozen=True)
+class LaunchRule:
+    grid: tuple[Expr, Expr, Expr]
+    block: tuple[Expr, Expr, Expr]
+    dynamic_smem_bytes: Expr
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rel_l2: float
+    max_abs: float
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    name: str
+    yaml_path: Path
+    source_path: Path
+    entry_symbol: str
+    entry_kind: str
+    arch: str
+    std: str
+    include_dirs: tuple[Path, ...]
+    extra_flags: tuple[str, ...]
+    flag_genes: tuple[Gene, ...]
+    genes: tuple[Gene, ...]
+    derived: tuple[tuple[str, Expr], ...]
+    restrictions: tuple[Expr, ...]
+    launch: LaunchRule | None
+    problems: tuple[Problem, ...]
+    problem_sets: dict[str, tuple[str, ...]]
+    default_problem: str
+    args: tuple[ArgSpec, ...]
+    reference_path: Path
+    reference_function: str
+    tolerance: dict[str, Tolerance]
+    metrics: dict[str, Expr]
+    deterministic: bool
+    l2: str
+    description: str
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @cached_property
+    def space(self) -> Space:
+        return Space(self.flag_genes + self.genes, self.restrictions, self.derived)
+
+    @cached_property
+    def spec_sha256(self) -> str:
+        """Digest of the canonical spec content (not the YAML bytes or comments)."""
+        return sha256_hex(canonical_json(self.raw))
+
+    def problem(self, name: str | None = None) -> Problem:
+        wanted = name or self.default_problem
+        for problem in self.problems:
+            if problem.name == wanted:
+                return problem
+        raise UserError(
+            f"{self.yaml_path}: no problem '{wanted}' (known: {', '.join(self.problem_names())})"
+        )
+
+    def problem_names(self) -> list[str]:
+        return [p.name for p in self.problems]
+
+    def select_problems(self, name: str | None) -> list[Problem]:
+        """A problem name or a problem-set name (default: the default problem)."""
+        if name and name in self.problem_sets:
+            return [self.problem(n) for n in self.problem_sets[name]]
+        return [self.problem(name)]
+
+    def default_candidate(self) -> Candidate:
+        return Candidate.of(self.name, self.space.default_values())
+
+    def candidate(self, values: Mapping[str, GeneValue]) -> Candidate:
+        return Candidate.of(self.name, values)
+
+    def tolerance_for(self, output: str) -> Tolerance:
+        return self.tolerance.get(output) or self.tolerance["default"]
+
+    def outputs(self) -> list[ArgSpec]:
+        return [a for a in self.args if a.role in ("output", "inout")]
+
+    def reference(self) -> Callable[..., dict[str, Any]]:
+        """Import the reference function from its file (user code, like the kernel)."""
+        module_name = f"ctune_reference_{self.name.replace('-', '_').replace('.', '_')}"
+        spec = importlib.util.spec_from_file_location(module_name, self.reference_path)
+        if spec is None or spec.loader is None:
+            raise SpecError(f"{self.yaml_path}: reference: cannot import {self.reference_path}")
+        module = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            raise SpecError(
+                f"{self.reference_path}: importing the reference failed: "
+                f"{type(exc).__name__}: {exc}"
+            ) from None
+        func = getattr(module, self.reference_function, None)
+        if not callable(func):
+            raise SpecError(
+                f"{self.yaml_path}: reference: {self.reference_path.name} has no function "
+                f"'{self.reference_function}'"
+            )
+        return func
+
+
+# --- loading ----------------------------------------------------------------
+
+
+class _Ctx:
+    """Carries the file name so every error names file and key."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, key: str, message: str) -> SpecError:
+        return SpecError(f"{self.path}: {key}: {message}")
+
+    def expr(self, key: str, source: Any) -> Expr:
+        if isinstance(source, bool) or not isinstance(source, (str, int, float)):
+            raise self.fail(key, f"expected an expression, got {type(source).__name__}")
+        try:
+            return parse(source)
+        except ExprError as exc:
+            raise self.fail(key, str(exc)) from None
+
+
+def sidecar_for(path: Path) -> tuple[Path, Path | None]:
+    """Given a .cu or .yaml path, return (yaml path, .cu path if given)."""
+    if path.suffix in (".yaml", ".yml"):
+        return path, None
+    for suffix in (".yaml", ".yml"):
+        candidate = path.with_suffix(suffix)
+        if candidate.is_file():
+            return candidate, path
+    raise UserError(
+        f"{path}: no spec sidecar {path.with_suffix('.yaml').name} next to it "
+        "(see docs/spec-format.md)"
+    )
+
+
+def load_spec(path: str | Path, nvcc_help: str | None = None) -> KernelSpec:
+    """Load and validate ``kernels/<name>.yaml`` (or the .cu next to it).
+
+    ``nvcc_help`` is ``nvcc --help`` text; flag genes that need an option this
+    nvcc lacks (``--apply-controls``) are dropped from the space. None keeps only
+    flags that need no such option.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"{path}: no such file")
+    yaml_path, cu_path = sidecar_for(path)
+    ctx = _Ctx(yaml_path)
+    try:
+        data = load_file(yaml_path)
+    except StrictYamlError as exc:
+        raise SpecError(f"{yaml_path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{yaml_path}: expected a mapping at the top level")
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise ctx.fail(unknown[0], f"unknown key (allowed: {', '.join(sorted(_TOP_KEYS))})")
+    for key in _REQUIRED:
+        if key not in data:
+            raise ctx.fail(key, "missing (required)")
+    return _build(ctx, data, yaml_path, cu_path, nvcc_help or "")
+
+
+def _name(ctx: _Ctx, key: str, value: Any) -> str:
+    if not isinstance(value, str) or not NAME_RE.match(value):
+        raise ctx.fail(key, f"{value!r} must match {NAME_RE.pattern}")
+    return value
+
+
+def _str_list(ctx: _Ctx, key: str, value: Any) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ctx.fail(key, "expected a list of strings")
+    return value
+
+
+def _build(
+    ctx: _Ctx, data: dict[str, Any], yaml_path: Path, cu_path: Path | None, nvcc_help: str
+) -> KernelSpec:
+    folder = yaml_path.parent
+    name = _name(ctx, "name", data.get("name", yaml_path.stem))
+    source_path = _source(ctx, folder, data.get("source", f"{yaml_path.stem}.cu"), cu_path)
+    symbol, kind = _entry(ctx, data["entry"])
+    arch = str(data.get("arch", "sm_90"))
+    if not re.match(r"^(sm|compute)_\d{2,3}[a-z]?$", arch):
+        raise ctx.fail("arch", f"{arch!r} is not like sm_90 or sm_90a")
+    std = str(data.get("std", "c++17"))
+    if std not in ("c++14", "c++17", "c++20"):
+        raise ctx.fail("std", f"{std!r} (allowed: c++14, c++17, c++20)")
+    include_dirs = tuple(
+        _include_dir(ctx, folder, d) for d in _str_list(ctx, "include_dirs", data.get("include_dirs"))
+    )
+    extra_flags = tuple(_str_list(ctx, "extra_flags", data.get("extra_flags")))
+    from ctune.compile.flags import check_flags
+
+    try:
+        check_flags(extra_flags)
+    except UserError as exc:
+        raise ctx.fail("extra_flags", str(exc)) from None
+    flag_genes = _flag_genes(ctx, folder, data.get("flags"), data.get("acf_files"), nvcc_help)
+    genes = _genes(ctx, data.get("genes") or {})
+    gene_names = {g.name for g in genes}
+    clash = gene_names & {g.name for g in flag_genes}
+    if clash:
+        raise ctx.fail(f"genes.{sorted(clash)[0]}", "clashes with a flag gene of the catalogue")
+    problems = _problems(ctx, data["problems"])
+    dim_names = set().union(*(p.dims for p in problems))
+    derived = _derived(ctx, data.get("derived") or {}, gene_names | dim_names)
+    known = gene_names | {g.name for g in flag_genes} | dim_names | {n for n, _ in derived}
+    restrictions = tuple(
+        _expr_over(ctx, f"restrictions[{i}]", src, known)
+        for i, src in enumerate(data.get("restrictions") or [])
+    )
+    launch = _launch(ctx, data.get("launch"), kind, known)
+    args = _args(ctx, data["args"], dim_names)
+    for problem in problems:
+        for arg_name in problem.dtypes:
+            if arg_name not in {a.name for a in args}:
+                raise ctx.fail(f"problems.{problem.name}.dtypes.{arg_name}", "no such arg")
+    problem_names = [p.name for p in problems]
+    sets = _problem_sets(ctx, data.get("problem_sets") or {}, problem_names)
+    default_problem = data.get("default_problem", problem_names[0])
+    if default_problem not in problem_names:
+        raise ctx.fail("default_problem", f"{default_problem!r} is not a problem name")
+    ref_path, ref_func = _reference(ctx, folder, data["reference"])
+    outputs = [a.name for a in args if a.role in ("output", "inout")]
+    if not outputs:
+        raise ctx.fail("args", "no output arg (role: output or inout) to check")
+    tolerance = _tolerance(ctx, data.get("tolerance"), outputs)
+    metrics = {
+        str(k): _expr_over(ctx, f"metrics.{k}", v, dim_names)
+        for k, v in (data.get("metrics") or {}).items()
+    }
+    l2 = data.get("l2", "cold")
+    if l2 not in ("cold", "hot"):
+        raise ctx.fail("l2", f"{l2!r} (allowed: cold, hot)")
+    spec = KernelSpec(
+        name=name,
+        yaml_path=yaml_path.resolve(),
+        source_path=source_path,
+        entry_symbol=symbol,
+        entry_kind=kind,
+        arch=arch,
+        std=std,
+        include_dirs=include_dirs,
+        extra_flags=extra_flags,
+        flag_genes=flag_genes,
+        genes=genes,
+        derived=derived,
+        restrictions=restrictions,
+        launch=launch,
+        problems=problems,
+        problem_sets=sets,
+        default_problem=default_problem,
+        args=args,
+        reference_path=ref_path,
+        reference_function=ref_func,
+        tolerance=tolerance,
+        metrics=metrics,
+        deterministic=bool(data.get("deterministic", True)),
+        l2=l2,
+        description=str(data.get("description", "")),
+        raw=data,
+    )
+    _check_default(ctx, spec)
+    return spec
+
+
+def _source(ctx: _Ctx, folder: Path, value: Any, cu_path: Path | None) -> Path:
+    if not isinstance(value, str):
+        raise ctx.fail("source", "expected a file name")
+    path = (folder / value).resolve()
+    if cu_path is not None and cu_path.resolve() != path:
+        raise ctx.fail("source", f"names {value}, but {cu_path} was given")
+    if not path.is_file():
+        raise ctx.fail("source", f"{path} does not exist")
+    if not path.is_relative_to(folder.resolve()):
+        raise ctx.fail("source", f"{value} resolves outside the spec's folder")
+    if path.stat().st_size > MAX_SOURCE_BYTES:
+        raise ctx.fail("source", f"{value} is larger than {MAX_SOURCE_BYTES} bytes")
+    return path
+
+
+def _entry(ctx: _Ctx, value: Any) -> tuple[str, str]:
+    if isinstance(value, str):
+        value = {"symbol": value}
+    if not isinstance(value, dict) or set(value) - {"symbol", "kind"} or "symbol" not in value:
+        raise ctx.fail("entry", "expected a symbol name or {symbol: NAME, kind: kernel|launcher}")
+    symbol, kind = value["symbol"], value.get("kind", "kernel")
+    if not isinstance(symbol, str) or not IDENT_RE.match(symbol):
+        raise ctx.fail("entry.symbol", f"{symbol!r} is not a C identifier")
+    if kind not in ENTRY_KINDS:
+        raise ctx.fail("entry.kind", f"{kind!r} (allowed: {', '.join(ENTRY_KINDS)})")
+    return symbol, kind
+
+
+def _include_dir(ctx: _Ctx, folder: Path, value: str) -> Path:
+    if value == CUTLASS_TOKEN:
+        from ctune.compile.deps import cutlass_include_dir
+
+        found = cutlass_include_dir()
+        if found is None:
+            raise ctx.fail(
+                "include_dirs", "@cutlass: the nvidia-cutlass package is not installed "
+                "(pip install nvidia-cutlass)"
+            )
+        return found
+    path = (folder / value).resolve()
+    if not path.is_dir():
+        raise ctx.fail("include_dirs", f"{value} is not a directory")
+    return path
+
+
+def _flag_genes(
+    ctx: _Ctx, folder: Path, value: Any, acf_files: Any, nvcc_help: str
+) -> tuple[Gene, ...]:
+    if value is None:
+        return ()
+    if value == "all":
+        names = list(CATALOGUE)
+    elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+        names = value
+    else:
+        raise ctx.fail("flags", "expected 'all' or a list of catalogue flag names")
+    genes = []
+    for name in names:
+        if name not in CATALOGUE:
+            raise ctx.fail(f"flags.{name}", f"unknown flag gene (allowed: {', '.join(CATALOGUE)})")
+        flag = CATALOGUE[name]
+        if flag.requires_option and flag.requires_option not in nvcc_help:
+            continue  # this nvcc does not offer it (e.g. --apply-controls before CUDA 13.3)
+        gene = flag.gene
+        if name == "apply_controls":
+            files = tuple(str((folder / f).resolve()) for f in _str_list(ctx, "acf_files", acf_files))
+            if not files:
+                continue
+            gene = Gene(gene.name, ("none", *files), "none", gene.family, False, (), gene.description)
+        genes.append(gene)
+    return tuple(genes)
+
+
+_GENE_KEYS = {"values", "pow2", "range", "default", "family", "suggest", "description"}
+
+
+def _genes(ctx: _Ctx, data: Any) -> tuple[Gene, ...]:
+    if not isinstance(data, dict):
+        raise ctx.fail("genes", "expected a mapping NAME: {values: [...], default: ...}")
+    genes = []
+    for name, body in data.items():
+        key = f"genes.{name}"
+        if not isinstance(name, str) or not IDENT_RE.match(name):
+            raise ctx.fail(key, "gene names must be C identifiers (they become -D macros)")
+        if not isinstance(body, dict):
+            raise ctx.fail(key, "expected {values: [...], default: ...}")
+        extra = sorted(set(body) - _GENE_KEYS)
+        if extra:
+            raise ctx.fail(f"{key}.{extra[0]}", f"unknown key (allowed: {', '.join(sorted(_GENE_KEYS))})")
+        values = _gene_values(ctx, key, body)
+        default = body.get("default", values[0])
+        if default not in values:
+            raise ctx.fail(f"{key}.default", f"{default!r} is not among the values {list(values)}")
+        family = body.get("family", "define")
+        if family not in FAMILIES[2:]:
+            raise ctx.fail(f"{key}.family", f"{family!r} (allowed: launch, template, define)")
+        suggest = tuple(body.get("suggest") or ())
+        bad = [s for s in suggest if s not in values]
+        if bad:
+            raise ctx.fail(f"{key}.suggest", f"{bad[0]!r} is not among the values")
+        genes.append(
+            Gene(name, values, default, family, False, suggest, str(body.get("description", "")))
+        )
+    return tuple(genes)
+
+
+def _gene_values(ctx: _Ctx, key: str, body: dict[str, Any]) -> tuple[GeneValue, ...]:
+    forms = [k for k in ("values", "pow2", "range") if k in body]
+    if len(forms) != 1:
+        raise ctx.fail(key, "give exactly one of values: [...], pow2: [lo, hi], range: [a, b, step]")
+    form, raw = forms[0], body[forms[0]]
+    if form == "values":
+        if not isinstance(raw, list) or not raw:
+            raise ctx.fail(f"{key}.values", "expected a non-empty list")
+        if not all(isinstance(v, (int, str)) for v in raw):
+            raise ctx.fail(f"{key}.values", "values must be integers or strings")
+        if len(set(raw)) != len(raw):
+            raise ctx.fail(f"{key}.values", "a value is repeated")
+        return tuple(raw)
+    if not isinstance(raw, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in raw):
+        raise ctx.fail(f"{key}.{form}", "expected a list of integers")
+    if form == "pow2":
+        if len(raw) != 2 or raw[0] <= 0 or raw[1] < raw[0]:
+            raise ctx.fail(f"{key}.pow2", "expected [lo, hi] with 0 < lo <= hi")
+        values, v = [], 1
+        while v <= raw[1]:
+            if v >= raw[0]:
+                values.append(v)
+            v *= 2
+        if not values:
+            raise ctx.fail(f"{key}.pow2", "no power of two in the range")
+        return tuple(values)
+    if len(raw) not in (2, 3) or (len(raw) == 3 and raw[2] <= 0) or raw[1] < raw[0]:
+        raise ctx.fail(f"{key}.range", "expected [start, stop] or [start, stop, step>0], inclusive")
+    step = raw[2] if len(raw) == 3 else 1
+    values = list(range(raw[0], raw[1] + 1, step))
+    if len(values) > 4096:
+        raise ctx.fail(f"{key}.range", "more than 4096 values")
+    return tuple(values)
+
+
+def _problems(ctx: _Ctx, data: Any) -> tuple[Problem, ...]:
+    if not isinstance(data, list) or not data:
+        raise ctx.fail("problems", "expected a non-empty list of {name, dims}")
+    problems, seen = [], set()
+    for i, body in enumerate(data):
+        key = f"problems[{i}]"
+        if not isinstance(body, dict) or set(body) - {"name", "dims", "defines", "dtypes"}:
+            raise ctx.fail(key, "expected {name, dims, defines?, dtypes?}")
+        name = _name(ctx, f"{key}.name", body.get("name"))
+        if name in seen:
+            raise ctx.fail(f"{key}.name", f"{name!r} appears twice")
+        seen.add(name)
+        dims = body.get("dims") or {}
+        if not isinstance(dims, dict) or not all(
+            isinstance(k, str) and IDENT_RE.match(k) and isinstance(v, int) and not isinstance(v, bool)
+            for k, v in dims.items()
+        ):
+            raise ctx.fail(f"problems.{name}.dims", "expected NAME: integer pairs")
+        defines = body.get("defines") or {}
+        if not isinstance(defines, dict) or not all(
+            isinstance(k, str) and IDENT_RE.match(k) and isinstance(v, (int, str))
+            for k, v in defines.items()
+        ):
+            raise ctx.fail(f"problems.{name}.defines", "expected MACRO: integer-or-string pairs")
+        dtypes = body.get("dtypes") or {}
+        if not isinstance(dtypes, dict) or not all(v in DTYPES for v in dtypes.values()):
+            raise ctx.fail(f"problems.{name}.dtypes", f"expected ARG: dtype ({', '.join(DTYPES)})")
+        problems.append(Problem(name, dict(dims), dict(defines), dict(dtypes)))
+    return tuple(problems)
+
+
+def _derived(ctx: _Ctx, data: Any, known: set[str]) -> tuple[tuple[str, Expr], ...]:
+    if not isinstance(data, dict):
+        raise ctx.fail("derived", "expected a mapping NAME: expression")
+    out: list[tuple[str, Expr]] = []
+    names = set(known)
+    for name, source in data.items():
+        if not isinstance(name, str) or not IDENT_RE.match(name):
+            raise ctx.fail(f"derived.{name}", "names must be identifiers")
+        if name in known:
+            raise ctx.fail(f"derived.{name}", "clashes with a gene or problem dimension")
+        out.append((name, _expr_over(ctx, f"derived.{name}", source, names)))
+        names.add(name)
+    return tuple(out)
+
+
+def _expr_over(ctx: _Ctx, key: str, source: Any, known: set[str]) -> Expr:
+    expr = ctx.expr(key, source)
+    unknown = sorted(expr.names - known)
+    if unknown:
+        raise ctx.fail(
+            key, f"unknown name '{unknown[0]}' in '{expr.source}' (known: {', '.join(sorted(known))})"
+        )
+    return expr
+
+
+def _launch(ctx: _Ctx, data: Any, kind: str, known: set[str]) -> LaunchRule | None:
+    if kind == "launcher":
+        if data is not None:
+            raise ctx.fail("launch", "a launcher entry chooses its own grid; remove 'launch'")
+        return None
+    if not isinstance(data, dict) or set(data) - {"grid", "block", "dynamic_smem_bytes"}:
+        raise ctx.fail("launch", "expected {grid: [x, y, z], block: [x, y, z], dynamic_smem_bytes}")
+
+    def triple(key: str) -> tuple[Expr, Expr, Expr]:
+        raw = data.get(key)
+        if not isinstance(raw, list) or not 1 <= len(raw) <= 3:
+            raise ctx.fail(f"launch.{key}", "expected a list of 1 to 3 expressions")
+        raw = [*raw, 1, 1][:3]
+        a, b, c = (_expr_over(ctx, f"launch.{key}[{i}]", s, known) for i, s in enumerate(raw))
+        return a, b, c
+
+    smem = _expr_over(ctx, "launch.dynamic_smem_bytes", data.get("dynamic_smem_bytes", 0), known)
+    return LaunchRule(triple("grid"), triple("block"), smem)
+
+
+def _args(ctx: _Ctx, data: Any, dims: set[str]) -> tuple[ArgSpec, ...]:
+    if not isinstance(data, list) or not data:
+        raise ctx.fail("args", "expected a non-empty list")
+    args, seen = [], set()
+    for i, body in enumerate(data):
+        key = f"args[{i}]"
+        allowed = {"name", "role", "dtype", "shape", "init", "value"}
+        if not isinstance(body, dict) or set(body) - allowed:
+            raise ctx.fail(key, f"expected a mapping with keys from {', '.join(sorted(allowed))}")
+        name = body.get("name")
+        if not isinstance(name, str) or not IDENT_RE.match(name) or name in seen:
+            raise ctx.fail(f"{key}.name", f"{name!r} must be a unique identifier")
+        seen.add(name)
+        key = f"args.{name}"
+        role = body.get("role")
+        if role not in ROLES:
+            raise ctx.fail(f"{key}.role", f"{role!r} (allowed: {', '.join(ROLES)})")
+        dtype = body.get("dtype")
+        if dtype not in DTYPES:
+            raise ctx.fail(f"{key}.dtype", f"{dtype!r} (allowed: {', '.join(DTYPES)})")
+        if role == "scalar":
+            if "value" not in body:
+                raise ctx.fail(f"{key}.value", "a scalar needs a value expression")
+            args.append(
+                ArgSpec(name, role, dtype, value=_expr_over(ctx, f"{key}.value", body["value"], dims))
+            )
+            continue
+        shape = body.get("shape")
+        if not isinstance(shape, list) or not shape:
+            raise ctx.fail(f"{key}.shape", "expected a list of dimension expressions")
+        exprs = tuple(_expr_over(ctx, f"{key}.shape[{j}]", s, dims) for j, s in enumerate(shape))
+        args.append(ArgSpec(name, role, dtype, exprs, _init(ctx, f"{key}.init", body.get("init"))))
+    return tuple(args)
+
+
+def _init(ctx: _Ctx, key: str, value: Any) -> tuple[str, float, float]:
+    if value is None or value == "normal":
+        return ("normal", 0.0, 1.0)
+    if value == "uniform":
+        return ("uniform", -1.0, 1.0)
+    if isinstance(value, dict) and len(value) == 1:
+        ((dist, params),) = value.items()
+        if dist in ("normal", "uniform") and isinstance(params, list) and len(params) == 2:
+            a, b = (float(p) for p in params)
+            if dist == "uniform" and a == b == 0 or dist == "normal" and a == 0 and b == 0:
+                raise ctx.fail(key, "inputs are never all zeros: give a non-degenerate range")
+            return (dist, a, b)
+    raise ctx.fail(key, "expected normal, uniform, {normal: [mean, std]} or {uniform: [lo, hi]}")
+
+
+def _problem_sets(ctx: _Ctx, data: Any, names: list[str]) -> dict[str, tuple[str, ...]]:
+    if not isinstance(data, dict):
+        raise ctx.fail("problem_sets", "expected a mapping SET: [problem names]")
+    sets = {}
+    for set_name, members in data.items():
+        _name(ctx, f"problem_sets.{set_name}", set_name)
+        if set_name in names:
+            raise ctx.fail(f"problem_sets.{set_name}", "has the name of a problem")
+        if not isinstance(members, list) or not members:
+            raise ctx.fail(f"problem_sets.{set_name}", "expected a non-empty list of problem names")
+        for member in members:
+            if member not in names:
+                raise ctx.fail(f"problem_sets.{set_name}", f"{member!r} is not a problem name")
+        sets[set_name] = tuple(members)
+    return sets
+
+
+def _reference(ctx: _Ctx, folder: Path, data: Any) -> tuple[Path, str]:
+    if not isinstance(data, dict) or set(data) != {"python"} or not isinstance(data["python"], str):
+        raise ctx.fail("reference", "expected {python: FILE.py:FUNCTION}")
+    file_part, _, func = data["python"].partition(":")
+    if not func or not IDENT_RE.match(func) or not file_part.endswith(".py"):
+        raise ctx.fail("reference.python", f"{data['python']!r} is not FILE.py:FUNCTION")
+    path = (folder / file_part).resolve()
+    if not path.is_file():
+        raise ctx.fail("reference.python", f"{path} does not exist")
+    return path, func
+
+
+def _tolerance(ctx: _Ctx, data: Any, outputs: list[str]) -> dict[str, Tolerance]:
+    data = data or {"default": {"rel_l2": 1e-2, "max_abs": 1e-1}}
+    if not isinstance(data, dict):
+        raise ctx.fail("tolerance", "expected {default: {rel_l2, max_abs}, OUTPUT: {...}}")
+    out = {}
+    for name, body in data.items():
+        if name != "default" and name not in outputs:
+            raise ctx.fail(f"tolerance.{name}", f"not an output (outputs: {', '.join(outputs)})")
+        if not isinstance(body, dict) or set(body) != {"rel_l2", "max_abs"}:
+            raise ctx.fail(f"tolerance.{name}", "expected {rel_l2: number, max_abs: number}")
+        try:
+            rel_l2, max_abs = float(body["rel_l2"]), float(body["max_abs"])
+        except (TypeError, ValueError):
+            raise ctx.fail(f"tolerance.{name}", "rel_l2 and max_abs must be numbers") from None
+        if not (rel_l2 > 0 and max_abs > 0):
+            raise ctx.fail(f"tolerance.{name}", "tolerances must be positive")
+        out[name] = Tolerance(rel_l2, max_abs)
+    if "default" not in out and set(outputs) - set(out):
+        raise ctx.fail("tolerance", "give a default or one entry per output")
+    if "default" not in out:
+        out["default"] = next(iter(out.values()))
+    return out
+
+
+def _check_default(ctx: _Ctx, spec: KernelSpec) -> None:
+    """The default build must be valid for every problem: it is the baseline."""
+    space = spec.space
+    defaults = space.default_values()
+    for problem in spec.problems:
+        broken = space.violations(defaults, problem.dims)
+        if broken:
+            raise ctx.fail(
+                "genes",
+                f"the default values break restriction '{broken[0]}' for problem {problem.name}",
+            )
+        if spec.launch is not None:
+            env = space.environment(defaults, problem.dims)
+            for expr in (*spec.launch.grid, *spec.launch.block, spec.launch.dynamic_smem_bytes):
+                try:
+                    expr.evaluate(env)
+                except ExprError as exc:
+                    raise ctx.fail("launch", f"{exc} (problem {problem.name})") from None

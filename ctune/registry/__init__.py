@@ -1,0 +1,1 @@
+"""Persist, version, diff, export and gate tuned artifacts in a git repository."""

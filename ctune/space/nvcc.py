@@ -1,0 +1,218 @@
+"""The curated nvcc/ptxas flag catalogue for CUDA 13.0, as genes.
+
+Each entry is a gene whose default value renders to no flag at all, so the
+default candidate is exactly the plain build. Entries that change floating
+point results are marked ``numerics``: they face the same correctness check
+as every other candidate, and reports name them. Every value of every entry
+is compiled by the real nvcc in ``tests/compile/test_flag_catalogue.py``.
+
+An entry may require a compiler option (``--apply-controls`` needs CUDA 13.3+):
+it is offered only when ``nvcc --help`` lists that option.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ctune.records import GeneValue
+from ctune.space.params import Gene
+
+Render = Callable[[GeneValue], list[str]]
+
+
+@dataclass(frozen=True, slots=True)
+class FlagSpec:
+    gene: Gene
+    render: Render
+    requires_option: str | None = None  # offered only if `nvcc --help` lists it
+
+
+def _switch(flag: str) -> Render:
+    return lambda v: [flag] if v else []
+
+
+def _bool_option(flag: str, default: bool) -> Render:
+    return lambda v: [] if v == default else [f"{flag}={'true' if v else 'false'}"]
+
+
+def _ptxas(option: str, default: GeneValue) -> Render:
+    return lambda v: [] if v == default else ["-Xptxas", f"{option}={v}"]
+
+
+def _maxrregcount(v: GeneValue) -> list[str]:
+    return [] if v == 0 else [f"-maxrregcount={v}"]
+
+
+def _ptxas_opt(v: GeneValue) -> list[str]:
+    return [] if v == 3 else ["-Xptxas", f"-O{v}"]
+
+
+def _acf(v: GeneValue) -> list[str]:
+    return [] if v == "none" else [f"--apply-controls={v}"]
+
+
+def _flag(
+    name: str,
+    values: tuple[GeneValue, ...],
+    default: GeneValue,
+    family: str,
+    render: Render,
+    description: str,
+    numerics: bool = False,
+    requires_option: str | None = None,
+) -> FlagSpec:
+    gene = Gene(name, values, default, family, numerics, (), description)
+    return FlagSpec(gene, render, requires_option)
+
+
+CATALOGUE: dict[str, FlagSpec] = {
+    f.gene.name: f
+    for f in (
+        _flag("ptxas_opt", (3, 2, 1, 0), 3, "ptxas", _ptxas_opt, "ptxas optimisation level -O"),
+        _flag(
+            "maxrregcount",
+            (0, 32, 40, 48, 56, 64, 72, 80, 96, 128, 168, 255),
+            0,
+            "nvcc",
+            _maxrregcount,
+            "register cap per thread (0 = none); trades occupancy against spills",
+        ),
+        _flag(
+            "fast_math",
+            (False, True),
+            False,
+            "nvcc",
+            _switch("--use_fast_math"),
+            "--use_fast_math: ftz, approximate div/sqrt, fmad",
+            numerics=True,
+        ),
+        _flag(
+            "ftz",
+            (False, True),
+            False,
+            "nvcc",
+            _bool_option("--ftz", False),
+            "flush fp32 denormals to zero",
+            numerics=True,
+        ),
+        _flag(
+            "prec_div",
+            (True, False),
+            True,
+            "nvcc",
+            _bool_option("--prec-div", True),
+            "IEEE fp32 division (false = fast approximation)",
+            numerics=True,
+        ),
+        _flag(
+            "prec_sqrt",
+            (True, False),
+            True,
+            "nvcc",
+            _bool_option("--prec-sqrt", True),
+            "IEEE fp32 square root (false = fast approximation)",
+            numerics=True,
+        ),
+        _flag(
+            "fmad",
+            (True, False),
+            True,
+            "nvcc",
+            _bool_option("--fmad", True),
+            "contract multiply-add into FMA",
+            numerics=True,
+        ),
+        _flag(
+            "extra_device_vectorization",
+            (False, True),
+            False,
+            "nvcc",
+            _switch("--extra-device-vectorization"),
+            "more aggressive vectorisation in the NVVM optimiser",
+        ),
+        _flag(
+            "restrict",
+            (False, True),
+            False,
+            "nvcc",
+            _switch("--restrict"),
+            "treat kernel pointer parameters as __restrict__",
+        ),
+        _flag(
+            "lineinfo",
+            (False, True),
+            False,
+            "nvcc",
+            _switch("-lineinfo"),
+            "line information for profilers (SASS unchanged)",
+        ),
+        _flag(
+            "dlcm",
+            ("default", "ca", "cg"),
+            "default",
+            "ptxas",
+            _ptxas("-dlcm", "default"),
+            "default cache modifier on global loads",
+        ),
+        _flag(
+            "dscm",
+            ("default", "wb", "cg", "cs", "wt"),
+            "default",
+            "ptxas",
+            _ptxas("-dscm", "default"),
+            "default cache modifier on global stores",
+        ),
+        _flag(
+            "register_usage_level",
+            (5, 0, 2, 4, 6, 8, 10),
+            5,
+            "ptxas",
+            _ptxas("--register-usage-level", 5),
+            "ptxas register-usage aggressiveness 0..10 (beta in 13.0)",
+        ),
+        _flag(
+            "allow_expensive_optimizations",
+            ("default", "true", "false"),
+            "default",
+            "ptxas",
+            _ptxas("--allow-expensive-optimizations", "default"),
+            "ptxas expensive optimisations (default: on at -O2 and above)",
+        ),
+        _flag(
+            "fast_compile",
+            ("0", "min", "mid", "max"),
+            "0",
+            "ptxas",
+            _ptxas("--Ofast-compile", "0"),
+            "trade runtime performance for compile time",
+        ),
+        _flag(
+            "apply_controls",
+            ("none",),
+            "none",
+            "nvcc",
+            _acf,
+            "advanced controls file (CUDA 13.3+); values come from the spec's acf_files",
+            requires_option="--apply-controls",
+        ),
+    )
+}
+
+
+def flag_names() -> tuple[str, ...]:
+    return tuple(CATALOGUE)
+
+
+def render_flags(values: dict[str, GeneValue]) -> list[str]:
+    """nvcc argv items for the catalogue genes present in ``values``, in catalogue order."""
+    argv: list[str] = []
+    for name, spec in CATALOGUE.items():
+        if name in values:
+            argv.extend(spec.render(values[name]))
+    return argv
+
+
+def supported(spec: FlagSpec, nvcc_help: str) -> bool:
+    """Whether this nvcc offers the entry (``nvcc --help`` text)."""
+    return spec.requires_option is None or spec.requires_option in nvcc_help

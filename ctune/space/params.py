@@ -1,0 +1,227 @@
+"""Genes, restrictions and the space they span: encode, enumerate, sample, repair.
+
+One genome holds four families of genes: nvcc flags, ptxas flags, launch
+configuration and template/define parameters. Every gene is a finite ordered
+list of values, so a candidate is also a vector of indices, which is what the
+genetic operators work on. Restrictions are safe expressions (``ctune.expr``)
+over genes, derived values and the problem's dimensions.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from ctune.expr import Expr, ExprError
+from ctune.records import GeneValue
+
+FAMILIES = ("nvcc", "ptxas", "launch", "template", "define")
+
+
+@dataclass(frozen=True, slots=True)
+class Gene:
+    """One tunable: a name, its ordered values, the default build's value."""
+
+    name: str
+    values: tuple[GeneValue, ...]
+    default: GeneValue
+    family: str = "define"
+    numerics: bool = False  # changes floating-point results (fast-math and its parts)
+    suggest: tuple[GeneValue, ...] = ()
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.values:
+            raise ValueError(f"gene {self.name} has no values")
+        if len(set(self.values)) != len(self.values):
+            raise ValueError(f"gene {self.name} repeats a value")
+        if self.default not in self.values:
+            raise ValueError(f"gene {self.name}: default {self.default!r} is not among its values")
+        if self.family not in FAMILIES:
+            raise ValueError(f"gene {self.name}: family {self.family!r} not in {FAMILIES}")
+
+    def index(self, value: GeneValue) -> int:
+        return self.values.index(value)
+
+
+@dataclass(frozen=True)
+class Space:
+    """Ordered genes plus restrictions; pure, deterministic given an RNG."""
+
+    genes: tuple[Gene, ...]
+    restrictions: tuple[Expr, ...] = ()
+    derived: tuple[tuple[str, Expr], ...] = ()
+    _by_name: dict[str, Gene] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._by_name.update({g.name: g for g in self.genes})
+        if len(self._by_name) != len(self.genes):
+            raise ValueError("gene names must be unique")
+
+    # --- lookup -----------------------------------------------------------
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(g.name for g in self.genes)
+
+    def gene(self, name: str) -> Gene:
+        return self._by_name[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def default_values(self) -> dict[str, GeneValue]:
+        return {g.name: g.default for g in self.genes}
+
+    def cardinality(self) -> int:
+        """Size of the unrestricted product of all genes."""
+        return math.prod(len(g.values) for g in self.genes)
+
+    # --- evaluation -------------------------------------------------------
+    def environment(
+        self, values: Mapping[str, GeneValue], dims: Mapping[str, int]
+    ) -> dict[str, GeneValue]:
+        """Genes, problem dims and derived values, in the order derived values need."""
+        env: dict[str, GeneValue] = {**dims, **values}
+        for name, expr in self.derived:
+            env[name] = expr.evaluate(env)
+        return env
+
+    def violations(self, values: Mapping[str, GeneValue], dims: Mapping[str, int]) -> list[str]:
+        """The source text of every restriction the candidate breaks."""
+        try:
+            env = self.environment(values, dims)
+        except ExprError as exc:
+            return [f"derived value: {exc}"]
+        broken = []
+        for restriction in self.restrictions:
+            try:
+                ok = bool(restriction.evaluate(env))
+            except ExprError:
+                ok = False
+            if not ok:
+                broken.append(restriction.source)
+        return broken
+
+    def is_valid(self, values: Mapping[str, GeneValue], dims: Mapping[str, int]) -> bool:
+        return not self.violations(values, dims)
+
+    # --- codec -------------------------------------------------------------
+    def encode(self, values: Mapping[str, GeneValue]) -> tuple[int, ...]:
+        return tuple(g.index(values[g.name]) for g in self.genes)
+
+    def decode(self, indices: tuple[int, ...] | list[int]) -> dict[str, GeneValue]:
+        return {g.name: g.values[i] for g, i in zip(self.genes, indices, strict=True)}
+
+    # --- enumeration --------------------------------------------------------
+    def _constrained_names(self) -> set[str]:
+        """Genes that some restriction depends on, directly or through derived values."""
+        derived_deps = {name: set(expr.names) for name, expr in self.derived}
+        needed: set[str] = set()
+        for restriction in self.restrictions:
+            stack = list(restriction.names)
+            while stack:
+                name = stack.pop()
+                if name in needed:
+                    continue
+                needed.add(name)
+                stack.extend(derived_deps.get(name, ()))
+        return needed & set(self._by_name)
+
+    def _split(self) -> tuple[tuple[Gene, ...], tuple[Gene, ...]]:
+        constrained = self._constrained_names()
+        bound = tuple(g for g in self.genes if g.name in constrained)
+        free = tuple(g for g in self.genes if g.name not in constrained)
+        return bound, free
+
+    def _valid_bound(
+        self, dims: Mapping[str, int], limit: int
+    ) -> tuple[list[dict[str, GeneValue]], bool]:
+        bound, free = self._split()
+        fill = {g.name: g.default for g in free}
+        valid = []
+        for i, combo in enumerate(itertools.product(*(g.values for g in bound))):
+            if i >= limit:
+                return valid, False
+            values = {**fill, **{g.name: v for g, v in zip(bound, combo, strict=True)}}
+            if self.is_valid(values, dims):
+                valid.append({g.name: values[g.name] for g in bound})
+        return valid, True
+
+    def count_valid(self, dims: Mapping[str, int], limit: int = 500_000) -> tuple[int, bool]:
+        """(number of valid candidates, exact?). Free genes multiply without enumeration."""
+        bound, free = self._split()
+        free_size = math.prod(len(g.values) for g in free)
+        bound_size = math.prod(len(g.values) for g in bound)
+        valid, exact = self._valid_bound(dims, limit)
+        if exact:
+            return len(valid) * free_size, True
+        estimate = round(len(valid) / limit * bound_size)
+        return estimate * free_size, False
+
+    def iter_valid(self, dims: Mapping[str, int]) -> Iterator[dict[str, GeneValue]]:
+        """Every valid candidate, in a deterministic order (exhaustive search)."""
+        bound, free = self._split()
+        valid, _ = self._valid_bound(dims, limit=10**9)
+        for partial in valid:
+            for combo in itertools.product(*(g.values for g in free)):
+                values = {**partial, **{g.name: v for g, v in zip(free, combo, strict=True)}}
+                yield {name: values[name] for name in self.names}
+
+    # --- sampling -----------------------------------------------------------
+    def random_values(self, rng: random.Random) -> dict[str, GeneValue]:
+        return {g.name: rng.choice(g.values) for g in self.genes}
+
+    def sample(
+        self, rng: random.Random, n: int, dims: Mapping[str, int], max_tries: int = 0
+    ) -> list[dict[str, GeneValue]]:
+        """Up to n distinct valid candidates drawn uniformly (rejection sampling)."""
+        max_tries = max_tries or max(1000, 200 * n)
+        seen: set[tuple[int, ...]] = set()
+        out = []
+        for _ in range(max_tries):
+            if len(out) >= n:
+                break
+            values = self.random_values(rng)
+            code = self.encode(values)
+            if code in seen:
+                continue
+            seen.add(code)
+            if self.is_valid(values, dims):
+                out.append(values)
+        return out
+
+    def repair(
+        self, values: Mapping[str, GeneValue], dims: Mapping[str, int], rng: random.Random
+    ) -> dict[str, GeneValue] | None:
+        """The nearest valid candidate: change as few restricted genes as possible.
+
+        Tries single-gene changes, then pairs, in random order; falls back to a
+        random valid sample. None only when no valid candidate can be found.
+        """
+        current = dict(values)
+        if self.is_valid(current, dims):
+            return current
+        bound, _ = self._split()
+        genes = list(bound)
+        rng.shuffle(genes)
+        for gene in genes:
+            options = [v for v in gene.values if v != current[gene.name]]
+            rng.shuffle(options)
+            for value in options:
+                trial = {**current, gene.name: value}
+                if self.is_valid(trial, dims):
+                    return trial
+        for first, second in itertools.combinations(genes, 2):
+            for v1 in rng.sample(first.values, len(first.values)):
+                for v2 in rng.sample(second.values, len(second.values)):
+                    trial = {**current, first.name: v1, second.name: v2}
+                    if self.is_valid(trial, dims):
+                        return trial
+        fallback = self.sample(rng, 1, dims)
+        if not fallback:
+            return None
+        # keep the unrestricted genes, which any restriction-valid point accepts
+        return {**current, **{g.name: fallback[0][g.name] for g in bound}}

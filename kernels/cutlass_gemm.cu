@@ -1,0 +1,226 @@
+// CUTLASS 3.x Hopper GEMM (TMA + wgmma, warp-specialized), exposed as a ctune launcher.
+//
+// Layout "TN", same convention as the hand-written GEMM: A [M,K] row-major, B [N,K] row-major
+// (column-major KxN for CUTLASS), C [M,N] row-major; fp16 (bf16 with -DCTUNE_BF16=1) in and
+// out, fp32 accumulate, C = A @ B^T. TMA needs 16-byte aligned rows: K % 8 == 0 and N % 8 == 0.
+// Build: nvcc -shared -Xcompiler -fPIC -arch=sm_90a -std=c++17 -I<cutlass include>.
+
+#include <cuda_runtime.h>
+
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/gemm/device/gemm_universal_adapter.h"
+#include "cutlass/gemm/dispatch_policy.hpp"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "cutlass/gemm/kernel/tile_scheduler.hpp"
+
+// ---- genes (plain compile = default build) ------------------------------------------------
+#ifndef TILE_M
+#define TILE_M 128
+#endif
+#ifndef TILE_N
+#define TILE_N 256
+#endif
+#ifndef TILE_K
+#define TILE_K 64
+#endif
+#ifndef CLUSTER_M
+#define CLUSTER_M 2
+#endif
+#ifndef CLUSTER_N
+#define CLUSTER_N 1
+#endif
+// 0 = cooperative (2 consumer warpgroups share a tile), 1 = ping-pong (consumer warpgroups
+// alternate tiles, epilogue overlaps the other's mainloop), 2 = non-persistent warp-specialized.
+#ifndef SCHEDULE
+#define SCHEDULE 0
+#endif
+// 0 = as many mainloop stages as shared memory holds, else that many.
+#ifndef STAGES
+#define STAGES 0
+#endif
+// 0 = TMA store epilogue through shared memory, 1 = direct stores (frees smem for stages).
+#ifndef EPILOGUE
+#define EPILOGUE 0
+#endif
+// Tile scheduler: 0 = persistent data-parallel, 1 = stream-K (cooperative only).
+#ifndef TILE_SCHED
+#define TILE_SCHED 0
+#endif
+// Stream-K only: 1 = CUTLASS's stream-K heuristic, > 1 = plain split-K into that many slices.
+#ifndef SPLITS
+#define SPLITS 1
+#endif
+// Persistent schedulers only (runtime arguments): raster 0 = heuristic, 1 = along M, 2 = along N;
+// SWIZZLE = max swizzle size (tiles grouped for L2 reuse).
+#ifndef RASTER
+#define RASTER 0
+#endif
+#ifndef SWIZZLE
+#define SWIZZLE 1
+#endif
+
+using namespace cute;
+
+#if CTUNE_BF16
+using Element = cutlass::bfloat16_t;
+#else
+using Element = cutlass::half_t;
+#endif
+using Accum = float;
+constexpr int kAlign = 16 / sizeof(Element);  // elements per 16-byte TMA access
+
+using TileShape = Shape<Int<TILE_M>, Int<TILE_N>, Int<TILE_K>>;
+using ClusterShape = Shape<Int<CLUSTER_M>, Int<CLUSTER_N>, _1>;
+
+#if SCHEDULE == 0
+using MainloopSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+using TmaEpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
+#elif SCHEDULE == 1
+using MainloopSchedule = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+using TmaEpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
+#else
+using MainloopSchedule = cutlass::gemm::KernelTmaWarpSpecialized;
+using TmaEpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
+#endif
+#if EPILOGUE == 0
+using EpilogueSchedule = TmaEpilogueSchedule;
+#else
+using EpilogueSchedule = cutlass::epilogue::NoSmemWarpSpecialized;
+#endif
+
+#if TILE_SCHED == 0
+using TileScheduler = cutlass::gemm::PersistentScheduler;
+#else
+using TileScheduler = cutlass::gemm::StreamKScheduler;
+#endif
+
+// ElementC = void: beta is always 0, so C is never read and needs no smem.
+using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+    cutlass::epilogue::collective::EpilogueTileAuto, Accum, Accum,
+    void, cutlass::layout::RowMajor, kAlign,
+    Element, cutlass::layout::RowMajor, kAlign,
+    EpilogueSchedule>::CollectiveOp;
+
+#if STAGES == 0
+using StageCount = cutlass::gemm::collective::StageCountAutoCarveout<
+    static_cast<int>(sizeof(typename CollectiveEpilogue::SharedStorage))>;
+#else
+using StageCount = cutlass::gemm::collective::StageCount<STAGES>;
+#endif
+
+using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
+    Element, cutlass::layout::RowMajor, kAlign,
+    Element, cutlass::layout::ColumnMajor, kAlign,
+    Accum, TileShape, ClusterShape, StageCount, MainloopSchedule>::CollectiveOp;
+
+using GemmKernel = cutlass::gemm::kernel::GemmUniversal<
+    Shape<int, int, int, int>, CollectiveMainloop, CollectiveEpilogue, TileScheduler>;
+using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+
+namespace {
+
+// Arguments of the last launch: re-launching the same problem skips TMA-descriptor encoding.
+struct Cache {
+  Gemm op;
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* c = nullptr;
+  int m = -1, n = -1, k = -1, device = -1, sm_count = 0;
+  bool ready = false;
+  bool reinit = false;  // the kernel needs initialize() before every launch
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+};
+Cache cache;
+
+cudaError_t to_error(cutlass::Status s) {
+  if (s == cutlass::Status::kSuccess) return cudaSuccess;
+  cudaError_t e = cudaGetLastError();  // a CUDA failure inside CUTLASS, if any
+  return e != cudaSuccess ? e : cudaErrorInvalidValue;
+}
+
+}  // namespace
+
+extern "C" int ctune_launch(void* const* params, cudaStream_t stream) {
+  const auto* A = *static_cast<const Element* const*>(params[0]);
+  const auto* B = *static_cast<const Element* const*>(params[1]);
+  auto* C = *static_cast<Element* const*>(params[2]);
+  const int M = *static_cast<const int*>(params[3]);
+  const int N = *static_cast<const int*>(params[4]);
+  const int K = *static_cast<const int*>(params[5]);
+
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+
+  const bool same = cache.ready && cache.a == A && cache.b == B && cache.c == C &&
+                    cache.m == M && cache.n == N && cache.k == K && cache.device == device;
+  // Stream-K's workspace holds barrier counters that must be zeroed before every launch,
+  // which initialize() does; workspace-free kernels just re-run the cached params.
+  if (same && !cache.reinit) return to_error(cache.op.run(stream));
+
+  cache.ready = false;
+  if (cache.device != device) {
+    if (cache.workspace) cudaFree(cache.workspace);  // rare: it belongs to the old device
+    cache.workspace = nullptr;
+    cache.workspace_bytes = 0;
+    cache.device = -1;
+    err = cudaDeviceGetAttribute(&cache.sm_count, cudaDevAttrMultiProcessorCount, device);
+    if (err != cudaSuccess) return err;
+  }
+
+  using StrideA = typename Gemm::GemmKernel::StrideA;
+  using StrideB = typename Gemm::GemmKernel::StrideB;
+  using StrideD = typename Gemm::GemmKernel::StrideD;
+  // Packed strides; the batch (L) stride is unused with L = 1.
+  StrideA stride_a{int64_t(K), _1{}, int64_t(M) * K};
+  StrideB stride_b{int64_t(K), _1{}, int64_t(N) * K};
+  StrideD stride_d{int64_t(N), _1{}, int64_t(M) * N};
+
+  typename Gemm::Arguments args{
+      cutlass::gemm::GemmUniversalMode::kGemm,
+      {M, N, K, 1},
+      {A, stride_a, B, stride_b},
+      {{1.0f, 0.0f}, nullptr, stride_d, C, stride_d}};
+  args.hw_info.device_id = device;
+  args.hw_info.sm_count = cache.sm_count;
+  args.scheduler.raster_order =
+      static_cast<cutlass::gemm::kernel::detail::RasterOrderOptions>(RASTER);
+  args.scheduler.max_swizzle_size = SWIZZLE;
+#if TILE_SCHED == 1
+  args.scheduler.splits = SPLITS;
+#endif
+
+  if (Gemm::can_implement(args) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
+
+  const size_t ws_bytes = Gemm::get_workspace_size(args);
+  if (ws_bytes > cache.workspace_bytes) {  // grow-only, stream-ordered
+    if (cache.workspace) {
+      err = cudaFreeAsync(cache.workspace, stream);
+      cache.workspace = nullptr;
+      cache.workspace_bytes = 0;
+      if (err != cudaSuccess) return err;
+    }
+    err = cudaMallocAsync(&cache.workspace, ws_bytes, stream);
+    if (err != cudaSuccess) return err;
+    cache.workspace_bytes = ws_bytes;
+  }
+
+  err = to_error(cache.op.initialize(args, cache.workspace, stream));
+  if (err != cudaSuccess) return err;
+  cache.a = A;
+  cache.b = B;
+  cache.c = C;
+  cache.m = M;
+  cache.n = N;
+  cache.k = K;
+  cache.device = device;
+  cache.reinit = ws_bytes > 0;
+  cache.ready = true;
+  return to_error(cache.op.run(stream));
+}
