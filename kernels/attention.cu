@@ -65,8 +65,6 @@ static_assert(HEAD_DIM == 64 || HEAD_DIM == 128, "HEAD_DIM must be 64 or 128");
 static_assert(BLOCK_M % (WARPS * 16) == 0 && MT >= 1 && MT <= 2, "each warp owns 16 or 32 rows");
 static_assert(BLOCK_N % 16 == 0, "BLOCK_N must be a multiple of 16");
 static_assert(STAGES >= 1 && STAGES <= 3, "STAGES must be 1..3");
-static_assert((BLOCK_N * CHUNKS) % THREADS == 0 && (BLOCK_M * CHUNKS) % THREADS == 0,
-              "tile loads must divide evenly over the threads");
 
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
 #if CTUNE_BF16
@@ -128,17 +126,36 @@ __device__ __forceinline__ uint32_t smem_off(int row, int chunk) {
 #endif
 }
 
-// Copy rows [row0, row0 + ROWS) of a [S, HEAD_DIM] head into a shared tile.
+// Address of chunk pair `kp` (chunks 2kp, 2kp+1) from the address of pair 0, same row.
+// With the swizzle, chunk (2kp + x) ^ s == 2kp ^ (x ^ s), and bits 5..7 of the address
+// hold only the chunk because rows are ROW * 2 >= 128 bytes and every tile starts at a
+// 1024-byte-aligned offset of 1024-byte-aligned shared memory: one XOR per pair, and row
+// offsets (multiples of 16 rows) stay immediates.
+__device__ __forceinline__ uint32_t chunk_pair(uint32_t addr0, int kp) {
+#if SWIZZLE
+    return addr0 ^ (uint32_t)(kp << 5);
+#else
+    return addr0 + kp * 32;
+#endif
+}
+
+// Copy rows [row0, row0 + ROWS) of a [S, HEAD_DIM] head into a shared tile. A thread
+// copies one chunk column every RSTEP rows; RSTEP is a multiple of 8, so the swizzle
+// phase is the same for all its rows and destinations differ by constants.
 template <int ROWS>
-__device__ __forceinline__ void load_tile(uint32_t dst, const elem_t* src, int row0, int S,
+__device__ __forceinline__ void load_tile(uint32_t dst, const elem_t* head, int row0, int S,
                                           int tid) {
+    constexpr int RSTEP = THREADS / CHUNKS;
+    static_assert(RSTEP % 8 == 0 && ROWS % RSTEP == 0, "tile rows must split evenly");
+    const int r = tid / CHUNKS, ch = tid % CHUNKS;
+    const elem_t* src = head + (size_t)(row0 + r) * HEAD_DIM + ch * 8;
+    dst += smem_off(r, ch);
 #pragma unroll
-    for (int i = 0; i < ROWS * CHUNKS / THREADS; ++i) {
-        const int c = tid + i * THREADS;
-        const int r = c / CHUNKS, ch = c % CHUNKS;
-        const bool ok = row0 + r < S;
-        const elem_t* p = src + (size_t)(ok ? row0 + r : 0) * HEAD_DIM + ch * 8;
-        cp_async16(dst + smem_off(r, ch), p, ok);
+    for (int i = 0; i < ROWS / RSTEP; ++i) {
+        const bool ok = row0 + r + i * RSTEP < S;
+        // Rows past S read nothing (zero-filled); their address is the head start so
+        // that no formed address leaves the tensor.
+        cp_async16(dst + i * RSTEP * ROW * 2, ok ? src + i * RSTEP * HEAD_DIM : head, ok);
     }
 }
 
@@ -147,8 +164,8 @@ __device__ __forceinline__ void load_tile(uint32_t dst, const elem_t* src, int r
 template <bool MASK>
 __device__ __forceinline__ void scores_softmax(uint32_t (&p)[MT][KN][4], float (&o)[MT][DT][4],
                                                float (&m)[MT][2], float (&l)[MT][2],
-                                               const uint32_t (&qf)[MT][KD][4], uint32_t sQw,
-                                               uint32_t sKt, int lane, int row0, int n0, int S,
+                                               const uint32_t (&qf)[MT][KD][4], uint32_t qA,
+                                               uint32_t kB, int lane, int row0, int n0, int S,
                                                float scale_log2) {
     float s[MT][NT][4];
 #pragma unroll
@@ -167,15 +184,14 @@ __device__ __forceinline__ void scores_softmax(uint32_t (&p)[MT][KN][4], float (
 #pragma unroll
             for (int e = 0; e < 4; ++e) a[mt][e] = qf[mt][ks][e];
 #else
-            ldsm_x4(a[mt], sQw + smem_off(mt * 16 + (lane & 15), ks * 2 + (lane >> 4)));
+            ldsm_x4(a[mt], chunk_pair(qA, ks) + mt * 16 * ROW * 2);
 #endif
         }
 #pragma unroll
         for (int np = 0; np < NT / 2; ++np) {
             // Matrices: keys 0-7 / d 0-7, keys 0-7 / d 8-15, keys 8-15 / d 0-7, keys 8-15 / d 8-15.
             uint32_t b[4];
-            ldsm_x4(b, sKt + smem_off(np * 16 + ((lane >> 4) << 3) + (lane & 7),
-                                      ks * 2 + ((lane >> 3) & 1)));
+            ldsm_x4(b, chunk_pair(kB, ks) + np * 16 * ROW * 2);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
                 mma16816(s[mt][2 * np], a[mt], b[0], b[1]);
@@ -246,14 +262,14 @@ __device__ __forceinline__ void scores_softmax(uint32_t (&p)[MT][KN][4], float (
 
 // O += P V. V is [key][d] in shared memory, so B comes through ldmatrix.trans.
 __device__ __forceinline__ void accumulate_pv(float (&o)[MT][DT][4], const uint32_t (&p)[MT][KN][4],
-                                              uint32_t sVt, int lane) {
+                                              uint32_t vA) {
 #pragma unroll
     for (int kk = 0; kk < KN; ++kk)
 #pragma unroll
         for (int dp = 0; dp < DT / 2; ++dp) {
             // Matrices: keys 0-7 / d 0-7, keys 8-15 / d 0-7, keys 0-7 / d 8-15, keys 8-15 / d 8-15.
             uint32_t b[4];
-            ldsm_x4_trans(b, sVt + smem_off(kk * 16 + (lane & 15), dp * 2 + (lane >> 4)));
+            ldsm_x4_trans(b, chunk_pair(vA, dp) + kk * 16 * ROW * 2);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
                 mma16816(o[mt][2 * dp], p[mt][kk], b[0], b[1]);
@@ -262,11 +278,12 @@ __device__ __forceinline__ void accumulate_pv(float (&o)[MT][DT][4], const uint3
         }
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1)
-    ctune_attention(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
-                    const elem_t* __restrict__ V, elem_t* __restrict__ O, int B, int H, int S,
-                    float scale) {
-    extern __shared__ __align__(128) unsigned char smem[];
+// No __launch_bounds__: it would override the maxrregcount flag gene.
+extern "C" __global__ void ctune_attention(const elem_t* __restrict__ Q,
+                                           const elem_t* __restrict__ K,
+                                           const elem_t* __restrict__ V, elem_t* __restrict__ O,
+                                           int B, int H, int S, float scale) {
+    extern __shared__ __align__(1024) unsigned char smem[];
     const uint32_t sQ = (uint32_t)__cvta_generic_to_shared(smem);
     const uint32_t sK = sQ + BLOCK_M * ROW * 2;
     const uint32_t sV = sK + STAGES * TILE_BYTES;
@@ -282,7 +299,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     const int kv_end = CAUSAL ? min(S, q0 + BLOCK_M) : S;
     const int n_tiles = (kv_end + BLOCK_N - 1) / BLOCK_N;
     const int row0 = q0 + warp * WARP_M;  // this warp's first query row
-    const uint32_t sQw = sQ + smem_off(warp * WARP_M, 0);
+    // Per-lane ldmatrix row/chunk offsets. A: rows lane % 16, chunk lane / 16 (Q as the
+    // A operand, V through .trans). B: keys (lane / 16) * 8 + lane % 8, chunk (lane / 8) % 2
+    // (K as the "col" B operand: matrices are n0-7/k0-7, n0-7/k8-15, n8-15/k0-7, n8-15/k8-15).
+    const uint32_t ldsA = smem_off(lane & 15, lane >> 4);
+    const uint32_t ldsB = smem_off(((lane >> 4) << 3) + (lane & 7), (lane >> 3) & 1);
+    const uint32_t qA = sQ + warp * WARP_M * ROW * 2 + ldsA;
     const float scale_log2 = scale * 1.4426950408889634f;
 
     float o[MT][DT][4], m[MT][2], l[MT][2];
@@ -321,7 +343,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int ks = 0; ks < KD; ++ks)
-            ldsm_x4(qf[mt][ks], sQw + smem_off(mt * 16 + (lane & 15), ks * 2 + (lane >> 4)));
+            ldsm_x4(qf[mt][ks], chunk_pair(qA, ks) + mt * 16 * ROW * 2);
 #endif
 
     for (int it = 0; it < n_tiles; ++it) {
@@ -336,15 +358,17 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         cp_async_commit();
         if (active) {
             if (masked)
-                scores_softmax<true>(p, o, m, l, qf, sQw, sK, lane, row0, n0, S, scale_log2);
+                scores_softmax<true>(p, o, m, l, qf, qA, sK + ldsB, lane, row0, n0, S,
+                                     scale_log2);
             else
-                scores_softmax<false>(p, o, m, l, qf, sQw, sK, lane, row0, n0, S, scale_log2);
+                scores_softmax<false>(p, o, m, l, qf, qA, sK + ldsB, lane, row0, n0, S,
+                                      scale_log2);
         }
         cp_async_wait<0>();
         __syncthreads();  // V[it] landed; every warp is done reading K[it]
         if (it + 1 < n_tiles) load_tile<BLOCK_N>(sK, k, n0 + BLOCK_N, S, tid);
         cp_async_commit();
-        if (active) accumulate_pv(o, p, sV, lane);
+        if (active) accumulate_pv(o, p, sV + ldsA);
 #else
         cp_async_wait<STAGES - 2>();
         __syncthreads();  // tile it landed; every warp is done with tile it-1, refilled below
@@ -358,12 +382,12 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
         if (active) {
             const uint32_t off = (it % STAGES) * TILE_BYTES;
             if (masked)
-                scores_softmax<true>(p, o, m, l, qf, sQw, sK + off, lane, row0, n0, S,
+                scores_softmax<true>(p, o, m, l, qf, qA, sK + off + ldsB, lane, row0, n0, S,
                                      scale_log2);
             else
-                scores_softmax<false>(p, o, m, l, qf, sQw, sK + off, lane, row0, n0, S,
+                scores_softmax<false>(p, o, m, l, qf, qA, sK + off + ldsB, lane, row0, n0, S,
                                       scale_log2);
-            accumulate_pv(o, p, sV + off, lane);
+            accumulate_pv(o, p, sV + off + ldsA);
         }
 #endif
     }

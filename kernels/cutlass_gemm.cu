@@ -5,6 +5,10 @@
 // out, fp32 accumulate, C = A @ B^T. TMA needs 16-byte aligned rows: K % 8 == 0 and N % 8 == 0.
 // Build: nvcc -shared -Xcompiler -fPIC -arch=sm_90a -std=c++17 -I<cutlass include>.
 
+#ifndef NDEBUG
+#define NDEBUG  // CUTLASS release build: no device-side asserts
+#endif
+
 #include <cuda_runtime.h>
 
 #include "cute/tensor.hpp"
@@ -121,6 +125,10 @@ using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder
 using GemmKernel = cutlass::gemm::kernel::GemmUniversal<
     Shape<int, int, int, int>, CollectiveMainloop, CollectiveEpilogue, TileScheduler>;
 using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+
+// The YAML's smem restriction mirrors this; failing here beats failing at launch.
+static_assert(GemmKernel::SharedStorageSize <= cutlass::gemm::collective::detail::sm90_smem_capacity_bytes,
+              "tiles x stages exceed the 227 KiB of shared memory per block");
 
 namespace {
 

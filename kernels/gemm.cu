@@ -1,6 +1,9 @@
 // ctune GEMM, layout "TN": C[M,N] = A[M,K] @ B[N,K]^T, all row-major.
 // fp16 (default) or bf16 (-DCTUNE_BF16=1) in and out, fp32 accumulate.
-// mma.sync m16n8k16 fed by ldmatrix from a multistage cp.async pipeline.
+// Math: mma.sync m16n8k16 fed by ldmatrix (WGMMA=0, any sm_90 target) or
+// warpgroup wgmma m64nNk16 reading both operands from shared memory (WGMMA=1,
+// needs the sm_90a target). Both consume the same multistage cp.async
+// pipeline; its swizzled layout is the canonical wgmma K-major swizzle.
 // Correct for any M, N, K >= 0: rows, columns and the K tail are zero-filled
 // on load and guarded on store; K % 8 != 0 (rows not 16-byte aligned) takes
 // a scalar load path chosen once per launch.
@@ -35,6 +38,13 @@
 #ifndef GROUP_M
 #define GROUP_M 8
 #endif
+#ifndef WGMMA
+#define WGMMA 0
+#endif
+
+#if WGMMA && defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "WGMMA=1 needs the sm_90a target (--generate-code=arch=compute_90a,code=sm_90a)"
+#endif
 
 #if CTUNE_BF16
 typedef __nv_bfloat16 elem_t;
@@ -48,25 +58,42 @@ namespace {
 
 constexpr int BM = BLOCK_M, BN = BLOCK_N, BK = BLOCK_K;
 constexpr int THREADS = WARPS_M * WARPS_N * 32;
-constexpr int WM = BM / WARPS_M;          // warp tile rows
-constexpr int WN = BN / WARPS_N;          // warp tile cols
-constexpr int MT = WM / 16;               // m16 tiles per warp
-constexpr int NT = WN / 8;                // n8 tiles per warp
-constexpr int KSTEPS = BK / 16;           // k16 steps per k-tile
-constexpr int CPR = BK / 8;               // 16-byte chunks per smem row
+constexpr int KSTEPS = BK / 16;             // k16 steps per k-tile
+constexpr int CPR = BK / 8;                 // 16-byte chunks per smem row
 constexpr int LDS = SWIZZLE ? BK : BK + 8;  // smem row pitch (elements); +16 B pad breaks bank conflicts
 constexpr int A_STAGE_BYTES = BM * LDS * 2;
 constexpr int B_STAGE_BYTES = BN * LDS * 2;
 
 static_assert(BK == 32 || BK == 64, "BLOCK_K must be 32 or 64");
+static_assert(THREADS % CPR == 0, "loader assumes a fixed chunk column per thread");
+static_assert(GROUP_M >= 1, "GROUP_M must be positive");
+
+#if WGMMA
+// Warpgroups stack along M; each owns WGM rows x all BN columns.
+constexpr int NWG = THREADS / 128;
+constexpr int WGM = BM / NWG;
+constexpr int ACC_M = WGM / 64;  // m64 blocks per warpgroup
+constexpr int ACC_N = BN / 8;    // n8 column groups (4 fp32 each per thread)
+constexpr int ROW_STEP = 64;
+static_assert(THREADS % 128 == 0, "wgmma needs whole warpgroups");
+static_assert(WGM % 64 == 0, "warpgroup rows must be whole m64 blocks");
+static_assert(BN == 32 || BN == 64 || BN == 128 || BN == 256, "wgmma N per instruction");
+static_assert(SWIZZLE == 1, "wgmma reads the swizzled layout only");
+// Stage kt+STAGES-2 is loaded while wgmma of kt-1 may still read its stage.
+static_assert(STAGES >= 3, "wgmma pipeline keeps one k-tile of MMAs in flight");
+#else
+constexpr int WM = BM / WARPS_M;  // warp tile rows
+constexpr int WN = BN / WARPS_N;  // warp tile cols
+constexpr int ACC_M = WM / 16;    // m16 tiles per warp
+constexpr int ACC_N = WN / 8;     // n8 tiles per warp
+constexpr int ROW_STEP = 16;
 static_assert(BM % (WARPS_M * 16) == 0, "warp tile M must be a multiple of 16");
 static_assert(BN % (WARPS_N * 16) == 0, "warp tile N must be a multiple of 16 (ldmatrix.x4 loads two n8 tiles)");
 static_assert(STAGES >= 2, "need at least double buffering");
 // The k-tile loop's single barrier per tile protects the stage being
 // overwritten only if fragments of the last k16 step are loaded before it.
 static_assert(KSTEPS >= 2, "need at least two k16 steps per k-tile");
-static_assert(THREADS % CPR == 0, "loader assumes a fixed chunk column per thread");
-static_assert(GROUP_M >= 1, "GROUP_M must be positive");
+#endif
 
 // Byte offset of 16-byte chunk `chunk` of smem row `row` within a stage.
 __device__ __forceinline__ uint32_t soff(int row, int chunk) {
@@ -74,7 +101,8 @@ __device__ __forceinline__ uint32_t soff(int row, int chunk) {
   // XOR the chunk index with row bits so the 8 rows one ldmatrix phase reads
   // (or 8 consecutive loader threads write) land in 8 distinct 16-byte bank
   // groups of a 128-byte line. With 64-byte rows (CPR 4) two rows share a
-  // line, so the row bits start one position higher.
+  // line, so the row bits start one position higher. On a 1024-byte aligned
+  // stage this is exactly the 128B (BK 64) / 64B (BK 32) wgmma swizzle.
   return (uint32_t)(row * LDS + ((chunk ^ ((row / (8 / CPR)) % CPR)) << 3)) * 2u;
 #else
   return (uint32_t)(row * LDS + (chunk << 3)) * 2u;
@@ -89,6 +117,73 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
+#if WGMMA
+#define D4(j) "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
+#define D16(j) D4(j), D4(j + 1), D4(j + 2), D4(j + 3)
+#define D64(j) D16(j), D16(j + 4), D16(j + 8), D16(j + 12)
+// D (64 x BN fp32) += A (64 x 16, K-major smem) * B (BN x 16, K-major smem)^T.
+// Accumulator layout per warp w of the warpgroup: d[j][0..1] at row
+// 16w + lane/4, cols 8j + 2*(lane%4) + {0,1}; d[j][2..3] eight rows below.
+#if BLOCK_N == 32
+__device__ __forceinline__ void wgmma_k16(float (&d)[4][4], uint64_t da, uint64_t db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n32k16.f32." CTUNE_MMA_TYPE "." CTUNE_MMA_TYPE " "
+               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+               : D16(0)
+               : "l"(da), "l"(db), "r"(1));
+}
+#elif BLOCK_N == 64
+__device__ __forceinline__ void wgmma_k16(float (&d)[8][4], uint64_t da, uint64_t db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." CTUNE_MMA_TYPE "." CTUNE_MMA_TYPE " "
+               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+               : D16(0), D16(4)
+               : "l"(da), "l"(db), "r"(1));
+}
+#elif BLOCK_N == 128
+__device__ __forceinline__ void wgmma_k16(float (&d)[16][4], uint64_t da, uint64_t db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." CTUNE_MMA_TYPE "." CTUNE_MMA_TYPE " "
+               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+               : D64(0)
+               : "l"(da), "l"(db), "r"(1));
+}
+#elif BLOCK_N == 256
+__device__ __forceinline__ void wgmma_k16(float (&d)[32][4], uint64_t da, uint64_t db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n256k16.f32." CTUNE_MMA_TYPE "." CTUNE_MMA_TYPE " "
+               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+               : D64(0), D64(16)
+               : "l"(da), "l"(db), "r"(1));
+}
+#endif
+#undef D64
+#undef D16
+#undef D4
+
+// Shared-memory matrix descriptor: K-major, swizzled rows of BK elements.
+// Start address and strides are encoded >> 4; the 8-row core-matrix groups
+// are 8 * BK * 2 bytes apart (SBO); LBO is unused by swizzled K-major
+// layouts (1 by convention). Mode bits 62-63: 1 = 128B, 2 = 64B swizzle.
+__device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
+  constexpr uint64_t kSbo = (8 * BK * 2) >> 4;
+  constexpr uint64_t kMode = BK == 64 ? 1 : 2;
+  return (uint64_t)((addr & 0x3FFFF) >> 4) | (1ull << 16) | (kSbo << 32) | (kMode << 62);
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+// Pins accumulator registers at this point in program order (the wgmma
+// asm statements are asynchronous to the compiler's view of them).
+template <int R, int C>
+__device__ __forceinline__ void fence_acc(float (&acc)[R][C][4]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i)
+#pragma unroll
+    for (int j = 0; j < C; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) asm volatile("" : "+f"(acc[i][j][r])::"memory");
+}
+#else
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -101,6 +196,7 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], 
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+#endif
 
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
 #if CTUNE_BF16
@@ -164,8 +260,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
-  const int warp_m = warp % WARPS_M;
-  const int warp_n = warp / WARPS_M;
 
   // Grouped rasterization: GROUP_M row-tiles sweep N together so the B tiles
   // they share stay in L2 (grid is 1-D: ceil(M/BM) * ceil(N/BN) blocks).
@@ -189,19 +283,75 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   const bool vec = (K % 8 == 0) && (((uintptr_t)A | (uintptr_t)B) % 16 == 0);
   const int KT = (K + BK - 1) / BK;
 
-  const uint32_t sA = (uint32_t)__cvta_generic_to_shared(smem);
+  // wgmma swizzle atoms repeat every 1024 bytes: align the stages to that
+  // (the launch reserves 1024 extra bytes).
+  const uint32_t s_raw = (uint32_t)__cvta_generic_to_shared(smem);
+  const uint32_t sA = WGMMA ? (s_raw + 1023u) & ~1023u : s_raw;
   const uint32_t sB = sA + STAGES * A_STAGE_BYTES;
+  auto load_stage = [&](int stage, int kt) {
+    load_tile<BM>(sA + stage * A_STAGE_BYTES, gA, A16, a_rows, K, kt * BK, vec, tid);
+    load_tile<BN>(sB + stage * B_STAGE_BYTES, gB, B16, b_rows, K, kt * BK, vec, tid);
+  };
 
+  float acc[ACC_M][ACC_N][4];
+#pragma unroll
+  for (int i = 0; i < ACC_M; ++i)
+#pragma unroll
+    for (int j = 0; j < ACC_N; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.f;
+
+#if WGMMA
+  // Prologue: k-tiles 0..STAGES-3 in flight, one commit group per k-tile
+  // (empty groups past the end keep the wait counts uniform).
+#pragma unroll
+  for (int s = 0; s < STAGES - 2; ++s) {
+    if (s < KT) load_stage(s, s);
+    cp_async_commit();
+  }
+  const int wg = warp / 4;
+  const uint32_t a_wg = sA + wg * WGM * BK * 2;  // this warpgroup's first A row
+  int rd = 0;           // stage holding k-tile kt
+  int wr = STAGES - 2;  // stage receiving k-tile kt + STAGES - 2 (last read by the MMAs of kt - 2)
+  fence_acc(acc);
+  for (int kt = 0; kt < KT; ++kt) {
+    // k-tile kt has landed for every thread; the generic-proxy writes are
+    // made visible to wgmma (async proxy); every warpgroup has retired the
+    // MMAs of kt - 2, so stage wr is free.
+    cp_async_wait<STAGES - 3>();
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int kk = 0; kk < KSTEPS; ++kk)
+#pragma unroll
+      for (int i = 0; i < ACC_M; ++i)
+        // Advancing the start address by 32 bytes per k16 step stays inside
+        // the swizzle atom; the hardware applies the XOR to the full address.
+        wgmma_k16(acc[i], smem_desc(a_wg + rd * A_STAGE_BYTES + i * 64 * BK * 2 + kk * 32),
+                  smem_desc(sB + rd * B_STAGE_BYTES + kk * 32));
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    // Loads overlap the MMAs just issued.
+    if (kt + STAGES - 2 < KT) load_stage(wr, kt + STAGES - 2);
+    cp_async_commit();
+    wgmma_wait<1>();  // MMAs of kt - 1 retired: their stage is rewritten next iteration
+    rd = (rd + 1 == STAGES) ? 0 : rd + 1;
+    wr = (wr + 1 == STAGES) ? 0 : wr + 1;
+  }
+  wgmma_wait<0>();
+  fence_acc(acc);
+  const int row0 = m0 + wg * WGM + (warp % 4) * 16 + (lane >> 2);
+  const int col0 = n0 + (lane & 3) * 2;
+#else
   // Prologue: k-tiles 0..STAGES-2 in flight, one commit group per k-tile
   // (empty groups past the end keep the wait counts uniform).
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < KT) {
-      load_tile<BM>(sA + s * A_STAGE_BYTES, gA, A16, a_rows, K, s * BK, vec, tid);
-      load_tile<BN>(sB + s * B_STAGE_BYTES, gB, B16, b_rows, K, s * BK, vec, tid);
-    }
+    if (s < KT) load_stage(s, s);
     cp_async_commit();
   }
+  const int warp_m = warp % WARPS_M;
+  const int warp_n = warp / WARPS_M;
 
   // Per-lane ldmatrix.x4 coordinates.
   // A (16x16 at m, k): lanes 0-15 address rows 0-15 at k 0-7, lanes 16-31 the
@@ -214,24 +364,15 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   const int b_row = warp_n * WN + (lane & 7) + ((lane >> 4) << 3);
   const int b_chk = (lane >> 3) & 1;
 
-  float acc[MT][NT][4];
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.f;
-
-  uint32_t fa[2][MT][4];
-  uint32_t fb[2][NT][2];
-
+  uint32_t fa[2][ACC_M][4];
+  uint32_t fb[2][ACC_N][2];
   auto load_frags = [&](int buf, int stage, int kk) {
     const uint32_t a_base = sA + stage * A_STAGE_BYTES;
     const uint32_t b_base = sB + stage * B_STAGE_BYTES;
 #pragma unroll
-    for (int i = 0; i < MT; ++i) ldmatrix_x4(fa[buf][i], a_base + soff(a_row + i * 16, kk * 2 + a_chk));
+    for (int i = 0; i < ACC_M; ++i) ldmatrix_x4(fa[buf][i], a_base + soff(a_row + i * 16, kk * 2 + a_chk));
 #pragma unroll
-    for (int j = 0; j < NT / 2; ++j) {
+    for (int j = 0; j < ACC_N / 2; ++j) {
       uint32_t r[4];
       ldmatrix_x4(r, b_base + soff(b_row + j * 16, kk * 2 + b_chk));
       fb[buf][2 * j][0] = r[0];
@@ -261,40 +402,38 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       // end of the tile) load while this step's MMAs run.
       load_frags((kk + 1) & 1, rd, (kk + 1) % KSTEPS);
       if (kk == 0) {
-        const int kn = kt + STAGES - 1;
-        if (kn < KT) {
-          load_tile<BM>(sA + wr * A_STAGE_BYTES, gA, A16, a_rows, K, kn * BK, vec, tid);
-          load_tile<BN>(sB + wr * B_STAGE_BYTES, gB, B16, b_rows, K, kn * BK, vec, tid);
-        }
+        if (kt + STAGES - 1 < KT) load_stage(wr, kt + STAGES - 1);
         cp_async_commit();
         wr = (wr + 1 == STAGES) ? 0 : wr + 1;
       }
 #pragma unroll
-      for (int i = 0; i < MT; ++i)
+      for (int i = 0; i < ACC_M; ++i)
 #pragma unroll
-        for (int j = 0; j < NT; ++j) {
+        for (int j = 0; j < ACC_N; ++j) {
           // Serpentine over n so consecutive MMAs share a B fragment.
-          const int jj = (i & 1) ? NT - 1 - j : j;
+          const int jj = (i & 1) ? ACC_N - 1 - j : j;
           mma16816(acc[i][jj], fa[kk & 1][i], fb[kk & 1][jj][0], fb[kk & 1][jj][1]);
         }
     }
   }
-
-  // Epilogue. Accumulator fragment: c0,c1 at (row lane/4, cols 2*(lane%4)+{0,1}),
-  // c2,c3 eight rows below. Pairs go out as one 32-bit store when aligned.
-  uint16_t* C16 = reinterpret_cast<uint16_t*>(C);
-  const bool pair_ok = (N % 2 == 0) && ((uintptr_t)C % 4 == 0);
   const int row0 = m0 + warp_m * WM + (lane >> 2);
   const int col0 = n0 + warp_n * WN + (lane & 3) * 2;
+#endif
+
+  // Epilogue. Per 16-row x 8-col fragment: c0,c1 at (row lane/4, cols
+  // 2*(lane%4)+{0,1}), c2,c3 eight rows below (same for mma.sync and wgmma).
+  // Pairs go out as one 32-bit store when aligned.
+  uint16_t* C16 = reinterpret_cast<uint16_t*>(C);
+  const bool pair_ok = (N % 2 == 0) && ((uintptr_t)C % 4 == 0);
 #pragma unroll
-  for (int i = 0; i < MT; ++i)
+  for (int i = 0; i < ACC_M; ++i)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int r = row0 + i * 16 + h * 8;
+      const int r = row0 + i * ROW_STEP + h * 8;
       if (r >= M) continue;
       uint16_t* crow = C16 + (size_t)r * N;
 #pragma unroll
-      for (int j = 0; j < NT; ++j) {
+      for (int j = 0; j < ACC_N; ++j) {
         const int c = col0 + j * 8;
         const float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
         if (pair_ok && c + 1 < N) {

@@ -97,3 +97,18 @@ def space_report(spec, problem, count: int, exact: bool, samples, json_out: bool
             changed = {k: v for k, v in values.items() if v != defaults[k]}
             console.print("  " + (" ".join(f"{k}={v}" for k, v in changed.items()) or "(default)"),
                           markup=False)
+
+
+def doctor_report(checks, json_out: bool) -> None:  # type: ignore[no-untyped-def]
+    if json_out:
+        print_json([{"name": c.name, "ok": c.ok, "detail": c.detail, "needed_for": c.needed_for}
+                    for c in checks])
+        return
+    from rich.table import Table
+
+    table = Table(title="ctune doctor")
+    for col in ("check", "", "detail", "needed for"):
+        table.add_column(col)
+    for c in checks:
+        table.add_row(c.name, "[green]ok[/]" if c.ok else "[red]missing[/]", c.detail, c.needed_for)
+    console.print(table)

@@ -173,6 +173,10 @@ class NvccCompiler:
     def build(self, candidate: Candidate, problem: Problem) -> Build:
         """Compile (or fetch from cache) one candidate for one problem's defines."""
         values = candidate.as_dict()
+        if set(values) != set(self.spec.space.names):
+            raise ValueError(
+                f"candidate genes {sorted(values)} do not match the space {self.spec.space.names}"
+            )
         broken = self.spec.space.violations(values, problem.dims)
         placeholder = self.builds_dir / "_" / self._binary_name
         argv = self.argv(candidate, problem, placeholder)

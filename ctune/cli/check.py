@@ -1,0 +1,48 @@
+"""``ctune check``: is each artifact still valid for this machine and these sources?
+
+CI runs ``ctune check`` (or ``ctune check --pinned --strict``) on the
+GPU-less compile machine: exit 0 when every artifact is fresh (soft changes
+only warn), 1 when any is stale, 2 when an artifact file cannot be read,
+3 when nvcc is missing. GPU fields are checked only where a GPU is found.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ctune.cli import app
+from ctune.cli import render_registry as render
+from ctune.config import resolve
+from ctune.errors import GateFailure, RegistryError
+
+
+@app.command("check")
+def check_command(
+    pinned: Annotated[bool, typer.Option("--pinned", help="only pinned artifacts")] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="soft changes fail too")] = False,
+    gpu: Annotated[
+        bool, typer.Option("--gpu/--no-gpu", help="probe the GPU (NVML) when there is one")
+    ] = True,
+    registry: Annotated[Path | None, typer.Option("--registry", help="registry directory")] = None,
+    kernels: Annotated[
+        Path, typer.Option("--kernels", help="directory of <kernel>.yaml specs")
+    ] = Path("kernels"),
+    nvcc: Annotated[str | None, typer.Option("--nvcc", help="nvcc to fingerprint")] = None,
+) -> None:
+    """Compare each artifact's fingerprint with this machine; name every changed field."""
+    from ctune import fingerprint
+    from ctune.registry.check import FingerprintProbe, check_registry
+
+    cfg = resolve({"registry": registry, "nvcc": nvcc})
+    probe = FingerprintProbe(kernels, gpu=gpu, nvcc=cfg.nvcc, arch=cfg.arch or None, l2_policy=None)
+    report = check_registry(cfg.registry, probe, pinned_only=pinned)
+    unchecked = sorted({n for r in report.results for n in r.not_checked})
+    render.check(report, strict, fingerprint.not_checked_reason(unchecked, report.gpu_probed))
+    if report.quarantined:
+        raise RegistryError(f"{len(report.quarantined)} artifact file(s) could not be read")
+    if report.exit_code(strict):
+        stale = sum(r.verdict(strict) == "stale" for r in report.results)
+        raise GateFailure(f"{stale} of {len(report.results)} artifact(s) stale")

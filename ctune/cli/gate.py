@@ -1,0 +1,87 @@
+"""``ctune gate``: on the GPU machine, re-measure pinned artifacts and decide.
+
+Verdicts and exit codes: PASS/IMPROVED 0, REGRESSED or STALE 1,
+INCONCLUSIVE 4 (never forced into pass or fail), 3 without a GPU.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ctune.cli import app
+from ctune.cli import render_registry as render
+from ctune.config import resolve
+from ctune.errors import (
+    EXIT_GATE_FAILED,
+    GateFailure,
+    GateInconclusive,
+    ToolchainError,
+    UserError,
+)
+
+
+@app.command("gate")
+def gate_command(
+    keys: Annotated[
+        list[str] | None, typer.Argument(help="artifact KEYs (default: every pinned one)")
+    ] = None,
+    processes: Annotated[int, typer.Option(help="separate measuring processes (k >= 3)")] = 3,
+    strict: Annotated[bool, typer.Option("--strict", help="soft changes count as stale")] = False,
+    floor: Annotated[float, typer.Option(help="smallest threshold T (fraction)")] = 0.02,
+    cv_factor: Annotated[float, typer.Option(help="T = max(floor, this x CV)")] = 5.0,
+    max_threshold: Annotated[
+        float, typer.Option(help="INCONCLUSIVE when T exceeds this (fraction)")
+    ] = 0.15,
+    alpha: Annotated[
+        float, typer.Option(help="false-alarm budget per run (split per test)")
+    ] = 0.01,
+    canary: Annotated[bool, typer.Option(help="also re-measure the default build")] = True,
+    confirm: Annotated[bool, typer.Option(help="re-measure to confirm a regression")] = True,
+    registry: Annotated[Path | None, typer.Option("--registry", help="registry directory")] = None,
+    kernels: Annotated[Path, typer.Option("--kernels", help="directory of specs")] = Path(
+        "kernels"
+    ),
+) -> None:
+    """Re-measure pinned artifacts in k processes: PASS/REGRESSED/IMPROVED/INCONCLUSIVE."""
+    from ctune import fingerprint
+    from ctune.registry.check import FingerprintProbe
+    from ctune.registry.gate import GatePolicy, exit_code
+    from ctune.registry.gate_run import default_remeasurer, run_gate
+    from ctune.registry.layout import parse_key
+    from ctune.registry.store import ArtifactStore
+
+    if processes < 3:
+        raise UserError(f"--processes {processes}: the gate needs k >= 3 processes")
+    cfg = resolve({"registry": registry})
+    probe = FingerprintProbe(kernels, gpu=True, nvcc=cfg.nvcc, arch=cfg.arch or None)
+    if not probe.gpu_probed:
+        raise ToolchainError("ctune gate needs a GPU (NVML found none); use `ctune check` here")
+    store = ArtifactStore(cfg.registry)
+    if keys:
+        chosen = [(k.artifact, store.read(k)) for k in map(parse_key, keys)]
+    else:
+        listing = store.list()
+        render.quarantined(listing.quarantined)
+        chosen = [(k, a) for k, a in listing.artifacts if a.pinned is not None]
+    comparisons = max(1, len(chosen)) * (2 if canary else 1)
+    policy = GatePolicy(
+        floor=floor, cv_factor=cv_factor, max_threshold=max_threshold, alpha=alpha / comparisons
+    )
+    reports = run_gate(
+        chosen, probe.for_kernel, default_remeasurer(cfg, kernels), policy=policy,
+        processes=processes, canary=canary, confirm_failures=confirm, strict=strict,
+    )  # fmt: skip
+    unchecked = sorted({n for r in reports for n in r.not_checked})
+    render.gate(reports, fingerprint.not_checked_reason(unchecked, True))
+    code = exit_code(reports)
+    summary = ", ".join(
+        f"{sum(r.verdict is v for r in reports)} {v.value}"
+        for v in sorted({r.verdict for r in reports}, key=lambda v: v.value)
+    )
+    if code == EXIT_GATE_FAILED:
+        raise GateFailure(f"gate failed: {summary}")
+    if code:
+        raise GateInconclusive(f"gate inconclusive: {summary}")

@@ -1,0 +1,207 @@
+"""``ctune registry``: list, show, diff, pin, export, import, migrate, verify, doctor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ctune.cli import app
+from ctune.cli import render_registry as render
+from ctune.config import Settings, resolve
+from ctune.errors import RegistryError
+
+HELP = """Versioned tuning artifacts, one JSON file per (kernel, problem, device class).
+
+KEY is <kernel>/<problem>/<device-class>\\[@<member>], e.g.
+gemm/sq4096/sm90-nvidia-h100-80gb-hbm3@3fa9c0de12345678. <member> is a 16-hex
+candidate key, 'pinned' (the default) or 'baseline' (the default build).
+`diff` also takes REV:KEY to read a KEY at a git revision (e.g. HEAD~1:KEY).
+
+Writes commit to the checked-out branch (or --ref; required on a detached
+HEAD) without touching unrelated changes. Pins are annotated tags
+ctune/pin/<release>/<kernel>/<problem>/<device-class>, SSH-signed when
+gpg.format=ssh and user.signingkey are configured.
+"""
+
+registry_app = typer.Typer(name="registry", help=HELP, no_args_is_help=True)
+app.add_typer(registry_app, name="registry")
+
+RegistryOpt = Annotated[
+    Path | None,
+    typer.Option("--registry", help="registry directory (default: [tool.ctune] registry)"),
+]
+RefOpt = Annotated[
+    str | None,
+    typer.Option("--ref", help="branch to commit to (default: the checked-out branch)"),
+]
+KeyArg = Annotated[str, typer.Argument(help="<kernel>/<problem>/<device-class>[@<member>]")]
+ReleaseOpt = Annotated[
+    str | None, typer.Option("--release", help="read the artifact a release pin points at")
+]
+
+
+def _settings(registry: Path | None) -> Settings:
+    return resolve({"registry": registry})
+
+
+@registry_app.command("list")
+def list_command(
+    registry: RegistryOpt = None,
+    pinned: Annotated[bool, typer.Option("--pinned", help="only pinned artifacts")] = False,
+) -> None:
+    """List artifacts; unreadable files are reported (quarantined) and skipped."""
+    from ctune.registry.store import ArtifactStore, Listing
+
+    result = ArtifactStore(_settings(registry).registry).list()
+    if pinned:
+        chosen = tuple((k, a) for k, a in result.artifacts if a.pinned is not None)
+        result = Listing(chosen, result.quarantined)
+    render.listing(result)
+
+
+@registry_app.command("show")
+def show_command(
+    key: KeyArg,
+    registry: RegistryOpt = None,
+    release: ReleaseOpt = None,
+    json_out: Annotated[bool, typer.Option("--json", help="the file's JSON")] = False,
+) -> None:
+    """Show one artifact: front, pinned member, fingerprint, provenance."""
+    from ctune.registry import schema
+    from ctune.registry.layout import parse_key
+    from ctune.registry.service import load_artifact, load_pinned
+
+    root = _settings(registry).registry
+    if release:
+        parsed = parse_key(key)
+        artifact = load_pinned(root, parsed, release)[0]
+    else:
+        parsed, artifact = load_artifact(root, key)
+    if json_out:
+        render.text(schema.encode(artifact).decode())
+    else:
+        render.artifact(parsed, artifact)
+
+
+@registry_app.command("diff")
+def diff_command(
+    a: Annotated[str, typer.Argument(help="KEY or REV:KEY")],
+    b: Annotated[str, typer.Argument(help="KEY or REV:KEY")],
+    registry: RegistryOpt = None,
+) -> None:
+    """Compare two artifacts: fingerprint fields, front members, values, pinned member."""
+    from ctune.registry.diff import diff_artifacts
+    from ctune.registry.service import load_artifact
+
+    root = _settings(registry).registry
+    render.artifact_diff(a, b, diff_artifacts(load_artifact(root, a)[1], load_artifact(root, b)[1]))
+
+
+@registry_app.command("pin")
+def pin_command(
+    key: KeyArg,
+    release: Annotated[str, typer.Option("--release", help="release name, e.g. v1.4")],
+    registry: RegistryOpt = None,
+    ref: RefOpt = None,
+) -> None:
+    """Pin a member (default: the artifact's pinned one) as an annotated tag."""
+    from ctune.registry.layout import parse_key
+    from ctune.registry.service import pin_artifact
+
+    render.pin(pin_artifact(_settings(registry).registry, parse_key(key), release, ref=ref))
+
+
+@registry_app.command("export")
+def export_command(
+    key: KeyArg,
+    fmt: Annotated[str, typer.Option("--as", help="flags | header | cmake | json")] = "flags",
+    registry: RegistryOpt = None,
+    release: ReleaseOpt = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="write to a file instead of stdout")
+    ] = None,
+) -> None:
+    """Print what a build needs: flags line, C header, CMake snippet or JSON."""
+    from ctune.registry.export import render as render_export
+    from ctune.registry.layout import parse_key
+    from ctune.registry.service import load_artifact, load_pinned
+    from ctune.registry.store import atomic_write
+
+    root = _settings(registry).registry
+    parsed = parse_key(key)
+    if release:
+        artifact, member = load_pinned(root, parsed, release)
+        body = render_export(artifact, parsed.member or member, fmt)
+    else:
+        parsed, artifact = load_artifact(root, key)
+        body = render_export(artifact, parsed.member, fmt)
+    if output is None:
+        render.text(body)
+    else:
+        atomic_write(output, body.encode())
+
+
+@registry_app.command("import")
+def import_command(
+    result: Annotated[Path, typer.Argument(help="search result file (artifact JSON)")],
+    registry: RegistryOpt = None,
+    ref: RefOpt = None,
+    commit: Annotated[bool, typer.Option(help="commit the imported file")] = True,
+) -> None:
+    """Validate a search result file, write it into the registry atomically, commit it."""
+    from ctune.registry.service import import_result
+
+    render.published(import_result(_settings(registry).registry, result, ref=ref, commit=commit))
+
+
+@registry_app.command("migrate")
+def migrate_command(
+    registry: RegistryOpt = None,
+    ref: RefOpt = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="only list what would change")] = False,
+) -> None:
+    """Upgrade artifact files of older schemas to this ctune's, in one new commit."""
+    from ctune.registry.service import migrate_registry
+
+    result = migrate_registry(_settings(registry).registry, ref=ref, dry_run=dry_run)
+    render.migration(result, dry_run)
+    if result.failed:
+        raise RegistryError(f"{len(result.failed)} file(s) could not be migrated")
+
+
+@registry_app.command("verify")
+def verify_command(
+    registry: RegistryOpt = None,
+    ref: Annotated[str | None, typer.Option("--ref", help="registry ref pins must be on")] = None,
+    fsck: Annotated[bool, typer.Option(help="also run git fsck")] = True,
+) -> None:
+    """Check every artifact's digest, every pin tag (digest, signature, ancestry), git fsck."""
+    from ctune.registry.service import verify_registry
+
+    report = verify_registry(_settings(registry).registry, ref=ref, fsck=fsck)
+    render.verify(report)
+    if not report.ok:
+        raise RegistryError("registry verification failed (see above)")
+
+
+@registry_app.command("doctor")
+def doctor_command(
+    registry: RegistryOpt = None,
+    fix: Annotated[bool, typer.Option("--fix", help="remove the stale locks found")] = False,
+    older_than: Annotated[
+        float, typer.Option("--older-than", help="seconds a lock must be old to be stale")
+    ] = 300.0,
+) -> None:
+    """Report git lock files a crashed writer left behind; --fix removes them safely."""
+    from ctune.registry.locks import clear_stale_locks, find_stale_locks
+
+    root = _settings(registry).registry
+    if fix:
+        render.locks([], clear_stale_locks(root, older_than), fix)
+        return
+    found = find_stale_locks(root, older_than)
+    render.locks(found, [], fix)
+    if found:
+        raise RegistryError(f"{len(found)} stale lock file(s); run `ctune registry doctor --fix`")

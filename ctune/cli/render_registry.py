@@ -1,0 +1,216 @@
+"""Rendering for ``ctune registry``, ``ctune check`` and ``ctune gate`` (rich).
+
+Only this module (and :mod:`ctune.cli.render`) prints. Verdict lines are
+printed unwrapped (``soft_wrap``), one per artifact, so CI logs can be
+grepped without parsing tables.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from rich.table import Table
+
+from ctune.cli.render import console, warn_line
+from ctune.records import FieldChange
+from ctune.registry.check import STALE, WARN, CheckReport
+from ctune.registry.diff import ArtifactDiff
+from ctune.registry.gate import GateReport, Regression, Verdict
+from ctune.registry.layout import ArtifactKey
+from ctune.registry.locks import StaleLock
+from ctune.registry.schema import Artifact
+from ctune.registry.service import Migration, Pin, Published, VerifyReport
+from ctune.registry.store import Listing, Quarantined
+
+
+def _line(text: str) -> None:
+    console.print(text, soft_wrap=True, markup=False)
+
+
+def text(body: str) -> None:
+    """Raw text (exports) exactly as given."""
+    console.out(body, end="", highlight=False)
+
+
+def quarantined(items: Sequence[Quarantined]) -> None:
+    for q in items:
+        # store messages usually start with the path already
+        warn_line(f"quarantined {q.message if q.path in q.message else f'{q.path}: {q.message}'}")
+
+
+def listing(result: Listing) -> None:
+    table = Table("artifact", "front", "pinned", "objectives", "digest", box=None)
+    for key, a in result.artifacts:
+        table.add_row(
+            str(key),
+            str(len(a.front)),
+            a.pinned or "-",
+            ", ".join(o.name for o in a.objectives),
+            a.digest()[:12],
+        )
+    if result.artifacts:
+        console.print(table)
+    else:
+        _line("no artifacts")
+    quarantined(result.quarantined)
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.6g}"
+
+
+def artifact(key: ArtifactKey, a: Artifact) -> None:
+    _line(f"{key.artifact}  digest sha256:{a.digest()}  schema {a.schema_version}")
+    prov = ", ".join(f"{k}={v}" for k, v in sorted(a.provenance.items()))
+    if prov:
+        _line(f"provenance: {prov}")
+    table = Table(
+        "member",
+        *(f"{o.name} [{o.unit}, {o.direction}]" for o in a.objectives),
+        "processes",
+        "sass",
+        box=None,
+    )
+    for m in (*a.front, a.baseline):
+        mark = " (pinned)" if m.key == a.pinned else ""
+        mark += " (baseline)" if m is a.baseline else ""
+        table.add_row(
+            m.key + mark,
+            *(_fmt(v) for v in m.values),
+            str(len(m.process_medians_ms)),
+            m.sass_sha256[:12] or "-",
+        )
+    console.print(table)
+    member = a.pinned_member()
+    if member is not None:
+        genes = " ".join(f"{k}={v}" for k, v in member.candidate.genes)
+        _line(f"pinned genes: {genes}")
+    fp = Table("fingerprint", "value", box=None)
+    for name, value in sorted(a.fingerprint.items()):
+        fp.add_row(name, value)
+    console.print(fp)
+
+
+def _change(c: FieldChange) -> str:
+    return f"{c.name}: {c.old!r} -> {c.new!r} ({c.severity})"
+
+
+def artifact_diff(a_name: str, b_name: str, d: ArtifactDiff) -> None:
+    if d.same:
+        _line(f"{a_name} and {b_name} are identical (digest {d.digests[0][:12]})")
+        return
+    _line(f"--- {a_name}  {d.digests[0][:12]}")
+    _line(f"+++ {b_name}  {d.digests[1][:12]}")
+    for c in d.fingerprint:
+        _line(f"  fingerprint {_change(c)}")
+    for k in d.removed:
+        _line(f"  - member {k}")
+    for k in d.added:
+        _line(f"  + member {k}")
+    for v in d.values:
+        _line(f"  ~ {v.member} {v.objective}: {_fmt(v.old)} -> {_fmt(v.new)} ({v.relative:+.1%})")
+    if d.pinned[0] != d.pinned[1]:
+        _line(f"  pinned: {d.pinned[0]} -> {d.pinned[1]}")
+
+
+def published(p: Published) -> None:
+    if p.commit is None:
+        _line(f"wrote {p.path} (not committed)")
+    elif not p.commit.changed:
+        _line(f"{p.path} unchanged; {p.commit.ref} stays at {p.commit.commit[:12]}")
+    else:
+        _line(f"wrote {p.path}; committed {p.commit.commit[:12]} to {p.commit.ref}")
+
+
+def pin(p: Pin) -> None:
+    signed = "signed" if p.signed else "unsigned (configure gpg.format=ssh and user.signingkey)"
+    _line(
+        f"pinned {p.member} as {p.tag} at {p.commit[:12]}, digest sha256:{p.digest[:12]}, {signed}"
+    )
+
+
+def verify(r: VerifyReport) -> None:
+    _line(f"{r.artifacts} artifact(s) verified")
+    quarantined(r.quarantined)
+    for p in r.pins:
+        status = "FAIL" if p.problems else "ok"
+        _line(f"pin {p.tag}: {status}" + "".join(f"; {x}" for x in (*p.problems, *p.notes)))
+    if r.fsck_ok is not None:
+        _line("git fsck: ok" if r.fsck_ok else f"git fsck: FAILED: {r.fsck_output[:500]}")
+
+
+def migration(m: Migration, dry_run: bool) -> None:
+    verb = "would migrate" if dry_run else "migrated"
+    for path in m.migrated:
+        _line(f"{verb} {path}")
+    if m.commit is not None:
+        _line(f"committed {m.commit.commit[:12]} to {m.commit.ref}")
+    if not m.migrated:
+        _line("nothing to migrate")
+    quarantined(m.failed)
+
+
+def locks(found: Sequence[StaleLock], removed: Sequence[object], fix: bool) -> None:
+    if not found and not removed:
+        _line("no stale git lock files")
+    for lock in found:
+        _line(
+            f"stale lock {lock.path} (age {lock.age_s:.0f} s)"
+            + (
+                ""
+                if fix
+                else "; remove with `ctune registry doctor --fix` if no git process is running"
+            )
+        )
+    for path in removed:
+        _line(f"removed {path}")
+
+
+def check(report: CheckReport, strict: bool, not_checked_line: str) -> None:
+    for r in report.results:
+        verdict = r.verdict(strict)
+        if r.error:
+            _line(f"STALE {r.key}: {r.error}")
+        elif verdict in (STALE, WARN):
+            word = "STALE" if verdict == STALE else "WARN"
+            _line(f"{word} {r.key}: " + "; ".join(_change(c) for c in r.changes))
+        else:
+            _line(f"fresh {r.key}")
+    if not report.results:
+        _line("no artifacts to check")
+    if not_checked_line:
+        _line(f"not checked: {not_checked_line}")
+    quarantined(report.quarantined)
+
+
+def _regression(label: str, r: Regression) -> str:
+    if math.isnan(r.change):
+        return f"{label}: {r.reason}"
+    return (
+        f"{label}: {r.old_median_ms:.6g} -> {r.new_median_ms:.6g} ms ({r.change:+.2%}), "
+        f"T={r.threshold:.2%}, p={r.p_value:.3g}, processes {r.processes[0]}/{r.processes[1]},"
+        f" predicted FPR {r.predicted_fpr:.2g}"
+    )
+
+
+def gate(reports: Sequence[GateReport], not_checked_line: str) -> None:
+    for r in reports:
+        _line(f"{r.verdict.value} {r.key}: {r.reason}")
+        for c in r.changes:
+            _line(f"  {_change(c)}")
+        if r.candidate is not None and r.verdict is not Verdict.STALE:
+            _line("  " + _regression("pinned", r.candidate))
+        if r.canary is not None:
+            _line("  " + _regression("canary (default build)", r.canary))
+    if not reports:
+        _line("no pinned artifacts to gate")
+    fprs = [
+        r.candidate.predicted_fpr
+        for r in reports
+        if r.candidate is not None and not math.isnan(r.candidate.predicted_fpr)
+    ]
+    if fprs:
+        _line(f"predicted false-alarm rate for this run: {min(1.0, sum(fprs)):.2g}")
+    if not_checked_line:
+        _line(f"not checked: {not_checked_line}")

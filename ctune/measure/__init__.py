@@ -1,0 +1,64 @@
+"""Turn a compiled candidate into a trustworthy measurement on the GPU.
+
+The boundary is the :class:`Measurer` protocol. The real implementation runs
+candidates in a worker subprocess (``ctune.measure.worker``) so that a sticky
+CUDA fault or a hang never takes the tuner down; stand-ins for unit tests live
+in ``ctune.testing.standins`` and say so in their names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from ctune.kernelspec import KernelSpec, Problem
+    from ctune.records import Build, Candidate, Measurement
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingPlan:
+    """What to measure and how much; converted to counts by ``ctune.measure.plan``."""
+
+    warmup_ms: float = 25.0  # at least this much warm-up, until batch means agree
+    rep_ms: float = 100.0  # timing budget per measurement (raised to reach min_samples)
+    min_samples: int = 100  # raised for tail quantiles (p99 needs ~1000 on µs kernels)
+    max_samples: int = 5000
+    quantile: float = 0.5  # the tail the objective cares about (0.99 for p99)
+    l2: str = "cold"  # "cold": flush before every sample; "hot": no flush
+    check: bool = True  # correctness check before timing
+    energy: bool = False  # NVML energy window after timing
+    energy_window_s: float = 1.0
+    timeout_s: float = 0.0  # hang limit per measurement; 0 = derive from the baseline
+
+
+@runtime_checkable
+class Measurer(Protocol):
+    """Measures one build on one problem; never raises for candidate failures."""
+
+    def measure(
+        self,
+        spec: KernelSpec,
+        candidate: Candidate,
+        build: Build,
+        problem: Problem,
+        plan: SamplingPlan,
+    ) -> Measurement: ...
+
+    def remeasure(
+        self,
+        spec: KernelSpec,
+        items: Sequence[tuple[Candidate, Build]],
+        problem: Problem,
+        plan: SamplingPlan,
+        processes: int,
+    ) -> dict[str, list[Measurement]]:
+        """Measure each item once in each of ``processes`` fresh worker processes,
+        interleaved (item order shuffled per process), keyed by candidate key."""
+        ...
+
+    def close(self) -> None: ...
+
+
+__all__ = ["Measurer", "SamplingPlan"]

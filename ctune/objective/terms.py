@@ -1,0 +1,279 @@
+"""The built-in objective terms: what one number means, its unit and direction.
+
+A term turns a finished candidate (its :class:`~ctune.records.Build` and
+:class:`~ctune.records.Measurement`) into one number in its own unit. Terms
+declare what they need (``needs``: ``{"gpu"}``, ``{"gpu", "nvml"}`` or
+nothing) so that ``ctune search`` can refuse an ``--objective energy`` on a
+machine without NVML before it compiles anything, and which latency quantile
+they need sampled (``quantile``) so that the sampling plan takes enough
+samples for a p99 (DESIGN 10.7: p99 from 100 samples is the maximum).
+
+Latency terms prefer the measurer's own summary (it knows which samples it
+excluded under throttling, RELIABILITY M2) and fall back to the raw samples,
+which is what a pooled confirmation measurement carries.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+from ctune.records import Build, Measurement
+
+Direction = Literal["min", "max"]
+
+#: capabilities a term may need; checked up front by the search service
+CAPABILITIES = ("gpu", "nvml")
+
+#: unit -> {accepted spelling: factor to convert a value in that spelling into the unit}
+UNIT_TABLES: dict[str, dict[str, float]] = {
+    "ms": {"ms": 1.0, "us": 1e-3, "µs": 1e-3, "ns": 1e-6, "s": 1e3},
+    "s": {"s": 1.0, "ms": 1e-3, "min": 60.0},
+    "J": {"J": 1.0, "mJ": 1e-3, "uJ": 1e-6, "µJ": 1e-6},
+    "W": {"W": 1.0, "mW": 1e-3, "kW": 1e3},
+    "TFLOP/s": {"TFLOP/s": 1.0, "GFLOP/s": 1e-3, "PFLOP/s": 1e3},
+    "GB/s": {"GB/s": 1.0, "MB/s": 1e-3, "TB/s": 1e3},
+    "B": {"B": 1.0, "bytes": 1.0, "KiB": 1024.0, "KB": 1000.0},
+    "regs": {"regs": 1.0},
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TermContext:
+    """What a term may know besides the build and the measurement: the problem."""
+
+    dims: Mapping[str, int] = field(default_factory=dict)
+    metrics: Mapping[str, float] = field(default_factory=dict)  # evaluated spec metrics
+
+
+@runtime_checkable
+class ObjectiveTerm(Protocol):
+    """One measurable quantity. ``value`` returns None when it cannot be known
+    (failed build, failed measurement, no energy reading): never a made-up number."""
+
+    name: str
+    direction: Direction
+    unit: str
+    needs: frozenset[str]
+    description: str
+    quantile: float | None  # the latency quantile that must be sampled well, if any
+    requires_metric: str | None  # a spec metric it needs ("flops", "bytes"), if any
+
+    def value(
+        self, build: Build | None, measurement: Measurement | None, context: TermContext
+    ) -> float | None: ...
+
+    def from_samples(self, samples_ms: Sequence[float], context: TermContext) -> float | None:
+        """The value computed from latency samples alone (for bootstrap CIs);
+        None for terms that are not a statistic of the samples."""
+        ...
+
+
+def _ok(measurement: Measurement | None) -> bool:
+    return measurement is not None and measurement.outcome.is_ok
+
+
+def quantile_ms(samples_ms: Sequence[float], q: float | None) -> float | None:
+    """Quantile ``q`` (None: mean) of samples, linear interpolation; None if empty."""
+    if not samples_ms:
+        return None
+    import numpy as np
+
+    arr = np.asarray(samples_ms, dtype=float)
+    return float(arr.mean() if q is None else np.quantile(arr, q))
+
+
+_SUMMARY_FIELD = {0.5: "p50_ms", 0.95: "p95_ms", 0.99: "p99_ms"}
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyTerm:
+    """A latency statistic in ms: a quantile (p50, p95, p99) or the mean."""
+
+    name: str
+    q: float | None  # None: mean
+    description: str
+    direction: Direction = "min"
+    unit: str = "ms"
+    needs: frozenset[str] = frozenset({"gpu"})
+    requires_metric: str | None = None
+
+    @property
+    def quantile(self) -> float | None:
+        return 0.5 if self.q is None else self.q
+
+    def value(
+        self, build: Build | None, measurement: Measurement | None, context: TermContext
+    ) -> float | None:
+        if not _ok(measurement):
+            return None
+        assert measurement is not None
+        if measurement.summary is not None:
+            field_name = "mean_ms" if self.q is None else _SUMMARY_FIELD[self.q]
+            return float(getattr(measurement.summary, field_name))
+        return quantile_ms(measurement.samples_ms, self.q)
+
+    def from_samples(self, samples_ms: Sequence[float], context: TermContext) -> float | None:
+        return quantile_ms(samples_ms, self.q)
+
+
+@dataclass(frozen=True, slots=True)
+class ThroughputTerm:
+    """Work per second from a spec metric (``flops``, ``bytes``) and the median time."""
+
+    name: str
+    metric: str
+    per_unit: float  # 1e12 for TFLOP/s, 1e9 for GB/s
+    unit: str
+    description: str
+    direction: Direction = "max"
+    needs: frozenset[str] = frozenset({"gpu"})
+    quantile: float | None = 0.5
+
+    @property
+    def requires_metric(self) -> str | None:
+        return self.metric
+
+    def _rate(self, p50_ms: float | None, context: TermContext) -> float | None:
+        work = context.metrics.get(self.metric)
+        if p50_ms is None or work is None or p50_ms <= 0:
+            return None
+        return float(work) / (p50_ms * 1e-3) / self.per_unit
+
+    def value(
+        self, build: Build | None, measurement: Measurement | None, context: TermContext
+    ) -> float | None:
+        if not _ok(measurement):
+            return None
+        assert measurement is not None
+        if measurement.summary is not None:
+            return self._rate(measurement.summary.p50_ms, context)
+        return self._rate(quantile_ms(measurement.samples_ms, 0.5), context)
+
+    def from_samples(self, samples_ms: Sequence[float], context: TermContext) -> float | None:
+        return self._rate(quantile_ms(samples_ms, 0.5), context)
+
+
+@dataclass(frozen=True, slots=True)
+class MeasuredFieldTerm:
+    """A number the measurer reports directly (energy per call, average power)."""
+
+    name: str
+    field_name: str
+    unit: str
+    description: str
+    direction: Direction = "min"
+    needs: frozenset[str] = frozenset({"gpu", "nvml"})
+    quantile: float | None = None
+    requires_metric: str | None = None
+
+    def value(
+        self, build: Build | None, measurement: Measurement | None, context: TermContext
+    ) -> float | None:
+        if not _ok(measurement):
+            return None
+        raw = getattr(measurement, self.field_name)
+        return None if raw is None else float(raw)
+
+    def from_samples(self, samples_ms: Sequence[float], context: TermContext) -> float | None:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class BuildFieldTerm:
+    """A property of the build (compile time, registers, spills): no GPU needed."""
+
+    name: str
+    field_name: str  # attribute of Build, or "resources.<attr>"
+    unit: str
+    description: str
+    direction: Direction = "min"
+    needs: frozenset[str] = frozenset()
+    quantile: float | None = None
+    requires_metric: str | None = None
+
+    def value(
+        self, build: Build | None, measurement: Measurement | None, context: TermContext
+    ) -> float | None:
+        if build is None or not build.outcome.is_ok:
+            return None
+        owner: object = build
+        name = self.field_name
+        if name.startswith("resources."):
+            owner, name = build.resources, name.split(".", 1)[1]
+        raw = getattr(owner, name)
+        return None if raw is None else float(raw)
+
+    def from_samples(self, samples_ms: Sequence[float], context: TermContext) -> float | None:
+        return None
+
+
+def _builtin_terms() -> dict[str, ObjectiveTerm]:
+    terms: list[ObjectiveTerm] = [
+        LatencyTerm("p50", 0.5, "median kernel time"),
+        LatencyTerm("p95", 0.95, "95th-percentile kernel time"),
+        LatencyTerm("p99", 0.99, "99th-percentile kernel time (tail latency)"),
+        LatencyTerm("mean", None, "mean kernel time"),
+        ThroughputTerm("tflops", "flops", 1e12, "TFLOP/s",
+                       "compute throughput: the spec's flops metric / median time"),
+        ThroughputTerm("gbps", "bytes", 1e9, "GB/s",
+                       "memory throughput: the spec's bytes metric / median time"),
+        MeasuredFieldTerm("energy", "energy_j", "J", "energy per call (NVML energy counter)"),
+        MeasuredFieldTerm("power", "avg_power_w", "W", "average board power while running"),
+        BuildFieldTerm("compile_time", "compile_s", "s", "nvcc wall time for the candidate"),
+        BuildFieldTerm("regs", "resources.regs", "regs", "registers per thread (ptxas)"),
+        BuildFieldTerm("spills", "resources.spills_bytes", "B", "spill stores + loads (ptxas)"),
+        BuildFieldTerm("smem", "resources.smem_bytes", "B", "static shared memory (ptxas)"),
+    ]
+    return {t.name: t for t in terms}
+
+
+#: the built-in term table, by name
+TERMS: dict[str, ObjectiveTerm] = _builtin_terms()
+
+#: other spellings users type
+ALIASES: dict[str, str] = {"median": "p50", "latency": "p50", "energy_j": "energy",
+                           "power_w": "power", "compile_s": "compile_time", "registers": "regs"}
+
+
+def get_term(name: str) -> ObjectiveTerm | None:
+    """A term by name or alias, or None. Entry-point terms are looked up only
+    when the name is not built in (nothing is scanned at import)."""
+    key = ALIASES.get(name, name)
+    if key in TERMS:
+        return TERMS[key]
+    return _entry_point_term(key)
+
+
+def _entry_point_term(name: str) -> ObjectiveTerm | None:
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group="ctune.objectives"):
+        if ep.name == name:
+            term = ep.load()
+            return term() if isinstance(term, type) else term
+    return None
+
+
+def is_finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
+
+
+__all__ = [
+    "ALIASES",
+    "CAPABILITIES",
+    "TERMS",
+    "UNIT_TABLES",
+    "BuildFieldTerm",
+    "Direction",
+    "LatencyTerm",
+    "MeasuredFieldTerm",
+    "ObjectiveTerm",
+    "TermContext",
+    "ThroughputTerm",
+    "get_term",
+    "is_finite",
+    "quantile_ms",
+]

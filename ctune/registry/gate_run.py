@@ -1,0 +1,216 @@
+"""``ctune gate``'s procedure: staleness, rebuild, re-measure, decide, confirm.
+
+The decisions are pure (:mod:`ctune.registry.gate`); this module does the
+I/O around them through one seam, a :data:`Remeasurer`, so tests drive the
+whole procedure with synthetic measurements and only the GPU boundary is
+replaced (DESIGN 11.3). The real remeasurer rebuilds each member with
+:class:`ctune.compile.NvccCompiler` and measures it in k fresh processes
+with ``ctune.measure.session.measure_in_fresh_processes``; both are
+imported only when the gate runs.
+
+Per pinned artifact:
+
+1. staleness against this machine (hard changes, or soft under
+   ``--strict``: STALE, nothing measured: STALE outranks REGRESSED);
+2. rebuild the pinned member and the default build (the canary); a SASS
+   digest different from the recorded one is a hard change (same inputs,
+   different code: a ptxas update the version string did not show);
+3. re-measure both in k processes; a member that no longer runs correctly
+   is REGRESSED with the outcome as the reason;
+4. decide; a REGRESSED verdict is re-measured once more and stands only if
+   confirmed (RELIABILITY Q1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ctune import fingerprint
+from ctune.errors import CtuneError, ToolchainError
+from ctune.records import FieldChange, Measurement
+from ctune.registry.check import load_kernel_spec
+from ctune.registry.gate import (
+    GatePolicy,
+    GateReport,
+    Regression,
+    SampleSet,
+    Verdict,
+    confirm,
+    decide,
+    decide_regression,
+    failed_remeasurement,
+)
+from ctune.registry.layout import ArtifactKey
+from ctune.registry.schema import Artifact, FrontMember
+
+
+@dataclass(frozen=True, slots=True)
+class Remeasured:
+    """Per member key: one Measurement per process, and the rebuilt SASS digest."""
+
+    measurements: dict[str, list[Measurement]]
+    sass_sha256: dict[str, str | None] = field(default_factory=dict)
+
+
+#: (artifact, members, processes) -> Remeasured
+Remeasurer = Callable[[Artifact, Sequence[FrontMember], int], Remeasured]
+
+
+def default_remeasurer(settings: Any, kernels_dir: Path) -> Remeasurer:
+    """Rebuild with nvcc and measure in fresh processes on this machine's GPU."""
+
+    def remeasure(artifact: Artifact, members: Sequence[FrontMember], k: int) -> Remeasured:
+        try:
+            from ctune.compile.nvcc import NvccCompiler
+            from ctune.compile.toolchain import probe_toolchain
+            from ctune.measure import SamplingPlan
+            from ctune.measure.session import measure_in_fresh_processes
+        except ImportError as exc:
+            raise ToolchainError(
+                f"ctune gate needs the measuring harness, and {exc.name} is missing"
+            ) from None
+        spec = load_kernel_spec(kernels_dir, artifact.kernel, settings.nvcc)
+        problem = spec.problem(artifact.problem)
+        plan = SamplingPlan(
+            warmup_ms=settings.warmup_ms,
+            rep_ms=settings.rep_ms,
+            l2=artifact.fingerprint.get("l2_policy", settings.l2),
+        )
+        out = Remeasured({})
+        with NvccCompiler(
+            spec,
+            probe_toolchain(settings.nvcc),
+            settings.cache_dir,
+            arch=artifact.fingerprint.get("arch", settings.arch),
+            timeout_s=settings.compile_timeout_s,
+            memory_bytes=settings.compile_memory_bytes,
+            jobs=settings.jobs,
+        ) as compiler:
+            for m in members:
+                build = compiler.build(m.candidate, problem)
+                out.sass_sha256[m.key] = build.sass_sha256
+                if not build.outcome.is_ok:
+                    failed = Measurement(m.key, problem.name, build.outcome, error=build.log_tail)
+                    out.measurements[m.key] = [failed]
+                    continue
+                out.measurements[m.key] = list(
+                    measure_in_fresh_processes(spec, build, problem, plan, processes=k)
+                )
+        return out
+
+    return remeasure
+
+
+def _old(m: FrontMember) -> SampleSet:
+    return SampleSet(m.process_medians_ms, m.samples_ms)
+
+
+def _sass_changes(members: Sequence[FrontMember], r: Remeasured) -> list[FieldChange]:
+    out = []
+    for m in members:
+        new = r.sass_sha256.get(m.key)
+        if m.sass_sha256 and new and new != m.sass_sha256:
+            out.append(FieldChange(f"sass_sha256[{m.key}]", m.sass_sha256, new, "hard"))
+    return out
+
+
+def gate_artifact(
+    key: ArtifactKey,
+    artifact: Artifact,
+    current: dict[str, str],
+    remeasure: Remeasurer,
+    *,
+    policy: GatePolicy,
+    processes: int,
+    canary: bool = True,
+    confirm_failures: bool = True,
+    strict: bool = False,
+) -> GateReport:
+    """The gate for one pinned artifact (see the module docstring for the steps)."""
+    name = str(key.artifact)
+    checked = set(current)
+    changes = fingerprint.diff(artifact.fingerprint, current, checked)
+    unchecked = fingerprint.not_checked(artifact.fingerprint, current, checked)
+    stale = decide(name, changes, unchecked, None, strict=strict)
+    if stale.verdict is Verdict.STALE:
+        return stale
+    member = artifact.pinned_member()
+    if member is None:
+        return GateReport(name, Verdict.INCONCLUSIVE, "no pinned member", tuple(changes))
+    members = [member]
+    if canary and artifact.baseline.key != member.key and artifact.baseline.process_medians_ms:
+        members.append(artifact.baseline)
+    measured = remeasure(artifact, members, processes)
+    sass = _sass_changes(members, measured)
+    if sass:
+        return decide(name, [*changes, *sass], unchecked, None, strict=strict)
+    failure = failed_remeasurement(measured.measurements.get(member.key, []))
+    if failure:
+        bad = Regression(Verdict.REGRESSED, failure)
+        return GateReport(name, Verdict.REGRESSED, failure, tuple(changes), tuple(unchecked), bad)
+    result = decide_regression(_old(member), _new(measured, member), policy)
+    if result.verdict is Verdict.REGRESSED and confirm_failures:
+        again = remeasure(artifact, [member], processes)
+        result = confirm(result, decide_regression(_old(member), _new(again, member), policy))
+    canary_result = None
+    if len(members) > 1 and not failed_remeasurement(measured.measurements.get(members[1].key, [])):
+        canary_result = decide_regression(
+            _old(artifact.baseline), _new(measured, artifact.baseline), policy
+        )
+    return decide(name, changes, unchecked, result, canary_result, strict=strict)
+
+
+def _new(r: Remeasured, m: FrontMember) -> SampleSet:
+    return SampleSet.from_measurements(r.measurements.get(m.key, []))
+
+
+def run_gate(
+    artifacts: Iterable[tuple[ArtifactKey, Artifact]],
+    current_for: Callable[[str], dict[str, str]],
+    remeasure: Remeasurer,
+    *,
+    policy: GatePolicy,
+    processes: int,
+    canary: bool = True,
+    confirm_failures: bool = True,
+    strict: bool = False,
+) -> list[GateReport]:
+    """Gate every pinned artifact; an artifact whose spec cannot load is STALE."""
+    reports = []
+    for key, artifact in artifacts:
+        if artifact.pinned is None:
+            continue
+        try:
+            current = current_for(artifact.kernel)
+        except ToolchainError:
+            raise
+        except CtuneError as exc:
+            change = FieldChange("kernel_spec", "(recorded)", str(exc), "hard")
+            reports.append(GateReport(str(key), Verdict.STALE, str(exc), (change,)))
+            continue
+        reports.append(
+            gate_artifact(
+                key,
+                artifact,
+                current,
+                remeasure,
+                policy=policy,
+                processes=processes,
+                canary=canary,
+                confirm_failures=confirm_failures,
+                strict=strict,
+            )
+        )
+    return reports
+
+
+__all__ = [
+    "Remeasured",
+    "Remeasurer",
+    "default_remeasurer",
+    "gate_artifact",
+    "run_gate",
+]

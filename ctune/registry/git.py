@@ -1,0 +1,474 @@
+"""GitRegistry: commit artifact files without ever losing one, and read them back.
+
+Decision (documented here because it is the registry's central trade-off):
+
+- The registry is a directory (``Settings.registry``, default ``registry/``)
+  inside the project's git repository, so ``ctune check`` in CI reads plain
+  files of the checkout and the project's own history versions them.
+- Writing an artifact is (1) an atomic write of the file into that
+  directory and (2) a commit made with plumbing: a *private* index
+  (``GIT_INDEX_FILE``) seeded from the target ref's tree, only the written
+  paths staged, ``commit-tree``, then a compare-and-swap
+  ``update-ref REF NEW OLD`` with jittered retry. Measured: eight writers
+  through a shared worktree's ``git add``/``git commit`` lost 187 of 200
+  commits on ``index.lock``; this scheme lost none (RELIABILITY G1).
+  Unrelated staged or dirty files are never included (G6).
+- The target ref is ``--ref`` when given, else the branch HEAD is attached
+  to. On a detached HEAD (CI checkouts) without ``--ref`` the write is
+  refused with a message naming ``--ref`` (G7): ctune never guesses where a
+  commit should go.
+- When the target is the checked-out branch, the worktree's index entry
+  for each written path (and only those) is set to the committed blob, so
+  ``git status`` stays clean and a later ``git commit`` cannot revert the
+  artifact. Other index entries are untouched.
+- On one machine, ctune writers also serialise on an ``flock`` in the git
+  directory around write-and-commit, so two writers of the *same* artifact
+  cannot leave the file and the commit disagreeing. The kernel drops an
+  ``flock`` when its holder dies, so it can never go stale (unlike git's
+  ``*.lock`` files; see :mod:`ctune.registry.locks`).
+- It never pushes and never needs a remote (G9); shallow clones work for
+  everything except history questions, which fail with a clear message (G8).
+
+Git runs through GitPython (``with GitRegistry(...) as reg:`` closes the
+persistent ``cat-file`` processes GitPython keeps, DESIGN 10.8) with
+``core.hooksPath=/dev/null``, ``core.fsmonitor=false`` and
+``protocol.ext.allow=never``, and blobs are read with ``cat-file``, never
+checked out, so registry content cannot run code (RELIABILITY X3).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import random
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import IO, Any
+
+from ctune.errors import RegistryError
+from ctune.registry import schema
+from ctune.registry.locks import FLOCK_NAME
+
+MIN_GITPYTHON = (3, 1, 49)  # ref-name traversal fixed in 3.1.48, config injection in 3.1.49
+ZERO_SHA = "0" * 40
+_SAFE_CONFIG = (
+    "-c", "core.hooksPath=/dev/null",
+    "-c", "core.fsmonitor=false",
+    "-c", "protocol.ext.allow=never",
+)  # fmt: skip
+_REF_RE = re.compile(r"^refs/[A-Za-z0-9._/-]{1,200}$")
+_REV_RE = re.compile(r"^[A-Za-z0-9._/~^@{}-]{1,200}$")
+_FALLBACK_IDENT = {
+    "GIT_AUTHOR_NAME": "ctune",
+    "GIT_AUTHOR_EMAIL": "ctune@localhost",
+    "GIT_COMMITTER_NAME": "ctune",
+    "GIT_COMMITTER_EMAIL": "ctune@localhost",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    commit: str  # the new commit, or the unchanged tip when nothing changed
+    ref: str
+    paths: tuple[str, ...]
+    changed: bool
+    attempts: int
+
+
+def _check_gitpython() -> Any:
+    import git
+
+    parts = tuple(int(p) for p in re.findall(r"\d+", git.__version__)[:3])
+    if parts < MIN_GITPYTHON:
+        raise RegistryError(
+            f"GitPython {git.__version__} is too old (ref-name and config-injection "
+            f"vulnerabilities); install gitpython>={'.'.join(map(str, MIN_GITPYTHON))}"
+        )
+    return git
+
+
+def normalize_ref(ref: str) -> str:
+    """``ctune/registry`` -> ``refs/heads/ctune/registry``; refs/... kept. Allowlisted."""
+    full = ref if ref.startswith("refs/") else f"refs/heads/{ref}"
+    if not _REF_RE.fullmatch(full) or ".." in full or "//" in full or full.endswith((".lock", "/")):
+        raise RegistryError(f"ref {ascii(ref)[:80]} is not allowed (use e.g. ctune/registry)")
+    return full
+
+
+class GitRegistry:
+    """The git repository holding a registry directory.
+
+    ``root`` is the registry directory (it need not exist yet); the
+    repository is the one containing it. ``ref`` is the branch or ref that
+    writes go to (default: the branch HEAD is attached to).
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        ref: str | None = None,
+        *,
+        retry_budget_s: float = 30.0,
+        serialize: bool = True,
+    ) -> None:
+        git = _check_gitpython()
+        self.root = Path(root).absolute()
+        self.retry_budget_s = retry_budget_s
+        self.serialize = serialize
+        self._ref = normalize_ref(ref) if ref else None
+        probe = self.root
+        while not probe.exists() and probe != probe.parent:
+            probe = probe.parent
+        try:
+            self.repo = git.Repo(probe, search_parent_directories=True)
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+            raise RegistryError(
+                f"{self.root} is not inside a git repository; run `git init` there "
+                "or point --registry into a repository"
+            ) from None
+        if self.repo.working_tree_dir is None:
+            self.close()
+            raise RegistryError(f"{self.repo.git_dir}: a bare repository has no registry files")
+        self.top = Path(self.repo.working_tree_dir).resolve()
+        try:
+            rel = self.root.resolve().relative_to(self.top)
+        except ValueError:
+            self.close()
+            raise RegistryError(f"{self.root} is outside the repository {self.top}") from None
+        self.prefix = PurePosixPath(rel.as_posix())
+        self.git_dir = Path(self.repo.git_dir)
+        self.common_dir = Path(self.repo.common_dir)
+        self._ident_env: dict[str, str] | None = None
+        if self.ref_given:
+            self.check_ref_format(self._ref or "")
+
+    # --- lifecycle --------------------------------------------------------
+
+    def close(self) -> None:
+        self.repo.close()
+
+    def __enter__(self) -> GitRegistry:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- running git ------------------------------------------------------
+
+    def run(
+        self,
+        *args: str,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+        binary: bool = False,
+    ) -> tuple[int, Any, str]:
+        """Run ``git <safe -c options> args``; returns (status, stdout, stderr)."""
+        with contextlib.ExitStack() as stack:
+            feed: IO[bytes] | None = None
+            if stdin is not None:  # GitPython needs a real file (fileno) for stdin
+                feed = stack.enter_context(tempfile.TemporaryFile())
+                feed.write(stdin)
+                feed.seek(0)
+            status, out, err = self.repo.git.execute(
+                ["git", *_SAFE_CONFIG, *args],
+                istream=feed,
+                with_extended_output=True,
+                with_exceptions=False,
+                env=dict(env or {}),
+                stdout_as_string=not binary,
+                strip_newline_in_stdout=not binary,
+            )
+        return status, out, err if isinstance(err, str) else err.decode(errors="replace")
+
+    def out(self, *args: str, **kw: Any) -> str:
+        status, out, err = self.run(*args, **kw)
+        if status != 0:
+            raise RegistryError(f"git {args[0]} failed: {err.strip()[:300]}")
+        return str(out)
+
+    def check_ref_format(self, ref: str) -> str:
+        """Validate with git itself as well as ctune's allowlist (RELIABILITY X2)."""
+        status, _, _ = self.run("check-ref-format", ref)
+        if status != 0:
+            raise RegistryError(f"{ascii(ref)[:80]} is not a valid git ref name")
+        return ref
+
+    # --- state ------------------------------------------------------------
+
+    @property
+    def ref_given(self) -> bool:
+        return self._ref is not None
+
+    def head_branch(self) -> str | None:
+        """The ref HEAD is attached to, or None when detached."""
+        status, out, _ = self.run("symbolic-ref", "-q", "HEAD")
+        return str(out).strip() if status == 0 else None
+
+    def target_ref(self) -> str:
+        if self._ref is not None:
+            return self._ref
+        branch = self.head_branch()
+        if branch is None:
+            raise RegistryError(
+                "HEAD is detached (a CI checkout?), so there is no current branch to commit "
+                "to; name one with --ref (e.g. --ref ctune/registry)"
+            )
+        return self.check_ref_format(normalize_ref(branch))
+
+    @property
+    def is_shallow(self) -> bool:
+        return self.out("rev-parse", "--is-shallow-repository").strip() == "true"
+
+    def require_history(self, what: str) -> None:
+        if self.is_shallow:
+            raise RegistryError(
+                f"{what} needs history, but {self.top} is a shallow clone; "
+                "run `git fetch --unshallow` (or fetch the registry ref with more depth)"
+            )
+
+    def resolve(self, rev: str) -> str | None:
+        """Commit id of ``rev`` or None; revs that look like options are refused."""
+        if not _REV_RE.fullmatch(rev) or rev.startswith("-"):
+            raise RegistryError(f"revision {ascii(rev)[:80]} is not allowed")
+        status, out, _ = self.run(
+            "rev-parse", "-q", "--verify", "--end-of-options", f"{rev}^{{commit}}"
+        )
+        return str(out).strip() if status == 0 else None
+
+    def resolve_or_fail(self, rev: str) -> str:
+        sha = self.resolve(rev)
+        if sha is None:
+            hint = (
+                " (this is a shallow clone: the revision may not be fetched)"
+                if self.is_shallow
+                else ""
+            )
+            raise RegistryError(f"revision {rev!r} not found{hint}")
+        return sha
+
+    def tree_path(self, path: Path) -> str:
+        """Repository-relative POSIX path of a file under the registry root."""
+        rel = Path(path).absolute().resolve().relative_to(self.top)
+        return rel.as_posix()
+
+    def registry_path(self, rel: PurePosixPath) -> str:
+        return (self.prefix / rel).as_posix() if self.prefix.parts else rel.as_posix()
+
+    # --- reads from git objects ---------------------------------------------
+
+    def ls_tree(self, rev: str, under: str = "") -> list[tuple[str, str, str]]:
+        """(mode, sha, path) of every blob under ``under`` at ``rev``."""
+        commit = self.resolve_or_fail(rev)
+        args = ["ls-tree", "-r", "-z", "--full-tree", commit]
+        if under:
+            args += ["--", under]
+        entries = []
+        for item in self.out(*args).split("\0"):
+            if item:
+                meta, path = item.split("\t", 1)
+                mode, _, sha = meta.split(" ")
+                entries.append((mode, sha, path))
+        return entries
+
+    def read_blob(self, rev: str, path: str) -> bytes:
+        """Bytes of ``path`` at ``rev``; symlinks and oversized blobs refused."""
+        entries = [e for e in self.ls_tree(rev, path) if e[2] == path]
+        if not entries:
+            raise RegistryError(f"{path} does not exist at {rev}")
+        mode, sha, _ = entries[0]
+        if mode == "120000":
+            raise RegistryError(f"{path} at {rev} is a symlink; the registry refuses symlinks")
+        size = int(self.out("cat-file", "-s", sha).strip())
+        if size > schema.MAX_BYTES:
+            raise RegistryError(f"{path} at {rev}: {size} bytes is over the cap")
+        status, data, err = self.run("cat-file", "blob", sha, binary=True)
+        if status != 0:
+            raise RegistryError(f"cannot read {path} at {rev}: {err.strip()[:200]}")
+        return bytes(data)
+
+    # --- writes -------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def writer_lock(self) -> Iterator[None]:
+        """Serialise ctune writers on this machine (a no-op when serialize=False)."""
+        if not self.serialize:
+            yield
+            return
+        fd = os.open(self.common_dir / FLOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            deadline = time.monotonic() + self.retry_budget_s
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise RegistryError(
+                            f"another ctune process held {self.common_dir / FLOCK_NAME} for "
+                            f"{self.retry_budget_s:.0f} s; try again when it finishes"
+                        ) from None
+                    time.sleep(random.uniform(0.005, 0.05))
+            yield
+        finally:
+            os.close(fd)  # closing drops the flock
+
+    def _identity_env(self) -> dict[str, str]:
+        # CI machines often have no user.name/email; commit-tree would fail.
+        if self._ident_env is None:
+            status, _, _ = self.run("var", "GIT_COMMITTER_IDENT")
+            status2, _, _ = self.run("var", "GIT_AUTHOR_IDENT")
+            self._ident_env = {} if status == 0 and status2 == 0 else dict(_FALLBACK_IDENT)
+        return self._ident_env
+
+    def hash_blob(self, data: bytes) -> str:
+        return self.out("hash-object", "-w", "--no-filters", "--stdin", stdin=data).strip()
+
+    def commit_blobs(self, blobs: Mapping[str, bytes], message: str) -> CommitResult:
+        """Commit ``{repo-relative path: bytes}`` on the target ref, never losing a writer.
+
+        The worktree files are not read; callers write them (atomically) and
+        pass the same bytes, under :meth:`writer_lock`.
+        """
+        ref = self.target_ref()
+        paths = tuple(sorted(blobs))
+        for p in paths:
+            pp = PurePosixPath(p)
+            if pp.is_absolute() or any(part in ("", ".", "..", ".git") for part in pp.parts):
+                raise RegistryError(f"refusing to commit path {ascii(p)[:80]}")
+        index_info = "".join(f"100644 {self.hash_blob(blobs[p])}\t{p}\n" for p in paths).encode()
+        deadline = time.monotonic() + self.retry_budget_s
+        attempt = 0
+        scratch = Path(tempfile.mkdtemp(prefix="ctune-index-"))
+        try:
+            env = {**self._identity_env(), "GIT_INDEX_FILE": str(scratch / "index")}
+            while True:
+                attempt += 1
+                result = self._try_commit(ref, index_info, message, env, paths, attempt)
+                if result is not None:
+                    break
+                if time.monotonic() > deadline:
+                    raise RegistryError(self._stuck_message(ref, attempt))
+                # jitter: writers that collided spread out instead of colliding again
+                time.sleep(random.uniform(0.002, 0.02) * min(attempt, 10))
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        if result.changed and ref == self.head_branch():
+            self._sync_index(index_info, result)
+        return result
+
+    def _try_commit(
+        self,
+        ref: str,
+        index_info: bytes,
+        message: str,
+        env: dict[str, str],
+        paths: tuple[str, ...],
+        attempt: int,
+    ) -> CommitResult | None:
+        status, out, _ = self.run("rev-parse", "-q", "--verify", f"{ref}^{{commit}}")
+        parent = str(out).strip() if status == 0 else None
+        if parent:
+            self.out("read-tree", parent, env=env)
+        else:
+            self.out("read-tree", "--empty", env=env)
+        self.out("update-index", "--index-info", env=env, stdin=index_info)
+        tree = self.out("write-tree", env=env).strip()
+        if parent and tree == self.out("rev-parse", f"{parent}^{{tree}}").strip():
+            return CommitResult(parent, ref, paths, changed=False, attempts=attempt)
+        args = ["commit-tree", tree, "-F", "-"] + (["-p", parent] if parent else [])
+        commit = self.out(*args, env=env, stdin=message.encode()).strip()
+        status, _, _ = self.run(
+            "update-ref", "-m", message.splitlines()[0][:200], ref, commit, parent or ZERO_SHA
+        )
+        if status != 0:
+            return None  # the ref moved (or is locked): rebuild on the new tip
+        return CommitResult(commit, ref, paths, changed=True, attempts=attempt)
+
+    def _sync_index(self, index_info: bytes, result: CommitResult) -> None:
+        """Point the checked-out branch's index entries for our paths at the new blobs."""
+        deadline = time.monotonic() + self.retry_budget_s
+        while True:
+            status, _, err = self.run("update-index", "--index-info", stdin=index_info)
+            if status == 0:
+                return
+            if time.monotonic() > deadline or "index.lock" not in err:
+                paths = " ".join(result.paths)
+                raise RegistryError(
+                    f"committed {result.commit[:12]} to {result.ref}, but the index entry "
+                    f"could not be updated ({err.strip()[:120]}); after `ctune registry doctor "
+                    f"--fix`, run `git reset -q -- {paths}`"
+                )
+            time.sleep(random.uniform(0.005, 0.05))
+
+    def _stuck_message(self, ref: str, attempts: int) -> str:
+        lock = self.common_dir / f"{ref}.lock"
+        if lock.exists():
+            age = time.time() - lock.stat().st_mtime
+            return (
+                f"cannot update {ref}: {lock} exists (age {age:.0f} s); another git process "
+                "is writing, or one crashed. If none is running: `ctune registry doctor --fix`"
+            )
+        return f"cannot update {ref} after {attempts} attempts (too many concurrent writers)"
+
+    # --- tags (pins) ----------------------------------------------------------
+
+    def config(self, key: str) -> str | None:
+        status, out, _ = self.run("config", "--get", key)
+        return str(out).strip() if status == 0 and str(out).strip() else None
+
+    def can_sign(self) -> bool:
+        return self.config("gpg.format") == "ssh" and self.config("user.signingkey") is not None
+
+    def create_tag(self, name: str, target: str, message: str, *, sign: bool) -> None:
+        """Annotated (SSH-signed when ``sign``) tag ``refs/tags/<name>`` at ``target``."""
+        self.check_ref_format(f"refs/tags/{name}")
+        if self.resolve(f"refs/tags/{name}") is not None:
+            raise RegistryError(
+                f"pin tag {name} already exists; pins are immutable: choose a new release name"
+            )
+        mode = ["-s"] if sign else ["-a", "--no-sign"]
+        status, _, err = self.run(
+            "tag",
+            *mode,
+            "-F",
+            "-",
+            name,
+            target,
+            env=self._identity_env(),
+            stdin=message.encode(),
+        )
+        if status != 0:
+            raise RegistryError(f"cannot create tag {name}: {err.strip()[:300]}")
+
+    def tags(self, prefix: str) -> list[str]:
+        """Tag names (without refs/tags/) under ``prefix``."""
+        out = self.out("for-each-ref", "--format=%(refname)", f"refs/tags/{prefix}")
+        return [ln[len("refs/tags/") :] for ln in out.splitlines() if ln]
+
+    def tag_message(self, name: str) -> str:
+        """The annotated tag's message, signature block removed."""
+        status, out, _ = self.run("cat-file", "tag", f"refs/tags/{name}")
+        if status != 0:
+            raise RegistryError(f"{name} is not an annotated tag")
+        body = str(out).split("\n\n", 1)[1] if "\n\n" in str(out) else ""
+        return body.split("-----BEGIN ", 1)[0]
+
+    def verify_tag(self, name: str) -> tuple[bool, str]:
+        status, out, err = self.run("tag", "-v", name)
+        return status == 0, (str(err) or str(out)).strip()
+
+    # --- checks -----------------------------------------------------------------
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        status, _, _ = self.run("merge-base", "--is-ancestor", ancestor, descendant)
+        return status == 0
+
+    def fsck(self) -> tuple[bool, str]:
+        status, out, err = self.run("fsck", "--no-progress", "--no-dangling")
+        return status == 0, (str(err) + str(out)).strip()

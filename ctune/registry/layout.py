@@ -1,0 +1,184 @@
+"""Where artifacts live, what they may be called, and how a KEY is written.
+
+Pure: no I/O beyond ``os.lstat`` in :func:`contained_path`. Every name that
+reaches a path or a git ref passes :func:`validate_name` first (RELIABILITY
+X1, X2, G13): lowercase ASCII only, so case-insensitive filesystems and
+Unicode normalisation cannot make two names collide, and nothing like
+``..``, ``/``, NUL, newline or ``.git`` can travel.
+
+Layout (DESIGN 10.8): ``<root>/<kernel>/<problem>/<device-class>.json``.
+
+KEY syntax, used by every ``ctune registry`` command::
+
+    <kernel>/<problem>/<device-class>[@<member>]
+
+where ``<member>`` is a 16-hex candidate key, ``pinned`` or ``baseline``
+(default: the artifact's pinned member). Example:
+``gemm/sq4096/sm90-nvidia-h100-80gb-hbm3@3fa9c0de12345678``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from ctune.errors import UserError
+from ctune.records import DeviceInfo
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+CANDIDATE_KEY_RE = re.compile(r"^[0-9a-f]{16}$")
+MEMBER_WORDS = ("pinned", "baseline")
+SUFFIX = ".json"
+PIN_PREFIX = "ctune/pin"
+
+# Names git or common filesystems treat specially; refused even though the
+# regex would let some through (Windows device names break checkouts there).
+_RESERVED = frozenset(
+    {"con", "prn", "aux", "nul", "git", "head"}
+    | {f"com{i}" for i in range(10)}
+    | {f"lpt{i}" for i in range(10)}
+)
+
+
+def validate_name(name: object, what: str = "name") -> str:
+    """Return ``name`` if it is a safe registry name, else raise UserError.
+
+    Beyond the regex, refuse what git refuses in a ref component (``..``, a
+    trailing ``.`` or ``.lock``) so a valid name is always a valid tag part.
+    """
+    if not isinstance(name, str):
+        raise UserError(f"{what} must be a string, got {type(name).__name__}")
+    shown = ascii(name)[:80]
+    if not NAME_RE.fullmatch(name):
+        raise UserError(
+            f"{what} {shown} is not allowed: use 1-64 of a-z 0-9 . _ - "
+            "starting with a letter or digit"
+        )
+    if ".." in name or name.endswith((".", ".lock")) or name.split(".")[0] in _RESERVED:
+        raise UserError(f"{what} {shown} is reserved or not valid in a git ref")
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class ArtifactKey:
+    """Names one artifact file, and optionally one member of its front."""
+
+    kernel: str
+    problem: str
+    device_class: str
+    member: str | None = None  # candidate key, "pinned", "baseline" or None
+
+    def __post_init__(self) -> None:
+        validate_name(self.kernel, "kernel")
+        validate_name(self.problem, "problem")
+        validate_name(self.device_class, "device class")
+        if self.member is not None and not (
+            self.member in MEMBER_WORDS or CANDIDATE_KEY_RE.fullmatch(self.member)
+        ):
+            raise UserError(
+                f"member {ascii(self.member)[:40]} is not a 16-hex candidate key, "
+                "'pinned' or 'baseline'"
+            )
+
+    @property
+    def artifact(self) -> ArtifactKey:
+        """The same key without a member: names the file."""
+        return ArtifactKey(self.kernel, self.problem, self.device_class)
+
+    def relpath(self) -> PurePosixPath:
+        return PurePosixPath(self.kernel, self.problem, self.device_class + SUFFIX)
+
+    def __str__(self) -> str:
+        base = f"{self.kernel}/{self.problem}/{self.device_class}"
+        return base if self.member is None else f"{base}@{self.member}"
+
+
+def parse_key(text: str) -> ArtifactKey:
+    """Parse ``kernel/problem/device-class[@member]``; one-line UserError otherwise."""
+    if not isinstance(text, str) or not text:
+        raise UserError("empty artifact KEY: expected <kernel>/<problem>/<device-class>[@member]")
+    base, sep, member = text.partition("@")
+    parts = base.split("/")
+    if len(parts) != 3:
+        raise UserError(
+            f"artifact KEY {ascii(text)[:80]} must be <kernel>/<problem>/<device-class>[@member]"
+        )
+    return ArtifactKey(*parts, member=member if sep else None)
+
+
+def key_from_relpath(rel: PurePosixPath) -> ArtifactKey:
+    """Inverse of :meth:`ArtifactKey.relpath`; UserError for anything else."""
+    parts = rel.parts
+    if len(parts) != 3 or not parts[2].endswith(SUFFIX):
+        raise UserError(f"{rel}: not at <kernel>/<problem>/<device-class>{SUFFIX}")
+    return ArtifactKey(parts[0], parts[1], parts[2][: -len(SUFFIX)])
+
+
+def contained_path(root: Path, rel: PurePosixPath) -> Path:
+    """``root / rel``, proven to stay inside ``root`` with no symlink on the way.
+
+    Git stores symlinks, so a hostile registry can carry one that points out
+    of the tree (RELIABILITY X1); every existing component is lstat'ed.
+    """
+    if rel.is_absolute() or any(part in ("", ".", "..") for part in rel.parts):
+        raise UserError(f"{rel}: not a relative path inside the registry")
+    base = root.resolve()
+    path = base
+    for part in rel.parts:
+        path = path / part
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            continue
+        if stat.S_ISLNK(mode):
+            raise UserError(f"{path}: is a symlink; the registry refuses symlinks")
+    if not path.resolve().is_relative_to(base):
+        raise UserError(f"{rel}: resolves outside the registry root {base}")
+    return path
+
+
+def artifact_path(root: Path, key: ArtifactKey) -> Path:
+    return contained_path(root, key.relpath())
+
+
+def slug(text: str, limit: int = 64) -> str:
+    """Lowercase ASCII slug: runs of anything else become one '-'."""
+    out = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return out[:limit].rstrip("-._") or "unknown"
+
+
+def device_class(device: DeviceInfo | Mapping[str, str]) -> str:
+    """``sm90-nvidia-h100-80gb-hbm3``: the SM arch plus the GPU model name.
+
+    Accepts a Measurement's DeviceInfo or fingerprint fields (``sm``,
+    ``gpu_name``). The UUID is deliberately not part of it: artifacts are
+    shared across physical devices of one model (RELIABILITY M10).
+    """
+    if isinstance(device, DeviceInfo):
+        sm, name = device.sm, device.name
+    else:
+        sm, name = device.get("sm", ""), device.get("gpu_name", "")
+    arch = slug(sm.replace("_", ""), 8)
+    return validate_name(slug(f"{arch}-{name}"), "device class")
+
+
+def pin_tag(release: str, key: ArtifactKey) -> str:
+    """The annotated tag name that pins ``key`` for ``release`` (no refs/tags/ prefix)."""
+    validate_name(release, "release")
+    a = key.artifact
+    return f"{PIN_PREFIX}/{release}/{a.kernel}/{a.problem}/{a.device_class}"
+
+
+def parse_pin_tag(name: str) -> tuple[str, ArtifactKey]:
+    """Inverse of :func:`pin_tag`: (release, key)."""
+    prefix = PIN_PREFIX + "/"
+    if not name.startswith(prefix):
+        raise UserError(f"{ascii(name)[:80]} is not a ctune pin tag")
+    parts = name[len(prefix) :].split("/")
+    if len(parts) != 4:
+        raise UserError(f"{ascii(name)[:80]} is not a ctune pin tag")
+    return validate_name(parts[0], "release"), ArtifactKey(*parts[1:])

@@ -1,0 +1,111 @@
+"""Find and clear git lock files left behind by a crashed writer.
+
+A SIGKILL at the wrong moment left a stale ``refs/heads/*.lock`` in 1 of 30
+trials (measured, RELIABILITY "Measured facts"), and every later write then
+fails. Normal commands only *report* such a lock (naming it); removing it is
+``ctune registry doctor --fix`` (and the lead's ``ctune doctor --fix``), and
+only when (G3):
+
+- it is older than ``older_than_s`` (a live git process holds its lock for
+  milliseconds), and
+- no live ctune writer holds the registry ``flock``: clearing happens while
+  holding that lock ourselves, so no ctune writer can start meanwhile.
+
+Only regular files named ``*.lock`` inside the git directory are touched;
+symlinks are never followed or removed.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import stat
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ctune.errors import RegistryError
+
+# Lock files git may leave at the top of a git directory; refs/ is walked.
+_TOP_LOCKS = (
+    "index.lock",
+    "HEAD.lock",
+    "ORIG_HEAD.lock",
+    "packed-refs.lock",
+    "config.lock",
+    "shallow.lock",
+    "FETCH_HEAD.lock",
+)
+FLOCK_NAME = "ctune-registry.flock"
+
+
+@dataclass(frozen=True, slots=True)
+class StaleLock:
+    path: Path
+    age_s: float
+
+
+def _git_dirs(repo_path: Path) -> tuple[Path, Path]:
+    """(git dir, common dir) of the repository holding ``repo_path``."""
+    import git
+
+    probe = Path(repo_path).absolute()
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        with git.Repo(probe, search_parent_directories=True) as repo:
+            return Path(repo.git_dir), Path(repo.common_dir)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise RegistryError(f"{repo_path} is not inside a git repository") from None
+
+
+def _candidates(git_dir: Path, common_dir: Path) -> list[Path]:
+    found = {d / name for d in {git_dir, common_dir} for name in _TOP_LOCKS}
+    refs = common_dir / "refs"
+    for dirpath, _dirs, files in os.walk(refs, followlinks=False):
+        found.update(Path(dirpath) / f for f in files if f.endswith(".lock"))
+    return sorted(found)
+
+
+def find_stale_locks(repo_path: Path, older_than_s: float = 0.0) -> list[StaleLock]:
+    """Git ``*.lock`` files at least ``older_than_s`` old (all of them with 0)."""
+    git_dir, common_dir = _git_dirs(repo_path)
+    now = time.time()
+    out = []
+    for path in _candidates(git_dir, common_dir):
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        age = now - st.st_mtime
+        if stat.S_ISREG(st.st_mode) and age >= older_than_s:
+            out.append(StaleLock(path, age))
+    return out
+
+
+def clear_stale_locks(repo_path: Path, older_than_s: float) -> list[Path]:
+    """Remove stale git lock files; returns what was removed.
+
+    Refuses (RegistryError) while a ctune writer holds the registry lock:
+    its git locks are live, not stale.
+    """
+    _git_dir, common_dir = _git_dirs(repo_path)
+    fd = os.open(common_dir / FLOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RegistryError(
+                "a ctune writer is running in this repository; its locks are live. "
+                "Try again when it finishes"
+            ) from None
+        removed = []
+        for lock in find_stale_locks(repo_path, older_than_s):
+            try:
+                os.unlink(lock.path)
+            except FileNotFoundError:
+                continue
+            removed.append(lock.path)
+        return removed
+    finally:
+        os.close(fd)

@@ -1,0 +1,109 @@
+"""Schema migrations: pure functions from one version's JSON to the next.
+
+``ctune registry migrate`` reads each older file strictly (duplicate keys,
+size cap), applies the steps up to :data:`SCHEMA_VERSION`, validates the
+result exactly as a read would, and writes it in a *new* commit (asv
+``asv update``; RELIABILITY G11). Each step is tested on a golden file.
+
+Schema 0 is the pre-release format: fingerprint fields had short names
+(``nvcc``, ``gpu``, ``cupy``), objectives were bare names, members carried
+``genes`` and ``flags`` directly, ``pinned`` was an index into ``front``,
+and there was no digest. A fingerprint version stored as a JSON *number*
+cannot be migrated: ``12.1`` may have been ``12.10`` (RELIABILITY S4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ctune.errors import RegistryError
+from ctune.records import Candidate
+from ctune.registry.schema import SCHEMA_VERSION
+
+_V0_FINGERPRINT_NAMES = {
+    "nvcc": "nvcc_version",
+    "ptxas": "ptxas_version",
+    "gpu": "gpu_name",
+    "cupy": "cupy_version",
+    "ctune": "ctune_version",
+    "source_sha256": "kernel_source_sha256",
+}
+_V0_UNITS = {"p50": "ms", "p95": "ms", "p99": "ms", "mean": "ms", "energy": "J", "power": "W"}
+_V0_MEMBER_KEYS = {"genes", "values", "summary", "samples_ms", "flags", "defines", "launch"}
+
+
+def _v0_member(m: Any, kernel: str, where: str) -> dict[str, Any]:
+    if not isinstance(m, dict) or not isinstance(m.get("genes"), dict):
+        raise RegistryError(f"{where}: a v0 member needs a 'genes' object")
+    unknown = sorted(set(m) - _V0_MEMBER_KEYS)
+    if unknown:
+        raise RegistryError(f"{where}: unknown v0 member field(s) {', '.join(unknown)}")
+    candidate = Candidate.of(kernel, m["genes"])
+    return {
+        "candidate": candidate.to_json(),
+        "key": candidate.key(),
+        "values": m.get("values", []),
+        "summary": m.get("summary", {}),
+        "samples_ms": m.get("samples_ms", []),
+        "nvcc_flags": m.get("flags", []),
+        "defines": m.get("defines", {}),
+        "launch": m.get("launch", {}),
+    }
+
+
+def v0_to_v1(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """Schema 0 -> 1 (see the module docstring for what changed)."""
+    kernel = data.get("kernel")
+    if not isinstance(kernel, str):
+        raise RegistryError(f"{where}: no kernel name")
+    fingerprint = {}
+    for name, value in (data.get("fingerprint") or {}).items():
+        if not isinstance(value, str):
+            raise RegistryError(
+                f"{where}: fingerprint {name} was recorded as a {type(value).__name__} "
+                f"({value!r}); the exact version is lost (12.1 may have been 12.10). Re-tune."
+            )
+        fingerprint[_V0_FINGERPRINT_NAMES.get(name, name)] = value
+    objectives = []
+    for name in data.get("objectives") or []:
+        if name not in _V0_UNITS:
+            raise RegistryError(f"{where}: v0 objective {name!r} has no known unit")
+        objectives.append({"name": name, "direction": "min", "unit": _V0_UNITS[name]})
+    front = [
+        _v0_member(m, kernel, f"{where}: front[{i}]") for i, m in enumerate(data.get("front") or [])
+    ]
+    pinned = data.get("pinned")
+    if pinned is not None and not (isinstance(pinned, int) and 0 <= pinned < len(front)):
+        raise RegistryError(f"{where}: v0 pinned index {pinned!r} is not in the front")
+    return {
+        "schema_version": 1,
+        "kernel": kernel,
+        "problem": data.get("problem"),
+        "device_class": data.get("device_class"),
+        "fingerprint": fingerprint,
+        "objectives": objectives,
+        "front": front,
+        "baseline": _v0_member(data.get("baseline"), kernel, f"{where}: baseline"),
+        "pinned": None if pinned is None else front[pinned]["key"],
+        "provenance": data.get("provenance") or {},
+        "extensions": {},
+    }
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any], str], dict[str, Any]]] = {0: v0_to_v1}
+
+
+def upgrade(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """Apply every step from the file's version to the current one."""
+    version = data.get("schema_version")
+    if type(version) is not int or version > SCHEMA_VERSION:
+        raise RegistryError(f"{where}: cannot migrate schema_version {version!r}")
+    data = {k: v for k, v in data.items() if k != "digest"}
+    while version < SCHEMA_VERSION:
+        step = MIGRATIONS.get(version)
+        if step is None:
+            raise RegistryError(f"{where}: no migration from schema_version {version}")
+        data = step(data, where)
+        version = data["schema_version"]
+    return data

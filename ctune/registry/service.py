@@ -1,0 +1,306 @@
+"""Registry operations the CLI and the search call: publish, import, pin, read, verify, migrate.
+
+Each function opens the git repository for its own duration (``with
+GitRegistry(...)``) and takes the writer lock around write-and-commit, so a
+file and its commit never disagree. Nothing here prints.
+
+How the search hands over its result (either works):
+
+- ``store.write_result(artifact, path)`` writes a result file anywhere; a
+  person or CI then runs ``ctune registry import PATH``;
+- ``publish_artifact(settings.registry, artifact)`` writes and commits at
+  once (``ctune search --commit``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ctune.errors import RegistryError, UserError
+from ctune.registry import schema
+from ctune.registry.git import CommitResult, GitRegistry
+from ctune.registry.layout import (
+    PIN_PREFIX,
+    ArtifactKey,
+    key_from_relpath,
+    parse_key,
+    parse_pin_tag,
+    pin_tag,
+)
+from ctune.registry.migrate import upgrade
+from ctune.registry.schema import Artifact
+from ctune.registry.store import (
+    ArtifactStore,
+    Quarantined,
+    check_location,
+    key_of,
+    read_bytes_capped,
+    read_result,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    path: Path
+    commit: CommitResult | None  # None with commit=False
+
+
+@dataclass(frozen=True, slots=True)
+class Pin:
+    tag: str
+    commit: str
+    digest: str
+    member: str
+    signed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PinCheck:
+    tag: str
+    problems: tuple[str, ...]
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    artifacts: int
+    quarantined: tuple[Quarantined, ...]
+    pins: tuple[PinCheck, ...]
+    fsck_ok: bool | None
+    fsck_output: str = ""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return (
+            not self.quarantined
+            and self.fsck_ok is not False
+            and not any(p.problems for p in self.pins)
+        )
+
+
+def commit_message(a: Artifact, verb: str = "") -> str:
+    """``ctune: gemm sq4096 sm90-h100 front 5 (pinned 3fa9..., p50 -7.8% vs default)``."""
+    head = f"ctune: {verb}{a.kernel} {a.problem} {a.device_class} front {len(a.front)}"
+    pinned = a.pinned_member()
+    if pinned is None:
+        return head
+    note = f"pinned {pinned.key}"
+    old, new = a.baseline.summary.get("p50_ms"), pinned.summary.get("p50_ms")
+    if isinstance(old, (int, float)) and isinstance(new, (int, float)) and old > 0:
+        note += f", p50 {new / old - 1:+.1%} vs default"
+    return f"{head} ({note})"
+
+
+def _write_commit(
+    reg: GitRegistry, store: ArtifactStore, artifacts: Sequence[Artifact], message: str
+) -> tuple[list[Path], CommitResult]:
+    """Write files and commit them; the caller holds ``reg.writer_lock()``."""
+    blobs: dict[str, bytes] = {}
+    paths = []
+    for a in artifacts:
+        data = schema.encode(a)
+        paths.append(store.write_encoded(key_of(a), data))
+        blobs[reg.registry_path(key_of(a).relpath())] = data
+    return paths, reg.commit_blobs(blobs, message)
+
+
+def publish_artifact(
+    root: Path,
+    artifact: Artifact,
+    *,
+    ref: str | None = None,
+    message: str | None = None,
+    commit: bool = True,
+    retry_budget_s: float = 30.0,
+    serialize: bool = True,
+) -> Published:
+    """Write ``artifact`` into the registry at ``root`` atomically and commit it."""
+    store = ArtifactStore(root)
+    schema.encode(artifact)  # validate before touching git
+    if not commit:
+        return Published(store.write(artifact), None)
+    with (
+        GitRegistry(root, ref, retry_budget_s=retry_budget_s, serialize=serialize) as reg,
+        reg.writer_lock(),
+    ):
+        reg.target_ref()  # refuse a detached HEAD before writing anything
+        paths, result = _write_commit(reg, store, [artifact], message or commit_message(artifact))
+    return Published(paths[0], result)
+
+
+def import_result(
+    root: Path, result_path: Path, *, ref: str | None = None, commit: bool = True
+) -> Published:
+    """Validate a search result file and publish it (``ctune registry import``)."""
+    return publish_artifact(root, read_result(result_path), ref=ref, commit=commit)
+
+
+def load_artifact(root: Path, text: str, *, ref: str | None = None) -> tuple[ArtifactKey, Artifact]:
+    """``KEY`` from the registry files, or ``REV:KEY`` from a git revision."""
+    rev, sep, key_text = text.rpartition(":")
+    key = parse_key(key_text)
+    if not sep:
+        return key, ArtifactStore(root).read(key)
+    with GitRegistry(root, ref) as reg:
+        path = reg.registry_path(key.relpath())
+        artifact = schema.decode(reg.read_blob(rev, path), f"{rev}:{path}")
+    check_location(artifact, key, f"{rev}:{path}")
+    return key, artifact
+
+
+def _pin_fields(message: str) -> dict[str, str]:
+    return dict(re.findall(r"^([a-z_]+): (\S+)$", message, flags=re.MULTILINE))
+
+
+def load_pinned(root: Path, key: ArtifactKey, release: str) -> tuple[Artifact, str]:
+    """The artifact and member a release pin points at, digest checked."""
+    tag = pin_tag(release, key)
+    with GitRegistry(root) as reg:
+        reg.check_ref_format(f"refs/tags/{tag}")
+        commit = reg.resolve(f"refs/tags/{tag}")
+        if commit is None:
+            raise RegistryError(f"no pin {tag}; see `git tag -l '{PIN_PREFIX}/*'`")
+        fields = _pin_fields(reg.tag_message(tag))
+        path = reg.registry_path(key.relpath())
+        artifact = schema.decode(reg.read_blob(commit, path), f"{tag}:{path}")
+    if fields.get("digest") != f"sha256:{artifact.digest()}":
+        raise RegistryError(f"pin {tag}: the artifact's digest does not match the tag message")
+    return artifact, fields.get("candidate", artifact.pinned or "")
+
+
+def pin_artifact(root: Path, key: ArtifactKey, release: str, *, ref: str | None = None) -> Pin:
+    """Pin ``key``'s member (default: its pinned one) as an annotated tag.
+
+    If the member differs from the artifact's ``pinned`` field, the artifact
+    is rewritten and committed first, so the tag's commit holds exactly the
+    artifact whose digest the tag message carries (RELIABILITY X4).
+    """
+    tag = pin_tag(release, key)
+    store = ArtifactStore(root)
+    with GitRegistry(root, ref) as reg, reg.writer_lock():
+        reg.check_ref_format(f"refs/tags/{tag}")
+        if reg.resolve(f"refs/tags/{tag}") is not None:
+            raise RegistryError(
+                f"pin tag {tag} already exists; pins are immutable: choose a new release name"
+            )
+        artifact = store.read(key)
+        if artifact.provenance.get("source_dirty"):
+            raise RegistryError(
+                f"{key.artifact} was tuned from an uncommitted kernel source; commit the "
+                "source, re-tune, then pin (RELIABILITY G6)"
+            )
+        from ctune.registry.export import resolve_member
+
+        member = resolve_member(artifact, key.member).key
+        artifact = schema.with_pinned(artifact, member)
+        _, result = _write_commit(reg, store, [artifact], commit_message(artifact, "pin "))
+        digest = artifact.digest()
+        message = (
+            f"ctune pin {release} {key.artifact}@{member}\n\n"
+            f"artifact: {reg.registry_path(key.relpath())}\n"
+            f"digest: sha256:{digest}\n"
+            f"candidate: {member}\n"
+            f"commit: {result.commit}\n"
+        )
+        signed = reg.can_sign()
+        reg.create_tag(tag, result.commit, message, sign=signed)
+    return Pin(tag, result.commit, digest, member, signed)
+
+
+def _check_pin(reg: GitRegistry, tag: str, head: str | None, shallow: bool) -> PinCheck:
+    problems: list[str] = []
+    notes: list[str] = []
+    try:
+        _release, key = parse_pin_tag(tag)
+        commit = reg.resolve_or_fail(f"refs/tags/{tag}")
+        fields = _pin_fields(reg.tag_message(tag))
+        path = reg.registry_path(key.relpath())
+        artifact = schema.decode(reg.read_blob(commit, path), f"{tag}:{path}")
+    except (RegistryError, UserError) as exc:
+        return PinCheck(tag, (str(exc),), ())
+    if fields.get("digest") != f"sha256:{artifact.digest()}":
+        problems.append("tag message digest does not match the pinned artifact")
+    if fields.get("candidate") != artifact.pinned:
+        problems.append("tag message candidate does not match the artifact's pinned member")
+    if reg.config("gpg.ssh.allowedSignersFile"):
+        ok, output = reg.verify_tag(tag)
+        if not ok:
+            problems.append(f"signature not verified: {output.splitlines()[-1:] or 'unsigned'}")
+    else:
+        notes.append("signature not checked (gpg.ssh.allowedSignersFile not set)")
+    if shallow:
+        notes.append("ancestry not checked: shallow clone")
+    elif head is not None and not reg.is_ancestor(commit, head):
+        problems.append("pinned commit is not an ancestor of the registry ref: history rewritten?")
+    return PinCheck(tag, tuple(problems), tuple(notes))
+
+
+def verify_registry(root: Path, *, ref: str | None = None, fsck: bool = True) -> VerifyReport:
+    """Every artifact's digest, every pin tag, and ``git fsck`` (RELIABILITY G4, X4, G10)."""
+    listing = ArtifactStore(root).list()
+    with GitRegistry(root, ref) as reg:
+        shallow = reg.is_shallow
+        head = reg.resolve(ref or "HEAD")
+        pins = tuple(_check_pin(reg, t, head, shallow) for t in reg.tags(PIN_PREFIX + "/"))
+        fsck_ok, fsck_out = reg.fsck() if fsck else (None, "")
+    return VerifyReport(len(listing.artifacts), listing.quarantined, pins, fsck_ok, fsck_out)
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    migrated: tuple[Path, ...]
+    failed: tuple[Quarantined, ...]
+    commit: CommitResult | None
+
+
+def migrate_registry(root: Path, *, ref: str | None = None, dry_run: bool = False) -> Migration:
+    """Upgrade every older file to the current schema in one new commit."""
+    store = ArtifactStore(root)
+    upgraded: list[Artifact] = []
+    paths: list[Path] = []
+    failed: list[Quarantined] = []
+    for rel, problem in store.files():
+        path = root / rel
+        if problem:
+            failed.append(Quarantined(str(path), problem))
+            continue
+        try:
+            raw = schema.parse_json_bytes(read_bytes_capped(path), str(path))
+            version = raw.get("schema_version") if isinstance(raw, dict) else None
+            if version == schema.SCHEMA_VERSION:
+                continue
+            artifact = schema.from_json(upgrade(raw, str(path)), str(path))
+            check_location(artifact, key_from_relpath(rel), str(path))
+        except (RegistryError, UserError) as exc:
+            failed.append(Quarantined(str(path), str(exc)))
+            continue
+        upgraded.append(artifact)
+        paths.append(path)
+    if dry_run or not upgraded:
+        return Migration(tuple(paths), tuple(failed), None)
+    with GitRegistry(root, ref) as reg, reg.writer_lock():
+        reg.target_ref()
+        message = f"ctune: migrate {len(upgraded)} artifact(s) to schema {schema.SCHEMA_VERSION}"
+        written, result = _write_commit(reg, store, upgraded, message)
+    return Migration(tuple(written), tuple(failed), result)
+
+
+__all__ = [
+    "Migration",
+    "Pin",
+    "PinCheck",
+    "Published",
+    "VerifyReport",
+    "commit_message",
+    "import_result",
+    "load_artifact",
+    "load_pinned",
+    "migrate_registry",
+    "pin_artifact",
+    "publish_artifact",
+    "verify_registry",
+]

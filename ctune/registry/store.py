@@ -1,0 +1,200 @@
+"""Artifact files on disk: strict reads, atomic writes, listing with quarantine.
+
+A registry is a plain directory (``Settings.registry``, default
+``registry/``) laid out by :mod:`ctune.registry.layout`. Reads never need
+git, so ``ctune check`` in CI reads the checkout's files as they are. Writes
+are atomic (temporary file in the same directory, fsync, ``os.replace``,
+fsync of the directory: DESIGN 10.6 "nothing is half-written"); committing
+them is :mod:`ctune.registry.git`'s job.
+
+A file that fails to read (digest mismatch, bad schema, symlink, wrong
+place) is *quarantined* by :meth:`ArtifactStore.list`: left where it is,
+reported, and skipped, so the other artifacts still work (RELIABILITY G4).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from ctune.errors import RegistryError, UserError
+from ctune.registry import schema
+from ctune.registry.layout import SUFFIX, ArtifactKey, artifact_path, key_from_relpath
+from ctune.registry.schema import Artifact
+
+
+@dataclass(frozen=True, slots=True)
+class Quarantined:
+    """An artifact file that could not be trusted, and why."""
+
+    path: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    artifacts: tuple[tuple[ArtifactKey, Artifact], ...]
+    quarantined: tuple[Quarantined, ...]
+
+
+def read_bytes_capped(path: Path, *, allow_symlink: bool = False) -> bytes:
+    """The file's bytes, refusing symlinks, non-files and anything over the cap."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise RegistryError(f"{path}: no such artifact file") from None
+    except OSError as exc:
+        raise RegistryError(f"{path}: cannot read: {exc.strerror}") from None
+    if stat.S_ISLNK(st.st_mode) and not allow_symlink:
+        raise RegistryError(f"{path}: is a symlink; the registry refuses symlinks")
+    if st.st_size > schema.MAX_BYTES:
+        raise RegistryError(f"{path}: {st.st_size} bytes is over the {schema.MAX_BYTES}-byte cap")
+    flags = os.O_RDONLY | (0 if allow_symlink else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise RegistryError(f"{path}: cannot read: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise RegistryError(f"{path}: not a regular file")
+        return fh.read(schema.MAX_BYTES + 1)
+
+
+def read_artifact_file(path: Path, *, allow_symlink: bool = False) -> Artifact:
+    """Read and verify one artifact file (digest, schema, types)."""
+    return schema.decode(read_bytes_capped(path, allow_symlink=allow_symlink), str(path))
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``path`` so that readers see the old or the new bytes, never a mix."""
+    folder = path.parent
+    tmp = folder / f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def write_result(artifact: Artifact, path: Path) -> Path:
+    """Write a search result file (an artifact outside the registry), atomically.
+
+    ``ctune registry import PATH`` later validates it and commits it.
+    """
+    data = schema.encode(artifact)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, data)
+    return path
+
+
+def read_result(path: Path) -> Artifact:
+    """Read a search result file written by :func:`write_result`."""
+    return read_artifact_file(path, allow_symlink=True)
+
+
+class ArtifactStore:
+    """The artifact files under one registry root."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def path(self, key: ArtifactKey) -> Path:
+        try:
+            return artifact_path(self.root, key.artifact)
+        except UserError as exc:
+            raise RegistryError(str(exc)) from None
+
+    def exists(self, key: ArtifactKey) -> bool:
+        return os.path.lexists(self.path(key))
+
+    def read(self, key: ArtifactKey) -> Artifact:
+        path = self.path(key)
+        if not os.path.lexists(path):
+            raise RegistryError(f"no artifact {key.artifact} (looked for {path})")
+        artifact = read_artifact_file(path)
+        check_location(artifact, key, str(path))
+        return artifact
+
+    def write(self, artifact: Artifact) -> Path:
+        """Validate, then atomically write ``artifact`` at its layout path."""
+        return self.write_encoded(key_of(artifact), schema.encode(artifact))
+
+    def write_encoded(self, key: ArtifactKey, data: bytes) -> Path:
+        """Atomically write bytes from :func:`schema.encode` for ``key``."""
+        path = self.path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path = self.path(key)  # re-prove containment now the folders exist
+        atomic_write(path, data)
+        return path
+
+    def list(self) -> Listing:
+        """Every artifact that reads cleanly; the rest quarantined with a reason."""
+        found: list[tuple[ArtifactKey, Artifact]] = []
+        bad: list[Quarantined] = []
+        for rel, problem in self.files():
+            path = self.root / rel
+            if problem:
+                bad.append(Quarantined(str(path), problem))
+                continue
+            try:
+                key = key_from_relpath(rel)
+                artifact = read_artifact_file(path)
+                check_location(artifact, key, str(path))
+            except (RegistryError, UserError) as exc:
+                bad.append(Quarantined(str(path), str(exc)))
+                continue
+            found.append((key, artifact))
+        return Listing(tuple(sorted(found, key=lambda ka: str(ka[0]))), tuple(bad))
+
+    def files(self) -> Iterator[tuple[PurePosixPath, str]]:
+        """(relative path, problem) of every ``*.json`` below the root; no symlink followed."""
+        if not self.root.is_dir():
+            return
+        for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
+            rel_dir = PurePosixPath(Path(dirpath).relative_to(self.root).as_posix())
+            for d in list(dirnames):
+                if os.path.islink(os.path.join(dirpath, d)):
+                    yield rel_dir / d, "is a symlink; the registry refuses symlinks"
+                    dirnames.remove(d)
+                elif d.startswith("."):
+                    dirnames.remove(d)
+            for name in sorted(filenames):
+                if name.startswith(".") or not name.endswith(SUFFIX):
+                    continue  # temporary files of atomic writes, READMEs
+                rel = PurePosixPath(*rel_dir.parts, name)
+                if os.path.islink(os.path.join(dirpath, name)):
+                    yield rel, "is a symlink; the registry refuses symlinks"
+                else:
+                    yield rel, ""
+
+
+def key_of(artifact: Artifact) -> ArtifactKey:
+    try:
+        return ArtifactKey(artifact.kernel, artifact.problem, artifact.device_class)
+    except UserError as exc:
+        raise RegistryError(f"artifact to write: {exc}") from None
+
+
+def check_location(artifact: Artifact, key: ArtifactKey, where: str) -> None:
+    """The file's content must name the place it is stored at (no copied files)."""
+    if key_of(artifact) != key.artifact:
+        raise RegistryError(
+            f"{where}: holds {key_of(artifact)} but is stored as {key.artifact}; "
+            "move it back or re-import it"
+        )

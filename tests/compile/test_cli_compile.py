@@ -1,0 +1,93 @@
+"""`ctune compile` / `ctune space` end to end with the real nvcc: output and bad-input exits."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.nvcc
+
+ROOT = Path(__file__).parents[2]
+DATA = ROOT / "tests" / "data" / "kernels"
+
+
+def ctune(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ctune", *args], cwd=cwd, capture_output=True, text=True, timeout=600
+    )
+
+
+def test_compile_prints_argv_resources_and_sass(tmp_path):
+    done = ctune("compile", str(DATA / "saxpy.cu"), "--set", "BLOCK=128", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    build = report["build"]
+    assert build["outcome"] == "ok" and "-DBLOCK=128" in build["argv"]
+    assert build["resources"]["regs"] > 0 and len(build["sass_sha256"]) == 64
+    human = ctune("compile", str(DATA / "saxpy.cu"), "--set", "BLOCK=128", cwd=tmp_path)
+    assert "(cached)" in human.stdout and "sass sha256" in human.stdout
+
+
+def test_space_shows_genes_and_size(tmp_path):
+    done = ctune("space", str(DATA / "saxpy.cu"), "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["valid"] == 6624 and report["exact"]
+    assert len(report["samples"]) == 5
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["compile", "nope.cu"], 2, "nope.cu: no such file"),
+        (["compile", "{d}/saxpy.cu", "--set", "WARPS=4"], 2, "--set WARPS: unknown gene"),
+        (["compile", "{d}/saxpy.cu", "--set", "BLOCK=100"], 2, "not a value of BLOCK"),
+        (["compile", "{d}/saxpy.cu", "--set", "BLOCK"], 2, "expected NAME=VALUE"),
+        (["compile", "{d}/saxpy.cu", "--problem", "huge"], 2, "no problem 'huge'"),
+        (["compile", "{d}/broken.cu"], 2, "did not build: compile_error"),
+        (["compile", "{d}/nosymbol.cu"], 2, "did not build: compile_error"),
+        (["space", "{d}/saxpy.cu", "--problem", "x y"], 2, "no problem 'x y'"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_code(tmp_path, args, code, message):
+    done = ctune(*(a.format(d=DATA) for a in args), cwd=tmp_path)
+    assert done.returncode == code, (done.stdout, done.stderr)
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    error_lines = [ln for ln in done.stderr.splitlines() if ln.startswith("error:")]
+    assert len(error_lines) == 1
+
+
+def test_missing_nvcc_is_a_toolchain_error(tmp_path):
+    env_path = "/nonexistent"
+    done = subprocess.run(
+        [sys.executable, "-m", "ctune", "compile", str(DATA / "saxpy.cu")],
+        cwd=tmp_path, capture_output=True, text=True, env={"PATH": env_path, "HOME": str(tmp_path)},
+    )
+    assert done.returncode == 3
+    assert "nvcc not found" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda t: t + "\n: bad: yaml: [\n", "saxpy.yaml: line"),
+        (lambda t: t.replace("genes:\n", "genes:\n  WARPS: {values: [4], default: 4}\n  WARPS: {values: [8], default: 8}\n"), "duplicate key 'WARPS'"),
+        (lambda t: t.replace("flags: [ptxas_opt,", "flags: [O9, ptxas_opt,"), "flags.O9: unknown flag gene"),
+        (lambda t: t.replace('"BLOCK * UNROLL <= 4096"', '"BLOCK * WARPS <= 4096"'), "unknown name 'WARPS'"),
+    ],
+    ids=["malformed yaml", "duplicate gene", "unknown flag", "restriction unknown name"],
+)
+def test_bad_spec_through_the_cli(tmp_path, edit, message):
+    import shutil
+
+    for name in ("saxpy.cu", "saxpy_ref.py"):
+        shutil.copy(DATA / name, tmp_path / name)
+    (tmp_path / "saxpy.yaml").write_text(edit((DATA / "saxpy.yaml").read_text()))
+    done = ctune("compile", str(tmp_path / "saxpy.cu"), cwd=tmp_path)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr

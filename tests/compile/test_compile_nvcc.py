@@ -1,0 +1,173 @@
+"""The compile path with the real nvcc (no GPU): kernels, failures, cache, SASS digest."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ctune.compile import NvccCompiler, probe_toolchain
+from ctune.compile.sass import defined_symbols, sass_digest
+from ctune.kernelspec import load_spec
+from ctune.records import Outcome
+from ctune.space import CATALOGUE
+
+pytestmark = pytest.mark.nvcc
+
+ROOT = Path(__file__).parents[2]
+DATA = ROOT / "tests" / "data" / "kernels"
+SHIPPED = sorted((ROOT / "kernels").glob("*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def toolchain():
+    return probe_toolchain()
+
+
+def _compiler(spec, toolchain, tmp_path, **kw) -> NvccCompiler:
+    return NvccCompiler(spec, toolchain, tmp_path / "cache", **kw)
+
+
+@pytest.mark.parametrize("yaml_path", SHIPPED + [DATA / "saxpy.yaml"], ids=lambda p: p.stem)
+def test_default_build_of_every_kernel(yaml_path, toolchain, tmp_path):
+    spec = load_spec(yaml_path, toolchain.help_text)
+    build = _compiler(spec, toolchain, tmp_path).build(spec.default_candidate(), spec.problem())
+    assert build.outcome is Outcome.OK, build.log_tail
+    assert build.resources.regs and build.resources.regs > 0
+    assert build.sass_sha256 and len(build.sass_sha256) == 64
+    assert Path(build.binary_path).is_file()
+
+
+@pytest.mark.parametrize("yaml_path", SHIPPED, ids=lambda p: p.stem)
+def test_sampled_candidates_are_accepted_by_nvcc(yaml_path, toolchain, tmp_path):
+    """Restrictions must exclude what does not compile: sampled valid points all build."""
+    spec = load_spec(yaml_path, toolchain.help_text)
+    problem = spec.problem()
+    heavy = spec.entry_kind == "launcher" or any("cutlass" in str(d) for d in spec.include_dirs)
+    samples = spec.space.sample(random.Random(1), 2 if heavy else 4, problem.dims)
+    with _compiler(spec, toolchain, tmp_path) as compiler:
+        futures = [compiler.submit(spec.candidate(v), problem) for v in samples]
+        builds = [f.result() for f in futures]
+    for values, build in zip(samples, builds, strict=True):
+        assert build.outcome in (Outcome.OK, Outcome.RESOURCE_LIMIT), (values, build.log_tail)
+
+
+def _saxpy_with_all_flags(tmp_path: Path) -> Path:
+    for name in ("saxpy.cu", "saxpy_ref.py"):
+        shutil.copy(DATA / name, tmp_path / name)
+    text = (DATA / "saxpy.yaml").read_text()
+    (tmp_path / "saxpy.yaml").write_text(
+        text.replace("flags: [ptxas_opt, maxrregcount, fast_math, dlcm]", "flags: all")
+    )
+    return tmp_path / "saxpy.yaml"
+
+
+def test_every_catalogue_flag_value_is_accepted(toolchain, tmp_path):
+    spec = load_spec(_saxpy_with_all_flags(tmp_path), toolchain.help_text)
+    problem = spec.problem()
+    base = spec.space.default_values()
+    jobs = []
+    with _compiler(spec, toolchain, tmp_path) as compiler:
+        for name, flag in CATALOGUE.items():
+            if name not in spec.space:  # needs an option this nvcc lacks
+                assert flag.requires_option and flag.requires_option not in toolchain.help_text
+                continue
+            for value in flag.gene.values:
+                values = {**base, name: value}
+                jobs.append((name, value, compiler.submit(spec.candidate(values), problem)))
+        for name, value, future in jobs:
+            build = future.result()
+            assert build.outcome is Outcome.OK, (name, value, build.log_tail)
+            rendered = CATALOGUE[name].render(value)
+            assert all(item in build.argv for item in rendered), (name, value)
+
+
+def test_resource_limit_and_candidate_compile_error_are_outcomes(toolchain, tmp_path):
+    spec = load_spec(DATA / "smem_hog.yaml", toolchain.help_text)
+    compiler = _compiler(spec, toolchain, tmp_path)
+    problem = spec.problem()
+    assert compiler.build(spec.default_candidate(), problem).outcome is Outcome.OK
+    hog = compiler.build(spec.candidate({"SMEM_FLOATS": 65536, "BROKEN": 0}), problem)
+    assert hog.outcome is Outcome.RESOURCE_LIMIT
+    assert "too much shared data" in hog.log_tail
+    broken = compiler.build(spec.candidate({"SMEM_FLOATS": 1024, "BROKEN": 1}), problem)
+    assert broken.outcome is Outcome.COMPILE_ERROR
+    assert "BROKEN candidates do not compile" in broken.log_tail
+
+
+def test_missing_entry_symbol_is_reported(toolchain, tmp_path):
+    spec = load_spec(DATA / "nosymbol.yaml", toolchain.help_text)
+    build = _compiler(spec, toolchain, tmp_path).build(spec.default_candidate(), spec.problem())
+    assert build.outcome is Outcome.COMPILE_ERROR
+    assert "entry symbol 'nosymbol' is not in the cubin" in build.log_tail
+
+
+def test_timeout_kills_the_compile(toolchain, tmp_path):
+    spec = load_spec(DATA / "saxpy.yaml", toolchain.help_text)
+    build = _compiler(spec, toolchain, tmp_path, timeout_s=0.01).build(
+        spec.default_candidate(), spec.problem()
+    )
+    assert build.outcome is Outcome.BUILD_TIMEOUT
+    # not cached: a timeout depends on load, so the next try compiles again
+    assert _compiler(spec, toolchain, tmp_path).build(
+        spec.default_candidate(), spec.problem()
+    ).outcome is Outcome.OK
+
+
+def test_invalid_candidate_is_never_compiled(toolchain, tmp_path):
+    spec = load_spec(DATA / "saxpy.yaml", toolchain.help_text)
+    values = {**spec.space.default_values(), "BLOCK": 1024, "UNROLL": 8}
+    build = _compiler(spec, toolchain, tmp_path).build(spec.candidate(values), spec.problem())
+    assert build.outcome is Outcome.INVALID and "BLOCK * UNROLL <= 4096" in build.log_tail
+    assert not (tmp_path / "cache" / "builds").exists()
+
+
+def test_cache_hit_miss_and_failures_cached(toolchain, tmp_path):
+    spec = load_spec(DATA / "smem_hog.yaml", toolchain.help_text)
+    problem = spec.problem()
+    first = _compiler(spec, toolchain, tmp_path).build(spec.default_candidate(), problem)
+    again = _compiler(spec, toolchain, tmp_path).build(spec.default_candidate(), problem)
+    assert not first.cache_hit and again.cache_hit and again.sass_sha256 == first.sass_sha256
+    other_tc = dataclasses.replace(toolchain, nvcc_version="13.0.99")
+    assert not _compiler(spec, other_tc, tmp_path).build(spec.default_candidate(), problem).cache_hit
+    bad = spec.candidate({"SMEM_FLOATS": 1024, "BROKEN": 1})
+    _compiler(spec, toolchain, tmp_path).build(bad, problem)
+    cached_failure = _compiler(spec, toolchain, tmp_path).build(bad, problem)
+    assert cached_failure.cache_hit and cached_failure.outcome is Outcome.COMPILE_ERROR
+
+
+def test_edited_source_misses_the_cache(toolchain, tmp_path):
+    for name in ("saxpy.cu", "saxpy.yaml", "saxpy_ref.py"):
+        shutil.copy(DATA / name, tmp_path / name)
+    spec = load_spec(tmp_path / "saxpy.yaml", toolchain.help_text)
+    first = _compiler(spec, toolchain, tmp_path).build(spec.default_candidate(), spec.problem())
+    source = tmp_path / "saxpy.cu"
+    source.write_text(source.read_text().replace("a * x[i] + y[i]", "a * x[i] - y[i]"))
+    spec = load_spec(tmp_path / "saxpy.yaml", toolchain.help_text)
+    second = _compiler(spec, toolchain, tmp_path).build(spec.default_candidate(), spec.problem())
+    assert not second.cache_hit and second.sass_sha256 != first.sass_sha256
+
+
+def test_sass_digest_is_stable_across_folders_and_lineinfo(toolchain, tmp_path):
+    """Identical code gives an identical digest; -lineinfo embeds paths but not new SASS."""
+    spec = load_spec(DATA / "saxpy.yaml", toolchain.help_text)
+    problem = spec.problem()
+    plain = _compiler(spec, toolchain, tmp_path / "a").build(spec.default_candidate(), problem)
+    again = _compiler(spec, toolchain, tmp_path / "b").build(spec.default_candidate(), problem)
+    assert plain.sass_sha256 == again.sass_sha256
+    blob = Path(plain.binary_path).read_bytes()
+    assert sass_digest(blob) == plain.sass_sha256 and "saxpy" in defined_symbols(blob)
+    spec_all = load_spec(_saxpy_with_all_flags(tmp_path), toolchain.help_text)
+    base = spec_all.space.default_values()
+    compiler = _compiler(spec_all, toolchain, tmp_path / "c")
+    without = compiler.build(spec_all.candidate(base), problem)
+    with_lineinfo = compiler.build(spec_all.candidate({**base, "lineinfo": True}), problem)
+    assert with_lineinfo.outcome is Outcome.OK and "-lineinfo" in with_lineinfo.argv
+    assert with_lineinfo.sass_sha256 == without.sass_sha256
+    # positive control (RELIABILITY I7): flags must reach the compiler and change the code
+    o0 = {**spec.space.default_values(), "ptxas_opt": 0}
+    control = _compiler(spec, toolchain, tmp_path / "a").build(spec.candidate(o0), problem)
+    assert control.outcome is Outcome.OK and control.sass_sha256 != plain.sass_sha256

@@ -1,0 +1,88 @@
+"""Markers that need hardware skip with a reason, or fail under --require.
+
+`--require nvcc,gpu,nvml` (or CTUNE_REQUIRE=...) turns those skips into
+failures, so CI cannot pass by silently skipping the tier it exists to run
+(Kernel Tuner's silent skips are the failure mode this avoids).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from functools import cache
+
+import pytest
+
+pytest.register_assert_rewrite("ctune.testing")
+
+HARDWARE_MARKERS = ("nvcc", "gpu", "nvml")
+DEFAULT_TIMEOUT_S = {"nvcc": 300, "gpu": 600, "nvml": 600}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--require",
+        default=os.environ.get("CTUNE_REQUIRE", ""),
+        help="comma-separated markers (nvcc,gpu,nvml) whose absence is a failure, not a skip",
+    )
+
+
+@cache
+def _have_nvcc() -> str | None:
+    return None if shutil.which("nvcc") else "nvcc is not on PATH"
+
+
+@cache
+def _have_gpu() -> str | None:
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            return "no CUDA device"
+    except Exception as exc:  # ImportError, CUDARuntimeError, missing driver
+        return f"no usable GPU through CuPy ({type(exc).__name__})"
+    return None
+
+
+@cache
+def _have_nvml() -> str | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        pynvml.nvmlDeviceGetTotalEnergyConsumption(pynvml.nvmlDeviceGetHandleByIndex(0))
+    except Exception as exc:
+        return f"no NVML energy counter ({type(exc).__name__})"
+    return None
+
+
+_PROBES = {"nvcc": _have_nvcc, "gpu": _have_gpu, "nvml": _have_nvml}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    required = {m.strip() for m in config.getoption("--require").split(",") if m.strip()}
+    unknown = required - set(HARDWARE_MARKERS)
+    if unknown:
+        raise pytest.UsageError(f"--require: unknown {sorted(unknown)} (allowed: nvcc, gpu, nvml)")
+    for item in items:
+        needed = [m for m in HARDWARE_MARKERS if item.get_closest_marker(m)]
+        if item.get_closest_marker("gpu") and "nvcc" not in needed:
+            needed.insert(0, "nvcc")  # every GPU test compiles its kernel
+        timeout = max((DEFAULT_TIMEOUT_S[m] for m in needed), default=60)
+        if item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(timeout))
+        for marker in needed:
+            reason = _PROBES[marker]()
+            if reason is None:
+                continue
+            if marker in required:
+                item.user_properties.append(("ctune_required_missing", f"{marker}: {reason}"))
+            else:
+                item.add_marker(pytest.mark.skip(reason=f"needs {marker}: {reason}"))
+            break
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for name, reason in item.user_properties:
+        if name == "ctune_required_missing":
+            pytest.fail(f"required hardware missing: {reason}", pytrace=False)

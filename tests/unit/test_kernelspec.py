@@ -1,0 +1,149 @@
+"""Loading kernel specs: a valid one loads; each kind of bad input is one clear line."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ctune.errors import SpecError, UserError
+from ctune.kernelspec import load_spec
+
+DATA = Path(__file__).parents[1] / "data" / "kernels"
+
+
+@pytest.fixture
+def saxpy(tmp_path: Path) -> Path:
+    for name in ("saxpy.cu", "saxpy.yaml", "saxpy_ref.py"):
+        shutil.copy(DATA / name, tmp_path / name)
+    return tmp_path / "saxpy.yaml"
+
+
+def _edit(path: Path, change) -> Path:
+    data = yaml.safe_load(path.read_text())
+    change(data)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_loads_and_builds_space(saxpy: Path) -> None:
+    spec = load_spec(saxpy)
+    assert spec.name == "saxpy"
+    assert spec.entry_symbol == "saxpy" and spec.entry_kind == "kernel"
+    assert spec.space.names[:4] == ("ptxas_opt", "maxrregcount", "fast_math", "dlcm")
+    assert spec.space.gene("BLOCK").values == (32, 64, 128, 256, 512, 1024)
+    assert spec.select_problems("all")[1].dims == {"N": 1000003}
+    out = spec.reference()(__import__("numpy"), {"x": 1.0, "y": 2.0}, {})
+    assert out["y"] == 3.5
+    assert len(spec.spec_sha256) == 64
+
+
+def test_cu_path_finds_sidecar(saxpy: Path) -> None:
+    assert load_spec(saxpy.with_suffix(".cu")).name == "saxpy"
+
+
+def test_spec_digest_ignores_comments_but_not_content(saxpy: Path) -> None:
+    before = load_spec(saxpy).spec_sha256
+    saxpy.write_text("# a comment\n" + saxpy.read_text())
+    assert load_spec(saxpy).spec_sha256 == before
+    _edit(saxpy, lambda d: d["problems"].append({"name": "big", "dims": {"N": 1 << 24}}))
+    assert load_spec(saxpy).spec_sha256 != before
+
+
+BAD = [
+    ("unknown top-level key", lambda d: d.update(threads=4), "threads: unknown key"),
+    ("unknown flag gene", lambda d: d["flags"].append("O7"), "flags.O7: unknown flag gene"),
+    (
+        "restriction names an unknown gene",
+        lambda d: d["restrictions"].append("WARPS <= 4"),
+        "unknown name 'WARPS'",
+    ),
+    (
+        "restriction uses a forbidden construct",
+        lambda d: d["restrictions"].append("__import__('os')"),
+        "restrictions[1]",
+    ),
+    (
+        "default breaks a restriction",
+        lambda d: d["restrictions"].append("BLOCK < 128"),
+        "default values break restriction 'BLOCK < 128'",
+    ),
+    ("default not among values", lambda d: d["genes"]["BLOCK"].update(default=100), "genes.BLOCK.default"),
+    ("gene with two value forms", lambda d: d["genes"]["UNROLL"].update(pow2=[1, 8]), "genes.UNROLL"),
+    ("gene name not an identifier", lambda d: d["genes"].update({"1X": {"values": [1]}}), "genes.1X"),
+    ("gene clashes with a flag", lambda d: d["genes"].update(fast_math={"values": [0, 1]}), "clashes"),
+    ("bad dtype", lambda d: d["args"][0].update(dtype="float8"), "args.x.dtype"),
+    ("bad role", lambda d: d["args"][0].update(role="weights"), "args.x.role"),
+    ("shape names an unknown dim", lambda d: d["args"][0].update(shape=["M"]), "unknown name 'M'"),
+    ("scalar without value", lambda d: d["args"][2].pop("value"), "args.a.value"),
+    ("zero inputs", lambda d: d["args"][0].update(init={"uniform": [0, 0]}), "never all zeros"),
+    ("no outputs", lambda d: d["args"][1].update(role="input"), "no output arg"),
+    ("missing reference file", lambda d: d.update(reference={"python": "nope.py:f"}), "does not exist"),
+    ("malformed reference", lambda d: d.update(reference={"python": "saxpy_ref"}), "FILE.py:FUNCTION"),
+    ("problem set with unknown problem", lambda d: d["problem_sets"].update(x=["n2m"]), "'n2m'"),
+    ("duplicate problem", lambda d: d["problems"].append(copy.deepcopy(d["problems"][0])), "appears twice"),
+    ("bad problem name", lambda d: d["problems"][0].update(name="N 1M"), "must match"),
+    ("unknown default problem", lambda d: d.update(default_problem="zz"), "default_problem"),
+    ("entry not an identifier", lambda d: d.update(entry="sax py"), "entry.symbol"),
+    ("bad entry kind", lambda d: d.update(entry={"symbol": "saxpy", "kind": "host"}), "entry.kind"),
+    ("launch missing grid", lambda d: d["launch"].pop("grid"), "launch.grid"),
+    ("launcher with a launch rule", lambda d: d.update(entry={"symbol": "s", "kind": "launcher"}), "remove 'launch'"),
+    ("hostile extra flag", lambda d: d.update(extra_flags=["-o", "/etc/passwd"]), "extra_flags"),
+    ("bad l2 policy", lambda d: d.update(l2="warm"), "l2"),
+    ("bad tolerance", lambda d: d.update(tolerance={"default": {"rel_l2": -1, "max_abs": 1}}), "positive"),
+    ("tolerance for a non-output", lambda d: d.update(tolerance={"x": {"rel_l2": 1, "max_abs": 1}}), "not an output"),
+    ("missing required key", lambda d: d.pop("args"), "args: missing"),
+    ("source outside the folder", lambda d: d.update(source="../../etc/passwd"), "source"),
+]
+
+
+@pytest.mark.parametrize(("what", "change", "message"), BAD, ids=[b[0] for b in BAD])
+def test_bad_spec_is_one_line_naming_file_and_key(saxpy: Path, what, change, message) -> None:
+    _edit(saxpy, change)
+    with pytest.raises(SpecError) as err:
+        load_spec(saxpy)
+    text = str(err.value)
+    assert message in text, text
+    assert str(saxpy) in text
+    assert "\n" not in text
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("name: saxpy\nname: other\n", "duplicate key 'name'"),
+        ("entry: &e saxpy\nname: *e\n", "anchors are not allowed"),
+        ("entry: [saxpy\n", "line"),
+        ("- just\n- a list\n", "expected a mapping"),
+        ("\xff\xfe", "not UTF-8"),
+    ],
+)
+def test_malformed_yaml(saxpy: Path, text: str, message: str) -> None:
+    saxpy.write_bytes(text.encode("latin-1") if "\xff" in text else text.encode())
+    with pytest.raises(SpecError, match=message):
+        load_spec(saxpy)
+
+
+def test_missing_sidecar_and_file(tmp_path: Path) -> None:
+    cu = tmp_path / "lonely.cu"
+    cu.write_text("extern \"C\" __global__ void k() {}\n")
+    with pytest.raises(UserError, match="no spec sidecar lonely.yaml"):
+        load_spec(cu)
+    with pytest.raises(UserError, match="no such file"):
+        load_spec(tmp_path / "absent.cu")
+
+
+def test_problem_overrides(saxpy: Path) -> None:
+    _edit(saxpy, lambda d: d["problems"].append(
+        {"name": "f64", "dims": {"N": 10}, "defines": {"USE_F64": 1}, "dtypes": {"x": "float64"}}))
+    spec = load_spec(saxpy)
+    f64 = spec.problem("f64")
+    assert f64.defines == {"USE_F64": 1}
+    assert spec.args[0].dtype_for(f64) == "float64"
+    assert spec.args[0].dtype_for(spec.problem("n1m")) == "float32"
+    _edit(saxpy, lambda d: d["problems"][-1].update(dtypes={"z": "float64"}))
+    with pytest.raises(SpecError, match="no such arg"):
+        load_spec(saxpy)
