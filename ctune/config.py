@@ -70,9 +70,7 @@ def _coerce_all(values: Mapping[str, Any], where: str) -> dict[str, Any]:
         if raw is None:
             continue
         if name not in known:
-            raise UserError(
-                f"unknown {where} '{name}' (allowed: {', '.join(sorted(known))})"
-            )
+            raise UserError(f"unknown {where} '{name}' (allowed: {', '.join(sorted(known))})")
         out[name] = _coerce(name, raw, where)
     return out
 

@@ -42,21 +42,38 @@ def _nvml() -> list[Check]:
         for i in range(count):
             handle = pynvml.nvmlDeviceGetHandleByIndex(i)
             names.append(str(pynvml.nvmlDeviceGetName(handle)))
-        checks.append(Check("driver / GPUs", count > 0, f"driver {driver}; " + ", ".join(names),
-                            "measurement"))
+        checks.append(
+            Check(
+                "driver / GPUs", count > 0, f"driver {driver}; " + ", ".join(names), "measurement"
+            )
+        )
         if count:
             handle = pynvml.nvmlDeviceGetHandleByIndex(0)
             try:
                 energy = pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
-                checks.append(Check("NVML energy counter", True, f"{energy} mJ since driver load",
-                                    "energy/power objectives"))
+                checks.append(
+                    Check(
+                        "NVML energy counter",
+                        True,
+                        f"{energy} mJ since driver load",
+                        "energy/power objectives",
+                    )
+                )
             except Exception as exc:
-                checks.append(Check("NVML energy counter", False, str(exc), "energy/power objectives"))
+                checks.append(
+                    Check("NVML energy counter", False, str(exc), "energy/power objectives")
+                )
             try:
                 sm = pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)
                 limit = pynvml.nvmlDeviceGetPowerManagementLimit(handle) / 1000
-                checks.append(Check("clocks / power limit", True, f"SM {sm} MHz, limit {limit:.0f} W",
-                                    "throttle detection"))
+                checks.append(
+                    Check(
+                        "clocks / power limit",
+                        True,
+                        f"SM {sm} MHz, limit {limit:.0f} W",
+                        "throttle detection",
+                    )
+                )
             except Exception as exc:
                 checks.append(Check("clocks / power limit", False, str(exc), "throttle detection"))
     finally:
@@ -74,17 +91,30 @@ def _cupy() -> list[Check]:
         runtime = cupy.cuda.runtime.runtimeGetVersion()
     except Exception as exc:
         return [Check("CuPy", False, f"cupy {cupy.__version__}: {exc}", "measurement")]
-    return [Check("CuPy", count > 0, f"cupy {cupy.__version__}, CUDA runtime {runtime}, "
-                  f"{count} device(s)", "measurement")]
+    return [
+        Check(
+            "CuPy",
+            count > 0,
+            f"cupy {cupy.__version__}, CUDA runtime {runtime}, {count} device(s)",
+            "measurement",
+        )
+    ]
 
 
 def _cutlass() -> list[Check]:
     from ctune.compile.deps import cutlass_include_dir, cutlass_version
 
     path = cutlass_include_dir()
-    return [Check("CUTLASS headers", path is not None,
-                  f"nvidia-cutlass {cutlass_version()} at {path}" if path else "pip install nvidia-cutlass",
-                  "CUTLASS kernels")]
+    return [
+        Check(
+            "CUTLASS headers",
+            path is not None,
+            f"nvidia-cutlass {cutlass_version()} at {path}"
+            if path
+            else "pip install nvidia-cutlass",
+            "CUTLASS kernels",
+        )
+    ]
 
 
 def run_checks(nvcc: str = "nvcc") -> list[Check]:

@@ -178,7 +178,9 @@ def _check(tree: ast.AST, source: str) -> frozenset[str]:
         elif isinstance(node, ast.Name):
             names.add(node.id)
     called = {
-        n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+        n.func.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
     }
     return frozenset(names - called)
 

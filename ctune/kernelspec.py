@@ -289,7 +289,8 @@ def _build(
     if std not in ("c++14", "c++17", "c++20"):
         raise ctx.fail("std", f"{std!r} (allowed: c++14, c++17, c++20)")
     include_dirs = tuple(
-        _include_dir(ctx, folder, d) for d in _str_list(ctx, "include_dirs", data.get("include_dirs"))
+        _include_dir(ctx, folder, d)
+        for d in _str_list(ctx, "include_dirs", data.get("include_dirs"))
     )
     extra_flags = tuple(_str_list(ctx, "extra_flags", data.get("extra_flags")))
     from ctune.compile.flags import check_flags
@@ -402,8 +403,9 @@ def _include_dir(ctx: _Ctx, folder: Path, value: str) -> Path:
         found = cutlass_include_dir()
         if found is None:
             raise ctx.fail(
-                "include_dirs", "@cutlass: the nvidia-cutlass package is not installed "
-                "(pip install nvidia-cutlass)"
+                "include_dirs",
+                "@cutlass: the nvidia-cutlass package is not installed "
+                "(pip install nvidia-cutlass)",
             )
         return found
     path = (folder / value).resolve()
@@ -432,10 +434,14 @@ def _flag_genes(
             continue  # this nvcc does not offer it (e.g. --apply-controls before CUDA 13.3)
         gene = flag.gene
         if name == "apply_controls":
-            files = tuple(str((folder / f).resolve()) for f in _str_list(ctx, "acf_files", acf_files))
+            files = tuple(
+                str((folder / f).resolve()) for f in _str_list(ctx, "acf_files", acf_files)
+            )
             if not files:
                 continue
-            gene = Gene(gene.name, ("none", *files), "none", gene.family, False, (), gene.description)
+            gene = Gene(
+                gene.name, ("none", *files), "none", gene.family, False, (), gene.description
+            )
         genes.append(gene)
     return tuple(genes)
 
@@ -455,7 +461,9 @@ def _genes(ctx: _Ctx, data: Any) -> tuple[Gene, ...]:
             raise ctx.fail(key, "expected {values: [...], default: ...}")
         extra = sorted(set(body) - _GENE_KEYS)
         if extra:
-            raise ctx.fail(f"{key}.{extra[0]}", f"unknown key (allowed: {', '.join(sorted(_GENE_KEYS))})")
+            raise ctx.fail(
+                f"{key}.{extra[0]}", f"unknown key (allowed: {', '.join(sorted(_GENE_KEYS))})"
+            )
         values = _gene_values(ctx, key, body)
         default = body.get("default", values[0])
         if default not in values:
@@ -476,7 +484,9 @@ def _genes(ctx: _Ctx, data: Any) -> tuple[Gene, ...]:
 def _gene_values(ctx: _Ctx, key: str, body: dict[str, Any]) -> tuple[GeneValue, ...]:
     forms = [k for k in ("values", "pow2", "range") if k in body]
     if len(forms) != 1:
-        raise ctx.fail(key, "give exactly one of values: [...], pow2: [lo, hi], range: [a, b, step]")
+        raise ctx.fail(
+            key, "give exactly one of values: [...], pow2: [lo, hi], range: [a, b, step]"
+        )
     form, raw = forms[0], body[forms[0]]
     if form == "values":
         if not isinstance(raw, list) or not raw:
@@ -486,7 +496,9 @@ def _gene_values(ctx: _Ctx, key: str, body: dict[str, Any]) -> tuple[GeneValue, 
         if len(set(raw)) != len(raw):
             raise ctx.fail(f"{key}.values", "a value is repeated")
         return tuple(raw)
-    if not isinstance(raw, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in raw):
+    if not isinstance(raw, list) or not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in raw
+    ):
         raise ctx.fail(f"{key}.{form}", "expected a list of integers")
     if form == "pow2":
         if len(raw) != 2 or raw[0] <= 0 or raw[1] < raw[0]:
@@ -522,7 +534,10 @@ def _problems(ctx: _Ctx, data: Any) -> tuple[Problem, ...]:
         seen.add(name)
         dims = body.get("dims") or {}
         if not isinstance(dims, dict) or not all(
-            isinstance(k, str) and IDENT_RE.match(k) and isinstance(v, int) and not isinstance(v, bool)
+            isinstance(k, str)
+            and IDENT_RE.match(k)
+            and isinstance(v, int)
+            and not isinstance(v, bool)
             for k, v in dims.items()
         ):
             raise ctx.fail(f"problems.{name}.dims", "expected NAME: integer pairs")
@@ -559,7 +574,8 @@ def _expr_over(ctx: _Ctx, key: str, source: Any, known: set[str]) -> Expr:
     unknown = sorted(expr.names - known)
     if unknown:
         raise ctx.fail(
-            key, f"unknown name '{unknown[0]}' in '{expr.source}' (known: {', '.join(sorted(known))})"
+            key,
+            f"unknown name '{unknown[0]}' in '{expr.source}' (known: {', '.join(sorted(known))})",
         )
     return expr
 
@@ -608,7 +624,9 @@ def _args(ctx: _Ctx, data: Any, dims: set[str]) -> tuple[ArgSpec, ...]:
             if "value" not in body:
                 raise ctx.fail(f"{key}.value", "a scalar needs a value expression")
             args.append(
-                ArgSpec(name, role, dtype, value=_expr_over(ctx, f"{key}.value", body["value"], dims))
+                ArgSpec(
+                    name, role, dtype, value=_expr_over(ctx, f"{key}.value", body["value"], dims)
+                )
             )
             continue
         shape = body.get("shape")
@@ -628,7 +646,7 @@ def _init(ctx: _Ctx, key: str, value: Any) -> tuple[str, float, float]:
         ((dist, params),) = value.items()
         if dist in ("normal", "uniform") and isinstance(params, list) and len(params) == 2:
             a, b = (float(p) for p in params)
-            if dist == "uniform" and a == b == 0 or dist == "normal" and a == 0 and b == 0:
+            if (dist == "uniform" and a == b == 0) or (dist == "normal" and a == 0 and b == 0):
                 raise ctx.fail(key, "inputs are never all zeros: give a non-degenerate range")
             return (dist, a, b)
     raise ctx.fail(key, "expected normal, uniform, {normal: [mean, std]} or {uniform: [lo, hi]}")

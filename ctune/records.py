@@ -211,9 +211,7 @@ class Trial:
     @property
     def feasible(self) -> bool:
         return (
-            self.outcome.is_ok
-            and self.values is not None
-            and all(v <= 0 for v in self.violations)
+            self.outcome.is_ok and self.values is not None and all(v <= 0 for v in self.violations)
         )
 
 
@@ -277,9 +275,7 @@ def trial_from_json(data: Mapping[str, Any]) -> Trial:
         candidate=Candidate.from_json(data["candidate"]),
         outcome=Outcome(data["outcome"]),
         build=build_from_json(data["build"]) if data.get("build") else None,
-        measurement=measurement_from_json(data["measurement"])
-        if data.get("measurement")
-        else None,
+        measurement=measurement_from_json(data["measurement"]) if data.get("measurement") else None,
         values=tuple(data["values"]) if data.get("values") is not None else None,
         violations=tuple(data.get("violations") or ()),
     )

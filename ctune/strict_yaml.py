@@ -43,7 +43,7 @@ def load_text(text: str) -> Any:
     if len(text.encode()) > MAX_BYTES:
         raise StrictYamlError(f"larger than {MAX_BYTES} bytes")
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark is not None else ""

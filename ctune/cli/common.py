@@ -28,14 +28,17 @@ def _match_value(space: Space, name: str, raw: str) -> GeneValue:
     gene = space.gene(name)
     for value in gene.values:
         if str(value).lower() == raw.strip().lower() or (
-            isinstance(value, bool) and raw.strip().lower() in (("1", "on", "yes") if value else ("0", "off", "no"))
+            isinstance(value, bool)
+            and raw.strip().lower() in (("1", "on", "yes") if value else ("0", "off", "no"))
         ):
             return value
     allowed = ", ".join(str(v) for v in gene.values)
     raise UserError(f"--set {name}={raw}: not a value of {name} (allowed: {allowed})")
 
 
-def parse_sets(space: Space, items: Sequence[str], base: Mapping[str, GeneValue]) -> dict[str, GeneValue]:
+def parse_sets(
+    space: Space, items: Sequence[str], base: Mapping[str, GeneValue]
+) -> dict[str, GeneValue]:
     """Apply ``NAME=VALUE`` items to ``base``; unknown genes and values are one-line errors."""
     values = dict(base)
     for item in items:

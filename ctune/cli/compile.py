@@ -24,7 +24,9 @@ def compile_command(
     kernel: KernelArg,
     sets: SetOpt = None,
     problem: ProblemOpt = None,
-    arch: Annotated[str | None, typer.Option(help="target, e.g. sm_90 (default: the spec's)")] = None,
+    arch: Annotated[
+        str | None, typer.Option(help="target, e.g. sm_90 (default: the spec's)")
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
     """Compile one candidate (default build unless --set) and print argv, resources, SASS hash."""
@@ -46,7 +48,8 @@ def compile_command(
     render.compile_report(spec, chosen, candidate, build, json_out)
     if not build.outcome.is_ok:
         raise UserError(
-            f"{spec.source_path.name}: candidate {candidate.key()} did not build: {build.outcome.value}"
+            f"{spec.source_path.name}: candidate {candidate.key()} did not build: "
+            f"{build.outcome.value}"
         )
 
 

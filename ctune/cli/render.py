@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from ctune.doctor import Check
+    from ctune.kernelspec import KernelSpec, Problem
+    from ctune.records import Build, Candidate, GeneValue
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -17,19 +25,28 @@ def warn_line(message: str) -> None:
     err_console.print(f"[yellow]warning:[/] {message}", soft_wrap=True)
 
 
-def print_json(data: object) -> None:
+def print_json(data: Any) -> None:
     import json
 
     console.print_json(json.dumps(data, default=str))
 
 
-def compile_report(spec, problem, candidate, build, json_out: bool) -> None:  # type: ignore[no-untyped-def]
+def compile_report(
+    spec: KernelSpec, problem: Problem, candidate: Candidate, build: Build, json_out: bool
+) -> None:
     """One build: the exact argv, the outcome, ptxas resources, compile time, SASS digest."""
     from ctune.records import to_json
 
     if json_out:
-        print_json({"kernel": spec.name, "problem": problem.name, "candidate": candidate.to_json(),
-                    "key": candidate.key(), "build": to_json(build)})
+        print_json(
+            {
+                "kernel": spec.name,
+                "problem": problem.name,
+                "candidate": candidate.to_json(),
+                "key": candidate.key(),
+                "build": to_json(build),
+            }
+        )
         return
     from rich.table import Table
 
@@ -60,17 +77,37 @@ def compile_report(spec, problem, candidate, build, json_out: bool) -> None:  # 
         console.print(build.log_tail[-1500:], markup=False)
 
 
-def space_report(spec, problem, count: int, exact: bool, samples, json_out: bool) -> None:  # type: ignore[no-untyped-def]
+def space_report(
+    spec: KernelSpec,
+    problem: Problem,
+    count: int,
+    exact: bool,
+    samples: Sequence[dict[str, GeneValue]],
+    json_out: bool,
+) -> None:
     space = spec.space
     if json_out:
-        print_json({
-            "kernel": spec.name, "problem": problem.name,
-            "genes": [{"name": g.name, "family": g.family, "values": list(g.values),
-                       "default": g.default, "numerics": g.numerics} for g in space.genes],
-            "restrictions": [r.source for r in space.restrictions],
-            "valid": count, "exact": exact, "product": space.cardinality(),
-            "samples": samples,
-        })
+        print_json(
+            {
+                "kernel": spec.name,
+                "problem": problem.name,
+                "genes": [
+                    {
+                        "name": g.name,
+                        "family": g.family,
+                        "values": list(g.values),
+                        "default": g.default,
+                        "numerics": g.numerics,
+                    }
+                    for g in space.genes
+                ],
+                "restrictions": [r.source for r in space.restrictions],
+                "valid": count,
+                "exact": exact,
+                "product": space.cardinality(),
+                "samples": samples,
+            }
+        )
         return
     from rich.table import Table
 
@@ -95,14 +132,20 @@ def space_report(spec, problem, count: int, exact: bool, samples, json_out: bool
         defaults = space.default_values()
         for values in samples:
             changed = {k: v for k, v in values.items() if v != defaults[k]}
-            console.print("  " + (" ".join(f"{k}={v}" for k, v in changed.items()) or "(default)"),
-                          markup=False)
+            console.print(
+                "  " + (" ".join(f"{k}={v}" for k, v in changed.items()) or "(default)"),
+                markup=False,
+            )
 
 
-def doctor_report(checks, json_out: bool) -> None:  # type: ignore[no-untyped-def]
+def doctor_report(checks: Sequence[Check], json_out: bool) -> None:
     if json_out:
-        print_json([{"name": c.name, "ok": c.ok, "detail": c.detail, "needed_for": c.needed_for}
-                    for c in checks])
+        print_json(
+            [
+                {"name": c.name, "ok": c.ok, "detail": c.detail, "needed_for": c.needed_for}
+                for c in checks
+            ]
+        )
         return
     from rich.table import Table
 

@@ -157,7 +157,10 @@ class NvccCompiler:
             canonical_json(
                 {
                     "format": BUILD_FORMAT,
-                    "argv": [a.replace(str(self.spec.source_path.parent), "<src>") for a in key_argv(argv)],
+                    "argv": [
+                        a.replace(str(self.spec.source_path.parent), "<src>")
+                        for a in key_argv(argv)
+                    ],
                     "closure": self.closure_digest(problem),
                     "toolchain": self.toolchain.describe(),
                     "entry": [self.spec.entry_symbol, self.spec.entry_kind],
@@ -236,12 +239,17 @@ class NvccCompiler:
                 stderr=subprocess.STDOUT,
                 text=True,
                 start_new_session=True,  # its own process group, killed as a whole
-                preexec_fn=lambda: _limit_memory(self.memory_bytes),  # noqa: PLW1509
+                preexec_fn=lambda: _limit_memory(self.memory_bytes),
             )
         except OSError as exc:
             shutil.rmtree(work, ignore_errors=True)
-            return Build(candidate.key(), tuple(argv), self.toolchain.describe(),
-                         Outcome.COMPILER_CRASH, log_tail=f"cannot start nvcc: {exc}")
+            return Build(
+                candidate.key(),
+                tuple(argv),
+                self.toolchain.describe(),
+                Outcome.COMPILER_CRASH,
+                log_tail=f"cannot start nvcc: {exc}",
+            )
         try:
             text, _ = proc.communicate(timeout=self.timeout_s)
             timed_out = False

@@ -8,9 +8,7 @@ from ctune.records import Resources
 
 _FUNCTION = re.compile(r"Function properties for (\S+)")
 _ENTRY = re.compile(r"Compiling entry function '([^']+)'")
-_STACK = re.compile(
-    r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads"
-)
+_STACK = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _USED = re.compile(r"Used (\d+) registers")
 _SMEM = re.compile(r"(\d+) bytes smem")
 _CMEM = re.compile(r"(\d+) bytes cmem\[0\]")

@@ -163,7 +163,7 @@ class Space:
 
     def iter_valid(self, dims: Mapping[str, int]) -> Iterator[dict[str, GeneValue]]:
         """Every valid candidate, in a deterministic order (exhaustive search)."""
-        bound, free = self._split()
+        _, free = self._split()
         valid, _ = self._valid_bound(dims, limit=10**9)
         for partial in valid:
             for combo in itertools.product(*(g.values for g in free)):

@@ -66,7 +66,10 @@ def test_missing_nvcc_is_a_toolchain_error(tmp_path):
     env_path = "/nonexistent"
     done = subprocess.run(
         [sys.executable, "-m", "ctune", "compile", str(DATA / "saxpy.cu")],
-        cwd=tmp_path, capture_output=True, text=True, env={"PATH": env_path, "HOME": str(tmp_path)},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PATH": env_path, "HOME": str(tmp_path)},
     )
     assert done.returncode == 3
     assert "nvcc not found" in done.stderr and "Traceback" not in done.stderr
@@ -76,9 +79,21 @@ def test_missing_nvcc_is_a_toolchain_error(tmp_path):
     ("edit", "message"),
     [
         (lambda t: t + "\n: bad: yaml: [\n", "saxpy.yaml: line"),
-        (lambda t: t.replace("genes:\n", "genes:\n  WARPS: {values: [4], default: 4}\n  WARPS: {values: [8], default: 8}\n"), "duplicate key 'WARPS'"),
-        (lambda t: t.replace("flags: [ptxas_opt,", "flags: [O9, ptxas_opt,"), "flags.O9: unknown flag gene"),
-        (lambda t: t.replace('"BLOCK * UNROLL <= 4096"', '"BLOCK * WARPS <= 4096"'), "unknown name 'WARPS'"),
+        (
+            lambda t: t.replace(
+                "genes:\n",
+                "genes:\n  WARPS: {values: [4], default: 4}\n  WARPS: {values: [8], default: 8}\n",
+            ),
+            "duplicate key 'WARPS'",
+        ),
+        (
+            lambda t: t.replace("flags: [ptxas_opt,", "flags: [O9, ptxas_opt,"),
+            "flags.O9: unknown flag gene",
+        ),
+        (
+            lambda t: t.replace('"BLOCK * UNROLL <= 4096"', '"BLOCK * WARPS <= 4096"'),
+            "unknown name 'WARPS'",
+        ),
     ],
     ids=["malformed yaml", "duplicate gene", "unknown flag", "restriction unknown name"],
 )

@@ -31,7 +31,7 @@ def _compiler(spec, toolchain, tmp_path, **kw) -> NvccCompiler:
     return NvccCompiler(spec, toolchain, tmp_path / "cache", **kw)
 
 
-@pytest.mark.parametrize("yaml_path", SHIPPED + [DATA / "saxpy.yaml"], ids=lambda p: p.stem)
+@pytest.mark.parametrize("yaml_path", [*SHIPPED, DATA / "saxpy.yaml"], ids=lambda p: p.stem)
 def test_default_build_of_every_kernel(yaml_path, toolchain, tmp_path):
     spec = load_spec(yaml_path, toolchain.help_text)
     build = _compiler(spec, toolchain, tmp_path).build(spec.default_candidate(), spec.problem())
@@ -112,9 +112,10 @@ def test_timeout_kills_the_compile(toolchain, tmp_path):
     )
     assert build.outcome is Outcome.BUILD_TIMEOUT
     # not cached: a timeout depends on load, so the next try compiles again
-    assert _compiler(spec, toolchain, tmp_path).build(
-        spec.default_candidate(), spec.problem()
-    ).outcome is Outcome.OK
+    assert (
+        _compiler(spec, toolchain, tmp_path).build(spec.default_candidate(), spec.problem()).outcome
+        is Outcome.OK
+    )
 
 
 def test_invalid_candidate_is_never_compiled(toolchain, tmp_path):
@@ -132,7 +133,9 @@ def test_cache_hit_miss_and_failures_cached(toolchain, tmp_path):
     again = _compiler(spec, toolchain, tmp_path).build(spec.default_candidate(), problem)
     assert not first.cache_hit and again.cache_hit and again.sass_sha256 == first.sass_sha256
     other_tc = dataclasses.replace(toolchain, nvcc_version="13.0.99")
-    assert not _compiler(spec, other_tc, tmp_path).build(spec.default_candidate(), problem).cache_hit
+    assert (
+        not _compiler(spec, other_tc, tmp_path).build(spec.default_candidate(), problem).cache_hit
+    )
     bad = spec.candidate({"SMEM_FLOATS": 1024, "BROKEN": 1})
     _compiler(spec, toolchain, tmp_path).build(bad, problem)
     cached_failure = _compiler(spec, toolchain, tmp_path).build(bad, problem)

@@ -19,7 +19,11 @@ from ctune.expr import ExprError, parse
         ("is_pow2(A) and not is_pow2(B)", {"A": 64, "B": 96}, True),
         ("log2(256)", {}, 8),
         ("min(A, 3) + max(A, 3) + abs(-2)", {"A": 5}, 10),
-        ("4 * B * H * S * S * D / (2 if CAUSAL else 1)", {"B": 1, "H": 2, "S": 4, "D": 8, "CAUSAL": 1}, 512.0),
+        (
+            "4 * B * H * S * S * D / (2 if CAUSAL else 1)",
+            {"B": 1, "H": 2, "S": 4, "D": 8, "CAUSAL": 1},
+            512.0,
+        ),
         ("1.0 / D ** 0.5", {"D": 64}, 0.125),
     ],
 )

@@ -71,30 +71,70 @@ BAD = [
         lambda d: d["restrictions"].append("BLOCK < 128"),
         "default values break restriction 'BLOCK < 128'",
     ),
-    ("default not among values", lambda d: d["genes"]["BLOCK"].update(default=100), "genes.BLOCK.default"),
-    ("gene with two value forms", lambda d: d["genes"]["UNROLL"].update(pow2=[1, 8]), "genes.UNROLL"),
-    ("gene name not an identifier", lambda d: d["genes"].update({"1X": {"values": [1]}}), "genes.1X"),
-    ("gene clashes with a flag", lambda d: d["genes"].update(fast_math={"values": [0, 1]}), "clashes"),
+    (
+        "default not among values",
+        lambda d: d["genes"]["BLOCK"].update(default=100),
+        "genes.BLOCK.default",
+    ),
+    (
+        "gene with two value forms",
+        lambda d: d["genes"]["UNROLL"].update(pow2=[1, 8]),
+        "genes.UNROLL",
+    ),
+    (
+        "gene name not an identifier",
+        lambda d: d["genes"].update({"1X": {"values": [1]}}),
+        "genes.1X",
+    ),
+    (
+        "gene clashes with a flag",
+        lambda d: d["genes"].update(fast_math={"values": [0, 1]}),
+        "clashes",
+    ),
     ("bad dtype", lambda d: d["args"][0].update(dtype="float8"), "args.x.dtype"),
     ("bad role", lambda d: d["args"][0].update(role="weights"), "args.x.role"),
     ("shape names an unknown dim", lambda d: d["args"][0].update(shape=["M"]), "unknown name 'M'"),
     ("scalar without value", lambda d: d["args"][2].pop("value"), "args.a.value"),
     ("zero inputs", lambda d: d["args"][0].update(init={"uniform": [0, 0]}), "never all zeros"),
     ("no outputs", lambda d: d["args"][1].update(role="input"), "no output arg"),
-    ("missing reference file", lambda d: d.update(reference={"python": "nope.py:f"}), "does not exist"),
-    ("malformed reference", lambda d: d.update(reference={"python": "saxpy_ref"}), "FILE.py:FUNCTION"),
+    (
+        "missing reference file",
+        lambda d: d.update(reference={"python": "nope.py:f"}),
+        "does not exist",
+    ),
+    (
+        "malformed reference",
+        lambda d: d.update(reference={"python": "saxpy_ref"}),
+        "FILE.py:FUNCTION",
+    ),
     ("problem set with unknown problem", lambda d: d["problem_sets"].update(x=["n2m"]), "'n2m'"),
-    ("duplicate problem", lambda d: d["problems"].append(copy.deepcopy(d["problems"][0])), "appears twice"),
+    (
+        "duplicate problem",
+        lambda d: d["problems"].append(copy.deepcopy(d["problems"][0])),
+        "appears twice",
+    ),
     ("bad problem name", lambda d: d["problems"][0].update(name="N 1M"), "must match"),
     ("unknown default problem", lambda d: d.update(default_problem="zz"), "default_problem"),
     ("entry not an identifier", lambda d: d.update(entry="sax py"), "entry.symbol"),
     ("bad entry kind", lambda d: d.update(entry={"symbol": "saxpy", "kind": "host"}), "entry.kind"),
     ("launch missing grid", lambda d: d["launch"].pop("grid"), "launch.grid"),
-    ("launcher with a launch rule", lambda d: d.update(entry={"symbol": "s", "kind": "launcher"}), "remove 'launch'"),
+    (
+        "launcher with a launch rule",
+        lambda d: d.update(entry={"symbol": "s", "kind": "launcher"}),
+        "remove 'launch'",
+    ),
     ("hostile extra flag", lambda d: d.update(extra_flags=["-o", "/etc/passwd"]), "extra_flags"),
     ("bad l2 policy", lambda d: d.update(l2="warm"), "l2"),
-    ("bad tolerance", lambda d: d.update(tolerance={"default": {"rel_l2": -1, "max_abs": 1}}), "positive"),
-    ("tolerance for a non-output", lambda d: d.update(tolerance={"x": {"rel_l2": 1, "max_abs": 1}}), "not an output"),
+    (
+        "bad tolerance",
+        lambda d: d.update(tolerance={"default": {"rel_l2": -1, "max_abs": 1}}),
+        "positive",
+    ),
+    (
+        "tolerance for a non-output",
+        lambda d: d.update(tolerance={"x": {"rel_l2": 1, "max_abs": 1}}),
+        "not an output",
+    ),
     ("missing required key", lambda d: d.pop("args"), "args: missing"),
     ("source outside the folder", lambda d: d.update(source="../../etc/passwd"), "source"),
 ]
@@ -129,16 +169,25 @@ def test_malformed_yaml(saxpy: Path, text: str, message: str) -> None:
 
 def test_missing_sidecar_and_file(tmp_path: Path) -> None:
     cu = tmp_path / "lonely.cu"
-    cu.write_text("extern \"C\" __global__ void k() {}\n")
-    with pytest.raises(UserError, match="no spec sidecar lonely.yaml"):
+    cu.write_text('extern "C" __global__ void k() {}\n')
+    with pytest.raises(UserError, match=r"no spec sidecar lonely\.yaml"):
         load_spec(cu)
     with pytest.raises(UserError, match="no such file"):
         load_spec(tmp_path / "absent.cu")
 
 
 def test_problem_overrides(saxpy: Path) -> None:
-    _edit(saxpy, lambda d: d["problems"].append(
-        {"name": "f64", "dims": {"N": 10}, "defines": {"USE_F64": 1}, "dtypes": {"x": "float64"}}))
+    _edit(
+        saxpy,
+        lambda d: d["problems"].append(
+            {
+                "name": "f64",
+                "dims": {"N": 10},
+                "defines": {"USE_F64": 1},
+                "dtypes": {"x": "float64"},
+            }
+        ),
+    )
     spec = load_spec(saxpy)
     f64 = spec.problem("f64")
     assert f64.defines == {"USE_F64": 1}

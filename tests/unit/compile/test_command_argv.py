@@ -14,8 +14,16 @@ OUT = Path("/c/kernel.cubin")
 
 def _argv(**over):
     args = dict(
-        nvcc="nvcc", source=SRC, output=OUT, arch="sm_90", entry_kind="kernel", std="c++17",
-        include_dirs=(), define_genes={}, flag_genes={}, problem_defines={},
+        nvcc="nvcc",
+        source=SRC,
+        output=OUT,
+        arch="sm_90",
+        entry_kind="kernel",
+        std="c++17",
+        include_dirs=(),
+        define_genes={},
+        flag_genes={},
+        problem_defines={},
     )
     args.update(over)
     return build_argv(**args)
@@ -25,30 +33,79 @@ CASES = [
     (
         "default build",
         {},
-        ["nvcc", "--generate-code=arch=compute_90,code=sm_90", "-cubin", "-std=c++17",
-         "-Xptxas", "-v", "-o", "/c/kernel.cubin", "/k/gemm.cu"],
+        [
+            "nvcc",
+            "--generate-code=arch=compute_90,code=sm_90",
+            "-cubin",
+            "-std=c++17",
+            "-Xptxas",
+            "-v",
+            "-o",
+            "/c/kernel.cubin",
+            "/k/gemm.cu",
+        ],
     ),
     (
         "defines sorted, bools as ints, problem defines first",
         {"define_genes": {"BN": 64, "BM": 128, "SWZ": True}, "problem_defines": {"CTUNE_BF16": 1}},
-        ["nvcc", "--generate-code=arch=compute_90,code=sm_90", "-cubin", "-std=c++17",
-         "-Xptxas", "-v", "-DCTUNE_BF16=1", "-DBM=128", "-DBN=64", "-DSWZ=1",
-         "-o", "/c/kernel.cubin", "/k/gemm.cu"],
+        [
+            "nvcc",
+            "--generate-code=arch=compute_90,code=sm_90",
+            "-cubin",
+            "-std=c++17",
+            "-Xptxas",
+            "-v",
+            "-DCTUNE_BF16=1",
+            "-DBM=128",
+            "-DBN=64",
+            "-DSWZ=1",
+            "-o",
+            "/c/kernel.cubin",
+            "/k/gemm.cu",
+        ],
     ),
     (
         "flags in catalogue order, defaults omitted",
         {"flag_genes": {"dlcm": "cg", "maxrregcount": 128, "ptxas_opt": 3, "fast_math": True}},
-        ["nvcc", "--generate-code=arch=compute_90,code=sm_90", "-cubin", "-std=c++17",
-         "-Xptxas", "-v", "-maxrregcount=128", "--use_fast_math", "-Xptxas", "-dlcm=cg",
-         "-o", "/c/kernel.cubin", "/k/gemm.cu"],
+        [
+            "nvcc",
+            "--generate-code=arch=compute_90,code=sm_90",
+            "-cubin",
+            "-std=c++17",
+            "-Xptxas",
+            "-v",
+            "-maxrregcount=128",
+            "--use_fast_math",
+            "-Xptxas",
+            "-dlcm=cg",
+            "-o",
+            "/c/kernel.cubin",
+            "/k/gemm.cu",
+        ],
     ),
     (
         "launcher on sm_90a with includes",
-        {"entry_kind": "launcher", "arch": "sm_90a", "include_dirs": (Path("/inc"),),
-         "output": Path("/c/kernel.so")},
-        ["nvcc", "--generate-code=arch=compute_90a,code=sm_90a", "-shared", "-Xcompiler",
-         "-fPIC", "--no-compress", "-std=c++17", "-Xptxas", "-v", "-I/inc",
-         "-o", "/c/kernel.so", "/k/gemm.cu"],
+        {
+            "entry_kind": "launcher",
+            "arch": "sm_90a",
+            "include_dirs": (Path("/inc"),),
+            "output": Path("/c/kernel.so"),
+        },
+        [
+            "nvcc",
+            "--generate-code=arch=compute_90a,code=sm_90a",
+            "-shared",
+            "-Xcompiler",
+            "-fPIC",
+            "--no-compress",
+            "-std=c++17",
+            "-Xptxas",
+            "-v",
+            "-I/inc",
+            "-o",
+            "/c/kernel.so",
+            "/k/gemm.cu",
+        ],
     ),
 ]
 
@@ -65,18 +122,29 @@ def test_key_argv_drops_paths_ctune_owns():
 
 
 def test_tuned_flags_are_what_a_build_needs():
-    argv = _argv(define_genes={"BM": 64}, flag_genes={"ptxas_opt": 2},
-                 include_dirs=(Path("/inc"),))
+    argv = _argv(define_genes={"BM": 64}, flag_genes={"ptxas_opt": 2}, include_dirs=(Path("/inc"),))
     assert tuned_flags(argv) == [
-        "--generate-code=arch=compute_90,code=sm_90", "-cubin", "-std=c++17", "-DBM=64",
-        "-Xptxas", "-O2",
+        "--generate-code=arch=compute_90,code=sm_90",
+        "-cubin",
+        "-std=c++17",
+        "-DBM=64",
+        "-Xptxas",
+        "-O2",
     ]
 
 
 @pytest.mark.parametrize(
     "flags",
-    [["-o", "/etc/x"], ["--run"], ["-Xcompiler", "-fplugin=evil.so"], ["-DX=$(rm -rf /)"],
-     ["--output-directory=/"], ["-ccbin=/tmp/gcc"], ["-Xptxas", "-O9"], ["-I/etc"]],
+    [
+        ["-o", "/etc/x"],
+        ["--run"],
+        ["-Xcompiler", "-fplugin=evil.so"],
+        ["-DX=$(rm -rf /)"],
+        ["--output-directory=/"],
+        ["-ccbin=/tmp/gcc"],
+        ["-Xptxas", "-O9"],
+        ["-I/etc"],
+    ],
 )
 def test_hostile_flags_refused(flags):
     with pytest.raises(UserError, match="not allowed"):

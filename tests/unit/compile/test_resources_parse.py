@@ -11,8 +11,14 @@ DATA = Path(__file__).parents[2] / "data" / "ptxas"
 
 def test_single_entry():
     res = entry_resources((DATA / "gemm_sm90.txt").read_text(), "ctune_gemm")
-    assert res == Resources(regs=168, spills_store_bytes=0, spills_load_bytes=0,
-                            smem_bytes=73728, stack_bytes=0, cmem_bytes=None)
+    assert res == Resources(
+        regs=168,
+        spills_store_bytes=0,
+        spills_load_bytes=0,
+        smem_bytes=73728,
+        stack_bytes=0,
+        cmem_bytes=None,
+    )
     assert res.spills_bytes == 0
 
 
@@ -22,7 +28,12 @@ def test_picks_the_entry_among_several_and_reads_spills():
     assert set(report) == {"_Z6helperPf", "ctune_gemm"}
     res = entry_resources(text, "ctune_gemm")
     assert (res.regs, res.spills_bytes, res.smem_bytes, res.stack_bytes, res.cmem_bytes) == (
-        32, 208, 16384, 96, 400)
+        32,
+        208,
+        16384,
+        96,
+        400,
+    )
 
 
 def test_unknown_symbol_falls_back_to_heaviest_kernel():
@@ -32,11 +43,25 @@ def test_unknown_symbol_falls_back_to_heaviest_kernel():
 
 
 def test_failure_classification():
-    assert classify_failure(1, "ptxas error   : Entry function 'k' uses too much shared data "
-                               "(0x30000 bytes, 0xc000 max)") is Outcome.RESOURCE_LIMIT
-    assert classify_failure(1, "error: identifier \"x\" is undefined") is Outcome.COMPILE_ERROR
+    assert (
+        classify_failure(
+            1,
+            "ptxas error   : Entry function 'k' uses too much shared data "
+            "(0x30000 bytes, 0xc000 max)",
+        )
+        is Outcome.RESOURCE_LIMIT
+    )
+    assert classify_failure(1, 'error: identifier "x" is undefined') is Outcome.COMPILE_ERROR
     assert classify_failure(-11, "") is Outcome.COMPILER_CRASH
-    assert classify_failure(1, "nvcc error : 'cicc' died due to signal 11 (Invalid memory "
-                               "reference)\ninternal compiler error") is Outcome.COMPILER_CRASH
-    assert classify_failure(1, "terminate called after throwing an instance of "
-                               "'std::bad_alloc'") is Outcome.BUILD_OOM
+    assert (
+        classify_failure(
+            1,
+            "nvcc error : 'cicc' died due to signal 11 (Invalid memory "
+            "reference)\ninternal compiler error",
+        )
+        is Outcome.COMPILER_CRASH
+    )
+    assert (
+        classify_failure(1, "terminate called after throwing an instance of 'std::bad_alloc'")
+        is Outcome.BUILD_OOM
+    )

@@ -44,7 +44,9 @@ def test_count_and_enumeration_match_brute_force() -> None:
     assert exact and count == len(brute) > 0
     enumerated = list(space.iter_valid(DIMS))
     assert len(enumerated) == len(brute)
-    assert {tuple(sorted(v.items())) for v in enumerated} == {tuple(sorted(v.items())) for v in brute}
+    assert {tuple(sorted(v.items())) for v in enumerated} == {
+        tuple(sorted(v.items())) for v in brute
+    }
     assert enumerated == list(space.iter_valid(DIMS))  # deterministic order
 
 
@@ -109,7 +111,9 @@ def test_candidate_key_is_order_independent_and_stable() -> None:
     a = Candidate.of("gemm", {"BM": 128, "fast_math": True})
     b = Candidate.of("gemm", {"fast_math": True, "BM": 128})
     assert a == b and hash(a) == hash(b) and a.key() == b.key()
-    assert a.key() == "278a0fd3070ddd04"  # sha256 of the canonical JSON; pinned: keys name registry artifacts and cache entries
+    assert (
+        a.key() == "278a0fd3070ddd04"
+    )  # sha256 of the canonical JSON; pinned: keys name registry artifacts and cache entries
     assert Candidate.of("gemm", {"BM": 64, "fast_math": True}).key() != a.key()
     assert Candidate.from_json(a.to_json()) == a
 
@@ -120,7 +124,11 @@ def test_catalogue_defaults_render_nothing() -> None:
     defaults = {name: spec.gene.default for name, spec in CATALOGUE.items()}
     assert render_flags(defaults) == []
     assert render_flags({"ptxas_opt": 1, "dlcm": "cg", "prec_div": False}) == [
-        "-Xptxas", "-O1", "--prec-div=false", "-Xptxas", "-dlcm=cg",
+        "-Xptxas",
+        "-O1",
+        "--prec-div=false",
+        "-Xptxas",
+        "-dlcm=cg",
     ]
     numerics = {name for name, spec in CATALOGUE.items() if spec.gene.numerics}
     assert numerics == {"fast_math", "ftz", "prec_div", "prec_sqrt", "fmad"}

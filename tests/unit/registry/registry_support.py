@@ -1,0 +1,131 @@
+"""Helpers for the registry tests: a fixed fingerprint, artifact factories, git.
+
+A plain module (not a conftest) so that writer subprocesses can import it too.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from ctune.fingerprint import FIELDS
+from ctune.records import Candidate
+from ctune.registry.schema import Artifact, FrontMember, ObjectiveInfo
+
+DEVICE = "sm90-nvidia-h100-80gb-hbm3"
+
+FINGERPRINT: dict[str, str] = {
+    "nvcc_version": "Cuda compilation tools, release 13.0, V13.0.88",
+    "ptxas_version": "13.0.88",
+    "host_compiler": "g++ (Debian 12.2.0-14+deb12u1) 12.2.0",
+    "arch": "sm_90",
+    "kernel_source_sha256": "a" * 64,
+    "spec_sha256": "b" * 64,
+    "l2_policy": "cold",
+    "cutlass_version": "none",
+    "harness_sha256": "c" * 64,
+    "gpu_name": "NVIDIA H100 80GB HBM3",
+    "sm": "sm_90",
+    "sm_count": "132",
+    "memory_bytes": "85520809984",
+    "ecc": "on",
+    "mig": "off",
+    "compute_mode": "default",
+    "driver": "580.159.04",
+    "power_limit_w": "700",
+    "clocks": "sm=1980MHz mem=2619MHz",
+    "cuda_runtime": "13.0",
+    "cupy_version": "14.2.0",
+    "ctune_version": "0.1.0",
+}
+assert set(FINGERPRINT) == set(FIELDS)
+
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "Test Author",
+    "GIT_AUTHOR_EMAIL": "author@example.com",
+    "GIT_COMMITTER_NAME": "Test Author",
+    "GIT_COMMITTER_EMAIL": "author@example.com",
+    "GIT_AUTHOR_DATE": "2025-01-01T00:00:00+00:00",
+    "GIT_COMMITTER_DATE": "2025-01-01T00:00:00+00:00",
+}
+
+
+def member(
+    kernel: str,
+    block_m: int,
+    p50_ms: float,
+    *,
+    medians: tuple[float, ...] = (),
+    samples: tuple[float, ...] = (),
+) -> FrontMember:
+    cand = Candidate.of(kernel, {"BLOCK_M": block_m, "STAGES": 3, "ptxas_opt": "O3"})
+    return FrontMember(
+        candidate=cand,
+        key=cand.key(),
+        values=(p50_ms, 0.5 * p50_ms),
+        summary={"p50_ms": p50_ms, "n": len(samples), "p50_ci_ms": [p50_ms * 0.99, p50_ms]},
+        samples_ms=samples,
+        process_medians_ms=medians,
+        sass_sha256=f"{block_m:064x}",
+        nvcc_flags=("-Xptxas", "-O3", "--maxrregcount=128"),
+        defines={"BLOCK_M": block_m, "STAGES": 3, "USE_TMA": True},
+        launch={"grid": (1024, 1, 1), "block": (256, 1, 1), "dynamic_smem_bytes": 49152},
+        resources={"regs": 128, "spills_bytes": 0, "smem_bytes": None},
+    )
+
+
+def make_artifact(
+    kernel: str = "gemm",
+    problem: str = "sq4096",
+    device_class: str = DEVICE,
+    *,
+    fingerprint: dict[str, str] | None = None,
+    pinned: bool = True,
+    medians: tuple[float, ...] = (1.0, 1.001, 0.999),
+    **provenance: Any,
+) -> Artifact:
+    samples = tuple(m + d for m in medians for d in (-0.002, 0.0, 0.002))
+    front = (
+        member(kernel, 128, 1.0, medians=medians, samples=samples),
+        member(kernel, 64, 1.2),
+    )
+    baseline = member(
+        kernel, 256, 1.5, medians=tuple(1.5 * m for m in medians),
+        samples=tuple(1.5 * s for s in samples),
+    )  # fmt: skip
+    return Artifact(
+        kernel=kernel,
+        problem=problem,
+        device_class=device_class,
+        fingerprint=dict(fingerprint or FINGERPRINT),
+        objectives=(ObjectiveInfo("p50", "min", "ms"), ObjectiveInfo("energy", "min", "J")),
+        front=front,
+        baseline=baseline,
+        pinned=front[0].key if pinned else None,
+        provenance={"strategy": "nsga2", "seed": 7, "evaluations": 320,
+                    "code_commit": "0" * 40, **provenance},
+    )  # fmt: skip
+
+
+def git(repo: Path, *args: str, check: bool = True) -> str:
+    done = subprocess.run(
+        ["git", *args], cwd=repo, capture_output=True, text=True, check=False,
+        env={**os.environ, **GIT_IDENTITY},
+    )  # fmt: skip
+    if check and done.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed: {done.stderr}")
+    return done.stdout
+
+
+def init_repo(path: Path) -> Path:
+    """A repository with one commit on main, a README, and a fixed identity."""
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", "-b", "main")
+    git(path, "config", "user.name", "Test Author")
+    git(path, "config", "user.email", "author@example.com")
+    (path / "README.md").write_text("project\n")
+    git(path, "add", "README.md")
+    git(path, "commit", "-q", "-m", "initial")
+    return path
