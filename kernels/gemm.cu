@@ -1,12 +1,20 @@
 // ctune GEMM, layout "TN": C[M,N] = A[M,K] @ B[N,K]^T, all row-major.
 // fp16 (default) or bf16 (-DCTUNE_BF16=1) in and out, fp32 accumulate.
-// Math: mma.sync m16n8k16 fed by ldmatrix (WGMMA=0, any sm_90 target) or
-// warpgroup wgmma m64nNk16 reading both operands from shared memory (WGMMA=1,
-// needs the sm_90a target). Both consume the same multistage cp.async
-// pipeline; its swizzled layout is the canonical wgmma K-major swizzle.
+// Math (WGMMA gene):
+//   0: mma.sync m16n8k16 fed by ldmatrix (any sm_90 target);
+//   1: warpgroup wgmma m64nNk16 reading both operands from shared memory, all
+//      warps loading and computing (sm_90a);
+//   2: as 1, plus one producer warpgroup that only loads; stages are handed
+//      over through mbarriers instead of a CTA-wide barrier (sm_90a).
+// All consume the same multistage cp.async pipeline; its swizzled layout is
+// the canonical wgmma K-major swizzle.
 // Correct for any M, N, K >= 0: rows, columns and the K tail are zero-filled
 // on load and guarded on store; K % 8 != 0 (rows not 16-byte aligned) takes
 // a scalar load path chosen once per launch.
+// Launch: 1-D grid of ceil(M/BLOCK_M) * ceil(N/BLOCK_N) CTAs of
+// WARPS_M * WARPS_N * 32 threads (+128 for WGMMA 2), dynamic shared memory
+// STAGES * (BLOCK_M + BLOCK_N) * (BLOCK_K + (SWIZZLE ? 0 : 8)) * 2 bytes
+// (+1024 for WGMMA 1/2, +16 * STAGES more for WGMMA 2).
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <stdint.h>
@@ -41,9 +49,12 @@
 #ifndef WGMMA
 #define WGMMA 0
 #endif
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 1
+#endif
 
 #if WGMMA && defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#error "WGMMA=1 needs the sm_90a target (--generate-code=arch=compute_90a,code=sm_90a)"
+#error "WGMMA 1 and 2 need the sm_90a target (--generate-code=arch=compute_90a,code=sm_90a)"
 #endif
 
 #if CTUNE_BF16
@@ -57,7 +68,9 @@ typedef __half elem_t;
 namespace {
 
 constexpr int BM = BLOCK_M, BN = BLOCK_N, BK = BLOCK_K;
-constexpr int THREADS = WARPS_M * WARPS_N * 32;
+constexpr int THREADS = WARPS_M * WARPS_N * 32;               // math threads
+constexpr int BLOCK_THREADS = THREADS + (WGMMA == 2 ? 128 : 0);
+constexpr int LOADERS = WGMMA == 2 ? 128 : THREADS;           // threads issuing the tile loads
 constexpr int KSTEPS = BK / 16;             // k16 steps per k-tile
 constexpr int CPR = BK / 8;                 // 16-byte chunks per smem row
 constexpr int LDS = SWIZZLE ? BK : BK + 8;  // smem row pitch (elements); +16 B pad breaks bank conflicts
@@ -65,8 +78,10 @@ constexpr int A_STAGE_BYTES = BM * LDS * 2;
 constexpr int B_STAGE_BYTES = BN * LDS * 2;
 
 static_assert(BK == 32 || BK == 64, "BLOCK_K must be 32 or 64");
-static_assert(THREADS % CPR == 0, "loader assumes a fixed chunk column per thread");
+static_assert(WGMMA >= 0 && WGMMA <= 2, "WGMMA is 0, 1 or 2");
+static_assert(LOADERS % CPR == 0, "loader assumes a fixed chunk column per thread");
 static_assert(GROUP_M >= 1, "GROUP_M must be positive");
+static_assert(MIN_BLOCKS >= 1, "MIN_BLOCKS must be positive");
 
 #if WGMMA
 // Warpgroups stack along M; each owns WGM rows x all BN columns.
@@ -79,7 +94,8 @@ static_assert(THREADS % 128 == 0, "wgmma needs whole warpgroups");
 static_assert(WGM % 64 == 0, "warpgroup rows must be whole m64 blocks");
 static_assert(BN == 32 || BN == 64 || BN == 128 || BN == 256, "wgmma N per instruction");
 static_assert(SWIZZLE == 1, "wgmma reads the swizzled layout only");
-// Stage kt+STAGES-2 is loaded while wgmma of kt-1 may still read its stage.
+// One k-tile of MMAs stays in flight while the next is issued, so a stage is
+// refilled only two k-tiles after it was read: STAGES - 2 k-tiles of prefetch.
 static_assert(STAGES >= 3, "wgmma pipeline keeps one k-tile of MMAs in flight");
 #else
 constexpr int WM = BM / WARPS_M;  // warp tile rows
@@ -113,15 +129,42 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int sr
   // src_bytes 0 zero-fills the destination without reading src.
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
+#if WGMMA != 2  // the warp-specialized pipeline tracks copies with mbarriers instead of groups
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+#endif
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
 #if WGMMA
+__device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+#if WGMMA == 2
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// Arrives once all prior cp.async of this thread have landed (counted in init).
+__device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {  // release: prior writes visible to the waiter
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {  // acquire
+  asm volatile(
+      "{\n.reg .pred p;\nWAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      "@!p bra WAIT;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+#endif
+
 #define D4(j) "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
 #define D16(j) D4(j), D4(j + 1), D4(j + 2), D4(j + 3)
 #define D64(j) D16(j), D16(j + 4), D16(j + 8), D16(j + 12)
-// D (64 x BN fp32) += A (64 x 16, K-major smem) * B (BN x 16, K-major smem)^T.
+// D (64 x BN fp32) += A (64 x 16, K-major smem) * B (BN x 16, K-major smem)^T;
+// scale-d predicate true (accumulate), no negation, no transpose (both K-major).
 // Accumulator layout per warp w of the warpgroup: d[j][0..1] at row
 // 16w + lane/4, cols 8j + 2*(lane%4) + {0,1}; d[j][2..3] eight rows below.
 #if BLOCK_N == 32
@@ -172,6 +215,19 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
 }
 template <int N>
 __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+// One k-tile of MMAs for this warpgroup, committed as one wgmma group.
+template <int R>
+__device__ __forceinline__ void wgmma_ktile(float (&acc)[R][ACC_N][4], uint32_t a_stage, uint32_t b_stage) {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+  for (int kk = 0; kk < KSTEPS; ++kk)
+#pragma unroll
+    for (int i = 0; i < R; ++i)
+      // Advancing the start address by 32 bytes per k16 step stays inside
+      // the swizzle atom; the hardware applies the XOR to the full address.
+      wgmma_k16(acc[i], smem_desc(a_stage + i * 64 * BK * 2 + kk * 32), smem_desc(b_stage + kk * 32));
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
 // Pins accumulator registers at this point in program order (the wgmma
 // asm statements are asynchronous to the compiler's view of them).
 template <int R, int C>
@@ -219,17 +275,18 @@ __device__ __forceinline__ uint16_t pack1(float x) {
 // Copies the ROWS x BK tile at (row 0 of g, column k0) into one smem stage.
 // g points at the tile's first row; rows >= rows_valid and columns >= K read
 // as zero. `vec`: every row start and k0 are 16-byte aligned (K % 8 == 0).
+// `tid` runs over the LOADERS threads.
 template <int ROWS>
 __device__ __forceinline__ void load_tile(uint32_t s_stage, const uint16_t* g, const uint16_t* g_safe,
                                           int rows_valid, int K, int k0, bool vec, int tid) {
   constexpr int CHUNKS = ROWS * CPR;
-  constexpr int ITERS = (CHUNKS + THREADS - 1) / THREADS;
+  constexpr int ITERS = (CHUNKS + LOADERS - 1) / LOADERS;
   const int chunk = tid % CPR;
   const int kc = k0 + chunk * 8;
 #pragma unroll
   for (int it = 0; it < ITERS; ++it) {
-    const int row = tid / CPR + it * (THREADS / CPR);
-    if (CHUNKS % THREADS != 0 && row >= ROWS) break;
+    const int row = tid / CPR + it * (LOADERS / CPR);
+    if (CHUNKS % LOADERS != 0 && row >= ROWS) break;
     const uint32_t dst = s_stage + soff(row, chunk);
     const bool row_ok = row < rows_valid;
     if (vec) {
@@ -253,7 +310,9 @@ __device__ __forceinline__ void load_tile(uint32_t s_stage, const uint16_t* g, c
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1)
+// The register cap is 65536 / (BLOCK_THREADS * MIN_BLOCKS); launch bounds
+// override -maxrregcount, so that flag is not tuned.
+extern "C" __global__ void __launch_bounds__(BLOCK_THREADS, MIN_BLOCKS)
     ctune_gemm(const elem_t* __restrict__ A, const elem_t* __restrict__ B, elem_t* __restrict__ C, int M, int N,
                int K) {
   extern __shared__ __align__(128) unsigned char smem[];
@@ -284,13 +343,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   const int KT = (K + BK - 1) / BK;
 
   // wgmma swizzle atoms repeat every 1024 bytes: align the stages to that
-  // (the launch reserves 1024 extra bytes).
+  // (the launch reserves 1024 extra bytes; WGMMA 2 puts its mbarriers after
+  // the stages).
   const uint32_t s_raw = (uint32_t)__cvta_generic_to_shared(smem);
   const uint32_t sA = WGMMA ? (s_raw + 1023u) & ~1023u : s_raw;
   const uint32_t sB = sA + STAGES * A_STAGE_BYTES;
-  auto load_stage = [&](int stage, int kt) {
-    load_tile<BM>(sA + stage * A_STAGE_BYTES, gA, A16, a_rows, K, kt * BK, vec, tid);
-    load_tile<BN>(sB + stage * B_STAGE_BYTES, gB, B16, b_rows, K, kt * BK, vec, tid);
+  auto load_stage = [&](int stage, int kt, int ltid) {
+    load_tile<BM>(sA + stage * A_STAGE_BYTES, gA, A16, a_rows, K, kt * BK, vec, ltid);
+    load_tile<BN>(sB + stage * B_STAGE_BYTES, gB, B16, b_rows, K, kt * BK, vec, ltid);
   };
 
   float acc[ACC_M][ACC_N][4];
@@ -301,12 +361,68 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
       for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.f;
 
-#if WGMMA
+#if WGMMA == 2
+  // full[s]: the producer's 128 threads arrive once their copies into stage s
+  // have landed; empty[s]: one lane per math warp arrives once its
+  // warpgroup's MMAs reading stage s have retired (few arrivals: each one is
+  // an atomic on the barrier word).
+  const uint32_t full_bar = sB + STAGES * B_STAGE_BYTES;
+  const uint32_t empty_bar = full_bar + STAGES * 8;
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(full_bar + s * 8, 128);
+      mbar_init(empty_bar + s * 8, THREADS / 32);
+    }
+  }
+  __syncthreads();
+  if (warp >= THREADS / 32) {  // producer warpgroup: loads only, then leaves
+    const int ptid = tid - THREADS;
+    int s = 0;
+    uint32_t phase = 0;
+    for (int kt = 0; kt < KT; ++kt) {
+      mbar_wait(empty_bar + s * 8, phase ^ 1);  // the first pass over the stages does not wait
+      load_stage(s, kt, ptid);
+      if (vec) {
+        cp_async_arrive(full_bar + s * 8);
+      } else {  // plain stores: make them visible to wgmma (async proxy), then release
+        fence_proxy_async();
+        mbar_arrive(full_bar + s * 8);
+      }
+      if (++s == STAGES) {
+        s = 0;
+        phase ^= 1;
+      }
+    }
+    cp_async_wait<0>();  // leave no copy in flight behind an exiting thread
+    return;
+  }
+  const int wg = warp / 4;
+  const uint32_t a_wg = sA + wg * WGM * BK * 2;  // this warpgroup's first A row
+  int s = 0, prev = 0;
+  uint32_t phase = 0;
+  fence_acc(acc);
+  for (int kt = 0; kt < KT; ++kt) {
+    mbar_wait(full_bar + s * 8, phase);
+    fence_proxy_async();  // order the producer's generic-proxy copies before wgmma's async-proxy reads
+    wgmma_ktile(acc, a_wg + s * A_STAGE_BYTES, sB + s * B_STAGE_BYTES);
+    wgmma_wait<1>();  // MMAs of kt - 1 retired: hand their stage back
+    if (kt > 0 && lane == 0) mbar_arrive(empty_bar + prev * 8);
+    prev = s;
+    if (++s == STAGES) {
+      s = 0;
+      phase ^= 1;
+    }
+  }
+  wgmma_wait<0>();
+  fence_acc(acc);
+  const int row0 = m0 + wg * WGM + (warp % 4) * 16 + (lane >> 2);
+  const int col0 = n0 + (lane & 3) * 2;
+#elif WGMMA == 1
   // Prologue: k-tiles 0..STAGES-3 in flight, one commit group per k-tile
   // (empty groups past the end keep the wait counts uniform).
 #pragma unroll
   for (int s = 0; s < STAGES - 2; ++s) {
-    if (s < KT) load_stage(s, s);
+    if (s < KT) load_stage(s, s, tid);
     cp_async_commit();
   }
   const int wg = warp / 4;
@@ -319,20 +435,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
     // made visible to wgmma (async proxy); every warpgroup has retired the
     // MMAs of kt - 2, so stage wr is free.
     cp_async_wait<STAGES - 3>();
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    fence_proxy_async();
     __syncthreads();
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-    for (int kk = 0; kk < KSTEPS; ++kk)
-#pragma unroll
-      for (int i = 0; i < ACC_M; ++i)
-        // Advancing the start address by 32 bytes per k16 step stays inside
-        // the swizzle atom; the hardware applies the XOR to the full address.
-        wgmma_k16(acc[i], smem_desc(a_wg + rd * A_STAGE_BYTES + i * 64 * BK * 2 + kk * 32),
-                  smem_desc(sB + rd * B_STAGE_BYTES + kk * 32));
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    wgmma_ktile(acc, a_wg + rd * A_STAGE_BYTES, sB + rd * B_STAGE_BYTES);
     // Loads overlap the MMAs just issued.
-    if (kt + STAGES - 2 < KT) load_stage(wr, kt + STAGES - 2);
+    if (kt + STAGES - 2 < KT) load_stage(wr, kt + STAGES - 2, tid);
     cp_async_commit();
     wgmma_wait<1>();  // MMAs of kt - 1 retired: their stage is rewritten next iteration
     rd = (rd + 1 == STAGES) ? 0 : rd + 1;
@@ -347,7 +454,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
   // (empty groups past the end keep the wait counts uniform).
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < KT) load_stage(s, s);
+    if (s < KT) load_stage(s, s, tid);
     cp_async_commit();
   }
   const int warp_m = warp % WARPS_M;
@@ -402,7 +509,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
       // end of the tile) load while this step's MMAs run.
       load_frags((kk + 1) & 1, rd, (kk + 1) % KSTEPS);
       if (kk == 0) {
-        if (kt + STAGES - 1 < KT) load_stage(wr, kt + STAGES - 1);
+        if (kt + STAGES - 1 < KT) load_stage(wr, kt + STAGES - 1, tid);
         cp_async_commit();
         wr = (wr + 1 == STAGES) ? 0 : wr + 1;
       }
