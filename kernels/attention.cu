@@ -33,7 +33,8 @@
 #define WARPS 4
 #endif
 #ifndef STAGES
-#define STAGES 2  // 1: one K and one V buffer, loads split around the two products; >1: ring of K/V tiles
+// 1: one K and one V buffer, each load overlapping the other product; 2-3: ring of K/V tiles
+#define STAGES 2
 #endif
 #ifndef SWIZZLE
 #define SWIZZLE 1  // 1: XOR-swizzled 16-byte chunks; 0: rows padded by 16 bytes
@@ -127,10 +128,10 @@ __device__ __forceinline__ uint32_t smem_off(int row, int chunk) {
 }
 
 // Address of chunk pair `kp` (chunks 2kp, 2kp+1) from the address of pair 0, same row.
-// With the swizzle, chunk (2kp + x) ^ s == 2kp ^ (x ^ s), and bits 5..7 of the address
-// hold only the chunk because rows are ROW * 2 >= 128 bytes and every tile starts at a
-// 1024-byte-aligned offset of 1024-byte-aligned shared memory: one XOR per pair, and row
-// offsets (multiples of 16 rows) stay immediates.
+// With the swizzle, chunk (2kp + x) ^ s == 2kp ^ (x ^ s), and the XOR only touches
+// address bits 5 .. log2(ROW * 2) - 1, which hold nothing but the chunk: swizzled rows
+// are 128 or 256 bytes and every tile starts 1024-byte aligned (aligned shared memory,
+// tile sizes multiples of 1024). So one XOR per pair, and row offsets stay immediates.
 __device__ __forceinline__ uint32_t chunk_pair(uint32_t addr0, int kp) {
 #if SWIZZLE
     return addr0 ^ (uint32_t)(kp << 5);
@@ -189,7 +190,7 @@ __device__ __forceinline__ void scores_softmax(uint32_t (&p)[MT][KN][4], float (
         }
 #pragma unroll
         for (int np = 0; np < NT / 2; ++np) {
-            // Matrices: keys 0-7 / d 0-7, keys 0-7 / d 8-15, keys 8-15 / d 0-7, keys 8-15 / d 8-15.
+            // Matrices: keys 0-7/d 0-7, keys 0-7/d 8-15, keys 8-15/d 0-7, keys 8-15/d 8-15.
             uint32_t b[4];
             ldsm_x4(b, chunk_pair(kB, ks) + np * 16 * ROW * 2);
 #pragma unroll
@@ -261,13 +262,13 @@ __device__ __forceinline__ void scores_softmax(uint32_t (&p)[MT][KN][4], float (
 }
 
 // O += P V. V is [key][d] in shared memory, so B comes through ldmatrix.trans.
-__device__ __forceinline__ void accumulate_pv(float (&o)[MT][DT][4], const uint32_t (&p)[MT][KN][4],
-                                              uint32_t vA) {
+__device__ __forceinline__ void accumulate_pv(float (&o)[MT][DT][4],
+                                              const uint32_t (&p)[MT][KN][4], uint32_t vA) {
 #pragma unroll
     for (int kk = 0; kk < KN; ++kk)
 #pragma unroll
         for (int dp = 0; dp < DT / 2; ++dp) {
-            // Matrices: keys 0-7 / d 0-7, keys 8-15 / d 0-7, keys 0-7 / d 8-15, keys 8-15 / d 8-15.
+            // Matrices: keys 0-7/d 0-7, keys 8-15/d 0-7, keys 0-7/d 8-15, keys 8-15/d 8-15.
             uint32_t b[4];
             ldsm_x4_trans(b, chunk_pair(vA, dp) + kk * 16 * ROW * 2);
 #pragma unroll
@@ -317,7 +318,7 @@ extern "C" __global__ void ctune_attention(const elem_t* __restrict__ Q,
         m[mt][0] = m[mt][1] = -INFINITY;
         l[mt][0] = l[mt][1] = 0.f;
     }
-    uint32_t qf[MT][KD][4];
+    uint32_t qf[MT][KD][4];  // filled and read only under Q_REGS
     uint32_t p[MT][KN][4];
 
     load_tile<BLOCK_M>(sQ, q, q0, S, tid);
@@ -348,7 +349,8 @@ extern "C" __global__ void ctune_attention(const elem_t* __restrict__ Q,
 
     for (int it = 0; it < n_tiles; ++it) {
         const int n0 = it * BLOCK_N;
-        // Warp-uniform: a warp skips tiles that are all above its diagonal or below S.
+        // Warp-uniform: a warp skips tiles wholly above its diagonal, and all of them
+        // when its rows are all padding (>= S).
         const bool active = row0 < S && (!CAUSAL || n0 <= row0 + WARP_M - 1);
         const bool masked = n0 + BLOCK_N > S || (CAUSAL && n0 + BLOCK_N - 1 > row0);
 #if STAGES == 1
