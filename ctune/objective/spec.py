@@ -96,8 +96,9 @@ class Objective:
         """An identifier (registry objective names are identifiers)."""
         if len(self.parts) == 1 and self.parts[0][0] == 1.0:
             return self.parts[0][1].name
-        body = "_".join(f"{_fmt(w).replace('.', 'p').replace('-', 'm')}_{t.name}"
-                        for w, t in self.parts)
+        body = "_".join(
+            f"{_fmt(w).replace('.', 'p').replace('-', 'm')}_{t.name}" for w, t in self.parts
+        )
         name = f"wsum_{body}"
         if len(name) > 64:
             from ctune.records import sha256_hex
@@ -134,9 +135,10 @@ class Objective:
             total += weight * v
         return total
 
-    def from_samples(self, samples_ms: Sequence[float], context: TermContext) -> float | None:
-        """The objective from latency samples alone, if every part is a sample statistic."""
-        total = 0.0
+    def from_samples(self, samples_ms: Any, context: TermContext) -> Any:
+        """The objective from latency samples alone, if every part is a sample statistic
+        (a 2-D array of resamples gives one value per row)."""
+        total: Any = 0.0
         for weight, term in self.parts:
             v = term.from_samples(samples_ms, context)
             if v is None:
@@ -256,8 +258,7 @@ class ObjectiveSpec:
         return text
 
     def infos(self) -> list[dict[str, str]]:
-        return [{"name": o.name, "direction": o.direction, "unit": o.unit}
-                for o in self.objectives]
+        return [{"name": o.name, "direction": o.direction, "unit": o.unit} for o in self.objectives]
 
 
 # --- parsing -----------------------------------------------------------------
@@ -351,8 +352,10 @@ def _check_consistent(constraints: Sequence[Constraint]) -> None:
                 raise UserError(
                     f"--constraint {hi[2].text!r} can never hold: {c.term.name} is never negative"
                 )
-            if lo is not None and hi is not None and (
-                lo[0] > hi[0] or (lo[0] == hi[0] and (lo[1] or hi[1]))
+            if (
+                lo is not None
+                and hi is not None
+                and (lo[0] > hi[0] or (lo[0] == hi[0] and (lo[1] or hi[1])))
             ):
                 a, b = lo[2].text, hi[2].text
                 raise UserError(

@@ -16,9 +16,9 @@ which is what a pooled confirmation measurement carries.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from ctune.records import Build, Measurement
 
@@ -53,21 +53,41 @@ class ObjectiveTerm(Protocol):
     """One measurable quantity. ``value`` returns None when it cannot be known
     (failed build, failed measurement, no energy reading): never a made-up number."""
 
-    name: str
-    direction: Direction
-    unit: str
-    needs: frozenset[str]
-    description: str
-    quantile: float | None  # the latency quantile that must be sampled well, if any
-    requires_metric: str | None  # a spec metric it needs ("flops", "bytes"), if any
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def direction(self) -> Direction: ...
+
+    @property
+    def unit(self) -> str: ...
+
+    @property
+    def needs(self) -> frozenset[str]:
+        """Capabilities: {"gpu"}, {"gpu", "nvml"} or nothing."""
+        ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def quantile(self) -> float | None:
+        """The latency quantile that must be sampled well, if any."""
+        ...
+
+    @property
+    def requires_metric(self) -> str | None:
+        """A spec metric the term needs ("flops", "bytes"), if any."""
+        ...
 
     def value(
         self, build: Build | None, measurement: Measurement | None, context: TermContext
     ) -> float | None: ...
 
-    def from_samples(self, samples_ms: Sequence[float], context: TermContext) -> float | None:
-        """The value computed from latency samples alone (for bootstrap CIs);
-        None for terms that are not a statistic of the samples."""
+    def from_samples(self, samples_ms: Any, context: TermContext) -> Any:
+        """The value computed from latency samples alone (for bootstrap CIs); None
+        for terms that are not a statistic of the samples. A 2-D array of
+        resamples gives an array with one value per row."""
         ...
 
 
@@ -75,14 +95,18 @@ def _ok(measurement: Measurement | None) -> bool:
     return measurement is not None and measurement.outcome.is_ok
 
 
-def quantile_ms(samples_ms: Sequence[float], q: float | None) -> float | None:
-    """Quantile ``q`` (None: mean) of samples, linear interpolation; None if empty."""
-    if not samples_ms:
-        return None
+def quantile_ms(samples_ms: Any, q: float | None) -> Any:
+    """Quantile ``q`` (None: mean) of samples, linear interpolation; None if empty.
+
+    A 2-D array gives one value per row (the bootstrap evaluates all its
+    resamples in one call)."""
     import numpy as np
 
     arr = np.asarray(samples_ms, dtype=float)
-    return float(arr.mean() if q is None else np.quantile(arr, q))
+    if arr.size == 0:
+        return None
+    out = arr.mean(axis=-1) if q is None else np.quantile(arr, q, axis=-1)
+    return float(out) if arr.ndim == 1 else out
 
 
 _SUMMARY_FIELD = {0.5: "p50_ms", 0.95: "p95_ms", 0.99: "p99_ms"}
@@ -115,7 +139,7 @@ class LatencyTerm:
             return float(getattr(measurement.summary, field_name))
         return quantile_ms(measurement.samples_ms, self.q)
 
-    def from_samples(self, samples_ms: Sequence[float], context: TermContext) -> float | None:
+    def from_samples(self, samples_ms: Any, context: TermContext) -> Any:
         return quantile_ms(samples_ms, self.q)
 
 
@@ -136,11 +160,13 @@ class ThroughputTerm:
     def requires_metric(self) -> str | None:
         return self.metric
 
-    def _rate(self, p50_ms: float | None, context: TermContext) -> float | None:
+    def _rate(self, p50_ms: Any, context: TermContext) -> Any:
         work = context.metrics.get(self.metric)
-        if p50_ms is None or work is None or p50_ms <= 0:
+        if p50_ms is None or work is None:
             return None
-        return float(work) / (p50_ms * 1e-3) / self.per_unit
+        if isinstance(p50_ms, float):
+            return float(work) / (p50_ms * 1e-3) / self.per_unit if p50_ms > 0 else None
+        return float(work) / (p50_ms * 1e-3) / self.per_unit  # one value per bootstrap row
 
     def value(
         self, build: Build | None, measurement: Measurement | None, context: TermContext
@@ -152,7 +178,7 @@ class ThroughputTerm:
             return self._rate(measurement.summary.p50_ms, context)
         return self._rate(quantile_ms(measurement.samples_ms, 0.5), context)
 
-    def from_samples(self, samples_ms: Sequence[float], context: TermContext) -> float | None:
+    def from_samples(self, samples_ms: Any, context: TermContext) -> Any:
         return self._rate(quantile_ms(samples_ms, 0.5), context)
 
 
@@ -177,7 +203,7 @@ class MeasuredFieldTerm:
         raw = getattr(measurement, self.field_name)
         return None if raw is None else float(raw)
 
-    def from_samples(self, samples_ms: Sequence[float], context: TermContext) -> float | None:
+    def from_samples(self, samples_ms: Any, context: TermContext) -> Any:
         return None
 
 
@@ -206,7 +232,7 @@ class BuildFieldTerm:
         raw = getattr(owner, name)
         return None if raw is None else float(raw)
 
-    def from_samples(self, samples_ms: Sequence[float], context: TermContext) -> float | None:
+    def from_samples(self, samples_ms: Any, context: TermContext) -> Any:
         return None
 
 
@@ -216,10 +242,16 @@ def _builtin_terms() -> dict[str, ObjectiveTerm]:
         LatencyTerm("p95", 0.95, "95th-percentile kernel time"),
         LatencyTerm("p99", 0.99, "99th-percentile kernel time (tail latency)"),
         LatencyTerm("mean", None, "mean kernel time"),
-        ThroughputTerm("tflops", "flops", 1e12, "TFLOP/s",
-                       "compute throughput: the spec's flops metric / median time"),
-        ThroughputTerm("gbps", "bytes", 1e9, "GB/s",
-                       "memory throughput: the spec's bytes metric / median time"),
+        ThroughputTerm(
+            "tflops",
+            "flops",
+            1e12,
+            "TFLOP/s",
+            "compute throughput: the spec's flops metric / median time",
+        ),
+        ThroughputTerm(
+            "gbps", "bytes", 1e9, "GB/s", "memory throughput: the spec's bytes metric / median time"
+        ),
         MeasuredFieldTerm("energy", "energy_j", "J", "energy per call (NVML energy counter)"),
         MeasuredFieldTerm("power", "avg_power_w", "W", "average board power while running"),
         BuildFieldTerm("compile_time", "compile_s", "s", "nvcc wall time for the candidate"),
@@ -234,8 +266,14 @@ def _builtin_terms() -> dict[str, ObjectiveTerm]:
 TERMS: dict[str, ObjectiveTerm] = _builtin_terms()
 
 #: other spellings users type
-ALIASES: dict[str, str] = {"median": "p50", "latency": "p50", "energy_j": "energy",
-                           "power_w": "power", "compile_s": "compile_time", "registers": "regs"}
+ALIASES: dict[str, str] = {
+    "median": "p50",
+    "latency": "p50",
+    "energy_j": "energy",
+    "power_w": "power",
+    "compile_s": "compile_time",
+    "registers": "regs",
+}
 
 
 def get_term(name: str) -> ObjectiveTerm | None:

@@ -47,8 +47,11 @@ class RandomStrategy(BaseStrategy):
                 take(values)
         if len(out) < m:
             # nearly exhausted: rejection sampling stalls, so scan for what is left
-            left = [v for v in self.space.iter_valid(self.context.dims)
-                    if not self.seen(self.candidate(v).key())]
+            left = [
+                v
+                for v in self.space.iter_valid(self.context.dims)
+                if not self.seen(self.candidate(v).key())
+            ]
             self.rng.shuffle(left)
             for values in left:
                 take(values)

@@ -34,15 +34,28 @@ from ctune.search.strategy import (
 NOVELTY_TRIES = 12
 
 
+#: options of every evolutionary strategy (tables live here, DEAP-free, so that
+#: ``ctune search --help`` can show them without importing DEAP)
+EVOLUTION_OPTIONS: OptionTable = {
+    "population_size": ("parents kept, and offspring bred, per generation", 16),
+    "crossover_prob": ("probability that two parents are recombined (uniform crossover)", 0.9),
+    "mutation_prob": ("per-gene mutation probability; 0 means 1 / number of genes", 0.0),
+    "step_prob": ("share of numeric-gene mutations that are a +-1 step (else uniform)", 0.7),
+}
+NSGA2_OPTIONS: OptionTable = {
+    **EVOLUTION_OPTIONS,
+    "population_size": ("parents kept, and offspring bred, per generation", 24),
+}
+GA_OPTIONS: OptionTable = {
+    **EVOLUTION_OPTIONS,
+    "tournament_size": ("parents are the best of this many random members", 3),
+}
+
+
 class EvolutionStrategy(BaseStrategy):
     """Population bookkeeping and breeding; subclasses choose survivors and parents."""
 
-    OPTIONS: ClassVar[OptionTable] = {
-        "population_size": ("parents kept, and offspring bred, per generation", 16),
-        "crossover_prob": ("probability that two parents are recombined (uniform crossover)", 0.9),
-        "mutation_prob": ("per-gene mutation probability; 0 means 1 / number of genes", 0.0),
-        "step_prob": ("share of numeric-gene mutations that are a +-1 step (else uniform)", 0.7),
-    }
+    OPTIONS: ClassVar[OptionTable] = EVOLUTION_OPTIONS
     MIN_POPULATION: ClassVar[int] = 2
 
     def __init__(self, context: StrategyContext, options: Mapping[str, Any] | None = None) -> None:
@@ -123,8 +136,9 @@ class EvolutionStrategy(BaseStrategy):
             for codes in (a, b):
                 if len(out) >= m:
                     break
-                cand = self._child(mutate(codes, self.space, self.rng, self.gene_prob, step),
-                                   keys, step)
+                cand = self._child(
+                    mutate(codes, self.space, self.rng, self.gene_prob, step), keys, step
+                )
                 if cand is not None and cand.key() not in keys:
                     out.append(cand)
                     keys.add(cand.key())
@@ -145,4 +159,4 @@ class EvolutionStrategy(BaseStrategy):
         return cand  # still a duplicate: the driver answers it from its cache
 
 
-__all__ = ["EvolutionStrategy"]
+__all__ = ["EVOLUTION_OPTIONS", "GA_OPTIONS", "NSGA2_OPTIONS", "EvolutionStrategy"]

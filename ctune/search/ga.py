@@ -17,7 +17,7 @@ from deap import base, tools
 
 from ctune.errors import UserError
 from ctune.records import Trial
-from ctune.search.evolution import EvolutionStrategy
+from ctune.search.evolution import GA_OPTIONS, EvolutionStrategy
 from ctune.search.nsga2 import _Individual
 from ctune.search.strategy import OptionTable, StrategyContext, min_form, total_violation
 
@@ -26,10 +26,7 @@ class GaStrategy(EvolutionStrategy):
     """Elitist (mu + lambda) GA for one objective (a term or a weighted sum)."""
 
     name: ClassVar[str] = "ga"
-    OPTIONS: ClassVar[OptionTable] = {
-        **EvolutionStrategy.OPTIONS,
-        "tournament_size": ("parents are the best of this many random members", 3),
-    }
+    OPTIONS: ClassVar[OptionTable] = GA_OPTIONS
 
     def __init__(self, context: StrategyContext, options: Mapping[str, Any] | None = None) -> None:
         if len(context.directions) != 1:
@@ -51,8 +48,11 @@ class GaStrategy(EvolutionStrategy):
 
     def select(self, pool: list[Trial], k: int) -> list[Trial]:
         inds = [
-            _Individual(list(self.space.encode(t.candidate.as_dict())),
-                        self._fitness_cls(self.fitness_key(t)), t)
+            _Individual(
+                list(self.space.encode(t.candidate.as_dict())),
+                self._fitness_cls(self.fitness_key(t)),
+                t,
+            )
             for t in pool
         ]
         return [ind.trial for ind in tools.selBest(inds, k)]

@@ -21,7 +21,7 @@ from deap import base, tools
 from deap.tools import emo
 
 from ctune.records import Trial
-from ctune.search.evolution import EvolutionStrategy
+from ctune.search.evolution import NSGA2_OPTIONS, EvolutionStrategy
 from ctune.search.strategy import (
     OptionTable,
     StrategyContext,
@@ -44,10 +44,7 @@ class Nsga2Strategy(EvolutionStrategy):
     """Multi-objective search: NSGA-II survivors, binary tournaments on (rank, crowding)."""
 
     name: ClassVar[str] = "nsga2"
-    OPTIONS: ClassVar[OptionTable] = {
-        **EvolutionStrategy.OPTIONS,
-        "population_size": ("parents kept, and offspring bred, per generation", 24),
-    }
+    OPTIONS: ClassVar[OptionTable] = NSGA2_OPTIONS
     MIN_POPULATION: ClassVar[int] = 4
 
     def __init__(self, context: StrategyContext, options: Mapping[str, Any] | None = None) -> None:
@@ -66,8 +63,9 @@ class Nsga2Strategy(EvolutionStrategy):
         feasible = [t for t in pool if min_form(t, self.context.directions) is not None]
         rest = infeasible_order(t for t in pool if min_form(t, self.context.directions) is None)
         if len(feasible) > k:
-            chosen = [ind.trial for ind in tools.selNSGA2(
-                [self._individual(t) for t in feasible], k)]
+            chosen = [
+                ind.trial for ind in tools.selNSGA2([self._individual(t) for t in feasible], k)
+            ]
         else:
             chosen = feasible + rest[: k - len(feasible)]
         self._rank_population(chosen)
@@ -76,8 +74,11 @@ class Nsga2Strategy(EvolutionStrategy):
     def _rank_population(self, population: list[Trial]) -> None:
         """(infeasible?, rank or violation, -crowding) per key, for tournaments."""
         self._rank = {}
-        feasible = [self._individual(t) for t in population
-                    if min_form(t, self.context.directions) is not None]
+        feasible = [
+            self._individual(t)
+            for t in population
+            if min_form(t, self.context.directions) is not None
+        ]
         if feasible:
             for rank, front in enumerate(tools.sortNondominated(feasible, len(feasible))):
                 emo.assignCrowdingDist(front)

@@ -135,8 +135,9 @@ def seed_values(
     suggesting = [g for g in space.genes if g.suggest]
     depth = max((len(g.suggest) for g in suggesting), default=0)
     for i in range(depth):
-        drafts.append({**default, **{g.name: g.suggest[min(i, len(g.suggest) - 1)]
-                                     for g in suggesting}})
+        drafts.append(
+            {**default, **{g.name: g.suggest[min(i, len(g.suggest) - 1)] for g in suggesting}}
+        )
     for g in suggesting:
         drafts.extend({**default, g.name: value} for value in g.suggest)
     out: list[dict[str, GeneValue]] = []

@@ -1,0 +1,209 @@
+"""``ctune search``: parse, resolve settings, call ``run_search``, render, return.
+
+No search logic lives here (DESIGN 10.9). Test hooks: the three factories
+below (:func:`load_kernel`, :func:`make_compiler`, :func:`make_measurer`)
+are the GPU and toolchain boundary; CLI tests monkeypatch them to return
+stand-ins (``ctune.testing.standins``), as fastapi-cli's tests patch
+``uvicorn.run``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from ctune.cli import app
+from ctune.errors import EXIT_INTERRUPTED, UserError
+
+if TYPE_CHECKING:
+    from ctune.config import Settings
+    from ctune.kernelspec import KernelSpec
+
+
+def _objective_help() -> str:
+    from ctune.objective.spec import help_text
+
+    return (
+        "what to optimise; repeat for a Pareto search (2-3 objectives). A term (p99) or a "
+        "weighted sum of same-direction terms ('0.7*p50 + 0.3*p99'). " + help_text()
+    )
+
+
+def _strategy_help() -> str:
+    from ctune.search import options_help
+
+    return "search strategy options, NAME=VALUE; repeatable. " + options_help().replace("\n", " | ")
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(h|m|s)")
+
+
+def parse_duration(text: str) -> float:
+    """``30m``, ``1h30m``, ``90s``, ``2.5h`` or plain seconds -> seconds."""
+    raw = text.strip().lower()
+    try:
+        return float(raw)
+    except ValueError:
+        pass
+    pos, total = 0, 0.0
+    for match in _DURATION.finditer(raw):
+        if raw[pos : match.start()].strip():
+            break
+        total += float(match.group(1)) * {"h": 3600, "m": 60, "s": 1}[match.group(2)]
+        pos = match.end()
+    if pos == 0 or raw[pos:].strip():
+        raise UserError(f"--time {text!r}: expected a duration like 30m, 1h30m, 90s or 600")
+    return total
+
+
+# --- test hooks: the toolchain and GPU boundary --------------------------------------------
+
+
+def load_kernel(kernel: Path, cfg: Settings) -> tuple[KernelSpec, Any]:
+    """The spec and the probed toolchain (nvcc)."""
+    from ctune.cli.common import load
+
+    return load(kernel, cfg)
+
+
+def make_compiler(spec: KernelSpec, toolchain: Any, cfg: Settings) -> Any:
+    from ctune.compile.nvcc import NvccCompiler
+
+    return NvccCompiler(
+        spec,
+        toolchain,
+        cfg.cache_dir,
+        arch=cfg.arch,
+        timeout_s=cfg.compile_timeout_s,
+        memory_bytes=cfg.compile_memory_bytes,
+        jobs=cfg.jobs,
+    )
+
+
+def make_measurer(cfg: Settings) -> Any:
+    """None: the service creates the GPU measurer itself, after its capability checks."""
+    return None
+
+
+# --- the command -------------------------------------------------------------------------------
+
+KernelArg = Annotated[Path, typer.Argument(help="kernel .cu (its .yaml sidecar sits next to it)")]
+
+
+@app.command("search")
+def search_command(
+    kernel: KernelArg,
+    objective: Annotated[list[str], typer.Option("--objective", "-O", help=_objective_help())],
+    constraint: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--constraint",
+            "-C",
+            help="TERM OP NUMBER[UNIT], e.g. 'power<=400W', 'spills==0', 'regs<=128', 'p99<2ms'; "
+            "OP: <= >= < > ==; units W mW kW, J mJ uJ, ms us ns s, TFLOP/s GFLOP/s, GB/s "
+            "MB/s TB/s, B KiB KB (a bare number is the term's unit); repeatable",
+        ),
+    ] = None,
+    problem: Annotated[str | None, typer.Option(help="problem name (default: the spec's)")] = None,
+    strategy: Annotated[
+        str,
+        typer.Option(
+            help="auto (ga for one objective, nsga2 for several), nsga2, ga, random, exhaustive"
+        ),
+    ] = "auto",
+    option: Annotated[list[str] | None, typer.Option("--option", help=_strategy_help())] = None,
+    budget: Annotated[
+        int | None,
+        typer.Option(
+            help="distinct candidates to try, baseline and failures included "
+            "(default 100 unless --time; exhaustive: the whole space)"
+        ),
+    ] = None,
+    time: Annotated[
+        str | None, typer.Option("--time", help="wall-time budget: 30m, 1h30m, 90s")
+    ] = None,
+    patience: Annotated[
+        int | None, typer.Option(help="stop after this many generations without improvement")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="RNG seed (same seed, same search)")] = 0,
+    resume: Annotated[
+        Path | None, typer.Option(help="continue the search recorded in this journal")
+    ] = None,
+    commit: Annotated[
+        bool, typer.Option("--commit/--no-commit", help="commit the front to the registry")
+    ] = False,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="result file (default <cache_dir>/results/<kernel>-<problem>.json)"),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+    plot: Annotated[Path | None, typer.Option(help="write a PNG of the front (matplotlib)")] = None,
+    jobs: Annotated[int | None, typer.Option(help="parallel compiles (default: CPUs)")] = None,
+    l2: Annotated[str | None, typer.Option(help="cold (flush L2 per sample) or hot")] = None,
+    confirm_processes: Annotated[
+        int, typer.Option(help="fresh processes that re-measure the front and baseline (0: skip)")
+    ] = 3,
+    arch: Annotated[
+        str | None, typer.Option(help="target, e.g. sm_90 (default: the spec's)")
+    ] = None,
+) -> None:
+    """Search flags, launch configuration and template parameters for the best builds.
+
+    Example: ctune search kernels/gemm.cu --objective p99 --objective energy
+    --constraint "power<=400W" --budget 200. Prints the journal path first (resume
+    with --resume JOURNAL), re-measures the front and the default build in fresh
+    processes, and writes a result file that `ctune registry import` accepts.
+    """
+    from ctune.cli import render_search
+    from ctune.cli.common import settings
+    from ctune.objective import parse_objective_spec
+    from ctune.search import run_search
+    from ctune.search.driver import SearchOptions
+    from ctune.search.strategy import parse_option_items
+
+    if l2 is not None and l2 not in ("cold", "hot"):
+        raise UserError(f"--l2 {l2!r}: allowed cold, hot")
+    cfg = settings(jobs=jobs, l2=l2, arch=arch)
+    spec, toolchain = load_kernel(kernel, cfg)
+    objectives = parse_objective_spec(objective, constraint or [], spec.metrics)
+    options = SearchOptions(
+        problem=problem,
+        strategy=strategy,
+        strategy_options=parse_option_items(option or []),
+        budget=budget,
+        time_s=parse_duration(time) if time else None,
+        patience=patience,
+        seed=seed,
+        resume=resume,
+        confirm_processes=confirm_processes,
+        out=out,
+        commit=commit,
+    )
+    compiler = make_compiler(spec, toolchain, cfg)
+    measurer = make_measurer(cfg)
+    display = render_search.SearchDisplay(json_out=json_out)
+    try:
+        with display:
+            result = run_search(
+                cfg,
+                spec,
+                objectives,
+                options,
+                compiler=compiler,
+                measurer=measurer,
+                toolchain=toolchain,
+                on_event=display.handle,
+            )
+    finally:
+        for part in (measurer, compiler):
+            close = getattr(part, "close", None)
+            if callable(close):
+                close()
+    render_search.final_report(result, json_out)
+    if plot is not None:
+        render_search.plot_front(result, plot)
+    if result.interrupted:
+        raise SystemExit(EXIT_INTERRUPTED)  # after the report; main() passes it through

@@ -1,0 +1,158 @@
+"""Search: strategies propose, one driver runs the loop, a journal remembers.
+
+The boundary is the :class:`Strategy` protocol (``ask(n)``, ``tell(trials)``,
+``state()``). Built-in strategies are found through a lazy name table, as
+Kernel Tuner does: a module is imported on first use (so ``import ctune``
+never imports DEAP), and a missing optional dependency is named. Names that
+are not built in are looked up in the entry-point group ``ctune.strategies``,
+only then.
+
+``run_search`` (``driver.py``) is the one service the CLI calls.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from ctune.errors import UserError
+
+if TYPE_CHECKING:
+    from ctune.kernelspec import Problem
+    from ctune.records import Build, Candidate, Trial
+    from ctune.search.strategy import OptionTable, StrategyContext
+
+
+@runtime_checkable
+class Strategy(Protocol):
+    """Proposes candidates and learns from finished trials; never compiles or measures.
+
+    ``ask(n)`` returns at most ``n`` valid candidates (fewer, or none when it
+    has nothing new to offer); ``tell`` receives every asked candidate's
+    trial, failures included; ``state()`` is JSON-able and, together with the
+    replayed trials, restores the strategy on ``--resume``.
+    """
+
+    OPTIONS: OptionTable
+
+    def ask(self, n: int) -> list[Candidate]: ...
+
+    def tell(self, trials: Sequence[Trial]) -> None: ...
+
+    def state(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class Compiler(Protocol):
+    """What the driver needs from a compiler (``NvccCompiler`` or a stand-in)."""
+
+    def build(self, candidate: Candidate, problem: Problem) -> Build: ...
+
+    def submit(self, candidate: Candidate, problem: Problem) -> Future[Build]: ...
+
+
+#: name -> "module:Class"; imported on first use
+STRATEGIES: dict[str, str] = {
+    "nsga2": "ctune.search.nsga2:Nsga2Strategy",
+    "ga": "ctune.search.ga:GaStrategy",
+    "random": "ctune.search.baselines:RandomStrategy",
+    "exhaustive": "ctune.search.baselines:ExhaustiveStrategy",
+}
+#: strategy -> the optional package its module needs
+_REQUIRES = {"nsga2": "deap", "ga": "deap"}
+
+
+def strategy_names() -> list[str]:
+    return ["auto", *STRATEGIES]
+
+
+def resolve_name(name: str, n_objectives: int) -> str:
+    """``auto`` is ga for one objective and nsga2 for several."""
+    if name == "auto":
+        return "ga" if n_objectives == 1 else "nsga2"
+    return name
+
+
+def strategy_class(name: str) -> type:
+    """The class behind a strategy name (built in, else the ``ctune.strategies`` group)."""
+    target = STRATEGIES.get(name)
+    if target is None:
+        from importlib.metadata import entry_points
+
+        for ep in entry_points(group="ctune.strategies"):
+            if ep.name == name:
+                loaded: type = ep.load()
+                return loaded
+        raise UserError(f"unknown strategy '{name}' (allowed: {', '.join(strategy_names())})")
+    module_name, _, cls_name = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        package = _REQUIRES.get(name, exc.name or "a dependency")
+        raise UserError(
+            f"strategy {name} needs the '{package}' package (pip install {package}): {exc}"
+        ) from None
+    cls: type = getattr(module, cls_name)
+    return cls
+
+
+def option_table(name: str) -> OptionTable:
+    """A strategy's options; built-in tables are read without importing DEAP."""
+    from ctune.search.baselines import ExhaustiveStrategy, RandomStrategy
+    from ctune.search.evolution import GA_OPTIONS, NSGA2_OPTIONS
+
+    builtin = {
+        "nsga2": NSGA2_OPTIONS,
+        "ga": GA_OPTIONS,
+        "random": RandomStrategy.OPTIONS,
+        "exhaustive": ExhaustiveStrategy.OPTIONS,
+    }
+    if name in builtin:
+        return dict(builtin[name])
+    return dict(getattr(strategy_class(name), "OPTIONS", {}))
+
+
+def options_help() -> str:
+    """One line per built-in strategy: ``nsga2: population_size=24 (...), ...``."""
+    lines = []
+    for name in STRATEGIES:
+        table = option_table(name)
+        items = "; ".join(f"{k}={d!r} ({desc})" for k, (desc, d) in table.items())
+        lines.append(f"{name}: {items}")
+    return "\n".join(lines)
+
+
+def make_strategy(
+    name: str, context: StrategyContext, options: Mapping[str, Any] | None = None
+) -> Strategy:
+    """Instantiate a strategy by name; ``auto`` picks by the number of objectives."""
+    cls = strategy_class(resolve_name(name, len(context.directions)))
+    strategy: Strategy = cls(context, options or {})
+    return strategy
+
+
+def __getattr__(name: str) -> Any:
+    # run_search and its types live in driver.py; imported on first use so that
+    # `import ctune.search` stays light and free of import cycles.
+    if name in ("run_search", "SearchOptions"):
+        from ctune.search import driver
+
+        return getattr(driver, name)
+    raise AttributeError(name)
+
+
+__all__ = [
+    "STRATEGIES",
+    "Compiler",
+    "SearchOptions",
+    "Strategy",
+    "make_strategy",
+    "option_table",
+    "options_help",
+    "resolve_name",
+    "run_search",
+    "strategy_class",
+    "strategy_names",
+]

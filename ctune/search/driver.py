@@ -1,0 +1,980 @@
+"""THE search loop: ask -> dedup -> compile ahead -> measure -> score -> journal -> tell.
+
+This is the only module that knows about parallelism and budgets (DESIGN
+10.4). One generation at a time:
+
+1. the strategy proposes candidates (``ask``);
+2. candidates already tried (in this run or in the resumed journal) are
+   answered from the cache: never measured twice, not counted against the
+   budget;
+3. new candidates are compiled ahead, ``jobs`` at a time (``submit``
+   futures): while the GPU measures candidate i, candidates i+1..i+jobs
+   compile;
+4. each is measured serially on the one GPU, scored by the objective spec,
+   appended to the journal (fsync'd) and only then, per generation, told to
+   the strategy.
+
+Candidate failures are trials with an outcome, never exceptions (STYLE 3).
+What does raise: a baseline (default build) that does not compile or does
+not run, before anything is written (RELIABILITY I1); the first N searched
+candidates all failing to compile (a broken kernel or toolchain, not a bad
+region); a term that needs NVML or a GPU this machine lacks, before
+anything is compiled. Ctrl-C abandons the candidate in flight, keeps the
+journal (every finished trial is already on disk) and still returns what
+it has, marked ``interrupted``.
+
+Budget: ``budget`` counts distinct candidates tried (baseline, failures and
+resumed trials included); ``time_s`` stops starting new candidates after
+that much wall time; ``patience`` stops after that many generations without
+improving the best value (one objective) or the hypervolume (several).
+Without either budget, the search stops at ``DEFAULT_BUDGET`` evaluations
+(exhaustive search: when the space is exhausted).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ctune.errors import ToolchainError, UserError
+from ctune.records import Build, Candidate, Measurement, Trial, sha256_hex
+from ctune.search import Compiler, Strategy, make_strategy, resolve_name
+from ctune.search import journal as journal_mod
+from ctune.search.events import (
+    BaselineMeasured,
+    Confirming,
+    GenerationFinished,
+    Note,
+    Progress,
+    SearchEvent,
+    SearchFinished,
+    SearchStarted,
+    TrialFinished,
+)
+from ctune.search.result import MemberResult, SearchResult, Timing
+from ctune.search.strategy import StrategyContext, min_form
+
+if TYPE_CHECKING:
+    from ctune.compile.toolchain import Toolchain
+    from ctune.config import Settings
+    from ctune.kernelspec import KernelSpec, Problem
+    from ctune.measure import Measurer, SamplingPlan
+    from ctune.objective.spec import ObjectiveSpec
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BUDGET = 100
+MAX_BATCH = 256
+#: consecutive generations with nothing new before the search counts as converged
+MAX_IDLE_GENERATIONS = 10
+#: improvements smaller than this (relative) do not reset the patience counter
+IMPROVEMENT_EPS = 1e-9
+#: single objective: how many of the best are confirmed (a lucky measurement cannot win alone)
+CONFIRM_TOP_SINGLE = 3
+
+EventSink = Callable[[SearchEvent], None]
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """Everything about one search that is not a setting or the objective spec."""
+
+    problem: str | None = None
+    strategy: str = "auto"
+    strategy_options: Mapping[str, Any] = field(default_factory=dict)
+    budget: int | None = None
+    time_s: float | None = None
+    patience: int | None = None
+    seed: int = 0
+    resume: Path | None = None
+    journal: Path | None = None  # where a new journal goes (default: under cache_dir)
+    confirm_processes: int = 3  # 0: report the search's own measurements
+    confirm_members: int = 8
+    out: Path | None = None  # result file (default: <cache_dir>/results/<kernel>-<problem>.json)
+    commit: bool = False
+    write_result: bool = True
+    first_failures: int = 8  # if the first N candidates all fail to compile: UserError
+    jobs: int = 0  # compile-ahead depth; 0: the compiler's jobs, else settings.jobs, else CPUs
+    journal_fsync: bool = True  # False only for tests on slow disks
+
+
+# --- capabilities --------------------------------------------------------------------------
+
+
+def probe_capabilities() -> set[str]:
+    """What this machine offers: "gpu" (a CUDA device) and "nvml" (energy counters)."""
+    caps: set[str] = set()
+    try:
+        from ctune.fingerprint import probe_gpu
+
+        if probe_gpu() is not None:
+            caps.add("gpu")
+    except Exception:  # NVML missing or broken: try CuPy below
+        pass
+    if "gpu" not in caps:
+        try:
+            import cupy
+
+            if cupy.cuda.runtime.getDeviceCount() > 0:
+                caps.add("gpu")
+        except Exception:  # no CuPy, no driver, no device
+            pass
+    try:
+        from ctune.measure.nvml_energy import nvml_available
+
+        if nvml_available():
+            caps.add("nvml")
+    except ImportError:
+        pass
+    return caps
+
+
+_NEED_TEXT = {
+    "gpu": "a CUDA GPU (none visible; run `ctune doctor`)",
+    "nvml": "NVML energy readings (install nvidia-ml-py and check permissions; `ctune doctor`)",
+}
+
+
+def check_needs(objective: ObjectiveSpec, capabilities: set[str] | frozenset[str]) -> None:
+    """Refuse terms this machine cannot measure, naming the term and the fix."""
+    terms = [t for o in objective.objectives for _, t in o.parts]
+    terms += [c.term for c in objective.constraints]
+    for need in ("gpu", "nvml"):
+        if need in objective.needs and need not in capabilities:
+            names = sorted({t.name for t in terms if need in t.needs})
+            raise ToolchainError(
+                f"{', '.join(names)} need{'s' if len(names) == 1 else ''} {_NEED_TEXT[need]}; "
+                "nothing was compiled"
+            )
+
+
+# --- helpers ----------------------------------------------------------------------------
+
+
+def device_label(measurement: Measurement | None) -> str | None:
+    """The journal's device identity: model and SM, not the driver (which may update)."""
+    if measurement is None or measurement.device is None:
+        return None
+    return f"{measurement.device.name} ({measurement.device.sm})"
+
+
+def first_error_line(log_tail: str) -> str:
+    lines = [ln.strip() for ln in log_tail.splitlines() if ln.strip()]
+    for line in lines:
+        if "error" in line.lower():
+            return line[:300]
+    return lines[-1][:300] if lines else "(no compiler output)"
+
+
+def _plan(settings: Settings, objective: ObjectiveSpec) -> SamplingPlan:
+    from ctune.measure import SamplingPlan
+
+    base = SamplingPlan(
+        warmup_ms=settings.warmup_ms,
+        rep_ms=settings.rep_ms,
+        l2=settings.l2,
+        energy_window_s=settings.energy_window_s,
+    )
+    return objective.sampling_plan(base)
+
+
+def _fingerprint(
+    spec: KernelSpec, settings: Settings, compiler: Any, measurer: Any
+) -> dict[str, str]:
+    """Stand-ins say what they are; the real path probes toolchain, source and GPU."""
+    stand_in: dict[str, str] = {}
+    for part in (compiler, measurer):
+        fields = getattr(part, "fingerprint_fields", None)
+        if callable(fields):
+            stand_in.update(fields())
+    try:
+        from ctune import fingerprint as fp
+    except ImportError:
+        return {"spec_sha256": spec.spec_sha256, "arch": settings.arch or spec.arch, **stand_in}
+    if stand_in:
+        return {
+            **fp.harness_fields(),
+            "spec_sha256": spec.spec_sha256,
+            "arch": settings.arch or spec.arch,
+            "l2_policy": settings.l2,
+            **stand_in,
+        }
+    return fp.current_fingerprint(
+        spec, gpu=True, nvcc=settings.nvcc, l2_policy=settings.l2, arch=settings.arch or None
+    )
+
+
+class _FrontTracker:
+    """The feasible non-dominated trials, updated one trial at a time.
+
+    Recomputing the front over every trial after every trial would be
+    quadratic per trial; progress is reported after each one.
+    """
+
+    def __init__(self, directions: tuple[str, ...]) -> None:
+        self.directions = directions
+        self.members: list[tuple[tuple[float, ...], Trial]] = []
+        self._hv: float | None = None
+
+    @staticmethod
+    def _dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+        return all(x <= y for x, y in zip(a, b, strict=True)) and a != b
+
+    def add(self, trial: Trial) -> None:
+        point = min_form(trial, self.directions)
+        if point is None or any(self._dominates(q, point) for q, _ in self.members):
+            return
+        self.members = [(q, t) for q, t in self.members if not self._dominates(point, q)]
+        self.members.append((point, trial))
+        self._hv = None
+
+    def best(self) -> Trial | None:
+        if not self.members:
+            return None
+        return min(self.members, key=lambda m: (m[0][0], m[1].number))[1]
+
+    def hypervolume(self, baseline: tuple[float, ...] | None) -> float | None:
+        """In baseline-normalised losses (baseline at 1, reference at 2 in every objective)."""
+        if not self.members:
+            return None
+        if self._hv is None:
+            from ctune.objective.pareto import hypervolume
+
+            base = baseline or (1.0,) * len(self.directions)
+            scales = [abs(v) if v else 1.0 for v in base]
+            rows = []
+            for point, _ in self.members:
+                row = [p / sc for p, sc in zip(point, scales, strict=True)]
+                # max objectives are negated: -v/|b| -> 2 - v/|b| (baseline 1, zero at 2)
+                rows.append(
+                    [
+                        2.0 + r if d == "max" else r
+                        for r, d in zip(row, self.directions, strict=True)
+                    ]
+                )
+            self._hv = hypervolume(rows, [2.0] * len(self.directions))
+        return self._hv
+
+
+# --- the run --------------------------------------------------------------------------------
+
+
+class _Run:
+    """State of one search; methods are the steps of the loop."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        spec: KernelSpec,
+        objective: ObjectiveSpec,
+        opts: SearchOptions,
+        compiler: Compiler,
+        measurer: Measurer | None,
+        on_event: EventSink,
+        clock: Callable[[], float],
+    ) -> None:
+        self.settings = settings
+        self.spec = spec
+        self.objective = objective
+        self.opts = opts
+        self.compiler = compiler
+        self.measurer = measurer
+        self.emit = on_event
+        self.clock = clock
+        self.problem: Problem = spec.problem(opts.problem)
+        self.plan = _plan(settings, objective)
+        self.strategy_name = resolve_name(opts.strategy, len(objective.objectives))
+        self.budget = opts.budget
+        if self.budget is None and opts.time_s is None and self.strategy_name != "exhaustive":
+            self.budget = DEFAULT_BUDGET
+        self.jobs = max(
+            1, opts.jobs or int(getattr(compiler, "jobs", 0) or 0) or settings.jobs or 4
+        )
+        self.cache: dict[str, Trial] = {}
+        self.trials: list[Trial] = []  # in number order, baseline first
+        self.front = _FrontTracker(objective.directions)
+        self.outcomes: Counter[str] = Counter()
+        self.infeasible = 0
+        self.baseline: Trial | None = None
+        self.journal: journal_mod.Journal | None = None
+        self.header: dict[str, Any] = {}
+        self.device: str | None = None
+        self.device_checked = True
+        self.generation = 0
+        self.cached = 0
+        self.stop_reason = ""
+        self.notes: list[str] = []
+        self.started = clock()
+        self.session_evals = 0
+        self.compile_wait_s = 0.0
+        self.measure_s = 0.0
+        self.confirm_s = 0.0
+        self.compile_cpu_s = 0.0
+        self.best_score: float | None = None
+        self.stale_generations = 0
+        self.first_checked = False
+        self.strategy: Strategy = make_strategy(
+            self.strategy_name,
+            StrategyContext(
+                spec.name, spec.space, dict(self.problem.dims), objective.directions, opts.seed
+            ),
+            opts.strategy_options,
+        )
+
+    # --- identity -----------------------------------------------------------------------------
+    def identity(self) -> dict[str, Any]:
+        from ctune import __version__
+
+        out: dict[str, Any] = {
+            "kernel": self.spec.name,
+            "spec_sha256": self.spec.spec_sha256,
+            "source_sha256": sha256_hex(self.spec.source_path.read_bytes()),
+            "problem": self.problem.name,
+            "space": journal_mod.space_identity(self.spec.space),
+            "objectives": self.objective.identity(),
+            "l2": self.settings.l2,
+            "ctune_version": __version__,
+        }
+        if self.device is not None:
+            out["device"] = self.device
+        return out
+
+    def note(self, message: str, level: str = "warning") -> None:
+        log.log(logging.WARNING if level == "warning" else logging.INFO, "%s", message)
+        self.notes.append(message)
+        self.emit(Note(message, level))
+
+    # --- evaluation of one candidate ----------------------------------------------------------
+    def make_trial(
+        self, cand: Candidate, build: Build, measurement: Measurement | None, generation: int
+    ) -> Trial:
+        number = len(self.trials)
+        if not build.outcome.is_ok:
+            return Trial(number, generation, cand, build.outcome, build, None)
+        if measurement is not None and not measurement.outcome.is_ok:
+            return Trial(number, generation, cand, measurement.outcome, build, measurement)
+        values, violations = self.objective.evaluate(build, measurement, self.problem.dims)
+        return Trial(
+            number, generation, cand, build.outcome, build, measurement, values, violations
+        )
+
+    def measure(self, cand: Candidate, build: Build) -> Measurement | None:
+        if not build.outcome.is_ok or not self.objective.measures or self.measurer is None:
+            return None
+        start = self.clock()
+        try:
+            return self.measurer.measure(self.spec, cand, build, self.problem, self.plan)
+        finally:
+            self.measure_s += self.clock() - start
+
+    def check_device(self, measurement: Measurement | None) -> None:
+        """On resume, the first measurement proves the GPU is the journal's (else refuse)."""
+        if self.device_checked or measurement is None or self.journal is None:
+            return
+        label = device_label(measurement)
+        if label is not None:
+            journal_mod.check_identity(self.journal.path, self.header, {"device": label})
+            self.device_checked = True
+
+    def record(self, trial: Trial) -> None:
+        assert self.journal is not None
+        self.check_device(trial.measurement)
+        self.journal.append(trial)
+        self.add(trial)
+        if trial.build is not None and not trial.build.cache_hit:
+            self.compile_cpu_s += trial.build.compile_s
+
+    def add(self, trial: Trial) -> None:
+        """Account a finished (or replayed) trial: cache, counts, front."""
+        self.cache[trial.candidate.key()] = trial
+        self.trials.append(trial)
+        if not trial.outcome.is_ok:
+            self.outcomes[trial.outcome.value] += 1
+        elif not trial.feasible:
+            self.infeasible += 1
+        self.front.add(trial)
+
+    # --- baseline -----------------------------------------------------------------------------
+    def baseline_trial(self) -> Trial:
+        """Compile and measure the default build; any failure is the user's, before writing."""
+        cand = self.spec.default_candidate()
+        start = self.clock()
+        build = self.compiler.build(cand, self.problem)
+        self.compile_wait_s += self.clock() - start
+        if not build.outcome.is_ok:
+            raise UserError(
+                f"{self.spec.source_path.name}: the default build (baseline) does not compile "
+                f"({build.outcome.value}): {first_error_line(build.log_tail)}"
+            )
+        measurement = self.measure(cand, build)
+        if measurement is not None and not measurement.outcome.is_ok:
+            raise UserError(
+                f"{self.spec.source_path.name}: the default build (baseline) fails on "
+                f"{self.problem.name} ({measurement.outcome.value}): "
+                f"{(measurement.error or 'no detail')[:300]}"
+            )
+        trial = self.make_trial(cand, build, measurement, 0)
+        if trial.values is None:
+            raise UserError(
+                f"the objectives ({self.objective.describe()}) cannot be computed for the "
+                "default build: the measurer returned no value for one of them"
+            )
+        return trial
+
+    def open_new(self) -> None:
+        trial = self.baseline_trial()
+        self.device = device_label(trial.measurement) or (
+            "none (compile-only objectives)" if not self.objective.measures else "unknown"
+        )
+        path = self.opts.journal or journal_mod.default_path(
+            self.settings.cache_dir, self.spec.name, self.problem.name
+        )
+        header = {
+            **self.identity(),
+            "info": {
+                "strategy": self.strategy_name,
+                "seed": self.opts.seed,
+                "created_utc": journal_mod.utc_stamp(),
+                "budget": self.budget,
+            },
+        }
+        self.header = header
+        self.journal = journal_mod.Journal.create(path, header, self.opts.journal_fsync)
+        self.record(trial)
+        self.baseline = trial
+        self.strategy.tell([trial])
+
+    def open_resume(self, path: Path) -> None:
+        journal, replay = journal_mod.Journal.resume(path, self.opts.journal_fsync)
+        self.journal = journal
+        self.header = replay.header
+        known = getattr(self.measurer, "device_name", None)
+        self.device = known if isinstance(known, str) else None
+        journal_mod.check_identity(path, replay.header, self.identity())
+        if self.device is None:
+            self.device = str(replay.header.get("device", "unknown"))
+            self.device_checked = not self.objective.measures
+        if replay.dropped_tail:
+            self.note(f"{path}: dropped a torn last line (the previous run stopped mid-write)")
+        default_key = self.spec.default_candidate().key()
+        for trial in replay.trials:
+            trial = dataclasses.replace(trial, number=len(self.trials))
+            self.add(trial)
+            if trial.candidate.key() == default_key and self.baseline is None:
+                self.baseline = trial
+        for group in journal_mod.trials_by_generation(self.trials):
+            self.strategy.tell(group)
+        if replay.states and hasattr(self.strategy, "load_state"):
+            self.strategy.load_state(replay.states[-1][1])
+        self.generation = max((t.generation for t in self.trials), default=0)
+        if self.baseline is None:
+            trial = self.baseline_trial()
+            self.record(trial)
+            self.baseline = trial
+            self.strategy.tell([trial])
+        self.check_first_failures()
+
+    # --- progress -----------------------------------------------------------------------------
+    def elapsed(self) -> float:
+        return self.clock() - self.started
+
+    def failures(self) -> tuple[dict[str, int], int]:
+        return dict(self.outcomes), self.infeasible
+
+    def score(self) -> tuple[float | None, tuple[float, ...] | None, int]:
+        """(score to minimise: best value or -hypervolume, best values, front size)."""
+        size = len(self.front.members)
+        if len(self.objective.directions) == 1:
+            best = self.front.best()
+            if best is None:
+                return None, None, 0
+            point = min_form(best, self.objective.directions)
+            assert point is not None
+            return point[0], best.values, size
+        base = self.baseline.values if self.baseline is not None else None
+        hv = self.front.hypervolume(base)
+        return (None if hv is None else -hv), None, size
+
+    def progress(self) -> Progress:
+        failures, infeasible = self.failures()
+        score, best, front = self.score()
+        elapsed = self.elapsed()
+        eta = None
+        if self.session_evals and self.budget is not None:
+            eta = elapsed / self.session_evals * max(0, self.budget - len(self.trials))
+        if self.opts.time_s is not None:
+            left = max(0.0, self.opts.time_s - elapsed)
+            eta = left if eta is None else min(eta, left)
+        return Progress(
+            generation=self.generation,
+            evaluations=len(self.trials),
+            budget=self.budget,
+            elapsed_s=elapsed,
+            time_budget_s=self.opts.time_s,
+            eta_s=eta,
+            failures=failures,
+            infeasible=infeasible,
+            cached=self.cached,
+            best=best,
+            hypervolume=-score
+            if score is not None and len(self.objective.directions) > 1
+            else None,
+            front_size=front,
+        )
+
+    def improved(self) -> bool:
+        score, _, _ = self.score()
+        if score is None:
+            return False
+        if self.best_score is None or score < self.best_score - IMPROVEMENT_EPS * max(
+            1.0, abs(self.best_score)
+        ):
+            self.best_score = score
+            return True
+        return False
+
+    def check_first_failures(self) -> None:
+        n = self.opts.first_failures
+        if self.first_checked or n <= 0:
+            return
+        searched = [t for t in self.trials if t is not self.baseline]
+        if len(searched) < n:
+            return
+        self.first_checked = True
+        if all(t.outcome.is_build_failure for t in searched[:n]):
+            first = searched[0]
+            tail = first.build.log_tail if first.build is not None else ""
+            raise UserError(
+                f"the first {n} candidates all failed to compile ({first.outcome.value}); "
+                f"first error: {first_error_line(tail)}"
+            )
+
+    def stop_check(self) -> str:
+        if self.budget is not None and len(self.trials) >= self.budget:
+            return "budget"
+        if self.opts.time_s is not None and self.elapsed() >= self.opts.time_s:
+            return "time"
+        if self.opts.patience is not None and self.stale_generations >= self.opts.patience:
+            return "stagnation"
+        return ""
+
+    # --- the loop -----------------------------------------------------------------------------
+    def evaluate_batch(self, new: Sequence[Candidate], generation: int) -> list[Trial]:
+        """Compile ahead, measure serially, journal each; stops early on time."""
+        futures: dict[int, Future[Build]] = {}
+        done: list[Trial] = []
+        try:
+            for i, cand in enumerate(new):
+                if i > 0 and self.opts.time_s is not None and self.elapsed() >= self.opts.time_s:
+                    break
+                for j in range(i, min(len(new), i + 1 + self.jobs)):
+                    if j not in futures:
+                        futures[j] = self.compiler.submit(new[j], self.problem)
+                start = self.clock()
+                build = futures.pop(i).result()
+                self.compile_wait_s += self.clock() - start
+                measurement = self.measure(cand, build)
+                trial = self.make_trial(cand, build, measurement, generation)
+                self.record(trial)
+                self.session_evals += 1
+                done.append(trial)
+                self.emit(TrialFinished(trial, self.progress()))
+                self.check_first_failures()
+        finally:
+            for future in futures.values():
+                future.cancel()  # not started yet: dropped; running compiles finish into the cache
+        return done
+
+    def loop(self) -> None:
+        idle = 0
+        while True:
+            reason = self.stop_check()
+            if reason:
+                self.stop_reason = reason
+                return
+            remaining = MAX_BATCH if self.budget is None else self.budget - len(self.trials)
+            asked = self.strategy.ask(min(MAX_BATCH, remaining))
+            if not asked:
+                self.stop_reason = "exhausted"
+                return
+            self.generation += 1
+            told: list[Trial] = []
+            new: list[Candidate] = []
+            keys: set[str] = set()
+            for cand in asked:
+                key = cand.key()
+                if key in self.cache:
+                    told.append(self.cache[key])
+                    self.cached += 1
+                elif key not in keys:
+                    keys.add(key)
+                    new.append(cand)
+            fresh = self.evaluate_batch(new[:remaining], self.generation)
+            told.extend(fresh)
+            self.strategy.tell(told)
+            assert self.journal is not None
+            self.journal.append_state(self.generation, self.strategy.state())
+            improved = self.improved()
+            self.stale_generations = 0 if improved else self.stale_generations + 1
+            self.emit(GenerationFinished(self.progress(), improved))
+            idle = 0 if fresh else idle + 1
+            if idle >= MAX_IDLE_GENERATIONS:
+                self.stop_reason = "converged"
+                return
+            if len(fresh) < len(new[:remaining]):
+                self.stop_reason = "time"
+                return
+
+    # --- confirmation and the result ----------------------------------------------------------
+    def member(
+        self, trial: Trial, build: Build | None, runs: Sequence[Measurement]
+    ) -> MemberResult:
+        from ctune.search.report import changed_genes, pool
+
+        pooled = pool(runs) if runs else None
+        values = trial.values or ()
+        if pooled is not None:
+            confirmed_values, _ = self.objective.evaluate(build, pooled, self.problem.dims)
+            values = confirmed_values or values
+        return MemberResult(
+            candidate=trial.candidate,
+            key=trial.candidate.key(),
+            changed=changed_genes(trial.candidate, self.spec.space.default_values()),
+            values=tuple(values),
+            search_values=trial.values,
+            confirmed=pooled is not None,
+            build=build or trial.build,
+            trial=trial,
+            pooled=pooled,
+            per_process=tuple(runs),
+        )
+
+    def confirm(self) -> tuple[MemberResult | None, list[MemberResult], list[tuple[str, str]]]:
+        from ctune.search.report import (
+            bootstrap,
+            front_of,
+            gain,
+            pick_for_confirmation,
+            significance,
+        )
+
+        directions = self.objective.directions
+        limit = CONFIRM_TOP_SINGLE if len(directions) == 1 else self.opts.confirm_members
+        chosen = pick_for_confirmation(self.trials, directions, limit)
+        assert self.baseline is not None
+        processes = self.opts.confirm_processes
+        can_confirm = (
+            processes > 0
+            and self.objective.measures
+            and self.measurer is not None
+            and hasattr(self.measurer, "remeasure")
+        )
+        dropped: list[tuple[str, str]] = []
+        if not can_confirm:
+            unconfirmed = self.member(self.baseline, None, ())
+            return (
+                unconfirmed,
+                front_of([self.member(t, None, ()) for t in chosen], directions),
+                dropped,
+            )
+        items: list[tuple[Trial, Build]] = []
+        for trial in [self.baseline, *[t for t in chosen if t is not self.baseline]]:
+            build = self.compiler.build(trial.candidate, self.problem)  # a cache hit
+            if not build.outcome.is_ok:
+                dropped.append((trial.candidate.key(), f"rebuild failed ({build.outcome.value})"))
+                continue
+            items.append((trial, build))
+        self.emit(Confirming(len(items) - 1, processes))
+        start = self.clock()
+        assert self.measurer is not None
+        runs = self.measurer.remeasure(
+            self.spec, [(t.candidate, b) for t, b in items], self.problem, self.plan, processes
+        )
+        self.confirm_s += self.clock() - start
+        for per_key in runs.values():
+            for run in per_key:
+                self.check_device(run)
+        members: list[MemberResult] = []
+        base: MemberResult | None = None
+        for trial, build in items:
+            key = trial.candidate.key()
+            got = runs.get(key, [])
+            bad = [m for m in got if not m.outcome.is_ok]
+            if not got or bad:
+                why = bad[0].outcome.value if bad else "not measured"
+                dropped.append((key, f"confirmation failed ({why})"))
+                if trial is self.baseline:
+                    base = self.member(trial, build, ())
+                continue
+            m = self.member(trial, build, got)
+            if trial is self.baseline:
+                base = m
+            _, violations = self.objective.evaluate(build, m.pooled, self.problem.dims)
+            if any(v > 0 for v in violations):
+                dropped.append((key, "violates a constraint when re-measured"))
+                continue
+            members.append(m)
+        front = front_of(
+            [m for m in members if m.key in {t.candidate.key() for t in chosen}], directions
+        )
+        if base is not None and base.per_process and base.pooled is not None:
+            ctx = self.objective.context(self.problem.dims)
+            first = self.objective.objectives[0]
+            shared = bootstrap(first, base.build, base.per_process, ctx, self.opts.seed)
+            out = []
+            for m in front:
+                sig = significance(m.per_process, base.per_process)
+                g = (
+                    gain(
+                        first,
+                        (m.build, m.per_process, m.pooled),
+                        (base.build, base.per_process, base.pooled),
+                        ctx,
+                        seed=self.opts.seed,
+                        baseline_replicates=shared,
+                    )
+                    if m.pooled is not None
+                    else None
+                )
+                out.append(dataclasses.replace(m, significance=sig, gain=g))
+            front = out
+        return base, front, dropped
+
+    def pinned(self, front: Sequence[MemberResult]) -> str | None:
+        if not front:
+            return None
+        sign = -1.0 if self.objective.directions[0] == "max" else 1.0
+        return min(front, key=lambda m: sign * m.values[0]).key
+
+    def result(self, interrupted: bool) -> SearchResult:
+        dropped: list[tuple[str, str]] = []
+        if interrupted or self.baseline is None:
+            from ctune.search.report import front_of, pick_for_confirmation
+
+            base = self.member(self.baseline, None, ()) if self.baseline else None
+            chosen = pick_for_confirmation(
+                self.trials, self.objective.directions, self.opts.confirm_members
+            )
+            front = front_of([self.member(t, None, ()) for t in chosen], self.objective.directions)
+        else:
+            base, front, dropped = self.confirm()
+        failures, infeasible = self.failures()
+        assert self.journal is not None
+        return SearchResult(
+            kernel=self.spec.name,
+            problem=self.problem.name,
+            objectives=tuple(
+                {**o, "text": obj.text}
+                for o, obj in zip(self.objective.infos(), self.objective.objectives, strict=True)
+            ),
+            constraints=tuple(c.text for c in self.objective.constraints),
+            strategy=self.strategy_name,
+            seed=self.opts.seed,
+            journal=self.journal.path,
+            evaluations=len(self.trials),
+            budget=self.budget,
+            generations=self.generation,
+            stop_reason="interrupted" if interrupted else self.stop_reason,
+            baseline=base,
+            front=tuple(front),
+            pinned=self.pinned(front),
+            timing=Timing(
+                self.elapsed(),
+                self.compile_wait_s,
+                self.measure_s,
+                self.confirm_s,
+                self.compile_cpu_s,
+            ),
+            device=self.device or "unknown",
+            failures=failures,
+            infeasible=infeasible,
+            cached=self.cached,
+            dropped=tuple(dropped),
+            notes=tuple(self.notes),
+            confirm_processes=self.opts.confirm_processes if self.objective.measures else 0,
+        )
+
+
+def run_search(
+    settings: Settings,
+    spec: KernelSpec,
+    objective: ObjectiveSpec,
+    options: SearchOptions | None = None,
+    *,
+    compiler: Compiler | None = None,
+    measurer: Measurer | None = None,
+    toolchain: Toolchain | None = None,
+    fingerprint: Mapping[str, str] | None = None,
+    capabilities: set[str] | frozenset[str] | None = None,
+    on_event: EventSink | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> SearchResult:
+    """Search ``spec`` for ``objective``; the one service ``ctune search`` calls.
+
+    ``compiler`` and ``measurer`` are injectable (stand-ins in unit tests);
+    by default an ``NvccCompiler`` from ``settings``/``toolchain`` and the
+    GPU ``WorkerMeasurer`` are created here, after the capability check, and
+    closed at the end. ``capabilities`` overrides the probe (else the
+    measurer's ``capabilities`` attribute, else NVML/CuPy probes).
+    ``fingerprint`` overrides the probe for the artifact. Progress goes to
+    ``on_event``. Returns the result, also when interrupted (Ctrl-C), with
+    ``stop_reason == "interrupted"``; the result file is written (and
+    committed with ``options.commit``) only for a finished search.
+    """
+    opts = options or SearchOptions()
+    emit = on_event or (lambda event: None)
+    for name, value in (("budget", opts.budget), ("patience", opts.patience)):
+        if value is not None and value < 1:
+            raise UserError(f"--{name} must be at least 1, got {value}")
+    if opts.time_s is not None and opts.time_s <= 0:
+        raise UserError(f"--time must be positive, got {opts.time_s:g} s")
+    if opts.confirm_processes < 0:
+        raise UserError("--confirm-processes must be 0 or more")
+    if opts.commit:
+        from ctune.search.report import commit_available
+
+        problem = commit_available()
+        if problem:
+            raise UserError(problem)
+    if opts.resume is not None and not Path(opts.resume).is_file():
+        raise UserError(f"{opts.resume}: no such journal to resume")
+    caps = capabilities
+    if caps is None:
+        caps = getattr(measurer, "capabilities", None)
+    if caps is None and objective.needs:
+        caps = probe_capabilities()
+    check_needs(objective, set(caps or ()))
+
+    owned: list[Any] = []
+    try:
+        if compiler is None:
+            compiler = _default_compiler(settings, spec, toolchain)
+            owned.append(compiler)
+        # the strategy and its options are validated here, before a worker starts
+        run = _Run(settings, spec, objective, opts, compiler, measurer, emit, clock)
+        if measurer is None and objective.measures:
+            run.measurer = _default_measurer(settings)
+            owned.append(run.measurer)
+        return _execute(run, opts, fingerprint, emit)
+    finally:
+        for part in reversed(owned):
+            close = getattr(part, "close", None)
+            if callable(close):
+                close()
+
+
+def _execute(
+    run: _Run, opts: SearchOptions, fingerprint: Mapping[str, str] | None, emit: EventSink
+) -> SearchResult:
+    interrupted = False
+    try:
+        if opts.resume is not None:
+            run.open_resume(Path(opts.resume))
+        else:
+            run.open_new()
+        assert run.journal is not None
+        count, exact = run.spec.space.count_valid(run.problem.dims)
+        emit(
+            SearchStarted(
+                run.spec.name,
+                run.problem.name,
+                run.journal.path,
+                len(run.trials) if opts.resume else 0,
+                run.strategy_name,
+                run.objective.describe(),
+                run.budget,
+                opts.time_s,
+                count,
+                exact,
+                run.jobs,
+                tuple(o.text for o in run.objective.objectives),
+            )
+        )
+        if run.baseline is not None:
+            emit(BaselineMeasured(run.baseline))
+        run.improved()
+        try:
+            run.loop()
+        except KeyboardInterrupt:
+            interrupted = True
+            run.note(
+                "interrupted: the candidate in flight was abandoned; "
+                f"resume with --resume {run.journal.path}",
+                "info",
+            )
+        result = run.result(interrupted)
+        if not interrupted and opts.write_result and result.baseline is not None:
+            result = _publish(run, result, opts, fingerprint)
+        emit(SearchFinished(result))
+        return result
+    finally:
+        if run.journal is not None:
+            run.journal.close()
+
+
+def _publish(
+    run: _Run, result: SearchResult, opts: SearchOptions, fingerprint: Mapping[str, str] | None
+) -> SearchResult:
+    from ctune.search.report import build_artifact, commit_artifact, write_artifact
+
+    fp = (
+        dict(fingerprint)
+        if fingerprint is not None
+        else _fingerprint(run.spec, run.settings, run.compiler, run.measurer)
+    )
+    assert run.journal is not None
+    provenance = {
+        "strategy": run.strategy_name,
+        "seed": opts.seed,
+        "evaluations": result.evaluations,
+        "budget": run.budget,
+        "journal_sha256": run.journal.sha256(),
+        "created_utc": journal_mod.utc_stamp(),
+        "wall_s": round(result.timing.wall_s, 3),
+    }
+    artifact = build_artifact(run.spec, run.problem, run.objective, result, fp, provenance)
+    out = (
+        opts.out
+        or Path(run.settings.cache_dir) / "results" / f"{run.spec.name}-{run.problem.name}.json"
+    )
+    path = write_artifact(artifact, out)
+    commit = None
+    if opts.commit:
+        _, commit = commit_artifact(run.settings.registry, artifact)
+    return dataclasses.replace(result, artifact_path=path, commit=commit)
+
+
+def _default_compiler(settings: Settings, spec: KernelSpec, toolchain: Toolchain | None) -> Any:
+    from ctune.compile.nvcc import NvccCompiler
+    from ctune.compile.toolchain import probe_toolchain
+
+    return NvccCompiler(
+        spec,
+        toolchain or probe_toolchain(settings.nvcc),
+        settings.cache_dir,
+        arch=settings.arch,
+        timeout_s=settings.compile_timeout_s,
+        memory_bytes=settings.compile_memory_bytes,
+        jobs=settings.jobs,
+    )
+
+
+def _default_measurer(settings: Settings) -> Any:
+    try:
+        from ctune.measure.session import WorkerMeasurer
+    except ImportError as exc:
+        raise ToolchainError(
+            f"GPU measurement is not available in this ctune install ({exc}); "
+            "install the cuda13 extra (pip install 'ctune[cuda13]')"
+        ) from None
+    return WorkerMeasurer(device=0, settings=settings)
+
+
+__all__ = ["DEFAULT_BUDGET", "SearchOptions", "check_needs", "probe_capabilities", "run_search"]

@@ -1,0 +1,265 @@
+"""The append-only search journal: one fsync'd JSON line per finished trial.
+
+Format (JSON Lines, UTF-8):
+
+- line 1, the identity header::
+
+    {"kind": "header", "format": 1, "kernel": ..., "spec_sha256": ..., "space": {...},
+     "objectives": {"objectives": [...], "constraints": [...]}, "problem": ...,
+     "device": "NVIDIA H100 80GB HBM3 (sm_90)", "ctune_version": ..., "l2": "cold",
+     "info": {"strategy": ..., "seed": ..., "created_utc": ...}}
+
+- then one ``{"kind": "trial", "trial": <records.to_json(Trial)>}`` per trial,
+  written before the strategy is told (DESIGN 10.4), and after each
+  generation a ``{"kind": "generation", "generation": g, "state": {...}}``
+  with the strategy's state.
+
+A crash or Ctrl-C loses at most the trial in flight (RELIABILITY R7). On
+``--resume`` the header must match the search being resumed, field by
+field (Kernel Tuner refuses a cache of another device/kernel/parameter
+order the same way), and a torn last line, which is what a crash in the
+middle of a write leaves, is dropped and cut off the file before anything
+is appended. Any other unreadable line is an error: the journal is
+evidence, and guessing past damage would not be.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ctune.errors import UserError
+from ctune.records import Trial, sha256_hex, to_json, trial_from_json
+from ctune.space.params import Space
+
+log = logging.getLogger(__name__)
+
+JOURNAL_FORMAT = 1
+#: header fields that must match on resume, in the order they are checked
+IDENTITY_FIELDS = (
+    "kernel",
+    "spec_sha256",
+    "source_sha256",
+    "problem",
+    "space",
+    "objectives",
+    "l2",
+    "ctune_version",
+    "device",
+)
+
+
+def space_identity(space: Space) -> dict[str, Any]:
+    """The genome as the journal records it: genes with values and defaults, restrictions."""
+    return {
+        "genes": [
+            {"name": g.name, "values": list(g.values), "default": g.default} for g in space.genes
+        ],
+        "restrictions": [r.source for r in space.restrictions],
+        "derived": [[name, expr.source] for name, expr in space.derived],
+    }
+
+
+def utc_stamp(now: _dt.datetime | None = None) -> str:
+    return (now or _dt.datetime.now(_dt.UTC)).strftime("%Y%m%dT%H%M%SZ")
+
+
+def default_path(cache_dir: Path, kernel: str, problem: str, stamp: str | None = None) -> Path:
+    """``<cache_dir>/journals/<kernel>-<problem>-<timestamp>.jsonl`` (never an existing file)."""
+    folder = Path(cache_dir) / "journals"
+    base = f"{kernel}-{problem}-{stamp or utc_stamp()}"
+    path = folder / f"{base}.jsonl"
+    n = 2
+    while path.exists():
+        path = folder / f"{base}-{n}.jsonl"
+        n += 1
+    return path
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    if len(text) > 60:
+        return f"{text[:40]}... (sha256 {sha256_hex(text)[:12]})"
+    return text
+
+
+def check_identity(path: Path, stored: Mapping[str, Any], current: Mapping[str, Any]) -> None:
+    """One UserError naming the first identity field that differs."""
+    for name in IDENTITY_FIELDS:
+        if name not in current:
+            continue  # not known yet (the device, before anything was measured)
+        if stored.get(name) != current[name]:
+            raise UserError(
+                f"{path}: cannot resume: the journal's {name} differs from this search's "
+                f"(journal: {_short(stored.get(name))}; now: {_short(current[name])}); "
+                "start a new search without --resume"
+            )
+
+
+@dataclass
+class Replay:
+    """What a journal holds: its header, trials in order, and strategy states."""
+
+    header: dict[str, Any]
+    trials: list[Trial] = field(default_factory=list)
+    states: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    dropped_tail: bool = False
+
+
+def read(path: Path) -> tuple[Replay, int]:
+    """Parse a journal; returns (contents, byte length of its intact part)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read the journal: {exc.strerror}") from None
+    lines = data.split(b"\n")
+    tail = lines.pop()  # b"" when the file ends with a newline
+    dropped = bool(tail)
+    good_end = len(data) - len(tail)
+    records: list[dict[str, Any]] = []
+    offset = 0
+    for i, raw in enumerate(lines):
+        try:
+            record = json.loads(raw.decode("utf-8"))
+            if not isinstance(record, dict):
+                raise ValueError("not an object")
+        except (UnicodeDecodeError, ValueError) as exc:
+            if i == len(lines) - 1 and not tail:
+                dropped, good_end = True, offset  # a torn last line that got its newline
+                break
+            raise UserError(
+                f"{path}:{i + 1}: not a journal record ({exc}); the file is damaged"
+            ) from None
+        records.append(record)
+        offset += len(raw) + 1
+    if not records or records[0].get("kind") != "header":
+        raise UserError(f"{path}: not a ctune journal (no header line)")
+    header = records[0]
+    if header.get("format") != JOURNAL_FORMAT:
+        raise UserError(
+            f"{path}: journal format {header.get('format')!r}; this ctune reads {JOURNAL_FORMAT}"
+        )
+    replay = Replay(header=header, dropped_tail=dropped)
+    for n, record in enumerate(records[1:], start=2):
+        kind = record.get("kind")
+        try:
+            if kind == "trial":
+                replay.trials.append(trial_from_json(record["trial"]))
+            elif kind == "generation":
+                replay.states.append((int(record["generation"]), dict(record["state"])))
+            else:
+                raise ValueError(f"unknown kind {kind!r}")
+        except (KeyError, TypeError, ValueError) as exc:
+            raise UserError(f"{path}:{n}: unreadable {kind} record ({exc})") from None
+    return replay, good_end
+
+
+class Journal:
+    """An open journal file; every append is flushed and fsync'd before returning."""
+
+    def __init__(self, path: Path, fd: int, fsync: bool = True) -> None:
+        self.path = Path(path)
+        self._fd = fd
+        self.fsync = fsync  # False only in tests: durability is the point of the journal
+
+    @classmethod
+    def create(cls, path: Path, header: Mapping[str, Any], fsync: bool = True) -> Journal:
+        """Start a new journal; refuses to overwrite an existing file."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        except FileExistsError:
+            raise UserError(
+                f"{path}: already exists; pass --resume {path} to continue it"
+            ) from None
+        journal = cls(path, fd, fsync)
+        journal._write({"kind": "header", "format": JOURNAL_FORMAT, **header})
+        _fsync_dir(path.parent)
+        return journal
+
+    @classmethod
+    def resume(cls, path: Path, fsync: bool = True) -> tuple[Journal, Replay]:
+        """Open an existing journal for appending, cutting off a torn last line."""
+        path = Path(path)
+        replay, good_end = read(path)
+        if replay.dropped_tail:
+            log.warning("%s: dropped a torn last line (the previous run stopped mid-write)", path)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        if os.fstat(fd).st_size != good_end:
+            os.ftruncate(fd, good_end)
+            os.fsync(fd)
+        return cls(path, fd, fsync), replay
+
+    def _write(self, record: Mapping[str, Any]) -> None:
+        # allow_nan: a NaN reads back, and a run must never crash on one
+        line = json.dumps(record, sort_keys=True, separators=(",", ":"), allow_nan=True)
+        data = (line + "\n").encode()
+        view = memoryview(data)
+        while view:
+            written = os.write(self._fd, view)
+            view = view[written:]
+        if self.fsync:
+            os.fsync(self._fd)
+
+    def append(self, trial: Trial) -> None:
+        self._write({"kind": "trial", "trial": to_json(trial)})
+
+    def append_state(self, generation: int, state: Mapping[str, Any]) -> None:
+        self._write({"kind": "generation", "generation": generation, "state": dict(state)})
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def sha256(self) -> str:
+        return sha256_hex(self.path.read_bytes())
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def trials_by_generation(trials: Sequence[Trial]) -> list[list[Trial]]:
+    """Consecutive trials grouped by generation, in journal order (for replay)."""
+    groups: list[list[Trial]] = []
+    for trial in trials:
+        if groups and groups[-1][-1].generation == trial.generation:
+            groups[-1].append(trial)
+        else:
+            groups.append([trial])
+    return groups
+
+
+__all__ = [
+    "IDENTITY_FIELDS",
+    "JOURNAL_FORMAT",
+    "Journal",
+    "Replay",
+    "check_identity",
+    "default_path",
+    "read",
+    "space_identity",
+    "trials_by_generation",
+    "utc_stamp",
+]

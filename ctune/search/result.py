@@ -1,0 +1,230 @@
+"""What a search returns: the confirmed front, the baseline, the evidence, the costs.
+
+Values are raw, in objective order (directions live in the objective
+spec). ``to_json`` is what ``ctune search --json`` prints; the registry
+artifact (``report.build_artifact``) is built from the same result.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ctune.records import Build, Candidate, GeneValue, Measurement, Trial
+
+
+@dataclass(frozen=True)
+class Significance:
+    """A front member's latency vs the baseline's, from the confirmation runs.
+
+    ``effect`` is the relative change of the median of per-process medians
+    (negative: faster). Significant only if ``p_value < 0.01`` and
+    ``|effect| > threshold`` with ``threshold = max(2%, 5 x between-process
+    CV)`` (DESIGN "Regression threshold").
+    """
+
+    p_value: float | None
+    effect: float | None
+    threshold: float
+    between_process_cv: float
+    significant: bool
+    verdict: str  # "faster", "slower", "no significant difference", "not tested"
+
+
+@dataclass(frozen=True)
+class Gain:
+    """How much better than the baseline on one objective, with a 95% CI.
+
+    ``ratio`` > 1 is better: baseline/member for objectives to minimise,
+    member/baseline for objectives to maximise.
+    """
+
+    objective: str
+    ratio: float
+    low: float
+    high: float
+    method: str  # "hierarchical bootstrap (processes, then samples)" or "bootstrap over processes"
+    confidence: float = 0.95
+
+
+@dataclass(frozen=True)
+class MemberResult:
+    """One front member (or the baseline) as reported."""
+
+    candidate: Candidate
+    key: str
+    changed: dict[str, GeneValue]  # genes that differ from the default build
+    values: tuple[float, ...]  # confirmed values when confirmed, else the search's
+    search_values: tuple[float, ...] | None
+    confirmed: bool
+    build: Build | None
+    trial: Trial | None
+    pooled: Measurement | None = None  # all confirmation samples together
+    per_process: tuple[Measurement, ...] = ()
+    significance: Significance | None = None
+    gain: Gain | None = None
+
+    @property
+    def measurement(self) -> Measurement | None:
+        """The best evidence: the pooled confirmation, else the search measurement."""
+        if self.pooled is not None:
+            return self.pooled
+        return self.trial.measurement if self.trial is not None else None
+
+    def resources(self) -> dict[str, int | None]:
+        if self.build is None:
+            return {}
+        r = self.build.resources
+        return {
+            "regs": r.regs,
+            "spills_bytes": r.spills_bytes,
+            "smem_bytes": r.smem_bytes,
+            "stack_bytes": r.stack_bytes,
+        }
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Where the wall time went. compile_wait_s is time the driver was blocked on
+    builds (compiles overlapping a measurement cost nothing); compile_cpu_s sums
+    every build's own compile time."""
+
+    wall_s: float
+    compile_wait_s: float
+    measure_s: float
+    confirm_s: float
+    compile_cpu_s: float
+
+    @property
+    def overhead_s(self) -> float:
+        return max(0.0, self.wall_s - self.compile_wait_s - self.measure_s - self.confirm_s)
+
+    @property
+    def gpu_busy_fraction(self) -> float:
+        return (self.measure_s + self.confirm_s) / self.wall_s if self.wall_s > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    kernel: str
+    problem: str
+    objectives: tuple[dict[str, str], ...]  # name, direction, unit (+ text)
+    constraints: tuple[str, ...]
+    strategy: str
+    seed: int
+    journal: Path
+    evaluations: int
+    budget: int | None
+    generations: int
+    stop_reason: str  # budget, time, stagnation, exhausted, converged, interrupted
+    baseline: MemberResult | None
+    front: tuple[MemberResult, ...]
+    pinned: str | None
+    timing: Timing
+    device: str
+    failures: dict[str, int] = field(default_factory=dict)
+    infeasible: int = 0
+    cached: int = 0
+    dropped: tuple[tuple[str, str], ...] = ()  # (key, why) removed at confirmation
+    notes: tuple[str, ...] = ()
+    artifact_path: Path | None = None
+    commit: str | None = None
+    confirm_processes: int = 0
+
+    @property
+    def interrupted(self) -> bool:
+        return self.stop_reason == "interrupted"
+
+    def member(self, key: str) -> MemberResult | None:
+        for m in self.front:
+            if m.key == key:
+                return m
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        return _clean(
+            {
+                "kernel": self.kernel,
+                "problem": self.problem,
+                "objectives": list(self.objectives),
+                "constraints": list(self.constraints),
+                "strategy": self.strategy,
+                "seed": self.seed,
+                "journal": str(self.journal),
+                "evaluations": self.evaluations,
+                "budget": self.budget,
+                "generations": self.generations,
+                "stop_reason": self.stop_reason,
+                "device": self.device,
+                "baseline": member_json(self.baseline) if self.baseline else None,
+                "front": [member_json(m) for m in self.front],
+                "pinned": self.pinned,
+                "failures": dict(self.failures),
+                "infeasible": self.infeasible,
+                "cached": self.cached,
+                "dropped": [{"key": k, "why": why} for k, why in self.dropped],
+                "notes": list(self.notes),
+                "timing": {
+                    "wall_s": self.timing.wall_s,
+                    "compile_wait_s": self.timing.compile_wait_s,
+                    "measure_s": self.timing.measure_s,
+                    "confirm_s": self.timing.confirm_s,
+                    "overhead_s": self.timing.overhead_s,
+                    "compile_cpu_s": self.timing.compile_cpu_s,
+                    "gpu_busy_fraction": self.timing.gpu_busy_fraction,
+                },
+                "confirm_processes": self.confirm_processes,
+                "artifact": str(self.artifact_path) if self.artifact_path else None,
+                "commit": self.commit,
+            }
+        )
+
+
+def member_json(m: MemberResult) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "key": m.key,
+        "candidate": m.candidate.to_json(),
+        "changed": dict(m.changed),
+        "values": list(m.values),
+        "search_values": list(m.search_values) if m.search_values is not None else None,
+        "confirmed": m.confirmed,
+        "resources": m.resources(),
+    }
+    if m.significance is not None:
+        s = m.significance
+        out["significance"] = {
+            "p_value": s.p_value,
+            "effect": s.effect,
+            "threshold": s.threshold,
+            "between_process_cv": s.between_process_cv,
+            "significant": s.significant,
+            "verdict": s.verdict,
+        }
+    if m.gain is not None:
+        g = m.gain
+        out["gain"] = {
+            "objective": g.objective,
+            "ratio": g.ratio,
+            "ci": [g.low, g.high],
+            "confidence": g.confidence,
+            "method": g.method,
+        }
+    return out
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: non-finite floats become None (strict JSON has no NaN)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+__all__ = ["Gain", "MemberResult", "SearchResult", "Significance", "Timing", "member_json"]

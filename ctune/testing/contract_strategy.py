@@ -1,0 +1,250 @@
+"""StrategyContract: the tests every search strategy must pass (Optuna's pattern).
+
+Subclass it in a test module and override the ``strategy_name`` fixture
+(and ``objective_texts`` for a multi-objective strategy)::
+
+    class TestNsga2(StrategyContract):
+        @pytest.fixture
+        def strategy_name(self) -> str:
+            return "nsga2"
+
+        @pytest.fixture
+        def objective_texts(self) -> list[str]:
+            return ["p99", "energy"]
+
+It runs the strategy through the real driver on the stand-in compiler and
+measurer (``ctune.testing.standins``): the budget is respected, no
+candidate is measured twice, failures do not stop the search, the same
+seed gives the same search, ``ask`` never proposes an invalid candidate,
+``state()`` is JSON, unknown options are one-line errors. Register the
+module for assertion rewriting in conftest:
+``pytest.register_assert_rewrite("ctune.testing")``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctune.config import Settings
+from ctune.errors import UserError
+from ctune.kernelspec import KernelSpec
+from ctune.measure import SamplingPlan
+from ctune.objective import ObjectiveSpec, parse_objective_spec
+from ctune.records import Trial
+from ctune.search import make_strategy, resolve_name
+from ctune.search.driver import SearchOptions, run_search
+from ctune.search.journal import read as read_journal
+from ctune.search.result import SearchResult
+from ctune.search.strategy import StrategyContext
+from ctune.testing.standins import StandInCompiler, StandInMeasurer, standin_spec
+
+
+class StrategyContract:
+    """Override ``strategy_name``; the rest has working defaults."""
+
+    budget = 30
+
+    @pytest.fixture
+    def strategy_name(self) -> str:
+        raise NotImplementedError("override the strategy_name fixture")
+
+    @pytest.fixture
+    def strategy_options(self) -> dict[str, Any]:
+        return {}
+
+    @pytest.fixture
+    def objective_texts(self) -> list[str]:
+        return ["p50"]
+
+    @pytest.fixture
+    def spec(self, tmp_path: Path) -> KernelSpec:
+        return standin_spec(tmp_path / "kernel")
+
+    @pytest.fixture
+    def objective(self, spec: KernelSpec, objective_texts: list[str]) -> ObjectiveSpec:
+        return parse_objective_spec(objective_texts, [], spec.metrics)
+
+    # --- helpers ---------------------------------------------------------------
+    @staticmethod
+    def search(
+        spec: KernelSpec,
+        objective: ObjectiveSpec,
+        folder: Path,
+        name: str,
+        options: dict[str, Any],
+        *,
+        seed: int = 0,
+        budget: int = 40,
+        measurer: StandInMeasurer | None = None,
+        compiler: StandInCompiler | None = None,
+    ) -> tuple[SearchResult, StandInMeasurer, StandInCompiler]:
+        measurer = measurer or StandInMeasurer(seed, samples=60)
+        compiler = compiler or StandInCompiler(spec)
+        result = run_search(
+            Settings(cache_dir=folder),
+            spec,
+            objective,
+            SearchOptions(
+                strategy=name,
+                strategy_options=options,
+                budget=budget,
+                seed=seed,
+                confirm_processes=0,
+                write_result=False,
+                journal_fsync=False,
+            ),
+            compiler=compiler,
+            measurer=measurer,
+        )
+        return result, measurer, compiler
+
+    @staticmethod
+    def journal_keys(result: SearchResult) -> list[str]:
+        replay, _ = read_journal(result.journal)
+        return [t.candidate.key() for t in replay.trials]
+
+    # --- the contract ------------------------------------------------------------
+    def test_budget_is_respected(
+        self,
+        spec: KernelSpec,
+        objective: ObjectiveSpec,
+        tmp_path: Path,
+        strategy_name: str,
+        strategy_options: dict[str, Any],
+    ) -> None:
+        result, measurer, compiler = self.search(
+            spec, objective, tmp_path, strategy_name, strategy_options, budget=self.budget
+        )
+        assert result.evaluations <= self.budget
+        assert len(self.journal_keys(result)) <= self.budget
+        assert len(compiler.order) <= self.budget  # distinct candidates ever compiled
+        assert len(measurer.calls) <= self.budget
+
+    def test_no_candidate_is_measured_twice(
+        self,
+        spec: KernelSpec,
+        objective: ObjectiveSpec,
+        tmp_path: Path,
+        strategy_name: str,
+        strategy_options: dict[str, Any],
+    ) -> None:
+        result, measurer, _ = self.search(
+            spec, objective, tmp_path, strategy_name, strategy_options, budget=self.budget
+        )
+        assert len(measurer.calls) == len(set(measurer.calls))
+        keys = self.journal_keys(result)
+        assert len(keys) == len(set(keys))
+
+    def test_failures_do_not_stop_it(
+        self,
+        spec: KernelSpec,
+        objective: ObjectiveSpec,
+        tmp_path: Path,
+        strategy_name: str,
+        strategy_options: dict[str, Any],
+    ) -> None:
+        compiler = StandInCompiler(spec, fail_every=3)
+        measurer = StandInMeasurer(samples=60, wrong_every=4)
+        result, _, _ = self.search(
+            spec,
+            objective,
+            tmp_path,
+            strategy_name,
+            strategy_options,
+            budget=self.budget,
+            measurer=measurer,
+            compiler=compiler,
+        )
+        assert result.stop_reason in ("budget", "exhausted", "converged")
+        assert result.failures.get("compile_error", 0) > 0
+        assert result.evaluations == self.budget or result.stop_reason != "budget"
+        assert result.front, "feasible candidates exist, so a front must be reported"
+
+    def test_same_seed_same_search(
+        self,
+        spec: KernelSpec,
+        objective: ObjectiveSpec,
+        tmp_path: Path,
+        strategy_name: str,
+        strategy_options: dict[str, Any],
+    ) -> None:
+        first, _, _ = self.search(
+            spec,
+            objective,
+            tmp_path / "a",
+            strategy_name,
+            strategy_options,
+            seed=11,
+            budget=self.budget,
+        )
+        second, _, _ = self.search(
+            spec,
+            objective,
+            tmp_path / "b",
+            strategy_name,
+            strategy_options,
+            seed=11,
+            budget=self.budget,
+        )
+        assert self.journal_keys(first) == self.journal_keys(second)
+
+    def test_ask_never_returns_invalid_candidates(
+        self,
+        spec: KernelSpec,
+        objective: ObjectiveSpec,
+        strategy_name: str,
+        strategy_options: dict[str, Any],
+    ) -> None:
+        problem = spec.problem()
+        context = StrategyContext(
+            spec.name, spec.space, dict(problem.dims), objective.directions, seed=5
+        )
+        strategy = make_strategy(strategy_name, context, strategy_options)
+        measurer, compiler = StandInMeasurer(samples=30), StandInCompiler(spec)
+        plan = objective.sampling_plan(SamplingPlan())
+        number = 0
+        for _ in range(6):
+            batch = strategy.ask(16)
+            if not batch:
+                break
+            assert len({c.key() for c in batch}) == len(batch), "a batch repeats a candidate"
+            trials = []
+            for cand in batch:
+                assert spec.space.is_valid(cand.as_dict(), problem.dims), cand
+                assert set(cand.as_dict()) == set(spec.space.names)
+                build = compiler.build(cand, problem)
+                m = (
+                    measurer.measure(spec, cand, build, problem, plan)
+                    if build.outcome.is_ok
+                    else None
+                )
+                outcome = build.outcome if m is None else m.outcome
+                values, violations = (
+                    objective.evaluate(build, m, problem.dims) if outcome.is_ok else (None, ())
+                )
+                trials.append(Trial(number, 1, cand, outcome, build, m, values, violations))
+                number += 1
+            strategy.tell(trials)
+            json.dumps(strategy.state())
+
+    def test_unknown_option_is_a_one_line_user_error(
+        self,
+        spec: KernelSpec,
+        objective: ObjectiveSpec,
+        strategy_name: str,
+    ) -> None:
+        context = StrategyContext(
+            spec.name, spec.space, dict(spec.problem().dims), objective.directions
+        )
+        with pytest.raises(UserError) as err:
+            make_strategy(strategy_name, context, {"no_such_option": "1"})
+        text = str(err.value)
+        assert "no_such_option" in text and "allowed:" in text and "\n" not in text
+        assert resolve_name(strategy_name, len(objective.directions)) in text
+
+
+__all__ = ["StrategyContract"]

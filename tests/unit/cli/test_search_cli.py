@@ -1,0 +1,237 @@
+"""`ctune search` through the real Typer app, with the GPU/toolchain boundary replaced.
+
+Only the three factories of ``ctune.cli.search`` are patched (load_kernel,
+make_compiler, make_measurer) to return stand-ins; everything else (option
+parsing, settings, the service, the renderer, exit codes) is real.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+import ctune.cli.search as search_cli
+from ctune.kernelspec import load_spec
+from ctune.testing.standins import StandInCompiler, StandInMeasurer, write_standin_kernel
+
+# ctune.cli.main (its one error mapping and its exit codes) as a Typer app for CliRunner
+ctune_main = typer.Typer(add_completion=False)
+
+
+@ctune_main.command(
+    context_settings={
+        "ignore_unknown_options": True,
+        "allow_extra_args": True,
+        "help_option_names": [],
+    }
+)
+def _main(ctx: typer.Context) -> None:
+    from ctune.cli import main
+
+    main(list(ctx.args))
+
+
+class Boundary:
+    """What the patched factories hand out, so tests can look at them afterwards."""
+
+    def __init__(self) -> None:
+        self.measurer: Any = StandInMeasurer(samples=40)
+        self.compilers: list[StandInCompiler] = []
+
+
+@pytest.fixture
+def boundary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Boundary:
+    monkeypatch.chdir(tmp_path)
+    for name in ("CTUNE_CACHE_DIR", "CTUNE_JOBS", "CTUNE_L2", "CTUNE_DEBUG", "CTUNE_REGISTRY"):
+        monkeypatch.delenv(name, raising=False)
+    write_standin_kernel(tmp_path / "k")
+    b = Boundary()
+
+    def compiler(spec: Any, toolchain: Any, cfg: Any) -> StandInCompiler:
+        made = StandInCompiler(spec)
+        b.compilers.append(made)
+        return made
+
+    monkeypatch.setattr(search_cli, "load_kernel", lambda kernel, cfg: (load_spec(kernel), None))
+    monkeypatch.setattr(search_cli, "make_compiler", compiler)
+    monkeypatch.setattr(search_cli, "make_measurer", lambda cfg: b.measurer)
+    return b
+
+
+Run = Callable[..., Any]
+
+
+@pytest.fixture
+def run(boundary: Boundary) -> Run:
+    def invoke(*args: str) -> Any:
+        return CliRunner().invoke(
+            ctune_main, ["search", "k/standin.cu", *args], env={"COLUMNS": "200"}
+        )
+
+    return invoke
+
+
+def test_a_pareto_search_reports_and_writes_a_result(run: Run, tmp_path: Path) -> None:
+    result = run(
+        "--objective",
+        "p99",
+        "--objective",
+        "energy",
+        "--constraint",
+        "regs<=160",
+        "--budget",
+        "30",
+        "--seed",
+        "2",
+        "--option",
+        "population_size=8",
+    )
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "on the front" in out and "pinned:" in out and "baseline: the default build" in out
+    assert "re-measured in 3 fresh processes" in out and "GPU busy" in out
+    assert "failures" in out and "compile_error" in out
+    assert (tmp_path / ".ctune" / "results" / "standin-small.json").is_file()
+    assert "journal:" in result.stderr and "--resume" in result.stderr  # printed at start
+
+
+def test_json_output_is_machine_readable(run: Run, tmp_path: Path) -> None:
+    result = run(
+        "--objective",
+        "0.5*p50 + 0.5*p99",
+        "--budget",
+        "20",
+        "--json",
+        "--out",
+        "res.json",
+        "--confirm-processes",
+        "2",
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["objectives"][0]["text"] == "0.5*p50 + 0.5*p99"
+    assert data["strategy"] == "ga" and data["evaluations"] == 20 and data["front"]
+    assert data["confirm_processes"] == 2 and data["pinned"] == data["front"][0]["key"]
+    assert data["artifact"] == "res.json" and (tmp_path / "res.json").is_file()
+    assert result.stderr == ""  # no live display with --json
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--objective", "p98"], "unknown term 'p98' (allowed: p50, p95, p99"),
+        (["--objective", "p50", "--constraint", "power<=400V"], "unit 'V' does not fit power"),
+        (
+            ["--objective", "p50", "--constraint", "p99>=2ms", "--constraint", "p99<=1ms"],
+            "contradict each other",
+        ),
+        (["--objective", "p50", "--option", "popsize=3"], "unknown option 'popsize' for ga"),
+        (["--objective", "p50", "--time", "soon"], "--time 'soon': expected a duration"),
+        (["--objective", "p50", "--strategy", "cmaes"], "unknown strategy 'cmaes'"),
+        (["--objective", "p50", "--problem", "huge"], "no problem 'huge'"),
+        (["--objective", "p50", "--l2", "warm"], "--l2 'warm': allowed cold, hot"),
+        (["--objective", "p50", "--resume", "nope.jsonl"], "nope.jsonl: no such journal"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    run: Run, boundary: Boundary, args: list[str], message: str
+) -> None:
+    result = run(*args)
+    assert result.exit_code == 2, result.output
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and message in lines[0]
+    assert all(c.calls == 0 for c in boundary.compilers)  # nothing was compiled
+
+
+def test_energy_without_nvml_fails_before_compiling(run: Run, boundary: Boundary) -> None:
+    class NoNvml(StandInMeasurer):
+        capabilities = frozenset({"gpu"})
+
+    boundary.measurer = NoNvml()
+    result = run("--objective", "p99", "--objective", "energy")
+    assert result.exit_code == 3
+    assert "energy needs NVML energy readings" in result.stderr
+    assert all(c.calls == 0 for c in boundary.compilers)
+
+
+def test_resume_continues_the_journal(run: Run, boundary: Boundary, tmp_path: Path) -> None:
+    first = run("--objective", "p50", "--budget", "12", "--json", "--confirm-processes", "0")
+    assert first.exit_code == 0, first.output
+    journal = json.loads(first.stdout)["journal"]
+    boundary.measurer = StandInMeasurer(samples=40)
+    second = run(
+        "--objective",
+        "p50",
+        "--budget",
+        "20",
+        "--json",
+        "--resume",
+        journal,
+        "--confirm-processes",
+        "0",
+    )
+    assert second.exit_code == 0, second.output
+    data = json.loads(second.stdout)
+    assert data["evaluations"] == 20 and data["journal"] == journal
+    assert len(boundary.measurer.calls) <= 8
+
+
+def test_ctrl_c_exits_130_and_says_how_to_resume(run: Run, boundary: Boundary) -> None:
+    boundary.measurer = StandInMeasurer(samples=40, interrupt_at=5)
+    result = run("--objective", "p50", "--budget", "30")
+    assert result.exit_code == 130
+    assert "interrupted" in result.stdout and "--resume" in result.stdout
+
+
+def test_plot_without_matplotlib_is_a_warning(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name.startswith("matplotlib"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    result = run(
+        "--objective", "p50", "--budget", "8", "--plot", "front.png", "--confirm-processes", "0"
+    )
+    assert result.exit_code == 0, result.output
+    assert "--plot needs matplotlib" in result.stderr
+
+
+def test_help_documents_syntax_terms_and_options() -> None:
+    from ctune.cli import _register_commands, app
+
+    _register_commands()
+    result = CliRunner().invoke(app, ["search", "--help"], env={"COLUMNS": "240"})
+    assert result.exit_code == 0
+    text = " ".join(result.stdout.split())
+    for needle in (
+        "0.7*p50 + 0.3*p99",
+        "power<=400W",
+        "p99 (min, ms)",
+        "energy (min, J)",
+        "tflops (max, TFLOP/s)",
+        "population_size",
+        "tournament_size",
+        "--resume",
+        "--commit",
+        "--confirm-processes",
+    ):
+        assert needle in text, needle
+
+
+def test_durations() -> None:
+    assert search_cli.parse_duration("30m") == 1800.0
+    assert search_cli.parse_duration("1h30m") == 5400.0
+    assert search_cli.parse_duration("90s") == 90.0
+    assert search_cli.parse_duration("2.5h") == 9000.0
+    assert search_cli.parse_duration("600") == 600.0
