@@ -10,6 +10,16 @@ from ctune.records import Build, Candidate, Measurement, Outcome, Trial
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str) -> object:
+    # run_search pulls in the search driver; resolve it on first use so that a
+    # bare `import ctune` stays light (tests/unit/test_import_light.py).
+    if name == "run_search":
+        from ctune.search.driver import run_search
+
+        return run_search
+    raise AttributeError(f"module 'ctune' has no attribute {name!r}")
+
 __all__ = [
     "Build",
     "Candidate",
@@ -21,4 +31,5 @@ __all__ = [
     "Trial",
     "UserError",
     "__version__",
+    "run_search",
 ]

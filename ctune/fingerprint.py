@@ -155,8 +155,8 @@ def probe_gpu(index: int = 0) -> dict[str, str] | None:
             pynvml.nvmlShutdown()
 
 
-def probe_runtime() -> dict[str, str]:
-    """CuPy and CUDA runtime versions on the GPU machine; empty where CuPy is absent."""
+def probe_runtime(index: int = 0) -> dict[str, str]:
+    """CuPy and CUDA runtime versions (and the SM count) of device ``index``; {} without CuPy."""
     try:
         import cupy
     except ImportError:
@@ -165,7 +165,10 @@ def probe_runtime() -> dict[str, str]:
     try:
         v = int(cupy.cuda.runtime.runtimeGetVersion())
         out["cuda_runtime"] = f"{v // 1000}.{(v % 1000) // 10}"
-    except Exception:  # a CUDA runtime error type lives in cupy; any failure: not checked
+        # NVML's device attributes (SM count) are MIG-only on H100/H200 (seen on an H200)
+        props = cupy.cuda.runtime.getDeviceProperties(index)
+        out["sm_count"] = str(int(props["multiProcessorCount"]))
+    except Exception:  # CUDA runtime errors are cupy's own types; any failure: not checked
         pass
     return out
 
@@ -173,7 +176,7 @@ def probe_runtime() -> dict[str, str]:
 def probe_gpu_machine() -> dict[str, str] | None:
     """:func:`probe_gpu` plus :func:`probe_runtime`; None without a GPU."""
     fields = probe_gpu()
-    return None if fields is None else {**fields, **probe_runtime()}
+    return None if fields is None else {**probe_runtime(), **fields}  # NVML wins where both
 
 
 def harness_sha256() -> str:

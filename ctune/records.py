@@ -193,6 +193,10 @@ class Measurement:
     other_processes: int = 0  # other compute processes on the GPU during the run
     error: str = ""  # evidence for a failed outcome
     wall_s: float = 0.0
+    l2_flush_bytes: int = 0  # size of the buffer memset before each sample (cold); 0 when hot
+    sampling_note: str = (
+        ""  # why n is what it is (budget, quantile floor, cap), warm-up, starvation
+    )
 
 
 @dataclass(frozen=True, slots=True)

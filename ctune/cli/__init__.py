@@ -52,17 +52,40 @@ def main(argv: list[str] | None = None) -> None:
     except SystemExit:
         raise
     except Exception as exc:  # click usage errors and the like
-        import click
-
-        if isinstance(exc, click.exceptions.Exit):
-            sys.exit(exc.exit_code)
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Abort):
-            error_line("aborted")
-            sys.exit(EXIT_INTERRUPTED)
+        click_exc = _click_outcome(exc)
+        if click_exc is not None:
+            sys.exit(click_exc)
         if os.environ.get("CTUNE_DEBUG"):
             raise
         error_line(f"internal error: {type(exc).__name__}: {exc} (rerun with CTUNE_DEBUG=1)")
         sys.exit(70)
+
+
+def _click_classes(name: str) -> tuple[type, ...]:
+    """A click exception class from every click typer may run on (newer typer bundles
+    its own copy as ``typer._click``; ``typer.Exit`` is its own)."""
+    found: list[type] = []
+    for module_name in ("typer", "typer._click", "typer._click.exceptions", "click.exceptions"):
+        try:
+            module = __import__(module_name, fromlist=["_"])
+        except ImportError:
+            continue
+        cls = getattr(module, name, None)
+        if isinstance(cls, type) and cls not in found:
+            found.append(cls)
+    return tuple(found)
+
+
+def _click_outcome(exc: Exception) -> int | None:
+    """Exit code for click's own exceptions (usage errors, --help exits, aborts), else None."""
+    from ctune.cli.render import error_line
+
+    if isinstance(exc, _click_classes("Exit")):
+        return int(getattr(exc, "exit_code", 0))
+    if isinstance(exc, _click_classes("ClickException")):
+        exc.show()  # type: ignore[attr-defined]
+        return int(getattr(exc, "exit_code", 2))
+    if isinstance(exc, _click_classes("Abort")):
+        error_line("aborted")
+        return EXIT_INTERRUPTED
+    return None

@@ -37,7 +37,10 @@ def check_command(
     from ctune.registry.check import FingerprintProbe, check_registry
 
     cfg = resolve({"registry": registry, "nvcc": nvcc})
-    probe = FingerprintProbe(kernels, gpu=gpu, nvcc=cfg.nvcc, arch=cfg.arch or None, l2_policy=None)
+    # the same arch and L2 policy that a search with these settings records
+    probe = FingerprintProbe(
+        kernels, gpu=gpu, nvcc=cfg.nvcc, arch=cfg.arch or None, l2_policy=cfg.l2
+    )
     report = check_registry(cfg.registry, probe, pinned_only=pinned)
     unchecked = sorted({n for r in report.results for n in r.not_checked})
     render.check(report, strict, fingerprint.not_checked_reason(unchecked, report.gpu_probed))

@@ -56,7 +56,9 @@ def gate_command(
     if processes < 3:
         raise UserError(f"--processes {processes}: the gate needs k >= 3 processes")
     cfg = resolve({"registry": registry})
-    probe = FingerprintProbe(kernels, gpu=True, nvcc=cfg.nvcc, arch=cfg.arch or None)
+    probe = FingerprintProbe(
+        kernels, gpu=True, nvcc=cfg.nvcc, arch=cfg.arch or None, l2_policy=cfg.l2
+    )
     if not probe.gpu_probed:
         raise ToolchainError("ctune gate needs a GPU (NVML found none); use `ctune check` here")
     store = ArtifactStore(cfg.registry)
@@ -71,9 +73,15 @@ def gate_command(
         floor=floor, cv_factor=cv_factor, max_threshold=max_threshold, alpha=alpha / comparisons
     )
     reports = run_gate(
-        chosen, probe.for_kernel, default_remeasurer(cfg, kernels), policy=policy,
-        processes=processes, canary=canary, confirm_failures=confirm, strict=strict,
-    )  # fmt: skip
+        chosen,
+        probe.for_kernel,
+        default_remeasurer(cfg, kernels),
+        policy=policy,
+        processes=processes,
+        canary=canary,
+        confirm_failures=confirm,
+        strict=strict,
+    )
     unchecked = sorted({n for r in reports for n in r.not_checked})
     render.gate(reports, fingerprint.not_checked_reason(unchecked, True))
     code = exit_code(reports)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from rich.table import Table
+from rich.markup import escape
+from rich.table import Column, Table
 
 from ctune.cli.render import console, warn_line
 from ctune.records import FieldChange
@@ -40,18 +41,14 @@ def quarantined(items: Sequence[Quarantined]) -> None:
 
 
 def listing(result: Listing) -> None:
-    table = Table("artifact", "front", "pinned", "objectives", "digest", box=None)
+    # plain lines, not a table: keys are never truncated and CI logs stay greppable
     for key, a in result.artifacts:
-        table.add_row(
-            str(key),
-            str(len(a.front)),
-            a.pinned or "-",
-            ", ".join(o.name for o in a.objectives),
-            a.digest()[:12],
+        objectives = ",".join(o.name for o in a.objectives)
+        _line(
+            f"{key}  front={len(a.front)}  pinned={a.pinned or '-'}  "
+            f"objectives={objectives}  digest={a.digest()[:12]}"
         )
-    if result.artifacts:
-        console.print(table)
-    else:
+    if not result.artifacts:
         _line("no artifacts")
     quarantined(result.quarantined)
 
@@ -65,13 +62,9 @@ def artifact(key: ArtifactKey, a: Artifact) -> None:
     prov = ", ".join(f"{k}={v}" for k, v in sorted(a.provenance.items()))
     if prov:
         _line(f"provenance: {prov}")
-    table = Table(
-        "member",
-        *(f"{o.name} [{o.unit}, {o.direction}]" for o in a.objectives),
-        "processes",
-        "sass",
-        box=None,
-    )
+    # registry content is data, never rich markup: escape every cell
+    heads = [escape(f"{o.name} [{o.unit}, {o.direction}]") for o in a.objectives]
+    table = Table(Column("member", no_wrap=True), *heads, "processes", "sass", box=None)
     for m in (*a.front, a.baseline):
         mark = " (pinned)" if m.key == a.pinned else ""
         mark += " (baseline)" if m is a.baseline else ""
@@ -84,11 +77,10 @@ def artifact(key: ArtifactKey, a: Artifact) -> None:
     console.print(table)
     member = a.pinned_member()
     if member is not None:
-        genes = " ".join(f"{k}={v}" for k, v in member.candidate.genes)
-        _line(f"pinned genes: {genes}")
-    fp = Table("fingerprint", "value", box=None)
+        _line("pinned genes: " + " ".join(f"{k}={v}" for k, v in member.candidate.genes))
+    fp = Table("fingerprint", Column("value", overflow="fold"), box=None)
     for name, value in sorted(a.fingerprint.items()):
-        fp.add_row(name, value)
+        fp.add_row(name, escape(value))
     console.print(fp)
 
 

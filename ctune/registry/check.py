@@ -29,7 +29,6 @@ FRESH, WARN, STALE = "fresh", "warn", "stale"
 @dataclass(frozen=True, slots=True)
 class CheckResult:
     key: ArtifactKey
-    pinned: str | None
     changes: tuple[FieldChange, ...]
     not_checked: tuple[str, ...]
     error: str = ""  # the kernel spec could not be loaded: nothing to compare with
@@ -61,7 +60,6 @@ def check_artifact(key: ArtifactKey, artifact: Artifact, current: Mapping[str, s
     checked = set(current)
     return CheckResult(
         key,
-        artifact.pinned,
         tuple(fingerprint.diff(artifact.fingerprint, current, checked)),
         tuple(fingerprint.not_checked(artifact.fingerprint, current, checked)),
     )
@@ -127,7 +125,7 @@ def check_all(
         except ToolchainError:
             raise  # no nvcc: the whole check is meaningless, say so (exit 3)
         except CtuneError as exc:
-            results.append(CheckResult(key, artifact.pinned, (), (), error=str(exc)))
+            results.append(CheckResult(key, (), (), error=str(exc)))
             continue
         results.append(check_artifact(key, artifact, current))
     return results

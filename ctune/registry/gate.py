@@ -210,10 +210,16 @@ def decide_regression(
         new.samples_ms if use_samples else new.process_medians_ms,
     )
     evidence = dict(
-        change=change, threshold=threshold, cv_old=cv_old, cv_new=cv_new, p_value=p_value,
-        predicted_fpr=predicted_fpr(threshold, cv, k_old, k_new), old_median_ms=old_med,
-        new_median_ms=new_med, processes=(k_old, k_new),
-    )  # fmt: skip
+        change=change,
+        threshold=threshold,
+        cv_old=cv_old,
+        cv_new=cv_new,
+        p_value=p_value,
+        predicted_fpr=predicted_fpr(threshold, cv, k_old, k_new),
+        old_median_ms=old_med,
+        new_median_ms=new_med,
+        processes=(k_old, k_new),
+    )
     if threshold > p.max_threshold:
         return Regression(
             Verdict.INCONCLUSIVE,

@@ -4,9 +4,10 @@ The decisions are pure (:mod:`ctune.registry.gate`); this module does the
 I/O around them through one seam, a :data:`Remeasurer`, so tests drive the
 whole procedure with synthetic measurements and only the GPU boundary is
 replaced (DESIGN 11.3). The real remeasurer rebuilds each member with
-:class:`ctune.compile.NvccCompiler` and measures it in k fresh processes
-with ``ctune.measure.session.measure_in_fresh_processes``; both are
-imported only when the gate runs.
+:class:`ctune.compile.NvccCompiler` and measures the pinned member and the
+canary interleaved in the same k fresh worker processes
+(``ctune.measure.session.remeasure``); both are imported only when the gate
+runs.
 
 Per pinned artifact:
 
@@ -28,10 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ctune import fingerprint
 from ctune.errors import CtuneError, ToolchainError
 from ctune.records import FieldChange, Measurement
-from ctune.registry.check import load_kernel_spec
+from ctune.registry.check import check_artifact, load_kernel_spec
 from ctune.registry.gate import (
     GatePolicy,
     GateReport,
@@ -67,7 +67,7 @@ def default_remeasurer(settings: Any, kernels_dir: Path) -> Remeasurer:
             from ctune.compile.nvcc import NvccCompiler
             from ctune.compile.toolchain import probe_toolchain
             from ctune.measure import SamplingPlan
-            from ctune.measure.session import measure_in_fresh_processes
+            from ctune.measure.session import remeasure as measure_interleaved
         except ImportError as exc:
             raise ToolchainError(
                 f"ctune gate needs the measuring harness, and {exc.name} is missing"
@@ -80,6 +80,7 @@ def default_remeasurer(settings: Any, kernels_dir: Path) -> Remeasurer:
             l2=artifact.fingerprint.get("l2_policy", settings.l2),
         )
         out = Remeasured({})
+        built = []
         with NvccCompiler(
             spec,
             probe_toolchain(settings.nvcc),
@@ -92,13 +93,14 @@ def default_remeasurer(settings: Any, kernels_dir: Path) -> Remeasurer:
             for m in members:
                 build = compiler.build(m.candidate, problem)
                 out.sass_sha256[m.key] = build.sass_sha256
-                if not build.outcome.is_ok:
+                if build.outcome.is_ok:
+                    built.append((m.candidate, build))
+                else:
                     failed = Measurement(m.key, problem.name, build.outcome, error=build.log_tail)
                     out.measurements[m.key] = [failed]
-                    continue
-                out.measurements[m.key] = list(
-                    measure_in_fresh_processes(spec, build, problem, plan, processes=k)
-                )
+        if built:
+            measured = measure_interleaved(spec, built, problem, plan, k, settings=settings)
+            out.measurements.update({key: list(ms) for key, ms in measured.items()})
         return out
 
     return remeasure
@@ -131,9 +133,8 @@ def gate_artifact(
 ) -> GateReport:
     """The gate for one pinned artifact (see the module docstring for the steps)."""
     name = str(key.artifact)
-    checked = set(current)
-    changes = fingerprint.diff(artifact.fingerprint, current, checked)
-    unchecked = fingerprint.not_checked(artifact.fingerprint, current, checked)
+    staleness = check_artifact(key, artifact, current)
+    changes, unchecked = list(staleness.changes), list(staleness.not_checked)
     stale = decide(name, changes, unchecked, None, strict=strict)
     if stale.verdict is Verdict.STALE:
         return stale
@@ -178,11 +179,9 @@ def run_gate(
     confirm_failures: bool = True,
     strict: bool = False,
 ) -> list[GateReport]:
-    """Gate every pinned artifact; an artifact whose spec cannot load is STALE."""
+    """Gate each artifact's pinned member; an artifact whose spec cannot load is STALE."""
     reports = []
     for key, artifact in artifacts:
-        if artifact.pinned is None:
-            continue
         try:
             current = current_for(artifact.kernel)
         except ToolchainError:

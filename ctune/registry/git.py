@@ -58,10 +58,13 @@ from ctune.registry.locks import FLOCK_NAME
 MIN_GITPYTHON = (3, 1, 49)  # ref-name traversal fixed in 3.1.48, config injection in 3.1.49
 ZERO_SHA = "0" * 40
 _SAFE_CONFIG = (
-    "-c", "core.hooksPath=/dev/null",
-    "-c", "core.fsmonitor=false",
-    "-c", "protocol.ext.allow=never",
-)  # fmt: skip
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "protocol.ext.allow=never",
+)
 _REF_RE = re.compile(r"^refs/[A-Za-z0-9._/-]{1,200}$")
 _REV_RE = re.compile(r"^[A-Za-z0-9._/~^@{}-]{1,200}$")
 _FALLBACK_IDENT = {
@@ -96,7 +99,12 @@ def _check_gitpython() -> Any:
 def normalize_ref(ref: str) -> str:
     """``ctune/registry`` -> ``refs/heads/ctune/registry``; refs/... kept. Allowlisted."""
     full = ref if ref.startswith("refs/") else f"refs/heads/{ref}"
-    if not _REF_RE.fullmatch(full) or ".." in full or "//" in full or full.endswith((".lock", "/")):
+    parts = full.split("/")
+    if (
+        not _REF_RE.fullmatch(full)
+        or ".." in full
+        or any(not p or p.startswith(("-", ".")) or p.endswith(".lock") for p in parts)
+    ):
         raise RegistryError(f"ref {ascii(ref)[:80]} is not allowed (use e.g. ctune/registry)")
     return full
 
@@ -145,8 +153,9 @@ class GitRegistry:
         self.git_dir = Path(self.repo.git_dir)
         self.common_dir = Path(self.repo.common_dir)
         self._ident_env: dict[str, str] | None = None
-        if self.ref_given:
-            self.check_ref_format(self._ref or "")
+        self._head: tuple[str] | None = None
+        if self._ref is not None:
+            self.check_ref_format(self._ref)
 
     # --- lifecycle --------------------------------------------------------
 
@@ -201,16 +210,15 @@ class GitRegistry:
 
     # --- state ------------------------------------------------------------
 
-    @property
-    def ref_given(self) -> bool:
-        return self._ref is not None
-
     def head_branch(self) -> str | None:
-        """The ref HEAD is attached to, or None when detached."""
-        status, out, _ = self.run("symbolic-ref", "-q", "HEAD")
-        return str(out).strip() if status == 0 else None
+        """The ref HEAD is attached to, or None when detached (asked once per instance)."""
+        if self._head is None:
+            status, out, _ = self.run("symbolic-ref", "-q", "HEAD")
+            self._head = (str(out).strip() if status == 0 else "",)
+        return self._head[0] or None
 
     def target_ref(self) -> str:
+        """Where writes go: ``--ref``, else the checked-out branch; refused when detached."""
         if self._ref is not None:
             return self._ref
         branch = self.head_branch()
@@ -219,18 +227,12 @@ class GitRegistry:
                 "HEAD is detached (a CI checkout?), so there is no current branch to commit "
                 "to; name one with --ref (e.g. --ref ctune/registry)"
             )
-        return self.check_ref_format(normalize_ref(branch))
+        self._ref = self.check_ref_format(normalize_ref(branch))
+        return self._ref
 
     @property
     def is_shallow(self) -> bool:
         return self.out("rev-parse", "--is-shallow-repository").strip() == "true"
-
-    def require_history(self, what: str) -> None:
-        if self.is_shallow:
-            raise RegistryError(
-                f"{what} needs history, but {self.top} is a shallow clone; "
-                "run `git fetch --unshallow` (or fetch the registry ref with more depth)"
-            )
 
     def resolve(self, rev: str) -> str | None:
         """Commit id of ``rev`` or None; revs that look like options are refused."""
@@ -251,11 +253,6 @@ class GitRegistry:
             )
             raise RegistryError(f"revision {rev!r} not found{hint}")
         return sha
-
-    def tree_path(self, path: Path) -> str:
-        """Repository-relative POSIX path of a file under the registry root."""
-        rel = Path(path).absolute().resolve().relative_to(self.top)
-        return rel.as_posix()
 
     def registry_path(self, rel: PurePosixPath) -> str:
         return (self.prefix / rel).as_posix() if self.prefix.parts else rel.as_posix()
@@ -322,8 +319,7 @@ class GitRegistry:
         # CI machines often have no user.name/email; commit-tree would fail.
         if self._ident_env is None:
             status, _, _ = self.run("var", "GIT_COMMITTER_IDENT")
-            status2, _, _ = self.run("var", "GIT_AUTHOR_IDENT")
-            self._ident_env = {} if status == 0 and status2 == 0 else dict(_FALLBACK_IDENT)
+            self._ident_env = {} if status == 0 else dict(_FALLBACK_IDENT)
         return self._ident_env
 
     def hash_blob(self, data: bytes) -> str:
@@ -342,6 +338,10 @@ class GitRegistry:
             if pp.is_absolute() or any(part in ("", ".", "..", ".git") for part in pp.parts):
                 raise RegistryError(f"refusing to commit path {ascii(p)[:80]}")
         index_info = "".join(f"100644 {self.hash_blob(blobs[p])}\t{p}\n" for p in paths).encode()
+        if ref == self.head_branch():
+            # Index first: a crash between the two steps leaves the artifact
+            # staged (harmless), never a staged deletion a later commit would keep.
+            self._sync_index(index_info)
         deadline = time.monotonic() + self.retry_budget_s
         attempt = 0
         scratch = Path(tempfile.mkdtemp(prefix="ctune-index-"))
@@ -351,16 +351,13 @@ class GitRegistry:
                 attempt += 1
                 result = self._try_commit(ref, index_info, message, env, paths, attempt)
                 if result is not None:
-                    break
+                    return result
                 if time.monotonic() > deadline:
-                    raise RegistryError(self._stuck_message(ref, attempt))
+                    raise RegistryError(self._stuck_message(f"{ref}.lock", ref, attempt))
                 # jitter: writers that collided spread out instead of colliding again
                 time.sleep(random.uniform(0.002, 0.02) * min(attempt, 10))
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-        if result.changed and ref == self.head_branch():
-            self._sync_index(index_info, result)
-        return result
 
     def _try_commit(
         self,
@@ -371,15 +368,13 @@ class GitRegistry:
         paths: tuple[str, ...],
         attempt: int,
     ) -> CommitResult | None:
-        status, out, _ = self.run("rev-parse", "-q", "--verify", f"{ref}^{{commit}}")
-        parent = str(out).strip() if status == 0 else None
-        if parent:
-            self.out("read-tree", parent, env=env)
-        else:
-            self.out("read-tree", "--empty", env=env)
+        # one call for the tip and its tree; empty output: the ref does not exist yet
+        tip = self.out("for-each-ref", "--format=%(objectname) %(tree)", ref).split()
+        parent, parent_tree = (tip[0], tip[1]) if len(tip) == 2 else (None, None)
+        self.out("read-tree", *([parent] if parent else ["--empty"]), env=env)
         self.out("update-index", "--index-info", env=env, stdin=index_info)
         tree = self.out("write-tree", env=env).strip()
-        if parent and tree == self.out("rev-parse", f"{parent}^{{tree}}").strip():
+        if parent and tree == parent_tree:
             return CommitResult(parent, ref, paths, changed=False, attempts=attempt)
         args = ["commit-tree", tree, "-F", "-"] + (["-p", parent] if parent else [])
         commit = self.out(*args, env=env, stdin=message.encode()).strip()
@@ -390,31 +385,29 @@ class GitRegistry:
             return None  # the ref moved (or is locked): rebuild on the new tip
         return CommitResult(commit, ref, paths, changed=True, attempts=attempt)
 
-    def _sync_index(self, index_info: bytes, result: CommitResult) -> None:
+    def _sync_index(self, index_info: bytes) -> None:
         """Point the checked-out branch's index entries for our paths at the new blobs."""
         deadline = time.monotonic() + self.retry_budget_s
         while True:
             status, _, err = self.run("update-index", "--index-info", stdin=index_info)
             if status == 0:
                 return
-            if time.monotonic() > deadline or "index.lock" not in err:
-                paths = " ".join(result.paths)
-                raise RegistryError(
-                    f"committed {result.commit[:12]} to {result.ref}, but the index entry "
-                    f"could not be updated ({err.strip()[:120]}); after `ctune registry doctor "
-                    f"--fix`, run `git reset -q -- {paths}`"
-                )
+            if "index.lock" not in err:
+                raise RegistryError(f"cannot update the index: {err.strip()[:200]}")
+            if time.monotonic() > deadline:
+                raise RegistryError(self._stuck_message("index.lock", "the index", 0))
             time.sleep(random.uniform(0.005, 0.05))
 
-    def _stuck_message(self, ref: str, attempts: int) -> str:
-        lock = self.common_dir / f"{ref}.lock"
+    def _stuck_message(self, lock_name: str, what: str, attempts: int) -> str:
+        base = self.git_dir if lock_name == "index.lock" else self.common_dir
+        lock = base / lock_name
         if lock.exists():
             age = time.time() - lock.stat().st_mtime
             return (
-                f"cannot update {ref}: {lock} exists (age {age:.0f} s); another git process "
+                f"cannot update {what}: {lock} exists (age {age:.0f} s); another git process "
                 "is writing, or one crashed. If none is running: `ctune registry doctor --fix`"
             )
-        return f"cannot update {ref} after {attempts} attempts (too many concurrent writers)"
+        return f"cannot update {what} after {attempts} attempts (too many concurrent writers)"
 
     # --- tags (pins) ----------------------------------------------------------
 

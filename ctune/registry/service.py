@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from ctune.errors import RegistryError, UserError
 from ctune.registry import schema
+from ctune.registry.export import resolve_member
 from ctune.registry.git import CommitResult, GitRegistry
 from ctune.registry.layout import (
     PIN_PREFIX,
@@ -71,7 +72,6 @@ class VerifyReport:
     pins: tuple[PinCheck, ...]
     fsck_ok: bool | None
     fsck_output: str = ""
-    notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
     def ok(self) -> bool:
@@ -120,7 +120,6 @@ def publish_artifact(
 ) -> Published:
     """Write ``artifact`` into the registry at ``root`` atomically and commit it."""
     store = ArtifactStore(root)
-    schema.encode(artifact)  # validate before touching git
     if not commit:
         return Published(store.write(artifact), None)
     with (
@@ -193,8 +192,6 @@ def pin_artifact(root: Path, key: ArtifactKey, release: str, *, ref: str | None 
                 f"{key.artifact} was tuned from an uncommitted kernel source; commit the "
                 "source, re-tune, then pin (RELIABILITY G6)"
             )
-        from ctune.registry.export import resolve_member
-
         member = resolve_member(artifact, key.member).key
         artifact = schema.with_pinned(artifact, member)
         _, result = _write_commit(reg, store, [artifact], commit_message(artifact, "pin "))
@@ -229,7 +226,8 @@ def _check_pin(reg: GitRegistry, tag: str, head: str | None, shallow: bool) -> P
     if reg.config("gpg.ssh.allowedSignersFile"):
         ok, output = reg.verify_tag(tag)
         if not ok:
-            problems.append(f"signature not verified: {output.splitlines()[-1:] or 'unsigned'}")
+            last = output.splitlines()[-1] if output else "no signature"
+            problems.append(f"signature not verified: {last}")
     else:
         notes.append("signature not checked (gpg.ssh.allowedSignersFile not set)")
     if shallow:
@@ -270,8 +268,9 @@ def migrate_registry(root: Path, *, ref: str | None = None, dry_run: bool = Fals
             continue
         try:
             raw = schema.parse_json_bytes(read_bytes_capped(path), str(path))
-            version = raw.get("schema_version") if isinstance(raw, dict) else None
-            if version == schema.SCHEMA_VERSION:
+            if not isinstance(raw, dict):
+                raise RegistryError(f"{path}: not a JSON object")
+            if raw.get("schema_version") == schema.SCHEMA_VERSION:
                 continue
             artifact = schema.from_json(upgrade(raw, str(path)), str(path))
             check_location(artifact, key_from_relpath(rel), str(path))

@@ -106,3 +106,10 @@ def test_bad_spec_through_the_cli(tmp_path, edit, message):
     done = ctune("compile", str(tmp_path / "saxpy.cu"), cwd=tmp_path)
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("args", [["compile", "--bogus"], ["space", "a.cu", "b.cu"]])
+def test_usage_errors_exit_2_without_traceback(tmp_path, args):
+    done = ctune(*args, cwd=tmp_path)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr

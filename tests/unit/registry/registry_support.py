@@ -5,13 +5,19 @@ A plain module (not a conftest) so that writer subprocesses can import it too.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ctune.fingerprint import FIELDS
-from ctune.records import Candidate
+from ctune.records import Candidate, Measurement, Outcome
+from ctune.registry.gate import SampleSet
+from ctune.registry.gate_run import Remeasured
 from ctune.registry.schema import Artifact, FrontMember, ObjectiveInfo
 
 DEVICE = "sm90-nvidia-h100-80gb-hbm3"
@@ -92,9 +98,12 @@ def make_artifact(
         member(kernel, 64, 1.2),
     )
     baseline = member(
-        kernel, 256, 1.5, medians=tuple(1.5 * m for m in medians),
+        kernel,
+        256,
+        1.5,
+        medians=tuple(1.5 * m for m in medians),
         samples=tuple(1.5 * s for s in samples),
-    )  # fmt: skip
+    )
     return Artifact(
         kernel=kernel,
         problem=problem,
@@ -104,16 +113,25 @@ def make_artifact(
         front=front,
         baseline=baseline,
         pinned=front[0].key if pinned else None,
-        provenance={"strategy": "nsga2", "seed": 7, "evaluations": 320,
-                    "code_commit": "0" * 40, **provenance},
-    )  # fmt: skip
+        provenance={
+            "strategy": "nsga2",
+            "seed": 7,
+            "evaluations": 320,
+            "code_commit": "0" * 40,
+            **provenance,
+        },
+    )
 
 
 def git(repo: Path, *args: str, check: bool = True) -> str:
     done = subprocess.run(
-        ["git", *args], cwd=repo, capture_output=True, text=True, check=False,
+        ["git", *args],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=False,
         env={**os.environ, **GIT_IDENTITY},
-    )  # fmt: skip
+    )
     if check and done.returncode != 0:
         raise AssertionError(f"git {' '.join(args)} failed: {done.stderr}")
     return done.stdout
@@ -129,3 +147,74 @@ def init_repo(path: Path) -> Path:
     git(path, "add", "README.md")
     git(path, "commit", "-q", "-m", "initial")
     return path
+
+
+# --- synthetic timings and a stand-in for the GPU (gate tests) -------------------
+
+
+def synthetic(
+    rng: np.random.Generator,
+    base_ms: float,
+    *,
+    processes: int = 5,
+    n: int = 200,
+    between_cv: float = 0.003,
+    within_cv: float = 0.01,
+) -> SampleSet:
+    """Process medians move by run-to-run noise; samples scatter around each median."""
+    medians = base_ms * (1 + rng.normal(0, between_cv, processes))
+    samples = [m * (1 + rng.normal(0, within_cv, n)) for m in medians]
+    return SampleSet(
+        tuple(float(np.median(s)) for s in samples), tuple(float(x) for s in samples for x in s)
+    )
+
+
+def _measurements(key: str, s: SampleSet, per: int) -> list[Measurement]:
+    return [
+        Measurement(key, "sq4096", Outcome.OK, samples_ms=s.samples_ms[i * per : (i + 1) * per])
+        for i in range(len(s.process_medians_ms))
+    ]
+
+
+def artifact_with_samples(rng: np.random.Generator) -> Artifact:
+    a = make_artifact()
+    pinned, base = synthetic(rng, 1.0), synthetic(rng, 1.5)
+
+    def with_samples(m: FrontMember, s: SampleSet) -> FrontMember:
+        return dataclasses.replace(
+            m, process_medians_ms=s.process_medians_ms, samples_ms=s.samples_ms
+        )
+
+    return dataclasses.replace(
+        a,
+        front=(with_samples(a.front[0], pinned), a.front[1]),
+        baseline=with_samples(a.baseline, base),
+    )
+
+
+class StandInRemeasurer:
+    """Serves scripted timings per call; records what it was asked to measure."""
+
+    def __init__(
+        self,
+        rng: np.random.Generator,
+        scale: Sequence[float],
+        canary: float = 1.0,
+        outcome: Outcome = Outcome.OK,
+        sass: str | None = None,
+    ) -> None:
+        self.rng, self.scale, self.canary = rng, list(scale), canary
+        self.outcome, self.sass = outcome, sass
+        self.calls: list[list[str]] = []
+
+    def __call__(self, artifact: Artifact, members: Sequence[FrontMember], k: int) -> Remeasured:
+        self.calls.append([m.key for m in members])
+        scale = self.scale[min(len(self.calls), len(self.scale)) - 1]
+        out: dict[str, list[Measurement]] = {}
+        for m in members:
+            base = 1.5 * self.canary if m is artifact.baseline else 1.0 * scale
+            out[m.key] = _measurements(m.key, synthetic(self.rng, base, processes=k), 200)
+            if self.outcome is not Outcome.OK and m is not artifact.baseline:
+                out[m.key] = [Measurement(m.key, "sq4096", self.outcome, error="hang after 10 s")]
+        sass = {m.key: self.sass or m.sass_sha256 for m in members}
+        return Remeasured(out, sass)

@@ -1,0 +1,358 @@
+"""`ctune registry`, `ctune check` and `ctune gate` through ctune.cli.main.
+
+Only the machine boundary is replaced: the nvcc/GPU probes and the
+remeasurer (the GPU). Exit codes are asserted, and every error is one line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import types
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from registry_support import (
+    FINGERPRINT,
+    StandInRemeasurer,
+    artifact_with_samples,
+    git,
+    make_artifact,
+)
+
+import ctune.fingerprint as fingerprint_module
+import ctune.registry.check as check_module
+import ctune.registry.gate_run as gate_run_module
+from ctune.errors import ToolchainError
+from ctune.fingerprint import FIELDS
+from ctune.registry.schema import encode
+from ctune.registry.service import publish_artifact
+from ctune.registry.store import ArtifactStore, write_result
+
+KEY = "gemm/sq4096/sm90-nvidia-h100-80gb-hbm3"
+DATA = Path(__file__).parents[2] / "data" / "registry"
+Run = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Run:
+    monkeypatch.chdir(tmp_path)
+
+    def run(*args: str) -> tuple[int, str, str]:
+        from ctune.cli import main
+
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return run
+
+
+def one_line_error(err: str, *needles: str) -> None:
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert "Traceback" not in err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+# --- registry ------------------------------------------------------------------------
+
+
+def test_list_show_and_quarantine(cli: Run, registry: Path) -> None:
+    publish_artifact(registry, make_artifact())
+    publish_artifact(registry, make_artifact(problem="other", pinned=False))
+    bad = ArtifactStore(registry).write(make_artifact(problem="broken"))
+    bad.write_bytes(bad.read_bytes()[:-40])
+    code, out, err = cli("registry", "list", "--registry", str(registry))
+    assert code == 0
+    assert KEY in out and "gemm/other/" in out and "broken" not in out
+    assert "quarantined" in err and "broken" in err
+    code, out, _ = cli("registry", "list", "--pinned", "--registry", str(registry))
+    assert KEY in out and "gemm/other/" not in out
+    code, out, _ = cli("registry", "show", KEY, "--registry", str(registry))
+    assert code == 0 and f"digest sha256:{make_artifact().digest()}" in out
+    code, out, _ = cli("registry", "show", KEY, "--json", "--registry", str(registry))
+    assert out.encode() == encode(make_artifact())
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["registry", "show", "../etc/passwd"], ["kernel '..' is not allowed"]),
+        (["registry", "show", "gemm/x"], ["must be <kernel>/<problem>/<device-class>"]),
+        (["registry", "show", "Gemm/sq4096/x"], ["kernel 'Gemm' is not allowed"]),
+        (["registry", "show", "gemm/none/x"], ["no artifact gemm/none/x"]),
+        (["registry", "show", "gemm/sq4096/x@nothex"], ["16-hex candidate key"]),
+        (["registry", "export", KEY, "--as", "yaml"], ["unknown export format"]),
+        (["registry", "pin", KEY, "--release", "../v1"], ["release '../v1' is not allowed"]),
+        (["registry", "diff", KEY, "HEAD;id:" + KEY], ["revision 'HEAD;id' is not allowed"]),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(cli: Run, registry: Path, args: list[str], needles) -> None:
+    publish_artifact(registry, make_artifact())
+    code, _, err = cli(*args, "--registry", str(registry))
+    assert code == 2
+    one_line_error(err, *needles)
+
+
+def test_corrupt_artifact_is_named(cli: Run, registry: Path) -> None:
+    path = publish_artifact(registry, make_artifact()).path
+    path.write_bytes(path.read_bytes().replace(b'"seed": 7', b'"seed": 1'))
+    code, _, err = cli("registry", "show", KEY, "--registry", str(registry))
+    assert code == 2
+    one_line_error(err, str(path), "digest mismatch")
+
+
+def test_diff_between_revisions(cli: Run, repo: Path, registry: Path) -> None:
+    a = make_artifact()
+    publish_artifact(registry, a)
+    changed = make_artifact(fingerprint={**FINGERPRINT, "driver": "590.1"}, pinned=False)
+    publish_artifact(registry, changed)
+    code, out, _ = cli("registry", "diff", f"HEAD~1:{KEY}", KEY, "--registry", str(registry))
+    assert code == 0
+    assert "fingerprint driver: '580.159.04' -> '590.1' (soft)" in out
+    assert f"pinned: {a.pinned} -> None" in out
+    code, out, _ = cli("registry", "diff", KEY, KEY, "--registry", str(registry))
+    assert "identical" in out
+
+
+def test_pin_then_export_everything(cli: Run, repo: Path, registry: Path) -> None:
+    publish_artifact(registry, make_artifact())
+    code, out, _ = cli("registry", "pin", KEY, "--release", "v1", "--registry", str(registry))
+    assert code == 0 and "as ctune/pin/v1/gemm/sq4096/sm90-nvidia-h100-80gb-hbm3" in out
+    code, _, err = cli("registry", "pin", KEY, "--release", "v1", "--registry", str(registry))
+    assert code == 2
+    one_line_error(err, "immutable")
+    golden = {
+        "flags": "export.flags.txt",
+        "header": "export.header.h",
+        "cmake": "export.cmake",
+        "json": "export.json",
+    }
+    for fmt, name in golden.items():
+        code, out, _ = cli("registry", "export", KEY, "--as", fmt, "--registry", str(registry))
+        assert code == 0 and out == (DATA / name).read_text()
+    # the release pin survives a later re-tune of the same key
+    publish_artifact(registry, make_artifact(pinned=False, seed=99))
+    code, out, _ = cli(
+        "registry", "export", KEY, "--release", "v1", "--as", "flags", "--registry", str(registry)
+    )
+    assert code == 0 and out == (DATA / "export.flags.txt").read_text()
+    target = repo / "build" / "tuned.h"
+    target.parent.mkdir()
+    cli(
+        "registry",
+        "export",
+        KEY,
+        "--release",
+        "v1",
+        "--as",
+        "header",
+        "-o",
+        str(target),
+        "--registry",
+        str(registry),
+    )
+    assert target.read_text() == (DATA / "export.header.h").read_text()
+
+
+def test_import_result_file(cli: Run, repo: Path, registry: Path, tmp_path: Path) -> None:
+    result = write_result(make_artifact(), tmp_path / "results" / "gemm.json")
+    code, out, _ = cli("registry", "import", str(result), "--registry", str(registry))
+    assert code == 0 and "committed" in out
+    assert git(repo, "status", "--porcelain") == ""
+    assert KEY + ".json" in git(repo, "ls-tree", "-r", "--name-only", "HEAD")
+    result.write_bytes(result.read_bytes().replace(b"nsga2", b"random"))
+    code, _, err = cli("registry", "import", str(result), "--registry", str(registry))
+    assert code == 2
+    one_line_error(err, "digest mismatch")
+
+
+def test_import_on_detached_head_names_ref(cli: Run, repo: Path, registry: Path, tmp_path) -> None:
+    result = write_result(make_artifact(), tmp_path / "r.json")
+    git(repo, "checkout", "-q", "--detach")
+    code, _, err = cli("registry", "import", str(result), "--registry", str(registry))
+    assert code == 2
+    one_line_error(err, "--ref")
+    code, _, _ = cli(
+        "registry", "import", str(result), "--ref", "ctune/registry", "--registry", str(registry)
+    )
+    assert code == 0 and "registry/" in git(repo, "ls-tree", "-r", "--name-only", "ctune/registry")
+
+
+def test_migrate_and_verify(cli: Run, repo: Path, registry: Path) -> None:
+    target = registry / "gemm" / "sq4096" / "sm90-nvidia-h100-80gb-hbm3.json"
+    target.parent.mkdir(parents=True)
+    target.write_bytes((DATA / "v0-gemm-sq4096.json").read_bytes())
+    code, _, err = cli("registry", "show", KEY, "--registry", str(registry))
+    assert code == 2
+    one_line_error(err, "schema_version 0", "ctune registry migrate")
+    code, out, _ = cli("registry", "migrate", "--registry", str(registry))
+    assert code == 0 and "migrated" in out
+    code, out, _ = cli("registry", "pin", KEY, "--release", "v1", "--registry", str(registry))
+    assert code == 0
+    code, out, _ = cli("registry", "verify", "--registry", str(registry))
+    assert code == 0 and "git fsck: ok" in out and "pin ctune/pin/v1/" in out
+    target.write_text(target.read_text().replace("nsga2", "nsga3"))
+    code, _, err = cli("registry", "verify", "--registry", str(registry))
+    assert code == 2 and "verification failed" in err
+
+
+def test_doctor_reports_and_fixes_stale_locks(cli: Run, repo: Path, registry: Path) -> None:
+    lock = repo / ".git" / "refs" / "heads" / "main.lock"
+    lock.write_text("")
+    past = lock.stat().st_mtime - 3600
+    os.utime(lock, (past, past))
+    code, out, err = cli("registry", "doctor", "--registry", str(registry))
+    assert code == 2 and str(lock) in out
+    one_line_error(err, "ctune registry doctor --fix")
+    code, out, _ = cli("registry", "doctor", "--fix", "--registry", str(registry))
+    assert code == 0 and f"removed {lock}" in out and not lock.exists()
+    code, out, _ = cli("registry", "doctor", "--registry", str(registry))
+    assert code == 0 and "no stale git lock files" in out
+
+
+# --- check -----------------------------------------------------------------------------
+
+NO_GPU = {k: v for k, v in FINGERPRINT.items() if FIELDS[k][1] != "gpu"}
+
+
+@pytest.fixture
+def machine(monkeypatch: pytest.MonkeyPatch) -> dict:
+    """Replace the probes (nvcc, NVML, kernel sources) with a scripted machine."""
+    state: dict = {"fingerprint": dict(NO_GPU), "gpu": None, "toolchain_error": None}
+
+    def probe_toolchain(nvcc: str = "nvcc") -> dict[str, str]:
+        if state["toolchain_error"]:
+            raise ToolchainError(state["toolchain_error"])
+        return {k: state["fingerprint"][k] for k in ("nvcc_version", "ptxas_version")}
+
+    def current(spec, gpu, **kw) -> dict[str, str]:
+        return {**state["fingerprint"], **(kw.get("gpu_fields") or {})}
+
+    monkeypatch.setattr(fingerprint_module, "probe_toolchain", probe_toolchain)
+    monkeypatch.setattr(fingerprint_module, "probe_gpu_machine", lambda: state["gpu"])
+    monkeypatch.setattr(fingerprint_module, "current_fingerprint", current)
+    monkeypatch.setattr(
+        check_module, "load_kernel_spec", lambda d, k, nvcc="nvcc": types.SimpleNamespace(name=k)
+    )
+    return state
+
+
+def test_check_fresh_without_gpu(cli: Run, registry: Path, machine: dict) -> None:
+    publish_artifact(registry, make_artifact())
+    code, out, err = cli("check", "--registry", str(registry))
+    assert code == 0, err
+    assert f"fresh {KEY}" in out
+    assert "not checked: no GPU (" in out and "driver" in out
+
+
+def test_check_names_hard_and_soft_changes(cli: Run, registry: Path, machine: dict) -> None:
+    publish_artifact(registry, make_artifact())
+    machine["fingerprint"] = {**NO_GPU, "nvcc_version": "Cuda compilation tools, release 13.1"}
+    code, out, err = cli("check", "--registry", str(registry))
+    assert code == 1
+    assert f"STALE {KEY}: nvcc_version: " in out and "(hard)" in out
+    one_line_error(err, "1 of 1 artifact(s) stale")
+    machine["fingerprint"] = {**NO_GPU, "ctune_version": "0.2.0"}
+    code, out, _ = cli("check", "--registry", str(registry))
+    assert code == 0 and f"WARN {KEY}: ctune_version: '0.1.0' -> '0.2.0' (soft)" in out
+    code, out, _ = cli("check", "--strict", "--registry", str(registry))
+    assert code == 1 and f"STALE {KEY}" in out
+
+
+def test_check_pinned_only_and_gpu_fields(cli: Run, registry: Path, machine: dict) -> None:
+    publish_artifact(registry, make_artifact())
+    publish_artifact(registry, make_artifact(problem="unpinned", pinned=False))
+    machine["gpu"] = {k: v for k, v in FINGERPRINT.items() if FIELDS[k][1] == "gpu"}
+    machine["gpu"]["gpu_name"] = "NVIDIA H200"
+    code, out, _ = cli("check", "--pinned", "--registry", str(registry))
+    assert code == 1 and "gpu_name: 'NVIDIA H100 80GB HBM3' -> 'NVIDIA H200' (hard)" in out
+    assert "unpinned" not in out and "no GPU" not in out
+
+
+def test_check_without_nvcc_is_exit_3(cli: Run, registry: Path, machine: dict) -> None:
+    publish_artifact(registry, make_artifact())
+    machine["toolchain_error"] = "nvcc not found ('nvcc' is not on PATH)"
+    code, _, err = cli("check", "--registry", str(registry))
+    assert code == 3
+    one_line_error(err, "nvcc not found")
+
+
+def test_check_with_unreadable_artifact_is_exit_2(cli: Run, registry: Path, machine) -> None:
+    path = publish_artifact(registry, make_artifact()).path
+    path.write_text("{}")
+    code, _, err = cli("check", "--registry", str(registry))
+    assert code == 2 and "could not be read" in err
+
+
+# --- gate ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def gpu_machine(machine: dict, monkeypatch: pytest.MonkeyPatch) -> dict:
+    machine["fingerprint"] = dict(FINGERPRINT)
+    machine["gpu"] = {k: v for k, v in FINGERPRINT.items() if FIELDS[k][1] == "gpu"}
+    machine["remeasure"] = None
+    monkeypatch.setattr(
+        gate_run_module, "default_remeasurer", lambda settings, kernels: machine["remeasure"]
+    )
+    return machine
+
+
+@pytest.mark.parametrize(
+    ("scale", "code", "word"),
+    [
+        ([1.0], 0, "PASS"),
+        ([0.9], 0, "IMPROVED"),
+        ([1.1, 1.1], 1, "REGRESSED"),
+        ([1.1, 1.0], 4, "INCONCLUSIVE"),
+    ],
+)
+def test_gate_verdicts_and_exit_codes(
+    cli: Run, registry: Path, gpu_machine: dict, scale: list[float], code: int, word: str
+) -> None:
+    rng = np.random.default_rng(11)
+    publish_artifact(registry, artifact_with_samples(rng))
+    gpu_machine["remeasure"] = StandInRemeasurer(rng, scale)
+    got, out, err = cli("gate", "--processes", "5", "--registry", str(registry))
+    assert got == code, out + err
+    assert out.startswith(f"{word} {KEY}: ")
+    assert "predicted false-alarm rate for this run" in out
+    if code:
+        one_line_error(err, "gate")
+
+
+def test_gate_stale_outranks_regressed(cli: Run, registry: Path, gpu_machine: dict) -> None:
+    rng = np.random.default_rng(12)
+    publish_artifact(registry, artifact_with_samples(rng))
+    stand_in = StandInRemeasurer(rng, [1.2])
+    gpu_machine["remeasure"] = stand_in
+    gpu_machine["fingerprint"] = {**FINGERPRINT, "spec_sha256": "f" * 64}
+    code, out, _ = cli("gate", "--registry", str(registry))
+    assert code == 1 and out.startswith(f"STALE {KEY}: stale: spec_sha256 changed")
+    assert stand_in.calls == []
+
+
+def test_gate_needs_a_gpu_and_three_processes(cli: Run, registry: Path, machine: dict) -> None:
+    publish_artifact(registry, make_artifact())
+    code, _, err = cli("gate", "--registry", str(registry))
+    assert code == 3
+    one_line_error(err, "needs a GPU")
+    code, _, err = cli("gate", "--processes", "2", "--registry", str(registry))
+    assert code == 2
+    one_line_error(err, "k >= 3")
+
+
+def test_registry_help_documents_key_syntax(cli: Run) -> None:
+    code, out, _ = cli("registry", "--help")
+    assert code == 0
+    assert "<kernel>/<problem>/<device-class>[@<member>]" in out
+    assert json.dumps  # keep the import used in one place

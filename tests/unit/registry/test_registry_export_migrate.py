@@ -1,0 +1,125 @@
+"""Golden outputs: exports of one artifact, and the schema 0 -> 1 migration.
+
+Re-record after an intended change with ``CTUNE_UPDATE_GOLDEN=1 pytest
+tests/unit/registry/test_registry_export_migrate.py`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from registry_support import git, make_artifact
+
+from ctune.errors import RegistryError, UserError
+from ctune.registry import export, schema
+from ctune.registry.layout import parse_key
+from ctune.registry.migrate import upgrade
+from ctune.registry.service import migrate_registry
+from ctune.registry.store import ArtifactStore
+
+DATA = Path(__file__).parents[2] / "data" / "registry"
+UPDATE = os.environ.get("CTUNE_UPDATE_GOLDEN") == "1"
+
+
+def _golden(name: str, text: str) -> None:
+    path = DATA / name
+    if UPDATE:
+        path.write_text(text)
+    assert path.exists(), f"{path} missing: run with CTUNE_UPDATE_GOLDEN=1"
+    assert text == path.read_text()
+
+
+@pytest.mark.parametrize(
+    ("fmt", "golden"),
+    [
+        ("flags", "export.flags.txt"),
+        ("header", "export.header.h"),
+        ("cmake", "export.cmake"),
+        ("json", "export.json"),
+    ],
+)
+def test_export_golden(fmt: str, golden: str) -> None:
+    _golden(golden, export.render(make_artifact(), None, fmt))
+
+
+def test_export_members_and_errors() -> None:
+    a = make_artifact()
+    assert "-DBLOCK_M=256" in export.render(a, "baseline", "flags")
+    assert "-DBLOCK_M=64" in export.render(a, a.front[1].key, "flags")
+    with pytest.raises(UserError, match="no pinned member"):
+        export.render(make_artifact(pinned=False), None, "flags")
+    with pytest.raises(UserError, match="unknown export format"):
+        export.render(a, None, "yaml")
+    with pytest.raises(UserError, match="no member"):
+        export.render(a, "0123456789abcdef", "flags")
+
+
+def test_exported_json_names_the_digest() -> None:
+    a = make_artifact()
+    data = json.loads(export.render(a, None, "json"))
+    assert data["artifact_digest"] == a.digest() and data["candidate"] == a.pinned
+
+
+def test_migration_v0_to_v1_golden() -> None:
+    raw = json.loads((DATA / "v0-gemm-sq4096.json").read_text())
+    artifact = schema.from_json(upgrade(raw, "v0"), "v0")
+    _golden("v1-from-v0-gemm-sq4096.json", schema.encode(artifact).decode())
+    assert artifact.fingerprint["nvcc_version"].endswith("V12.10.41")
+    assert artifact.pinned == artifact.front[0].key
+
+
+def test_migration_refuses_lost_versions() -> None:
+    raw = json.loads((DATA / "v0-gemm-sq4096.json").read_text())
+    raw["fingerprint"]["cupy"] = 13.4
+    with pytest.raises(RegistryError, match="the exact version is lost"):
+        upgrade(raw, "v0")
+    with pytest.raises(RegistryError, match="cannot migrate"):
+        upgrade({"schema_version": 99}, "x")
+
+
+def test_migrate_command_commits_once(repo: Path, registry: Path) -> None:
+    target = registry / "gemm" / "sq4096" / "sm90-nvidia-h100-80gb-hbm3.json"
+    target.parent.mkdir(parents=True)
+    shutil.copy(DATA / "v0-gemm-sq4096.json", target)
+    ArtifactStore(registry).write(make_artifact(problem="current"))  # already v1: untouched
+    with pytest.raises(RegistryError, match="ctune registry migrate"):
+        ArtifactStore(registry).read(parse_key("gemm/sq4096/sm90-nvidia-h100-80gb-hbm3"))
+    dry = migrate_registry(registry, dry_run=True)
+    assert [p.name for p in dry.migrated] == [target.name] and dry.commit is None
+    result = migrate_registry(registry)
+    assert result.commit is not None and not result.failed
+    assert git(repo, "show", "--name-only", "--format=%s", "HEAD").split() == [
+        "ctune:",
+        "migrate",
+        "1",
+        "artifact(s)",
+        "to",
+        "schema",
+        "1",
+        "registry/gemm/sq4096/sm90-nvidia-h100-80gb-hbm3.json",
+    ]
+    a = ArtifactStore(registry).read(parse_key("gemm/sq4096/sm90-nvidia-h100-80gb-hbm3"))
+    assert a.schema_version == schema.SCHEMA_VERSION
+    assert migrate_registry(registry).migrated == ()
+
+
+def test_export_takes_defines_from_defines_and_drops_ctune_output_mode() -> None:
+    import dataclasses
+
+    a = make_artifact()
+    searched = dataclasses.replace(
+        a.front[0],
+        nvcc_flags=("--generate-code=arch=compute_90a,code=sm_90a", "-cubin", "-std=c++17",
+                    "-DBLOCK_M=128", "-DSTAGES=3", "-Xptxas", "-O3"),
+    )  # fmt: skip
+    a = dataclasses.replace(a, front=(searched, a.front[1]))
+    line = export.render(a, None, "flags").split()
+    assert line == [
+        "--generate-code=arch=compute_90a,code=sm_90a", "-std=c++17", "-Xptxas", "-O3",
+        "-DBLOCK_M=128", "-DSTAGES=3", "-DUSE_TMA=1",
+    ]  # fmt: skip
+    assert '"SHELL:-Xptxas -O3"' in export.render(a, None, "cmake")

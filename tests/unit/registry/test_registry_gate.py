@@ -1,0 +1,255 @@
+"""Gate decisions on synthetic sample sets, and the gate procedure with a stand-in remeasurer."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from registry_support import (
+    FINGERPRINT,
+    StandInRemeasurer,
+    artifact_with_samples,
+    make_artifact,
+    synthetic,
+)
+
+from ctune.errors import EXIT_GATE_FAILED, EXIT_INCONCLUSIVE, EXIT_OK
+from ctune.records import FieldChange, Outcome
+from ctune.registry.gate import (
+    GatePolicy,
+    GateReport,
+    Regression,
+    SampleSet,
+    Verdict,
+    confirm,
+    decide,
+    decide_regression,
+    exit_code,
+    mann_whitney_u,
+    predicted_fpr,
+)
+from ctune.registry.gate_run import gate_artifact
+from ctune.registry.layout import parse_key
+from ctune.registry.schema import Artifact
+
+# --- Mann-Whitney U ------------------------------------------------------------
+
+# (x, y, U of x, two-sided p) computed with scipy.stats.mannwhitneyu (method "auto")
+MWU_CASES = [
+    ([1, 2, 3], [4, 5, 6], 0.0, 0.1),
+    ([1.1, 2.5, 3.2, 4.8, 5.0], [0.5, 0.7, 1.9, 2.2], 18.0, 0.06349206349206349),
+    ([1, 2, 2, 3, 3, 3], [2, 3, 4, 4, 5], 5.5, 0.08871369199677616),
+    (list(range(30)), [x + 10.5 for x in range(30)], 190.0, 0.00012477053789099933),
+]
+
+
+@pytest.mark.parametrize(("x", "y", "u", "p"), MWU_CASES)
+def test_mann_whitney_matches_reference_values(x, y, u, p) -> None:
+    got_u, got_p = mann_whitney_u(x, y)
+    assert got_u == pytest.approx(u)
+    assert got_p == pytest.approx(p, rel=1e-9)
+
+
+def test_mann_whitney_against_scipy_when_available() -> None:
+    stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(3)
+    for n1, n2, ties in [(4, 6, False), (9, 11, False), (40, 35, True), (300, 250, True)]:
+        x, y = rng.normal(size=n1), rng.normal(0.3, size=n2)
+        if ties:
+            x, y = np.round(x, 1), np.round(y, 1)
+        method = "exact" if not ties and n1 + n2 <= 20 else "asymptotic"  # as ctune chooses
+        want = stats.mannwhitneyu(x, y, alternative="two-sided", method=method)
+        got = mann_whitney_u(x, y)
+        assert got[0] == pytest.approx(want.statistic)
+        assert got[1] == pytest.approx(want.pvalue, rel=1e-6, abs=1e-12)
+
+
+def test_mann_whitney_all_equal_and_empty() -> None:
+    assert mann_whitney_u([1.0] * 30, [1.0] * 30)[1] == 1.0
+    with pytest.raises(ValueError):
+        mann_whitney_u([], [1.0])
+
+
+# --- decisions ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_no_change_passes(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    r = decide_regression(synthetic(rng, 1.0), synthetic(rng, 1.0))
+    assert r.verdict is Verdict.PASS, r.reason
+    assert r.threshold == pytest.approx(max(0.02, 5 * max(r.cv_old, r.cv_new)))
+    assert r.predicted_fpr < 1e-6
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_ten_percent_slower_regresses(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    r = decide_regression(synthetic(rng, 1.0), synthetic(rng, 1.1))
+    assert r.verdict is Verdict.REGRESSED, r.reason
+    assert r.change == pytest.approx(0.1, abs=0.02)
+    assert "slower" in r.reason
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_ten_percent_faster_improves(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    r = decide_regression(synthetic(rng, 1.0), synthetic(rng, 0.9))
+    assert r.verdict is Verdict.IMPROVED, r.reason
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_huge_noise_is_inconclusive(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    old = synthetic(rng, 1.0, between_cv=0.10)
+    new = synthetic(rng, 1.1, between_cv=0.10)
+    r = decide_regression(old, new)
+    assert r.verdict is Verdict.INCONCLUSIVE and "noise too large" in r.reason
+
+
+def test_threshold_grows_with_measured_noise() -> None:
+    rng = np.random.default_rng(0)
+    r = decide_regression(synthetic(rng, 1.0, between_cv=0.01), synthetic(rng, 1.0))
+    assert r.threshold == pytest.approx(5 * max(r.cv_old, r.cv_new))
+    assert r.threshold > 0.02
+
+
+def test_too_few_processes_is_inconclusive_never_pass() -> None:
+    rng = np.random.default_rng(0)
+    r = decide_regression(synthetic(rng, 1.0, processes=2), synthetic(rng, 1.0))
+    assert r.verdict is Verdict.INCONCLUSIVE and "insufficient baseline" in r.reason
+    r = decide_regression(SampleSet(()), synthetic(rng, 1.0))
+    assert r.verdict is Verdict.INCONCLUSIVE
+
+
+def test_large_change_without_significance_is_inconclusive() -> None:
+    # medians only and k=3 per side: the exact test cannot go below p=0.1
+    old = SampleSet((1.0, 1.001, 0.999))
+    new = SampleSet((1.1, 1.101, 1.099))
+    r = decide_regression(old, new)
+    assert r.verdict is Verdict.INCONCLUSIVE and "not significant" in r.reason
+    assert r.p_value == pytest.approx(0.1)
+
+
+def test_predicted_false_alarm_rate() -> None:
+    assert predicted_fpr(0.02, 0.003, 3, 3) < 1e-9
+    assert predicted_fpr(0.02, 0.02, 3, 3) > 0.1
+    assert predicted_fpr(0.02, 0.0, 3, 3) == 0.0
+
+
+def _reg(verdict: Verdict, change: float = 0.1) -> Regression:
+    return Regression(verdict, verdict.value.lower(), change=change, threshold=0.02)
+
+
+HARD = FieldChange("nvcc_version", "a", "b", "hard")
+SOFT = FieldChange("driver", "a", "b", "soft")
+
+
+def test_stale_outranks_regressed() -> None:
+    report = decide("k", [HARD], [], _reg(Verdict.REGRESSED))
+    assert report.verdict is Verdict.STALE and "nvcc_version" in report.reason
+    assert decide("k", [SOFT], [], _reg(Verdict.REGRESSED)).verdict is Verdict.REGRESSED
+    assert decide("k", [SOFT], [], _reg(Verdict.PASS), strict=True).verdict is Verdict.STALE
+
+
+def test_canary_moving_the_same_way_means_the_machine_changed() -> None:
+    r = decide("k", [], [], _reg(Verdict.REGRESSED), _reg(Verdict.REGRESSED, 0.09))
+    assert r.verdict is Verdict.INCONCLUSIVE and "default build moved too" in r.reason
+    assert decide("k", [], [], _reg(Verdict.REGRESSED), _reg(Verdict.PASS)).verdict is (
+        Verdict.REGRESSED
+    )
+
+
+def test_confirmation() -> None:
+    assert confirm(_reg(Verdict.REGRESSED), _reg(Verdict.REGRESSED)).verdict is Verdict.REGRESSED
+    r = confirm(_reg(Verdict.REGRESSED), _reg(Verdict.PASS))
+    assert r.verdict is Verdict.INCONCLUSIVE and r.reason.startswith("not confirmed")
+    assert confirm(_reg(Verdict.PASS), _reg(Verdict.REGRESSED)).verdict is Verdict.PASS
+
+
+@pytest.mark.parametrize(
+    ("verdicts", "code"),
+    [
+        ([], EXIT_OK),
+        ([Verdict.PASS, Verdict.IMPROVED], EXIT_OK),
+        ([Verdict.PASS, Verdict.INCONCLUSIVE], EXIT_INCONCLUSIVE),
+        ([Verdict.INCONCLUSIVE, Verdict.REGRESSED], EXIT_GATE_FAILED),
+        ([Verdict.STALE], EXIT_GATE_FAILED),
+    ],
+)
+def test_exit_codes(verdicts: list[Verdict], code: int) -> None:
+    assert exit_code([GateReport("k", v, "") for v in verdicts]) == code
+
+
+# --- the procedure, with a stand-in for the GPU ------------------------------------
+
+KEY = parse_key("gemm/sq4096/sm90-nvidia-h100-80gb-hbm3")
+
+
+def _gate(a: Artifact, remeasure: StandInRemeasurer, current: dict | None = None) -> GateReport:
+    return gate_artifact(
+        KEY, a, current or dict(FINGERPRINT), remeasure, policy=GatePolicy(), processes=5
+    )
+
+
+def test_gate_pass_measures_pinned_and_canary_together() -> None:
+    rng = np.random.default_rng(1)
+    a = artifact_with_samples(rng)
+    stand_in = StandInRemeasurer(rng, [1.0])
+    report = _gate(a, stand_in)
+    assert report.verdict is Verdict.PASS, report.reason
+    assert stand_in.calls == [[a.front[0].key, a.baseline.key]]
+    assert report.canary is not None and report.canary.verdict is Verdict.PASS
+
+
+def test_gate_regression_is_confirmed_by_a_second_run() -> None:
+    rng = np.random.default_rng(2)
+    stand_in = StandInRemeasurer(rng, [1.1, 1.1])
+    report = _gate(artifact_with_samples(rng), stand_in)
+    assert report.verdict is Verdict.REGRESSED and len(stand_in.calls) == 2
+
+
+def test_gate_unconfirmed_regression_is_inconclusive() -> None:
+    rng = np.random.default_rng(3)
+    report = _gate(artifact_with_samples(rng), StandInRemeasurer(rng, [1.1, 1.0]))
+    assert report.verdict is Verdict.INCONCLUSIVE and "not confirmed" in report.reason
+
+
+def test_gate_stale_measures_nothing() -> None:
+    rng = np.random.default_rng(4)
+    stand_in = StandInRemeasurer(rng, [1.1])
+    report = _gate(
+        artifact_with_samples(rng), stand_in, {**FINGERPRINT, "kernel_source_sha256": "d" * 64}
+    )
+    assert report.verdict is Verdict.STALE and stand_in.calls == []
+    assert [c.name for c in report.changes] == ["kernel_source_sha256"]
+
+
+def test_gate_sass_change_is_stale() -> None:
+    rng = np.random.default_rng(5)
+    report = _gate(artifact_with_samples(rng), StandInRemeasurer(rng, [1.0], sass="e" * 64))
+    assert report.verdict is Verdict.STALE
+    assert report.changes[0].name.startswith("sass_sha256[")
+
+
+def test_gate_failing_member_is_regressed() -> None:
+    rng = np.random.default_rng(6)
+    report = _gate(
+        artifact_with_samples(rng), StandInRemeasurer(rng, [1.0], outcome=Outcome.RUN_TIMEOUT)
+    )
+    assert report.verdict is Verdict.REGRESSED and "run_timeout" in report.reason
+
+
+def test_gate_canary_moved_too() -> None:
+    rng = np.random.default_rng(7)
+    report = _gate(artifact_with_samples(rng), StandInRemeasurer(rng, [1.1, 1.1], canary=1.1))
+    assert report.verdict is Verdict.INCONCLUSIVE and "machine changed" in report.reason
+
+
+def test_gate_unrecorded_processes_is_inconclusive() -> None:
+    rng = np.random.default_rng(8)
+    a = make_artifact(medians=(1.0, 1.01))  # only two recorded processes
+    report = _gate(a, StandInRemeasurer(rng, [1.0]))
+    assert report.verdict is Verdict.INCONCLUSIVE and "insufficient baseline" in report.reason
+    assert math.isnan(report.candidate.change)  # type: ignore[union-attr]
