@@ -2,24 +2,48 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ctune.cli import app, render
 from ctune.cli.common import settings
-from ctune.errors import ToolchainError
+from ctune.errors import RegistryError, ToolchainError
+
+if TYPE_CHECKING:
+    from ctune.registry.locks import StaleLock
+
+STALE_AFTER_S = 300.0  # a git lock older than this, with no live ctune writer, is left by a crash
 
 
 @app.command("doctor")
 def doctor_command(
+    fix: Annotated[
+        bool, typer.Option("--fix", help="remove stale git lock files in the registry's repository")
+    ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
-    """Check nvcc, ptxas, CUTLASS headers, CuPy, the driver, the GPU and NVML."""
+    """Check nvcc, ptxas, CUTLASS headers, CuPy, the driver, the GPU, NVML and registry locks."""
     from ctune.doctor import run_checks
+    from ctune.registry.locks import clear_stale_locks
 
     cfg = settings()
     checks = run_checks(cfg.nvcc)
-    render.doctor_report(checks, json_out)
+    stale = _stale_locks(cfg.registry)
+    removed = clear_stale_locks(cfg.registry, STALE_AFTER_S) if fix and stale else []
+    render.doctor_report(checks, json_out, stale_locks=stale, removed=removed)
     if not checks[1].ok:
         raise ToolchainError("nvcc is required for every ctune command that compiles")
+
+
+def _stale_locks(registry: Path) -> list[StaleLock]:
+    """Stale locks of the repository holding the registry; none when it is not in git."""
+    from ctune.registry.locks import find_stale_locks
+
+    if not registry.exists():
+        return []
+    try:
+        return find_stale_locks(registry, STALE_AFTER_S)
+    except RegistryError:
+        return []

@@ -138,13 +138,22 @@ def space_report(
             )
 
 
-def doctor_report(checks: Sequence[Check], json_out: bool) -> None:
+def doctor_report(
+    checks: Sequence[Check],
+    json_out: bool,
+    stale_locks: Sequence[Any] = (),
+    removed: Sequence[Any] = (),
+) -> None:
     if json_out:
         print_json(
-            [
-                {"name": c.name, "ok": c.ok, "detail": c.detail, "needed_for": c.needed_for}
-                for c in checks
-            ]
+            {
+                "checks": [
+                    {"name": c.name, "ok": c.ok, "detail": c.detail, "needed_for": c.needed_for}
+                    for c in checks
+                ],
+                "stale_locks": [str(lock.path) for lock in stale_locks],
+                "removed": [str(p) for p in removed],
+            }
         )
         return
     from rich.table import Table
@@ -155,3 +164,10 @@ def doctor_report(checks: Sequence[Check], json_out: bool) -> None:
     for c in checks:
         table.add_row(c.name, "[green]ok[/]" if c.ok else "[red]missing[/]", c.detail, c.needed_for)
     console.print(table)
+    for lock in stale_locks:
+        done = lock.path in removed
+        console.print(
+            f"[yellow]stale git lock[/] {lock.path} ({lock.age_s:.0f} s old)"
+            + (" [green]removed[/]" if done else " - run `ctune doctor --fix` to remove it"),
+            markup=True,
+        )
