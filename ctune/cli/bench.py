@@ -1,0 +1,107 @@
+"""``ctune bench``: compile one candidate, check it, time it (and its energy) on the GPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ctune.cli import app
+from ctune.cli.common import candidate_from_sets, load, settings
+from ctune.errors import EXIT_GATE_FAILED, CtuneError, UserError
+
+
+class CandidateFailed(CtuneError):
+    """The candidate was measured and is not OK; the report above has the evidence."""
+
+    exit_code = EXIT_GATE_FAILED
+
+
+KernelArg = Annotated[Path, typer.Argument(help="kernel .cu (its .yaml sidecar sits next to it)")]
+
+
+@app.command("bench")
+def bench_command(
+    kernel: KernelArg,
+    sets: Annotated[
+        list[str] | None, typer.Option("--set", "-s", help="NAME=VALUE for a gene; repeatable")
+    ] = None,
+    problem: Annotated[str | None, typer.Option(help="problem name (default: the spec's)")] = None,
+    energy: Annotated[
+        bool, typer.Option("--energy", help="also measure energy per call and average power (NVML)")
+    ] = False,
+    energy_window: Annotated[
+        float | None, typer.Option("--energy-window", help="energy window in seconds (>= 1)")
+    ] = None,
+    l2: Annotated[
+        str | None, typer.Option("--l2", help="cold (flush L2 before each sample) or hot")
+    ] = None,
+    samples: Annotated[
+        int | None, typer.Option("--samples", "-n", help="exactly this many timing samples")
+    ] = None,
+    quantile: Annotated[
+        float, typer.Option(help="the tail that matters; raises n (p99 on µs kernels: >= 1000)")
+    ] = 0.99,
+    timeout: Annotated[
+        float | None, typer.Option("--timeout", help="hang limit in seconds (default: derived)")
+    ] = None,
+    device: Annotated[int, typer.Option(help="CUDA device index")] = 0,
+    arch: Annotated[
+        str | None, typer.Option(help="target, e.g. sm_90 (default: the spec's)")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+) -> None:
+    """Check one candidate against the reference and time it (p50/p95/p99 with 95% CIs).
+
+    Exits 1 when the candidate is not OK (wrong result, fault, hang, inconclusive).
+    """
+    from ctune.cli import render_bench
+    from ctune.compile.nvcc import NvccCompiler
+    from ctune.measure.plan import plan_for, validate
+    from ctune.measure.session import WorkerMeasurer
+
+    if l2 is not None and l2 not in ("cold", "hot"):
+        raise UserError(f"--l2 {l2}: allowed: cold, hot")
+    cfg = settings(arch=arch, energy_window_s=energy_window)
+    spec, toolchain = load(kernel, cfg)
+    candidate = candidate_from_sets(spec, sets or [])
+    chosen = spec.problem(problem)
+    plan = plan_for(
+        cfg,
+        spec,
+        l2=l2,
+        energy=energy,
+        quantile=quantile,
+        timeout_s=timeout,
+        min_samples=samples,
+        max_samples=samples,
+    )
+    validate(plan)
+    if energy:
+        from ctune.measure.nvml_energy import require_nvml
+
+        require_nvml(device)
+    with NvccCompiler(
+        spec,
+        toolchain,
+        cfg.cache_dir,
+        arch=cfg.arch,
+        timeout_s=cfg.compile_timeout_s,
+        memory_bytes=cfg.compile_memory_bytes,
+    ) as compiler:
+        build = compiler.build(candidate, chosen)
+    if not build.outcome.is_ok:
+        render_bench.bench_report(spec, chosen, candidate, build, None, plan, json_out)
+        raise UserError(
+            f"{spec.source_path.name}: candidate {candidate.key()} did not build: "
+            f"{build.outcome.value}"
+        )
+    with WorkerMeasurer(device, cfg) as measurer:
+        measurement = measurer.measure(spec, candidate, build, chosen, plan)
+    render_bench.bench_report(spec, chosen, candidate, build, measurement, plan, json_out)
+    if not measurement.outcome.is_ok:
+        raise CandidateFailed(
+            f"candidate {candidate.key()} on {chosen.name}: {measurement.outcome.value} "
+            "(evidence above)"
+        )

@@ -1,0 +1,269 @@
+"""Kernel buffers from a spec: seeded random inputs (never zeros), poisoned outputs.
+
+Every function takes ``xp`` (numpy or cupy) so the same code runs in CPU
+tests and in the worker. bfloat16 buffers are raw 16-bit words (uint16) on the
+device: fp32 -> bf16 is round-to-nearest-even on the bit pattern, bf16 -> fp32
+is a 16-bit left shift. The same seed gives the same inputs on the same
+backend; numpy and cupy draw different (but each deterministic) streams.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ctune.errors import SpecError
+
+if TYPE_CHECKING:
+    from ctune.kernelspec import ArgSpec, KernelSpec, Problem
+
+#: spec dtype -> storage dtype on the device (bfloat16 travels as raw bits)
+STORAGE_DTYPES: dict[str, str] = {
+    "float16": "float16",
+    "bfloat16": "uint16",
+    "float32": "float32",
+    "float64": "float64",
+    "int8": "int8",
+    "int32": "int32",
+    "int64": "int64",
+    "uint8": "uint8",
+    "uint16": "uint16",
+    "uint32": "uint32",
+}
+FLOAT_DTYPES = frozenset({"float16", "bfloat16", "float32", "float64"})
+#: what replaces an exact zero: a power of two, exact in every float format we store
+NONZERO = 2.0**-8
+#: poison byte: 0xFF.. is a NaN in float16, bfloat16, float32 and float64 alike
+POISON_BYTE = 0xFF
+
+_BITS_VIEW = {1: "uint8", 2: "uint16", 4: "uint32", 8: "uint64"}
+
+
+def storage_dtype(dtype: str) -> str:
+    try:
+        return STORAGE_DTYPES[dtype]
+    except KeyError:
+        raise SpecError(f"unsupported dtype {dtype!r}") from None
+
+
+# --- bfloat16 ---------------------------------------------------------------
+
+
+def float32_to_bf16_bits(xp: ModuleType, values: Any) -> Any:
+    """fp32 -> bf16 bit patterns (uint16), round to nearest, ties to even; NaN stays NaN."""
+    bits = xp.ascontiguousarray(values, dtype=xp.float32).view(xp.uint32)
+    lsb = (bits >> 16) & xp.uint32(1)
+    rounded = ((bits + (xp.uint32(0x7FFF) + lsb)) >> 16).astype(xp.uint16)
+    is_nan = (bits & xp.uint32(0x7FFFFFFF)) > xp.uint32(0x7F800000)
+    quiet = ((bits >> 16) | xp.uint32(0x0040)).astype(xp.uint16)
+    return xp.where(is_nan, quiet, rounded)
+
+
+def bf16_bits_to_float32(xp: ModuleType, bits: Any) -> Any:
+    """bf16 bit patterns (uint16) -> fp32, exact."""
+    wide = xp.ascontiguousarray(bits, dtype=xp.uint16).astype(xp.uint32) << 16
+    return wide.view(xp.float32)
+
+
+def to_float32(xp: ModuleType, array: Any, dtype: str) -> Any:
+    """A device buffer of spec dtype ``dtype`` as float32 values (a new array)."""
+    if dtype == "bfloat16":
+        return bf16_bits_to_float32(xp, array)
+    return xp.asarray(array).astype(xp.float32)
+
+
+def from_float32(xp: ModuleType, values: Any, dtype: str) -> Any:
+    """float32 values -> storage array of spec dtype ``dtype`` (ints are rounded, clipped)."""
+    if dtype == "bfloat16":
+        return float32_to_bf16_bits(xp, values)
+    store = storage_dtype(dtype)
+    if dtype in FLOAT_DTYPES:
+        return xp.asarray(values).astype(store)
+    info = np.iinfo(store)
+    return xp.clip(xp.rint(values), info.min, info.max).astype(store)
+
+
+def bits_view(xp: ModuleType, array: Any) -> Any:
+    """The raw bit patterns of a buffer, for bitwise comparisons (NaN == NaN here)."""
+    arr = xp.ascontiguousarray(array)
+    return arr.view(_BITS_VIEW[arr.dtype.itemsize])
+
+
+# --- generation ---------------------------------------------------------------
+
+
+def arg_seed(seed: int, index: int) -> int:
+    """A distinct, stable seed per argument so two inputs never share a stream."""
+    return (seed * 1_000_003 + index * 7_919 + 12_345) % (2**31 - 1)
+
+
+def _uniform01(xp: ModuleType, seed: int, shape: tuple[int, ...]) -> Any:
+    if xp is np:
+        return np.random.default_rng(seed).random(shape, dtype=np.float32)
+    return xp.random.RandomState(seed).random_sample(shape, dtype=xp.float32)
+
+
+def _normal(xp: ModuleType, seed: int, shape: tuple[int, ...]) -> Any:
+    if xp is np:
+        return np.random.default_rng(seed).standard_normal(shape, dtype=np.float32)
+    return xp.random.RandomState(seed).standard_normal(shape, dtype=xp.float32)
+
+
+def random_values(
+    xp: ModuleType, init: tuple[str, float, float], shape: tuple[int, ...], seed: int
+) -> Any:
+    """float32 draws: ("normal", mean, std) or ("uniform", lo, hi)."""
+    dist, a, b = init
+    if dist == "normal":
+        return _normal(xp, seed, shape) * xp.float32(b) + xp.float32(a)
+    if dist == "uniform":
+        return _uniform01(xp, seed, shape) * xp.float32(b - a) + xp.float32(a)
+    raise SpecError(f"unknown input distribution {dist!r}")
+
+
+def generate_input(
+    xp: ModuleType, dtype: str, shape: tuple[int, ...], init: tuple[str, float, float], seed: int
+) -> Any:
+    """A seeded random input buffer in storage dtype, with no exact zeros.
+
+    Zeros are replaced after rounding to the storage type (a tiny normal draw
+    can round to 0 in float16), because timing on zeros flatters kernels
+    (RELIABILITY M6) and a zero hides wrong indexing from the check.
+    """
+    storage_dtype(dtype)
+    values = random_values(xp, init, shape, seed)
+    if dtype not in FLOAT_DTYPES:
+        stored = from_float32(xp, values, dtype)
+        return xp.where(stored == 0, stored.dtype.type(1), stored)
+    values = xp.where(values == 0, xp.float32(NONZERO), values)
+    stored = from_float32(xp, values, dtype)
+    zeros = to_float32(xp, stored, dtype) == 0
+    if bool(zeros.any()):
+        stored = from_float32(xp, xp.where(zeros, xp.float32(NONZERO), values), dtype)
+    return stored
+
+
+def poison(xp: ModuleType, array: Any) -> None:
+    """Fill a buffer with 0xFF bytes: NaN in every float format, -1/max in integers."""
+    array.view(xp.uint8).fill(POISON_BYTE)
+
+
+def scalar_value(dtype: str, value: Any, name: str = "") -> Any:
+    """A scalar argument as a numpy scalar of its storage type (bf16 as raw bits)."""
+    if dtype == "bfloat16":
+        return np.uint16(float32_to_bf16_bits(np, np.asarray([value], dtype=np.float32))[0])
+    store = np.dtype(storage_dtype(dtype))
+    if dtype in FLOAT_DTYPES:
+        return store.type(value)
+    if isinstance(value, float) and not value.is_integer():
+        raise SpecError(f"scalar {name}: {value} is not an integer for dtype {dtype}")
+    info = np.iinfo(store)
+    if not info.min <= int(value) <= info.max:
+        raise SpecError(f"scalar {name}: {value} does not fit dtype {dtype}")
+    return store.type(int(value))
+
+
+def arg_shape(arg: ArgSpec, dims: Mapping[str, int]) -> tuple[int, ...]:
+    shape = []
+    for expr in arg.shape:
+        value = expr.evaluate(dims)
+        if isinstance(value, bool) or not float(value).is_integer() or value < 0:
+            raise SpecError(f"arg {arg.name}: shape entry '{expr.source}' = {value!r}")
+        shape.append(int(value))
+    return tuple(shape)
+
+
+@dataclass
+class Buffers:
+    """One set of kernel arguments: device buffers (storage dtype) and scalars."""
+
+    order: tuple[str, ...]
+    roles: dict[str, str]
+    dtypes: dict[str, str]  # spec dtype per arg, after the problem's overrides
+    arrays: dict[str, Any] = field(default_factory=dict)
+    scalars: dict[str, Any] = field(default_factory=dict)
+
+    def args(self) -> tuple[Any, ...]:
+        return tuple(self.arrays[n] if n in self.arrays else self.scalars[n] for n in self.order)
+
+    def names(self, *roles: str) -> list[str]:
+        return [n for n in self.order if self.roles[n] in roles]
+
+    def reference_inputs(self, xp: ModuleType) -> dict[str, Any]:
+        """float32 copies of what the kernel reads (inputs and inouts), for the reference."""
+        return {
+            n: to_float32(xp, self.arrays[n], self.dtypes[n]) for n in self.names("input", "inout")
+        }
+
+    def snapshot(self, xp: ModuleType, names: list[str]) -> dict[str, Any]:
+        return {n: self.arrays[n].copy() for n in names}
+
+    def restore(self, xp: ModuleType, saved: Mapping[str, Any]) -> None:
+        for name, values in saved.items():
+            xp.copyto(self.arrays[name], values)
+
+    def poison_outputs(self, xp: ModuleType) -> None:
+        for name in self.names("output"):
+            poison(xp, self.arrays[name])
+
+    @property
+    def nbytes(self) -> int:
+        return int(sum(a.nbytes for a in self.arrays.values()))
+
+
+def make_buffers(xp: ModuleType, spec: KernelSpec, problem: Problem, seed: int) -> Buffers:
+    """Inputs and inouts random (seeded), outputs poisoned, scratch zeroed, scalars evaluated."""
+    dims = dict(problem.dims)
+    buffers = Buffers(
+        order=tuple(a.name for a in spec.args),
+        roles={a.name: a.role for a in spec.args},
+        dtypes={a.name: a.dtype_for(problem) for a in spec.args},
+    )
+    for index, arg in enumerate(spec.args):
+        dtype = buffers.dtypes[arg.name]
+        if arg.role == "scalar":
+            assert arg.value is not None
+            buffers.scalars[arg.name] = scalar_value(dtype, arg.value.evaluate(dims), arg.name)
+            continue
+        shape = arg_shape(arg, dims)
+        if arg.role in ("input", "inout"):
+            buffers.arrays[arg.name] = generate_input(
+                xp, dtype, shape, arg.init, arg_seed(seed, index)
+            )
+        elif arg.role == "output":
+            array = xp.empty(shape, dtype=storage_dtype(dtype))
+            poison(xp, array)
+            buffers.arrays[arg.name] = array
+        else:  # scratch: zeroed, as CUTLASS-style workspaces (semaphores) expect
+            buffers.arrays[arg.name] = xp.zeros(shape, dtype=storage_dtype(dtype))
+    return buffers
+
+
+def element_count(shape: tuple[int, ...]) -> int:
+    return math.prod(shape)
+
+
+__all__ = [
+    "FLOAT_DTYPES",
+    "NONZERO",
+    "STORAGE_DTYPES",
+    "Buffers",
+    "arg_seed",
+    "arg_shape",
+    "bf16_bits_to_float32",
+    "bits_view",
+    "float32_to_bf16_bits",
+    "from_float32",
+    "generate_input",
+    "make_buffers",
+    "poison",
+    "random_values",
+    "scalar_value",
+    "storage_dtype",
+    "to_float32",
+]

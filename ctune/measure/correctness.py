@@ -1,0 +1,207 @@
+"""Correctness first: a candidate's outputs against the spec's reference.
+
+RELIABILITY C1-C3: compare with a float32-or-better reference by relative L2
+error and max abs error against the spec's per-output tolerance; any NaN or
+Inf fails; outputs are poisoned before each run; fresh inputs per check (two
+checks, different seeds); kernels declared deterministic are run twice on the
+same inputs and must agree bitwise; inputs the kernel must not modify are
+checked unchanged afterwards. Generic over ``xp`` (numpy in CPU tests, cupy in
+the worker); the kernel run and the reference are injected.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from ctune.errors import SpecError
+from ctune.measure.arrays import Buffers, bits_view, make_buffers, to_float32
+from ctune.records import Outcome
+
+if TYPE_CHECKING:
+    from ctune.kernelspec import KernelSpec, Problem, Tolerance
+
+#: run(buffers) launches the kernel once on these buffers and waits for it
+RunFn = Callable[[Buffers], None]
+#: reference(seed, buffers) -> float32 outputs by name (cached per seed by the caller)
+ReferenceFn = Callable[[int, Buffers], Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class OutputError:
+    name: str
+    rel_l2: float
+    max_abs: float
+    non_finite: int  # NaN or Inf values in the output
+    ok: bool
+
+    def describe(self, tol: Tolerance) -> str:
+        if self.non_finite:
+            return (
+                f"output {self.name}: {self.non_finite} NaN/Inf values "
+                "(unwritten elements keep the NaN poison)"
+            )
+        return (
+            f"output {self.name}: rel_l2 {self.rel_l2:.3g} (tolerance {tol.rel_l2:g}), "
+            f"max_abs {self.max_abs:.3g} (tolerance {tol.max_abs:g})"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CheckReport:
+    outcome: Outcome  # OK, WRONG_RESULT or NONDETERMINISTIC
+    rel_l2: float | None  # worst over outputs and checks
+    max_abs: float | None
+    error: str = ""
+    checks: int = 0
+
+
+def compare(xp: ModuleType, name: str, output: Any, reference: Any, tol: Tolerance) -> OutputError:
+    """Relative L2 and max abs error of ``output`` (float32 values) against ``reference``."""
+    out = xp.asarray(output).astype(xp.float64).ravel()
+    ref = xp.asarray(reference).astype(xp.float64).ravel()
+    if out.size != ref.size:
+        raise SpecError(
+            f"reference output {name} has {ref.size} elements; the kernel's buffer has {out.size}"
+        )
+    if not bool(xp.isfinite(ref).all()):
+        raise SpecError(f"reference output {name} contains NaN or Inf")
+    non_finite = int(out.size - int(xp.isfinite(out).sum()))
+    if non_finite:
+        return OutputError(name, math.inf, math.inf, non_finite, False)
+    diff = out - ref
+    err_norm = float(xp.sqrt((diff * diff).sum()))
+    ref_norm = float(xp.sqrt((ref * ref).sum()))
+    rel = err_norm / ref_norm if ref_norm > 0 else 0.0 if err_norm == 0 else math.inf
+    max_abs = float(xp.abs(diff).max()) if diff.size else 0.0
+    ok = rel <= tol.rel_l2 and max_abs <= tol.max_abs
+    return OutputError(name, rel, max_abs, 0, ok)
+
+
+def differing_elements(xp: ModuleType, a: Any, b: Any) -> int:
+    """How many elements differ bit for bit (NaN patterns compare as bits)."""
+    return int((bits_view(xp, a) != bits_view(xp, b)).sum())
+
+
+def _worst(errors: list[OutputError]) -> tuple[float | None, float | None]:
+    if not errors:
+        return None, None
+    return max(e.rel_l2 for e in errors), max(e.max_abs for e in errors)
+
+
+def check_outputs(
+    xp: ModuleType, spec: KernelSpec, buffers: Buffers, reference: Mapping[str, Any]
+) -> list[OutputError]:
+    errors = []
+    for name in buffers.names("output", "inout"):
+        if name not in reference:
+            raise SpecError(
+                f"{spec.reference_path.name}: the reference returned no '{name}' "
+                f"(returned: {', '.join(sorted(reference)) or 'nothing'})"
+            )
+        values = to_float32(xp, buffers.arrays[name], buffers.dtypes[name])
+        errors.append(compare(xp, name, values, reference[name], spec.tolerance_for(name)))
+    return errors
+
+
+def run_checks(
+    xp: ModuleType,
+    spec: KernelSpec,
+    problem: Problem,
+    run: RunFn,
+    reference: ReferenceFn,
+    seeds: tuple[int, ...],
+) -> CheckReport:
+    """Check the candidate once per seed; the first check also tests determinism."""
+    all_errors: list[OutputError] = []
+    for index, seed in enumerate(seeds):
+        buffers = make_buffers(xp, spec, problem, seed)
+        read_only = buffers.names("input")
+        pristine = buffers.snapshot(xp, buffers.names("input", "inout"))
+        expected = reference(seed, buffers)
+        run(buffers)
+        errors = check_outputs(xp, spec, buffers, expected)
+        all_errors.extend(errors)
+        rel, max_abs = _worst(all_errors)
+        bad = [e for e in errors if not e.ok]
+        if bad:
+            text = "; ".join(e.describe(spec.tolerance_for(e.name)) for e in bad)
+            return CheckReport(
+                Outcome.WRONG_RESULT,
+                rel,
+                max_abs,
+                f"check {index + 1} (seed {seed}): {text}",
+                index + 1,
+            )
+        for name in read_only:
+            changed = differing_elements(xp, buffers.arrays[name], pristine[name])
+            if changed:
+                return CheckReport(
+                    Outcome.WRONG_RESULT,
+                    rel,
+                    max_abs,
+                    f"check {index + 1}: the kernel modified input {name} "
+                    f"({changed} elements changed; role input must stay read-only)",
+                    index + 1,
+                )
+        if index == 0 and spec.deterministic:
+            first = buffers.snapshot(xp, buffers.names("output", "inout"))
+            buffers.restore(xp, pristine)
+            buffers.poison_outputs(xp)
+            run(buffers)
+            for name, values in first.items():
+                changed = differing_elements(xp, buffers.arrays[name], values)
+                if changed:
+                    return CheckReport(
+                        Outcome.NONDETERMINISTIC,
+                        rel,
+                        max_abs,
+                        f"output {name}: {changed} of {values.size} elements differ between two "
+                        "runs on the same inputs (spec says deterministic: true)",
+                        index + 1,
+                    )
+    rel, max_abs = _worst(all_errors)
+    return CheckReport(Outcome.OK, rel, max_abs, "", len(seeds))
+
+
+def reference_outputs(
+    xp: ModuleType, spec: KernelSpec, func: Callable[..., Any], problem: Problem, buffers: Buffers
+) -> dict[str, Any]:
+    """Call the spec's reference on float32 copies of the inputs; float32 results by name."""
+    inputs = buffers.reference_inputs(xp)
+    try:
+        result = func(xp, inputs, dict(problem.dims))
+    except Exception as exc:
+        if _looks_like_cuda(exc):
+            raise  # a device fault surfacing here is the candidate's, not the reference's
+        raise SpecError(
+            f"{spec.reference_path.name}:{spec.reference_function} raised "
+            f"{type(exc).__name__}: {exc}"
+        ) from None
+    if not isinstance(result, Mapping):
+        raise SpecError(
+            f"{spec.reference_path.name}:{spec.reference_function} must return a dict of outputs, "
+            f"got {type(result).__name__}"
+        )
+    return {
+        str(k): xp.ascontiguousarray(xp.asarray(v), dtype=xp.float32) for k, v in result.items()
+    }
+
+
+def _looks_like_cuda(exc: BaseException) -> bool:
+    text = f"{type(exc).__name__}: {exc}"
+    return any(tag in text for tag in ("cudaError", "CUDA_ERROR", "CUBLAS_STATUS", "OutOfMemory"))
+
+
+__all__ = [
+    "CheckReport",
+    "OutputError",
+    "check_outputs",
+    "compare",
+    "differing_elements",
+    "reference_outputs",
+    "run_checks",
+]

@@ -1,0 +1,283 @@
+"""Time one loaded candidate honestly with CUDA events (runs inside the worker).
+
+The method is Triton's do_bench adapted for tails, with DESIGN's measured rules:
+
+- never synchronise per sample (it inflated a 6.5 µs kernel's median by
+  45-83%): samples are enqueued in chunks behind a short spin kernel, each
+  bracketed by its own event pair (created once, reused), one sync per chunk;
+- warm-up: drop the first launch, then batches of back-to-back launches until
+  at least ``warmup_ms`` of launches ran and three batch means agree within 3%
+  (cap 1 s);
+- cold L2: a memset of >= 2x the L2 size (at least 256 MiB, what DESIGN
+  measured with) before every sample, outside its event pair; hot: none;
+- NVML clock and clocks-event reasons are read at chunk edges only; a chunk
+  with a hardware-slowdown or thermal reason at either edge is excluded.
+
+CuPy is passed in (this module is imported only by the worker).
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ctune.measure import SamplingPlan
+from ctune.measure.device import (
+    GPU_IDLE,
+    SW_POWER_CAP,
+    Telemetry,
+    describe_reasons,
+    excluding,
+)
+from ctune.measure.plan import (
+    SPIN_MS,
+    WARMUP_CAP_MS,
+    batches_agree,
+    chunk_size,
+    next_spin_ms,
+    sample_count,
+    warmup_batch_size,
+)
+
+log = logging.getLogger(__name__)
+
+FLUSH_MIN_BYTES = 256 * 1024 * 1024
+
+HELPER_SOURCE = r"""
+extern "C" __global__ void ctune_spin(unsigned long long ns) {
+  // Keeps the GPU busy while the host enqueues a chunk; %globaltimer is in ns.
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    __nanosleep(1000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}
+
+extern "C" __global__ void ctune_health_add(const float* a, const float* b, float* c, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) c[i] = a[i] + b[i];
+}
+"""
+
+Launch = Callable[[], None]
+
+
+class Helpers:
+    """The spin and health-check kernels, compiled once per worker (NVRTC, cached on disk)."""
+
+    def __init__(self, cupy: Any) -> None:
+        self._cp = cupy
+        module = cupy.RawModule(code=HELPER_SOURCE, options=("-std=c++17",))
+        self._spin = module.get_function("ctune_spin")
+        self._add = module.get_function("ctune_health_add")
+        self._spin.kernel  # noqa: B018 -- compile and load now, not inside a timed chunk
+        self._add.kernel  # noqa: B018
+
+    def spin(self, ms: float) -> None:
+        self._spin((1,), (1,), (np.uint64(int(ms * 1e6)),))
+
+    def health(self, stream: Any) -> str | None:
+        """Vector add with a known answer; None when right, else what went wrong."""
+        cp = self._cp
+        n = 1 << 20
+        a = cp.arange(n, dtype=cp.float32)
+        b = a * cp.float32(2.0)
+        c = cp.full(n, cp.nan, dtype=cp.float32)
+        self._add(((n + 255) // 256,), (256,), (a, b, c, np.int32(n)))
+        stream.synchronize()
+        wrong = int((c != a * cp.float32(3.0)).sum())  # exact: values stay below 2^24
+        return None if wrong == 0 else f"health kernel: {wrong} of {n} sums wrong"
+
+
+@dataclass(frozen=True, slots=True)
+class Warmup:
+    launches: int
+    kernel_ms: float  # back-to-back time per launch once settled (hot)
+    gpu_ms: float  # GPU time spent in timed warm-up batches
+    converged: bool
+    host_ms_per_launch: float
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    samples_ms: tuple[float, ...]  # kept samples, in order
+    excluded: int
+    total: int
+    warmup: Warmup
+    flush_ms: float
+    flush_bytes: int
+    sm_clock_mhz: float | None
+    reasons: int
+    note: str
+
+    @property
+    def sw_power_capped(self) -> bool:
+        return bool(self.reasons & SW_POWER_CAP)
+
+
+class EventTimer:
+    def __init__(
+        self, cupy: Any, stream: Any, helpers: Helpers, l2_bytes: int, telemetry: Telemetry | None
+    ) -> None:
+        self._cp = cupy
+        self._stream = stream
+        self._helpers = helpers
+        self._telemetry = telemetry
+        self.flush_bytes = max(2 * int(l2_bytes), FLUSH_MIN_BYTES)
+        self._flush: Any = None
+        self._pairs: list[tuple[Any, Any]] = []
+        self._spin_end = cupy.cuda.Event(disable_timing=True)
+
+    # --- pieces -----------------------------------------------------------------
+    def _pair(self, index: int) -> tuple[Any, Any]:
+        while len(self._pairs) <= index:
+            self._pairs.append((self._cp.cuda.Event(), self._cp.cuda.Event()))
+        return self._pairs[index]
+
+    def _elapsed(self, pair: tuple[Any, Any]) -> float:
+        return float(self._cp.cuda.get_elapsed_time(pair[0], pair[1]))
+
+    def _enqueue_flush(self, value: int) -> None:
+        if self._flush is None:
+            self._flush = self._cp.empty(self.flush_bytes, dtype=self._cp.uint8)
+        self._cp.cuda.runtime.memsetAsync(
+            self._flush.data.ptr, value & 0xFF, self.flush_bytes, self._stream.ptr
+        )
+
+    def _timed(self, launch: Launch, count: int, spin_ms: float = 0.0) -> tuple[float, float]:
+        """(GPU ms for ``count`` back-to-back launches, host ms to enqueue them)."""
+        if spin_ms > 0:
+            self._helpers.spin(spin_ms)
+        start, end = self._pair(0)
+        t = time.perf_counter()
+        start.record(self._stream)
+        for _ in range(count):
+            launch()
+        end.record(self._stream)
+        host_ms = (time.perf_counter() - t) * 1e3
+        end.synchronize()
+        return self._elapsed((start, end)), host_ms
+
+    def flush_cost_ms(self) -> float:
+        best = float("inf")
+        start, end = self._pair(0)
+        for i in range(3):
+            start.record(self._stream)
+            self._enqueue_flush(i)
+            end.record(self._stream)
+            end.synchronize()
+            best = min(best, self._elapsed((start, end)))
+        return best
+
+    # --- warm-up ------------------------------------------------------------------
+    def warmup(self, launch: Launch, plan: SamplingPlan) -> Warmup:
+        launch()  # the first launch is dropped (module load, lazy init: 2-3x slow)
+        self._stream.synchronize()
+        first_ms, host_ms = self._timed(launch, 1)
+        launches = 2
+        kernel_ms, host_per_launch = first_ms, host_ms
+        if first_ms < 1.0:
+            gpu_ms, host_ms = self._timed(launch, 5, SPIN_MS)
+            kernel_ms, host_per_launch = gpu_ms / 5, host_ms / 5
+            launches += 5
+        means: list[float] = []
+        total_gpu_ms = 0.0
+        started = time.perf_counter()
+        converged = False
+        while True:
+            batch = warmup_batch_size(kernel_ms, host_per_launch)
+            spin = SPIN_MS if batch > 1 else 0.0
+            gpu_ms, host_ms = self._timed(launch, batch, spin)
+            launches += batch
+            total_gpu_ms += gpu_ms
+            host_per_launch = host_ms / batch
+            means.append(gpu_ms / batch)
+            kernel_ms = means[-1]
+            if total_gpu_ms >= plan.warmup_ms and batches_agree(means):
+                converged = True
+                break
+            if (time.perf_counter() - started) * 1e3 >= WARMUP_CAP_MS:
+                break
+        settled = statistics.median(means[-3:])
+        return Warmup(launches, settled, total_gpu_ms, converged, host_per_launch)
+
+    # --- sampling ------------------------------------------------------------------
+    def measure(
+        self, launch: Launch, plan: SamplingPlan, restore: Callable[[], None] | None = None
+    ) -> Timing:
+        warm = self.warmup(launch, plan)
+        cold = plan.l2 == "cold"
+        flush_ms = self.flush_cost_ms() if cold else 0.0
+        count = sample_count(warm.kernel_ms + flush_ms, warm.kernel_ms, plan)
+        chunk = chunk_size(warm.kernel_ms + flush_ms)
+        telemetry = self._telemetry
+        edge = telemetry.edge() if telemetry else None
+        kept: list[float] = []
+        clocks: list[float] = []
+        excluded = starved = reasons = done = 0
+        spin_ms = SPIN_MS
+        stream = self._stream
+        while done < count.n:
+            k = min(chunk, count.n - done)
+            pairs = [self._pair(j) for j in range(k)]
+            if restore is not None:
+                restore()  # inout buffers back to their initial values, outside the samples
+            self._helpers.spin(spin_ms)
+            self._spin_end.record(stream)
+            t = time.perf_counter()
+            for j, (start, end) in enumerate(pairs):
+                if cold:
+                    self._enqueue_flush(done + j)
+                start.record(stream)
+                launch()
+                end.record(stream)
+            enqueue_ms = (time.perf_counter() - t) * 1e3
+            # the spin ended before the host finished enqueueing: the GPU may have waited
+            was_starved = bool(self._spin_end.done)
+            pairs[-1][1].synchronize()
+            times = [self._elapsed(p) for p in pairs]
+            after = telemetry.edge() if telemetry else None
+            # edges are read with the GPU just idle (after the sync): its idle bit is ours
+            bits = ((edge.reasons if edge else 0) | (after.reasons if after else 0)) & ~GPU_IDLE
+            reasons |= bits
+            if excluding(bits):
+                excluded += k
+            else:
+                kept.extend(times)
+                clocks.extend(e.sm_clock_mhz for e in (edge, after) if e and e.sm_clock_mhz)
+            starved += was_starved
+            spin_ms = next_spin_ms(spin_ms, enqueue_ms, was_starved)
+            edge = after
+            done += k
+        notes = [count.note]
+        notes.append(
+            f"warm-up {warm.launches} launches, {warm.gpu_ms:.0f} ms"
+            + ("" if warm.converged else f", clock not settled within {WARMUP_CAP_MS:.0f} ms")
+        )
+        if starved:
+            notes.append(f"spin ended before the host finished enqueueing in {starved} chunk(s)")
+        if telemetry is None:
+            notes.append("NVML unavailable: throttling not checked")
+        elif excluded:
+            notes.append(f"excluded {excluded} samples under {describe_reasons(reasons)}")
+        return Timing(
+            samples_ms=tuple(kept),
+            excluded=excluded,
+            total=count.n,
+            warmup=warm,
+            flush_ms=flush_ms,
+            flush_bytes=self.flush_bytes if cold else 0,
+            sm_clock_mhz=round(statistics.fmean(clocks), 1) if clocks else None,
+            reasons=reasons,
+            note="; ".join(notes),
+        )
+
+
+__all__ = ["FLUSH_MIN_BYTES", "HELPER_SOURCE", "EventTimer", "Helpers", "Timing", "Warmup"]

@@ -1,0 +1,248 @@
+"""Load a built candidate and launch it: cubin via CuPy, launcher .so via ctypes.
+
+``entry.kind: kernel``: the cubin is loaded with ``cupy.RawModule(path=...)``
+and launched with the grid, block and dynamic shared memory the spec's launch
+rule gives for the candidate's genes and the problem's dims (above 48 KiB the
+kernel is opted in, as the spec format promises).
+
+``entry.kind: launcher``: the shared library's ``int ctune_launch(void* const*
+params, cudaStream_t stream)`` is called with ``params[i]`` pointing at the
+value of ``args[i]`` (cuLaunchKernel's convention: a device pointer for a
+buffer, the scalar itself for a scalar) on CuPy's current stream; a non-zero
+return is a ``cudaError_t``.
+
+Geometry and parameter packing are pure and CPU-tested; loading needs a GPU.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ctune.expr import ExprError
+
+if TYPE_CHECKING:
+    from ctune.kernelspec import KernelSpec, Problem
+    from ctune.measure.arrays import Buffers
+    from ctune.records import GeneValue
+
+DEFAULT_SMEM_LIMIT = 48 * 1024  # dynamic shared memory without the opt-in attribute
+
+
+class LaunchConfigError(Exception):
+    """The launch rule gives no valid launch for this candidate: a LAUNCH_ERROR, not a bug."""
+
+
+@dataclass(frozen=True, slots=True)
+class Geometry:
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    smem_bytes: int
+
+    @property
+    def threads(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+
+INT_MAX = 2**31 - 1
+GRID_YZ_MAX = 65535
+
+
+def _dimension(label: str, source: str, value: Any, minimum: int, maximum: int = INT_MAX) -> int:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not float(value).is_integer()
+    ):
+        raise LaunchConfigError(f"launch.{label}: '{source}' = {value!r} is not an integer")
+    if not minimum <= int(value) <= maximum:
+        raise LaunchConfigError(
+            f"launch.{label}: '{source}' = {int(value)} (allowed: {minimum}..{maximum})"
+        )
+    return int(value)
+
+
+def launch_geometry(
+    spec: KernelSpec, genes: Mapping[str, GeneValue], dims: Mapping[str, int]
+) -> Geometry:
+    """Evaluate the spec's launch rule for one candidate and problem."""
+    if spec.launch is None:
+        raise LaunchConfigError(f"{spec.name}: a launcher entry has no launch rule")
+    try:
+        env = spec.space.environment(genes, dims)
+        grid = tuple(
+            _dimension(
+                f"grid[{i}]", e.source, e.evaluate(env), 1, INT_MAX if i == 0 else GRID_YZ_MAX
+            )
+            for i, e in enumerate(spec.launch.grid)
+        )
+        block = tuple(
+            _dimension(f"block[{i}]", e.source, e.evaluate(env), 1)
+            for i, e in enumerate(spec.launch.block)
+        )
+        smem_expr = spec.launch.dynamic_smem_bytes
+        smem = _dimension("dynamic_smem_bytes", smem_expr.source, smem_expr.evaluate(env), 0)
+    except ExprError as exc:
+        raise LaunchConfigError(f"launch rule: {exc}") from None
+    return Geometry((grid[0], grid[1], grid[2]), (block[0], block[1], block[2]), smem)
+
+
+# --- launcher (.so) parameters ------------------------------------------------------
+
+_CTYPES_BY_DTYPE: dict[str, type[ctypes._SimpleCData]] = {
+    "float32": ctypes.c_float,
+    "float64": ctypes.c_double,
+    "int8": ctypes.c_int8,
+    "int32": ctypes.c_int32,
+    "int64": ctypes.c_int64,
+    "uint8": ctypes.c_uint8,
+    "uint16": ctypes.c_uint16,
+    "uint32": ctypes.c_uint32,
+    "float16": ctypes.c_uint16,  # raw half bits
+    "bfloat16": ctypes.c_uint16,  # raw bf16 bits
+}
+
+
+def ctypes_scalar(dtype: str, value: Any) -> ctypes._SimpleCData:
+    """A ctypes holder for a scalar argument of spec dtype ``dtype`` (storage value)."""
+    kind = _CTYPES_BY_DTYPE[dtype]
+    if dtype == "float16":
+        return kind(int(np.float16(value).view(np.uint16)))
+    if dtype in ("float32", "float64"):
+        return kind(float(value))
+    return kind(int(value))
+
+
+@dataclass
+class PackedParams:
+    """``void* params[]`` for the launcher plus the holders it points into (kept alive)."""
+
+    array: Any  # ctypes array of c_void_p
+    holders: list[ctypes._SimpleCData]
+
+    def pointer(self) -> int:
+        return ctypes.addressof(self.array)
+
+
+def pack_params(values: Sequence[tuple[str, Any]]) -> PackedParams:
+    """``values`` in argument order: ("pointer", int address) or (dtype, scalar value)."""
+    holders: list[ctypes._SimpleCData] = []
+    for kind, value in values:
+        holders.append(
+            ctypes.c_void_p(int(value)) if kind == "pointer" else ctypes_scalar(kind, value)
+        )
+    array_type = ctypes.c_void_p * max(1, len(holders))
+    array = array_type(*[ctypes.addressof(h) for h in holders])
+    return PackedParams(array, holders)
+
+
+def launcher_values(buffers: Buffers) -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for name in buffers.order:
+        if name in buffers.arrays:
+            out.append(("pointer", int(buffers.arrays[name].data.ptr)))
+        else:
+            out.append((buffers.dtypes[name], buffers.scalars[name]))
+    return out
+
+
+# --- loaded candidates (GPU) -----------------------------------------------------------
+
+
+class KernelLaunch:
+    """A cubin's entry kernel, loaded and ready to launch with a fixed geometry."""
+
+    def __init__(
+        self, cupy: Any, path: str, symbol: str, geometry: Geometry, smem_optin_bytes: int
+    ):
+        self.geometry = geometry
+        module = cupy.RawModule(path=path)
+        self.kernel = module.get_function(symbol)
+        self.kernel.kernel  # noqa: B018 -- load now so a bad image fails here, classified
+        static = int(self.kernel.shared_size_bytes)
+        if geometry.smem_bytes + static > smem_optin_bytes:
+            raise LaunchConfigError(
+                f"too much shared memory: {geometry.smem_bytes} B dynamic + {static} B static > "
+                f"{smem_optin_bytes} B per block on this device"
+            )
+        if geometry.smem_bytes > DEFAULT_SMEM_LIMIT:
+            self.kernel.max_dynamic_shared_size_bytes = geometry.smem_bytes
+
+    def bind(self, buffers: Buffers, stream: Any) -> Callable[[], None]:
+        """A no-argument launcher on ``stream`` (which must be CuPy's current stream)."""
+        # the loaded cupy.cuda.Function itself: skips RawKernel's per-call cache lookup, which
+        # matters when the host's enqueue rate bounds microsecond kernels
+        function, geo, args = self.kernel.kernel, self.geometry, buffers.args()
+
+        def launch() -> None:
+            function(geo.grid, geo.block, args, shared_mem=geo.smem_bytes)
+
+        return launch
+
+
+class LauncherError(RuntimeError):
+    """A launcher returned a non-zero cudaError_t; the message carries its name."""
+
+
+class LauncherLaunch:
+    """A launcher shared library: ``int symbol(void* const* params, cudaStream_t stream)``."""
+
+    def __init__(self, cupy: Any, path: str, symbol: str):
+        self._cupy = cupy
+        library = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
+        self.function = getattr(library, symbol)
+        self.function.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        self.function.restype = ctypes.c_int
+        self._library = library  # never unloaded: the worker is recycled instead
+
+    def bind(self, buffers: Buffers, stream: Any) -> Callable[[], None]:
+        packed = pack_params(launcher_values(buffers))
+        function, stream_ptr = self.function, int(stream.ptr)
+        error_text = self._error_text
+
+        def launch() -> None:
+            # `packed` is referenced here so its holders live as long as the launcher
+            status = function(packed.pointer(), stream_ptr)
+            if status:
+                raise LauncherError(error_text(status))
+
+        return launch
+
+    def _error_text(self, status: int) -> str:
+        try:
+            return f"launcher returned {self._cupy.cuda.runtime.CUDARuntimeError(status)}"
+        except Exception:
+            return f"launcher returned cudaError_t {status}"
+
+
+def load_candidate(
+    cupy: Any,
+    spec: KernelSpec,
+    genes: Mapping[str, GeneValue],
+    problem: Problem,
+    binary_path: str,
+    smem_optin_bytes: int,
+) -> KernelLaunch | LauncherLaunch:
+    if spec.entry_kind == "launcher":
+        return LauncherLaunch(cupy, binary_path, spec.entry_symbol)
+    geometry = launch_geometry(spec, genes, problem.dims)
+    return KernelLaunch(cupy, binary_path, spec.entry_symbol, geometry, smem_optin_bytes)
+
+
+__all__ = [
+    "Geometry",
+    "KernelLaunch",
+    "LaunchConfigError",
+    "LauncherError",
+    "LauncherLaunch",
+    "PackedParams",
+    "ctypes_scalar",
+    "launch_geometry",
+    "launcher_values",
+    "load_candidate",
+    "pack_params",
+]

@@ -1,0 +1,231 @@
+"""Sampling arithmetic: budgets in milliseconds -> counts, tails -> minimum samples.
+
+Pure functions, no GPU. The numbers come from the measurements recorded in
+DESIGN.md ("Measured on an H200"): warm-up of at least 25 ms until three batch
+means agree within 3% (cap 1 s); p99 needs n >= 1000 on microsecond kernels
+(between-process CV of p99 fell from 4.4-4.9% at n=100 to 1.2% at n=1000) and
+100-200 samples at 0.3 ms and above; chunks of about 100 samples behind a
+10 ms spin kernel; a hang limit of max(10 s, 20x the baseline).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ctune.errors import UserError
+from ctune.measure import SamplingPlan
+
+if TYPE_CHECKING:
+    from ctune.config import Settings
+    from ctune.kernelspec import KernelSpec
+
+#: NVML's energy counter moves every ~100 ms; windows under 1 s gave 20-22% CV (DESIGN)
+MIN_ENERGY_WINDOW_S = 1.0
+WARMUP_CAP_MS = 1000.0
+WARMUP_AGREEMENT = 0.03  # three consecutive batch means within 3%
+WARMUP_BATCHES = 3
+WARMUP_BATCH_MS = 5.0  # GPU time per warm-up batch
+WARMUP_BATCH_MAX = 5000
+SHORT_KERNEL_MS = 0.1  # "microsecond kernel" for the tail rule
+TAIL_SAMPLES_SHORT = 10  # samples beyond the quantile: per-process noise needs more on µs kernels
+TAIL_SAMPLES_LONG = 2
+CHUNK_MAX = 100  # samples enqueued behind one spin kernel
+CHUNK_TARGET_MS = 100.0  # GPU time per chunk: NVML clock/throttle reads happen at chunk edges
+SPIN_MS = 10.0  # "10 ms covers 100 samples" (DESIGN)
+SPIN_MAX_MS = 100.0
+HANG_FACTOR = 20.0  # RELIABILITY R3: max(10 s, 20x the baseline's time)
+UNKNOWN_BASELINE_TIMEOUT_S = 120.0  # before any candidate of the run has been measured
+EXCLUDED_MAX_FRACTION = 0.10  # more excluded than this -> INCONCLUSIVE (RELIABILITY M2)
+L2_POLICIES = ("cold", "hot")
+
+
+@dataclass(frozen=True, slots=True)
+class SampleCount:
+    """How many samples to take and why."""
+
+    n: int
+    by_budget: int  # rep_ms / per-sample cost
+    quantile_floor: int  # what the plan's quantile needs
+    capped: bool  # max_samples cut it below what budget/min/quantile asked for
+    note: str
+
+
+def validate(plan: SamplingPlan) -> None:
+    """Refuse plans that cannot give an honest number, with what to change."""
+    if plan.l2 not in L2_POLICIES:
+        raise UserError(f"sampling plan: l2={plan.l2!r} (allowed: cold, hot)")
+    if plan.warmup_ms < 0 or plan.rep_ms <= 0:
+        raise UserError(
+            f"sampling plan: warmup_ms={plan.warmup_ms} and rep_ms={plan.rep_ms} "
+            "must be >= 0 and > 0"
+        )
+    if plan.min_samples < 1 or plan.max_samples < plan.min_samples:
+        raise UserError(
+            f"sampling plan: need 1 <= min_samples ({plan.min_samples}) "
+            f"<= max_samples ({plan.max_samples})"
+        )
+    if not 0.0 < plan.quantile < 1.0:
+        raise UserError(f"sampling plan: quantile={plan.quantile} must lie in (0, 1)")
+    if plan.timeout_s < 0:
+        raise UserError(f"sampling plan: timeout_s={plan.timeout_s} must be >= 0 (0 = derived)")
+    if plan.energy and plan.energy_window_s < MIN_ENERGY_WINDOW_S:
+        raise UserError(
+            f"energy window {plan.energy_window_s:g} s is too short: NVML's energy counter "
+            f"updates every ~100 ms, so windows under {MIN_ENERGY_WINDOW_S:g} s are noise "
+            "(20% CV measured); use an energy window of at least 1 s"
+        )
+
+
+def quantile_min_samples(quantile: float, kernel_ms: float) -> int:
+    """Samples needed so that ``quantile`` is not decided by the last one or two values.
+
+    At least 10 samples beyond the quantile for kernels under 0.1 ms (p99 -> 1000,
+    p95 -> 200) and 2 for longer ones (p99 -> 200); DESIGN's A/A data behind it.
+    """
+    tail = round(1.0 - max(quantile, 1.0 - quantile), 12)
+    beyond = TAIL_SAMPLES_SHORT if kernel_ms < SHORT_KERNEL_MS else TAIL_SAMPLES_LONG
+    return math.ceil(beyond / tail - 1e-9)
+
+
+def _quantile_name(q: float) -> str:
+    return f"p{round(q * 100, 2):g}"
+
+
+def sample_count(per_sample_ms: float, kernel_ms: float, plan: SamplingPlan) -> SampleCount:
+    """Triton's rule (rep_ms / cost) raised to min_samples and the quantile's floor, capped."""
+    cost = max(per_sample_ms, 1e-6)
+    by_budget = math.ceil(plan.rep_ms / cost)
+    floor = quantile_min_samples(plan.quantile, kernel_ms)
+    wanted = max(by_budget, plan.min_samples, floor)
+    n = min(wanted, plan.max_samples)
+    reasons = []
+    if wanted == floor and floor > max(by_budget, plan.min_samples):
+        reasons.append(
+            f"{_quantile_name(plan.quantile)} of a {kernel_ms:.4g} ms kernel "
+            f"needs >= {floor} samples"
+        )
+    elif wanted == plan.min_samples and plan.min_samples > by_budget:
+        reasons.append(f"min_samples={plan.min_samples}")
+    else:
+        reasons.append(f"rep_ms={plan.rep_ms:g} at {cost:.4g} ms per sample")
+    capped = wanted > plan.max_samples
+    if capped:
+        reasons.append(f"capped at max_samples={plan.max_samples} (wanted {wanted})")
+        if floor > plan.max_samples:
+            reasons.append(
+                f"below the {floor} that {_quantile_name(plan.quantile)} needs: its CI is wide"
+            )
+    return SampleCount(n, by_budget, floor, capped, f"n={n}: " + "; ".join(reasons))
+
+
+def warmup_batch_size(kernel_ms: float, host_ms_per_launch: float, spin_ms: float = SPIN_MS) -> int:
+    """Launches per warm-up batch: about 5 ms of GPU work, enqueued within 80% of the spin.
+
+    The spin kernel in front of each batch keeps the GPU busy while the host
+    enqueues, so the batch runs back to back and its mean is the kernel's time,
+    not the host's launch rate.
+    """
+    by_gpu = math.ceil(WARMUP_BATCH_MS / max(kernel_ms, 1e-6))
+    by_host = math.floor(0.8 * spin_ms / max(host_ms_per_launch, 1e-4))
+    return max(1, min(by_gpu, by_host, WARMUP_BATCH_MAX))
+
+
+def batches_agree(means: Sequence[float]) -> bool:
+    """True when the last three batch means agree within 3% (the clock has settled)."""
+    if len(means) < WARMUP_BATCHES:
+        return False
+    last = means[-WARMUP_BATCHES:]
+    low, high = min(last), max(last)
+    return low > 0 and high / low - 1.0 <= WARMUP_AGREEMENT + 1e-12
+
+
+def chunk_size(per_sample_ms: float) -> int:
+    """Samples per chunk: about 100 ms of GPU time, at most 100 samples."""
+    return max(1, min(CHUNK_MAX, math.floor(CHUNK_TARGET_MS / max(per_sample_ms, 1e-6))))
+
+
+def next_spin_ms(current_ms: float, enqueue_ms: float, starved: bool) -> float:
+    """The spin must outlast the host's enqueue of a chunk; grow it when it did not."""
+    wanted = max(current_ms, 2.0 * enqueue_ms)
+    if starved:
+        wanted = max(wanted, 2.0 * current_ms)
+    return min(SPIN_MAX_MS, max(SPIN_MS, wanted))
+
+
+def hang_timeout_s(plan: SamplingPlan, baseline_s: float | None, floor_s: float = 10.0) -> float:
+    """Per-request limit: the plan's own, else max(floor, 20x the baseline's wall time)."""
+    if plan.timeout_s > 0:
+        return plan.timeout_s
+    if baseline_s is None:
+        return max(floor_s, UNKNOWN_BASELINE_TIMEOUT_S)
+    return max(floor_s, HANG_FACTOR * baseline_s)
+
+
+def too_many_excluded(excluded: int, total: int) -> bool:
+    return total > 0 and excluded / total > EXCLUDED_MAX_FRACTION
+
+
+def check_seeds(problem_name: str) -> tuple[int, int]:
+    """Fixed per problem: check #1 uses s, check #2 uses s + 1 (and timing uses s)."""
+    import hashlib
+
+    s = int(hashlib.sha256(problem_name.encode()).hexdigest()[:7], 16)
+    return s, s + 1
+
+
+def plan_for(
+    settings: Settings | None = None, spec: KernelSpec | None = None, **overrides: Any
+) -> SamplingPlan:
+    """A plan from settings (warm-up, rep, energy window) and the spec's L2 policy.
+
+    ``overrides`` with value None are ignored, so CLI options can be passed as they come.
+    """
+    base: dict[str, Any] = {}
+    if settings is not None:
+        base.update(
+            warmup_ms=settings.warmup_ms,
+            rep_ms=settings.rep_ms,
+            energy_window_s=settings.energy_window_s,
+        )
+    if spec is not None:
+        base["l2"] = spec.l2
+    base.update({k: v for k, v in overrides.items() if v is not None})
+    plan = SamplingPlan(**base)
+    if plan.min_samples > plan.max_samples:
+        plan = dataclasses.replace(plan, max_samples=plan.min_samples)
+    return plan
+
+
+def plan_to_json(plan: SamplingPlan) -> dict[str, Any]:
+    return dataclasses.asdict(plan)
+
+
+def plan_from_json(data: dict[str, Any]) -> SamplingPlan:
+    known = {f.name for f in dataclasses.fields(SamplingPlan)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"unknown sampling plan field {unknown[0]!r}")
+    return SamplingPlan(**data)
+
+
+__all__ = [
+    "MIN_ENERGY_WINDOW_S",
+    "SampleCount",
+    "batches_agree",
+    "check_seeds",
+    "chunk_size",
+    "hang_timeout_s",
+    "next_spin_ms",
+    "plan_for",
+    "plan_from_json",
+    "plan_to_json",
+    "quantile_min_samples",
+    "sample_count",
+    "too_many_excluded",
+    "validate",
+    "warmup_batch_size",
+]

@@ -1,0 +1,571 @@
+"""The parent side of measurement: worker processes, faults, hangs, health, re-measurement.
+
+:class:`WorkerMeasurer` implements the :class:`~ctune.measure.Measurer`
+protocol. It keeps one live worker (``python -m ctune.measure.worker``) per
+GPU, sends it one candidate at a time and turns whatever happens into a
+:class:`~ctune.records.Measurement`:
+
+- a sticky CUDA fault: the worker reports RUNTIME_FAULT and exits; a worker
+  that dies mid-request (EOF, signal, non-zero exit) is RUNTIME_FAULT with the
+  exit status and its stderr tail as evidence;
+- a hang: no answer within max(10 s, 20x the baseline's wall time) (or the
+  plan's ``timeout_s``): the worker's whole process group is SIGKILLed and the
+  candidate is RUN_TIMEOUT;
+- either way the next request starts a fresh worker, which must pass a
+  health-check kernel within ``health_timeout_s`` or :class:`DeviceUnhealthy`
+  is raised (the driver ends the run cleanly; completed trials are journaled).
+
+DESIGN: a fresh process is healthy 0.73-0.98 s after the faulting one exits,
+0.93 s after a SIGKILL of a spinning kernel; a start costs 0.4-0.9 s, so
+healthy workers are kept between candidates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import random
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import weakref
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ctune.config import Settings
+from ctune.errors import CtuneError, DeviceUnhealthy, ToolchainError, UserError
+from ctune.measure import SamplingPlan
+from ctune.measure.plan import hang_timeout_s, validate
+from ctune.measure.worker import MeasureRequest, decode, encode, measure_message, parse_measurement
+from ctune.records import DeviceInfo, Measurement, Outcome
+
+if TYPE_CHECKING:
+    from ctune.kernelspec import KernelSpec, Problem
+    from ctune.records import Build, Candidate
+
+log = logging.getLogger(__name__)
+
+HEALTH_TIMEOUT_S = 10.0  # a replacement must be healthy this soon after a fault
+START_TIMEOUT_S = 60.0  # the first start of a run (cold caches, helper-kernel compile)
+MAX_REQUESTS_PER_WORKER = 256  # loaded modules and libraries accumulate; recycle
+STDERR_TAIL_CHARS = 1500
+MAX_LINE_BYTES = 256 * 1024 * 1024
+
+
+class WorkerTimeout(Exception):
+    """No complete answer before the deadline."""
+
+
+class WorkerDied(Exception):
+    """The worker's stdout closed: it exited or was killed."""
+
+    def __init__(self, status: str, stderr_tail: str) -> None:
+        super().__init__(status)
+        self.status = status
+        self.stderr_tail = stderr_tail
+
+
+class WorkerStartError(Exception):
+    """The worker reported that CUDA is unusable (``at_startup``), or failed its health check."""
+
+    def __init__(self, message: str, at_startup: bool) -> None:
+        super().__init__(message)
+        self.at_startup = at_startup
+
+
+class HarnessError(CtuneError):
+    """The measurement worker failed in a way that is not the candidate's (a ctune bug)."""
+
+
+class LineReader:
+    """Splits a byte stream into lines; pure (tested with pipes on the CPU)."""
+
+    def __init__(self, max_line_bytes: int = MAX_LINE_BYTES) -> None:
+        self._buffer = bytearray()
+        self.max_line_bytes = max_line_bytes
+
+    def feed(self, data: bytes) -> None:
+        self._buffer += data
+        if len(self._buffer) > self.max_line_bytes and b"\n" not in self._buffer:
+            raise ValueError(f"protocol line longer than {self.max_line_bytes} bytes")
+
+    def pop(self) -> bytes | None:
+        end = self._buffer.find(b"\n")
+        if end < 0:
+            return None
+        line = bytes(self._buffer[:end])
+        del self._buffer[: end + 1]
+        return line
+
+
+def describe_exit(returncode: int | None) -> str:
+    if returncode is None:
+        return "did not exit"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"was killed by {name}"
+    return f"exited with status {returncode}"
+
+
+def worker_command(device: int, prefix: Sequence[str] | None = None) -> list[str]:
+    base = list(prefix) if prefix else [sys.executable, "-m", "ctune.measure.worker"]
+    return [*base, "--device", str(device)]
+
+
+def worker_env() -> dict[str, str]:
+    """The parent's environment plus this ctune on PYTHONPATH (source checkouts work too)."""
+    import ctune
+
+    root = Path(ctune.__file__).resolve().parent.parent
+    env = dict(os.environ)
+    if root.name not in ("site-packages", "dist-packages"):  # a checkout, not an install
+        extra = env.get("PYTHONPATH")
+        env["PYTHONPATH"] = str(root) + (os.pathsep + extra if extra else "")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _cleanup(proc: subprocess.Popen[bytes], stderr: Any) -> None:
+    """Finalizer: never leave a worker (and the GPU context it holds) behind."""
+    try:
+        if proc.returncode is None and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    with contextlib.suppress(OSError):
+        stderr.close()
+
+
+class WorkerProcess:
+    """One worker subprocess in its own session (process group), spoken to over pipes."""
+
+    def __init__(self, argv: Sequence[str], env: dict[str, str] | None = None) -> None:
+        self._stderr = tempfile.TemporaryFile(prefix="ctune-worker-", suffix=".log")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            start_new_session=True,  # killpg reaches everything it started
+            env=env,
+            close_fds=True,
+        )
+        assert self.proc.stdout is not None
+        self._fd = self.proc.stdout.fileno()
+        os.set_blocking(self._fd, False)
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._fd, selectors.EVENT_READ)
+        self._reader = LineReader()
+        self._next_id = 1
+        self._stderr_mark = 0
+        self.requests = 0
+        self.started = time.monotonic()
+        self._finalizer = weakref.finalize(self, _cleanup, self.proc, self._stderr)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.returncode is None and self.proc.poll() is None
+
+    def stderr_tail(self, chars: int = STDERR_TAIL_CHARS, since_request: bool = True) -> str:
+        try:
+            fd = self._stderr.fileno()
+            size = os.fstat(fd).st_size
+            start = max(self._stderr_mark if since_request else 0, size - chars)
+            return os.pread(fd, size - start, start).decode(errors="replace").strip()
+        except (OSError, ValueError):
+            return ""
+
+    def _wait_exit(self, timeout_s: float) -> int | None:
+        try:
+            return self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def _read(self, deadline: float) -> dict[str, Any]:
+        while True:
+            line = self._reader.pop()
+            if line is not None:
+                if not line.strip():
+                    continue
+                try:
+                    return decode(line)
+                except ValueError as exc:
+                    raise HarnessError(
+                        f"measurement worker wrote garbage on its protocol: {exc}"
+                    ) from None
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise WorkerTimeout()
+            if not self._selector.select(remaining):
+                continue
+            try:
+                chunk = os.read(self._fd, 1 << 20)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                returncode = self._wait_exit(5.0)
+                if returncode is None:
+                    self.kill()
+                    returncode = self.proc.returncode
+                raise WorkerDied(describe_exit(returncode), self.stderr_tail())
+            self._reader.feed(chunk)
+
+    def wait_ready(self, timeout_s: float) -> dict[str, Any]:
+        message = self._read(time.monotonic() + timeout_s)
+        if not message.get("ready"):
+            raise WorkerStartError(str(message.get("error", "the worker did not start")), True)
+        return message
+
+    def request(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        request_id = self._next_id
+        self._next_id += 1
+        try:
+            self._stderr_mark = os.fstat(self._stderr.fileno()).st_size
+        except OSError:
+            self._stderr_mark = 0
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(encode({**message, "id": request_id}))
+            self.proc.stdin.flush()
+        except OSError:
+            returncode = self._wait_exit(5.0)
+            raise WorkerDied(describe_exit(returncode), self.stderr_tail()) from None
+        deadline = time.monotonic() + timeout_s
+        while True:
+            answer = self._read(deadline)
+            if answer.get("id") == request_id:
+                self.requests += 1
+                return answer
+            log.warning("ignoring a stale worker answer (id %s)", answer.get("id"))
+
+    def kill(self) -> None:
+        """SIGKILL the worker's process group and reap it."""
+        if self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        if self._wait_exit(10.0) is None:
+            log.error("worker %d did not exit 10 s after SIGKILL", self.proc.pid)
+
+    def reap(self, timeout_s: float = 5.0) -> None:
+        """Wait for a worker that said it will exit; kill it if it does not."""
+        if self._wait_exit(timeout_s) is None:
+            self.kill()
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        if self.alive:
+            with contextlib.suppress(WorkerTimeout, WorkerDied, HarnessError):
+                self.request({"op": "exit"}, timeout_s)
+            self.reap(timeout_s)
+        self._selector.close()
+        self._finalizer()
+
+
+class WorkerMeasurer:
+    """Measures candidates in a worker process on one GPU; survives faults and hangs.
+
+    ``measure`` never raises for a candidate's failure. It raises
+    :class:`UserError` for a bad plan or spec, :class:`ToolchainError` when no
+    GPU (or NVML, for energy) is usable, :class:`DeviceUnhealthy` when a
+    replacement worker is not healthy in time, :class:`HarnessError` for a
+    ctune bug in the worker.
+    """
+
+    def __init__(
+        self,
+        device: int = 0,
+        settings: Settings | None = None,
+        *,
+        health_timeout_s: float = HEALTH_TIMEOUT_S,
+        start_timeout_s: float = START_TIMEOUT_S,
+        max_requests_per_worker: int = MAX_REQUESTS_PER_WORKER,
+        baseline_s: float | None = None,
+        worker_argv: Sequence[str] | None = None,
+    ) -> None:
+        self.device = device
+        self.settings = settings or Settings()
+        self.health_timeout_s = health_timeout_s
+        self.start_timeout_s = start_timeout_s
+        self.max_requests_per_worker = max_requests_per_worker
+        self._baseline_s = baseline_s
+        self._argv = worker_command(device, worker_argv)
+        self._worker: WorkerProcess | None = None
+        self._info: DeviceInfo | None = None
+        self._fault_at: float | None = None
+        self._nvml_checked = False
+        self.recoveries_s: list[float] = []  # fault -> healthy replacement, per fault
+        self.workers_started = 0
+
+    # --- state ------------------------------------------------------------------
+    @property
+    def baseline_s(self) -> float | None:
+        """Wall time of the run's first OK measurement (the hang limit scales with it)."""
+        return self._baseline_s
+
+    def set_baseline(self, seconds: float | None) -> None:
+        self._baseline_s = seconds
+
+    @property
+    def worker_pid(self) -> int | None:
+        return self._worker.pid if self._worker is not None and self._worker.alive else None
+
+    def device_info(self) -> DeviceInfo:
+        """The GPU this measurer uses (starts a worker if none is running)."""
+        self._ensure_worker()
+        assert self._info is not None
+        return self._info
+
+    # --- workers ------------------------------------------------------------------
+    def _spawn(self, timeout_s: float) -> tuple[WorkerProcess, DeviceInfo]:
+        worker = WorkerProcess(self._argv, worker_env())
+        deadline = time.monotonic() + timeout_s
+        try:
+            ready = worker.wait_ready(timeout_s)
+            health = worker.request({"op": "health"}, max(0.5, deadline - time.monotonic()))
+            if not health.get("ok") or not health.get("healthy"):
+                raise WorkerStartError(
+                    f"health check failed: {health.get('detail') or health.get('error')}", False
+                )
+            info = DeviceInfo(**ready["device"])
+        except BaseException:
+            worker.kill()
+            worker.close()
+            raise
+        return worker, info
+
+    def _ensure_worker(self) -> WorkerProcess:
+        worker = self._worker
+        if worker is not None and worker.alive and worker.requests < self.max_requests_per_worker:
+            return worker
+        if worker is not None:
+            worker.close()
+            self._worker = None
+        first = self.workers_started == 0
+        limit = self.start_timeout_s if first else self.health_timeout_s
+        deadline = time.monotonic() + limit
+        last = ""
+        while True:
+            try:
+                worker, info = self._spawn(max(0.5, deadline - time.monotonic()))
+                break
+            except WorkerStartError as exc:
+                last = str(exc)
+                hopeless = first and exc.at_startup  # no GPU, no driver, no CuPy
+            except WorkerTimeout:
+                last, hopeless = f"no answer within {limit:g} s", False
+            except WorkerDied as exc:
+                last = f"the worker {exc.status}: {exc.stderr_tail[-400:]}"
+                hopeless = first  # it cannot even start (an import error, a crash)
+            if first and (hopeless or time.monotonic() + 0.25 >= deadline):
+                raise ToolchainError(
+                    f"cannot measure on GPU {self.device}: the worker could not start: {last}"
+                )
+            if time.monotonic() + 0.25 >= deadline:
+                raise DeviceUnhealthy(
+                    f"GPU {self.device} did not pass a health check within {limit:g} s "
+                    f"(last: {last}); the run stops here, finished candidates are kept"
+                )
+            time.sleep(0.25)
+        self._worker, self._info = worker, info
+        self.workers_started += 1
+        if self._fault_at is not None:
+            self.recoveries_s.append(time.monotonic() - self._fault_at)
+            log.info("worker replaced; healthy %.2f s after the fault", self.recoveries_s[-1])
+            self._fault_at = None
+        return worker
+
+    def _retire(self, kill: bool) -> str:
+        """Drop the current worker after a fault (kill its group, or reap it once it exits);
+        returns the stderr it wrote during the failed request."""
+        self._fault_at = time.monotonic()  # recovery is timed from here to a healthy worker
+        worker, self._worker = self._worker, None
+        tail = ""
+        if worker is not None:
+            if kill:
+                worker.kill()
+            else:
+                worker.reap()
+            tail = worker.stderr_tail()
+            worker.close()
+        return tail
+
+    def restart(self) -> None:
+        """Close the live worker; the next measurement runs in a fresh process."""
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
+
+    # --- measuring ----------------------------------------------------------------
+    def measure(
+        self,
+        spec: KernelSpec,
+        candidate: Candidate,
+        build: Build,
+        problem: Problem,
+        plan: SamplingPlan,
+    ) -> Measurement:
+        validate(plan)
+        if plan.energy and not self._nvml_checked:
+            from ctune.measure.nvml_energy import require_nvml
+
+            require_nvml(self.device)
+            self._nvml_checked = True
+        key = candidate.key()
+        if not build.outcome.is_ok:
+            return Measurement(
+                key,
+                problem.name,
+                build.outcome,
+                l2_policy=plan.l2,
+                error=f"not measured: the build ended {build.outcome.value}",
+            )
+        worker = self._ensure_worker()
+        limit = hang_timeout_s(plan, self._baseline_s, self.settings.run_timeout_floor_s)
+        request = MeasureRequest(spec.yaml_path, candidate, build, problem.name, plan)
+        started = time.monotonic()
+        failed = Measurement(
+            key, problem.name, Outcome.RUNTIME_FAULT, device=self._info, l2_policy=plan.l2
+        )
+        try:
+            answer = worker.request(measure_message(0, request), limit)
+        except WorkerTimeout:
+            elapsed = time.monotonic() - started
+            tail = self._retire(kill=True)
+            return dataclasses.replace(
+                failed,
+                outcome=Outcome.RUN_TIMEOUT,
+                wall_s=elapsed,
+                error=f"no result within {limit:.1f} s (hang limit); the worker's process group "
+                "was killed" + (f"; worker stderr: {tail}" if tail else ""),
+            )
+        except WorkerDied as exc:
+            self._retire(kill=True)
+            return dataclasses.replace(
+                failed,
+                wall_s=time.monotonic() - started,
+                error=f"the worker {exc.status} while measuring"
+                + (f"; worker stderr: {exc.stderr_tail}" if exc.stderr_tail else ""),
+            )
+        wall = time.monotonic() - started
+        fatal = bool(answer.get("fatal"))
+        if not answer.get("ok"):
+            if fatal:
+                self._retire(kill=False)
+            kind, error = answer.get("kind"), str(answer.get("error", ""))
+            if kind == "user":
+                raise UserError(error)
+            if kind == "toolchain":
+                raise ToolchainError(error)
+            raise HarnessError(f"the measurement worker failed on candidate {key}: {error}")
+        measurement = dataclasses.replace(parse_measurement(answer), wall_s=wall)
+        if fatal:
+            tail = self._retire(kill=False)
+            if tail:
+                measurement = dataclasses.replace(
+                    measurement, error=f"{measurement.error}; worker stderr: {tail}"
+                )
+        elif measurement.outcome.is_ok and self._baseline_s is None:
+            self._baseline_s = wall
+        return measurement
+
+    def remeasure(
+        self,
+        spec: KernelSpec,
+        items: Sequence[tuple[Candidate, Build]],
+        problem: Problem,
+        plan: SamplingPlan,
+        processes: int,
+        *,
+        seed: int = 0,
+    ) -> dict[str, list[Measurement]]:
+        """Each item once in each of ``processes`` fresh workers, order shuffled per process
+        (interleaving, RELIABILITY M11), keyed by candidate key."""
+        rng = random.Random(seed)
+        results: dict[str, list[Measurement]] = {c.key(): [] for c, _ in items}
+        for _ in range(processes):
+            self.restart()
+            order = list(items)
+            rng.shuffle(order)
+            for candidate, build in order:
+                results[candidate.key()].append(self.measure(spec, candidate, build, problem, plan))
+        return results
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
+
+    def __enter__(self) -> WorkerMeasurer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def measure_in_fresh_processes(
+    spec: KernelSpec,
+    candidate: Candidate,
+    build: Build,
+    problem: Problem,
+    plan: SamplingPlan,
+    processes: int = 3,
+    *,
+    device: int = 0,
+    settings: Settings | None = None,
+    baseline_s: float | None = None,
+    worker_argv: Sequence[str] | None = None,
+) -> list[Measurement]:
+    """One measurement in each of ``processes`` separate worker processes (the regression gate
+    needs k >= 3 independent processes per side: the noise floor is per process)."""
+    with WorkerMeasurer(
+        device, settings, baseline_s=baseline_s, worker_argv=worker_argv
+    ) as measurer:
+        out = []
+        for _ in range(processes):
+            measurer.restart()
+            out.append(measurer.measure(spec, candidate, build, problem, plan))
+        return out
+
+
+def remeasure(
+    spec: KernelSpec,
+    items: Sequence[tuple[Candidate, Build]],
+    problem: Problem,
+    plan: SamplingPlan,
+    processes: int = 3,
+    *,
+    device: int = 0,
+    settings: Settings | None = None,
+    seed: int = 0,
+    worker_argv: Sequence[str] | None = None,
+) -> dict[str, list[Measurement]]:
+    """:meth:`WorkerMeasurer.remeasure` with a measurer of its own."""
+    with WorkerMeasurer(device, settings, worker_argv=worker_argv) as measurer:
+        return measurer.remeasure(spec, items, problem, plan, processes, seed=seed)
+
+
+__all__ = [
+    "HarnessError",
+    "LineReader",
+    "WorkerDied",
+    "WorkerMeasurer",
+    "WorkerProcess",
+    "WorkerStartError",
+    "WorkerTimeout",
+    "measure_in_fresh_processes",
+    "remeasure",
+    "worker_command",
+]

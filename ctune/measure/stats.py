@@ -1,0 +1,166 @@
+"""Statistics over timing samples: quantiles with distribution-free CIs, CV, Mann-Whitney.
+
+Pure numpy. The confidence interval of a quantile is a pair of order
+statistics chosen from the binomial distribution of "how many samples fall
+below the true quantile": it holds for any continuous distribution, which
+kernel timings (skewed, multi-modal, with rare slow outliers) are not close to
+normal. When n is too small for the requested coverage (p99 from 100 samples),
+the interval degrades to the sample minimum or maximum and cannot promise 95%:
+that is the reason the plan raises n for tail quantiles.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from ctune.records import Quantiles
+
+CONFIDENCE = 0.95
+
+
+def quantile(samples: Sequence[float] | np.ndarray, q: float) -> float:
+    """The sample quantile (numpy's default linear interpolation)."""
+    data = np.asarray(samples, dtype=np.float64)
+    if data.size == 0:
+        raise ValueError("quantile of no samples")
+    return float(np.quantile(data, q))
+
+
+@lru_cache(maxsize=256)
+def _binomial_cdf(n: int, q: float) -> np.ndarray:
+    """P(B <= k) for k = 0..n, B ~ Binomial(n, q), computed in log space (read-only)."""
+    k = np.arange(n + 1, dtype=np.float64)
+    steps = np.log(n - k[1:] + 1.0) - np.log(k[1:])
+    log_choose = np.concatenate(([0.0], np.cumsum(steps)))
+    log_pmf = log_choose + k * math.log(q) + (n - k) * math.log1p(-q)
+    cdf = np.minimum(np.cumsum(np.exp(log_pmf)), 1.0)
+    cdf.setflags(write=False)
+    return cdf
+
+
+def quantile_ci_ranks(n: int, q: float, confidence: float = CONFIDENCE) -> tuple[int, int]:
+    """0-based indices (lo, hi) into the sorted samples bounding the q-quantile.
+
+    With B the number of samples below the true quantile, the lower bound
+    X(l) misses when B < l and the upper X(u) misses when B >= u; each side
+    is given at most (1 - confidence) / 2. Sides that cannot reach that
+    (too few samples) fall back to the minimum or maximum.
+    """
+    if n < 1:
+        raise ValueError("no samples")
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"quantile {q} outside (0, 1)")
+    alpha = (1.0 - confidence) / 2.0
+    cdf = _binomial_cdf(n, q)
+    # largest 1-based l with P(B <= l - 1) <= alpha: the count of cdf entries <= alpha
+    lower = max(1, int(np.searchsorted(cdf, alpha, side="right")))
+    # smallest 1-based u with P(B >= u) = 1 - cdf[u - 1] <= alpha
+    upper = min(n, int(np.searchsorted(cdf, 1.0 - alpha, side="left")) + 1)
+    upper = max(upper, lower)
+    return lower - 1, upper - 1
+
+
+def quantile_ci(
+    samples: Sequence[float] | np.ndarray, q: float, confidence: float = CONFIDENCE
+) -> tuple[float, float]:
+    data = np.sort(np.asarray(samples, dtype=np.float64))
+    lo, hi = quantile_ci_ranks(int(data.size), q, confidence)
+    return float(data[lo]), float(data[hi])
+
+
+def summarize(samples: Sequence[float] | np.ndarray) -> Quantiles:
+    """p50/p95/p99, mean, min, max, stdev, each quantile with its 95% CI."""
+    data = np.sort(np.asarray(samples, dtype=np.float64))
+    n = int(data.size)
+    if n == 0:
+        raise ValueError("summary of no samples")
+
+    def ci(q: float) -> tuple[float, float]:
+        lo, hi = quantile_ci_ranks(n, q)
+        return float(data[lo]), float(data[hi])
+
+    return Quantiles(
+        n=n,
+        mean_ms=float(data.mean()),
+        p50_ms=float(np.quantile(data, 0.5)),
+        p95_ms=float(np.quantile(data, 0.95)),
+        p99_ms=float(np.quantile(data, 0.99)),
+        min_ms=float(data[0]),
+        max_ms=float(data[-1]),
+        stdev_ms=float(data.std(ddof=1)) if n > 1 else 0.0,
+        p50_ci_ms=ci(0.5),
+        p95_ci_ms=ci(0.95),
+        p99_ci_ms=ci(0.99),
+    )
+
+
+def cv(values: Sequence[float] | np.ndarray) -> float:
+    """Coefficient of variation (sample stdev / mean); 0 for fewer than two values."""
+    data = np.asarray(values, dtype=np.float64)
+    if data.size < 2:
+        return 0.0
+    mean = float(data.mean())
+    if mean == 0.0:
+        return math.inf
+    return float(data.std(ddof=1)) / abs(mean)
+
+
+@dataclass(frozen=True, slots=True)
+class MannWhitney:
+    u: float  # U statistic of the first sample
+    p_value: float  # two-sided, normal approximation with tie and continuity corrections
+    effect: float  # common-language effect size: P(a > b) + P(a == b) / 2
+
+
+def _average_ranks(values: np.ndarray) -> np.ndarray:
+    order = np.argsort(values, kind="mergesort")
+    ranks = np.empty(values.size, dtype=np.float64)
+    sorted_values = values[order]
+    i = 0
+    while i < values.size:
+        j = i
+        while j + 1 < values.size and sorted_values[j + 1] == sorted_values[i]:
+            j += 1
+        ranks[order[i : j + 1]] = (i + j) / 2.0 + 1.0
+        i = j + 1
+    return ranks
+
+
+def mann_whitney(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> MannWhitney:
+    """Two-sided Mann-Whitney U test (asv's is_different uses the same test)."""
+    x = np.asarray(a, dtype=np.float64)
+    y = np.asarray(b, dtype=np.float64)
+    n1, n2 = int(x.size), int(y.size)
+    if n1 == 0 or n2 == 0:
+        raise ValueError("Mann-Whitney needs two non-empty samples")
+    both = np.concatenate((x, y))
+    ranks = _average_ranks(both)
+    u1 = float(ranks[:n1].sum()) - n1 * (n1 + 1) / 2.0
+    n = n1 + n2
+    _, counts = np.unique(both, return_counts=True)
+    tie_term = float(((counts.astype(np.float64) ** 3) - counts).sum())
+    variance = n1 * n2 / 12.0 * ((n + 1) - tie_term / (n * (n - 1))) if n > 1 else 0.0
+    mean = n1 * n2 / 2.0
+    if variance <= 0.0:
+        p_value = 1.0
+    else:
+        z = (abs(u1 - mean) - 0.5) / math.sqrt(variance)
+        p_value = min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2.0)))
+    return MannWhitney(u1, p_value, u1 / (n1 * n2))
+
+
+__all__ = [
+    "CONFIDENCE",
+    "MannWhitney",
+    "cv",
+    "mann_whitney",
+    "quantile",
+    "quantile_ci",
+    "quantile_ci_ranks",
+    "summarize",
+]

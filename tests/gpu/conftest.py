@@ -1,0 +1,59 @@
+"""Fixtures for the GPU tier: kernel specs and a compile cache shared by the session.
+
+Skipping (no GPU, no nvcc, no NVML) is decided by tests/conftest.py from the
+markers; nothing here touches the GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).parents[2]
+DATA = ROOT / "tests" / "data" / "kernels"
+
+
+@pytest.fixture(scope="session")
+def toolchain() -> Any:
+    from ctune.compile.toolchain import probe_toolchain
+
+    return probe_toolchain("nvcc")
+
+
+@pytest.fixture(scope="session")
+def load(toolchain: Any) -> Callable[[Path], Any]:
+    from ctune.kernelspec import load_spec
+
+    def load_one(path: Path) -> Any:
+        return load_spec(path, toolchain.help_text)
+
+    return load_one
+
+
+@pytest.fixture(scope="session")
+def builder(
+    tmp_path_factory: pytest.TempPathFactory, toolchain: Any
+) -> Iterator[Callable[..., Any]]:
+    """build(spec, problem, **genes) -> (candidate, build); asserts the build is OK."""
+    from ctune.compile.nvcc import NvccCompiler
+
+    cache = tmp_path_factory.mktemp("ctune-cache")
+    compilers: dict[str, Any] = {}
+
+    def build(spec: Any, problem: Any, **genes: Any) -> tuple[Any, Any]:
+        key = str(spec.yaml_path)
+        if key not in compilers:
+            compilers[key] = NvccCompiler(spec, toolchain, cache)
+        candidate = spec.candidate({**spec.space.default_values(), **genes})
+        result = compilers[key].build(candidate, problem)
+        assert result.outcome.is_ok, (
+            f"{spec.name} {genes}: {result.outcome.value}: {result.log_tail}"
+        )
+        return candidate, result
+
+    yield build
+    for compiler in compilers.values():
+        compiler.close()

@@ -1,0 +1,42 @@
+"""Every kernel spec's default build matches its reference on random (never zero) inputs, on
+each problem of its ``correctness`` problem set (else its default problem)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ctune.measure import SamplingPlan
+from ctune.measure.session import WorkerMeasurer
+from ctune.records import Outcome
+
+ROOT = Path(__file__).parents[2]
+DATA = ROOT / "tests" / "data" / "kernels"
+
+pytestmark = pytest.mark.gpu
+
+# the shipped kernels, plus the test kernels that are meant to be right (others in
+# tests/data/kernels fail to build on purpose)
+SPECS = [*sorted((ROOT / "kernels").glob("*.yaml")), DATA / "saxpy.yaml", DATA / "faults.yaml"]
+PLAN = SamplingPlan(warmup_ms=1, rep_ms=1, min_samples=10, max_samples=50, quantile=0.5)
+
+
+@pytest.mark.parametrize(
+    "path", SPECS, ids=[str(p.relative_to(ROOT).with_suffix("")) for p in SPECS]
+)
+def test_default_build_is_correct(path: Path, load, builder):
+    spec = load(path)
+    names = spec.problem_sets.get("correctness") or (spec.default_problem,)
+    failures = []
+    with WorkerMeasurer() as measurer:
+        for name in names:
+            problem = spec.problem(name)
+            m = measurer.measure(spec, *builder(spec, problem), problem, PLAN)
+            print(
+                f"{spec.name}/{name}: {m.outcome.value} rel_l2={m.rel_l2_error} "
+                f"max_abs={m.max_abs_error}"
+            )
+            if m.outcome is not Outcome.OK:
+                failures.append(f"{name}: {m.outcome.value}: {m.error}")
+    assert not failures, "\n".join(failures)

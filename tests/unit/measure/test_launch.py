@@ -1,0 +1,77 @@
+"""Launch geometry from the spec's rule, and the launcher's ``void* params[]`` packing."""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ctune.kernelspec import load_spec
+from ctune.measure import launch as L
+from ctune.measure.arrays import make_buffers
+
+DATA = Path(__file__).parents[2] / "data" / "kernels"
+
+
+@pytest.fixture(scope="module")
+def saxpy():
+    return load_spec(DATA / "saxpy.yaml")
+
+
+@pytest.fixture(scope="module")
+def faults():
+    return load_spec(DATA / "faults.yaml")
+
+
+def test_saxpy_geometry(saxpy):
+    geo = L.launch_geometry(saxpy, {"BLOCK": 128, "UNROLL": 4}, {"N": 1000003})
+    assert geo == L.Geometry((1954, 1, 1), (128, 1, 1), 0)  # ceil(1000003 / 512)
+    assert geo.threads == 128
+
+
+def test_fault_mode_5_asks_for_2048_threads(faults):
+    assert L.launch_geometry(faults, {"MODE": 5}, {"N": 65536}).block == (2048, 1, 1)
+    assert L.launch_geometry(faults, {"MODE": 0}, {"N": 65536}).block == (256, 1, 1)
+
+
+def test_bad_geometry_is_a_launch_config_error(saxpy):
+    with pytest.raises(L.LaunchConfigError, match="grid"):
+        L.launch_geometry(saxpy, {"BLOCK": 128, "UNROLL": 4}, {"N": 0})
+    with pytest.raises(L.LaunchConfigError):
+        L.launch_geometry(saxpy, {"BLOCK": 128, "UNROLL": 4}, {"N": 2**40})  # grid.x too large
+    with pytest.raises(L.LaunchConfigError, match="launch rule"):
+        L.launch_geometry(saxpy, {"BLOCK": 128}, {"N": 10})  # UNROLL missing
+
+
+def test_ctypes_scalars():
+    assert L.ctypes_scalar("float32", np.float32(1.5)).value == 1.5
+    assert L.ctypes_scalar("int32", np.int32(-7)).value == -7
+    assert L.ctypes_scalar("float16", np.float16(1.0)).value == 0x3C00
+    assert L.ctypes_scalar("bfloat16", np.uint16(0x3FC0)).value == 0x3FC0
+    assert isinstance(L.ctypes_scalar("int64", 5), ctypes.c_int64)
+
+
+def test_pack_params_points_at_each_value():
+    packed = L.pack_params([("pointer", 0xDEADBEEF), ("float32", 2.5), ("int32", 42)])
+    params = ctypes.cast(packed.pointer(), ctypes.POINTER(ctypes.c_void_p))
+    assert ctypes.cast(params[0], ctypes.POINTER(ctypes.c_void_p)).contents.value == 0xDEADBEEF
+    assert ctypes.cast(params[1], ctypes.POINTER(ctypes.c_float)).contents.value == 2.5
+    assert ctypes.cast(params[2], ctypes.POINTER(ctypes.c_int32)).contents.value == 42
+
+
+def test_launcher_values_follow_argument_order(saxpy):
+    buffers = make_buffers(np, saxpy, saxpy.problem("ragged"), seed=1)
+
+    class Device:  # CuPy arrays expose .data.ptr
+        def __init__(self, ptr: int) -> None:
+            self.data = type("Ptr", (), {"ptr": ptr})()
+
+    buffers.arrays = {"x": Device(0x1000), "y": Device(0x2000)}
+    assert L.launcher_values(buffers) == [
+        ("pointer", 0x1000),
+        ("pointer", 0x2000),
+        ("float32", np.float32(1.5)),
+        ("int32", np.int32(1000003)),
+    ]

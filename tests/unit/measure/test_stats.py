@@ -1,0 +1,104 @@
+"""Quantiles and their distribution-free CIs (coverage checked by simulation), CV, Mann-Whitney."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ctune.measure import stats
+
+
+def test_median_ci_ranks_match_the_textbook_table():
+    # n = 100, 95%: the 40th and 61st order statistics (1-based)
+    assert stats.quantile_ci_ranks(100, 0.5) == (39, 60)
+    assert stats.quantile_ci_ranks(10, 0.5) == (1, 8)  # 2nd and 9th
+
+
+def test_p99_from_100_samples_degrades_to_the_maximum():
+    _, hi = stats.quantile_ci_ranks(100, 0.99)
+    assert hi == 99  # the maximum: too few samples to bound p99 from above
+
+
+def test_ranks_are_ordered_and_in_range():
+    for n in (1, 2, 5, 50, 1000, 5000):
+        for q in (0.01, 0.5, 0.95, 0.99):
+            lo, hi = stats.quantile_ci_ranks(n, q)
+            assert 0 <= lo <= hi <= n - 1
+
+
+@pytest.mark.parametrize(("n", "q"), [(200, 0.5), (200, 0.95), (1000, 0.99), (60, 0.5)])
+def test_ci_coverage_by_simulation(n, q):
+    rng = np.random.default_rng(1234)
+    reps = 3000
+    draws = np.sort(rng.exponential(1.0, size=(reps, n)), axis=1)
+    truth = -math.log(1.0 - q)  # exponential quantile
+    lo, hi = stats.quantile_ci_ranks(n, q)
+    covered = np.mean((draws[:, lo] <= truth) & (truth <= draws[:, hi]))
+    assert 0.93 <= covered <= 0.995, covered
+
+
+def test_binomial_cdf_is_a_distribution():
+    cdf = stats._binomial_cdf(500, 0.3)
+    assert cdf[-1] == pytest.approx(1.0, abs=1e-9)
+    assert np.all(np.diff(cdf) >= -1e-15)
+
+
+def test_summarize_orders_quantiles_and_bounds():
+    rng = np.random.default_rng(5)
+    samples = rng.lognormal(0.0, 0.3, size=2000)
+    s = stats.summarize(samples)
+    assert s.n == 2000
+    assert s.min_ms <= s.p50_ms <= s.p95_ms <= s.p99_ms <= s.max_ms
+    for est, (lo, hi) in (
+        (s.p50_ms, s.p50_ci_ms),
+        (s.p95_ms, s.p95_ci_ms),
+        (s.p99_ms, s.p99_ci_ms),
+    ):
+        assert lo <= est <= hi
+    assert s.mean_ms == pytest.approx(float(np.mean(samples)))
+    assert s.stdev_ms == pytest.approx(float(np.std(samples, ddof=1)))
+
+
+def test_summarize_single_sample_and_empty():
+    s = stats.summarize([2.0])
+    assert s.p50_ms == s.p99_ms == s.min_ms == s.max_ms == 2.0 and s.stdev_ms == 0.0
+    with pytest.raises(ValueError):
+        stats.summarize([])
+
+
+def test_quantile_and_ci_helpers():
+    data = list(range(1, 101))
+    assert stats.quantile(data, 0.5) == pytest.approx(50.5)
+    lo, hi = stats.quantile_ci(data, 0.5)
+    assert (lo, hi) == (40.0, 61.0)
+
+
+def test_cv():
+    assert stats.cv([1.0]) == 0.0
+    assert stats.cv([1.0, 1.0, 1.0]) == 0.0
+    assert stats.cv([9.0, 11.0]) == pytest.approx(math.sqrt(2) / 10)
+
+
+def test_mann_whitney_same_and_shifted():
+    rng = np.random.default_rng(0)
+    a = rng.normal(1.0, 0.01, 200)
+    b = rng.normal(1.0, 0.01, 200)
+    assert stats.mann_whitney(a, b).p_value > 0.01
+    shifted = stats.mann_whitney(a, b + 0.01)
+    assert shifted.p_value < 1e-6
+    assert shifted.effect < 0.5  # a tends to be smaller
+
+
+def test_mann_whitney_known_value():
+    # x = [1, 2, 3], y = [4, 5, 6]: U = 0, normal approximation with continuity:
+    # mean 4.5, var = 9 * 7 / 12 = 5.25, z = (4.5 - 0.5) / sqrt(5.25)
+    result = stats.mann_whitney([1, 2, 3], [4, 5, 6])
+    assert result.u == 0.0
+    z = 4.0 / math.sqrt(5.25)
+    assert result.p_value == pytest.approx(math.erfc(z / math.sqrt(2)))
+
+
+def test_mann_whitney_all_ties():
+    assert stats.mann_whitney([1.0, 1.0], [1.0, 1.0]).p_value == 1.0

@@ -1,0 +1,219 @@
+"""The real worker process, end to end, against a numpy stand-in for CuPy and NVML.
+
+This proves the worker's Python paths without a GPU: protocol, correctness
+(C1-C3), the chunked timing loop, telemetry and throttle exclusion, the energy
+window, and fault classification with sticky exits and replacement. It proves
+nothing about GPU timing; tests/gpu/ does that on the real device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from ctune.kernelspec import load_spec
+from ctune.measure import SamplingPlan, nvml_energy
+from ctune.measure.session import WorkerMeasurer
+from ctune.records import Build, Outcome
+
+HERE = Path(__file__).parent
+DATA = HERE.parents[1] / "data" / "kernels"
+PLAN = SamplingPlan(warmup_ms=1, rep_ms=2, min_samples=30, max_samples=300, quantile=0.5)
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(HERE / "fakegpu"))
+    monkeypatch.delenv("FAKE_NVML_REASONS", raising=False)
+
+
+@pytest.fixture(scope="module")
+def faults():
+    return load_spec(DATA / "faults.yaml")
+
+
+@pytest.fixture(scope="module")
+def saxpy():
+    return load_spec(DATA / "saxpy.yaml")
+
+
+def binary(tmp_path: Path, spec, problem, genes: dict, behaviour: dict):
+    """A candidate and a Build whose 'cubin' tells the stand-in how to behave."""
+    candidate = spec.candidate({**spec.space.default_values(), **genes})
+    path = tmp_path / f"{candidate.key()}-{behaviour.get('mode', 0)}.cubin"
+    path.write_text(json.dumps(behaviour))
+    build = Build(candidate.key(), ("nvcc",), "fake", Outcome.OK, binary_path=str(path))
+    return candidate, build
+
+
+def test_saxpy_measures_ok_with_statistics(tmp_path, fake_gpu, saxpy):
+    problem = saxpy.problem("ragged")
+    cand, build = binary(tmp_path, saxpy, problem, {}, {"kernel": "saxpy"})
+    with WorkerMeasurer() as measurer:
+        info = measurer.device_info()
+        m = measurer.measure(saxpy, cand, build, problem, PLAN)
+    assert (
+        info.name == "Fake H100 80GB HBM3" and info.sm == "sm_90" and info.uuid == "GPU-fake-0000"
+    )
+    assert info.driver == "580.0.fake" and info.l2_bytes == 50 << 20
+    assert m.outcome is Outcome.OK, m.error
+    assert m.device == info and m.candidate_key == cand.key() and m.problem == "ragged"
+    assert m.summary is not None and len(m.samples_ms) == m.summary.n >= 30
+    assert m.summary.min_ms <= m.summary.p50_ms <= m.summary.p99_ms <= m.summary.max_ms
+    assert m.rel_l2_error is not None and m.rel_l2_error < 1e-6
+    assert m.l2_policy == "cold" and m.l2_flush_bytes == 256 << 20  # max(2 x 50 MiB, 256 MiB)
+    assert m.n_warmup > 2 and m.sm_clock_mhz == 1980.0 and m.temperature_c == 41.0
+    assert m.throttle_reasons == 0 and not m.sw_power_capped and m.excluded_samples == 0
+    assert m.other_processes == 0  # NVML lists only ourselves
+    assert m.sampling_note.startswith("n=") and "warm-up" in m.sampling_note
+    assert m.wall_s > 0
+
+
+def test_hot_mode_skips_the_flush(tmp_path, fake_gpu, saxpy):
+    problem = saxpy.problem("ragged")
+    cand, build = binary(tmp_path, saxpy, problem, {}, {"kernel": "saxpy"})
+    with WorkerMeasurer() as measurer:
+        m = measurer.measure(saxpy, cand, build, problem, SamplingPlan(l2="hot", rep_ms=1))
+    assert m.outcome is Outcome.OK and m.l2_policy == "hot" and m.l2_flush_bytes == 0
+
+
+def test_sample_count_exact(tmp_path, fake_gpu, saxpy):
+    problem = saxpy.problem("ragged")
+    cand, build = binary(tmp_path, saxpy, problem, {}, {"kernel": "saxpy"})
+    plan = SamplingPlan(warmup_ms=1, rep_ms=1, min_samples=250, max_samples=250)
+    with WorkerMeasurer() as measurer:
+        m = measurer.measure(saxpy, cand, build, problem, plan)
+    assert len(m.samples_ms) == 250
+
+
+def test_fault_sequence_replaces_the_worker(tmp_path, fake_gpu, faults):
+    problem = faults.problem("n64k")
+    sequence = [
+        (0, Outcome.OK),
+        (1, Outcome.RUNTIME_FAULT),
+        (0, Outcome.OK),
+        (2, Outcome.RUNTIME_FAULT),
+        (0, Outcome.OK),
+        (3, Outcome.RUN_TIMEOUT),
+        (0, Outcome.OK),
+        (4, Outcome.WRONG_RESULT),
+        (5, Outcome.LAUNCH_ERROR),
+        (6, Outcome.RUNTIME_FAULT),
+        (0, Outcome.OK),
+    ]
+    with WorkerMeasurer() as measurer:
+        for mode, expected in sequence:
+            cand, build = binary(
+                tmp_path, faults, problem, {"MODE": mode}, {"kernel": "faults", "mode": mode}
+            )
+            plan = dataclasses.replace(PLAN, timeout_s=2.0) if mode == 3 else PLAN
+            pid = measurer.worker_pid
+            m = measurer.measure(faults, cand, build, problem, plan)
+            assert m.outcome is expected, (mode, m.outcome, m.error)
+            if mode in (1, 2, 3, 6):
+                assert measurer.worker_pid is None
+            elif pid is not None:
+                assert measurer.worker_pid == pid
+            if mode == 1:
+                assert "cudaErrorIllegalAddress" in m.error
+            if mode == 4:
+                assert m.rel_l2_error is not None and m.rel_l2_error > 1e-3 and "rel_l2" in m.error
+            if mode == 5:
+                assert "CUDA_ERROR_INVALID_VALUE" in m.error
+            if mode == 6:
+                assert "cudaErrorAssert" in m.error and "Assertion" in m.error
+        assert len(measurer.recoveries_s) == 4
+
+
+def test_nondeterministic_and_input_clobbering_kernels(tmp_path, fake_gpu, faults):
+    problem = faults.problem("n64k")
+    with WorkerMeasurer() as measurer:
+        racy = measurer.measure(
+            faults,
+            *binary(tmp_path, faults, problem, {}, {"kernel": "faults", "mode": "racy"}),
+            problem,
+            PLAN,
+        )
+        clobber = measurer.measure(
+            faults,
+            *binary(tmp_path, faults, problem, {}, {"kernel": "faults", "mode": "clobber"}),
+            problem,
+            PLAN,
+        )
+    assert racy.outcome is Outcome.NONDETERMINISTIC, racy.error
+    assert clobber.outcome is Outcome.WRONG_RESULT and "modified input x" in clobber.error
+
+
+def test_bad_image_missing_symbol_and_too_much_smem(tmp_path, fake_gpu, faults):
+    problem = faults.problem("n64k")
+    bad = tmp_path / "garbage.cubin"
+    bad.write_bytes(b"\x7fELF not really")
+    cand = faults.default_candidate()
+    with WorkerMeasurer() as measurer:
+        pid = None
+        for build in (
+            Build(cand.key(), (), "fake", Outcome.OK, binary_path=str(bad)),
+            binary(tmp_path, faults, problem, {}, {"kernel": "other"})[1],
+            binary(tmp_path, faults, problem, {}, {"kernel": "faults", "static_smem": 300_000})[1],
+        ):
+            m = measurer.measure(faults, cand, build, problem, PLAN)
+            assert m.outcome is Outcome.LAUNCH_ERROR, m.error
+            pid = pid or measurer.worker_pid
+            assert measurer.worker_pid == pid  # all non-sticky: the worker carries on
+        assert "too much shared memory" in m.error
+
+
+def test_throttled_samples_make_it_inconclusive(tmp_path, fake_gpu, monkeypatch, saxpy):
+    monkeypatch.setenv("FAKE_NVML_REASONS", "0x8")  # HW slowdown on every read
+    problem = saxpy.problem("ragged")
+    cand, build = binary(tmp_path, saxpy, problem, {}, {"kernel": "saxpy"})
+    with WorkerMeasurer() as measurer:
+        m = measurer.measure(saxpy, cand, build, problem, PLAN)
+    assert m.outcome is Outcome.INCONCLUSIVE and m.summary is None
+    assert m.excluded_samples > 0 and m.throttle_reasons & 0x8
+    assert "excluded" in m.error
+
+
+def test_sw_power_cap_is_recorded_not_excluded(tmp_path, fake_gpu, monkeypatch, saxpy):
+    monkeypatch.setenv("FAKE_NVML_REASONS", "0x4")
+    problem = saxpy.problem("ragged")
+    cand, build = binary(tmp_path, saxpy, problem, {}, {"kernel": "saxpy"})
+    with WorkerMeasurer() as measurer:
+        m = measurer.measure(saxpy, cand, build, problem, PLAN)
+    assert m.outcome is Outcome.OK and m.sw_power_capped and m.excluded_samples == 0
+
+
+def test_energy_window(tmp_path, fake_gpu, monkeypatch, faults):
+    monkeypatch.setattr(nvml_energy, "require_nvml", lambda device=0: None)  # parent-side check
+    problem = faults.problem("n64k")
+    cand, build = binary(tmp_path, faults, problem, {}, {"kernel": "faults", "mode": 0})
+    plan = SamplingPlan(warmup_ms=1, rep_ms=1, min_samples=20, energy=True, energy_window_s=1.0)
+    with WorkerMeasurer() as measurer:
+        m = measurer.measure(faults, cand, build, problem, plan)
+    assert m.outcome is Outcome.OK, m.error
+    assert m.avg_power_w == pytest.approx(300.0, rel=0.15)
+    assert m.energy_window_s is not None and 1.0 <= m.energy_window_s < 1.5
+    assert m.energy_j is not None and m.energy_j > 0 and m.energy_launches > 0
+    assert "tick-aligned" in m.energy_method
+
+
+def test_reference_errors_surface_as_user_errors(tmp_path, fake_gpu):
+    import shutil
+
+    from ctune.errors import UserError
+
+    for name in ("faults.cu", "faults.yaml"):
+        shutil.copy(DATA / name, tmp_path / name)
+    (tmp_path / "faults_ref.py").write_text(
+        "def faults(xp, inputs, dims):\n    return {'y': 1 / 0}\n"
+    )
+    spec = load_spec(tmp_path / "faults.yaml")
+    problem = spec.problem("n64k")
+    cand, build = binary(tmp_path, spec, problem, {}, {"kernel": "faults"})
+    with WorkerMeasurer() as measurer:
+        with pytest.raises(UserError, match="ZeroDivisionError"):
+            measurer.measure(spec, cand, build, problem, PLAN)
+        assert measurer.worker_pid is not None  # a spec problem does not cost the worker
