@@ -3,7 +3,8 @@
 // Layout "TN", same convention as the hand-written GEMM: A [M,K] row-major, B [N,K] row-major
 // (column-major KxN for CUTLASS), C [M,N] row-major; fp16 (bf16 with -DCTUNE_BF16=1) in and
 // out, fp32 accumulate, C = A @ B^T. TMA needs 16-byte aligned rows: K % 8 == 0 and N % 8 == 0.
-// Build: nvcc -shared -Xcompiler -fPIC -arch=sm_90a -std=c++17 -I<cutlass include>.
+// Build: nvcc --generate-code=arch=compute_90a,code=sm_90a -shared -Xcompiler -fPIC -std=c++17
+//        --expt-relaxed-constexpr -I<nvidia-cutlass include> (wgmma needs the sm_90a target).
 
 #ifndef NDEBUG
 #define NDEBUG  // CUTLASS release build: no device-side asserts
@@ -127,21 +128,23 @@ using GemmKernel = cutlass::gemm::kernel::GemmUniversal<
 using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
 
 // The YAML's smem restriction mirrors this; failing here beats failing at launch.
-static_assert(GemmKernel::SharedStorageSize <= cutlass::gemm::collective::detail::sm90_smem_capacity_bytes,
+static_assert(GemmKernel::SharedStorageSize <=
+                  cutlass::gemm::collective::detail::sm90_smem_capacity_bytes,
               "tiles x stages exceed the 227 KiB of shared memory per block");
 
 namespace {
 
-// Arguments of the last launch: re-launching the same problem skips TMA-descriptor encoding.
+// The last problem's operator: re-launching it skips argument checks and TMA-descriptor encoding.
 struct Cache {
   Gemm op;
+  typename Gemm::Arguments args;
   const void* a = nullptr;
   const void* b = nullptr;
   void* c = nullptr;
   int m = -1, n = -1, k = -1, device = -1, sm_count = 0;
   bool ready = false;
-  bool reinit = false;  // the kernel needs initialize() before every launch
-  void* workspace = nullptr;
+  size_t workspace_needed = 0;
+  void* workspace = nullptr;  // grow-only, on cache.device
   size_t workspace_bytes = 0;
 };
 Cache cache;
@@ -150,6 +153,15 @@ cudaError_t to_error(cutlass::Status s) {
   if (s == cutlass::Status::kSuccess) return cudaSuccess;
   cudaError_t e = cudaGetLastError();  // a CUDA failure inside CUTLASS, if any
   return e != cudaSuccess ? e : cudaErrorInvalidValue;
+}
+
+// Stream-K keeps barrier counters in the workspace; they must be zero at every launch.
+cudaError_t launch(cudaStream_t stream) {
+  if (cache.workspace_needed > 0) {
+    cudaError_t err = to_error(GemmKernel::initialize_workspace(cache.args, cache.workspace, stream));
+    if (err != cudaSuccess) return err;
+  }
+  return to_error(cache.op.run(stream));
 }
 
 }  // namespace
@@ -166,31 +178,32 @@ extern "C" int ctune_launch(void* const* params, cudaStream_t stream) {
   cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess) return err;
 
-  const bool same = cache.ready && cache.a == A && cache.b == B && cache.c == C &&
-                    cache.m == M && cache.n == N && cache.k == K && cache.device == device;
-  // Stream-K's workspace holds barrier counters that must be zeroed before every launch,
-  // which initialize() does; workspace-free kernels just re-run the cached params.
-  if (same && !cache.reinit) return to_error(cache.op.run(stream));
+  if (cache.ready && cache.a == A && cache.b == B && cache.c == C && cache.m == M &&
+      cache.n == N && cache.k == K && cache.device == device) {
+    return launch(stream);
+  }
 
   cache.ready = false;
   if (cache.device != device) {
-    if (cache.workspace) cudaFree(cache.workspace);  // rare: it belongs to the old device
+    if (cache.workspace) cudaFree(cache.workspace);
     cache.workspace = nullptr;
     cache.workspace_bytes = 0;
     cache.device = -1;
     err = cudaDeviceGetAttribute(&cache.sm_count, cudaDevAttrMultiProcessorCount, device);
     if (err != cudaSuccess) return err;
+    cache.device = device;
   }
 
-  using StrideA = typename Gemm::GemmKernel::StrideA;
-  using StrideB = typename Gemm::GemmKernel::StrideB;
-  using StrideD = typename Gemm::GemmKernel::StrideD;
+  using StrideA = typename GemmKernel::StrideA;
+  using StrideB = typename GemmKernel::StrideB;
+  using StrideD = typename GemmKernel::StrideD;
   // Packed strides; the batch (L) stride is unused with L = 1.
-  StrideA stride_a{int64_t(K), _1{}, int64_t(M) * K};
-  StrideB stride_b{int64_t(K), _1{}, int64_t(N) * K};
-  StrideD stride_d{int64_t(N), _1{}, int64_t(M) * N};
+  const StrideA stride_a{int64_t(K), _1{}, int64_t(M) * K};
+  const StrideB stride_b{int64_t(K), _1{}, int64_t(N) * K};
+  const StrideD stride_d{int64_t(N), _1{}, int64_t(M) * N};
 
-  typename Gemm::Arguments args{
+  typename Gemm::Arguments& args = cache.args;
+  args = typename Gemm::Arguments{
       cutlass::gemm::GemmUniversalMode::kGemm,
       {M, N, K, 1},
       {A, stride_a, B, stride_b},
@@ -206,19 +219,18 @@ extern "C" int ctune_launch(void* const* params, cudaStream_t stream) {
 
   if (Gemm::can_implement(args) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
 
-  const size_t ws_bytes = Gemm::get_workspace_size(args);
-  if (ws_bytes > cache.workspace_bytes) {  // grow-only, stream-ordered
-    if (cache.workspace) {
-      err = cudaFreeAsync(cache.workspace, stream);
-      cache.workspace = nullptr;
-      cache.workspace_bytes = 0;
-      if (err != cudaSuccess) return err;
-    }
-    err = cudaMallocAsync(&cache.workspace, ws_bytes, stream);
+  cache.workspace_needed = Gemm::get_workspace_size(args);
+  if (cache.workspace_needed > cache.workspace_bytes) {
+    // Synchronous on purpose: rare (warm-up), and safe whichever stream used the old buffer.
+    if (cache.workspace) cudaFree(cache.workspace);
+    cache.workspace = nullptr;
+    cache.workspace_bytes = 0;
+    err = cudaMalloc(&cache.workspace, cache.workspace_needed);
     if (err != cudaSuccess) return err;
-    cache.workspace_bytes = ws_bytes;
+    cache.workspace_bytes = cache.workspace_needed;
   }
 
+  // initialize() also zeroes the stream-K barriers, so the first launch runs directly.
   err = to_error(cache.op.initialize(args, cache.workspace, stream));
   if (err != cudaSuccess) return err;
   cache.a = A;
@@ -227,8 +239,6 @@ extern "C" int ctune_launch(void* const* params, cudaStream_t stream) {
   cache.m = M;
   cache.n = N;
   cache.k = K;
-  cache.device = device;
-  cache.reinit = ws_bytes > 0;
   cache.ready = true;
   return to_error(cache.op.run(stream));
 }
