@@ -132,6 +132,10 @@ def search_command(
     resume: Annotated[
         Path | None, typer.Option(help="continue the search recorded in this journal")
     ] = None,
+    journal: Annotated[
+        Path | None,
+        typer.Option(help="where a new journal goes (default <cache_dir>/journals/...)"),
+    ] = None,
     commit: Annotated[
         bool, typer.Option("--commit/--no-commit", help="commit the front to the registry")
     ] = False,
@@ -178,6 +182,7 @@ def search_command(
         patience=patience,
         seed=seed,
         resume=resume,
+        journal=journal,
         confirm_processes=confirm_processes,
         out=out,
         commit=commit,

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The one script for the GPU machine (no network there): install ctune and what the
+# machine lacks from carried wheels, then run the requested stages, logging under $OUT.
+#
+#   bash bench/device.sh [STAGE ...]      default: install doctor tests aa
+#
+# Stages:
+#   install   pip install the wheels in .device/wheels (make wheels) and ctune itself
+#   doctor    ctune doctor + nvidia-smi
+#   tests     the GPU and NVML tiers, required (a missing GPU fails, never skips)
+#   aa        bench/aa_repeatability.py          (A/A noise, overhead, fault recovery)
+#   gt        bench/ga_sample_efficiency.py record (exhaustive ground truth for replay)
+#   search    ctune search on the GEMM, end to end, plus a two-objective search
+#   kernels   bench/kernels_vs_vendor.py          (tuned vs default vs cuBLAS / SDPA)
+#
+# Everything that should come back is packed into $OUT/results.tgz (the device tool
+# returns at most 8 files), the logs into $OUT/logs.tgz.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+OUT=${OUT:-/tmp/ctune-device-out}
+LOGS="$OUT/logs"
+mkdir -p "$LOGS" bench/results
+# CUTLASS 3.x candidates take 45-60 s and ~3.5 GB each to compile: give them room
+export PYTHONUNBUFFERED=1 CTUNE_CACHE_DIR=${CTUNE_CACHE_DIR:-/tmp/ctune-cache} \
+  CTUNE_COMPILE_TIMEOUT_S=${CTUNE_COMPILE_TIMEOUT_S:-600}
+PY=${PY:-python3}
+PATH="$(dirname "$(command -v "$PY")"):$PATH"  # where pip puts the `ctune` script
+STAGES=("$@")
+[ ${#STAGES[@]} -gt 0 ] || STAGES=(install doctor tests aa)
+STATUS=0
+
+run() {  # run NAME CMD...: log to $LOGS/NAME.log, remember failures, keep going
+  local name=$1; shift
+  local limit_var="LIMIT_${name^^}"
+  local limit=${!limit_var:-1800}  # per-stage wall limit (s), e.g. LIMIT_TESTS=200
+  echo "=== $name (limit ${limit} s): $*" | tee -a "$LOGS/summary.txt"
+  local start=$SECONDS
+  timeout --signal=INT --kill-after=15 "$limit" "$@" >"$LOGS/$name.log" 2>&1
+  local rc=$?
+  echo "=== $name: rc=$rc in $((SECONDS - start)) s" | tee -a "$LOGS/summary.txt"
+  tail -n 25 "$LOGS/$name.log"
+  [ $rc -eq 0 ] || STATUS=1
+  return 0
+}
+
+for stage in "${STAGES[@]}"; do
+  case $stage in
+    install)
+      run install bash -c "$PY -m pip install --no-index --find-links .device/wheels deap gitpython nvidia-cutlass \
+        && $PY -m pip install --no-deps --no-build-isolation -e . && $PY -c 'import ctune, deap, git, cupy, pynvml'" ;;
+    doctor)
+      run doctor bash -c "nvidia-smi; $PY -m ctune doctor" ;;
+    tests)
+      run tests $PY -m pytest -q -m "gpu or nvml" --require nvcc,gpu,nvml -p no:cacheprovider \
+        --junitxml="$LOGS/gpu-tests.xml" ;;
+    aa)
+      run aa $PY bench/aa_repeatability.py --out bench/results ;;
+    gt)
+      run gt $PY bench/ga_sample_efficiency.py record ;;
+    search)
+      run search bash bench/search_runs.sh ;;
+    kernels)
+      run kernels $PY bench/kernels_vs_vendor.py --out bench/results ${KERNELS_ARGS:-} ;;
+    *)
+      echo "unknown stage $stage" | tee -a "$LOGS/summary.txt"; STATUS=1 ;;
+  esac
+done
+
+tar czf "$OUT/results.tgz" bench/results registry tests/data/ground_truth docs 2>/dev/null
+tar czf "$OUT/logs.tgz" -C "$OUT" logs
+cat "$LOGS/summary.txt"
+exit $STATUS
