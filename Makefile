@@ -37,7 +37,9 @@ bench:          ## GPU benchmarks; results land in bench/results/
 	bash bench/device.sh
 
 wheels:         ## what the GPU machine lacks, as wheels (it has no network)
-	$(PYTHON) -m pip download --no-deps -d wheels deap "gitpython>=3.1.49" gitdb smmap nvidia-cutlass
+	$(PYTHON) -m pip download -d .device/wheels --python-version 3.12 --only-binary=:all: \
+	  --platform manylinux2014_x86_64 deap moocore cffi pycparser platformdirs \
+	  "gitpython>=3.1.49" gitdb smmap nvidia-cutlass
 
 clean:
 	rm -rf .ctune build dist *.egg-info .pytest_cache .ruff_cache

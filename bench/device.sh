@@ -47,13 +47,13 @@ run() {  # run NAME CMD...: log to $LOGS/NAME.log, remember failures, keep going
 for stage in "${STAGES[@]}"; do
   case $stage in
     install)
-      run install bash -c "$PY -m pip install --no-index --find-links .device/wheels deap gitpython nvidia-cutlass \
+      run install bash -c "$PY -m pip install --no-index --find-links .device/wheels deap moocore gitpython nvidia-cutlass \
         && $PY -m pip install --no-deps --no-build-isolation -e . && $PY -c 'import ctune, deap, git, cupy, pynvml'" ;;
     doctor)
       run doctor bash -c "nvidia-smi; $PY -m ctune doctor" ;;
     tests)
       run tests $PY -m pytest -q -m "gpu or nvml" --require nvcc,gpu,nvml -p no:cacheprovider \
-        --junitxml="$LOGS/gpu-tests.xml" ;;
+        --junitxml="$LOGS/gpu-tests.xml" ${TESTS_ARGS:-} ;;
     aa)
       run aa $PY bench/aa_repeatability.py --out bench/results ;;
     gt)

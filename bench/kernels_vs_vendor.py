@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # (kernel, problems): the default plan; --quick takes the first problem of each
 PLAN: dict[str, list[str]] = {
     "kernels/cutlass_gemm.cu": ["sq4096", "llm8b-up-t2048", "llm8b-down-t128", "llm8b-o-t16"],
-    "kernels/gemm.cu": ["sq4096", "llm8b-up-t2048", "llm8b-down-t128", "llm8b-o-t16"],
+    "kernels/gemm.cu": ["sq4096", "llm8b-down-t128", "llm8b-up-t2048", "llm8b-o-t16"],
     "kernels/attention.cu": ["prefill-s4096-d128-causal", "prefill-s2048-d128"],
 }
 BUDGET = {"kernels/gemm.cu": 28, "kernels/cutlass_gemm.cu": 20, "kernels/attention.cu": 20}
@@ -305,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--quick", action="store_true", help="first problem of each kernel")
+    parser.add_argument("--problems", type=int, default=0, help="first N problems of each kernel")
     parser.add_argument("--kernels", nargs="*", default=list(PLAN))
     parser.add_argument("--budget-scale", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
@@ -320,7 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     rows: list[Row] = []
     for kernel in args.kernels:
-        problems = PLAN[kernel][:1] if args.quick else PLAN[kernel]
+        take = 1 if args.quick else (args.problems or len(PLAN[kernel]))
+        problems = PLAN[kernel][:take]
         for problem in problems:
             budget = max(8, round(BUDGET[kernel] * args.budget_scale))
             print(
