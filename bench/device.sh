@@ -26,6 +26,7 @@ export PYTHONUNBUFFERED=1 CTUNE_CACHE_DIR=${CTUNE_CACHE_DIR:-/tmp/ctune-cache} \
   CTUNE_COMPILE_TIMEOUT_S=${CTUNE_COMPILE_TIMEOUT_S:-600}
 PY=${PY:-python3}
 PATH="$(dirname "$(command -v "$PY")"):$PATH"  # where pip puts the `ctune` script
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # the checkout, even if the install failed
 STAGES=("$@")
 [ ${#STAGES[@]} -gt 0 ] || STAGES=(install doctor tests aa)
 STATUS=0
@@ -47,8 +48,11 @@ run() {  # run NAME CMD...: log to $LOGS/NAME.log, remember failures, keep going
 for stage in "${STAGES[@]}"; do
   case $stage in
     install)
-      run install bash -c "$PY -m pip install --no-index --find-links .device/wheels deap moocore gitpython nvidia-cutlass \
-        && $PY -m pip install --no-deps --no-build-isolation -e . && $PY -c 'import ctune, deap, git, cupy, pynvml'" ;;
+      # --no-deps: the wheels are exactly what the image lacks (nvidia-cutlass's own
+      # dependency on cuda-python serves its Python API, which ctune does not use)
+      run install bash -c "$PY -m pip install --no-index --no-deps .device/wheels/*.whl \
+        && $PY -m pip install --no-deps --no-build-isolation -e . \
+        && $PY -c 'import ctune, deap, git, cupy, pynvml, cutlass_library' && command -v ctune" ;;
     doctor)
       run doctor bash -c "nvidia-smi; $PY -m ctune doctor" ;;
     tests)

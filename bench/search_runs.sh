@@ -10,6 +10,7 @@ ART=bench/results/artifacts
 mkdir -p "$ART"
 LOG=${LOGS:-/tmp}
 status=0
+command -v ctune >/dev/null || ctune() { python3 -m ctune "$@"; }
 
 echo "--- 1. ctune search kernels/gemm.cu --objective p99"
 ctune search kernels/gemm.cu --objective p99 --problem sq4096 --budget "${GEMM_BUDGET:-48}" \
