@@ -137,6 +137,7 @@ class VendorTimer:
 
         self.cp, self.torch = cupy, torch
         torch.cuda.init()
+        # one stream for torch's launches, cupy's launches and the timing events
         self.stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
         l2 = cupy.cuda.runtime.getDeviceProperties(0)["l2CacheSize"]
         with self.stream:
@@ -183,21 +184,25 @@ class VendorTimer:
         return "PyTorch SDPA", p50, p99
 
 
-def vendor_times(rows: list[Row]) -> None:
+def vendor_times(cases: list[tuple[str, str]]) -> dict[tuple[str, str], tuple[str, float, float]]:
+    """Vendor timings first, so a slow or failing tuning cannot cost them."""
     from ctune.kernelspec import load_spec
 
     timer = VendorTimer()
-    for row in rows:
-        spec = load_spec(ROOT / "kernels" / f"{row.kernel}.yaml")
-        problem = spec.problem(row.problem)
+    out: dict[tuple[str, str], tuple[str, float, float]] = {}
+    for kernel, problem_name in cases:
+        spec = load_spec(ROOT / kernel)
+        problem = spec.problem(problem_name)
         bf16 = bool(problem.defines.get("CTUNE_BF16", 0))
         try:
-            if row.kernel == "attention":
-                row.vendor, row.vendor_p50_ms, row.vendor_p99_ms = timer.sdpa(problem.dims, bf16)
+            if spec.name == "attention":
+                out[kernel, problem_name] = timer.sdpa(problem.dims, bf16)
             else:
-                row.vendor, row.vendor_p50_ms, row.vendor_p99_ms = timer.gemm(problem.dims, bf16)
-        except Exception as exc:  # a vendor failure is reported, the table still comes out
-            row.note += f"vendor timing failed: {type(exc).__name__}: {exc}"
+                out[kernel, problem_name] = timer.gemm(problem.dims, bf16)
+        except Exception as exc:  # reported in the table; the tuning still runs
+            print(f"  vendor timing failed for {problem_name}: {exc}", flush=True)
+        print(f"  vendor {problem_name}: {out.get((kernel, problem_name))}", flush=True)
+    return out
 
 
 def geomean(values: list[float]) -> float | None:
@@ -311,32 +316,46 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
-    from ctune.fingerprint import probe_gpu_machine, probe_toolchain
+    from ctune.fingerprint import probe_gpu_machine
     from ctune.registry.layout import device_class
 
     args.out.mkdir(parents=True, exist_ok=True)
     artifacts = args.out / "artifacts"
     artifacts.mkdir(exist_ok=True)
     gpu = probe_gpu_machine() or {}
-    started = time.time()
-    rows: list[Row] = []
-    for kernel in args.kernels:
-        take = 1 if args.quick else (args.problems or len(PLAN[kernel]))
-        problems = PLAN[kernel][:take]
-        for problem in problems:
-            budget = max(8, round(BUDGET[kernel] * args.budget_scale))
-            print(
-                f"[{time.time() - started:6.0f} s] tuning {kernel} {problem} ({budget})", flush=True
-            )
-            try:
-                rows.append(tune(kernel, problem, budget, artifacts, args.seed))
-            except Exception as exc:
-                print(f"  failed: {type(exc).__name__}: {exc}", flush=True)
-    print(f"[{time.time() - started:6.0f} s] vendor timings", flush=True)
-    vendor_times(rows)
-    goals = targets(rows)
     device = gpu.get("gpu_name", "unknown GPU")
     slug = device_class(gpu) if gpu else "unknown"
+    started = time.time()
+    cases = []
+    for kernel in args.kernels:
+        take = 1 if args.quick else (args.problems or len(PLAN[kernel]))
+        cases += [(kernel, problem) for problem in PLAN[kernel][:take]]
+    print(f"[{time.time() - started:6.0f} s] vendor timings", flush=True)
+    vendor = vendor_times(cases)
+    rows: list[Row] = []
+    for kernel, problem in cases:
+        budget = max(8, round(BUDGET[kernel] * args.budget_scale))
+        print(f"[{time.time() - started:6.0f} s] tuning {kernel} {problem} ({budget})", flush=True)
+        try:
+            row = tune(kernel, problem, budget, artifacts, args.seed)
+        except Exception as exc:
+            print(f"  failed: {type(exc).__name__}: {exc}", flush=True)
+            continue
+        if (kernel, problem) in vendor:
+            row.vendor, row.vendor_p50_ms, row.vendor_p99_ms = vendor[kernel, problem]
+        rows.append(row)
+        write_report(args.out, slug, device, gpu, rows, started)  # partial results survive
+    print(write_report(args.out, slug, device, gpu, rows, started))
+    plot(rows, args.out / f"kernels_vs_vendor-{slug}.png")
+    return 0
+
+
+def write_report(
+    out: Path, slug: str, device: str, gpu: dict[str, str], rows: list[Row], started: float
+) -> str:
+    from ctune.fingerprint import probe_toolchain
+
+    goals = targets(rows)
     report = {
         "benchmark": "kernels_vs_vendor",
         "fingerprint": {**gpu, **probe_toolchain()},
@@ -351,12 +370,10 @@ def main(argv: list[str] | None = None) -> int:
         ],
         "targets": goals,
     }
-    (args.out / f"kernels_vs_vendor-{slug}.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / f"kernels_vs_vendor-{slug}.json").write_text(json.dumps(report, indent=2) + "\n")
     table = markdown(rows, goals, device)
-    (args.out / f"kernels_vs_vendor-{slug}.md").write_text(table)
-    plot(rows, args.out / f"kernels_vs_vendor-{slug}.png")
-    print(table)
-    return 0
+    (out / f"kernels_vs_vendor-{slug}.md").write_text(table)
+    return table
 
 
 if __name__ == "__main__":
