@@ -79,11 +79,46 @@ class Row:
         return None
 
 
-def _summary(member: Any) -> tuple[float | None, float | None]:
-    m = member.measurement if member is not None else None
-    if m is None or m.summary is None:
-        return None, None
-    return m.summary.p50_ms, m.summary.p99_ms
+def row_from_artifact(
+    path: Path, evaluations: int = 0, failures: dict[str, int] | None = None
+) -> Row:
+    """A table row from a search's result file: confirmed default and tuned numbers."""
+    from ctune.registry.store import read_result
+
+    artifact = read_result(path)
+    base = artifact.baseline.summary
+    tuned = artifact.pinned_member()
+    summary = tuned.summary if tuned is not None else {}
+    defaults = dict(artifact.baseline.candidate.genes)
+    changed = (
+        {k: v for k, v in tuned.candidate.genes if defaults.get(k) != v}
+        if tuned is not None
+        else {}
+    )
+    return Row(
+        kernel=artifact.kernel,
+        problem=artifact.problem,
+        default_p50_ms=base.get("p50_ms"),
+        default_p99_ms=base.get("p99_ms"),
+        tuned_p50_ms=summary.get("p50_ms"),
+        tuned_p99_ms=summary.get("p99_ms"),
+        vendor="",
+        vendor_p50_ms=None,
+        vendor_p99_ms=None,
+        tuned_key=artifact.pinned,
+        changed=changed,
+        evaluations=evaluations or int(artifact.provenance.get("evaluations", 0)),
+        failures=failures or {},
+        significance=_verdict(summary),
+    )
+
+
+def _verdict(summary: dict[str, Any]) -> str:
+    if "significant" not in summary:
+        return "n/a"
+    if not summary["significant"]:
+        return "no significant difference"
+    return "faster" if summary.get("effect", 0) < 0 else "slower"
 
 
 def tune(kernel: str, problem: str, budget: int, out_dir: Path, seed: int) -> Row:
@@ -102,26 +137,9 @@ def tune(kernel: str, problem: str, budget: int, out_dir: Path, seed: int) -> Ro
         out=out_dir / f"{spec.name}-{problem}.json",
     )
     result = run_search(cfg, spec, objective, options, toolchain=toolchain)
-    tuned = result.member(result.pinned) if result.pinned else None
-    d50, d99 = _summary(result.baseline)
-    t50, t99 = _summary(tuned)
-    sig = tuned.significance.verdict if tuned is not None and tuned.significance else "n/a"
-    return Row(
-        kernel=spec.name,
-        problem=problem,
-        default_p50_ms=d50,
-        default_p99_ms=d99,
-        tuned_p50_ms=t50,
-        tuned_p99_ms=t99,
-        vendor="",
-        vendor_p50_ms=None,
-        vendor_p99_ms=None,
-        tuned_key=result.pinned,
-        changed=dict(tuned.changed) if tuned is not None else {},
-        evaluations=result.evaluations,
-        failures=dict(result.failures),
-        significance=sig,
-    )
+    if result.artifact_path is None:
+        raise RuntimeError("the search wrote no result file")
+    return row_from_artifact(result.artifact_path, result.evaluations, dict(result.failures))
 
 
 class VendorTimer:
@@ -314,7 +332,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kernels", nargs="*", default=list(PLAN))
     parser.add_argument("--budget-scale", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--rebuild",
+        type=Path,
+        help="re-derive tables from a finished run's report JSON and its artifacts/ (no GPU)",
+    )
     args = parser.parse_args(argv)
+    if args.rebuild:
+        return rebuild(args.rebuild)
 
     from ctune.fingerprint import probe_gpu_machine
     from ctune.registry.layout import device_class
@@ -350,15 +375,43 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def rebuild(report_path: Path) -> int:
+    """Rows again from the run's own artifacts (same run, same GPU) plus its vendor timings."""
+    old = json.loads(report_path.read_text())
+    out = report_path.parent
+    rows = []
+    for stored in old["rows"]:
+        row = row_from_artifact(
+            out / "artifacts" / f"{stored['kernel']}-{stored['problem']}.json",
+            stored.get("evaluations", 0),
+            stored.get("failures") or {},
+        )
+        row.vendor = stored["vendor"]
+        row.vendor_p50_ms, row.vendor_p99_ms = stored["vendor_p50_ms"], stored["vendor_p99_ms"]
+        rows.append(row)
+    fingerprint = old["fingerprint"]
+    slug = report_path.stem.removeprefix("kernels_vs_vendor-")
+    device = fingerprint.get("gpu_name", "unknown GPU")
+    print(write_report(out, slug, device, fingerprint, rows, time.time() - old["wall_s"], True))
+    plot(rows, out / f"kernels_vs_vendor-{slug}.png")
+    return 0
+
+
 def write_report(
-    out: Path, slug: str, device: str, gpu: dict[str, str], rows: list[Row], started: float
+    out: Path,
+    slug: str,
+    device: str,
+    gpu: dict[str, str],
+    rows: list[Row],
+    started: float,
+    complete_fingerprint: bool = False,
 ) -> str:
     from ctune.fingerprint import probe_toolchain
 
     goals = targets(rows)
     report = {
         "benchmark": "kernels_vs_vendor",
-        "fingerprint": {**gpu, **probe_toolchain()},
+        "fingerprint": gpu if complete_fingerprint else {**gpu, **probe_toolchain()},
         "wall_s": round(time.time() - started, 1),
         "rows": [
             {
