@@ -20,6 +20,7 @@ def __getattr__(name: str) -> object:
         return run_search
     raise AttributeError(f"module 'ctune' has no attribute {name!r}")
 
+
 __all__ = [
     "Build",
     "Candidate",
