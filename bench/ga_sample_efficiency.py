@@ -142,15 +142,7 @@ def record(args: argparse.Namespace) -> int:
     partial.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     with (
-        NvccCompiler(
-            spec,
-            toolchain,
-            cfg.cache_dir,
-            arch=cfg.arch,
-            timeout_s=cfg.compile_timeout_s,
-            memory_bytes=cfg.compile_memory_bytes,
-            jobs=cfg.jobs,
-        ) as compiler,
+        NvccCompiler.from_settings(spec, toolchain, cfg) as compiler,
         contextlib.closing(WorkerMeasurer(device=0, settings=cfg)) as measurer,
         partial.open("a") as sink,
     ):

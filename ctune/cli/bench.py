@@ -82,14 +82,7 @@ def bench_command(
         from ctune.measure.nvml_energy import require_nvml
 
         require_nvml(device)
-    with NvccCompiler(
-        spec,
-        toolchain,
-        cfg.cache_dir,
-        arch=cfg.arch,
-        timeout_s=cfg.compile_timeout_s,
-        memory_bytes=cfg.compile_memory_bytes,
-    ) as compiler:
+    with NvccCompiler.from_settings(spec, toolchain, cfg) as compiler:
         build = compiler.build(candidate, chosen)
     if not build.outcome.is_ok:
         render_bench.bench_report(spec, chosen, candidate, build, None, plan, json_out)

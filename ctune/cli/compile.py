@@ -36,14 +36,7 @@ def compile_command(
     spec, toolchain = load(kernel, cfg)
     candidate = candidate_from_sets(spec, sets or [])
     chosen = spec.problem(problem)
-    with NvccCompiler(
-        spec,
-        toolchain,
-        cfg.cache_dir,
-        arch=cfg.arch,
-        timeout_s=cfg.compile_timeout_s,
-        memory_bytes=cfg.compile_memory_bytes,
-    ) as compiler:
+    with NvccCompiler.from_settings(spec, toolchain, cfg) as compiler:
         build = compiler.build(candidate, chosen)
     render.compile_report(spec, chosen, candidate, build, json_out)
     if not build.outcome.is_ok:

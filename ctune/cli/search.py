@@ -72,15 +72,7 @@ def load_kernel(kernel: Path, cfg: Settings) -> tuple[KernelSpec, Any]:
 def make_compiler(spec: KernelSpec, toolchain: Any, cfg: Settings) -> Any:
     from ctune.compile.nvcc import NvccCompiler
 
-    return NvccCompiler(
-        spec,
-        toolchain,
-        cfg.cache_dir,
-        arch=cfg.arch,
-        timeout_s=cfg.compile_timeout_s,
-        memory_bytes=cfg.compile_memory_bytes,
-        jobs=cfg.jobs,
-    )
+    return NvccCompiler.from_settings(spec, toolchain, cfg)
 
 
 def make_measurer(cfg: Settings) -> Any:

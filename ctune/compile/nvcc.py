@@ -32,6 +32,7 @@ from ctune.compile.deps import source_closure_sha256
 from ctune.compile.resources import entry_resources
 from ctune.compile.sass import NotAnElf, defined_symbols, sass_digest
 from ctune.compile.toolchain import Toolchain
+from ctune.config import Settings
 from ctune.kernelspec import KernelSpec, Problem
 from ctune.records import (
     Build,
@@ -116,6 +117,19 @@ class NvccCompiler:
         self.jobs = jobs or os.cpu_count() or 1
         self._pool: ThreadPoolExecutor | None = None
         self._closures: dict[tuple[tuple[str, GeneValue], ...], str] = {}
+
+    @classmethod
+    def from_settings(cls, spec: KernelSpec, toolchain: Toolchain, cfg: Settings) -> NvccCompiler:
+        """The compiler every command builds: cache, arch, limits and jobs from settings."""
+        return cls(
+            spec,
+            toolchain,
+            cfg.cache_dir,
+            arch=cfg.arch,
+            timeout_s=cfg.compile_timeout_s,
+            memory_bytes=cfg.compile_memory_bytes,
+            jobs=cfg.jobs,
+        )
 
     # --- argv and keys ------------------------------------------------------
     def _split_genes(

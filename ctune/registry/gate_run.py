@@ -24,6 +24,7 @@ Per pinned artifact:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,15 +82,10 @@ def default_remeasurer(settings: Any, kernels_dir: Path) -> Remeasurer:
         )
         out = Remeasured({})
         built = []
-        with NvccCompiler(
-            spec,
-            probe_toolchain(settings.nvcc),
-            settings.cache_dir,
-            arch=artifact.fingerprint.get("arch", settings.arch),
-            timeout_s=settings.compile_timeout_s,
-            memory_bytes=settings.compile_memory_bytes,
-            jobs=settings.jobs,
-        ) as compiler:
+        # rebuild for the arch the artifact was tuned for
+        arch = artifact.fingerprint.get("arch", settings.arch)
+        rebuild = dataclasses.replace(settings, arch=arch)
+        with NvccCompiler.from_settings(spec, probe_toolchain(settings.nvcc), rebuild) as compiler:
             for m in members:
                 build = compiler.build(m.candidate, problem)
                 out.sass_sha256[m.key] = build.sass_sha256

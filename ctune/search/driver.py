@@ -955,15 +955,7 @@ def _default_compiler(settings: Settings, spec: KernelSpec, toolchain: Toolchain
     from ctune.compile.nvcc import NvccCompiler
     from ctune.compile.toolchain import probe_toolchain
 
-    return NvccCompiler(
-        spec,
-        toolchain or probe_toolchain(settings.nvcc),
-        settings.cache_dir,
-        arch=settings.arch,
-        timeout_s=settings.compile_timeout_s,
-        memory_bytes=settings.compile_memory_bytes,
-        jobs=settings.jobs,
-    )
+    return NvccCompiler.from_settings(spec, toolchain or probe_toolchain(settings.nvcc), settings)
 
 
 def _default_measurer(settings: Settings) -> Any:

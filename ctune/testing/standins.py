@@ -36,7 +36,6 @@ import functools
 import gzip
 import hashlib
 import json
-import math
 import random
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
@@ -272,38 +271,10 @@ class StandInMeasurer:
 
 
 def summarize_samples(samples: Any) -> Quantiles:
-    """Quantiles with order-statistic 95% CIs (``ctune.measure.stats`` when present)."""
-    import numpy as np
+    """Quantiles with order-statistic 95% CIs, exactly as the real measurer reports them."""
+    from ctune.measure.stats import summarize
 
-    try:
-        from ctune.measure.stats import summarize
-    except ImportError:
-        pass
-    else:
-        return summarize(samples)
-
-    x = np.sort(np.asarray(samples, dtype=float))
-    n = len(x)
-
-    def q_ci(q: float) -> tuple[float, float]:
-        half = 1.96 * math.sqrt(n * q * (1 - q))
-        lo = int(max(0, math.floor(n * q - half) - 1))
-        hi = int(min(n - 1, math.ceil(n * q + half)))
-        return float(x[lo]), float(x[hi])
-
-    return Quantiles(
-        n=n,
-        mean_ms=float(x.mean()),
-        p50_ms=float(np.quantile(x, 0.5)),
-        p95_ms=float(np.quantile(x, 0.95)),
-        p99_ms=float(np.quantile(x, 0.99)),
-        min_ms=float(x[0]),
-        max_ms=float(x[-1]),
-        stdev_ms=float(x.std(ddof=1)) if n > 1 else 0.0,
-        p50_ci_ms=q_ci(0.5),
-        p95_ci_ms=q_ci(0.95),
-        p99_ci_ms=q_ci(0.99),
-    )
+    return summarize(samples)
 
 
 # --- the stand-in compiler ---------------------------------------------------------------
