@@ -9,6 +9,7 @@ a cached build miss. Toolkit headers are covered by the toolchain version.
 from __future__ import annotations
 
 import hashlib
+import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
@@ -66,7 +67,9 @@ def include_closure(
     if done.returncode != 0:
         tail = done.stderr.strip().splitlines()[-3:]
         raise UserError(f"{source}: does not preprocess: {' | '.join(tail)}")
-    toolkit = Path(nvcc).resolve().parent.parent
+    # the toolkit is where the nvcc on PATH lives; resolving a bare "nvcc" against the
+    # working directory would drop every header below the directory above it
+    toolkit = Path(shutil.which(nvcc) or nvcc).resolve().parent.parent
     files = []
     for token in _parse_make_deps(done.stdout):
         path = Path(token).resolve()

@@ -174,3 +174,18 @@ def test_sass_digest_is_stable_across_folders_and_lineinfo(toolchain, tmp_path):
     o0 = {**spec.space.default_values(), "ptxas_opt": 0}
     control = _compiler(spec, toolchain, tmp_path / "a").build(spec.candidate(o0), problem)
     assert control.outcome is Outcome.OK and control.sass_sha256 != plain.sass_sha256
+
+
+def test_include_closure_covers_headers_whatever_the_working_directory(tmp_path, monkeypatch):
+    """Headers near the working directory are part of the kernel's digest (a bare "nvcc"
+    once resolved against the cwd and dropped them, so CI saw a different digest)."""
+    from ctune.compile.deps import include_closure
+
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "inc" / "tile.h").write_text("#define TILE 4\n")
+    source = tmp_path / "kernels" / "k.cu"
+    source.write_text('#include "tile.h"\nextern "C" __global__ void k(float* y) { y[0] = TILE; }\n')
+    monkeypatch.chdir(tmp_path / "kernels")
+    files = include_closure("nvcc", source, [tmp_path / "inc"], {}, "c++17", "sm_90")
+    assert (tmp_path / "inc" / "tile.h").resolve() in files
