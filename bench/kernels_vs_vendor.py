@@ -307,11 +307,10 @@ def plot(rows: list[Row], path: Path) -> None:
         return
     labels = [f"{r.kernel}\n{r.problem}" for r in rows]
     default = [
-        r.default_p50_ms / r.vendor_p50_ms if r.vendor_p50_ms and r.default_p50_ms else 0
+        r.vendor_p50_ms / r.default_p50_ms if r.vendor_p50_ms and r.default_p50_ms else 0.0
         for r in rows
     ]
-    tuned = [r.tuned_vs_vendor or 0 for r in rows]
-    default = [1 / d if d else 0 for d in default]
+    tuned = [r.tuned_vs_vendor or 0.0 for r in rows]
     fig, ax = plt.subplots(figsize=(max(8, len(rows) * 0.9), 4.5))
     x = range(len(rows))
     ax.bar([i - 0.2 for i in x], default, width=0.4, label="default build")
