@@ -185,7 +185,9 @@ def test_include_closure_covers_headers_whatever_the_working_directory(tmp_path,
     (tmp_path / "kernels").mkdir()
     (tmp_path / "inc" / "tile.h").write_text("#define TILE 4\n")
     source = tmp_path / "kernels" / "k.cu"
-    source.write_text('#include "tile.h"\nextern "C" __global__ void k(float* y) { y[0] = TILE; }\n')
+    source.write_text(
+        '#include "tile.h"\nextern "C" __global__ void k(float* y) { y[0] = TILE; }\n'
+    )
     monkeypatch.chdir(tmp_path / "kernels")
     files = include_closure("nvcc", source, [tmp_path / "inc"], {}, "c++17", "sm_90")
     assert (tmp_path / "inc" / "tile.h").resolve() in files
