@@ -34,7 +34,7 @@ class Settings:
     jobs: int = 0  # parallel compiles; 0 = one per CPU core
     compile_timeout_s: float = 120.0
     compile_memory_bytes: int = 12 * 1024**3  # RLIMIT_AS guard per nvcc process group member
-    l2: str = "cold"
+    l2: str = ""  # empty: the spec's own policy (cold unless it says hot)
     warmup_ms: float = 25.0
     rep_ms: float = 100.0
     energy_window_s: float = 1.0
@@ -57,7 +57,10 @@ def _coerce(name: str, raw: Any, where: str) -> Any:
         if target in ("bool", bool):
             if isinstance(raw, bool):
                 return raw
-            return str(raw).strip().lower() in ("1", "true", "yes", "on")
+            text = str(raw).strip().lower()
+            if text not in ("1", "true", "yes", "on", "0", "false", "no", "off", ""):
+                raise ValueError(text)
+            return text in ("1", "true", "yes", "on")
         return str(raw)
     except (TypeError, ValueError):
         raise UserError(f"{where} {name}={raw!r} is not a valid {target}") from None
@@ -115,4 +118,16 @@ def resolve(
     merged.update(_coerce_all(file_settings(cwd or Path.cwd()), "[tool.ctune] key"))
     merged.update(_coerce_all(env_settings(os.environ if environ is None else environ), "env"))
     merged.update(_coerce_all(cli_overrides or {}, "option"))
-    return Settings(**merged)
+    return _validated(Settings(**merged))
+
+
+def _validated(settings: Settings) -> Settings:
+    """Range checks that no single layer can do alone; one line naming the setting."""
+    if settings.l2 not in ("", "cold", "hot"):
+        raise UserError(f"l2={settings.l2!r}: allowed cold, hot (or empty for the spec's)")
+    if settings.jobs < 0:
+        raise UserError(f"jobs={settings.jobs}: must be 0 (one per CPU) or more")
+    for name in ("compile_timeout_s", "energy_window_s", "run_timeout_floor_s", "rep_ms"):
+        if getattr(settings, name) <= 0:
+            raise UserError(f"{name}={getattr(settings, name)}: must be positive")
+    return settings

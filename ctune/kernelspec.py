@@ -471,7 +471,10 @@ def _genes(ctx: _Ctx, data: Any) -> tuple[Gene, ...]:
         family = body.get("family", "define")
         if family not in FAMILIES[2:]:
             raise ctx.fail(f"{key}.family", f"{family!r} (allowed: launch, template, define)")
-        suggest = tuple(body.get("suggest") or ())
+        raw_suggest = body.get("suggest") or []
+        if not isinstance(raw_suggest, list):
+            raise ctx.fail(f"{key}.suggest", "expected a list of values")
+        suggest = tuple(raw_suggest)
         bad = [s for s in suggest if s not in values]
         if bad:
             raise ctx.fail(f"{key}.suggest", f"{bad[0]!r} is not among the values")
@@ -645,9 +648,14 @@ def _init(ctx: _Ctx, key: str, value: Any) -> tuple[str, float, float]:
     if isinstance(value, dict) and len(value) == 1:
         ((dist, params),) = value.items()
         if dist in ("normal", "uniform") and isinstance(params, list) and len(params) == 2:
-            a, b = (float(p) for p in params)
-            if (dist == "uniform" and a == b == 0) or (dist == "normal" and a == 0 and b == 0):
-                raise ctx.fail(key, "inputs are never all zeros: give a non-degenerate range")
+            try:
+                a, b = (float(p) for p in params)
+            except (TypeError, ValueError):
+                raise ctx.fail(key, f"{dist}: {params} must be two numbers") from None
+            if dist == "normal" and (b < 0 or a == b == 0):
+                raise ctx.fail(key, "normal: [mean, std] needs std >= 0 and not all zeros")
+            if dist == "uniform" and a >= b:
+                raise ctx.fail(key, "uniform: [lo, hi] needs lo < hi (inputs are never constant)")
             return (dist, a, b)
     raise ctx.fail(key, "expected normal, uniform, {normal: [mean, std]} or {uniform: [lo, hi]}")
 

@@ -61,16 +61,14 @@ def bench_command(
     from ctune.measure.plan import plan_for, validate
     from ctune.measure.session import WorkerMeasurer
 
-    if l2 is not None and l2 not in ("cold", "hot"):
-        raise UserError(f"--l2 {l2}: allowed: cold, hot")
-    cfg = settings(arch=arch, energy_window_s=energy_window)
+    cfg = settings(arch=arch, energy_window_s=energy_window, l2=l2)
     spec, toolchain = load(kernel, cfg)
     candidate = candidate_from_sets(spec, sets or [])
     chosen = spec.problem(problem)
     plan = plan_for(
         cfg,
         spec,
-        l2=l2,
+        l2=cfg.l2 or None,  # --l2 / CTUNE_L2 / [tool.ctune] over the spec's policy
         energy=energy,
         quantile=quantile,
         timeout_s=timeout,

@@ -9,6 +9,7 @@ stand-ins (``ctune.testing.standins``), as fastapi-cli's tests patch
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -45,9 +46,13 @@ def parse_duration(text: str) -> float:
     """``30m``, ``1h30m``, ``90s``, ``2.5h`` or plain seconds -> seconds."""
     raw = text.strip().lower()
     try:
-        return float(raw)
+        seconds = float(raw)
     except ValueError:
         pass
+    else:
+        if not math.isfinite(seconds):
+            raise UserError(f"--time {text!r}: expected a finite duration like 30m or 600")
+        return seconds
     pos, total = 0, 0.0
     for match in _DURATION.finditer(raw):
         if raw[pos : match.start()].strip():
@@ -160,8 +165,6 @@ def search_command(
     from ctune.search.driver import SearchOptions
     from ctune.search.strategy import parse_option_items
 
-    if l2 is not None and l2 not in ("cold", "hot"):
-        raise UserError(f"--l2 {l2!r}: allowed cold, hot")
     cfg = settings(jobs=jobs, l2=l2, arch=arch)
     spec, toolchain = load_kernel(kernel, cfg)
     objectives = parse_objective_spec(objective, constraint or [], spec.metrics)

@@ -13,6 +13,7 @@ Failures become Outcomes with the stderr tail, never exceptions.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -22,6 +23,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -87,10 +89,21 @@ def classify_failure(returncode: int, stderr: str) -> Outcome:
     return Outcome.COMPILE_ERROR
 
 
-def _limit_memory(limit_bytes: int) -> None:
-    """Runs in the child between fork and exec: cap the address space of nvcc and its tools."""
+def _limit_memory(pid: int, limit_bytes: int) -> None:
+    """Cap the address space of a started nvcc; cicc and ptxas inherit it when spawned.
+
+    Set from the parent (prlimit) rather than in a preexec_fn, which is unsafe in
+    a process with threads: compiles are started from a thread pool.
+    """
     if limit_bytes > 0:
-        resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
+        with contextlib.suppress(ProcessLookupError, OSError):
+            resource.prlimit(pid, resource.RLIMIT_AS, (limit_bytes, limit_bytes))
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL nvcc's whole process group (it spawns cicc and ptxas); gone already is fine."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 class NvccCompiler:
@@ -116,6 +129,8 @@ class NvccCompiler:
         self.quarantine_dir = Path(cache_dir).resolve() / "quarantine"
         self.jobs = jobs or os.cpu_count() or 1
         self._pool: ThreadPoolExecutor | None = None
+        self._live: set[subprocess.Popen[str]] = set()  # running nvcc processes, for close()
+        self._live_lock = threading.Lock()
         self._closures: dict[tuple[tuple[str, GeneValue], ...], str] = {}
 
     @classmethod
@@ -253,7 +268,6 @@ class NvccCompiler:
                 stderr=subprocess.STDOUT,
                 text=True,
                 start_new_session=True,  # its own process group, killed as a whole
-                preexec_fn=lambda: _limit_memory(self.memory_bytes),
             )
         except OSError as exc:
             shutil.rmtree(work, ignore_errors=True)
@@ -264,13 +278,19 @@ class NvccCompiler:
                 Outcome.COMPILER_CRASH,
                 log_tail=f"cannot start nvcc: {exc}",
             )
+        _limit_memory(proc.pid, self.memory_bytes)
+        with self._live_lock:
+            self._live.add(proc)
         try:
             text, _ = proc.communicate(timeout=self.timeout_s)
             timed_out = False
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            _kill_group(proc)
             text, _ = proc.communicate()
             timed_out = True
+        finally:
+            with self._live_lock:
+                self._live.discard(proc)
         compile_s = time.perf_counter() - start
         text = text or ""
         outcome = Outcome.OK
@@ -308,8 +328,20 @@ class NvccCompiler:
         (work / "nvcc.log").write_text(text)
         try:
             os.replace(work, final)
-        except OSError:  # another thread or process finished the same key first
-            shutil.rmtree(work, ignore_errors=True)
+        except OSError:
+            # another thread or process finished the same key first, or `final` is a
+            # broken entry (unreadable record, lost binary): replace that one
+            if self._load(final, candidate) is not None:
+                shutil.rmtree(work, ignore_errors=True)
+                return self._load(final, candidate) or build
+            stale = final.with_name(f".stale-{key}-{os.getpid()}-{time.monotonic_ns()}")
+            with contextlib.suppress(OSError):
+                final.rename(stale)
+                shutil.rmtree(stale, ignore_errors=True)
+            try:
+                os.replace(work, final)
+            except OSError:
+                shutil.rmtree(work, ignore_errors=True)
         return build
 
     def _inspect(self, output: Path) -> tuple[Outcome, str | None, str]:
@@ -346,8 +378,14 @@ class NvccCompiler:
         return self._pool.submit(self.build, candidate, problem)
 
     def close(self) -> None:
+        """Stop: queued compiles are cancelled and running ones killed (Ctrl-C is prompt)."""
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            with self._live_lock:
+                live = list(self._live)
+            for proc in live:
+                _kill_group(proc)
+            self._pool.shutdown(wait=True)
             self._pool = None
 
     def __enter__(self) -> NvccCompiler:

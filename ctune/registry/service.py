@@ -181,6 +181,7 @@ def pin_artifact(root: Path, key: ArtifactKey, release: str, *, ref: str | None 
     tag = pin_tag(release, key)
     store = ArtifactStore(root)
     with GitRegistry(root, ref) as reg, reg.writer_lock():
+        reg.target_ref()  # refuse a detached HEAD before touching the worktree file
         reg.check_ref_format(f"refs/tags/{tag}")
         if reg.resolve(f"refs/tags/{tag}") is not None:
             raise RegistryError(

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctune.errors import ToolchainError, UserError
-from ctune.records import Build, Candidate, Measurement, Trial, sha256_hex
+from ctune.records import Build, Candidate, Measurement, Outcome, Trial, sha256_hex
 from ctune.search import Compiler, Strategy, make_strategy, resolve_name
 from ctune.search import journal as journal_mod
 from ctune.search.events import (
@@ -173,13 +173,18 @@ def first_error_line(log_tail: str) -> str:
     return lines[-1][:300] if lines else "(no compiler output)"
 
 
-def _plan(settings: Settings, objective: ObjectiveSpec) -> SamplingPlan:
+def _l2(settings: Settings, spec: KernelSpec) -> str:
+    """The L2 policy: --l2 / CTUNE_L2 / [tool.ctune] when given, else the spec's."""
+    return settings.l2 or spec.l2
+
+
+def _plan(settings: Settings, spec: KernelSpec, objective: ObjectiveSpec) -> SamplingPlan:
     from ctune.measure import SamplingPlan
 
     base = SamplingPlan(
         warmup_ms=settings.warmup_ms,
         rep_ms=settings.rep_ms,
-        l2=settings.l2,
+        l2=_l2(settings, spec),
         energy_window_s=settings.energy_window_s,
     )
     return objective.sampling_plan(base)
@@ -194,20 +199,22 @@ def _fingerprint(
         fields = getattr(part, "fingerprint_fields", None)
         if callable(fields):
             stand_in.update(fields())
-    try:
-        from ctune import fingerprint as fp
-    except ImportError:
-        return {"spec_sha256": spec.spec_sha256, "arch": settings.arch or spec.arch, **stand_in}
+    from ctune import fingerprint as fp
+
     if stand_in:
         return {
             **fp.harness_fields(),
             "spec_sha256": spec.spec_sha256,
             "arch": settings.arch or spec.arch,
-            "l2_policy": settings.l2,
+            "l2_policy": _l2(settings, spec),
             **stand_in,
         }
     return fp.current_fingerprint(
-        spec, gpu=True, nvcc=settings.nvcc, l2_policy=settings.l2, arch=settings.arch or None
+        spec,
+        gpu=True,
+        nvcc=settings.nvcc,
+        l2_policy=_l2(settings, spec),
+        arch=settings.arch or None,
     )
 
 
@@ -289,7 +296,7 @@ class _Run:
         self.emit = on_event
         self.clock = clock
         self.problem: Problem = spec.problem(opts.problem)
-        self.plan = _plan(settings, objective)
+        self.plan = _plan(settings, spec, objective)
         self.strategy_name = resolve_name(opts.strategy, len(objective.objectives))
         self.budget = opts.budget
         if self.budget is None and opts.time_s is None and self.strategy_name != "exhaustive":
@@ -339,7 +346,7 @@ class _Run:
             "problem": self.problem.name,
             "space": journal_mod.space_identity(self.spec.space),
             "objectives": self.objective.identity(),
-            "l2": self.settings.l2,
+            "l2": _l2(self.settings, self.spec),
             "ctune_version": __version__,
         }
         if self.device is not None:
@@ -544,7 +551,10 @@ class _Run:
         n = self.opts.first_failures
         if self.first_checked or n <= 0:
             return
-        searched = [t for t in self.trials if t is not self.baseline]
+        # restriction-invalid candidates were never compiled: they say nothing of the toolchain
+        searched = [
+            t for t in self.trials if t is not self.baseline and t.outcome is not Outcome.INVALID
+        ]
         if len(searched) < n:
             return
         self.first_checked = True
@@ -838,11 +848,9 @@ def run_search(
     if opts.confirm_processes < 0:
         raise UserError("--confirm-processes must be 0 or more")
     if opts.commit:
-        from ctune.search.report import commit_available
+        from ctune.search.report import check_commit_target
 
-        problem = commit_available()
-        if problem:
-            raise UserError(problem)
+        check_commit_target(settings.registry)
     if opts.resume is not None and not Path(opts.resume).is_file():
         raise UserError(f"{opts.resume}: no such journal to resume")
     caps = capabilities

@@ -27,7 +27,6 @@ working where that module is absent.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import math
@@ -349,39 +348,23 @@ def summarize(m: Measurement | None) -> dict[str, Any]:
 
 
 def _sample_summary(samples: Sequence[float]) -> dict[str, Any]:
-    """Quantiles with distribution-free 95% CIs from order statistics (binomial ranks)."""
-    import numpy as np
+    """Quantiles with distribution-free 95% CIs from order statistics (binomial ranks),
+    plus a normal-theory CI for the mean."""
+    from ctune.measure.stats import summarize
 
-    shared: Any = None
-    with contextlib.suppress(ImportError):
-        from ctune.measure.stats import summarize as shared
-    x = np.sort(np.asarray(samples, dtype=float))
-    if shared is not None:
-        q = shared(x)
-        sd = q.stdev_ms / math.sqrt(q.n) * 1.96 if q.n > 0 else 0.0
-        return {
-            "n": q.n,
-            "mean_ms": q.mean_ms,
-            "mean_ci_ms": [q.mean_ms - sd, q.mean_ms + sd],
-            "p50_ms": q.p50_ms,
-            "p95_ms": q.p95_ms,
-            "p99_ms": q.p99_ms,
-            "p50_ci_ms": list(q.p50_ci_ms),
-            "p95_ci_ms": list(q.p95_ci_ms),
-            "p99_ci_ms": list(q.p99_ci_ms),
-        }
-    n = len(x)
-    out: dict[str, Any] = {"n": n, "mean_ms": float(x.mean())}
-    for q, name in ((0.5, "p50"), (0.95, "p95"), (0.99, "p99")):
-        out[f"{name}_ms"] = float(np.quantile(x, q))
-        half = 1.96 * math.sqrt(n * q * (1 - q))
-        lo = int(max(0, math.floor(n * q - half) - 1))
-        hi = int(min(n - 1, math.ceil(n * q + half)))
-        out[f"{name}_ci_ms"] = [float(x[lo]), float(x[hi])]
-    sd = float(x.std(ddof=1)) if n > 1 else 0.0
-    half_mean = 1.96 * sd / math.sqrt(n) if n > 0 else 0.0
-    out["mean_ci_ms"] = [out["mean_ms"] - half_mean, out["mean_ms"] + half_mean]
-    return out
+    q = summarize(samples)
+    sd = q.stdev_ms / math.sqrt(q.n) * 1.96 if q.n > 0 else 0.0
+    return {
+        "n": q.n,
+        "mean_ms": q.mean_ms,
+        "mean_ci_ms": [q.mean_ms - sd, q.mean_ms + sd],
+        "p50_ms": q.p50_ms,
+        "p95_ms": q.p95_ms,
+        "p99_ms": q.p99_ms,
+        "p50_ci_ms": list(q.p50_ci_ms),
+        "p95_ci_ms": list(q.p95_ci_ms),
+        "p99_ci_ms": list(q.p99_ci_ms),
+    }
 
 
 def launch_of(spec: KernelSpec, candidate: Candidate, problem: Problem) -> dict[str, Any]:
@@ -522,41 +505,18 @@ def build_artifact(
 
 def write_artifact(artifact: Artifact, path: Path) -> Path:
     """Write a result file ``ctune registry import`` accepts (the registry's own writer)."""
-    write_result: Any = None
-    with contextlib.suppress(ImportError):
-        from ctune.registry.store import write_result
-    if write_result is not None:
-        return Path(write_result(artifact, Path(path)))
-    import json
-    import os
+    from ctune.registry.store import write_result
 
-    from ctune.records import to_json
-
-    try:
-        from ctune.registry.schema import encode
-
-        data = encode(artifact)
-    except ImportError:
-        data = (json.dumps(to_json(artifact), indent=2, sort_keys=True) + "\n").encode()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-    return path
+    return Path(write_result(artifact, Path(path)))
 
 
-def commit_available() -> str | None:
-    """None when ``--commit`` can work here, else why not (checked before searching)."""
-    try:
-        from ctune.registry.service import publish_artifact  # noqa: F401
-    except ImportError as exc:
-        return (
-            f"--commit needs the registry service (ctune.registry.service), which cannot "
-            f"be imported here ({exc}); run without --commit and use "
-            "`ctune registry import FILE` later"
-        )
-    return None
+def check_commit_target(registry: Path) -> None:
+    """Before searching: --commit must have a branch to commit to (not a detached HEAD,
+    not outside git), so an hours-long search never ends in a refused commit."""
+    from ctune.registry.git import GitRegistry
+
+    with GitRegistry(Path(registry)) as repo:
+        repo.target_ref()
 
 
 def commit_artifact(registry: Path, artifact: Artifact) -> tuple[Path, str | None]:
@@ -571,8 +531,8 @@ def commit_artifact(registry: Path, artifact: Artifact) -> tuple[Path, str | Non
 __all__ = [
     "build_artifact",
     "changed_genes",
+    "check_commit_target",
     "commit_artifact",
-    "commit_available",
     "front_of",
     "gain",
     "mann_whitney",

@@ -191,3 +191,15 @@ def test_include_closure_covers_headers_whatever_the_working_directory(tmp_path,
     monkeypatch.chdir(tmp_path / "kernels")
     files = include_closure("nvcc", source, [tmp_path / "inc"], {}, "c++17", "sm_90")
     assert (tmp_path / "inc" / "tile.h").resolve() in files
+
+
+def test_a_broken_cache_entry_is_rebuilt_not_reused(toolchain, tmp_path):
+    spec = load_spec(DATA / "saxpy.yaml", toolchain.help_text)
+    first = _compiler(spec, toolchain, tmp_path).build(spec.default_candidate(), spec.problem())
+    Path(first.binary_path).unlink()  # a lost binary under an intact build.json
+    again = _compiler(spec, toolchain, tmp_path).build(spec.default_candidate(), spec.problem())
+    assert again.outcome is Outcome.OK and not again.cache_hit
+    assert Path(again.binary_path).is_file()
+    assert _compiler(spec, toolchain, tmp_path).build(
+        spec.default_candidate(), spec.problem()
+    ).cache_hit

@@ -95,7 +95,11 @@ BAD = [
     ("bad role", lambda d: d["args"][0].update(role="weights"), "args.x.role"),
     ("shape names an unknown dim", lambda d: d["args"][0].update(shape=["M"]), "unknown name 'M'"),
     ("scalar without value", lambda d: d["args"][2].pop("value"), "args.a.value"),
-    ("zero inputs", lambda d: d["args"][0].update(init={"uniform": [0, 0]}), "never all zeros"),
+    ("zero inputs", lambda d: d["args"][0].update(init={"uniform": [0, 0]}), "lo < hi"),
+    ("zero normal", lambda d: d["args"][0].update(init={"normal": [0, 0]}), "not all zeros"),
+    ("init not numbers", lambda d: d["args"][0].update(init={"normal": [0, "abc"]}), "numbers"),
+    ("negative std", lambda d: d["args"][0].update(init={"normal": [0, -1]}), "std >= 0"),
+    ("suggest not a list", lambda d: d["genes"]["BLOCK"].update(suggest=256), "suggest"),
     ("no outputs", lambda d: d["args"][1].update(role="input"), "no output arg"),
     (
         "missing reference file",
