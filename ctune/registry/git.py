@@ -368,9 +368,7 @@ class GitRegistry:
         paths: tuple[str, ...],
         attempt: int,
     ) -> CommitResult | None:
-        # one call for the tip and its tree; empty output: the ref does not exist yet
-        tip = self.out("for-each-ref", "--format=%(objectname) %(tree)", ref).split()
-        parent, parent_tree = (tip[0], tip[1]) if len(tip) == 2 else (None, None)
+        parent, parent_tree = self._tip(ref)
         self.out("read-tree", *([parent] if parent else ["--empty"]), env=env)
         self.out("update-index", "--index-info", env=env, stdin=index_info)
         tree = self.out("write-tree", env=env).strip()
@@ -378,12 +376,29 @@ class GitRegistry:
             return CommitResult(parent, ref, paths, changed=False, attempts=attempt)
         args = ["commit-tree", tree, "-F", "-"] + (["-p", parent] if parent else [])
         commit = self.out(*args, env=env, stdin=message.encode()).strip()
-        status, _, _ = self.run(
+        status, _, err = self.run(
             "update-ref", "-m", message.splitlines()[0][:200], ref, commit, parent or ZERO_SHA
         )
         if status != 0:
+            if self._tip(ref)[0] == parent and ".lock" not in err:
+                # nobody moved the ref and it is not locked: retrying cannot help
+                raise RegistryError(f"git update-ref {ref} failed: {err.strip()[:200]}")
             return None  # the ref moved (or is locked): rebuild on the new tip
         return CommitResult(commit, ref, paths, changed=True, attempts=attempt)
+
+    def _tip(self, ref: str) -> tuple[str | None, str | None]:
+        """(commit, tree) of exactly ``ref``; (None, None) while it does not exist.
+
+        for-each-ref matches prefixes too (``ctune`` would list ``ctune/registry``),
+        so only the line naming ``ref`` itself counts.
+        """
+        listing = self.out("for-each-ref", "--format=%(refname) %(objectname) %(tree)", ref)
+        for line in listing.splitlines():
+            name, _, rest = line.partition(" ")
+            if name == ref:
+                commit, _, tree = rest.partition(" ")
+                return commit, tree
+        return None, None
 
     def _sync_index(self, index_info: bytes) -> None:
         """Point the checked-out branch's index entries for our paths at the new blobs."""
@@ -401,8 +416,11 @@ class GitRegistry:
     def _stuck_message(self, lock_name: str, what: str, attempts: int) -> str:
         base = self.git_dir if lock_name == "index.lock" else self.common_dir
         lock = base / lock_name
-        if lock.exists():
+        try:
             age = time.time() - lock.stat().st_mtime
+        except FileNotFoundError:  # released meanwhile
+            age = -1.0
+        if age >= 0:
             return (
                 f"cannot update {what}: {lock} exists (age {age:.0f} s); another git process "
                 "is writing, or one crashed. If none is running: `ctune registry doctor --fix`"

@@ -257,7 +257,26 @@ class Migration:
 
 
 def migrate_registry(root: Path, *, ref: str | None = None, dry_run: bool = False) -> Migration:
-    """Upgrade every older file to the current schema in one new commit."""
+    """Upgrade every older file to the current schema in one new commit.
+
+    Reading and upgrading happen under the writer lock, so an artifact published
+    meanwhile is never overwritten with an upgraded older copy.
+    """
+    paths, upgraded, failed = _upgrades(root)
+    if dry_run or not upgraded:  # nothing to write: no branch or lock needed
+        return Migration(tuple(paths), tuple(failed), None)
+    with GitRegistry(root, ref) as reg, reg.writer_lock():
+        reg.target_ref()
+        paths, upgraded, failed = _upgrades(root)
+        if not upgraded:
+            return Migration(tuple(paths), tuple(failed), None)
+        message = f"ctune: migrate {len(upgraded)} artifact(s) to schema {schema.SCHEMA_VERSION}"
+        written, result = _write_commit(reg, ArtifactStore(root), upgraded, message)
+    return Migration(tuple(written), tuple(failed), result)
+
+
+def _upgrades(root: Path) -> tuple[list[Path], list[Artifact], list[Quarantined]]:
+    """(paths, upgraded artifacts, unreadable files) for every file older than this schema."""
     store = ArtifactStore(root)
     upgraded: list[Artifact] = []
     paths: list[Path] = []
@@ -280,13 +299,7 @@ def migrate_registry(root: Path, *, ref: str | None = None, dry_run: bool = Fals
             continue
         upgraded.append(artifact)
         paths.append(path)
-    if dry_run or not upgraded:
-        return Migration(tuple(paths), tuple(failed), None)
-    with GitRegistry(root, ref) as reg, reg.writer_lock():
-        reg.target_ref()
-        message = f"ctune: migrate {len(upgraded)} artifact(s) to schema {schema.SCHEMA_VERSION}"
-        written, result = _write_commit(reg, store, upgraded, message)
-    return Migration(tuple(written), tuple(failed), result)
+    return paths, upgraded, failed
 
 
 __all__ = [

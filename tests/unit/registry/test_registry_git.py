@@ -171,3 +171,16 @@ def test_young_locks_and_live_writers_are_left_alone(repo: Path, registry: Path)
         clear_stale_locks(repo, 0)
     assert lock.exists()
     assert clear_stale_locks(repo, 0) == [lock]
+
+
+def test_a_ref_is_matched_exactly_and_a_hopeless_update_fails_fast(
+    repo: Path, registry: Path
+) -> None:
+    """`--ref ctune` is not `ctune/registry` (for-each-ref matches prefixes), and a ref
+    git cannot create (a file/folder clash) is one clear error, not 30 s of retries."""
+    publish_artifact(registry, make_artifact(seed=1), ref="ctune/registry")
+    start = time.monotonic()
+    with pytest.raises(RegistryError, match="update-ref"):
+        publish_artifact(registry, make_artifact(seed=2), ref="ctune")
+    assert time.monotonic() - start < 10
+    assert git(repo, "rev-parse", "--verify", "-q", "refs/heads/ctune", check=False) == ""
