@@ -434,9 +434,13 @@ def _flag_genes(
             continue  # this nvcc does not offer it (e.g. --apply-controls before CUDA 13.3)
         gene = flag.gene
         if name == "apply_controls":
-            files = tuple(
-                str((folder / f).resolve()) for f in _str_list(ctx, "acf_files", acf_files)
-            )
+            # values stay as written (relative to the spec), so candidate keys do not
+            # depend on where the checkout lives; the compiler resolves them
+            files = tuple(_str_list(ctx, "acf_files", acf_files))
+            for f in files:
+                path = (folder / f).resolve()
+                if not path.is_file() or not path.is_relative_to(folder.resolve()):
+                    raise ctx.fail("acf_files", f"{f} is not a file inside the spec's folder")
             if not files:
                 continue
             gene = Gene(

@@ -155,8 +155,17 @@ class NvccCompiler:
         defines = {k: v for k, v in values.items() if k not in flag_names}
         return defines, flags
 
+    def _control_file(self, value: GeneValue) -> Path | None:
+        """An advanced-controls file named by the apply_controls gene, resolved."""
+        if value in ("none", None):
+            return None
+        return (self.spec.yaml_path.parent / str(value)).resolve()
+
     def argv(self, candidate: Candidate, problem: Problem, output: Path) -> list[str]:
         defines, flags = self._split_genes(candidate.as_dict())
+        acf = self._control_file(flags.get("apply_controls"))
+        if acf is not None:
+            flags["apply_controls"] = str(acf)
         suffix_ok = output.suffix in (".cubin", ".so")
         assert suffix_ok, output
         return build_argv(
@@ -182,6 +191,12 @@ class NvccCompiler:
         return self._closures[key]
 
     def build_key(self, argv: list[str], problem: Problem) -> str:
+        # a controls file changes the code without changing argv: key its content too
+        controls = [
+            sha256_hex(Path(a.split("=", 1)[1]).read_bytes())
+            for a in argv
+            if a.startswith("--apply-controls=")
+        ]
         return sha256_hex(
             canonical_json(
                 {
@@ -193,6 +208,7 @@ class NvccCompiler:
                     "closure": self.closure_digest(problem),
                     "toolchain": self.toolchain.describe(),
                     "entry": [self.spec.entry_symbol, self.spec.entry_kind],
+                    "controls": controls,
                 }
             )
         )[:32]

@@ -200,6 +200,38 @@ def test_a_broken_cache_entry_is_rebuilt_not_reused(toolchain, tmp_path):
     again = _compiler(spec, toolchain, tmp_path).build(spec.default_candidate(), spec.problem())
     assert again.outcome is Outcome.OK and not again.cache_hit
     assert Path(again.binary_path).is_file()
-    assert _compiler(spec, toolchain, tmp_path).build(
-        spec.default_candidate(), spec.problem()
-    ).cache_hit
+    assert (
+        _compiler(spec, toolchain, tmp_path)
+        .build(spec.default_candidate(), spec.problem())
+        .cache_hit
+    )
+
+
+def test_controls_files_are_keyed_by_content_not_by_location(toolchain, tmp_path):
+    """An ACF gene (offered when nvcc lists --apply-controls, CUDA 13.3+) keeps the file's
+    relative name in candidate keys and its content in the build key."""
+
+    def checkout(where: Path) -> Path:
+        where.mkdir()
+        for name in ("saxpy.cu", "saxpy_ref.py"):
+            shutil.copy(DATA / name, where / name)
+        text = (DATA / "saxpy.yaml").read_text()
+        text = text.replace("flags: [ptxas_opt,", "acf_files: [tuned.acf]\nflags: [apply_controls,")
+        (where / "saxpy.yaml").write_text(text)
+        (where / "tuned.acf").write_text("controls v1\n")
+        return where / "saxpy.yaml"
+
+    help_with_acf = toolchain.help_text + "\n--apply-controls <file>\n"
+    keys = []
+    for folder in ("a", "b"):
+        spec = load_spec(checkout(tmp_path / folder), help_with_acf)
+        assert spec.space.gene("apply_controls").values == ("none", "tuned.acf")
+        values = {**spec.space.default_values(), "apply_controls": "tuned.acf"}
+        candidate = spec.candidate(values)
+        compiler = _compiler(spec, toolchain, tmp_path)
+        argv = compiler.argv(candidate, spec.problem(), tmp_path / "k.cubin")
+        assert f"--apply-controls={tmp_path / folder / 'tuned.acf'}" in argv
+        keys.append((candidate.key(), compiler.build_key(argv, spec.problem())))
+    assert keys[0] == keys[1]  # same content, other checkout: same candidate and build
+    (tmp_path / "b" / "tuned.acf").write_text("controls v2\n")
+    assert compiler.build_key(argv, spec.problem()) != keys[1][1]
