@@ -676,8 +676,7 @@ class _Run:
         )
 
         directions = self.objective.directions
-        limit = CONFIRM_TOP_SINGLE if len(directions) == 1 else self.opts.confirm_members
-        chosen = pick_for_confirmation(self.trials, directions, limit)
+        chosen = pick_for_confirmation(self.trials, directions, self.confirm_limit())
         assert self.baseline is not None
         processes = self.opts.confirm_processes
         can_confirm = (
@@ -701,7 +700,7 @@ class _Run:
                 dropped.append((trial.candidate.key(), f"rebuild failed ({build.outcome.value})"))
                 continue
             items.append((trial, build))
-        self.emit(Confirming(len(items) - 1, processes))
+        self.emit(Confirming(sum(t is not self.baseline for t, _ in items), processes))
         start = self.clock()
         assert self.measurer is not None
         runs = self.measurer.remeasure(
@@ -763,6 +762,12 @@ class _Run:
         sign = -1.0 if self.objective.directions[0] == "max" else 1.0
         return min(front, key=lambda m: sign * m.values[0]).key
 
+    def confirm_limit(self) -> int:
+        """How many candidates the report considers: top few for one objective, else the front."""
+        if len(self.objective.directions) == 1:
+            return CONFIRM_TOP_SINGLE
+        return self.opts.confirm_members
+
     def result(self, interrupted: bool) -> SearchResult:
         dropped: list[tuple[str, str]] = []
         if interrupted or self.baseline is None:
@@ -770,7 +775,7 @@ class _Run:
 
             base = self.member(self.baseline, None, ()) if self.baseline else None
             chosen = pick_for_confirmation(
-                self.trials, self.objective.directions, self.opts.confirm_members
+                self.trials, self.objective.directions, self.confirm_limit()
             )
             front = front_of([self.member(t, None, ()) for t in chosen], self.objective.directions)
         else:
