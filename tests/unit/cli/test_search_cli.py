@@ -235,3 +235,11 @@ def test_durations() -> None:
     assert search_cli.parse_duration("90s") == 90.0
     assert search_cli.parse_duration("2.5h") == 9000.0
     assert search_cli.parse_duration("600") == 600.0
+
+
+def test_plot_writes_a_png_of_the_front(run: Run, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "front.png"
+    result = run("--objective", "p50", "--objective", "regs", "--budget", "12", "--plot", str(png))
+    assert result.exit_code == 0, result.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
