@@ -25,6 +25,7 @@ test-gpu:       ## on a GPU machine
 lint:
 	ruff check ctune tests bench
 	ruff format --check ctune tests bench
+	mypy ctune
 
 format:
 	ruff format ctune tests bench

@@ -130,8 +130,8 @@ def space_report(
     if samples:
         console.print("[bold]random valid samples[/]")
         defaults = space.default_values()
-        for values in samples:
-            changed = {k: v for k, v in values.items() if v != defaults[k]}
+        for sample in samples:
+            changed = {k: v for k, v in sample.items() if v != defaults[k]}
             console.print(
                 "  " + (" ".join(f"{k}={v}" for k, v in changed.items()) or "(default)"),
                 markup=False,

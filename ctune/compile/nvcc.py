@@ -155,7 +155,7 @@ class NvccCompiler:
         defines = {k: v for k, v in values.items() if k not in flag_names}
         return defines, flags
 
-    def _control_file(self, value: GeneValue) -> Path | None:
+    def _control_file(self, value: GeneValue | None) -> Path | None:
         """An advanced-controls file named by the apply_controls gene, resolved."""
         if value in ("none", None):
             return None

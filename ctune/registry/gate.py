@@ -27,6 +27,8 @@ changed, not the tuned configuration, and the verdict is INCONCLUSIVE.
 
 from __future__ import annotations
 
+from typing import Any
+
 import dataclasses
 import enum
 import math
@@ -209,7 +211,7 @@ def decide_regression(
         old.samples_ms if use_samples else old.process_medians_ms,
         new.samples_ms if use_samples else new.process_medians_ms,
     )
-    evidence = dict(
+    evidence: dict[str, Any] = dict(
         change=change,
         threshold=threshold,
         cv_old=cv_old,
@@ -284,7 +286,7 @@ def decide(
     """Combine staleness and regression into one verdict; STALE outranks all."""
     hard = [c for c in changes if c.severity == "hard"]
     soft = [c for c in changes if c.severity != "hard"]
-    common = dict(
+    common: dict[str, Any] = dict(
         changes=tuple(changes), not_checked=tuple(not_checked), candidate=candidate, canary=canary
     )
     if hard or (strict and soft):

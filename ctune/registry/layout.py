@@ -107,7 +107,8 @@ def parse_key(text: str) -> ArtifactKey:
         raise UserError(
             f"artifact KEY {ascii(text)[:80]} must be <kernel>/<problem>/<device-class>[@member]"
         )
-    return ArtifactKey(*parts, member=member if sep else None)
+    kernel, problem, device = parts
+    return ArtifactKey(kernel, problem, device, member=member if sep else None)
 
 
 def key_from_relpath(rel: PurePosixPath) -> ArtifactKey:

@@ -141,7 +141,7 @@ class Space:
     ) -> tuple[list[dict[str, GeneValue]], bool]:
         bound, free = self._split()
         fill = {g.name: g.default for g in free}
-        valid = []
+        valid: list[dict[str, GeneValue]] = []
         for i, combo in enumerate(itertools.product(*(g.values for g in bound))):
             if i >= limit:
                 return valid, False
@@ -180,7 +180,7 @@ class Space:
         """Up to n distinct valid candidates drawn uniformly (rejection sampling)."""
         max_tries = max_tries or max(1000, 200 * n)
         seen: set[tuple[int, ...]] = set()
-        out = []
+        out: list[dict[str, GeneValue]] = []
         for _ in range(max_tries):
             if len(out) >= n:
                 break
