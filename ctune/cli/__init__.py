@@ -19,7 +19,8 @@ from ctune.errors import EXIT_INTERRUPTED, CtuneError
 
 app = typer.Typer(
     name="ctune",
-    help=__doc__.split("\n\n", 1)[0] if __doc__ else None,
+    help="Tune nvcc/ptxas flags, launch configuration and template parameters of a CUDA "
+    "kernel on the real GPU; keep the Pareto-best builds as versioned artifacts.",
     epilog="Exit codes: 0 ok, 1 check/gate failed, 2 bad input, 3 toolchain/GPU missing, "
     "4 inconclusive, 130 interrupted. Set CTUNE_DEBUG=1 for tracebacks.",
     no_args_is_help=True,
