@@ -203,12 +203,10 @@ def _fraction(found: float | None, optimum: float, direction: str) -> float:
 
 
 def replay(args: argparse.Namespace) -> int:
-    from ctune.config import Settings
     from ctune.measure import SamplingPlan
     from ctune.objective import parse_objective_spec
     from ctune.objective.pareto import as_minimization, hypervolume, non_dominated
-    from ctune.search.driver import SearchOptions, run_search
-    from ctune.search.journal import read
+    from ctune.testing.searches import feasible_values, quiet_search
     from ctune.testing.standins import (
         GroundTruth,
         ReplayCompiler,
@@ -267,24 +265,18 @@ def replay(args: argparse.Namespace) -> int:
     assert optimum is not None, "no candidate of the ground truth measured OK"
 
     def one(strategy: str, seed: int, folder: Path) -> dict[str, Any]:
-        result = run_search(
-            Settings(cache_dir=folder / f"{strategy}-{seed}"),
+        result = quiet_search(
             search_spec,
             objective,
-            SearchOptions(
-                strategy=strategy,
-                budget=budget,
-                seed=seed,
-                confirm_processes=0,
-                write_result=False,
-                journal_fsync=False,
-            ),
+            folder / f"{strategy}-{seed}",
+            strategy=strategy,
+            budget=budget,
+            seed=seed,
             compiler=ReplayCompiler(truth),
             measurer=ReplayMeasurer(truth),
             fingerprint=truth.fingerprint,
         )
-        replayed, _ = read(result.journal)
-        found = [t.values for t in replayed.trials if t.feasible and t.values is not None]
+        found = feasible_values(result)
         row: dict[str, Any] = {
             "seed": seed,
             "evaluations": result.evaluations,

@@ -29,17 +29,16 @@ from typing import Any
 
 import pytest
 
-from ctune.config import Settings
 from ctune.errors import UserError
 from ctune.kernelspec import KernelSpec
 from ctune.measure import SamplingPlan
 from ctune.objective import ObjectiveSpec, parse_objective_spec
 from ctune.records import Trial
 from ctune.search import make_strategy, resolve_name
-from ctune.search.driver import SearchOptions, run_search
 from ctune.search.journal import read as read_journal
 from ctune.search.result import SearchResult
 from ctune.search.strategy import StrategyContext
+from ctune.testing.searches import quiet_search
 from ctune.testing.standins import StandInCompiler, StandInMeasurer, standin_spec
 
 
@@ -84,19 +83,14 @@ class StrategyContract:
     ) -> tuple[SearchResult, StandInMeasurer, StandInCompiler]:
         measurer = measurer or StandInMeasurer(seed, samples=60)
         compiler = compiler or StandInCompiler(spec)
-        result = run_search(
-            Settings(cache_dir=folder),
+        result = quiet_search(
             spec,
             objective,
-            SearchOptions(
-                strategy=name,
-                strategy_options=options,
-                budget=budget,
-                seed=seed,
-                confirm_processes=0,
-                write_result=False,
-                journal_fsync=False,
-            ),
+            folder,
+            strategy=name,
+            strategy_options=options,
+            budget=budget,
+            seed=seed,
             compiler=compiler,
             measurer=measurer,
         )

@@ -11,13 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from ctune.config import Settings
 from ctune.kernelspec import KernelSpec
 from ctune.measure import SamplingPlan
 from ctune.objective import ObjectiveSpec, parse_objective_spec
 from ctune.objective.pareto import as_minimization, hypervolume, non_dominated
-from ctune.search.driver import SearchOptions, run_search
-from ctune.search.journal import read
+from ctune.testing.searches import feasible_values, quiet_search
 from ctune.testing.standins import StandInCompiler, StandInMeasurer
 
 
@@ -47,23 +45,17 @@ def _searched(
     seed: int,
     budget: int,
 ) -> list[tuple[float, ...]]:
-    result = run_search(
-        Settings(cache_dir=tmp_path / f"{strategy}-{seed}"),
+    result = quiet_search(
         spec,
         objective,
-        SearchOptions(
-            strategy=strategy,
-            budget=budget,
-            seed=seed,
-            confirm_processes=0,
-            write_result=False,
-            journal_fsync=False,
-        ),
+        tmp_path / f"{strategy}-{seed}",
+        strategy=strategy,
+        budget=budget,
+        seed=seed,
         compiler=StandInCompiler(spec, fail_every=None),
         measurer=StandInMeasurer(samples=60),
     )
-    replay, _ = read(result.journal)
-    return [t.values for t in replay.trials if t.feasible and t.values is not None]
+    return feasible_values(result)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
