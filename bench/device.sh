@@ -12,6 +12,8 @@
 #   gt        bench/ga_sample_efficiency.py record (exhaustive ground truth for replay)
 #   search    ctune search on the GEMM, end to end, plus a two-objective search
 #   kernels   bench/kernels_vs_vendor.py          (tuned vs default vs cuBLAS / SDPA)
+#   busy      a CUTLASS GEMM search on 16 cores: the share of wall time the GPU measured
+#   gate      ctune check with the GPU's fields, then ctune gate on the committed registry
 #
 # Everything that should come back is packed into $OUT/results.tgz (the device tool
 # returns at most 8 files), the logs into $OUT/logs.tgz.
@@ -66,6 +68,14 @@ for stage in "${STAGES[@]}"; do
       run search bash bench/search_runs.sh ;;
     kernels)
       run kernels $PY bench/kernels_vs_vendor.py --out bench/results ${KERNELS_ARGS:-} ;;
+    busy)
+      run busy bash -c "ctune search kernels/cutlass_gemm.cu --objective p99 \
+        --problem ${BUSY_PROBLEM:-llm8b-o-t16} --budget ${BUSY_BUDGET:-40} --seed 5 \
+        --jobs ${BUSY_JOBS:-16} ${BUSY_ARGS:-} --out bench/results/artifacts/busy-cutlass.json \
+        --json >$LOGS/busy.json; rc=\$?; $PY bench/busy_summary.py $LOGS/busy.json \
+        bench/results/search_busy.json; exit \$rc" ;;
+    gate)
+      run gate bash -c "ctune check --gpu; ctune gate" ;;
     *)
       echo "unknown stage $stage" | tee -a "$LOGS/summary.txt"; STATUS=1 ;;
   esac
