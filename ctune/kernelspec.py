@@ -21,7 +21,7 @@ from ctune.errors import SpecError, UserError
 from ctune.expr import Expr, ExprError, parse
 from ctune.records import Candidate, GeneValue, canonical_json, sha256_hex
 from ctune.space.nvcc import CATALOGUE
-from ctune.space.params import FAMILIES, Gene, Space
+from ctune.space.params import SPEC_FAMILIES, Gene, Space
 from ctune.strict_yaml import StrictYamlError, load_file
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -140,6 +140,11 @@ class KernelSpec:
     @cached_property
     def space(self) -> Space:
         return Space(self.flag_genes + self.genes, self.restrictions, self.derived)
+
+    @cached_property
+    def runtime_names(self) -> frozenset[str]:
+        """Genes of family runtime: never compiled in, so they never change a build."""
+        return frozenset(g.name for g in self.genes if not g.compiled)
 
     @cached_property
     def spec_sha256(self) -> str:
@@ -314,7 +319,8 @@ def _build(
         for i, src in enumerate(data.get("restrictions") or [])
     )
     launch = _launch(ctx, data.get("launch"), kind, known)
-    args = _args(ctx, data["args"], dim_names)
+    args = _args(ctx, data["args"], dim_names, genes)
+    _check_runtime_used(ctx, genes, derived, launch, args)
     for problem in problems:
         for arg_name in problem.dtypes:
             if arg_name not in {a.name for a in args}:
@@ -473,8 +479,8 @@ def _genes(ctx: _Ctx, data: Any) -> tuple[Gene, ...]:
         if default not in values:
             raise ctx.fail(f"{key}.default", f"{default!r} is not among the values {list(values)}")
         family = body.get("family", "define")
-        if family not in FAMILIES[2:]:
-            raise ctx.fail(f"{key}.family", f"{family!r} (allowed: launch, template, define)")
+        if family not in SPEC_FAMILIES:
+            raise ctx.fail(f"{key}.family", f"{family!r} (allowed: {', '.join(SPEC_FAMILIES)})")
         raw_suggest = body.get("suggest") or []
         if not isinstance(raw_suggest, list):
             raise ctx.fail(f"{key}.suggest", "expected a list of values")
@@ -607,7 +613,7 @@ def _launch(ctx: _Ctx, data: Any, kind: str, known: set[str]) -> LaunchRule | No
     return LaunchRule(triple("grid"), triple("block"), smem)
 
 
-def _args(ctx: _Ctx, data: Any, dims: set[str]) -> tuple[ArgSpec, ...]:
+def _args(ctx: _Ctx, data: Any, dims: set[str], genes: tuple[Gene, ...]) -> tuple[ArgSpec, ...]:
     if not isinstance(data, list) or not data:
         raise ctx.fail("args", "expected a non-empty list")
     args, seen = [], set()
@@ -630,11 +636,8 @@ def _args(ctx: _Ctx, data: Any, dims: set[str]) -> tuple[ArgSpec, ...]:
         if role == "scalar":
             if "value" not in body:
                 raise ctx.fail(f"{key}.value", "a scalar needs a value expression")
-            args.append(
-                ArgSpec(
-                    name, role, dtype, value=_expr_over(ctx, f"{key}.value", body["value"], dims)
-                )
-            )
+            value = _scalar_value(ctx, f"{key}.value", body["value"], dims, genes)
+            args.append(ArgSpec(name, role, dtype, value=value))
             continue
         shape = body.get("shape")
         if not isinstance(shape, list) or not shape:
@@ -642,6 +645,61 @@ def _args(ctx: _Ctx, data: Any, dims: set[str]) -> tuple[ArgSpec, ...]:
         exprs = tuple(_expr_over(ctx, f"{key}.shape[{j}]", s, dims) for j, s in enumerate(shape))
         args.append(ArgSpec(name, role, dtype, exprs, _init(ctx, f"{key}.init", body.get("init"))))
     return tuple(args)
+
+
+def _scalar_value(
+    ctx: _Ctx, key: str, source: Any, dims: set[str], genes: tuple[Gene, ...]
+) -> Expr:
+    """A scalar's value: an expression over the problem's dims, the same for every candidate.
+
+    A gene gets a message that says where its value belongs: a compiled gene is fixed
+    when the binary is built (the kernel reads its macro); a runtime gene reaches the
+    kernel through the launch rule (the measuring worker builds scalar arguments per
+    problem, not per candidate).
+    """
+    expr = ctx.expr(key, source)
+    by_name = {g.name: g for g in genes}
+    for name in sorted(expr.names):
+        gene = by_name.get(name)
+        if gene is None:
+            continue
+        if gene.compiled:
+            where = f"it is a {gene.family} gene, compiled in: read the {name} macro in the kernel"
+        else:
+            where = "it is a runtime gene: use it in the launch rule (grid, block, smem)"
+        raise ctx.fail(key, f"'{name}' cannot be a scalar's value ({where}); values take dims only")
+    return _expr_over(ctx, key, source, dims)
+
+
+def _check_runtime_used(
+    ctx: _Ctx,
+    genes: tuple[Gene, ...],
+    derived: tuple[tuple[str, Expr], ...],
+    launch: LaunchRule | None,
+    args: tuple[ArgSpec, ...],
+) -> None:
+    """A runtime gene reaches the kernel only through the launch rule.
+
+    One the rule does not name (directly or through a derived value) could never
+    change what runs, so searching over it would only measure noise.
+    """
+    used: set[str] = set()
+    if launch is not None:
+        for expr in (*launch.grid, *launch.block, launch.dynamic_smem_bytes):
+            used |= expr.names
+    for arg in args:
+        if arg.value is not None:
+            used |= arg.value.names
+    for name, expr in reversed(derived):  # a derived value may use earlier ones only
+        if name in used:
+            used |= expr.names
+    for gene in genes:
+        if not gene.compiled and gene.name not in used:
+            raise ctx.fail(
+                f"genes.{gene.name}",
+                "a runtime gene must be named by the launch rule (grid, block, "
+                "dynamic_smem_bytes); this one is not, so it could never change anything",
+            )
 
 
 def _init(ctx: _Ctx, key: str, value: Any) -> tuple[str, float, float]:

@@ -112,7 +112,7 @@ def status_block(p: Progress, objectives: list[str]) -> RenderableType:
     grid.add_row(
         f"[bold]generation[/] {p.generation}",
         f"[bold]evaluations[/] {p.evaluations}{budget}",
-        f"[bold]cached[/] {p.cached}",
+        f"[bold]cached[/] {p.cached}" + (f"; fillers {p.fillers}" if p.fillers else ""),
         f"[bold]elapsed[/] {_duration(p.elapsed_s)}",
         f"[bold]ETA[/] {_duration(p.eta_s)}",
     )
@@ -230,6 +230,11 @@ def final_report(result: SearchResult, json_out: bool) -> None:
         + (f"/{result.budget}" if result.budget else "")
         + f" in {result.generations} generations ({result.strategy}, seed "
         f"{result.seed}); stopped: {result.stop_reason}; cached {result.cached}"
+        + (
+            f"; fillers {result.fillers} (runtime-gene variants measured while builds compiled)"
+            if result.fillers
+            else ""
+        )
     )
     console.print(f"[bold]failures[/] {failures}; infeasible {result.infeasible}")
     t = result.timing

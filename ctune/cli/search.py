@@ -115,8 +115,8 @@ def search_command(
     budget: Annotated[
         int | None,
         typer.Option(
-            help="distinct candidates to try, baseline and failures included "
-            "(default 100 unless --time; exhaustive: the whole space)"
+            help="distinct candidates the strategy tries, baseline and failures included, "
+            "fillers not (default 100 unless --time; exhaustive: the whole space)"
         ),
     ] = None,
     time: Annotated[
@@ -147,6 +147,14 @@ def search_command(
     confirm_processes: Annotated[
         int, typer.Option(help="fresh processes that re-measure the front and baseline (0: skip)")
     ] = 3,
+    fill: Annotated[
+        bool,
+        typer.Option(
+            "--fill/--no-fill",
+            help="while every pending build compiles, measure runtime-gene variants of the "
+            "best builds (no compile needed; extra to --budget, bounded by --time)",
+        ),
+    ] = True,
     arch: Annotated[
         str | None, typer.Option(help="target, e.g. sm_90 (default: the spec's)")
     ] = None,
@@ -181,6 +189,7 @@ def search_command(
         confirm_processes=confirm_processes,
         out=out,
         commit=commit,
+        fill=fill,
     )
     compiler = make_compiler(spec, toolchain, cfg)
     measurer = make_measurer(cfg)

@@ -4,6 +4,8 @@ Genes render in a fixed order: target, language, resource report, include
 dirs, defines (problem defines, then define/template/launch genes, sorted),
 catalogue flags (catalogue order), the spec's fixed flags, output, source.
 The same candidate always gives the same argv, which is part of the build key.
+Runtime genes are not rendered at all (:func:`split_genes`): candidates that
+differ only in them have one argv, hence one build key and one cached binary.
 """
 
 from __future__ import annotations
@@ -13,12 +15,34 @@ from pathlib import Path
 
 from ctune.records import GeneValue
 from ctune.space.nvcc import render_flags
+from ctune.space.params import Gene
+
+FLAG_FAMILIES = frozenset({"nvcc", "ptxas"})
 
 
 def _define(name: str, value: GeneValue) -> str:
     if isinstance(value, bool):
         value = int(value)
     return f"-D{name}={value}"
+
+
+def split_genes(
+    genes: Sequence[Gene], values: Mapping[str, GeneValue]
+) -> tuple[dict[str, GeneValue], dict[str, GeneValue]]:
+    """A candidate's values for nvcc: (``-D`` genes, catalogue flag genes).
+
+    Runtime genes are in neither: they reach the kernel through its launch rule
+    and scalar arguments, so leaving them out lets their candidates share a build.
+    """
+    family = {g.name: g.family for g in genes}
+    defines: dict[str, GeneValue] = {}
+    flags: dict[str, GeneValue] = {}
+    for name, value in values.items():
+        if family[name] in FLAG_FAMILIES:
+            flags[name] = value
+        elif family[name] != "runtime":
+            defines[name] = value
+    return defines, flags
 
 
 def target_flags(arch: str, entry_kind: str) -> list[str]:

@@ -116,7 +116,7 @@ def source_closure_sha256(
     """Digest of the kernel's source and include closure (default-build defines)."""
     stat = spec.source_path.stat()
     if defines is None:
-        defines = {g.name: g.default for g in spec.genes}
+        defines = {g.name: g.default for g in spec.genes if g.compiled}
     return _closure_digest(
         nvcc,
         spec.source_path,

@@ -4,7 +4,11 @@ A build is keyed by everything that decides its bytes: the argv (without
 paths ctune owns), the digest of the source and its include closure, and the
 toolchain version. A second request for the same key is a cache hit, also
 across runs; failed builds are cached too so a bad candidate is never
-compiled twice (Kernel Tuner records failures the same way).
+compiled twice (Kernel Tuner records failures the same way). Candidates that
+differ only in runtime genes have the same argv, so they share one build: a
+request for a key that another thread is compiling waits for it rather than
+running nvcc again, and every candidate gets the shared build under its own
+``candidate_key``.
 
 Each compile runs in its own process group with a wall-clock timeout (the
 whole group is killed: nvcc spawns cicc and ptxas) and an address-space limit.
@@ -14,6 +18,7 @@ Failures become Outcomes with the stderr tail, never exceptions.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -25,11 +30,10 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from ctune.compile.command import build_argv, key_argv
+from ctune.compile.command import build_argv, key_argv, split_genes
 from ctune.compile.deps import source_closure_sha256
 from ctune.compile.resources import entry_resources
 from ctune.compile.sass import NotAnElf, defined_symbols, sass_digest
@@ -132,6 +136,8 @@ class NvccCompiler:
         self._live: set[subprocess.Popen[str]] = set()  # running nvcc processes, for close()
         self._live_lock = threading.Lock()
         self._closures: dict[tuple[tuple[str, GeneValue], ...], str] = {}
+        self._inflight: dict[str, Future[Build]] = {}  # build key -> the compile running it
+        self._inflight_lock = threading.Lock()
 
     @classmethod
     def from_settings(cls, spec: KernelSpec, toolchain: Toolchain, cfg: Settings) -> NvccCompiler:
@@ -147,14 +153,6 @@ class NvccCompiler:
         )
 
     # --- argv and keys ------------------------------------------------------
-    def _split_genes(
-        self, values: Mapping[str, GeneValue]
-    ) -> tuple[dict[str, GeneValue], dict[str, GeneValue]]:
-        flag_names = {g.name for g in self.spec.flag_genes}
-        flags = {k: v for k, v in values.items() if k in flag_names}
-        defines = {k: v for k, v in values.items() if k not in flag_names}
-        return defines, flags
-
     def _control_file(self, value: GeneValue | None) -> Path | None:
         """An advanced-controls file named by the apply_controls gene, resolved."""
         if value in ("none", None):
@@ -162,7 +160,7 @@ class NvccCompiler:
         return (self.spec.yaml_path.parent / str(value)).resolve()
 
     def argv(self, candidate: Candidate, problem: Problem, output: Path) -> list[str]:
-        defines, flags = self._split_genes(candidate.as_dict())
+        defines, flags = split_genes(self.spec.space.genes, candidate.as_dict())
         acf = self._control_file(flags.get("apply_controls"))
         if acf is not None:
             flags["apply_controls"] = str(acf)
@@ -186,7 +184,8 @@ class NvccCompiler:
         """Source + include-closure digest for a problem's defines (computed once each)."""
         key = tuple(sorted(problem.defines.items()))
         if key not in self._closures:
-            defines = {**{g.name: g.default for g in self.spec.genes}, **problem.defines}
+            compiled = {g.name: g.default for g in self.spec.genes if g.compiled}
+            defines = {**compiled, **problem.defines}
             self._closures[key] = source_closure_sha256(self.spec, self.toolchain.nvcc, defines)
         return self._closures[key]
 
@@ -238,10 +237,32 @@ class NvccCompiler:
             )
         key = self.build_key(argv, problem)
         final = self.builds_dir / key
-        cached = self._load(final, candidate)
-        if cached is not None:
-            return cached
-        return self._compile(candidate, problem, key, final)
+        with self._inflight_lock:
+            pending = self._inflight.get(key)
+            if pending is None:
+                mine: Future[Build] = Future()
+                self._inflight[key] = mine
+        if pending is not None:
+            # same argv, other runtime genes: the build is already under way (the driver
+            # compiles ahead, so such candidates often arrive together); do not run nvcc twice
+            return self._for_candidate(pending.result(), candidate)
+        try:
+            # looked up only once this thread owns the key, so a compile finishing in between
+            # is found here rather than repeated
+            build = self._load(final, candidate) or self._compile(candidate, problem, key, final)
+        except BaseException as exc:
+            mine.set_exception(exc)
+            raise
+        finally:
+            with self._inflight_lock:
+                del self._inflight[key]
+        mine.set_result(build)
+        return build
+
+    @staticmethod
+    def _for_candidate(shared: Build, candidate: Candidate) -> Build:
+        """Another candidate's build as this one's: a cache hit, as from the disk cache."""
+        return dataclasses.replace(shared, candidate_key=candidate.key(), cache_hit=True)
 
     def _load(self, folder: Path, candidate: Candidate) -> Build | None:
         record = folder / "build.json"

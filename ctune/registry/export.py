@@ -1,13 +1,17 @@
 """Give a build what it needs from one artifact member: pure text renderers.
 
 Four forms of the same facts (nvcc/ptxas flags, ``-D`` defines, which also
-carry template arguments, and the launch configuration):
+carry template arguments, the launch configuration, and the runtime genes,
+which the caller passes at launch and which are never compile flags):
 
-- ``flags``: one shell-quoted line for a Makefile or a script;
-- ``header``: a C header of ``#define``s (the kernel's ``#ifndef`` tunables
-  and ``CTUNE_<KERNEL>_GRID_X`` ...); include it before the kernel source;
-- ``cmake``: ``set(CTUNE_<KERNEL>_FLAGS ...)`` and a definitions list for
-  ``target_compile_definitions``;
+- ``flags``: one shell-quoted line for a Makefile or a script (compile
+  flags only, so no runtime genes);
+- ``header``: a C header of ``#define``s (the kernel's ``#ifndef`` tunables,
+  ``CTUNE_<KERNEL>_GRID_X`` ... and ``CTUNE_<KERNEL>_RUNTIME_<GENE>``);
+  include it before the kernel source;
+- ``cmake``: ``set(CTUNE_<KERNEL>_FLAGS ...)``, a definitions list for
+  ``target_compile_definitions`` and one ``CTUNE_<KERNEL>_RUNTIME_<GENE>``
+  variable per runtime gene;
 - ``json``: everything above for other tools.
 
 Values were allowlisted when the artifact was read (:mod:`schema`), so no
@@ -118,6 +122,11 @@ def c_header(a: Artifact, m: FrontMember) -> str:
     if dims:
         lines += ["", "/* launch configuration */"]
         lines += [f"#define {prefix}_{name} ({v})" for name, v in dims]
+    if m.runtime:
+        lines += ["", "/* runtime values: pass them at launch (arguments), not as compile flags */"]
+        lines += [
+            f"#define {prefix}_RUNTIME_{k} ({_value(v)})" for k, v in sorted(m.runtime.items())
+        ]
     lines += ["", f"#endif /* {guard} */", ""]
     return "\n".join(lines)
 
@@ -154,6 +163,8 @@ def cmake(a: Artifact, m: FrontMember) -> str:
             lines.append(cset(kind, values))
     if "DYNAMIC_SMEM_BYTES" in dims:
         lines.append(cset("DYNAMIC_SMEM_BYTES", [str(dims["DYNAMIC_SMEM_BYTES"])]))
+    for k, v in sorted(m.runtime.items()):  # passed at launch: never a flag or a definition
+        lines.append(cset(f"RUNTIME_{k}", [_value(v)]))
     cuda_only = f"$<$<COMPILE_LANGUAGE:CUDA>:${{{prefix}_FLAGS}}>"
     lines += [
         f"# target_compile_options(<target> PRIVATE {cuda_only})",
@@ -174,6 +185,7 @@ def json_export(a: Artifact, m: FrontMember) -> str:
         "nvcc_flags": build_flags(m),
         "defines": dict(m.defines),
         "launch": {k: list(v) if isinstance(v, tuple) else v for k, v in m.launch.items()},
+        "runtime": dict(m.runtime),
         "flags_line": flags_line(m),
         "sass_sha256": m.sass_sha256,
     }

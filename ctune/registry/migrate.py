@@ -10,6 +10,7 @@ Schema 0 is the pre-release format: fingerprint fields had short names
 ``genes`` and ``flags`` directly, ``pinned`` was an index into ``front``,
 and there was no digest. A fingerprint version stored as a JSON *number*
 cannot be migrated: ``12.1`` may have been ``12.10`` (RELIABILITY S4).
+Schema 1 had no runtime genes.
 """
 
 from __future__ import annotations
@@ -91,7 +92,16 @@ def v0_to_v1(data: dict[str, Any], where: str) -> dict[str, Any]:
     }
 
 
-MIGRATIONS: dict[int, Callable[[dict[str, Any], str], dict[str, Any]]] = {0: v0_to_v1}
+def v1_to_v2(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """Schema 2 adds runtime genes to front members (``runtime``, written only when a
+    member has some): a v1 file had none, so only the version changes."""
+    return {**data, "schema_version": 2}
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any], str], dict[str, Any]]] = {
+    0: v0_to_v1,
+    1: v1_to_v2,
+}
 
 
 def upgrade(data: dict[str, Any], where: str) -> dict[str, Any]:

@@ -27,7 +27,8 @@ from typing import Any
 from ctune.errors import RegistryError, UserError
 from ctune.records import Candidate, canonical_json, sha256_hex
 
-SCHEMA_VERSION = 1
+#: 2: front members may carry runtime genes (``runtime``)
+SCHEMA_VERSION = 2
 MAX_BYTES = 16 * 1024 * 1024  # a front of 50 members with 1000 samples each is ~1 MB
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
@@ -81,6 +82,8 @@ class FrontMember:
     defines: dict[str, Any] = field(default_factory=dict)  # -D NAME=VALUE
     launch: dict[str, Any] = field(default_factory=dict)  # grid, block, dynamic_smem_bytes
     resources: dict[str, Any] = field(default_factory=dict)  # regs, spills, smem
+    # runtime genes: passed at launch (scalar arguments, launch rule), never compiled in
+    runtime: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +123,7 @@ class Artifact:
 
 
 def _member_json(m: FrontMember) -> dict[str, Any]:
-    return {
+    out = {
         "candidate": m.candidate.to_json(),
         "key": m.key,
         "values": list(m.values),
@@ -133,6 +136,11 @@ def _member_json(m: FrontMember) -> dict[str, Any]:
         "launch": {k: list(v) if isinstance(v, tuple) else v for k, v in m.launch.items()},
         "resources": dict(m.resources),
     }
+    if m.runtime:
+        # written only when there are some, so a kernel without runtime genes keeps the
+        # bytes and digest it had before the field existed
+        out["runtime"] = dict(m.runtime)
+    return out
 
 
 def to_json(a: Artifact) -> dict[str, Any]:
@@ -323,6 +331,7 @@ def _member(c: _Checker, v: Any, path: str, kernel: str, n_values: int) -> Front
         "defines",
         "launch",
         "resources",
+        "runtime",
     )
     c.obj(v, path, required, optional)
     cand = c.obj(v["candidate"], f"{path}.candidate", ("kernel", "genes"))
@@ -364,6 +373,12 @@ def _member(c: _Checker, v: Any, path: str, kernel: str, n_values: int) -> Front
         launch=_launch(c, v.get("launch", {}), f"{path}.launch"),
         resources=c.mapping(
             v.get("resources", {}), f"{path}.resources", _IDENT, lambda x, p: _resource(c, x, p)
+        ),
+        runtime=c.mapping(
+            v.get("runtime", {}),
+            f"{path}.runtime",
+            _IDENT,
+            lambda x, p: c.scalar(x, p, _SAFE_VALUE),
         ),
     )
 

@@ -31,8 +31,11 @@ class Strategy(Protocol):
 
     ``ask(n)`` returns at most ``n`` valid candidates (fewer, or none when it
     has nothing new to offer); ``tell`` receives every asked candidate's
-    trial, failures included; ``state()`` is JSON-able and, together with the
-    replayed trials, restores the strategy on ``--resume``.
+    trial, failures included, and may also receive trials it never asked for
+    (the driver's fillers, ``filling.py``): a strategy takes them like its
+    own (into its selection pool) and never proposes them again; ``state()``
+    is JSON-able and, together with the replayed trials, restores the
+    strategy on ``--resume``.
     """
 
     OPTIONS: OptionTable

@@ -7,12 +7,19 @@ This is the only module that knows about parallelism and budgets (DESIGN
 2. candidates already tried (in this run or in the resumed journal) are
    answered from the cache: never measured twice, not counted against the
    budget;
-3. new candidates are compiled ahead, ``jobs`` at a time (``submit``
-   futures): while the GPU measures candidate i, candidates i+1..i+jobs
-   compile;
-4. each is measured serially on the one GPU, scored by the objective spec,
+3. new candidates are compiled ahead, ``jobs`` builds at a time
+   (``submit`` futures): while the GPU measures one candidate, the next
+   builds compile. Candidates that differ only in runtime genes share one
+   build, so the second waits on the first's future instead of taking a
+   compile slot (and running nvcc again);
+4. each is measured serially on the one GPU as soon as its build is ready
+   (batch order among the ready ones), scored by the objective spec,
    appended to the journal (fsync'd) and only then, per generation, told to
-   the strategy.
+   the strategy. While every build the batch waits for is still compiling,
+   the GPU measures fillers instead: unseen runtime-gene variants of the
+   best builds, which need no compile (``filling.py``; ``fill=False`` turns
+   it off). They are ordinary trials, journaled, budgeted and told with the
+   generation's.
 
 Candidate failures are trials with an outcome, never exceptions (STYLE 3).
 What does raise: a baseline (default build) that does not compile or does
@@ -23,10 +30,14 @@ anything is compiled. Ctrl-C abandons the candidate in flight, keeps the
 journal (every finished trial is already on disk) and still returns what
 it has, marked ``interrupted``.
 
-Budget: ``budget`` counts distinct candidates tried (baseline, failures and
-resumed trials included); ``time_s`` stops starting new candidates after
-that much wall time; ``patience`` stops after that many generations without
-improving the best value (one objective) or the hypervolume (several).
+Budget: ``budget`` counts distinct candidates the strategy asked for
+(baseline, failures and resumed trials included). Fillers do not count: they
+run only in GPU time that pending compiles would leave idle (a filler in
+progress delays a build that finishes meanwhile by one measurement at most),
+so the strategy gets its whole budget of builds; ``time_s`` stops starting
+new candidates after that much wall time; ``patience`` stops after that
+many generations without improving the best value (one objective) or the
+hypervolume (several).
 Without either budget, the search stops at ``DEFAULT_BUDGET`` evaluations
 (exhaustive search: when the space is exhausted).
 """
@@ -58,6 +69,7 @@ from ctune.search.events import (
     SearchStarted,
     TrialFinished,
 )
+from ctune.search.filling import BuildGroup, Filler
 from ctune.search.result import MemberResult, SearchResult, Timing
 from ctune.search.strategy import StrategyContext, min_form
 
@@ -103,6 +115,7 @@ class SearchOptions:
     first_failures: int = 8  # if the first N candidates all fail to compile: UserError
     jobs: int = 0  # compile-ahead depth; 0: the compiler's jobs, else settings.jobs, else CPUs
     journal_fsync: bool = True  # False only for tests on slow disks
+    fill: bool = True  # while builds compile, measure runtime-gene variants of built ones
 
 
 # --- capabilities --------------------------------------------------------------------------
@@ -327,6 +340,10 @@ class _Run:
         self.best_score: float | None = None
         self.stale_generations = 0
         self.first_checked = False
+        self.filler = Filler(spec.name, spec.space, self.problem.dims, objective.directions)
+        # compile-only objectives cannot tell runtime variants apart: nothing to fill with
+        self.filling = opts.fill and self.filler.active and objective.measures
+        self.fillers = 0  # filler trials, resumed ones included
         self.strategy: Strategy = make_strategy(
             self.strategy_name,
             StrategyContext(
@@ -390,11 +407,12 @@ class _Run:
             journal_mod.check_identity(self.journal.path, self.header, {"device": label})
             self.device_checked = True
 
-    def record(self, trial: Trial) -> None:
+    def record(self, trial: Trial, filler: bool = False) -> None:
         assert self.journal is not None
         self.check_device(trial.measurement)
-        self.journal.append(trial)
+        self.journal.append(trial, filler=filler)
         self.add(trial)
+        self.fillers += filler
         if trial.build is not None and not trial.build.cache_hit:
             self.compile_cpu_s += trial.build.compile_s
 
@@ -407,6 +425,7 @@ class _Run:
         elif not trial.feasible:
             self.infeasible += 1
         self.front.add(trial)
+        self.filler.observe(trial)
 
     # --- baseline -----------------------------------------------------------------------------
     def baseline_trial(self) -> Trial:
@@ -474,6 +493,7 @@ class _Run:
         for trial in replay.trials:
             trial = dataclasses.replace(trial, number=len(self.trials))
             self.add(trial)
+            self.fillers += trial.candidate.key() in replay.fillers
             if trial.candidate.key() == default_key and self.baseline is None:
                 self.baseline = trial
         for group in journal_mod.trials_by_generation(self.trials):
@@ -515,7 +535,7 @@ class _Run:
         elapsed = self.elapsed()
         eta = None
         if self.session_evals and self.budget is not None:
-            eta = elapsed / self.session_evals * max(0, self.budget - len(self.trials))
+            eta = elapsed / self.session_evals * max(0, self.budget - self.asked)
         if self.opts.time_s is not None:
             left = max(0.0, self.opts.time_s - elapsed)
             eta = left if eta is None else min(eta, left)
@@ -529,6 +549,7 @@ class _Run:
             failures=failures,
             infeasible=infeasible,
             cached=self.cached,
+            fillers=self.fillers,
             best=best,
             hypervolume=-score
             if score is not None and len(self.objective.directions) > 1
@@ -566,8 +587,13 @@ class _Run:
                 f"first error: {first_error_line(tail)}"
             )
 
+    @property
+    def asked(self) -> int:
+        """Trials the budget counts: all but fillers (they only use idle GPU time)."""
+        return len(self.trials) - self.fillers
+
     def stop_check(self) -> str:
-        if self.budget is not None and len(self.trials) >= self.budget:
+        if self.budget is not None and self.asked >= self.budget:
             return "budget"
         if self.opts.time_s is not None and self.elapsed() >= self.opts.time_s:
             return "time"
@@ -577,30 +603,96 @@ class _Run:
 
     # --- the loop -----------------------------------------------------------------------------
     def evaluate_batch(self, new: Sequence[Candidate], generation: int) -> list[Trial]:
-        """Compile ahead, measure serially, journal each; stops early on time."""
+        """Compile ahead, measure each build when ready, fill while all compile.
+
+        Returns the trials in journal order, fillers included; stops early on time.
+        """
         futures: dict[int, Future[Build]] = {}
+        shared: dict[BuildGroup, Future[Build]] = {}
+        left = list(range(len(new)))  # not measured yet, in batch order
+        pending = {c.key() for c in new}
         done: list[Trial] = []
         try:
-            for i, cand in enumerate(new):
-                if i > 0 and self.opts.time_s is not None and self.elapsed() >= self.opts.time_s:
+            while left:
+                if done and self.opts.time_s is not None and self.elapsed() >= self.opts.time_s:
                     break
-                for j in range(i, min(len(new), i + 1 + self.jobs)):
-                    if j not in futures:
-                        futures[j] = self.compiler.submit(new[j], self.problem)
+                self.compile_ahead(new, left, futures, shared)
+                i = next((j for j in left if j in futures and futures[j].done()), None)
+                if i is None:
+                    filler = self.pick_filler(pending)
+                    if filler is not None:
+                        done.append(self.evaluate_filler(filler, generation))
+                        continue
+                    i = left[0]
+                left.remove(i)
                 start = self.clock()
                 build = futures.pop(i).result()
                 self.compile_wait_s += self.clock() - start
-                measurement = self.measure(cand, build)
-                trial = self.make_trial(cand, build, measurement, generation)
-                self.record(trial)
-                self.session_evals += 1
-                done.append(trial)
-                self.emit(TrialFinished(trial, self.progress()))
-                self.check_first_failures()
+                done.append(self.evaluate(new[i], build, generation))
         finally:
             for future in futures.values():
                 future.cancel()  # not started yet: dropped; running compiles finish into the cache
         return done
+
+    def compile_ahead(
+        self,
+        new: Sequence[Candidate],
+        left: Sequence[int],
+        futures: dict[int, Future[Build]],
+        shared: dict[BuildGroup, Future[Build]],
+    ) -> None:
+        """Keep ``jobs + 1`` distinct builds requested ahead of the measurer.
+
+        A candidate whose build another one already requested (they differ only
+        in runtime genes) gets that future: submitting it again would hold a
+        compile slot while it waits for the same build.
+        """
+        requested = {id(futures[j]) for j in left if j in futures}
+        for j in left:
+            if len(requested) > self.jobs:
+                return
+            if j in futures:
+                continue
+            group = self.filler.group(new[j])
+            if group not in shared:
+                shared[group] = self.compiler.submit(new[j], self.problem)
+            futures[j] = shared[group]
+            requested.add(id(futures[j]))
+
+    def evaluate(
+        self, cand: Candidate, build: Build, generation: int, filler: bool = False
+    ) -> Trial:
+        """Measure, score, journal and announce one candidate whose build is done."""
+        if build.candidate_key != cand.key():  # another candidate's build, shared
+            build = dataclasses.replace(build, candidate_key=cand.key(), cache_hit=True)
+        measurement = self.measure(cand, build)
+        trial = self.make_trial(cand, build, measurement, generation)
+        self.record(trial, filler)
+        self.session_evals += 1
+        self.emit(TrialFinished(trial, self.progress(), filler))
+        self.check_first_failures()
+        return trial
+
+    def pick_filler(self, pending: set[str]) -> Candidate | None:
+        """A filler, if filling is on and the clock leaves room for one."""
+        if not self.filling:
+            return None
+        if self.opts.time_s is not None and self.elapsed() >= self.opts.time_s:
+            return None
+        return self.filler.pick([t for _, t in self.front.members], self.cache, pending)
+
+    def evaluate_filler(self, cand: Candidate, generation: int) -> Trial:
+        start = self.clock()
+        build = self.compiler.build(cand, self.problem)  # the parent's build: a cache hit
+        self.compile_wait_s += self.clock() - start
+        if not build.cache_hit:
+            # the compiler built it anew: it passes runtime genes to nvcc, or lost its cache
+            self.filling = False
+            self.note(
+                "filling stopped: a runtime-gene variant of a built candidate was compiled "
+                "anew, so fillers are not cheap with this compiler"
+            )
+        return self.evaluate(cand, build, generation, filler=True)
 
     def loop(self) -> None:
         idle = 0
@@ -609,7 +701,7 @@ class _Run:
             if reason:
                 self.stop_reason = reason
                 return
-            remaining = MAX_BATCH if self.budget is None else self.budget - len(self.trials)
+            remaining = MAX_BATCH if self.budget is None else self.budget - self.asked
             asked = self.strategy.ask(min(MAX_BATCH, remaining))
             if not asked:
                 self.stop_reason = "exhausted"
@@ -626,8 +718,9 @@ class _Run:
                 elif key not in keys:
                     keys.add(key)
                     new.append(cand)
-            fresh = self.evaluate_batch(new[:remaining], self.generation)
-            told.extend(fresh)
+            finished = self.evaluate_batch(new[:remaining], self.generation)
+            told.extend(finished)
+            fresh = [t for t in finished if t.candidate.key() in keys]  # fillers were not asked
             self.strategy.tell(told)
             assert self.journal is not None
             self.journal.append_state(self.generation, self.strategy.state())
@@ -811,6 +904,7 @@ class _Run:
             failures=failures,
             infeasible=infeasible,
             cached=self.cached,
+            fillers=self.fillers,
             dropped=tuple(dropped),
             notes=tuple(self.notes),
             confirm_processes=self.opts.confirm_processes if self.objective.measures else 0,
@@ -852,6 +946,8 @@ def run_search(
         raise UserError(f"--time must be positive, got {opts.time_s:g} s")
     if opts.confirm_processes < 0:
         raise UserError("--confirm-processes must be 0 or more")
+    if not isinstance(opts.fill, bool):
+        raise UserError(f"fill must be true or false, got {opts.fill!r}")
     if opts.commit:
         from ctune.search.report import check_commit_target
 

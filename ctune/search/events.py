@@ -30,6 +30,7 @@ class Progress:
     failures: dict[str, int] = field(default_factory=dict)  # outcome -> count, failures only
     infeasible: int = 0  # measured fine but violating a constraint
     cached: int = 0  # duplicates answered from the cache (not counted against the budget)
+    fillers: int = 0  # runtime-gene variants measured while builds compiled (in evaluations)
     best: tuple[float, ...] | None = None  # single objective: the best raw values so far
     hypervolume: float | None = None  # several objectives: of the feasible front, normalised
     front_size: int = 0
@@ -64,6 +65,7 @@ class BaselineMeasured(SearchEvent):
 class TrialFinished(SearchEvent):
     trial: Trial
     progress: Progress
+    filler: bool = False  # measured while builds compiled, not asked by the strategy
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,11 @@
 
 (mu + lambda), elitist: each ``tell`` merges the told trials into the
 parents and keeps the best ``population_size`` (the subclass decides what
-"best" means: NSGA-II rank and crowding, or one fitness). ``ask`` first
-fills the population from seeds (the default build and the spec's
-``suggest`` values) and uniform valid samples, then breeds offspring:
+"best" means: NSGA-II rank and crowding, or one fitness). Told trials the
+strategy never asked for (the driver's fillers) compete the same way: a
+good one becomes a parent. ``ask`` first fills the population from seeds
+(the default build and the spec's ``suggest`` values) and uniform valid
+samples, then breeds offspring:
 tournament parents, uniform crossover, type-aware mutation, then
 ``Space.repair``, so no invalid candidate is ever proposed and no budget is
 spent on one. An offspring that repeats a known candidate is mutated again

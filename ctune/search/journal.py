@@ -10,7 +10,10 @@ Format (JSON Lines, UTF-8):
      "info": {"strategy": ..., "seed": ..., "created_utc": ...}}
 
 - then one ``{"kind": "trial", "trial": <records.to_json(Trial)>}`` per trial,
-  written before the strategy is told (DESIGN 10.4), and after each
+  written before the strategy is told (DESIGN 10.4), with ``"filler": true``
+  added for a trial the driver measured while builds compiled rather than
+  one the strategy asked for (``filling.py``; an optional key, so format 1
+  still reads both ways), and after each
   generation a ``{"kind": "generation", "generation": g, "state": {...}}``
   with the strategy's state.
 
@@ -110,6 +113,7 @@ class Replay:
     trials: list[Trial] = field(default_factory=list)
     states: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     dropped_tail: bool = False
+    fillers: set[str] = field(default_factory=set)  # candidate keys of filler trials
 
 
 def read(path: Path) -> tuple[Replay, int]:
@@ -151,6 +155,8 @@ def read(path: Path) -> tuple[Replay, int]:
         try:
             if kind == "trial":
                 replay.trials.append(trial_from_json(record["trial"]))
+                if record.get("filler") is True:
+                    replay.fillers.add(replay.trials[-1].candidate.key())
             elif kind == "generation":
                 replay.states.append((int(record["generation"]), dict(record["state"])))
             else:
@@ -208,8 +214,11 @@ class Journal:
         if self.fsync:
             os.fsync(self._fd)
 
-    def append(self, trial: Trial) -> None:
-        self._write({"kind": "trial", "trial": to_json(trial)})
+    def append(self, trial: Trial, filler: bool = False) -> None:
+        record: dict[str, Any] = {"kind": "trial", "trial": to_json(trial)}
+        if filler:
+            record["filler"] = True
+        self._write(record)
 
     def append_state(self, generation: int, state: Mapping[str, Any]) -> None:
         self._write({"kind": "generation", "generation": generation, "state": dict(state)})

@@ -394,8 +394,15 @@ def _flags(build: Build | None) -> tuple[str, ...]:
 def _defines(spec: KernelSpec, candidate: Candidate, problem: Problem) -> dict[str, Any]:
     flag_names = {g.name for g in spec.flag_genes}
     out: dict[str, Any] = dict(problem.defines)
-    out.update({k: v for k, v in candidate.genes if k not in flag_names})
+    out.update(
+        {k: v for k, v in candidate.genes if k not in flag_names and k not in spec.runtime_names}
+    )
     return out
+
+
+def _runtime(spec: KernelSpec, candidate: Candidate) -> dict[str, Any]:
+    """Runtime genes: a build reproduces them at launch, not with -D (they are not in argv)."""
+    return {k: v for k, v in candidate.genes if k in spec.runtime_names}
 
 
 def front_member(spec: KernelSpec, problem: Problem, m: MemberResult, keep_samples: bool) -> Any:
@@ -428,6 +435,7 @@ def front_member(spec: KernelSpec, problem: Problem, m: MemberResult, keep_sampl
         defines=_defines(spec, m.candidate, problem),
         launch=launch_of(spec, m.candidate, problem),
         resources=m.resources(),
+        runtime=_runtime(spec, m.candidate),
     )
 
 
@@ -474,6 +482,7 @@ def build_artifact(
             "generations": result.generations,
             "failures": dict(result.failures),
             "infeasible": result.infeasible,
+            "fillers": result.fillers,
             "confirm_processes": result.confirm_processes,
             "dropped": [{"key": k, "why": why} for k, why in result.dropped],
             "timing": {

@@ -127,6 +127,7 @@ class SearchResult:
     failures: dict[str, int] = field(default_factory=dict)
     infeasible: int = 0
     cached: int = 0
+    fillers: int = 0  # evaluations the driver added while builds compiled (filling.py)
     dropped: tuple[tuple[str, str], ...] = ()  # (key, why) removed at confirmation
     notes: tuple[str, ...] = ()
     artifact_path: Path | None = None
@@ -164,6 +165,7 @@ class SearchResult:
                 "failures": dict(self.failures),
                 "infeasible": self.infeasible,
                 "cached": self.cached,
+                "fillers": self.fillers,
                 "dropped": [{"key": k, "why": why} for k, why in self.dropped],
                 "notes": list(self.notes),
                 "timing": {

@@ -199,6 +199,7 @@ class BaseStrategy:
         raise NotImplementedError
 
     def tell(self, trials: Sequence[Trial]) -> None:
+        """Record finished trials, asked or not (fillers): none is proposed again."""
         for trial in trials:
             self.told[trial.candidate.key()] = trial
         self.generation += 1

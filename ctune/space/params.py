@@ -1,7 +1,10 @@
 """Genes, restrictions and the space they span: encode, enumerate, sample, repair.
 
-One genome holds four families of genes: nvcc flags, ptxas flags, launch
-configuration and template/define parameters. Every gene is a finite ordered
+One genome holds several families of genes: nvcc flags, ptxas flags, launch
+configuration, template/define parameters (all of them compiled in) and
+runtime values, which reach the kernel only through its launch rule and
+scalar arguments, so candidates differing only in them share one build.
+Every gene is a finite ordered
 list of values, so a candidate is also a vector of indices, which is what the
 genetic operators work on. Restrictions are safe expressions (``ctune.expr``)
 over genes, derived values and the problem's dimensions.
@@ -18,7 +21,9 @@ from dataclasses import dataclass, field
 from ctune.expr import Expr, ExprError
 from ctune.records import GeneValue
 
-FAMILIES = ("nvcc", "ptxas", "launch", "template", "define")
+FAMILIES = ("nvcc", "ptxas", "launch", "template", "define", "runtime")
+#: the families a spec's ``genes:`` may name (the first two come from the flag catalogue)
+SPEC_FAMILIES = FAMILIES[2:]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +50,11 @@ class Gene:
 
     def index(self, value: GeneValue) -> int:
         return self.values.index(value)
+
+    @property
+    def compiled(self) -> bool:
+        """Does the value reach nvcc? A runtime gene never does: it is not part of a build."""
+        return self.family != "runtime"
 
 
 @dataclass(frozen=True)

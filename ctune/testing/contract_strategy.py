@@ -16,7 +16,8 @@ It runs the strategy through the real driver on the stand-in compiler and
 measurer (``ctune.testing.standins``): the budget is respected, no
 candidate is measured twice, failures do not stop the search, the same
 seed gives the same search, ``ask`` never proposes an invalid candidate,
-``state()`` is JSON, unknown options are one-line errors. Register the
+trials it never asked for (the driver's fillers) are taken and never
+proposed, ``state()`` is JSON, unknown options are one-line errors. Register the
 module for assertion rewriting in conftest:
 ``pytest.register_assert_rewrite("ctune.testing")``.
 """
@@ -33,7 +34,7 @@ from ctune.errors import UserError
 from ctune.kernelspec import KernelSpec
 from ctune.measure import SamplingPlan
 from ctune.objective import ObjectiveSpec, parse_objective_spec
-from ctune.records import Trial
+from ctune.records import Candidate, Trial
 from ctune.search import make_strategy, resolve_name
 from ctune.search.journal import read as read_journal
 from ctune.search.result import SearchResult
@@ -95,6 +96,26 @@ class StrategyContract:
             measurer=measurer,
         )
         return result, measurer, compiler
+
+    @staticmethod
+    def trial(
+        spec: KernelSpec,
+        objective: ObjectiveSpec,
+        cand: Candidate,
+        number: int,
+        compiler: StandInCompiler,
+        measurer: StandInMeasurer,
+    ) -> Trial:
+        """Compile, measure and score one candidate on the stand-ins, as the driver would."""
+        problem = spec.problem()
+        plan = objective.sampling_plan(SamplingPlan())
+        build = compiler.build(cand, problem)
+        m = measurer.measure(spec, cand, build, problem, plan) if build.outcome.is_ok else None
+        outcome = build.outcome if m is None else m.outcome
+        values, violations = (
+            objective.evaluate(build, m, problem.dims) if outcome.is_ok else (None, ())
+        )
+        return Trial(number, 1, cand, outcome, build, m, values, violations)
 
     @staticmethod
     def journal_keys(result: SearchResult) -> list[str]:
@@ -199,7 +220,6 @@ class StrategyContract:
         )
         strategy = make_strategy(strategy_name, context, strategy_options)
         measurer, compiler = StandInMeasurer(samples=30), StandInCompiler(spec)
-        plan = objective.sampling_plan(SamplingPlan())
         number = 0
         for _ in range(6):
             batch = strategy.ask(16)
@@ -210,20 +230,51 @@ class StrategyContract:
             for cand in batch:
                 assert spec.space.is_valid(cand.as_dict(), problem.dims), cand
                 assert set(cand.as_dict()) == set(spec.space.names)
-                build = compiler.build(cand, problem)
-                m = (
-                    measurer.measure(spec, cand, build, problem, plan)
-                    if build.outcome.is_ok
-                    else None
-                )
-                outcome = build.outcome if m is None else m.outcome
-                values, violations = (
-                    objective.evaluate(build, m, problem.dims) if outcome.is_ok else (None, ())
-                )
-                trials.append(Trial(number, 1, cand, outcome, build, m, values, violations))
+                trials.append(self.trial(spec, objective, cand, number, compiler, measurer))
                 number += 1
             strategy.tell(trials)
             json.dumps(strategy.state())
+
+    def test_tell_takes_trials_it_never_asked_for(
+        self,
+        spec: KernelSpec,
+        objective: ObjectiveSpec,
+        strategy_name: str,
+        strategy_options: dict[str, Any],
+    ) -> None:
+        """The driver's fillers arrive with a generation's trials, unasked (filling.py).
+
+        A twin with the same seed says what the strategy would propose next; told
+        those as fillers, the strategy must propose none of them.
+        """
+        problem = spec.problem()
+        context = StrategyContext(
+            spec.name, spec.space, dict(problem.dims), objective.directions, seed=3
+        )
+        strategy = make_strategy(strategy_name, context, strategy_options)
+        twin = make_strategy(strategy_name, context, strategy_options)
+        measurer, compiler = StandInMeasurer(samples=30), StandInCompiler(spec)
+        number = 0
+
+        def run(batch: list[Candidate]) -> list[Trial]:
+            nonlocal number
+            trials = [
+                self.trial(spec, objective, c, number + i, compiler, measurer)
+                for i, c in enumerate(batch)
+            ]
+            number += len(batch)
+            return trials
+
+        asked = strategy.ask(16)
+        assert twin.ask(16) == asked
+        trials = run(asked)
+        twin.tell(trials)
+        fillers = run(twin.ask(16))  # what the strategy would ask for next
+        strategy.tell([*trials, *fillers])
+        json.dumps(strategy.state())
+        told = {t.candidate.key() for t in fillers}
+        again = told & {c.key() for c in strategy.ask(16)}
+        assert not again, "it proposed a candidate it was told about"
 
     def test_unknown_option_is_a_one_line_user_error(
         self,

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ctune.compile import NvccCompiler, probe_toolchain
+from ctune.compile import nvcc as nvcc_module
 from ctune.compile.sass import defined_symbols, sass_digest
 from ctune.kernelspec import load_spec
 from ctune.records import Outcome
@@ -31,7 +32,9 @@ def _compiler(spec, toolchain, tmp_path, **kw) -> NvccCompiler:
     return NvccCompiler(spec, toolchain, tmp_path / "cache", **kw)
 
 
-@pytest.mark.parametrize("yaml_path", [*SHIPPED, DATA / "saxpy.yaml"], ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "yaml_path", [*SHIPPED, DATA / "saxpy.yaml", DATA / "rt_saxpy.yaml"], ids=lambda p: p.stem
+)
 def test_default_build_of_every_kernel(yaml_path, toolchain, tmp_path):
     spec = load_spec(yaml_path, toolchain.help_text)
     build = _compiler(spec, toolchain, tmp_path).build(spec.default_candidate(), spec.problem())
@@ -124,6 +127,49 @@ def test_invalid_candidate_is_never_compiled(toolchain, tmp_path):
     build = _compiler(spec, toolchain, tmp_path).build(spec.candidate(values), spec.problem())
     assert build.outcome is Outcome.INVALID and "BLOCK * UNROLL <= 4096" in build.log_tail
     assert not (tmp_path / "cache" / "builds").exists()
+
+
+def test_candidates_differing_only_in_runtime_genes_share_one_build(toolchain, tmp_path):
+    spec = load_spec(DATA / "rt_saxpy.yaml", toolchain.help_text)
+    problem = spec.problem()
+    first = spec.candidate({"BLOCK": 128, "ITEMS": 1, "UNROLL": 1})
+    second = spec.candidate({"BLOCK": 256, "ITEMS": 4, "UNROLL": 1})
+    compiled = _compiler(spec, toolchain, tmp_path).build(first, problem)
+    shared = _compiler(spec, toolchain, tmp_path).build(second, problem)
+    assert compiled.outcome is Outcome.OK and not compiled.cache_hit
+    assert shared.cache_hit and shared.candidate_key == second.key() != compiled.candidate_key
+    assert shared.binary_path == compiled.binary_path and shared.build_key == compiled.build_key
+    assert shared.argv == compiled.argv and not any("ITEMS" in a for a in shared.argv)
+    assert shared.compile_s == compiled.compile_s and shared.sass_sha256 == compiled.sass_sha256
+    unrolled = _compiler(spec, toolchain, tmp_path).build(
+        spec.candidate({"BLOCK": 256, "ITEMS": 4, "UNROLL": 2}), problem
+    )
+    assert not unrolled.cache_hit and unrolled.sass_sha256 != compiled.sass_sha256
+    assert len(list((tmp_path / "cache" / "builds").iterdir())) == 2
+
+
+def test_runtime_variants_compiled_ahead_together_run_nvcc_once(toolchain, tmp_path, monkeypatch):
+    """The driver submits ahead: sharers arriving while the build runs wait for it."""
+    spec = load_spec(DATA / "rt_saxpy.yaml", toolchain.help_text)
+    problem = spec.problem()
+    started = []
+    popen = nvcc_module.subprocess.Popen
+
+    def counting_popen(argv, *args, **kwargs):
+        started.append(argv)
+        return popen(argv, *args, **kwargs)
+
+    monkeypatch.setattr(nvcc_module.subprocess, "Popen", counting_popen)
+    variants = [
+        spec.candidate({"BLOCK": b, "ITEMS": i, "UNROLL": 1})
+        for b, i in ((64, 1), (128, 2), (256, 4))
+    ]
+    with _compiler(spec, toolchain, tmp_path, jobs=3) as compiler:
+        builds = [f.result() for f in [compiler.submit(c, problem) for c in variants]]
+    assert len(started) == 1
+    assert [b.candidate_key for b in builds] == [c.key() for c in variants]
+    assert sum(not b.cache_hit for b in builds) == 1
+    assert len({b.binary_path for b in builds}) == 1 and Path(builds[0].binary_path).is_file()
 
 
 def test_cache_hit_miss_and_failures_cached(toolchain, tmp_path):

@@ -18,7 +18,12 @@ pytestmark = pytest.mark.gpu
 
 # the shipped kernels, plus the test kernels that are meant to be right (others in
 # tests/data/kernels fail to build on purpose)
-SPECS = [*sorted((ROOT / "kernels").glob("*.yaml")), DATA / "saxpy.yaml", DATA / "faults.yaml"]
+SPECS = [
+    *sorted((ROOT / "kernels").glob("*.yaml")),
+    DATA / "saxpy.yaml",
+    DATA / "faults.yaml",
+    DATA / "rt_saxpy.yaml",
+]
 PLAN = SamplingPlan(warmup_ms=1, rep_ms=1, min_samples=10, max_samples=50, quantile=0.5)
 
 
@@ -39,4 +44,21 @@ def test_default_build_is_correct(path: Path, load, builder):
             )
             if m.outcome is not Outcome.OK:
                 failures.append(f"{name}: {m.outcome.value}: {m.error}")
+    assert not failures, "\n".join(failures)
+
+
+def test_runtime_variants_share_a_build_and_are_each_correct(load, builder):
+    """Candidates that differ only in runtime genes share one cubin and each launch with
+    their own geometry: a launch that covered too few elements would leave them unwritten."""
+    spec = load(DATA / "rt_saxpy.yaml")
+    problem = spec.problem()
+    failures, binaries = [], set()
+    with WorkerMeasurer() as measurer:
+        for block, items in ((128, 1), (64, 4), (256, 2)):
+            candidate, build = builder(spec, problem, BLOCK=block, ITEMS=items)
+            binaries.add(build.binary_path)
+            m = measurer.measure(spec, candidate, build, problem, PLAN)
+            if m.outcome is not Outcome.OK:
+                failures.append(f"BLOCK={block} ITEMS={items}: {m.outcome.value}: {m.error}")
+    assert len(binaries) == 1
     assert not failures, "\n".join(failures)

@@ -141,6 +141,53 @@ BAD = [
     ),
     ("missing required key", lambda d: d.pop("args"), "args: missing"),
     ("source outside the folder", lambda d: d.update(source="../../etc/passwd"), "source"),
+    (
+        "unknown gene family",
+        lambda d: d["genes"]["UNROLL"].update(family="runtim"),
+        "genes.UNROLL.family: 'runtim' (allowed: launch, template, define, runtime)",
+    ),
+    (
+        "scalar value names a compiled gene",
+        lambda d: d["args"][3].update(value="N // BLOCK"),
+        "args.n.value: 'BLOCK' cannot be a scalar's value (it is a launch gene, compiled in: "
+        "read the BLOCK macro in the kernel)",
+    ),
+    (
+        "scalar value names a runtime gene",
+        lambda d: (
+            d["genes"]["BLOCK"].update(family="runtime"),
+            d["args"][3].update(value="N // BLOCK"),
+        ),
+        "args.n.value: 'BLOCK' cannot be a scalar's value (it is a runtime gene: use it in "
+        "the launch rule",
+    ),
+    (
+        "runtime gene used nowhere",
+        lambda d: d["genes"].update(SWZ={"values": [0, 1], "family": "runtime"}),
+        "genes.SWZ: a runtime gene must be named by the launch rule (grid, block, "
+        "dynamic_smem_bytes)",
+    ),
+    (
+        "runtime gene named only by a restriction",
+        lambda d: (
+            d["genes"].update(SWZ={"values": [0, 1], "family": "runtime"}),
+            d["restrictions"].append("SWZ == 0 or BLOCK >= 64"),
+        ),
+        "genes.SWZ: a runtime gene must be named",
+    ),
+    (
+        "shape names a runtime gene",
+        lambda d: (
+            d["genes"]["UNROLL"].update(family="runtime"),
+            d["args"][0].update(shape=["N * UNROLL"]),
+        ),
+        "args.x.shape[0]: unknown name 'UNROLL'",
+    ),
+    (
+        "scalar value names a flag gene",
+        lambda d: d["args"][3].update(value="maxrregcount"),
+        "args.n.value: unknown name 'maxrregcount'",
+    ),
 ]
 
 
@@ -200,3 +247,22 @@ def test_problem_overrides(saxpy: Path) -> None:
     _edit(saxpy, lambda d: d["problems"][-1].update(dtypes={"z": "float64"}))
     with pytest.raises(SpecError, match="no such arg"):
         load_spec(saxpy)
+
+
+def test_runtime_genes_load_and_stay_out_of_the_build(saxpy: Path) -> None:
+    spec = load_spec(DATA / "rt_saxpy.yaml")
+    assert spec.runtime_names == {"BLOCK", "ITEMS"}
+    assert [g.compiled for g in spec.genes] == [False, False, True]
+    assert spec.launch is not None and spec.launch.grid[0].names == {"N", "BLOCK", "ITEMS"}
+    # a runtime gene may reach the launch rule through a derived value, and may be restricted
+    _edit(
+        saxpy,
+        lambda d: (
+            d["genes"]["BLOCK"].update(family="runtime"),
+            d.update(derived={"threads": "BLOCK"}),
+            d["launch"].update(block=["threads"]),
+        ),
+    )
+    spec = load_spec(saxpy)
+    assert spec.runtime_names == {"BLOCK"}
+    assert spec.space.violations({**spec.space.default_values(), "BLOCK": 1024, "UNROLL": 8}, {})

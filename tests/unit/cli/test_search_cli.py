@@ -225,8 +225,29 @@ def test_help_documents_syntax_terms_and_options() -> None:
         "--resume",
         "--commit",
         "--confirm-processes",
+        "--no-fill",
     ):
         assert needle in text, needle
+
+
+def test_no_fill_reaches_the_search(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctune.search import driver
+
+    fill: list[bool] = []
+    real = driver.run_search
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        fill.append(args[3].fill)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(driver, "run_search", spy)
+    for flag in ("--no-fill", "--fill"):
+        result = run(
+            "--objective", "p50", "--budget", "6", "--json", "--confirm-processes", "0", flag
+        )
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["fillers"] == 0  # the stand-in kernel has no runtime genes
+    assert fill == [False, True]
 
 
 def test_durations() -> None:

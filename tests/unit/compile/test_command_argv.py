@@ -1,12 +1,19 @@
-"""compile.command: the exact argv for a candidate, table-driven."""
+"""compile.command: the exact argv for a candidate, table-driven; runtime genes stay out."""
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from ctune.compile.command import build_argv, key_argv, tuned_flags
+from ctune.compile.command import build_argv, key_argv, split_genes, tuned_flags
 from ctune.compile.flags import check_flags
+from ctune.compile.nvcc import NvccCompiler
+from ctune.compile.toolchain import Toolchain
 from ctune.errors import UserError
+from ctune.kernelspec import load_spec
+from ctune.records import Build, Outcome
+from ctune.space import CATALOGUE, Gene
 
 SRC = Path("/k/gemm.cu")
 OUT = Path("/c/kernel.cubin")
@@ -153,3 +160,104 @@ def test_hostile_flags_refused(flags):
 
 def test_allowed_flags_pass():
     check_flags(["-DFOO=1", "--expt-relaxed-constexpr", "-Xptxas", "-dlcm=cg", "-lineinfo"])
+
+
+# --- runtime genes: never in argv, so their candidates share one build -------------------------
+
+DATA = Path(__file__).parents[2] / "data" / "kernels"
+FAKE_TOOLCHAIN = Toolchain("/bin/nvcc", "13.0.88", "13.0.88", "release 13.0, V13.0.88", "")
+
+
+@pytest.mark.parametrize(
+    ("values", "defines", "flags"),
+    [
+        ({"BLOCK": 128, "ITEMS": 4, "UNROLL": 2}, {"UNROLL": 2}, {}),
+        ({"BLOCK": 64, "ITEMS": 1, "UNROLL": 1}, {"UNROLL": 1}, {}),
+        (
+            {"BLOCK": 64, "ITEMS": 1, "UNROLL": 1, "ptxas_opt": 2},
+            {"UNROLL": 1},
+            {"ptxas_opt": 2},
+        ),
+    ],
+)
+def test_split_genes_leaves_runtime_genes_out(values, defines, flags):
+    genes = (
+        Gene("BLOCK", (64, 128), 128, "runtime"),
+        Gene("ITEMS", (1, 4), 1, "runtime"),
+        Gene("UNROLL", (1, 2), 1, "template"),
+        CATALOGUE["ptxas_opt"].gene,
+    )
+    assert split_genes(genes, values) == (defines, flags)
+
+
+@pytest.fixture
+def rt_compiler(tmp_path, monkeypatch):
+    spec = load_spec(DATA / "rt_saxpy.yaml")
+    compiler = NvccCompiler(spec, FAKE_TOOLCHAIN, tmp_path / "cache", jobs=4)
+    # the include closure needs nvcc -M; the key's other parts are what this test is about
+    monkeypatch.setattr(compiler, "closure_digest", lambda problem: "c" * 64)
+    return compiler
+
+
+def test_candidates_differing_only_in_runtime_genes_share_argv_and_build_key(rt_compiler):
+    spec, problem, out = rt_compiler.spec, rt_compiler.spec.problem(), Path("/c/kernel.cubin")
+    a = spec.candidate({"BLOCK": 128, "ITEMS": 1, "UNROLL": 1})
+    b = spec.candidate({"BLOCK": 256, "ITEMS": 4, "UNROLL": 1})
+    c = spec.candidate({"BLOCK": 128, "ITEMS": 1, "UNROLL": 2})
+    argv_a, argv_b = rt_compiler.argv(a, problem, out), rt_compiler.argv(b, problem, out)
+    assert a.key() != b.key()
+    assert argv_a == argv_b
+    assert not any("BLOCK" in item or "ITEMS" in item for item in argv_a)
+    assert "-DUNROLL=1" in argv_a
+    key_a = rt_compiler.build_key(argv_a, problem)
+    assert key_a == rt_compiler.build_key(argv_b, problem)
+    assert key_a != rt_compiler.build_key(rt_compiler.argv(c, problem, out), problem)
+
+
+def test_a_build_under_way_is_shared_not_compiled_again(rt_compiler, monkeypatch):
+    """Candidates sharing a build key arrive together (compile-ahead): one nvcc run for all."""
+    spec, problem = rt_compiler.spec, rt_compiler.spec.problem()
+    started, release = threading.Semaphore(0), threading.Event()
+    compiled: list[str] = []
+
+    def fake_compile(candidate, problem, key, final):
+        compiled.append(candidate.key())
+        started.release()
+        release.wait(10)
+        return Build(
+            candidate.key(),
+            ("nvcc", key),
+            "fake",
+            Outcome.OK,
+            str(final / "kernel.cubin"),
+            "f" * 64,
+            12.5,
+            build_key=key,
+        )
+
+    monkeypatch.setattr(rt_compiler, "_compile", fake_compile)
+    shared = [
+        spec.candidate({"BLOCK": block, "ITEMS": items, "UNROLL": 1})
+        for block, items in ((128, 1), (64, 4), (256, 2))
+    ]
+    other = spec.candidate({"BLOCK": 128, "ITEMS": 1, "UNROLL": 2})
+    with rt_compiler:
+        first = rt_compiler.submit(shared[0], problem)
+        assert started.acquire(timeout=10)  # the first is compiling
+        rest = [rt_compiler.submit(c, problem) for c in (*shared[1:], other)]
+        assert started.acquire(timeout=10)  # the other key compiles at the same time
+        time.sleep(0.5)  # let the two sharers reach the build under way
+        release.set()
+        builds = [f.result(timeout=10) for f in (first, *rest)]
+    assert sorted(compiled) == sorted([shared[0].key(), other.key()])
+    mine, *sharers, theirs = builds
+    assert not mine.cache_hit and mine.compile_s == 12.5
+    for cand, build in zip(shared[1:], sharers, strict=True):
+        assert build.candidate_key == cand.key()
+        assert build.cache_hit and build.compile_s == 12.5  # the cache-hit convention
+        assert (build.binary_path, build.build_key, build.argv) == (
+            mine.binary_path,
+            mine.build_key,
+            mine.argv,
+        )
+    assert theirs.build_key != mine.build_key and not theirs.cache_hit

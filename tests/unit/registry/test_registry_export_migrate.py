@@ -15,9 +15,10 @@ import pytest
 from registry_support import git, make_artifact
 
 from ctune.errors import RegistryError, UserError
+from ctune.records import Candidate
 from ctune.registry import export, schema
 from ctune.registry.layout import parse_key
-from ctune.registry.migrate import upgrade
+from ctune.registry.migrate import upgrade, v0_to_v1, v1_to_v2
 from ctune.registry.service import migrate_registry
 from ctune.registry.store import ArtifactStore
 
@@ -64,12 +65,31 @@ def test_exported_json_names_the_digest() -> None:
     assert data["artifact_digest"] == a.digest() and data["candidate"] == a.pinned
 
 
-def test_migration_v0_to_v1_golden() -> None:
+def test_migration_v0_to_v1_matches_the_recorded_v1_file() -> None:
+    raw = json.loads((DATA / "v0-gemm-sq4096.json").read_text())
+    migrated = v0_to_v1(raw, "v0")
+    assert migrated["schema_version"] == 1
+    assert migrated["fingerprint"]["nvcc_version"].endswith("V12.10.41")
+    assert migrated["pinned"] == migrated["front"][0]["key"]
+    # v1-gemm-sq4096.json is what the v0 -> v1 step wrote when schema 1 was current
+    recorded = json.loads((DATA / "v1-gemm-sq4096.json").read_text())
+    via_v0 = schema.from_json(v1_to_v2(migrated, "v0"), "v0")
+    assert via_v0 == schema.from_json(upgrade(recorded, "v1"), "v1")
+
+
+def test_migration_v1_to_v2_golden() -> None:
+    raw = json.loads((DATA / "v1-gemm-sq4096.json").read_text())
+    artifact = schema.from_json(upgrade(raw, "v1"), "v1")
+    _golden("v2-from-v1-gemm-sq4096.json", schema.encode(artifact).decode())
+    assert artifact.schema_version == 2 and all(not m.runtime for m in artifact.front)
+    assert artifact.fingerprint == raw["fingerprint"]  # only the version moved
+
+
+def test_migration_chains_from_v0_to_current() -> None:
     raw = json.loads((DATA / "v0-gemm-sq4096.json").read_text())
     artifact = schema.from_json(upgrade(raw, "v0"), "v0")
-    _golden("v1-from-v0-gemm-sq4096.json", schema.encode(artifact).decode())
+    assert artifact.schema_version == schema.SCHEMA_VERSION == 2
     assert artifact.fingerprint["nvcc_version"].endswith("V12.10.41")
-    assert artifact.pinned == artifact.front[0].key
 
 
 def test_migration_refuses_lost_versions() -> None:
@@ -85,7 +105,7 @@ def test_migrate_command_commits_once(repo: Path, registry: Path) -> None:
     target = registry / "gemm" / "sq4096" / "sm90-nvidia-h100-80gb-hbm3.json"
     target.parent.mkdir(parents=True)
     shutil.copy(DATA / "v0-gemm-sq4096.json", target)
-    ArtifactStore(registry).write(make_artifact(problem="current"))  # already v1: untouched
+    ArtifactStore(registry).write(make_artifact(problem="current"))  # already current: untouched
     with pytest.raises(RegistryError, match="ctune registry migrate"):
         ArtifactStore(registry).read(parse_key("gemm/sq4096/sm90-nvidia-h100-80gb-hbm3"))
     dry = migrate_registry(registry, dry_run=True)
@@ -99,7 +119,7 @@ def test_migrate_command_commits_once(repo: Path, registry: Path) -> None:
         "artifact(s)",
         "to",
         "schema",
-        "1",
+        str(schema.SCHEMA_VERSION),
         "registry/gemm/sq4096/sm90-nvidia-h100-80gb-hbm3.json",
     ]
     a = ArtifactStore(registry).read(parse_key("gemm/sq4096/sm90-nvidia-h100-80gb-hbm3"))
@@ -123,3 +143,50 @@ def test_export_takes_defines_from_defines_and_drops_ctune_output_mode() -> None
         "-DBLOCK_M=128", "-DSTAGES=3", "-DUSE_TMA=1",
     ]  # fmt: skip
     assert '"SHELL:-Xptxas -O3"' in export.render(a, None, "cmake")
+
+
+def test_runtime_genes_are_exported_as_runtime_values_not_flags() -> None:
+    import dataclasses
+
+    a = make_artifact()
+    cand = Candidate.of("gemm", {**a.front[0].candidate.as_dict(), "SPLITS": 2, "RASTER": 1})
+    runtime = dataclasses.replace(
+        a.front[0], candidate=cand, key=cand.key(), runtime={"SPLITS": 2, "RASTER": 1}
+    )
+    a = dataclasses.replace(a, front=(runtime, a.front[1]), pinned=cand.key())
+    flags = export.render(a, None, "flags")
+    assert "SPLITS" not in flags and "RASTER" not in flags and "-DBLOCK_M=128" in flags
+    header = export.render(a, None, "header")
+    assert "#define CTUNE_GEMM_RUNTIME_RASTER (1)" in header
+    assert "#define CTUNE_GEMM_RUNTIME_SPLITS (2)" in header
+    assert "#define SPLITS" not in header
+    cmake = export.render(a, None, "cmake")
+    assert 'set(CTUNE_GEMM_RUNTIME_SPLITS "2")' in cmake
+    assert "SPLITS=2" not in cmake  # not a compile definition
+    data = json.loads(export.render(a, None, "json"))
+    assert data["runtime"] == {"RASTER": 1, "SPLITS": 2} and "SPLITS" not in data["defines"]
+    # the registry keeps them: a round trip through the file format loses nothing
+    assert schema.decode(schema.encode(a), "a").front[0].runtime == {"RASTER": 1, "SPLITS": 2}
+
+
+def test_members_without_runtime_genes_keep_their_bytes() -> None:
+    """The runtime field is written only when present: existing artifacts keep their digest."""
+    text = schema.encode(make_artifact()).decode()
+    assert '"runtime"' not in text
+    assert schema.decode(text.encode(), "a").baseline.runtime == {}
+
+
+def test_a_searched_member_records_runtime_genes_apart_from_defines() -> None:
+    """What the artifact stores for a member, from the spec: -D defines vs runtime values."""
+    from ctune.kernelspec import load_spec
+    from ctune.search.report import front_member
+    from ctune.search.result import MemberResult
+
+    spec = load_spec(Path(__file__).parents[2] / "data" / "kernels" / "rt_saxpy.yaml")
+    problem = spec.problem()
+    cand = spec.candidate({"BLOCK": 64, "ITEMS": 4, "UNROLL": 2})
+    result = MemberResult(cand, cand.key(), {}, (1.0,), None, False, None, None)
+    m = front_member(spec, problem, result, keep_samples=False)
+    assert m.defines == {"UNROLL": 2}
+    assert m.runtime == {"BLOCK": 64, "ITEMS": 4}
+    assert m.launch == {"grid": (391, 1, 1), "block": (64, 1, 1), "dynamic_smem_bytes": 0}

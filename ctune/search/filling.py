@@ -1,0 +1,154 @@
+"""Build-aware filling: measure runtime-gene variants of good builds while compiles run.
+
+Why: compile-ahead hides a build behind the measurements only when a build
+costs about as much as a measurement. A CUTLASS GEMM build takes 45-90 s of
+nvcc (16 at once: about 0.25 builds/s) and its measurement about 1 s of GPU,
+so the GPU sat idle for most of a search (issue 4: 19% busy against the
+70% target). Genes of the ``runtime`` family never reach nvcc: candidates
+that differ only in them share one build (same argv, same build key, a
+cache hit), so measuring one costs a GPU second and no compile. While every
+build the driver waits for is still compiling, it measures such a
+candidate, a *filler*, instead of waiting.
+
+Which fillers: unseen, restriction-valid variants of the best trials so
+far, with only runtime genes changed, nearest first: one gene before two,
+and within a gene the neighbouring values first. Parents are taken best
+first (the feasible front, then the other feasible trials by the first
+objective); the next parent's variants come once every variant of the
+better ones is tried. A local search in the runtime genes around the best
+builds: a filler that improves on its parent becomes a parent itself, and
+a runtime setting that hid a good build gets found. The order is a pure
+function of the trials (no RNG), so a resumed search continues where it
+stopped.
+
+Fillers are ordinary evaluations: journaled (marked ``"filler": true``),
+told to the strategy with their generation (strategies take trials they did
+not ask for into their selection pool) and reported apart
+(``SearchResult.fillers``). They do not count against an evaluation budget:
+they run only while every build the driver waits for is compiling, so the
+strategy sees as many builds as without them and the GPU does not idle (a
+CUTLASS-like search on the slow stand-ins of ``ctune.testing.slow_builds``,
+67 s builds on 16 slots, 1 s measurements, 60 runtime settings per build,
+one simulated hour: GPU busy 98% against 33%, 118 builds against 105).
+A space without runtime genes
+never has one.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Container, Iterator, Mapping, Sequence
+
+from ctune.records import Candidate, GeneValue, Trial
+from ctune.search.strategy import min_form
+from ctune.space.params import Gene, Space
+
+BuildGroup = tuple[tuple[str, GeneValue], ...]
+_Ranked = tuple[tuple[float, ...], int, Trial]
+
+
+def _rank(item: _Ranked) -> tuple[tuple[float, ...], int]:
+    return item[0], item[1]
+
+
+def runtime_genes(space: Space) -> tuple[Gene, ...]:
+    """The genes that never reach nvcc (family ``runtime``)."""
+    return tuple(g for g in space.genes if g.family == "runtime")
+
+
+class Filler:
+    """Proposes fillers: unseen runtime-gene variants of the best trials (see module)."""
+
+    def __init__(
+        self,
+        kernel: str,
+        space: Space,
+        dims: Mapping[str, int],
+        directions: Sequence[str],
+    ) -> None:
+        self.kernel = kernel
+        self.space = space
+        self.dims = dict(dims)
+        self.directions = tuple(directions)
+        self.runtime = runtime_genes(space)
+        self._runtime_names = frozenset(g.name for g in self.runtime)
+        self._feasible: list[_Ranked] = []  # best first
+        self._exhausted: set[str] = set()  # parents with no unseen valid variant left
+
+    @property
+    def active(self) -> bool:
+        """Only a space with runtime genes has candidates that share a build."""
+        return bool(self.runtime)
+
+    def group(self, candidate: Candidate) -> BuildGroup:
+        """The candidate without its runtime genes: equal groups, one build."""
+        if not self._runtime_names:
+            return candidate.genes
+        return tuple((k, v) for k, v in candidate.genes if k not in self._runtime_names)
+
+    def observe(self, trial: Trial) -> None:
+        """Note a finished trial; a feasible one is a parent, ranked by the first objective."""
+        if not self.active:
+            return
+        point = min_form(trial, self.directions)
+        if point is None or trial.build is None or not trial.build.outcome.is_ok:
+            return
+        bisect.insort(self._feasible, (point[:1], trial.number, trial), key=_rank)
+
+    def pick(
+        self, front: Sequence[Trial], seen: Container[str], pending: Container[str]
+    ) -> Candidate | None:
+        """The next filler, or None. ``seen``: keys tried (never again); ``pending``: keys
+        of the batch in flight (they will be measured anyway)."""
+        if not self.active:
+            return None
+        for parent in self._ranked(front):
+            key = parent.candidate.key()
+            if key in self._exhausted:
+                continue
+            waiting = False
+            for values in self._variants(parent.candidate.as_dict()):
+                cand = Candidate.of(self.kernel, values)
+                k = cand.key()
+                if k in seen:
+                    continue
+                if k in pending:
+                    waiting = True  # not measured yet: do not call the parent exhausted
+                    continue
+                if self.space.is_valid(values, self.dims):
+                    return cand
+            if not waiting:
+                self._exhausted.add(key)
+        return None
+
+    def _ranked(self, front: Sequence[Trial]) -> Iterator[Trial]:
+        """Front members by the first objective, then the best feasible trials."""
+        keyed = []
+        for trial in front:
+            point = min_form(trial, self.directions)
+            if point is not None:
+                keyed.append((point[:1], trial.number, trial))
+        keyed.sort(key=_rank)
+        done: set[int] = set()
+        for _, number, trial in itertools.chain(keyed, self._feasible):
+            if number not in done:
+                done.add(number)
+                yield trial
+
+    def _variants(self, parent: Mapping[str, GeneValue]) -> Iterator[dict[str, GeneValue]]:
+        """The parent with 1, then 2, ... runtime genes changed; nearest values first."""
+        alternatives = {}
+        for gene in self.runtime:
+            here = gene.index(parent[gene.name])
+            others = [i for i in range(len(gene.values)) if i != here]
+            others.sort(key=lambda i: (abs(i - here), i))
+            alternatives[gene.name] = [gene.values[i] for i in others]
+        for changed in range(1, len(self.runtime) + 1):
+            for genes in itertools.combinations(self.runtime, changed):
+                names = [g.name for g in genes]
+                for values in itertools.product(*(alternatives[n] for n in names)):
+                    yield {**parent, **dict(zip(names, values, strict=True))}
+
+
+__all__ = ["BuildGroup", "Filler", "runtime_genes"]

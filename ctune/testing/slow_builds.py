@@ -1,0 +1,236 @@
+"""Stand-ins on a simulated clock, for how the driver spends wall time.
+
+NOT NVCC and NOT A GPU (DESIGN 11.3): they exist to test compile-ahead,
+build-aware filling and in-flight build sharing without sleeping. Every
+duration advances a :class:`FakeClock`, which the driver reads through
+``run_search(clock=...)``; a compile "finishes" when the clock passes its
+end, so ``Future.done()`` answers as a real compile would, and waiting on
+an unfinished one moves the clock to its end.
+
+- :class:`SlowStandInCompiler`: one build per distinct set of compiled
+  genes (runtime genes are not part of a build, as with nvcc), taking
+  ``compile_s`` of simulated time on one of ``jobs`` slots, first come
+  first served, like the thread pool of ``NvccCompiler``. A request for a
+  finished build is a cache hit (instant); a request that starts while the
+  same build is compiling holds its slot until that one ends, as the
+  compiler's per-key wait does. ``submits``, ``nvcc_runs`` and
+  ``slot_waits`` record what the driver asked for, what was really
+  compiled, and how many requests held a slot only to wait for another.
+- :class:`TimedStandInMeasurer`: the analytic :class:`StandInMeasurer`,
+  taking ``measure_s`` of simulated time per candidate.
+- :func:`runtime_standin_spec`: a stand-in kernel whose SPLIT_K and
+  RASTER are runtime genes (12 runtime settings per build, fewer where a
+  restriction ties SPLIT_K to the tile).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from concurrent.futures import Future
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ctune.records import Build, Candidate, GeneValue, Measurement, Outcome, Resources
+from ctune.testing.standins import STANDIN_CU, STANDIN_REF, StandInMeasurer
+
+if TYPE_CHECKING:
+    from ctune.kernelspec import KernelSpec, Problem
+    from ctune.measure import SamplingPlan
+
+Group = tuple[tuple[str, GeneValue], ...]
+
+
+class FakeClock:
+    """Simulated seconds; call it for the time (the driver's ``clock``)."""
+
+    def __init__(self, start_s: float = 0.0) -> None:
+        self.now_s = start_s
+
+    def __call__(self) -> float:
+        return self.now_s
+
+    def advance(self, seconds: float) -> None:
+        self.now_s += seconds
+
+    def advance_to(self, when_s: float) -> None:
+        self.now_s = max(self.now_s, when_s)
+
+
+class _SimulatedCompile(Future[Build]):
+    """A compile that ends at ``end_s`` on the fake clock."""
+
+    def __init__(self, clock: FakeClock, end_s: float, build: Build) -> None:
+        super().__init__()
+        self._clock = clock
+        self._end_s = end_s
+        self._build = build
+
+    def _settle(self) -> None:
+        if not super().done():
+            self.set_result(self._build)
+
+    def done(self) -> bool:
+        if not super().done() and self._clock() >= self._end_s:
+            self._settle()
+        return super().done()
+
+    def result(self, timeout: float | None = None) -> Build:
+        if not super().done():
+            self._clock.advance_to(self._end_s)  # the caller blocks until the compile ends
+            self._settle()
+        return super().result(timeout)
+
+
+class SlowStandInCompiler:
+    """NOT NVCC: every distinct build takes ``compile_s`` simulated seconds on a slot."""
+
+    def __init__(
+        self, spec: KernelSpec, clock: FakeClock, *, compile_s: float = 60.0, jobs: int = 4
+    ) -> None:
+        self.spec = spec
+        self.clock = clock
+        self.compile_s = compile_s
+        self.jobs = jobs
+        self._runtime = frozenset(g.name for g in spec.space.genes if g.family == "runtime")
+        self._slots = [0.0] * jobs  # when each slot is free
+        self._ready: dict[Group, float] = {}  # build -> when it is in the cache
+        self.submits: list[Group] = []  # builds requested through submit(), in order
+        self.nvcc_runs: list[Group] = []  # builds really compiled, in order
+        self.slot_waits = 0  # requests that held a slot waiting for the same build
+
+    def group(self, candidate: Candidate) -> Group:
+        """The compiled genes: candidates that agree on them share a build."""
+        return tuple((k, v) for k, v in candidate.genes if k not in self._runtime)
+
+    def _record(self, candidate: Candidate, group: Group, hit: bool) -> Build:
+        digest = hashlib.sha256(repr(group).encode()).hexdigest()
+        return Build(
+            candidate_key=candidate.key(),
+            argv=("standin-slow-cc", *(f"-D{k}={v}" for k, v in group), "standin.cu"),
+            toolchain="slow stand-in compiler (not nvcc)",
+            outcome=Outcome.OK,
+            binary_path=f"standin://{digest[:16]}",
+            sass_sha256=digest,
+            compile_s=0.0 if hit else self.compile_s,
+            resources=Resources(regs=64, spills_store_bytes=0, spills_load_bytes=0),
+            cache_hit=hit,
+            build_key=digest[:32],
+        )
+
+    def _schedule(self, candidate: Candidate, start_s: float) -> tuple[float, Build]:
+        """(when it ends, the build) for a request that gets a slot at ``start_s``."""
+        group = self.group(candidate)
+        ready = self._ready.get(group)
+        if ready is not None:
+            # in the cache, or being compiled: wait for that one, never compile twice
+            return max(start_s, ready), self._record(candidate, group, hit=True)
+        end = start_s + self.compile_s
+        self._ready[group] = end
+        self.nvcc_runs.append(group)
+        return end, self._record(candidate, group, hit=False)
+
+    def build(self, candidate: Candidate, problem: Problem) -> Build:
+        """Synchronous: the caller's clock waits for the compile (or the one in flight)."""
+        end, build = self._schedule(candidate, self.clock())
+        self.clock.advance_to(end)
+        return build
+
+    def submit(self, candidate: Candidate, problem: Problem) -> Future[Build]:
+        self.submits.append(self.group(candidate))
+        slot = min(range(self.jobs), key=lambda i: self._slots[i])
+        start = max(self.clock(), self._slots[slot])
+        ready = self._ready.get(self.group(candidate))
+        self.slot_waits += ready is not None and ready > start
+        end, build = self._schedule(candidate, start)
+        self._slots[slot] = end
+        return _SimulatedCompile(self.clock, end, build)
+
+    def fingerprint_fields(self) -> dict[str, str]:
+        return {"nvcc_version": "slow stand-in compiler (not nvcc)", "ptxas_version": "stand-in"}
+
+    def close(self) -> None:
+        pass
+
+
+class TimedStandInMeasurer(StandInMeasurer):
+    """NOT A GPU: the analytic stand-in, ``measure_s`` simulated seconds per candidate."""
+
+    def __init__(
+        self, clock: FakeClock, *, measure_s: float = 1.0, seed: int = 0, **options: object
+    ) -> None:
+        super().__init__(seed, **options)  # type: ignore[arg-type]
+        self.clock = clock
+        self.measure_s = measure_s
+
+    def measure(
+        self,
+        spec: KernelSpec,
+        candidate: Candidate,
+        build: Build,
+        problem: Problem,
+        plan: SamplingPlan,
+    ) -> Measurement:
+        self.clock.advance(self.measure_s)
+        return super().measure(spec, candidate, build, problem, plan)
+
+    def remeasure(
+        self,
+        spec: KernelSpec,
+        items: Sequence[tuple[Candidate, Build]],
+        problem: Problem,
+        plan: SamplingPlan,
+        processes: int,
+    ) -> dict[str, list[Measurement]]:
+        self.clock.advance(self.measure_s * len(items) * processes)
+        return super().remeasure(spec, items, problem, plan, processes)
+
+
+RUNTIME_YAML = """\
+name: {name}
+description: stand-in kernel with runtime genes, for driver tests (never compiled)
+entry: standin_kernel
+genes:
+  TILE_M: {{pow2: [16, 256], default: 64, family: template, suggest: [128]}}
+  TILE_N: {{pow2: [16, 256], default: 64, family: template, suggest: [128]}}
+  STAGES: {{range: [1, 4], default: 2, family: template}}
+  SPLIT_K: {{values: [1, 2, 4, 8], default: 1, family: runtime}}
+  RASTER: {{values: [0, 1, 2], default: 0, family: runtime}}
+restrictions:
+  - "TILE_M * TILE_N <= 16384"
+  - "TILE_M * TILE_N * STAGES <= 32768"
+  - "SPLIT_K * TILE_M <= 512"
+launch:
+  grid: ["ceil_div(M, TILE_M) * ceil_div(N, TILE_N) * SPLIT_K", "1 + RASTER"]  # stand-in use
+  block: [128]
+problems:
+  - {{name: small, dims: {{M: 1024, N: 1024, K: 1024}}}}
+args:
+  - {{name: A, role: input, dtype: float32, shape: [M, K]}}
+  - {{name: C, role: output, dtype: float32, shape: [M, N]}}
+reference:
+  python: {name}_ref.py:reference
+metrics:
+  flops: "2 * M * N * K"
+"""
+
+
+def runtime_standin_spec(folder: Path, name: str = "standin_rt") -> KernelSpec:
+    """Write and load the runtime-gene stand-in kernel (its ``.cu`` is never compiled)."""
+    from ctune.kernelspec import load_spec
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.cu").write_text(STANDIN_CU)
+    (folder / f"{name}_ref.py").write_text(STANDIN_REF)
+    path = folder / f"{name}.yaml"
+    path.write_text(RUNTIME_YAML.format(name=name))
+    return load_spec(path)
+
+
+__all__ = [
+    "FakeClock",
+    "SlowStandInCompiler",
+    "TimedStandInMeasurer",
+    "runtime_standin_spec",
+]
