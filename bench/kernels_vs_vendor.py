@@ -23,6 +23,10 @@ quarter of them; hand-written GEMM >= 70% of cuBLAS at 4096^3; attention >=
 reported with the shortfall, never asserted.
 
     python bench/kernels_vs_vendor.py --out bench/results [--quick]
+    python bench/kernels_vs_vendor.py --case cutlass_gemm:llm8b-o-t16 --merge ...
+
+``--merge`` keeps the rows of an earlier report for cases not run again (each
+row's vendor timing always comes from the run that tuned it).
 """
 
 from __future__ import annotations
@@ -64,6 +68,10 @@ class Row:
     failures: dict[str, int]
     significance: str
     note: str = ""
+    search_wall_s: float | None = None
+    gpu_busy_fraction: float | None = None  # the search's measure + confirm time / wall
+    fillers: int = 0  # runtime-gene variants measured while builds compiled
+    run_started_utc: str = ""  # the run this row's tuning and vendor timing came from
 
     @property
     def tuned_vs_default_p99(self) -> float | None:
@@ -139,7 +147,11 @@ def tune(kernel: str, problem: str, budget: int, out_dir: Path, seed: int) -> Ro
     result = run_search(cfg, spec, objective, options, toolchain=toolchain)
     if result.artifact_path is None:
         raise RuntimeError("the search wrote no result file")
-    return row_from_artifact(result.artifact_path, result.evaluations, dict(result.failures))
+    row = row_from_artifact(result.artifact_path, result.evaluations, dict(result.failures))
+    row.search_wall_s = round(result.timing.wall_s, 1)
+    row.gpu_busy_fraction = round(result.timing.gpu_busy_fraction, 3)
+    row.fillers = result.fillers
+    return row
 
 
 class VendorTimer:
@@ -274,19 +286,22 @@ def markdown(rows: list[Row], goals: list[dict[str, Any]], device: str) -> str:
         f"# Hot kernels vs vendor libraries on {device}",
         "",
         "Times in ms (cold L2, events, medians and p99 over >= 200 samples; ctune builds "
-        "re-measured in 3 fresh processes).",
+        "re-measured in 3 fresh processes). GPU busy: the search's measuring time over its "
+        "wall time; fillers: runtime-gene variants measured while builds compiled.",
         "",
-        "| kernel | problem | default p99 | tuned p99 | tuned/default p99 | tuned p50 | vendor "
-        "| vendor p50 | tuned vs vendor | significance | tuned genes |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| kernel | problem | default p99 | tuned p99 | tuned/default p99 | tuned p50 "
+        "| vendor | vendor p50 | tuned vs vendor | significance | evaluations (fillers) "
+        "| GPU busy | tuned genes |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         genes = " ".join(f"{k}={v}" for k, v in r.changed.items()) or "(default)"
+        busy = "-" if r.gpu_busy_fraction is None else f"{r.gpu_busy_fraction:.0%}"
         lines.append(
             f"| {r.kernel} | {r.problem} | {_fmt(r.default_p99_ms)} | {_fmt(r.tuned_p99_ms)} "
             f"| {_fmt(r.tuned_vs_default_p99, 3)}x | {_fmt(r.tuned_p50_ms)} | {r.vendor} "
             f"| {_fmt(r.vendor_p50_ms)} | {_fmt(r.tuned_vs_vendor, 3)}x | {r.significance} "
-            f"| {genes} |"
+            f"| {r.evaluations} ({r.fillers}) | {busy} | {genes} |"
         )
     lines += ["", "| target | value | goal | met |", "|---|---|---|---|"]
     for g in goals:
@@ -332,6 +347,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-scale", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--case",
+        action="append",
+        default=[],
+        help="KERNEL:PROBLEM (e.g. cutlass_gemm:llm8b-o-t16) instead of the default plan",
+    )
+    parser.add_argument(
+        "--merge", action="store_true", help="keep an earlier report's rows for other cases"
+    )
+    parser.add_argument(
         "--rebuild",
         type=Path,
         help="re-derive tables from a finished run's report JSON and its artifacts/ (no GPU)",
@@ -350,13 +374,19 @@ def main(argv: list[str] | None = None) -> int:
     device = gpu.get("gpu_name", "unknown GPU")
     slug = device_class(gpu) if gpu else "unknown"
     started = time.time()
-    cases = []
-    for kernel in args.kernels:
+    run_stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
+    cases = [_case(text) for text in args.case]
+    for kernel in [] if cases else args.kernels:
         take = 1 if args.quick else (args.problems or len(PLAN[kernel]))
         cases += [(kernel, problem) for problem in PLAN[kernel][:take]]
+    rows: list[Row] = []
+    previous = args.out / f"kernels_vs_vendor-{slug}.json"
+    if args.merge and previous.exists():
+        rows = [
+            r for r in load_rows(previous) if (f"kernels/{r.kernel}.cu", r.problem) not in cases
+        ]
     print(f"[{time.time() - started:6.0f} s] vendor timings", flush=True)
     vendor = vendor_times(cases)
-    rows: list[Row] = []
     for kernel, problem in cases:
         budget = max(8, round(BUDGET[kernel] * args.budget_scale))
         print(f"[{time.time() - started:6.0f} s] tuning {kernel} {problem} ({budget})", flush=True)
@@ -365,13 +395,30 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:
             print(f"  failed: {type(exc).__name__}: {exc}", flush=True)
             continue
+        row.run_started_utc = run_stamp
         if (kernel, problem) in vendor:
             row.vendor, row.vendor_p50_ms, row.vendor_p99_ms = vendor[kernel, problem]
-        rows.append(row)
+        rows = [r for r in rows if (r.kernel, r.problem) != (row.kernel, row.problem)] + [row]
         write_report(args.out, slug, device, gpu, rows, started)  # partial results survive
     print(write_report(args.out, slug, device, gpu, rows, started))
     plot(rows, args.out / f"kernels_vs_vendor-{slug}.png")
     return 0
+
+
+def _case(text: str) -> tuple[str, str]:
+    kernel, _, problem = text.partition(":")
+    if not problem:
+        raise SystemExit(f"--case {text!r}: expected KERNEL:PROBLEM, e.g. gemm:sq4096")
+    return f"kernels/{kernel}.cu", problem
+
+
+def load_rows(report_path: Path) -> list[Row]:
+    """Rows of an earlier report, as they were (their own run's vendor timings)."""
+    fields = set(Row.__dataclass_fields__)
+    return [
+        Row(**{k: v for k, v in stored.items() if k in fields})
+        for stored in json.loads(report_path.read_text())["rows"]
+    ]
 
 
 def rebuild(report_path: Path) -> int:
@@ -387,6 +434,7 @@ def rebuild(report_path: Path) -> int:
         )
         row.vendor = stored["vendor"]
         row.vendor_p50_ms, row.vendor_p99_ms = stored["vendor_p50_ms"], stored["vendor_p99_ms"]
+        row.run_started_utc = stored.get("run_started_utc", "")
         rows.append(row)
     fingerprint = old["fingerprint"]
     slug = report_path.stem.removeprefix("kernels_vs_vendor-")
