@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ctune.records import Build, Candidate, GeneValue, Measurement, Outcome, Resources
-from ctune.testing.standins import STANDIN_CU, STANDIN_REF, StandInMeasurer
+from ctune.testing.standins import StandInMeasurer, write_standin_kernel
 
 if TYPE_CHECKING:
     from ctune.kernelspec import KernelSpec, Problem
@@ -219,13 +219,7 @@ def runtime_standin_spec(folder: Path, name: str = "standin_rt") -> KernelSpec:
     """Write and load the runtime-gene stand-in kernel (its ``.cu`` is never compiled)."""
     from ctune.kernelspec import load_spec
 
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{name}.cu").write_text(STANDIN_CU)
-    (folder / f"{name}_ref.py").write_text(STANDIN_REF)
-    path = folder / f"{name}.yaml"
-    path.write_text(RUNTIME_YAML.format(name=name))
-    return load_spec(path)
+    return load_spec(write_standin_kernel(Path(folder), name, RUNTIME_YAML))
 
 
 __all__ = [

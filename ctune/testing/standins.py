@@ -729,14 +729,15 @@ def reference(A, C):
 '''
 
 
-def write_standin_kernel(folder: Path, name: str = "standin") -> Path:
-    """Write ``<name>.yaml``, ``<name>.cu`` and ``<name>_ref.py`` into ``folder``."""
+def write_standin_kernel(folder: Path, name: str = "standin", yaml: str = STANDIN_YAML) -> Path:
+    """Write ``<name>.yaml`` (from the ``yaml`` template), ``<name>.cu`` and ``<name>_ref.py``
+    into ``folder``."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{name}.cu").write_text(STANDIN_CU)
     (folder / f"{name}_ref.py").write_text(STANDIN_REF)
     path = folder / f"{name}.yaml"
-    path.write_text(STANDIN_YAML.format(name=name))
+    path.write_text(yaml.format(name=name))
     return path
 
 
