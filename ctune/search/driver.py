@@ -18,8 +18,8 @@ This is the only module that knows about parallelism and budgets (DESIGN
    the strategy. While every build the batch waits for is still compiling,
    the GPU measures fillers instead: unseen runtime-gene variants of the
    best builds, which need no compile (``filling.py``; ``fill=False`` turns
-   it off). They are ordinary trials, journaled, budgeted and told with the
-   generation's.
+   it off). They are ordinary trials, journaled and told with the
+   generation's, but extra to the budget (below).
 
 Candidate failures are trials with an outcome, never exceptions (STYLE 3).
 What does raise: a baseline (default build) that does not compile or does
