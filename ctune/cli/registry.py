@@ -1,4 +1,5 @@
-"""``ctune registry``: list, show, diff, pin, export, import, migrate, verify, doctor."""
+"""``ctune registry``: list, show, diff, pin, export, import, migrate, verify, doctor, push,
+status."""
 
 from __future__ import annotations
 
@@ -23,6 +24,10 @@ Writes commit to the checked-out branch (or --ref; required on a detached
 HEAD) without touching unrelated changes. Pins are annotated tags
 ctune/pin/<release>/<kernel>/<problem>/<device-class>, SSH-signed when
 gpg.format=ssh and user.signingkey are configured.
+
+Writes never need the network: `push` shares the ref and its pin tags with a
+remote (rebuilding on top when another machine pushed first), `status` lists
+what is not pushed yet (--strict: exit 1 if anything is).
 """
 
 registry_app = typer.Typer(name="registry", help=HELP, no_args_is_help=True)
@@ -30,13 +35,21 @@ app.add_typer(registry_app, name="registry")
 
 RegistryOpt = Annotated[
     Path | None,
-    typer.Option("--registry", help="registry directory (default: [tool.ctune] registry)"),
+    typer.Option("--registry", help="registry directory (default: \\[tool.ctune] registry)"),
 ]
 RefOpt = Annotated[
     str | None,
     typer.Option("--ref", help="branch to commit to (default: the checked-out branch)"),
 ]
 KeyArg = Annotated[str, typer.Argument(help="<kernel>/<problem>/<device-class>[@<member>]")]
+RemoteOpt = Annotated[
+    str | None,
+    typer.Option("--remote", help="git remote (default: \\[tool.ctune] registry-remote, origin)"),
+]
+SyncRefOpt = Annotated[
+    str | None,
+    typer.Option("--ref", help="registry branch (default: the checked-out branch)"),
+]
 ReleaseOpt = Annotated[
     str | None, typer.Option("--release", help="read the artifact a release pin points at")
 ]
@@ -205,3 +218,49 @@ def doctor_command(
     render.locks(found, [], fix)
     if found:
         raise RegistryError(f"{len(found)} stale lock file(s); run `ctune registry doctor --fix`")
+
+
+@registry_app.command("push")
+def push_command(
+    registry: RegistryOpt = None,
+    ref: SyncRefOpt = None,
+    remote: RemoteOpt = None,
+) -> None:
+    """Push the registry ref and its new pin tags; never forces (rebuilds when rejected)."""
+    from ctune.registry.remote import push_registry
+
+    settings = resolve({"registry": registry, "registry_remote": remote})
+    render.pushed(push_registry(settings.registry, ref=ref, remote=settings.registry_remote))
+
+
+@registry_app.command("status")
+def status_command(
+    registry: RegistryOpt = None,
+    ref: SyncRefOpt = None,
+    remote: RemoteOpt = None,
+    fetch: Annotated[
+        bool, typer.Option("--fetch", help="ask the remote first (default: as last fetched)")
+    ] = False,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="exit 1 when anything is unpushed (CI)")
+    ] = False,
+) -> None:
+    """List commits (and the artifacts they touch) and pin tags the remote lacks."""
+    from ctune.errors import GateFailure
+    from ctune.registry.remote import registry_status
+
+    settings = resolve({"registry": registry, "registry_remote": remote})
+    status = registry_status(
+        settings.registry, ref=ref, remote=settings.registry_remote, fetch=fetch
+    )
+    render.sync_status(status)
+    if strict and (status.unpushed or status.tag_conflicts):
+        clash = (
+            f"; {len(status.tag_conflicts)} pin tag(s) clash with {status.remote}'s"
+            if status.tag_conflicts
+            else ""
+        )
+        raise GateFailure(
+            f"{status.total_commits} commit(s) and {len(status.tags)} pin tag(s) are not on "
+            f"{status.remote}{clash}; run `ctune registry push` (status --strict)"
+        )

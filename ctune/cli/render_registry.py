@@ -20,6 +20,7 @@ from ctune.registry.diff import ArtifactDiff
 from ctune.registry.gate import GateReport, Regression, Verdict
 from ctune.registry.layout import ArtifactKey
 from ctune.registry.locks import StaleLock
+from ctune.registry.remote import PushResult, SyncStatus, Tracking, short_ref
 from ctune.registry.schema import Artifact
 from ctune.registry.service import Migration, Pin, Published, VerifyReport
 from ctune.registry.store import Listing, Quarantined
@@ -120,6 +121,63 @@ def pin(p: Pin) -> None:
     _line(
         f"pinned {p.member} as {p.tag} at {p.commit[:12]}, digest sha256:{p.digest[:12]}, {signed}"
     )
+
+
+def pushed(r: PushResult) -> None:
+    ref = short_ref(r.ref)
+    if r.up_to_date:
+        _line(f"{r.remote} {ref} is up to date at {r.commit[:12]}; nothing to push")
+        return
+    before = r.previous[:12] if r.previous else "new"
+    tags = f" and {len(r.tags)} pin tag(s)" if r.tags else ""
+    _line(f"pushed {r.commits} commit(s){tags} to {r.remote} {ref} ({before} -> {r.commit[:12]})")
+    if r.rebuilt or r.rejections:
+        raced = f" ({r.rejections} push(es) rejected: it moved first)" if r.rejections else ""
+        _line(f"rebuilt {r.rebuilt} commit(s) on {r.remote}'s newer tip{raced}")
+    for tag in r.tags:
+        _line(f"  tag {tag}")
+
+
+def sync_status(s: SyncStatus) -> None:
+    ref = short_ref(s.ref)
+    if s.fetch_error:
+        warn_line(f"could not fetch from {s.remote}: {s.fetch_error}; showing the last known state")
+    where = f"{s.remote} ({s.url})"
+    if s.local is None:
+        _line(f"{ref} does not exist here yet: nothing to push")
+    elif s.tracking is Tracking.NO_REMOTE:
+        _line(
+            f"no remote {s.remote}: nothing is shared; {s.total_commits} commit(s) on {ref} "
+            f"exist only here (`git remote add {s.remote} URL`, then `ctune registry push`)"
+        )
+    elif s.tracking is Tracking.NEVER_FETCHED:
+        _line(
+            f"{where} was never fetched here (or was empty): all {s.total_commits} commit(s) on "
+            f"{ref} count as unpushed; `ctune registry status --fetch` asks it"
+        )
+    elif s.tracking is Tracking.ABSENT:
+        _line(f"{where} has no {ref} (as of the last fetch): {s.total_commits} commit(s) unpushed")
+    elif s.unpushed:
+        _line(f"{ref} is ahead of {where} (as of the last fetch or push)")
+    else:
+        _line(f"{ref} is up to date with {where} (as of the last fetch or push)")
+    if s.behind:
+        _line(f"{s.remote} has {s.behind} commit(s) not here; a push rebuilds on top of them")
+    for c in s.commits:
+        keys = ", ".join(c.keys) or "no artifacts"
+        other = f" (+{c.other_paths} other path(s))" if c.other_paths else ""
+        _line(f"unpushed {c.commit[:12]} {c.subject}: {keys}{other}")
+    if s.total_commits > len(s.commits):
+        _line(f"... and {s.total_commits - len(s.commits)} older unpushed commit(s)")
+    for tag in s.tags:
+        _line(f"unpushed tag {tag}")
+    for tag in s.tag_conflicts:
+        warn_line(
+            f"pin tag {tag} exists on {s.remote} pointing elsewhere; pins are immutable: "
+            "delete the local one and pin under a new release name"
+        )
+    if s.unpushed:
+        _line(f"{s.total_commits} commit(s), {len(s.tags)} pin tag(s) unpushed")
 
 
 def verify(r: VerifyReport) -> None:

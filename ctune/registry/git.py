@@ -26,7 +26,13 @@ Decision (documented here because it is the registry's central trade-off):
   cannot leave the file and the commit disagreeing. The kernel drops an
   ``flock`` when its holder dies, so it can never go stale (unlike git's
   ``*.lock`` files; see :mod:`ctune.registry.locks`).
-- It never pushes and never needs a remote (G9); shallow clones work for
+- Writes never touch the network and never need a remote (G9): a commit
+  with no remote, offline or without credentials succeeds locally and is
+  *unpushed* until ``ctune registry push`` shares it
+  (:mod:`ctune.registry.remote`, which also says what ``status`` lists).
+  Pushing never forces: when another machine pushed first, our new commits
+  are rebuilt on the fetched tip with this same private-index plumbing and
+  the local ref moves by compare-and-swap (G2). Shallow clones work for
   everything except history questions, which fail with a clear message (G8).
 
 Git runs through GitPython (``with GitRegistry(...) as reg:`` closes the
@@ -57,6 +63,12 @@ from ctune.registry.locks import FLOCK_NAME
 
 MIN_GITPYTHON = (3, 1, 49)  # ref-name traversal fixed in 3.1.48, config injection in 3.1.49
 ZERO_SHA = "0" * 40
+#: A network command (ls-remote, fetch, push) still running after this is killed, so an
+#: unreachable host that never answers cannot hang a CI job.
+NETWORK_TIMEOUT_S = 120.0
+# Never prompt: ctune runs in CI and scripts, where a prompt is a hang (credential
+# helpers and SSH agents still work).
+_NETWORK_ENV = {"GIT_TERMINAL_PROMPT": "0", "GCM_INTERACTIVE": "never"}
 _SAFE_CONFIG = (
     "-c",
     "core.hooksPath=/dev/null",
@@ -73,6 +85,15 @@ _FALLBACK_IDENT = {
     "GIT_COMMITTER_NAME": "ctune",
     "GIT_COMMITTER_EMAIL": "ctune@localhost",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class TreeChange:
+    """One path a commit changed; ``mode == "0"`` (and ``sha == ZERO_SHA``) when deleted."""
+
+    mode: str
+    sha: str
+    path: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,8 +197,13 @@ class GitRegistry:
         env: Mapping[str, str] | None = None,
         stdin: bytes | None = None,
         binary: bool = False,
+        timeout_s: float | None = None,
     ) -> tuple[int, Any, str]:
-        """Run ``git <safe -c options> args``; returns (status, stdout, stderr)."""
+        """Run ``git <safe -c options> args``; returns (status, stdout, stderr).
+
+        ``timeout_s`` kills git (and its children) after that long; stderr then
+        starts with ``Timeout:``.
+        """
         with contextlib.ExitStack() as stack:
             feed: IO[bytes] | None = None
             if stdin is not None:  # GitPython needs a real file (fileno) for stdin
@@ -192,6 +218,7 @@ class GitRegistry:
                 env=dict(env or {}),
                 stdout_as_string=not binary,
                 strip_newline_in_stdout=not binary,
+                kill_after_timeout=timeout_s,
             )
         return status, out, err if isinstance(err, str) else err.decode(errors="replace")
 
@@ -426,6 +453,169 @@ class GitRegistry:
                 "is writing, or one crashed. If none is running: `ctune registry doctor --fix`"
             )
         return f"cannot update {what} after {attempts} attempts (too many concurrent writers)"
+
+    # --- plumbing for sharing (see ctune.registry.remote) ----------------------
+
+    def network(self, *args: str) -> tuple[int, str, str]:
+        """Run a git command that talks to a remote: never prompts, killed after
+        :data:`NETWORK_TIMEOUT_S`."""
+        status, out, err = self.run(*args, env=_NETWORK_ENV, timeout_s=NETWORK_TIMEOUT_S)
+        return status, str(out), err
+
+    def tip(self, ref: str) -> str | None:
+        """The commit ``ref`` points at exactly, or None while it does not exist."""
+        return self._tip(ref)[0]
+
+    def update_ref(self, ref: str, new: str, old: str | None, message: str) -> bool:
+        """Compare-and-swap ``ref`` from ``old`` (None: must not exist) to ``new``.
+
+        False when the ref moved meanwhile or is locked; the caller decides
+        whether to retry.
+        """
+        status, _, _ = self.run("update-ref", "-m", message[:200], ref, new, old or ZERO_SHA)
+        return status == 0
+
+    def set_refs(self, updates: Mapping[str, str | None]) -> None:
+        """Point each ref at its value, deleting those mapped to None, in one transaction.
+
+        For ctune's own bookkeeping refs (remote-tracking copies); never for
+        the registry ref or tags, which move only by compare-and-swap.
+        """
+        if not updates:
+            return
+        lines = "".join(
+            f"update {ref} {new}\n" if new else f"delete {ref}\n" for ref, new in updates.items()
+        )
+        self.out("update-ref", "--stdin", stdin=lines.encode())
+
+    def refs_under(self, prefix: str) -> dict[str, str]:
+        """{ref: object id} of every ref under ``prefix`` (which should end with '/')."""
+        out = self.out("for-each-ref", "--format=%(refname) %(objectname)", prefix)
+        pairs = (line.split(" ", 1) for line in out.splitlines() if line)
+        return {name: oid for name, oid in pairs if name.startswith(prefix)}
+
+    def merge_base(self, a: str, b: str) -> str | None:
+        """The best common ancestor, or None when the histories are unrelated."""
+        status, out, _ = self.run("merge-base", a, b)
+        base = str(out).strip()
+        return base if status == 0 and base else None
+
+    def count(self, *revs: str) -> int:
+        """``git rev-list --count revs``: e.g. ``count(new, "^" + old)``."""
+        return int(self.out("rev-list", "--count", *revs, "--").strip() or 0)
+
+    def shallow_commits(self) -> frozenset[str]:
+        """Commits whose parents this shallow clone lacks (empty when not shallow)."""
+        try:
+            return frozenset((self.common_dir / "shallow").read_text().split())
+        except FileNotFoundError:
+            return frozenset()
+
+    def empty_tree(self) -> str:
+        return self.out("mktree", stdin=b"").strip()
+
+    def tree_changes(self, old: str | None, new: str) -> list[TreeChange]:
+        """What ``new`` changed against ``old`` (a commit or tree; None: the empty tree)."""
+        out = self.out(
+            "diff-tree", "-r", "-z", "--no-renames", "--raw", old or self.empty_tree(), new
+        )
+        fields = out.split("\0")
+        changes = []
+        for meta, path in zip(fields[0::2], fields[1::2], strict=False):
+            if not meta.startswith(":"):
+                continue
+            _, new_mode, _, new_sha, status = meta[1:].split(" ")
+            if status == "D":
+                changes.append(TreeChange("0", ZERO_SHA, path))
+            else:
+                changes.append(TreeChange(new_mode, new_sha, path))
+        return changes
+
+    def commit_parts(self, commit: str) -> tuple[dict[str, str], bytes]:
+        """(author environment, exact message bytes) of ``commit``, to rebuild it."""
+        status, raw, err = self.run("cat-file", "commit", commit, binary=True)
+        if status != 0:
+            raise RegistryError(f"cannot read commit {commit[:12]}: {err.strip()[:200]}")
+        header, _, message = bytes(raw).partition(b"\n\n")
+        match = re.search(rb"^author (.*) <(.*)> (\d+) ([+-]\d{4})$", header, re.MULTILINE)
+        if match is None:
+            return {}, message
+        name, email, when, zone = (m.decode(errors="replace") for m in match.groups())
+        author = {
+            "GIT_AUTHOR_NAME": name,
+            "GIT_AUTHOR_EMAIL": email,
+            "GIT_AUTHOR_DATE": f"{when} {zone}",
+        }
+        return author, message
+
+    def rebuild(self, commits: list[str], onto: str) -> tuple[str, dict[str, str]]:
+        """Re-apply each commit's changes (against its first parent) on top of ``onto``.
+
+        A private index seeded from ``onto`` takes each commit's changed
+        entries in turn; a commit whose changes are already there is dropped
+        (like ``git rebase``). Author and message are kept, the committer is
+        this machine. Returns (new tip, {old commit: the commit now holding
+        its changes}). Only objects are written: no ref moves here.
+        """
+        mapping: dict[str, str] = {}
+        tip = onto
+        scratch = Path(tempfile.mkdtemp(prefix="ctune-rebuild-"))
+        try:
+            env = {**self._identity_env(), "GIT_INDEX_FILE": str(scratch / "index")}
+            self.out("read-tree", onto, env=env)
+            tree = self.out("rev-parse", f"{onto}^{{tree}}").strip()
+            for commit in commits:
+                parents = self.out("rev-list", "--parents", "-n", "1", commit).split()[1:]
+                changes = self.tree_changes(parents[0] if parents else None, commit)
+                info = b"".join(f"{c.mode} {c.sha}\t{c.path}\0".encode() for c in changes)
+                self.out("update-index", "-z", "--index-info", env=env, stdin=info)
+                new_tree = self.out("write-tree", env=env).strip()
+                if new_tree != tree:
+                    author, message = self.commit_parts(commit)
+                    tip = self.out(
+                        "commit-tree",
+                        new_tree,
+                        "-p",
+                        tip,
+                        "-F",
+                        "-",
+                        env={**env, **author},
+                        stdin=message,
+                    ).strip()
+                    tree = new_tree
+                mapping[commit] = tip
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        return tip, mapping
+
+    def checkout_move(self, old: str, new: str) -> str:
+        """Move the worktree and index of the checked-out branch from ``old`` to ``new``.
+
+        ``git read-tree -m -u`` (a two-tree merge, what ``git checkout`` does):
+        local changes to paths that do not differ are carried along; a path
+        that differs and is dirty (or untracked where ``new`` has a file)
+        refuses the whole move before anything is written. Returns "" on
+        success, else git's complaint.
+        """
+        status, _, err = self.run("read-tree", "-m", "-u", old, new)
+        return "" if status == 0 else err.strip()
+
+    def retag(self, name: str, target: str, message: str, *, sign: bool) -> None:
+        """Re-point a local, never-pushed annotated tag (after its commit was rebuilt)."""
+        mode = ["-s"] if sign else ["-a", "--no-sign"]
+        status, _, err = self.run(
+            "tag",
+            "-f",
+            *mode,
+            "-F",
+            "-",
+            name,
+            target,
+            env=self._identity_env(),
+            stdin=message.encode(),
+        )
+        if status != 0:
+            raise RegistryError(f"cannot re-point tag {name}: {err.strip()[:300]}")
 
     # --- tags (pins) ----------------------------------------------------------
 

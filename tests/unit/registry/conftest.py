@@ -26,7 +26,7 @@ def _load_support() -> None:
 
 _load_support()
 
-from registry_support import GIT_IDENTITY, init_repo  # noqa: E402
+from registry_support import GIT_IDENTITY, Run, init_repo  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -53,3 +53,22 @@ def repo(tmp_path: Path) -> Path:
 @pytest.fixture
 def registry(repo: Path) -> Path:
     return repo / "registry"
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Run:
+    """``ctune ...`` through ``ctune.cli.main``: (exit code, stdout, stderr)."""
+    monkeypatch.chdir(tmp_path)
+
+    def run(*args: str) -> tuple[int, str, str]:
+        from ctune.cli import main
+
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return run

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from ctune.registry.gate_run import Remeasured
 from ctune.registry.schema import Artifact, FrontMember, ObjectiveInfo
 
 DEVICE = "sm90-nvidia-h100-80gb-hbm3"
+Run = Callable[..., tuple[int, str, str]]  # the `cli` fixture: args -> (code, stdout, stderr)
 
 FINGERPRINT: dict[str, str] = {
     "nvcc_version": "Cuda compilation tools, release 13.0, V13.0.88",
@@ -135,6 +136,15 @@ def git(repo: Path, *args: str, check: bool = True) -> str:
     if check and done.returncode != 0:
         raise AssertionError(f"git {' '.join(args)} failed: {done.stderr}")
     return done.stdout
+
+
+def one_line_error(err: str, *needles: str) -> None:
+    """The CLI's error contract: exactly one line, no traceback, naming each needle."""
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert "Traceback" not in err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
 
 
 def init_repo(path: Path) -> Path:

@@ -9,17 +9,18 @@ from __future__ import annotations
 import json
 import os
 import types
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 from registry_support import (
     FINGERPRINT,
+    Run,
     StandInRemeasurer,
     artifact_with_samples,
     git,
     make_artifact,
+    one_line_error,
 )
 
 import ctune.fingerprint as fingerprint_module
@@ -33,33 +34,6 @@ from ctune.registry.store import ArtifactStore, write_result
 
 KEY = "gemm/sq4096/sm90-nvidia-h100-80gb-hbm3"
 DATA = Path(__file__).parents[2] / "data" / "registry"
-Run = Callable[..., tuple[int, str, str]]
-
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Run:
-    monkeypatch.chdir(tmp_path)
-
-    def run(*args: str) -> tuple[int, str, str]:
-        from ctune.cli import main
-
-        try:
-            main(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        out = capsys.readouterr()
-        return code, out.out, out.err
-
-    return run
-
-
-def one_line_error(err: str, *needles: str) -> None:
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    assert "Traceback" not in err
-    for needle in needles:
-        assert needle in lines[0], lines[0]
 
 
 # --- registry ------------------------------------------------------------------------
