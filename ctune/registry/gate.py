@@ -27,13 +27,12 @@ changed, not the tuned configuration, and the verdict is INCONCLUSIVE.
 
 from __future__ import annotations
 
-from typing import Any
-
 import dataclasses
 import enum
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
