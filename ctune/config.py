@@ -31,7 +31,7 @@ class Settings:
     nvcc: str = "nvcc"
     cache_dir: Path = Path(".ctune")
     registry: Path = Path("registry")
-    registry_remote: str = "origin"  # the git remote `ctune registry push` / `status` use
+    registry_remote: str = "origin"  # the git remote `ctune registry push` / `pull` / `status` use
     jobs: int = 0  # parallel compiles; 0 = one per CPU core
     compile_timeout_s: float = 120.0
     compile_memory_bytes: int = 12 * 1024**3  # RLIMIT_AS guard per nvcc process group member

@@ -14,7 +14,7 @@ EXIT_GATE_FAILED = 1  # check found stale artifacts / gate found a regression
 EXIT_USER_ERROR = 2  # bad path, bad yaml, unknown objective, schema mismatch
 EXIT_TOOLCHAIN = 3  # nvcc missing, no GPU where one is needed
 EXIT_INCONCLUSIVE = 4  # the gate could not decide (noise too large, too few samples)
-EXIT_REMOTE = 5  # a registry push failed (offline, auth, remote kept moving); local work is kept
+EXIT_REMOTE = 5  # registry push or pull failed (offline, auth, kept moving); local work kept
 EXIT_INTERRUPTED = 130
 
 
@@ -49,7 +49,7 @@ class RegistryError(CtuneError):
 class RemoteError(RegistryError):
     """Sharing the registry failed: no remote, offline, auth, refused, or it kept moving.
 
-    The local commits are intact; running the push again later is the fix.
+    The local commits are intact; running the push (or pull) again later is the fix.
     """
 
     exit_code = EXIT_REMOTE

@@ -6,7 +6,7 @@ and an exit code; ``CTUNE_DEBUG=1`` adds the traceback.
 
 Exit codes: 0 ok; 1 gate or check failed (stale, regressed, unpushed under
 --strict); 2 bad input; 3 toolchain or GPU missing; 4 inconclusive; 5 registry push
-failed (local commits kept); 130 interrupted.
+or pull failed (local commits kept); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ app = typer.Typer(
     help="Tune nvcc/ptxas flags, launch configuration and template parameters of a CUDA "
     "kernel on the real GPU; keep the Pareto-best builds as versioned artifacts.",
     epilog="Exit codes: 0 ok, 1 check/gate failed, 2 bad input, 3 toolchain/GPU missing, "
-    "4 inconclusive, 5 registry push failed (nothing lost locally), 130 interrupted. "
+    "4 inconclusive, 5 registry push/pull failed (nothing lost locally), 130 interrupted. "
     "Set CTUNE_DEBUG=1 for tracebacks.",
     no_args_is_help=True,
     add_completion=False,

@@ -1,5 +1,5 @@
 """``ctune registry``: list, show, diff, pin, export, import, migrate, verify, doctor, push,
-status."""
+pull, status."""
 
 from __future__ import annotations
 
@@ -26,8 +26,9 @@ ctune/pin/<release>/<kernel>/<problem>/<device-class>, SSH-signed when
 gpg.format=ssh and user.signingkey are configured.
 
 Writes never need the network: `push` shares the ref and its pin tags with a
-remote (rebuilding on top when another machine pushed first), `status` lists
-what is not pushed yet (--strict: exit 1 if anything is).
+remote (rebuilding on top when another machine pushed first), `pull` brings the
+remote's ref and pin tags here and writes its artifact files into the registry
+folder, `status` lists what is not pushed yet (--strict: exit 1 if anything is).
 """
 
 registry_app = typer.Typer(name="registry", help=HELP, no_args_is_help=True)
@@ -231,6 +232,19 @@ def push_command(
 
     settings = resolve({"registry": registry, "registry_remote": remote})
     render.pushed(push_registry(settings.registry, ref=ref, remote=settings.registry_remote))
+
+
+@registry_app.command("pull")
+def pull_command(
+    registry: RegistryOpt = None,
+    ref: SyncRefOpt = None,
+    remote: RemoteOpt = None,
+) -> None:
+    """Bring the remote's registry ref and pin tags here; the registry folder shows them."""
+    from ctune.registry.remote import pull_registry
+
+    settings = resolve({"registry": registry, "registry_remote": remote})
+    render.pulled(pull_registry(settings.registry, ref=ref, remote=settings.registry_remote))
 
 
 @registry_app.command("status")

@@ -20,7 +20,14 @@ from ctune.registry.diff import ArtifactDiff
 from ctune.registry.gate import GateReport, Regression, Verdict
 from ctune.registry.layout import ArtifactKey
 from ctune.registry.locks import StaleLock
-from ctune.registry.remote import PushResult, SyncStatus, Tracking, short_ref
+from ctune.registry.remote import (
+    STATUS_LIST_MAX,
+    PullResult,
+    PushResult,
+    SyncStatus,
+    Tracking,
+    short_ref,
+)
 from ctune.registry.schema import Artifact
 from ctune.registry.service import Migration, Pin, Published, VerifyReport
 from ctune.registry.store import Listing, Quarantined
@@ -127,15 +134,67 @@ def pushed(r: PushResult) -> None:
     ref = short_ref(r.ref)
     if r.up_to_date:
         _line(f"{r.remote} {ref} is up to date at {r.commit[:12]}; nothing to push")
-        return
-    before = r.previous[:12] if r.previous else "new"
-    tags = f" and {len(r.tags)} pin tag(s)" if r.tags else ""
-    _line(f"pushed {r.commits} commit(s){tags} to {r.remote} {ref} ({before} -> {r.commit[:12]})")
+    else:
+        before = r.previous[:12] if r.previous else "new"
+        tags = f" and {len(r.tags)} pin tag(s)" if r.tags else ""
+        _line(
+            f"pushed {r.commits} commit(s){tags} to {r.remote} {ref} ({before} -> {r.commit[:12]})"
+        )
     if r.rebuilt or r.rejections:
         raced = f" ({r.rejections} push(es) rejected: it moved first)" if r.rejections else ""
         _line(f"rebuilt {r.rebuilt} commit(s) on {r.remote}'s newer tip{raced}")
     for tag in r.tags:
         _line(f"  tag {tag}")
+    if r.unsynced:
+        _line(
+            f"{ref} gained {r.unsynced} commit(s) from {r.remote} that the registry folder "
+            "does not show yet; `ctune registry pull` writes their artifact files"
+        )
+
+
+def _capped(lines: Sequence[str], what: str) -> None:
+    for text_line in lines[:STATUS_LIST_MAX]:
+        _line(text_line)
+    if len(lines) > STATUS_LIST_MAX:
+        _line(f"... and {len(lines) - STATUS_LIST_MAX} more {what}")
+
+
+def pulled(r: PullResult) -> None:
+    ref = short_ref(r.ref)
+    if r.commit is None:
+        _line(f"neither here nor {r.remote} has {ref}: nothing to pull")
+    elif r.remote_tip is None:
+        _line(f"{r.remote} has no {ref}: nothing to pull")
+    elif not r.gained:
+        _line(f"{ref} already has every commit {r.remote} has ({r.remote_tip[:12]})")
+    else:
+        before = r.previous[:12] if r.previous else "new"
+        _line(f"pulled {r.gained} commit(s) from {r.remote} {ref} ({before} -> {r.commit[:12]})")
+    if r.rebuilt:
+        _line(f"rebuilt {r.rebuilt} unpushed commit(s) on {r.remote}'s tip")
+    if r.unpushed:
+        _line(f"{r.unpushed} commit(s) not on {r.remote} yet; `ctune registry push` shares them")
+    if r.written:
+        _line(f"wrote {len(r.written)} artifact file(s) of {ref} into the registry folder")
+        _capped([f"  wrote {key}" for key in r.written], "artifact file(s)")
+    if r.tags:
+        _line(f"brought {len(r.tags)} pin tag(s) from {r.remote}")
+    for tag in r.tags:
+        _line(f"  tag {tag}")
+    for tag in r.tag_conflicts:
+        warn_line(
+            f"pin tag {tag} exists here pointing elsewhere than on {r.remote}; kept this one "
+            "(pins are immutable): delete it and pin under a new release name to share it"
+        )
+    _capped(
+        [
+            f"local-only {path}: not on {ref}, kept (import it, or remove it)"
+            for path in r.local_only
+        ],
+        "local-only file(s)",
+    )
+    for path in r.skipped:
+        warn_line(f"not written {path}: on {ref}, but not an artifact file ctune can place")
 
 
 def sync_status(s: SyncStatus) -> None:
@@ -162,7 +221,15 @@ def sync_status(s: SyncStatus) -> None:
     else:
         _line(f"{ref} is up to date with {where} (as of the last fetch or push)")
     if s.behind:
-        _line(f"{s.remote} has {s.behind} commit(s) not here; a push rebuilds on top of them")
+        _line(
+            f"behind: {s.remote} has {s.behind} commit(s) not here; run `ctune registry pull` "
+            "(a push also rebuilds on top of them)"
+        )
+    if s.folder_behind:
+        _line(
+            f"the registry folder lacks {s.folder_behind} artifact file(s) of {ref} (or holds "
+            "other versions); run `ctune registry pull`"
+        )
     for c in s.commits:
         keys = ", ".join(c.keys) or "no artifacts"
         other = f" (+{c.other_paths} other path(s))" if c.other_paths else ""

@@ -29,7 +29,8 @@ Decision (documented here because it is the registry's central trade-off):
 - Writes never touch the network and never need a remote (G9): a commit
   with no remote, offline or without credentials succeeds locally and is
   *unpushed* until ``ctune registry push`` shares it
-  (:mod:`ctune.registry.remote`, which also says what ``status`` lists).
+  (:mod:`ctune.registry.remote`, which also says what ``pull`` and
+  ``status`` do).
   Pushing never forces: when another machine pushed first, our new commits
   are rebuilt on the fetched tip with this same private-index plumbing and
   the local ref moves by compare-and-swap (G2). Shallow clones work for
@@ -52,7 +53,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
@@ -66,6 +67,9 @@ ZERO_SHA = "0" * 40
 #: A network command (ls-remote, fetch, push) still running after this is killed, so an
 #: unreachable host that never answers cannot hang a CI job.
 NETWORK_TIMEOUT_S = 120.0
+#: Objects asked of one ``cat-file --batch``: bounds the bytes held at once (artifacts are
+#: ~1 MB at most, schema.MAX_BYTES caps them at 16 MiB).
+_BATCH = 64
 # Never prompt: ctune runs in CI and scripts, where a prompt is a hang (credential
 # helpers and SSH agents still work).
 _NETWORK_ENV = {"GIT_TERMINAL_PROMPT": "0", "GCM_INTERACTIVE": "never"}
@@ -93,6 +97,16 @@ class TreeChange:
 
     mode: str
     sha: str
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class TreeEntry:
+    """One entry of ``ls-tree -r``; ``size_bytes`` is None for a submodule."""
+
+    mode: str
+    sha: str
+    size_bytes: int | None
     path: str
 
 
@@ -286,35 +300,72 @@ class GitRegistry:
 
     # --- reads from git objects ---------------------------------------------
 
-    def ls_tree(self, rev: str, under: str = "") -> list[tuple[str, str, str]]:
-        """(mode, sha, path) of every blob under ``under`` at ``rev``."""
+    def ls_tree(self, rev: str, under: str = "") -> list[TreeEntry]:
+        """Every blob (and link, and submodule) under ``under`` at ``rev``, with sizes."""
         commit = self.resolve_or_fail(rev)
-        args = ["ls-tree", "-r", "-z", "--full-tree", commit]
+        args = ["ls-tree", "-r", "-z", "-l", "--full-tree", commit]
         if under:
             args += ["--", under]
         entries = []
         for item in self.out(*args).split("\0"):
             if item:
                 meta, path = item.split("\t", 1)
-                mode, _, sha = meta.split(" ")
-                entries.append((mode, sha, path))
+                mode, _, sha, size = meta.split()
+                entries.append(TreeEntry(mode, sha, int(size) if size.isdigit() else None, path))
         return entries
 
     def read_blob(self, rev: str, path: str) -> bytes:
         """Bytes of ``path`` at ``rev``; symlinks and oversized blobs refused."""
-        entries = [e for e in self.ls_tree(rev, path) if e[2] == path]
+        entries = [e for e in self.ls_tree(rev, path) if e.path == path]
         if not entries:
             raise RegistryError(f"{path} does not exist at {rev}")
-        mode, sha, _ = entries[0]
-        if mode == "120000":
+        entry = entries[0]
+        if entry.mode == "120000":
             raise RegistryError(f"{path} at {rev} is a symlink; the registry refuses symlinks")
-        size = int(self.out("cat-file", "-s", sha).strip())
-        if size > schema.MAX_BYTES:
-            raise RegistryError(f"{path} at {rev}: {size} bytes is over the cap")
-        status, data, err = self.run("cat-file", "blob", sha, binary=True)
+        if entry.size_bytes is None or entry.size_bytes > schema.MAX_BYTES:
+            raise RegistryError(f"{path} at {rev}: {entry.size_bytes} bytes is over the cap")
+        data = self.read_blobs([entry.sha]).get(entry.sha)
+        if data is None:
+            raise RegistryError(f"cannot read {path} at {rev}: blob {entry.sha[:12]} is missing")
+        return data
+
+    def read_blobs(self, shas: Sequence[str]) -> dict[str, bytes]:
+        """{sha: bytes} of each blob that exists, one ``cat-file --batch`` per chunk."""
+        found: dict[str, bytes] = {}
+        for start in range(0, len(shas), _BATCH):
+            data = self._batch("--batch", shas[start : start + _BATCH])
+            pos = 0
+            while pos < len(data):
+                end = data.index(b"\n", pos)
+                header = data[pos:end].split()
+                pos = end + 1
+                if len(header) != 3:
+                    continue  # "<sha> missing": no content follows
+                size = int(header[2])
+                if header[1] == b"blob":
+                    found[header[0].decode()] = data[pos : pos + size]
+                pos += size + 1
+        return found
+
+    def known_objects(self, shas: Sequence[str]) -> set[str]:
+        """Those of ``shas`` the object database holds (``cat-file --batch-check``)."""
+        lines = self._batch("--batch-check", shas).decode().splitlines() if shas else []
+        return {ln.split()[0] for ln in lines if ln and not ln.endswith(" missing")}
+
+    def _batch(self, mode: str, shas: Sequence[str]) -> bytes:
+        status, data, err = self.run(
+            "cat-file", mode, stdin="".join(f"{s}\n" for s in shas).encode(), binary=True
+        )
         if status != 0:
-            raise RegistryError(f"cannot read {path} at {rev}: {err.strip()[:200]}")
+            raise RegistryError(f"git cat-file {mode} failed: {err.strip()[:200]}")
         return bytes(data)
+
+    def hash_files(self, paths: Sequence[Path]) -> list[str]:
+        """The blob id each file's bytes would have (nothing is written), in order."""
+        if not paths:
+            return []
+        listing = "".join(f"{p}\n" for p in paths).encode()
+        return self.out("hash-object", "--no-filters", "--stdin-paths", stdin=listing).split()
 
     # --- writes -------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Sharing the registry between machines: ``push`` and ``status`` (RELIABILITY G2, G9).
+"""Sharing the registry between machines: ``push``, ``pull``, ``status`` (RELIABILITY G2, G9).
 
 Decision (documented here because it is what makes sharing safe):
 
@@ -25,18 +25,35 @@ Decision (documented here because it is what makes sharing safe):
 - When the registry ref is the checked-out branch, the rebuild also moves
   the index and worktree (``read-tree -m -u``, which refuses to overwrite a
   local change), so the other machines' artifacts appear as files and
-  ``git status`` stays clean.
+  ``git status`` stays clean. When it is not (``refs/heads/ctune/registry``
+  in CI), a push leaves the registry folder as it was and says so: writing
+  files is ``pull``'s job.
+- ``ctune registry pull`` is the read side, for machines that never push
+  too: the same fetch, then the same step as a push's rebuild
+  (:meth:`_Link.integrate`): fast-forward when nothing here is unpushed,
+  else the unpushed commits rebuilt on the fetched tip and never-pushed pin
+  tags re-pointed with them; a same-path conflict stops it with one line,
+  nothing moved. The remote's pin tags this machine lacks become local tags
+  (created, never overwritten: a local pin of the same name pointing
+  elsewhere is kept and reported). Then the registry folder shows the ref:
+  git moves the worktree of a checked-out ref, else
+  :mod:`ctune.registry.folder` writes the ref's artifact files, refusing
+  before anything moves when a local change is in the way, and deleting
+  nothing (files the ref lacks are listed as local-only). It never pushes.
 - A remote whose ref lost history this machine saw there (force-pushed or
-  deleted) is not pushed onto: that would resurrect what someone removed.
-  The push stops with one line until a person accepts the rewrite (G10).
+  deleted) is neither pushed onto nor pulled: that would resurrect or drop
+  what someone removed. The command stops with one line until a person
+  accepts the rewrite (G10).
 - What the remote has is what was last fetched or pushed: the
   remote-tracking ref (``refs/remotes/<remote>/<branch>``) and a copy of its
   pin tags under ``refs/ctune/remote-tags/<remote>/``. ``status`` reads only
-  those, so it works offline; ``status --fetch`` and every push refresh them.
+  those, so it works offline; ``status --fetch``, every push and every pull
+  refresh them. ``status`` says when the remote is ahead (run ``pull``) and,
+  for a ref that is not checked out, when the registry folder lags the ref.
 - Offline, auth failure, no repository at the address, a timeout, a refusal
   by the remote, or a remote that kept moving: one line and
   :class:`~ctune.errors.RemoteError` (exit 5), saying that nothing is lost
-  and how many commits wait locally.
+  (a pull: nothing changed here) and how many commits wait locally.
 """
 
 from __future__ import annotations
@@ -47,8 +64,10 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Literal
 
 from ctune.errors import RegistryError, RemoteError, UserError
+from ctune.registry import folder
 from ctune.registry import git as git_module
 from ctune.registry.git import GitRegistry
 from ctune.registry.layout import PIN_PREFIX, key_from_relpath
@@ -63,6 +82,8 @@ PUSH_BUDGET_S = 180.0
 #: pushers that collided spread out instead of colliding again).
 PUSH_BACKOFF_BASE_S = 0.1
 PUSH_BACKOFF_CAP_S = 5.0
+#: A pull retries this often when the local ref moves under it (a plain `git commit`).
+PULL_MAX_ATTEMPTS = 5
 #: ``status`` names at most this many unpushed commits, then counts the rest.
 STATUS_LIST_MAX = 20
 #: Where ctune keeps its copy of a remote's pin tags (git has no remote-tracking tags).
@@ -177,10 +198,41 @@ class PushResult:
     tags: tuple[str, ...]  # pin tags pushed
     rejections: int  # pushes refused because another machine pushed first
     rebuilt: int  # commits rebuilt on a newer remote tip
+    #: the remote's commits the ref gained while the registry folder stayed as it was (the
+    #: ref is not checked out): ``ctune registry pull`` writes their artifact files
+    unsynced: int = 0
 
     @property
     def up_to_date(self) -> bool:
         return self.commit == self.previous and not self.tags
+
+
+@dataclass(frozen=True, slots=True)
+class PullResult:
+    ref: str
+    remote: str
+    commit: str | None  # the local tip now; None: neither side has the ref
+    previous: str | None  # the local tip before this pull; None: the ref was new here
+    remote_tip: str | None  # None: the remote has no such ref
+    gained: int  # the remote's commits the local ref gained
+    rebuilt: int  # unpushed commits rebuilt on the remote's tip
+    unpushed: int  # commits the remote still lacks (``ctune registry push`` shares them)
+    tags: tuple[str, ...]  # pin tags brought here
+    tag_conflicts: tuple[str, ...]  # remote pin tags named like a local one elsewhere: ours kept
+    checked_out: bool  # the ref is the checked-out branch: git moved worktree and index
+    written: tuple[str, ...]  # artifact keys written into the registry folder
+    local_only: tuple[str, ...]  # artifact files the folder has and the ref lacks: kept
+    skipped: tuple[str, ...]  # *.json on the ref below the registry root that are not artifacts
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """What :meth:`_Link.integrate` did."""
+
+    tip: str  # the local ref now
+    rebuilt: int  # commits rebuilt on the remote tip
+    written: tuple[str, ...]  # artifact keys written into the registry folder
+    diff: folder.FolderDiff | None  # the folder against ``tip`` before writing; None: not synced
 
 
 class Tracking(enum.Enum):
@@ -214,6 +266,7 @@ class SyncStatus:
     tag_conflicts: tuple[str, ...]  # pin tags the remote has pointing elsewhere
     behind: int  # commits the remote-tracking ref has that the local ref lacks
     fetch_error: str = ""  # set when --fetch could not reach the remote
+    folder_behind: int = 0  # artifact files of the ref the folder lacks or holds other bytes of
 
     @property
     def unpushed(self) -> bool:
@@ -231,9 +284,12 @@ class _Seen:
 class _Link:
     """One registry ref and one remote, as seen from this repository."""
 
-    def __init__(self, reg: GitRegistry, remote: str) -> None:
+    def __init__(
+        self, reg: GitRegistry, remote: str, action: Literal["push", "pull"] = "push"
+    ) -> None:
         self.reg = reg
         self.remote = check_remote_name(remote)
+        self.action = action  # "push" or "pull": what the messages tell a person to run again
         self.ref = reg.target_ref()
         self.tracking = tracking_ref(self.ref, remote)
         self.tag_copies = f"{TAG_COPIES}/{remote}/"
@@ -267,15 +323,21 @@ class _Link:
     def kept_locally(self) -> str:
         commits, tags = self.waiting()
         extra = f" and {tags} pin tag(s)" if tags else ""
-        return f"nothing is lost: {commits} commit(s){extra} are kept locally"
+        lead = "nothing is lost" if self.action == "push" else "nothing changed here"
+        return f"{lead}: {commits} commit(s){extra} are kept locally"
+
+    def doing(self) -> str:
+        """``push ctune/registry to origin`` / ``pull ctune/registry from origin``."""
+        way = "to" if self.action == "push" else "from"
+        return f"{self.action} {short_ref(self.ref)} {way} {self.remote}"
 
     def failure(self, stderr: str) -> RemoteError:
-        """One line for a failed ls-remote, fetch or push (all part of pushing)."""
+        """One line for a failed ls-remote, fetch or push."""
         what, todo = classify_failure(stderr, self.remote)
         self.last_failure = what
         return RemoteError(
-            f"cannot push {short_ref(self.ref)} to {self.remote} ({self.url}): {what}; "
-            f"{todo}, then run `ctune registry push` again ({self.kept_locally()})"
+            f"cannot {self.doing()} ({self.url}): {what}; "
+            f"{todo}, then run `ctune registry {self.action}` again ({self.kept_locally()})"
         )
 
     def fetch(self) -> _Seen:
@@ -318,29 +380,34 @@ class _Link:
         """History the remote had is gone: rebuilding on it would resurrect or fork (G10)."""
         return RegistryError(
             f"{self.remote}'s {short_ref(self.ref)} {what}: {before[:12]}, which this machine "
-            f"last saw there, is not in its history; ctune never pushes on top of a rewrite: "
-            f"find out why, then accept it with `git update-ref -d {self.tracking}` and push "
+            f"last saw there, is not in its history; ctune never builds on a rewrite: find out "
+            f"why, then accept it with `git update-ref -d {self.tracking}` and {self.action} "
             f"again ({self.kept_locally()})"
         )
 
     # --- bringing the local ref onto the remote's tip -----------------------
 
-    def integrate(self, seen: _Seen) -> tuple[str, int] | None:
-        """Make the local ref contain the remote tip: (new local tip, commits rebuilt).
+    def integrate(self, seen: _Seen, *, sync_folder: bool = False) -> _Step | None:
+        """Make the local ref contain the remote tip (created when it does not exist here).
 
-        None when the local ref moved under us (a plain ``git commit``): try again.
+        Fast-forward when nothing of ours is missing there, else our commits
+        rebuilt on the remote tip (:meth:`GitRegistry.rebuild`), pin tags not
+        yet pushed re-pointed with them. ``sync_folder`` (pull): when the ref
+        is not checked out, the registry folder then shows the new tip
+        (:mod:`ctune.registry.folder`), checked before anything moves. None
+        when the local ref moved under us (a plain ``git commit``): try again.
         """
         reg = self.reg
         with reg.writer_lock():
             local = reg.tip(self.ref)
             remote_tip = seen.tip
-            if local is None:
-                raise RegistryError(f"{self.ref} does not exist here: nothing to push")
-            if remote_tip is None or remote_tip == local or reg.is_ancestor(remote_tip, local):
-                return local, 0
             mapping: dict[str, str] = {}
-            if reg.is_ancestor(local, remote_tip):
+            if remote_tip is None or remote_tip == local:
+                new = local
+            elif local is None or reg.is_ancestor(local, remote_tip):
                 new = remote_tip  # nothing of ours is missing there: fast-forward
+            elif reg.is_ancestor(remote_tip, local):
+                new = local
             else:
                 commits = reg.out(
                     "rev-list", "--reverse", "--first-parent", local, f"^{remote_tip}", "--"
@@ -348,10 +415,20 @@ class _Link:
                 self._refuse_incomplete(commits)
                 self._refuse_conflicts(local, remote_tip)
                 new, mapping = reg.rebuild(commits, remote_tip)
-            if not self._move(local, new):
-                return None
-            self._repoint_tags(mapping, seen)
-        return new, len(mapping)
+            if new is None:
+                raise RegistryError(
+                    f"{self.ref} exists neither here nor on {self.remote}: nothing to {self.action}"
+                )
+            diff = None
+            if sync_folder and self.ref != reg.head_branch():
+                diff = folder.compare(reg, new)
+                self._refuse_blocked(diff)
+            if new != local:
+                if not self._move(local, new):
+                    return None
+                self._repoint_tags(mapping, seen)
+            written = folder.write(reg, diff) if diff else ()
+        return _Step(new, len(mapping), written, diff)
 
     def _refuse_incomplete(self, commits: list[str]) -> None:
         cut = self.reg.shallow_commits().intersection(commits)
@@ -359,7 +436,7 @@ class _Link:
             raise RegistryError(
                 f"cannot rebuild {short_ref(self.ref)} on {self.remote}'s tip: this shallow "
                 f"clone lacks the history below {sorted(cut)[0][:12]}; run `git fetch "
-                f"--unshallow {self.remote}` and push again ({self.kept_locally()})"
+                f"--unshallow {self.remote}` and {self.action} again ({self.kept_locally()})"
             )
 
     def _refuse_conflicts(self, local: str, remote_tip: str) -> None:
@@ -377,10 +454,22 @@ class _Link:
         more = f" (and {len(both) - 1} more)" if len(both) > 1 else ""
         remote_ref = short_ref(self.tracking.removeprefix("refs/remotes/"))
         raise RegistryError(
-            f"cannot push {short_ref(self.ref)}: {path}{more} was changed both here and on "
+            f"cannot {self.doing()}: {path}{more} was changed both here and on "
             f"{self.remote} (another machine published {what} differently); compare with "
             f"`ctune registry diff {remote_ref}:{what} {short_ref(self.ref)}:{what}`, keep one "
-            f"with git, then push again ({self.kept_locally()})"
+            f"with git, then {self.action} again ({self.kept_locally()})"
+        )
+
+    def _refuse_blocked(self, diff: folder.FolderDiff) -> None:
+        """Stop when a local change is where the ref's artifact file would be written."""
+        if not diff.blocked:
+            return
+        path, why = diff.blocked[0]
+        more = f" (and {len(diff.blocked) - 1} more)" if len(diff.blocked) > 1 else ""
+        raise RegistryError(
+            f"cannot {self.doing()}: {path} {why}{more}, and {short_ref(self.ref)} has another "
+            f"version there; move it away (or commit it with `ctune registry import`), then "
+            f"{self.action} again ({self.kept_locally()})"
         )
 
     def _key_of(self, path: str) -> str | None:
@@ -392,23 +481,27 @@ class _Link:
         except (ValueError, UserError):
             return None
 
-    def _move(self, local: str, new: str) -> bool:
-        """Compare-and-swap the local ref; the checked-out branch brings its worktree along."""
+    def _move(self, local: str | None, new: str) -> bool:
+        """Compare-and-swap the local ref (None: create it); the checked-out branch brings
+        its worktree along."""
         reg = self.reg
         checked_out = self.ref == reg.head_branch()
+        before = local or reg.empty_tree()  # an unborn checked-out branch: from nothing
         if checked_out:
-            complaint = reg.checkout_move(local, new)
+            complaint = reg.checkout_move(before, new)
             if complaint:
                 first = complaint.splitlines()[0].removeprefix("error: ")
                 raise RegistryError(
                     f"cannot bring {self.remote}'s new commits into this checkout: {first}; "
-                    f"commit or stash that change, then push again ({self.kept_locally()})"
+                    f"commit or stash that change, then {self.action} again "
+                    f"({self.kept_locally()})"
                 )
-        message = f"ctune: rebuilt on {self.remote}'s {short_ref(self.ref)}"
+        verb = "rebuilt on" if self.action == "push" else "pulled"
+        message = f"ctune: {verb} {self.remote}'s {short_ref(self.ref)}"
         if reg.update_ref(self.ref, new, local, message):
             return True
         if checked_out:
-            reg.checkout_move(new, local)  # the ref stayed: so does the worktree
+            reg.checkout_move(new, before)  # the ref stayed: so does the worktree
         return False
 
     def _repoint_tags(self, mapping: dict[str, str], seen: _Seen) -> None:
@@ -430,6 +523,26 @@ class _Link:
                 flags=re.MULTILINE,
             )
             reg.retag(name, moved[target], message, sign=reg.can_sign())
+
+    def adopt_tags(self, seen: _Seen) -> tuple[list[str], list[str]]:
+        """Create the remote's pin tags this machine lacks: (adopted, clashing names).
+
+        Each is created only where no local tag of that name exists (update-ref
+        with the zero old value), so a local pin is never overwritten: a name
+        held here pointing elsewhere is reported, as ``status`` does.
+        """
+        local = self.reg.refs_under(_PIN_REFS)
+        adopted, clashes = [], []
+        for name, oid in sorted(seen.tags.items()):
+            ref = f"refs/tags/{name}"
+            mine = local.get(ref)
+            if mine == oid:
+                continue
+            if mine is None and self.reg.update_ref(ref, oid, None, f"ctune: pull {name}"):
+                adopted.append(name)
+            else:
+                clashes.append(name)
+        return adopted, clashes
 
     # --- pushing ------------------------------------------------------------
 
@@ -501,23 +614,38 @@ def push_registry(
         link = _Link(reg, remote)
         if link.url is None:
             raise RemoteError(_no_remote(link))
-        if reg.tip(link.ref) is None:
+        before = reg.tip(link.ref)
+        if before is None:
             raise RegistryError(f"{link.ref} does not exist here yet: nothing to push")
+        checked_out = link.ref == reg.head_branch()
         rejections = rebuilt = 0
         for attempt in range(1, max_attempts + 1):
             seen = link.fetch()
             step = link.integrate(seen)
             if step is not None:
-                new, n = step
-                rebuilt = max(rebuilt, n)  # the same commits may be rebuilt on each new tip
+                new = step.tip
+                rebuilt = max(rebuilt, step.rebuilt)  # the same commits, rebuilt on each new tip
                 tags = link.tags_to_push(seen, new)
+                unsynced = 0
+                if seen.tip is not None and not checked_out:
+                    unsynced = reg.count(seen.tip, f"^{before}")
                 if new == seen.tip and not tags:
-                    return PushResult(link.ref, remote, new, new, 0, (), rejections, rebuilt)
+                    return PushResult(
+                        link.ref, remote, new, new, 0, (), rejections, rebuilt, unsynced
+                    )
                 gained = reg.count(new, *link.not_on_remote())
                 if link.push(new, tags):
                     link.record_pushed(new, tags)
                     return PushResult(
-                        link.ref, remote, new, seen.tip, gained, tuple(tags), rejections, rebuilt
+                        link.ref,
+                        remote,
+                        new,
+                        seen.tip,
+                        gained,
+                        tuple(tags),
+                        rejections,
+                        rebuilt,
+                        unsynced,
                     )
                 rejections += 1
             delay = random.uniform(0, min(PUSH_BACKOFF_CAP_S, PUSH_BACKOFF_BASE_S * 2**attempt))
@@ -536,8 +664,61 @@ def _no_remote(link: _Link) -> str:
     return (
         f"no remote {link.remote} in {link.reg.top}: add one with `git remote add "
         f"{link.remote} URL` (or choose one with --remote / CTUNE_REGISTRY_REMOTE), then run "
-        f"`ctune registry push` ({link.kept_locally()})"
+        f"`ctune registry {link.action}` ({link.kept_locally()})"
     )
+
+
+def pull_registry(
+    root: Path,
+    *,
+    ref: str | None = None,
+    remote: str = "origin",
+    max_attempts: int = PULL_MAX_ATTEMPTS,
+) -> PullResult:
+    """Bring ``remote``'s registry ref and pin tags here without losing anything.
+
+    Fetch; fast-forward the local ref, or rebuild its unpushed commits on the
+    fetched tip as a push does; create the remote's pin tags this machine
+    lacks; make the registry folder show the ref (git moves the worktree when
+    the ref is checked out, else :mod:`ctune.registry.folder` writes the
+    artifact files). Never pushes.
+    """
+    with GitRegistry(root, ref) as reg:
+        link = _Link(reg, remote, "pull")
+        if link.url is None:
+            raise RemoteError(_no_remote(link))
+        step = None
+        for _ in range(max_attempts):
+            seen = link.fetch()
+            previous = reg.tip(link.ref)
+            if seen.tip is None and previous is None:
+                break  # nothing to bring in but pins
+            step = link.integrate(seen, sync_folder=True)
+            if step is not None:
+                break
+        else:
+            raise RegistryError(
+                f"cannot {link.doing()}: {link.ref} kept moving here ({max_attempts} tries; "
+                f"is another git command committing to it?); pull again when it is done"
+            )
+        tags, clashes = link.adopt_tags(seen)
+        diff = step.diff if step else None
+        return PullResult(
+            ref=link.ref,
+            remote=remote,
+            commit=step.tip if step else None,
+            previous=previous,
+            remote_tip=seen.tip,
+            gained=reg.count(seen.tip, *([f"^{previous}"] if previous else [])) if seen.tip else 0,
+            rebuilt=step.rebuilt if step else 0,
+            unpushed=reg.count(step.tip, *link.not_on_remote()) if step else 0,
+            tags=tuple(tags),
+            tag_conflicts=tuple(clashes),
+            checked_out=link.ref == reg.head_branch(),
+            written=step.written if step else (),
+            local_only=diff.local_only if diff else (),
+            skipped=diff.skipped if diff else (),
+        )
 
 
 def registry_status(
@@ -591,7 +772,11 @@ def registry_status(
                 tags.append(name)
             elif theirs != oid:
                 conflicts.append(name)
-        behind = reg.count(seen.tip, f"^{local}") if seen.tip and local else 0
+        behind = reg.count(seen.tip, *([f"^{local}"] if local else [])) if seen.tip else 0
+        folder_behind = 0
+        if local is not None and link.ref != reg.head_branch():
+            diff = folder.compare(reg, local)
+            folder_behind = len(diff.missing) + len(diff.blocked)
         return SyncStatus(
             link.ref,
             remote,
@@ -605,6 +790,7 @@ def registry_status(
             tuple(conflicts),
             behind,
             fetch_error,
+            folder_behind,
         )
 
 
@@ -625,11 +811,13 @@ __all__ = [
     "PUSH_BACKOFF_CAP_S",
     "PUSH_BUDGET_S",
     "PUSH_MAX_ATTEMPTS",
+    "PullResult",
     "PushResult",
     "SyncStatus",
     "Tracking",
     "UnpushedCommit",
     "classify_failure",
+    "pull_registry",
     "push_registry",
     "redact_url",
     "registry_status",

@@ -26,7 +26,7 @@ def _load_support() -> None:
 
 _load_support()
 
-from registry_support import GIT_IDENTITY, Run, init_repo  # noqa: E402
+from registry_support import GIT_IDENTITY, Run, git, init_repo  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -72,3 +72,24 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp
         return code, out.out, out.err
 
     return run
+
+
+@pytest.fixture
+def bare(tmp_path: Path) -> Path:
+    """The shared remote, holding the project's main branch (one commit)."""
+    seed = init_repo(tmp_path / "seed")
+    path = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(path))
+    git(seed, "push", "-q", str(path), "main")
+    return path
+
+
+@pytest.fixture
+def machines(tmp_path: Path, bare: Path) -> list[Path]:
+    """Clones of the remote: machines[i] / "registry" is where machine i publishes."""
+    made = []
+    for i in range(4):
+        path = tmp_path / f"machine{i}"
+        git(tmp_path, "clone", "-q", str(bare), str(path))
+        made.append(path)
+    return made

@@ -147,6 +147,33 @@ def one_line_error(err: str, *needles: str) -> None:
         assert needle in lines[0], lines[0]
 
 
+# --- sharing: a bare repository as the remote, clones as machines ---------------
+
+REF = "ctune/registry"  # the registry ref machines share, checked out nowhere (the CI set-up)
+
+
+def rel_of(a: Artifact) -> str:
+    """Where ``a`` lives in a machine's repository (registry folder ``registry/``)."""
+    return f"registry/{a.kernel}/{a.problem}/{a.device_class}.json"
+
+
+def remote_files(bare: Path, ref: str = REF) -> dict[str, bytes]:
+    """Every registry file at the remote's ref, byte for byte."""
+    names = git(bare, "ls-tree", "-r", "--name-only", ref, "--", "registry").split()
+    return {n: git_blob(bare, f"{ref}:{n}") for n in names}
+
+
+def git_blob(repo: Path, spec: str) -> bytes:
+    return subprocess.run(
+        ["git", "cat-file", "blob", spec], cwd=repo, capture_output=True, check=True
+    ).stdout
+
+
+def git_tip(repo: Path, ref: str) -> str:
+    """The commit ``ref`` names in ``repo``; "" when it does not exist."""
+    return git(repo, "rev-parse", "--verify", "-q", ref, check=False).strip()
+
+
 def init_repo(path: Path) -> Path:
     """A repository with one commit on main, a README, and a fixed identity."""
     path.mkdir(parents=True, exist_ok=True)

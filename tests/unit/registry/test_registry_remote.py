@@ -14,11 +14,21 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from registry_support import DEVICE, Run, git, init_repo, make_artifact, one_line_error
+from registry_support import (
+    DEVICE,
+    REF,
+    Run,
+    git,
+    git_blob,
+    git_tip,
+    make_artifact,
+    one_line_error,
+    rel_of,
+    remote_files,
+)
 
 import ctune
 from ctune.errors import RegistryError, RemoteError
@@ -32,56 +42,11 @@ from ctune.registry.remote import (
     redact_url,
     registry_status,
 )
-from ctune.registry.schema import Artifact, encode
+from ctune.registry.schema import encode
 from ctune.registry.service import pin_artifact, publish_artifact, verify_registry
 from ctune.registry.store import write_result
 
-REF = "ctune/registry"
 SUPPORT = Path(__file__).with_name("registry_support.py")
-
-
-def _rel(a: Artifact) -> str:
-    return f"registry/{a.kernel}/{a.problem}/{a.device_class}.json"
-
-
-def _on_remote(bare: Path, ref: str = REF) -> dict[str, bytes]:
-    """Every registry file at the remote's ref, byte for byte."""
-    names = git(bare, "ls-tree", "-r", "--name-only", ref, "--", "registry").split()
-    return {n: _blob(bare, f"{ref}:{n}") for n in names}
-
-
-def _blob(repo: Path, spec: str) -> bytes:
-    return subprocess.run(
-        ["git", "cat-file", "blob", spec], cwd=repo, capture_output=True, check=True
-    ).stdout
-
-
-def _tip(repo: Path, ref: str) -> str:
-    return git(repo, "rev-parse", "--verify", "-q", ref, check=False).strip()
-
-
-@pytest.fixture
-def bare(tmp_path: Path) -> Path:
-    """The shared remote, holding the project's main branch (one commit)."""
-    seed = init_repo(tmp_path / "seed")
-    path = tmp_path / "remote.git"
-    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(path))
-    git(seed, "push", "-q", str(path), "main")
-    return path
-
-
-@pytest.fixture
-def machines(tmp_path: Path, bare: Path) -> Iterator[list[Path]]:
-    """Clones of the remote: machines[i] / "registry" is where machine i publishes."""
-    made: list[Path] = []
-
-    def clone(i: int) -> Path:
-        path = tmp_path / f"machine{i}"
-        git(tmp_path, "clone", "-q", str(bare), str(path))
-        return path
-
-    made.extend(clone(i) for i in range(4))
-    yield made
 
 
 def test_push_of_a_fresh_registry(cli: Run, bare: Path, machines: list[Path]) -> None:
@@ -100,8 +65,8 @@ def test_push_of_a_fresh_registry(cli: Run, bare: Path, machines: list[Path]) ->
     code, out, _ = cli("registry", "push", *reg)
     assert code == 0, out
     assert out.startswith(f"pushed 1 commit(s) to origin {REF} (new -> ")
-    assert _on_remote(bare) == {_rel(artifact): encode(artifact)}
-    assert _tip(bare, REF) == _tip(a, REF) == _tip(a, f"refs/remotes/origin/{REF}")
+    assert remote_files(bare) == {rel_of(artifact): encode(artifact)}
+    assert git_tip(bare, REF) == git_tip(a, REF) == git_tip(a, f"refs/remotes/origin/{REF}")
     code, out, _ = cli("registry", "status", "--strict", *reg)
     assert code == 0 and "is up to date with origin" in out
     code, out, _ = cli("registry", "push", *reg)
@@ -121,13 +86,13 @@ def test_second_machine_rebuilds_on_the_first(bare: Path, machines: list[Path]) 
     result = push_registry(b / "registry", ref=REF)
     assert result.rebuilt == 1 and result.commits == 1 and result.tags == (pin.tag,)
     # nothing lost, byte for byte, and B's commit kept its author and message
-    assert _on_remote(bare) == {_rel(first): encode(first), _rel(second): encode(second)}
+    assert remote_files(bare) == {rel_of(first): encode(first), rel_of(second): encode(second)}
     assert git(bare, "log", "--format=%s|%an|%ad", "-1", REF) == git(
         b, "log", "--format=%s|%an|%ad", "-1", own.commit
     )
-    assert _tip(b, REF) == _tip(bare, REF) == result.commit
+    assert git_tip(b, REF) == git_tip(bare, REF) == result.commit
     # the pin followed its commit to the rebuilt copy: still an ancestor, digest intact
-    assert _tip(bare, f"{pin.tag}^{{commit}}") == result.commit
+    assert git_tip(bare, f"{pin.tag}^{{commit}}") == result.commit
     assert f"commit: {result.commit}" in git(bare, "tag", "-l", "--format=%(contents)", pin.tag)
     report = verify_registry(b / "registry", ref=REF)
     assert report.ok and report.pins[0].problems == ()
@@ -162,7 +127,7 @@ def test_rejected_push_fetches_rebuilds_and_retries(
     code, out, err = cli("registry", "push", "--registry", str(b / "registry"), "--ref", REF)
     assert code == 0, err
     assert "rebuilt 1 commit(s) on origin's newer tip (1 push(es) rejected" in out
-    assert _on_remote(bare) == {_rel(x): encode(x) for x in (early, late, mine)}
+    assert remote_files(bare) == {rel_of(x): encode(x) for x in (early, late, mine)}
     assert int(git(bare, "rev-list", "--count", REF)) == 3
     assert git(bare, "fsck", "--no-dangling") == ""
 
@@ -176,27 +141,27 @@ def test_checked_out_branch_gets_the_other_machines_files(
     push_registry(a / "registry")
     publish_artifact(b / "registry", mine)
     # an untracked file where origin's artifact would land: the push must not clobber it
-    blocker = b / _rel(theirs)
+    blocker = b / rel_of(theirs)
     blocker.parent.mkdir(parents=True, exist_ok=True)
     blocker.write_text("a person's notes\n")
-    before = _tip(b, "main")
+    before = git_tip(b, "main")
     code, _, err = cli("registry", "push", "--registry", str(b / "registry"))
     assert code == 2
     one_line_error(err, "commit or stash", "nothing is lost: 1 commit(s)")
-    assert _tip(b, "main") == before and blocker.read_text() == "a person's notes\n"
+    assert git_tip(b, "main") == before and blocker.read_text() == "a person's notes\n"
 
     blocker.unlink()
     code, _, err = cli("registry", "push", "--registry", str(b / "registry"))
     assert code == 0, err
-    assert (b / _rel(theirs)).read_bytes() == encode(theirs)
+    assert (b / rel_of(theirs)).read_bytes() == encode(theirs)
     assert git(b, "status", "--porcelain") == ""
-    assert _tip(b, "main") == _tip(bare, "main")
+    assert git_tip(b, "main") == git_tip(bare, "main")
     assert git(bare, "ls-tree", "--name-only", "main").split() == ["README.md", "registry"]
     # a later artifact on A fast-forwards B's worktree on B's next push (nothing of B's new)
     publish_artifact(a / "registry", later)
     push_registry(a / "registry")
     assert push_registry(b / "registry").up_to_date
-    assert (b / _rel(later)).read_bytes() == encode(later)
+    assert (b / rel_of(later)).read_bytes() == encode(later)
     assert git(b, "status", "--porcelain") == ""
 
 
@@ -226,8 +191,15 @@ def test_concurrent_pushes_from_four_machines_lose_nothing(
     env = {**os.environ, "PYTHONPATH": str(Path(ctune.__file__).parents[1])}
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(SUPPORT), str(m / "registry"), str(w)]
-            + [str(per_machine)],
+            [
+                sys.executable,
+                "-c",
+                WRITER,
+                str(SUPPORT),
+                str(m / "registry"),
+                str(w),
+                str(per_machine),
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -239,14 +211,14 @@ def test_concurrent_pushes_from_four_machines_lose_nothing(
         out, err = p.communicate(timeout=300)
         assert p.returncode == 0, out + err[-2000:]
     expected = {
-        _rel(a): encode(a)
+        rel_of(a): encode(a)
         for a in (
             make_artifact(kernel=f"w{w}", problem=f"p{i}")
             for w in range(len(machines))
             for i in range(per_machine)
         )
     }
-    assert _on_remote(bare) == expected
+    assert remote_files(bare) == expected
     assert int(git(bare, "rev-list", "--count", REF)) == len(expected)
     assert git(bare, "fsck", "--no-dangling", "--strict") == ""
     for m in machines:
@@ -259,7 +231,7 @@ def test_same_path_changed_on_both_sides_stops_and_keeps_everything(
     a, b = machines[:2]
     publish_artifact(a / "registry", make_artifact(seed=1), ref=REF)
     push_registry(a / "registry", ref=REF)
-    remote_before = _on_remote(bare)
+    remote_before = remote_files(bare)
     mine = make_artifact(seed=2)
     own = publish_artifact(b / "registry", mine, ref=REF).commit
     assert own is not None
@@ -268,12 +240,12 @@ def test_same_path_changed_on_both_sides_stops_and_keeps_everything(
     assert code == 2
     one_line_error(
         err,
-        f"{_rel(mine)} was changed both here and on origin",
+        f"{rel_of(mine)} was changed both here and on origin",
         f"ctune registry diff origin/{REF}:gemm/sq4096/{DEVICE} {REF}:gemm/sq4096/{DEVICE}",
         "nothing is lost: 1 commit(s)",
     )
-    assert _tip(b, REF) == own.commit and _on_remote(bare) == remote_before
-    assert _blob(b, f"{REF}:{_rel(mine)}") == encode(mine)
+    assert git_tip(b, REF) == own.commit and remote_files(bare) == remote_before
+    assert git_blob(b, f"{REF}:{rel_of(mine)}") == encode(mine)
     code, out, _ = cli("registry", "status", *reg)
     assert code == 0 and f"unpushed {own.commit[:12]}" in out
 
@@ -287,7 +259,7 @@ def test_the_same_bytes_on_both_sides_are_no_conflict(bare: Path, machines: list
     publish_artifact(b / "registry", same, ref=REF)
     result = push_registry(b / "registry", ref=REF)
     assert result.commits == 1  # B's copy of `same` added nothing: dropped, like git rebase
-    assert set(_on_remote(bare)) == {_rel(same), _rel(make_artifact(problem="other"))}
+    assert set(remote_files(bare)) == {rel_of(same), rel_of(make_artifact(problem="other"))}
 
 
 def test_pin_tags_travel_atomically_with_the_ref(
@@ -296,7 +268,7 @@ def test_pin_tags_travel_atomically_with_the_ref(
     a = machines[0]
     publish_artifact(a / "registry", make_artifact(), ref=REF)
     push_registry(a / "registry", ref=REF)
-    pushed_tip = _tip(bare, REF)
+    pushed_tip = git_tip(bare, REF)
     publish_artifact(a / "registry", make_artifact(problem="next"), ref=REF)
     pin = pin_artifact(a / "registry", parse_key(f"gemm/next/{DEVICE}"), "v2", ref=REF)
     # the remote refuses tags (a server hook): with --atomic the branch must not move either
@@ -307,14 +279,14 @@ def test_pin_tags_travel_atomically_with_the_ref(
     code, _, err = cli("registry", "push", *reg)
     assert code == 5
     one_line_error(err, "origin", "refused the push", "1 commit(s) and 1 pin tag(s)")
-    assert _tip(bare, REF) == pushed_tip and git(bare, "tag", "-l") == ""
+    assert git_tip(bare, REF) == pushed_tip and git(bare, "tag", "-l") == ""
     code, out, _ = cli("registry", "status", *reg)
     assert code == 0 and f"unpushed tag {pin.tag}" in out
 
     hook.unlink()
     code, out, _ = cli("registry", "push", *reg)
     assert code == 0 and "pushed 1 commit(s) and 1 pin tag(s)" in out and pin.tag in out
-    assert _tip(bare, f"{pin.tag}^{{commit}}") == pin.commit == _tip(bare, REF)
+    assert git_tip(bare, f"{pin.tag}^{{commit}}") == pin.commit == git_tip(bare, REF)
     assert git(bare, "cat-file", "-t", pin.tag).strip() == "tag"
     code, _, _ = cli("registry", "status", "--strict", *reg)
     assert code == 0
@@ -327,11 +299,11 @@ def test_a_remote_pin_pointing_elsewhere_is_never_overwritten(
     publish_artifact(a / "registry", make_artifact(), ref=REF)
     pin = pin_artifact(a / "registry", parse_key(f"gemm/sq4096/{DEVICE}"), "v1", ref=REF)
     git(bare, "tag", "-a", "-m", "someone else's v1", pin.tag, "main")
-    theirs = _tip(bare, f"refs/tags/{pin.tag}")
+    theirs = git_tip(bare, f"refs/tags/{pin.tag}")
     code, _, err = cli("registry", "push", "--registry", str(a / "registry"), "--ref", REF)
     assert code == 2
     one_line_error(err, f"pin tag {pin.tag} exists on origin pointing elsewhere", "immutable")
-    assert _tip(bare, f"refs/tags/{pin.tag}") == theirs and _tip(bare, REF) == ""
+    assert git_tip(bare, f"refs/tags/{pin.tag}") == theirs and git_tip(bare, REF) == ""
     status = registry_status(a / "registry", ref=REF)
     assert status.tag_conflicts == (pin.tag,)
     code, _, err = cli("registry", "status", "--strict", "--registry", str(a / "registry"))
@@ -380,7 +352,7 @@ def test_unreachable_remote_keeps_the_commit_unpushed(
         "then run `ctune registry push` again",
         "nothing is lost: 1 commit(s) are kept locally",
     )
-    assert _tip(a, REF) == own.commit
+    assert git_tip(a, REF) == own.commit
     code, out, err = cli("registry", "status", "--fetch", *reg)
     assert code == 0
     assert "could not fetch from origin: no repository at that address" in err
@@ -390,7 +362,7 @@ def test_unreachable_remote_keeps_the_commit_unpushed(
     # back online: the same command shares it, nothing lost
     git(a, "remote", "set-url", "origin", str(bare))
     code, _, _ = cli("registry", "push", *reg)
-    assert code == 0 and _on_remote(bare) == {_rel(artifact): encode(artifact)}
+    assert code == 0 and remote_files(bare) == {rel_of(artifact): encode(artifact)}
 
 
 class _Unauthorized(http.server.BaseHTTPRequestHandler):
@@ -422,10 +394,14 @@ def test_auth_failure_is_one_line_and_exit_5(cli: Run, machines: list[Path]) -> 
     assert "s3cret" not in err
 
 
+@pytest.mark.parametrize(
+    ("command", "kept"),
+    [("push", "nothing is lost: 1 commit(s)"), ("pull", "nothing changed here: 1 commit(s)")],
+)
 def test_a_remote_that_never_answers_is_cut_off(
-    cli: Run, machines: list[Path], monkeypatch: pytest.MonkeyPatch
+    cli: Run, machines: list[Path], monkeypatch: pytest.MonkeyPatch, command: str, kept: str
 ) -> None:
-    """Offline often looks like silence, not a refusal: the push must not hang."""
+    """Offline often looks like silence, not a refusal: neither push nor pull may hang."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)  # connections complete in the backlog; nothing ever answers
@@ -435,11 +411,11 @@ def test_a_remote_that_never_answers_is_cut_off(
         git(a, "remote", "set-url", "origin", f"http://127.0.0.1:{listener.getsockname()[1]}/r")
         publish_artifact(a / "registry", make_artifact(), ref=REF)
         started = time.monotonic()
-        code, _, err = cli("registry", "push", "--registry", str(a / "registry"), "--ref", REF)
+        code, _, err = cli("registry", command, "--registry", str(a / "registry"), "--ref", REF)
     finally:
         listener.close()
     assert code == 5 and time.monotonic() - started < 30
-    one_line_error(err, "no answer within 1 s (offline?)", "nothing is lost: 1 commit(s)")
+    one_line_error(err, f"cannot {command} {REF}", "no answer within 1 s (offline?)", kept)
 
 
 def test_remote_comes_from_settings(
@@ -507,7 +483,7 @@ def test_a_remote_that_keeps_moving_exhausts_the_budget(
 
     def always_late(self: remote_module._Link, new: str, tags: list[str]) -> bool:
         if self.reg.top == b.resolve():
-            n = len(_on_remote(bare)) if _tip(bare, REF) else 0
+            n = len(remote_files(bare)) if git_tip(bare, REF) else 0
             publish_artifact(a / "registry", make_artifact(problem=f"a{n}"), ref=REF)
             push_registry(a / "registry", ref=REF)
         return original(self, new, tags)
@@ -521,11 +497,11 @@ def test_a_remote_that_keeps_moving_exhausts_the_budget(
     )
     assert "nothing is lost: 1 commit(s) are kept locally" in message
     assert caught.value.exit_code == 5
-    assert _rel(mine) not in _on_remote(bare)
-    assert _blob(b, f"{REF}:{_rel(mine)}") == encode(mine)  # rebuilt, never dropped
+    assert rel_of(mine) not in remote_files(bare)
+    assert git_blob(b, f"{REF}:{rel_of(mine)}") == encode(mine)  # rebuilt, never dropped
     monkeypatch.setattr(remote_module._Link, "push", original)
     assert push_registry(b / "registry", ref=REF).commits == 1
-    assert _on_remote(bare)[_rel(mine)] == encode(mine)
+    assert remote_files(bare)[rel_of(mine)] == encode(mine)
 
 
 def test_shallow_clone_missing_history_is_refused(
@@ -546,7 +522,7 @@ def test_shallow_clone_missing_history_is_refused(
     assert own is not None
     with pytest.raises(RegistryError, match=r"shallow clone lacks the history .*--unshallow"):
         push_registry(shallow / "registry", ref="reg")
-    assert _tip(shallow, "reg") == own.commit
+    assert git_tip(shallow, "reg") == own.commit
 
 
 def test_a_rewritten_remote_is_not_pushed_onto(cli: Run, bare: Path, machines: list[Path]) -> None:
@@ -559,13 +535,13 @@ def test_a_rewritten_remote_is_not_pushed_onto(cli: Run, bare: Path, machines: l
     publish_artifact(b / "registry", make_artifact(problem="mine"), ref=REF)
     git(bare, "update-ref", f"refs/heads/{REF}", f"refs/heads/{REF}~1")  # someone force-pushed
     reg = ["--registry", str(b / "registry"), "--ref", REF]
-    seen = _tip(b, f"origin/{REF}")
+    seen = git_tip(b, f"origin/{REF}")
     for _ in range(2):  # it keeps saying so until a person accepts the rewrite
         code, _, err = cli("registry", "push", *reg)
         assert code == 2
         one_line_error(err, f"origin's {REF} was rewritten", "git update-ref -d")
-        assert _tip(b, f"origin/{REF}") == seen
+        assert git_tip(b, f"origin/{REF}") == seen
     git(b, "update-ref", "-d", f"refs/remotes/origin/{REF}")
     code, _, err = cli("registry", "push", *reg)
     assert code == 0, err
-    assert _rel(make_artifact(problem="mine")) in _on_remote(bare)
+    assert rel_of(make_artifact(problem="mine")) in remote_files(bare)

@@ -1,0 +1,138 @@
+"""The registry folder against a registry ref that is not checked out (``ctune registry pull``).
+
+When the registry ref is the checked-out branch, git keeps the folder and
+the ref together (``read-tree -m -u``). In the CI set-up the ref is another
+branch (``refs/heads/ctune/registry``), and ``ctune registry list/show/
+check/gate`` read the folder, so ``pull`` writes the ref's artifact files
+into it. Decision (documented here because it is what makes that safe):
+
+- Only artifact files are written: ``<kernel>/<problem>/<device-class>.json``
+  below the registry root, as regular blobs within :data:`schema.MAX_BYTES`,
+  each through :meth:`ArtifactStore.write_encoded` (atomic, no symlink on
+  the way, never outside the root). Any other ``*.json`` the ref has below
+  the root is listed as *skipped*; other files are not looked at.
+- A file is written when it is absent, or when its bytes differ from the
+  ref's and git already holds them (an earlier version of that artifact,
+  fetched, committed or published here): replacing it loses nothing. Where
+  the checked-out branch tracks that file, it shows as modified there.
+- A file whose bytes git does not hold (a hand edit, an artifact written
+  without a commit, a truncated file), a symlink, or anything that is not a
+  regular file, where the ref has other bytes, is *in the way*: the caller
+  refuses before anything moves, as ``read-tree -m -u`` does for the
+  checked-out branch.
+- Nothing is ever deleted. Artifact files the folder has and the ref lacks
+  (deleted on the remote, written without a commit, of another branch) are
+  listed as *local-only*, for a person to import or remove.
+
+The index is never touched: the files are the ref's, not the checked-out
+branch's.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from ctune.errors import RegistryError, UserError
+from ctune.registry import schema
+from ctune.registry.git import GitRegistry, TreeEntry
+from ctune.registry.layout import SUFFIX, ArtifactKey, key_from_relpath
+from ctune.registry.store import ArtifactStore
+
+_FILE_MODES = ("100644", "100755")
+
+
+@dataclass(frozen=True, slots=True)
+class FolderDiff:
+    """What the registry folder lacks of a ref's tip, and what only it has."""
+
+    missing: tuple[tuple[ArtifactKey, TreeEntry], ...]  # absent, or older bytes git holds
+    blocked: tuple[tuple[str, str], ...]  # (repo-relative path, why): in the way
+    local_only: tuple[str, ...]  # repo-relative paths of artifact files the ref lacks
+    skipped: tuple[str, ...]  # repo-relative *.json paths on the ref that are not artifacts
+
+
+def compare(reg: GitRegistry, tip: str) -> FolderDiff:
+    """The folder (``reg.root``) against the registry files at ``tip``; reads, never writes."""
+    store = ArtifactStore(reg.root)
+    on_ref: dict[PurePosixPath, tuple[ArtifactKey, TreeEntry]] = {}
+    skipped: list[str] = []
+    for entry in reg.ls_tree(tip, reg.prefix.as_posix() if reg.prefix.parts else ""):
+        rel = PurePosixPath(entry.path).relative_to(reg.prefix)
+        if not entry.path.endswith(SUFFIX):
+            continue  # READMEs and the like: not the registry's business
+        try:
+            key = key_from_relpath(rel)
+        except UserError:
+            skipped.append(entry.path)
+            continue
+        size = entry.size_bytes
+        if entry.mode not in _FILE_MODES or size is None or size > schema.MAX_BYTES:
+            skipped.append(entry.path)
+            continue
+        on_ref[rel] = (key, entry)
+
+    missing: list[tuple[ArtifactKey, TreeEntry]] = []
+    blocked: list[tuple[str, str]] = []
+    present: list[tuple[Path, ArtifactKey, TreeEntry]] = []
+    for key, entry in on_ref.values():
+        try:
+            path = store.path(key)  # refuses a symlink on the way
+            mode = os.lstat(path).st_mode
+        except RegistryError:
+            blocked.append((entry.path, "has a symlink on the way"))
+            continue
+        except FileNotFoundError:
+            missing.append((key, entry))
+            continue
+        if stat.S_ISLNK(mode):
+            blocked.append((entry.path, "is a symlink"))
+        elif not stat.S_ISREG(mode):
+            blocked.append((entry.path, "is not a regular file"))
+        else:
+            present.append((path, key, entry))
+
+    hashes = reg.hash_files([p for p, _, _ in present])
+    differ = [
+        (h, key, entry)
+        for h, (_, key, entry) in zip(hashes, present, strict=True)
+        if h != entry.sha
+    ]
+    known = reg.known_objects([h for h, _, _ in differ])
+    for h, key, entry in differ:
+        if h in known:
+            missing.append((key, entry))
+        else:
+            blocked.append((entry.path, "has bytes git does not hold (a local change)"))
+
+    skipped_rel = {PurePosixPath(p).relative_to(reg.prefix) for p in skipped}
+    local_only = [
+        reg.registry_path(rel)
+        for rel, _ in store.files()
+        if rel not in on_ref and rel not in skipped_rel
+    ]
+    return FolderDiff(
+        tuple(sorted(missing, key=lambda m: m[1].path)),
+        tuple(sorted(blocked)),
+        tuple(sorted(local_only)),
+        tuple(sorted(skipped)),
+    )
+
+
+def write(reg: GitRegistry, diff: FolderDiff) -> tuple[str, ...]:
+    """Write ``diff.missing`` into the folder (the caller refused ``diff.blocked``); keys."""
+    store = ArtifactStore(reg.root)
+    blobs = reg.read_blobs([entry.sha for _, entry in diff.missing])
+    written = []
+    for key, entry in diff.missing:
+        data = blobs.get(entry.sha)
+        if data is None:
+            raise RegistryError(f"cannot read {entry.path}: blob {entry.sha[:12]} is missing")
+        store.write_encoded(key, data)
+        written.append(str(key))
+    return tuple(written)
+
+
+__all__ = ["FolderDiff", "compare", "write"]
