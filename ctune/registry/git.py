@@ -653,20 +653,7 @@ class GitRegistry:
 
     def retag(self, name: str, target: str, message: str, *, sign: bool) -> None:
         """Re-point a local, never-pushed annotated tag (after its commit was rebuilt)."""
-        mode = ["-s"] if sign else ["-a", "--no-sign"]
-        status, _, err = self.run(
-            "tag",
-            "-f",
-            *mode,
-            "-F",
-            "-",
-            name,
-            target,
-            env=self._identity_env(),
-            stdin=message.encode(),
-        )
-        if status != 0:
-            raise RegistryError(f"cannot re-point tag {name}: {err.strip()[:300]}")
+        self._tag(name, target, message, sign=sign, force=True)
 
     # --- tags (pins) ----------------------------------------------------------
 
@@ -684,9 +671,13 @@ class GitRegistry:
             raise RegistryError(
                 f"pin tag {name} already exists; pins are immutable: choose a new release name"
             )
+        self._tag(name, target, message, sign=sign, force=False)
+
+    def _tag(self, name: str, target: str, message: str, *, sign: bool, force: bool) -> None:
         mode = ["-s"] if sign else ["-a", "--no-sign"]
         status, _, err = self.run(
             "tag",
+            *(["-f"] if force else []),
             *mode,
             "-F",
             "-",
@@ -696,7 +687,8 @@ class GitRegistry:
             stdin=message.encode(),
         )
         if status != 0:
-            raise RegistryError(f"cannot create tag {name}: {err.strip()[:300]}")
+            verb = "re-point" if force else "create"
+            raise RegistryError(f"cannot {verb} tag {name}: {err.strip()[:300]}")
 
     def tags(self, prefix: str) -> list[str]:
         """Tag names (without refs/tags/) under ``prefix``."""
