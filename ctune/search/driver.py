@@ -26,9 +26,11 @@ What does raise: a baseline (default build) that does not compile or does
 not run, before anything is written (RELIABILITY I1); the first N searched
 candidates all failing to compile (a broken kernel or toolchain, not a bad
 region); a term that needs NVML or a GPU this machine lacks, before
-anything is compiled. Ctrl-C abandons the candidate in flight, keeps the
-journal (every finished trial is already on disk) and still returns what
-it has, marked ``interrupted``.
+anything is compiled. The first Ctrl-C lets the candidate in flight finish
+(its measurement is journaled), starts nothing new and returns what the
+search has, marked ``interrupted`` (``--resume`` goes on from there); a
+second Ctrl-C abandons the candidate in flight at once. Either way every
+finished trial is already on disk.
 
 Budget: ``budget`` counts distinct candidates the strategy asked for
 (baseline, failures and resumed trials included). Fillers do not count: they
@@ -44,14 +46,19 @@ Without either budget, the search stops at ``DEFAULT_BUDGET`` evaluations
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
+import os
+import signal
+import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from ctune.errors import ToolchainError, UserError
@@ -340,6 +347,7 @@ class _Run:
         self.best_score: float | None = None
         self.stale_generations = 0
         self.first_checked = False
+        self.stop_requested = False  # the first Ctrl-C: finish the candidate in flight, stop
         self.filler = Filler(spec.name, spec.space, self.problem.dims, objective.directions)
         # compile-only objectives cannot tell runtime variants apart: nothing to fill with
         self.filling = opts.fill and self.filler.active and objective.measures
@@ -593,6 +601,8 @@ class _Run:
         return len(self.trials) - self.fillers
 
     def stop_check(self) -> str:
+        if self.stop_requested:
+            return "interrupted"
         if self.budget is not None and self.asked >= self.budget:
             return "budget"
         if self.opts.time_s is not None and self.elapsed() >= self.opts.time_s:
@@ -614,6 +624,8 @@ class _Run:
         done: list[Trial] = []
         try:
             while left:
+                if self.stop_requested:
+                    break
                 if done and self.opts.time_s is not None and self.elapsed() >= self.opts.time_s:
                     break
                 self.compile_ahead(new, left, futures, shared)
@@ -727,6 +739,9 @@ class _Run:
             improved = self.improved()
             self.stale_generations = 0 if improved else self.stale_generations + 1
             self.emit(GenerationFinished(self.progress(), improved))
+            if self.stop_requested:
+                self.stop_reason = "interrupted"
+                return
             idle = 0 if fresh else idle + 1
             if idle >= MAX_IDLE_GENERATIONS:
                 self.stop_reason = "converged"
@@ -979,6 +994,29 @@ def run_search(
                 close()
 
 
+@contextlib.contextmanager
+def _graceful_interrupt(run: _Run) -> Iterator[None]:
+    """The first SIGINT asks the run to stop after the candidate in flight; the second is a
+    KeyboardInterrupt as usual. Only the main thread can own a signal handler: elsewhere
+    (a search started from a worker thread) Ctrl-C keeps Python's default."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if run.stop_requested:
+            raise KeyboardInterrupt
+        run.stop_requested = True
+        # only a flag and one raw line here: the live display may be mid-render
+        os.write(2, b"\nctune: finishing the candidate in flight, then saving (again: stop now)\n")
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _execute(
     run: _Run, opts: SearchOptions, fingerprint: Mapping[str, str] | None, emit: EventSink
 ) -> SearchResult:
@@ -1010,7 +1048,15 @@ def _execute(
             emit(BaselineMeasured(run.baseline))
         run.improved()
         try:
-            run.loop()
+            with _graceful_interrupt(run):
+                run.loop()
+            interrupted = run.stop_reason == "interrupted"
+            if interrupted:
+                run.note(
+                    "interrupted: the candidate in flight finished and was saved; "
+                    f"resume with --resume {run.journal.path}",
+                    "info",
+                )
         except KeyboardInterrupt:
             interrupted = True
             run.note(

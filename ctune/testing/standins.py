@@ -36,7 +36,9 @@ import functools
 import gzip
 import hashlib
 import json
+import os
 import random
+import signal
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -103,6 +105,8 @@ class StandInMeasurer:
         fault_corner: float | None = 0.85,
         wrong_every: int | None = 31,
         interrupt_at: int | None = None,
+        sigint_at: int | None = None,
+        sigints: int = 1,
     ) -> None:
         self.seed = seed
         self.base_ms = base_ms
@@ -111,6 +115,8 @@ class StandInMeasurer:
         self.fault_corner = fault_corner
         self.wrong_every = wrong_every
         self.interrupt_at = interrupt_at
+        self.sigint_at = sigint_at  # a real SIGINT to this process (a user's Ctrl-C) ...
+        self.sigints = sigints  # ... this many times, during that measurement
         self.calls: list[str] = []  # candidate keys measured by measure(), in order
         self.remeasured: list[str] = []  # keys measured by remeasure(), per process
 
@@ -237,6 +243,9 @@ class StandInMeasurer:
         self.calls.append(candidate.key())
         if self.interrupt_at is not None and len(self.calls) >= self.interrupt_at:
             raise KeyboardInterrupt  # a user pressing Ctrl-C while this candidate runs
+        if self.sigint_at is not None and len(self.calls) == self.sigint_at:
+            for _ in range(self.sigints):
+                os.kill(os.getpid(), signal.SIGINT)  # the handler runs right here
         return self._measure(spec, candidate, build, problem, plan, 0)
 
     def remeasure(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import pytest
@@ -90,6 +91,36 @@ def test_ctrl_c_keeps_finished_trials_and_the_file_resumes(search, spec: KernelS
     resumed, _again, _, _ = search(budget=30, seed=4, resume=result.journal)
     assert resumed.evaluations == 30 and resumed.stop_reason == "budget"
     assert measurer.calls[-1] not in set(_keys(result.journal)[: len(replay.trials)])
+
+
+def test_first_ctrl_c_finishes_the_candidate_in_flight_and_saves(search, spec: KernelSpec) -> None:
+    k = 12
+    before = signal.getsignal(signal.SIGINT)
+    measurer = StandInMeasurer(samples=30, sigint_at=k)  # a real SIGINT during the k-th measure
+    result, _, _, events = search(budget=30, measurer=measurer, seed=4)
+    assert signal.getsignal(signal.SIGINT) is before  # the search put the handler back
+    assert result.interrupted and result.stop_reason == "interrupted"
+    assert result.artifact_path is None  # nothing unconfirmed is written
+    assert len(measurer.calls) == k  # nothing was started after Ctrl-C
+    replay, _ = read(result.journal)
+    measured = [t for t in replay.trials if t.measurement is not None]
+    assert len(measured) == k  # the candidate in flight finished and was journaled
+    assert replay.trials[-1].candidate.key() == measurer.calls[-1]
+    assert any("finished and was saved" in getattr(e, "message", "") for e in events)
+    again = StandInMeasurer(samples=30)
+    resumed, _, _, _ = search(budget=30, measurer=again, seed=4, resume=result.journal)
+    assert resumed.evaluations == 30 and resumed.stop_reason == "budget"
+    assert not set(again.calls) & set(measurer.calls)  # nothing measured twice
+
+
+def test_second_ctrl_c_abandons_the_candidate_in_flight(search, spec: KernelSpec) -> None:
+    k = 12
+    measurer = StandInMeasurer(samples=30, sigint_at=k, sigints=2)
+    result, _, _, events = search(budget=30, measurer=measurer, seed=4)
+    assert result.interrupted and result.stop_reason == "interrupted"
+    replay, _ = read(result.journal)
+    assert len([t for t in replay.trials if t.measurement is not None]) == k - 1
+    assert any("was abandoned" in getattr(e, "message", "") for e in events)
 
 
 def test_resume_measures_only_what_is_left(search, spec: KernelSpec) -> None:
