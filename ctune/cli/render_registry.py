@@ -234,8 +234,13 @@ def sync_status(s: SyncStatus) -> None:
         keys = ", ".join(c.keys) or "no artifacts"
         other = f" (+{c.other_paths} other path(s))" if c.other_paths else ""
         _line(f"unpushed {c.commit[:12]} {c.subject}: {keys}{other}")
-    if s.total_commits > len(s.commits):
-        _line(f"... and {s.total_commits - len(s.commits)} older unpushed commit(s)")
+    if s.registry_commits > len(s.commits):
+        _line(f"... and {s.registry_commits - len(s.commits)} older unpushed registry commit(s)")
+    if s.total_commits > s.registry_commits:
+        _line(
+            f"{s.total_commits - s.registry_commits} unpushed commit(s) on {ref} touch nothing "
+            "in the registry folder (code on the same branch): not listed"
+        )
     for tag in s.tags:
         _line(f"unpushed tag {tag}")
     for tag in s.tag_conflicts:

@@ -551,9 +551,9 @@ class GitRegistry:
         base = str(out).strip()
         return base if status == 0 and base else None
 
-    def count(self, *revs: str) -> int:
-        """``git rev-list --count revs``: e.g. ``count(new, "^" + old)``."""
-        return int(self.out("rev-list", "--count", *revs, "--").strip() or 0)
+    def count(self, *revs: str, paths: Sequence[str] = ()) -> int:
+        """``git rev-list --count revs -- paths``: e.g. ``count(new, "^" + old)``."""
+        return int(self.out("rev-list", "--count", *revs, "--", *paths).strip() or 0)
 
     def shallow_commits(self) -> frozenset[str]:
         """Commits whose parents this shallow clone lacks (empty when not shallow)."""

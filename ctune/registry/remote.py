@@ -260,13 +260,16 @@ class SyncStatus:
     tracking: Tracking
     tracking_ref: str
     local: str | None  # the local tip; None when the ref does not exist yet
-    commits: tuple[UnpushedCommit, ...]  # newest first, at most STATUS_LIST_MAX
+    # newest first, at most STATUS_LIST_MAX, only those touching the registry folder: where
+    # the registry shares a branch with code, the code's commits are counted, not listed
+    commits: tuple[UnpushedCommit, ...]
     total_commits: int
     tags: tuple[str, ...]  # pin tags the remote lacks
     tag_conflicts: tuple[str, ...]  # pin tags the remote has pointing elsewhere
     behind: int  # commits the remote-tracking ref has that the local ref lacks
     fetch_error: str = ""  # set when --fetch could not reach the remote
     folder_behind: int = 0  # artifact files of the ref the folder lacks or holds other bytes of
+    registry_commits: int = 0  # of total_commits, those that touch the registry folder
 
     @property
     def unpushed(self) -> bool:
@@ -749,9 +752,11 @@ def registry_status(
             tracking = Tracking.NEVER_FETCHED
         exclude = link.not_on_remote()
         commits: list[UnpushedCommit] = []
-        total = 0
+        total = in_registry = 0
         if local is not None:
+            folder_path = reg.prefix.as_posix() if reg.prefix.parts else "."
             total = reg.count(local, *exclude)
+            in_registry = reg.count(local, *exclude, paths=[folder_path])
             listing = reg.out(
                 "log",
                 f"--max-count={STATUS_LIST_MAX}",
@@ -759,6 +764,7 @@ def registry_status(
                 local,
                 *exclude,
                 "--",
+                folder_path,
             )
             for line in listing.splitlines():
                 commit, parents, subject = line.split("\0", 2)
@@ -791,6 +797,7 @@ def registry_status(
             behind,
             fetch_error,
             folder_behind,
+            in_registry,
         )
 
 

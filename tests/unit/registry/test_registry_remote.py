@@ -335,6 +335,24 @@ def test_no_remote_writes_succeed_and_status_says_so(cli: Run, repo: Path, tmp_p
     assert git(repo, "status", "--porcelain") == ""
 
 
+def test_status_lists_registry_commits_and_counts_code_commits(
+    cli: Run, repo: Path, tmp_path: Path
+) -> None:
+    """A registry on the project's own branch: code commits are counted, not listed."""
+    registry = repo / "registry"
+    result = write_result(make_artifact(), tmp_path / "r.json")
+    assert cli("registry", "import", str(result), "--registry", str(registry))[0] == 0
+    for i in range(3):
+        (repo / f"code{i}.py").write_text(f"x = {i}\n")
+        git(repo, "add", f"code{i}.py")
+        git(repo, "commit", "-q", "-m", f"code change {i}")
+    code, out, _ = cli("registry", "status", "--registry", str(registry))
+    assert code == 0
+    assert f": gemm/sq4096/{DEVICE}" in out and "code change" not in out
+    # the three, and the fixture's first commit
+    assert "4 unpushed commit(s) on main touch nothing in the registry folder" in out
+
+
 def test_unreachable_remote_keeps_the_commit_unpushed(
     cli: Run, bare: Path, machines: list[Path], tmp_path: Path
 ) -> None:
