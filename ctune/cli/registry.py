@@ -1,10 +1,10 @@
 """``ctune registry``: list, show, diff, pin, export, import, migrate, verify, doctor, push,
-pull, status."""
+pull, status, retune."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -12,6 +12,10 @@ from ctune.cli import app
 from ctune.cli import render_registry as render
 from ctune.config import Settings, resolve
 from ctune.errors import RegistryError
+
+if TYPE_CHECKING:
+    from ctune.registry.layout import ArtifactKey
+    from ctune.registry.schema import Artifact
 
 HELP = """Versioned tuning artifacts, one JSON file per (kernel, problem, device class).
 
@@ -29,6 +33,10 @@ Writes never need the network: `push` shares the ref and its pin tags with a
 remote (rebuilding on top when another machine pushed first), `pull` brings the
 remote's ref and pin tags here and writes its artifact files into the registry
 folder, `status` lists what is not pushed yet (--strict: exit 1 if anything is).
+
+`retune` turns each stale artifact back into the `ctune search ... --commit` that made it
+(problem, objectives, constraints, strategy, seed, budget, arch, L2 policy) and, with
+--run, runs it on this machine's GPU.
 """
 
 registry_app = typer.Typer(name="registry", help=HELP, no_args_is_help=True)
@@ -278,3 +286,70 @@ def status_command(
             f"{status.total_commits} commit(s) and {len(status.tags)} pin tag(s) are not on "
             f"{status.remote}{clash}; run `ctune registry push` (status --strict)"
         )
+
+
+@registry_app.command("retune")
+def retune_command(
+    keys: Annotated[
+        list[str] | None,
+        typer.Argument(help="artifact KEYs (default: every one `ctune check` calls stale)"),
+    ] = None,
+    every: Annotated[bool, typer.Option("--all", help="every artifact, stale or not")] = False,
+    budget: Annotated[
+        int | None, typer.Option(help="evaluations per search (default: the recorded budget)")
+    ] = None,
+    run: Annotated[
+        bool, typer.Option("--run", help="run the searches now (GPU); default: print them")
+    ] = False,
+    registry: RegistryOpt = None,
+    kernels: Annotated[
+        Path, typer.Option("--kernels", help="directory of <kernel>.cu and <kernel>.yaml")
+    ] = Path("kernels"),
+) -> None:
+    """Re-run the search that made each stale artifact (problem, objectives, constraints,
+    strategy, seed, budget, arch, L2 policy as recorded) and commit its result."""
+    import os
+    import subprocess
+    import sys
+
+    from ctune.errors import GateFailure
+    from ctune.registry.retune import Retune, search_argv
+
+    settings = _settings(registry)
+    chosen = _retune_targets(settings, kernels, keys or [], every)
+    if not chosen:
+        render.nothing_stale()
+        return
+    # the search commits where this command reads (its --commit follows CTUNE_REGISTRY)
+    env = (("CTUNE_REGISTRY", str(settings.registry)),) if registry is not None else ()
+    plans = [Retune(key, search_argv(a, kernels, budget), env) for key, a in chosen]
+    failed = []
+    for plan in plans:
+        render.retune(plan.key, plan.command())
+        if run:  # a child per search: its live progress, its exit code, its own commit
+            child = [sys.executable, "-m", "ctune", *plan.argv]
+            done = subprocess.run(child, env={**os.environ, **dict(plan.env)}, check=False)
+            if done.returncode != 0:
+                failed.append(f"{plan.key} (exit {done.returncode})")
+    if failed:
+        raise GateFailure(f"{len(failed)} of {len(plans)} re-tune(s) failed: {', '.join(failed)}")
+
+
+def _retune_targets(
+    settings: Settings, kernels: Path, keys: list[str], every: bool
+) -> list[tuple[ArtifactKey, Artifact]]:
+    """KEYS as given, else every artifact (--all), else the ones `ctune check` calls stale."""
+    from ctune.registry.check import STALE, FingerprintProbe, check_registry
+    from ctune.registry.layout import parse_key
+    from ctune.registry.store import ArtifactStore
+
+    store = ArtifactStore(settings.registry)
+    if keys:
+        return [(k, store.read(k)) for k in (parse_key(text) for text in keys)]
+    listing = store.list()
+    if every:
+        return list(listing.artifacts)
+    probe = FingerprintProbe(kernels, gpu=True, nvcc=settings.nvcc, l2_policy=settings.l2)
+    report = check_registry(settings.registry, probe)
+    stale = {r.key for r in report.results if r.verdict() == STALE}
+    return [(k, a) for k, a in listing.artifacts if k in stale]

@@ -37,6 +37,14 @@ def _line(text: str) -> None:
     console.print(text, soft_wrap=True, markup=False)
 
 
+def retune(key: object, command: str) -> None:
+    _line(f"{key}: {command}")
+
+
+def nothing_stale() -> None:
+    _line("nothing to re-tune: no artifact is stale (--all re-tunes every one)")
+
+
 def text(body: str) -> None:
     """Raw text (exports) exactly as given."""
     console.out(body, end="", highlight=False)

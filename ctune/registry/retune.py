@@ -1,0 +1,65 @@
+"""Re-tune stale artifacts: the search that made each one, run again.
+
+``ctune check`` says *that* an artifact is stale; a release engineer then wants
+the same search again on the current sources, toolchain and GPU, not to
+reconstruct it from memory. An artifact records everything that search took:
+the kernel and problem, the objectives and constraints (``extensions
+.objective_spec``), the strategy, seed and budget (``provenance``), and the
+arch and L2 policy it was built and timed with (``fingerprint``). This module
+turns that back into a ``ctune search ... --commit`` command line; the CLI
+prints it or runs it, so the re-tune shows the search's own live progress and
+commits through the same path as any search.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ctune.errors import RegistryError
+from ctune.registry.layout import ArtifactKey
+from ctune.registry.schema import Artifact
+
+
+@dataclass(frozen=True, slots=True)
+class Retune:
+    key: ArtifactKey
+    argv: tuple[str, ...]  # the ctune arguments (after the program name)
+    env: tuple[tuple[str, str], ...] = ()  # settings the search needs, e.g. CTUNE_REGISTRY
+
+    def command(self) -> str:
+        import shlex
+
+        prefix = "".join(f"{k}={shlex.quote(v)} " for k, v in self.env)
+        return f"{prefix}ctune {shlex.join(self.argv)}"
+
+
+def search_argv(
+    artifact: Artifact, kernels_dir: Path, budget: int | None = None
+) -> tuple[str, ...]:
+    """The ``ctune search`` arguments that reproduce ``artifact``'s search, committing."""
+    source = Path(kernels_dir) / f"{artifact.kernel}.cu"
+    spec = artifact.extensions.get("objective_spec") or {}
+    objectives = list(spec.get("objectives") or [o.name for o in artifact.objectives])
+    if not objectives:
+        raise RegistryError(f"{artifact.kernel}/{artifact.problem}: no objectives recorded")
+    argv = ["search", str(source), "--problem", artifact.problem]
+    for text in objectives:
+        argv += ["--objective", str(text)]
+    for text in spec.get("constraints") or []:
+        argv += ["--constraint", str(text)]
+    provenance = artifact.provenance
+    if provenance.get("strategy"):
+        argv += ["--strategy", str(provenance["strategy"])]
+    if provenance.get("seed") is not None:
+        argv += ["--seed", str(provenance["seed"])]
+    evaluations = budget or provenance.get("budget") or provenance.get("evaluations")
+    if evaluations:
+        argv += ["--budget", str(evaluations)]
+    for option, field in (("--arch", "arch"), ("--l2", "l2_policy")):
+        if artifact.fingerprint.get(field):
+            argv += [option, artifact.fingerprint[field]]
+    return (*argv, "--commit")
+
+
+__all__ = ["Retune", "search_argv"]

@@ -1,0 +1,70 @@
+"""`ctune registry retune`: the recorded search, as a command line, for stale artifacts."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from registry_support import DEVICE, Run, make_artifact, one_line_error
+
+from ctune.registry.retune import Retune, search_argv
+from ctune.registry.service import publish_artifact
+
+ROOT = Path(__file__).parents[3]
+
+
+def _recorded(**provenance: object):
+    artifact = make_artifact(**provenance)
+    spec = {"objectives": ["p99", "energy"], "constraints": ["power<=400W"]}
+    return dataclasses.replace(artifact, extensions={"objective_spec": spec})
+
+
+def test_the_recorded_search_comes_back_as_a_command_line() -> None:
+    artifact = _recorded(budget=50)
+    argv = search_argv(artifact, Path("kernels"))
+    assert argv == (
+        "search", "kernels/gemm.cu", "--problem", "sq4096",
+        "--objective", "p99", "--objective", "energy", "--constraint", "power<=400W",
+        "--strategy", "nsga2", "--seed", "7", "--budget", "50",
+        "--arch", "sm_90", "--l2", "cold", "--commit",
+    )  # fmt: skip
+    assert search_argv(artifact, Path("kernels"), budget=8)[-7:-5] == ("--budget", "8")
+    # without an objective_spec (older artifacts) the objective names stand in
+    plain = search_argv(make_artifact(), Path("kernels"))
+    assert plain[4:8] == ("--objective", "p50", "--objective", "energy")
+    assert "--constraint" not in plain and plain[plain.index("--budget") + 1] == "320"
+    retune = Retune(make_artifact().pinned, argv, (("CTUNE_REGISTRY", "/r e/g"),))  # type: ignore[arg-type]
+    assert retune.command().startswith("CTUNE_REGISTRY='/r e/g' ctune search kernels/gemm.cu ")
+
+
+def test_stale_artifacts_are_chosen_and_fresh_ones_left(cli: Run, registry: Path) -> None:
+    # the stand-in fingerprint names another nvcc and harness than this machine's: stale
+    publish_artifact(registry, _recorded())
+    key = f"gemm/sq4096/{DEVICE}"
+    kernels = str(ROOT / "kernels")
+    code, out, _ = cli("registry", "retune", "--registry", str(registry), "--kernels", kernels)
+    assert code == 0 and out.startswith(f"{key}: CTUNE_REGISTRY=") and "--commit" in out
+    code, out, _ = cli("registry", "retune", key, "--budget", "9", "--registry", str(registry))
+    assert code == 0 and "--budget 9 " in out
+    # the project's own registry is fresh: nothing to do
+    code, out, _ = cli(
+        "registry",
+        "retune",
+        "--registry",
+        str(ROOT / "registry"),
+        "--kernels",
+        str(ROOT / "kernels"),
+    )
+    assert code == 0 and "nothing to re-tune" in out
+
+
+def test_a_failing_search_fails_the_retune_in_one_line(
+    cli: Run, registry: Path, tmp_path: Path
+) -> None:
+    publish_artifact(registry, _recorded())
+    missing = tmp_path / "no-kernels"  # the child search stops at once, GPU or not
+    code, _, err = cli(
+        "registry", "retune", "--run", "--registry", str(registry), "--kernels", str(missing)
+    )
+    assert code == 1
+    one_line_error(err, "1 of 1 re-tune(s) failed", f"gemm/sq4096/{DEVICE} (exit 2)")
