@@ -301,6 +301,13 @@ def retune_command(
     run: Annotated[
         bool, typer.Option("--run", help="run the searches now (GPU); default: print them")
     ] = False,
+    results: Annotated[
+        Path | None,
+        typer.Option(
+            "--results",
+            help="write result files here for `ctune registry import` instead of committing",
+        ),
+    ] = None,
     registry: RegistryOpt = None,
     kernels: Annotated[
         Path, typer.Option("--kernels", help="directory of <kernel>.cu and <kernel>.yaml")
@@ -322,7 +329,7 @@ def retune_command(
         return
     # the search commits where this command reads (its --commit follows CTUNE_REGISTRY)
     env = (("CTUNE_REGISTRY", str(settings.registry)),) if registry is not None else ()
-    plans = [Retune(key, search_argv(a, kernels, budget), env) for key, a in chosen]
+    plans = [Retune(key, search_argv(a, kernels, budget, results), env) for key, a in chosen]
     failed = []
     for plan in plans:
         render.retune(plan.key, plan.command())

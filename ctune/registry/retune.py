@@ -35,9 +35,11 @@ class Retune:
 
 
 def search_argv(
-    artifact: Artifact, kernels_dir: Path, budget: int | None = None
+    artifact: Artifact, kernels_dir: Path, budget: int | None = None, out_dir: Path | None = None
 ) -> tuple[str, ...]:
-    """The ``ctune search`` arguments that reproduce ``artifact``'s search, committing."""
+    """The ``ctune search`` arguments that reproduce ``artifact``'s search: committing, or
+    writing a result file into ``out_dir`` for ``ctune registry import`` (a machine without
+    the registry's git history, such as a GPU runner that gets a copy of the tree)."""
     source = Path(kernels_dir) / f"{artifact.kernel}.cu"
     spec = artifact.extensions.get("objective_spec") or {}
     objectives = list(spec.get("objectives") or [o.name for o in artifact.objectives])
@@ -59,6 +61,8 @@ def search_argv(
     for option, field in (("--arch", "arch"), ("--l2", "l2_policy")):
         if artifact.fingerprint.get(field):
             argv += [option, artifact.fingerprint[field]]
+    if out_dir is not None:
+        return (*argv, "--out", str(Path(out_dir) / f"{artifact.kernel}-{artifact.problem}.json"))
     return (*argv, "--commit")
 
 

@@ -29,6 +29,8 @@ def test_the_recorded_search_comes_back_as_a_command_line() -> None:
         "--arch", "sm_90", "--l2", "cold", "--commit",
     )  # fmt: skip
     assert search_argv(artifact, Path("kernels"), budget=8)[-7:-5] == ("--budget", "8")
+    written = search_argv(artifact, Path("kernels"), out_dir=Path("out"))
+    assert written[-2:] == ("--out", "out/gemm-sq4096.json") and "--commit" not in written
     # without an objective_spec (older artifacts) the objective names stand in
     plain = search_argv(make_artifact(), Path("kernels"))
     assert plain[4:8] == ("--objective", "p50", "--objective", "energy")
