@@ -14,6 +14,8 @@
 #   kernels   bench/kernels_vs_vendor.py          (tuned vs default vs cuBLAS / SDPA)
 #   busy      a CUTLASS GEMM search on 16 cores: the share of wall time the GPU measured
 #   gate      ctune check with the GPU's fields, then ctune gate on the committed registry
+#   retune    every stale artifact's recorded search again, result files into
+#             bench/results/retuned/ (then, here: ctune registry import bench/results/retuned/*)
 #
 # Everything that should come back is packed into $OUT/results.tgz (the device tool
 # returns at most 8 files), the logs into $OUT/logs.tgz.
@@ -76,6 +78,8 @@ for stage in "${STAGES[@]}"; do
         bench/results/search_busy.json; exit \$rc" ;;
     gate)
       run gate bash -c "ctune check --gpu; ctune gate" ;;
+    retune)
+      run retune ctune registry retune --run --results bench/results/retuned ${RETUNE_ARGS:-} ;;
     *)
       echo "unknown stage $stage" | tee -a "$LOGS/summary.txt"; STATUS=1 ;;
   esac
