@@ -31,8 +31,8 @@ def split_genes(
 ) -> tuple[dict[str, GeneValue], dict[str, GeneValue]]:
     """A candidate's values for nvcc: (``-D`` genes, catalogue flag genes).
 
-    Runtime genes are in neither: they reach the kernel through its launch rule
-    and scalar arguments, so leaving them out lets their candidates share a build.
+    Runtime genes are in neither: they reach the kernel through its launch rule,
+    so leaving them out lets their candidates share a build.
     """
     family = {g.name: g.family for g in genes}
     defines: dict[str, GeneValue] = {}

@@ -82,7 +82,7 @@ class FrontMember:
     defines: dict[str, Any] = field(default_factory=dict)  # -D NAME=VALUE
     launch: dict[str, Any] = field(default_factory=dict)  # grid, block, dynamic_smem_bytes
     resources: dict[str, Any] = field(default_factory=dict)  # regs, spills, smem
-    # runtime genes: passed at launch (scalar arguments, launch rule), never compiled in
+    # runtime genes: given at launch (the launch rule), never compiled in
     runtime: dict[str, Any] = field(default_factory=dict)
 
 

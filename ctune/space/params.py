@@ -2,11 +2,10 @@
 
 One genome holds several families of genes: nvcc flags, ptxas flags, launch
 configuration, template/define parameters (all of them compiled in) and
-runtime values, which reach the kernel only through its launch rule and
-scalar arguments, so candidates differing only in them share one build.
-Every gene is a finite ordered
-list of values, so a candidate is also a vector of indices, which is what the
-genetic operators work on. Restrictions are safe expressions (``ctune.expr``)
+runtime values, which reach the kernel only through its launch rule, so
+candidates differing only in them share one build. Every gene is a finite
+ordered list of values, so a candidate is also a vector of indices, which is
+what the genetic operators work on. Restrictions are safe expressions (``ctune.expr``)
 over genes, derived values and the problem's dimensions.
 """
 
