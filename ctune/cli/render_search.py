@@ -111,8 +111,10 @@ def status_block(p: Progress, objectives: list[str]) -> RenderableType:
     budget = f"/{p.budget}" if p.budget is not None else ""
     grid.add_row(
         f"[bold]generation[/] {p.generation}",
-        f"[bold]evaluations[/] {p.evaluations}{budget}",
-        f"[bold]cached[/] {p.cached}" + (f"; fillers {p.fillers}" if p.fillers else ""),
+        # the budget counts what the strategy asked for; fillers are extra
+        f"[bold]evaluations[/] {p.evaluations - p.fillers}{budget}"
+        + (f" + {p.fillers} fillers" if p.fillers else ""),
+        f"[bold]cached[/] {p.cached}",
         f"[bold]elapsed[/] {_duration(p.elapsed_s)}",
         f"[bold]ETA[/] {_duration(p.eta_s)}",
     )
@@ -226,15 +228,15 @@ def final_report(result: SearchResult, json_out: bool) -> None:
         console.print(f"[yellow]dropped[/] {key}: {why}")
     failures = ", ".join(f"{k} {v}" for k, v in sorted(result.failures.items())) or "none"
     console.print(
-        f"[bold]evaluations[/] {result.evaluations}"
+        f"[bold]evaluations[/] {result.evaluations - result.fillers}"
         + (f"/{result.budget}" if result.budget else "")
-        + f" in {result.generations} generations ({result.strategy}, seed "
-        f"{result.seed}); stopped: {result.stop_reason}; cached {result.cached}"
         + (
-            f"; fillers {result.fillers} (runtime-gene variants measured while builds compiled)"
+            f" + {result.fillers} fillers (runtime-gene variants measured while builds compiled)"
             if result.fillers
             else ""
         )
+        + f" in {result.generations} generations ({result.strategy}, seed "
+        f"{result.seed}); stopped: {result.stop_reason}; cached {result.cached}"
     )
     console.print(f"[bold]failures[/] {failures}; infeasible {result.infeasible}")
     t = result.timing

@@ -276,3 +276,19 @@ def test_fill_is_validated(rt_spec: KernelSpec, tmp_path: Path) -> None:
 
     with pytest.raises(UserError, match="fill must be true or false"):
         _search(rt_spec, tmp_path, budget=5, fill="yes")
+
+
+def test_reports_keep_fillers_apart_from_the_budget(rt_spec: KernelSpec, tmp_path: Path) -> None:
+    from ctune.cli import render
+    from ctune.cli.render_search import final_report, status_block
+
+    events: list[ev.SearchEvent] = []
+    result, _, _ = _search(rt_spec, tmp_path, budget=40, events=events)
+    assert result.fillers > 0
+    with render.console.capture() as captured:
+        final_report(result, json_out=False)
+        last = [e for e in events if isinstance(e, ev.TrialFinished)][-1]
+        render.console.print(status_block(last.progress, ["p50"]))
+    text = " ".join(captured.get().split())
+    assert f"evaluations 40/40 + {result.fillers} fillers" in text
+    assert f"+ {last.progress.fillers} fillers" in text
