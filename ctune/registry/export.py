@@ -123,7 +123,7 @@ def c_header(a: Artifact, m: FrontMember) -> str:
         lines += ["", "/* launch configuration */"]
         lines += [f"#define {prefix}_{name} ({v})" for name, v in dims]
     if m.runtime:
-        lines += ["", "/* runtime values: pass them at launch (arguments), not as compile flags */"]
+        lines += ["", "/* runtime values: set at launch (grid, block, arguments), not compiled */"]
         lines += [
             f"#define {prefix}_RUNTIME_{k} ({_value(v)})" for k, v in sorted(m.runtime.items())
         ]
