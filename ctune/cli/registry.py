@@ -346,7 +346,7 @@ def _retune_targets(
     settings: Settings, kernels: Path, keys: list[str], every: bool
 ) -> list[tuple[ArtifactKey, Artifact]]:
     """KEYS as given, else every artifact (--all), else the ones `ctune check` calls stale."""
-    from ctune.registry.check import STALE, FingerprintProbe, check_registry
+    from ctune.registry.check import STALE, FingerprintProbe, check_all
     from ctune.registry.layout import parse_key
     from ctune.registry.store import ArtifactStore
 
@@ -357,6 +357,5 @@ def _retune_targets(
     if every:
         return list(listing.artifacts)
     probe = FingerprintProbe(kernels, gpu=True, nvcc=settings.nvcc, l2_policy=settings.l2)
-    report = check_registry(settings.registry, probe)
-    stale = {r.key for r in report.results if r.verdict() == STALE}
+    stale = {r.key for r in check_all(listing.artifacts, probe) if r.verdict() == STALE}
     return [(k, a) for k, a in listing.artifacts if k in stale]

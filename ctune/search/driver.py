@@ -76,9 +76,10 @@ from ctune.search.events import (
     SearchStarted,
     TrialFinished,
 )
-from ctune.search.filling import BuildGroup, Filler
+from ctune.search.filling import Filler
 from ctune.search.result import MemberResult, SearchResult, Timing
 from ctune.search.strategy import StrategyContext, min_form
+from ctune.space.params import BuildGroup
 
 if TYPE_CHECKING:
     from ctune.compile.toolchain import Toolchain
@@ -665,7 +666,7 @@ class _Run:
                 return
             if j in futures:
                 continue
-            group = self.filler.group(new[j])
+            group = self.spec.space.build_group(new[j].genes)
             if group not in shared:
                 shared[group] = self.compiler.submit(new[j], self.problem)
             futures[j] = shared[group]

@@ -42,9 +42,8 @@ from collections.abc import Container, Iterator, Mapping, Sequence
 
 from ctune.records import Candidate, GeneValue, Trial
 from ctune.search.strategy import min_form
-from ctune.space.params import Gene, Space
+from ctune.space.params import BuildGroup, Gene, Space
 
-BuildGroup = tuple[tuple[str, GeneValue], ...]
 _Ranked = tuple[tuple[float, ...], int, Trial]
 
 
@@ -72,7 +71,6 @@ class Filler:
         self.dims = dict(dims)
         self.directions = tuple(directions)
         self.runtime = runtime_genes(space)
-        self._runtime_names = frozenset(g.name for g in self.runtime)
         self._feasible: list[_Ranked] = []  # best first
         self._exhausted: set[str] = set()  # parents with no unseen valid variant left
 
@@ -82,10 +80,8 @@ class Filler:
         return bool(self.runtime)
 
     def group(self, candidate: Candidate) -> BuildGroup:
-        """The candidate without its runtime genes: equal groups, one build."""
-        if not self._runtime_names:
-            return candidate.genes
-        return tuple((k, v) for k, v in candidate.genes if k not in self._runtime_names)
+        """The candidate's build (:meth:`Space.build_group`)."""
+        return self.space.build_group(candidate.genes)
 
     def observe(self, trial: Trial) -> None:
         """Note a finished trial; a feasible one is a parent, ranked by the first objective."""
@@ -151,4 +147,4 @@ class Filler:
                     yield {**parent, **dict(zip(names, values, strict=True))}
 
 
-__all__ = ["BuildGroup", "Filler", "runtime_genes"]
+__all__ = ["Filler", "runtime_genes"]

@@ -14,13 +14,15 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from ctune.expr import Expr, ExprError
 from ctune.records import GeneValue
 
 FAMILIES = ("nvcc", "ptxas", "launch", "template", "define", "runtime")
+#: a candidate's (name, value) pairs that reach nvcc: equal groups, one build
+BuildGroup = tuple[tuple[str, GeneValue], ...]
 #: the families a spec's ``genes:`` may name (the first two come from the flag catalogue)
 SPEC_FAMILIES = FAMILIES[2:]
 
@@ -80,6 +82,11 @@ class Space:
 
     def __contains__(self, name: object) -> bool:
         return name in self._by_name
+
+    def build_group(self, genes: Iterable[tuple[str, GeneValue]]) -> BuildGroup:
+        """The values that reach nvcc (runtime genes never do): candidates that agree on
+        them share one build."""
+        return tuple((k, v) for k, v in genes if self._by_name[k].compiled)
 
     def default_values(self) -> dict[str, GeneValue]:
         return {g.name: g.default for g in self.genes}

@@ -31,14 +31,13 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ctune.records import Build, Candidate, GeneValue, Measurement, Outcome, Resources
+from ctune.records import Build, Candidate, Measurement, Outcome, Resources
+from ctune.space.params import BuildGroup
 from ctune.testing.standins import StandInMeasurer, write_standin_kernel
 
 if TYPE_CHECKING:
     from ctune.kernelspec import KernelSpec, Problem
     from ctune.measure import SamplingPlan
-
-Group = tuple[tuple[str, GeneValue], ...]
 
 
 class FakeClock:
@@ -92,18 +91,17 @@ class SlowStandInCompiler:
         self.clock = clock
         self.compile_s = compile_s
         self.jobs = jobs
-        self._runtime = frozenset(g.name for g in spec.space.genes if g.family == "runtime")
         self._slots = [0.0] * jobs  # when each slot is free
-        self._ready: dict[Group, float] = {}  # build -> when it is in the cache
-        self.submits: list[Group] = []  # builds requested through submit(), in order
-        self.nvcc_runs: list[Group] = []  # builds really compiled, in order
+        self._ready: dict[BuildGroup, float] = {}  # build -> when it is in the cache
+        self.submits: list[BuildGroup] = []  # builds requested through submit(), in order
+        self.nvcc_runs: list[BuildGroup] = []  # builds really compiled, in order
         self.slot_waits = 0  # requests that held a slot waiting for the same build
 
-    def group(self, candidate: Candidate) -> Group:
+    def group(self, candidate: Candidate) -> BuildGroup:
         """The compiled genes: candidates that agree on them share a build."""
-        return tuple((k, v) for k, v in candidate.genes if k not in self._runtime)
+        return self.spec.space.build_group(candidate.genes)
 
-    def _record(self, candidate: Candidate, group: Group, hit: bool) -> Build:
+    def _record(self, candidate: Candidate, group: BuildGroup, hit: bool) -> Build:
         digest = hashlib.sha256(repr(group).encode()).hexdigest()
         return Build(
             candidate_key=candidate.key(),
