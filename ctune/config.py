@@ -4,7 +4,8 @@ Precedence, highest first:
 
 1. command-line options (``cli_overrides``),
 2. ``CTUNE_<FIELD>`` environment variables (e.g. ``CTUNE_JOBS=8``),
-3. the ``[tool.ctune]`` table of the nearest ``pyproject.toml`` above the working directory,
+3. the ``[tool.ctune]`` table of the nearest ``pyproject.toml`` above the working directory
+   (its relative paths taken from that file's folder),
 4. the defaults below.
 
 Library code never reads ``os.environ``; it takes a :class:`Settings` or
@@ -44,6 +45,9 @@ class Settings:
 
     def with_overrides(self, **overrides: Any) -> Settings:
         return dataclasses.replace(self, **_coerce_all(overrides, "option"))
+
+
+_PATH_FIELDS = tuple(f.name for f in fields(Settings) if f.type in ("Path", Path))
 
 
 def _coerce(name: str, raw: Any, where: str) -> Any:
@@ -88,6 +92,8 @@ def find_pyproject(start: Path) -> Path | None:
 
 
 def file_settings(start: Path) -> dict[str, Any]:
+    """``[tool.ctune]`` of the nearest pyproject.toml; relative paths are taken from that
+    file's folder (as Ruff and pytest do), so the settings mean the same from any subfolder."""
     path = find_pyproject(start)
     if path is None:
         return {}
@@ -96,7 +102,11 @@ def file_settings(start: Path) -> dict[str, Any]:
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise UserError(f"{path}: cannot read [tool.ctune]: {exc}") from None
     table = data.get("tool", {}).get("ctune", {})
-    return {k.replace("-", "_"): v for k, v in table.items()}
+    out = {k.replace("-", "_"): v for k, v in table.items()}
+    for name in _PATH_FIELDS:
+        if isinstance(out.get(name), str):
+            out[name] = str(path.parent / Path(out[name]).expanduser())
+    return out
 
 
 def env_settings(environ: Mapping[str, str]) -> dict[str, Any]:

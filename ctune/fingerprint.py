@@ -1,17 +1,32 @@
-"""Say what a result depends on, and which of those things changed.
+"""Say what a result depends on, and which of those things changed: the identity model.
 
 A fingerprint is a flat ``{field: value}`` mapping of strings (versions are
-strings: ``12.10`` is not ``12.1``, RELIABILITY S4). :data:`FIELDS` classes
-every field as *hard* (a change makes an artifact STALE) or *soft* (a
-warning; ``--strict`` fails on it), following the staleness key in
-RELIABILITY.md and DESIGN 10.8, and names where its value comes from:
+strings: ``12.10`` is not ``12.1``). :data:`FIELDS` gives every field one of
+three severities, the one rule that both ``ctune check`` (artifacts) and
+``--resume`` (journals) apply:
+
+- *hard*: a change means the numbers no longer describe what would be built and
+  measured now (the measurement protocol, the arch, this artifact's problem,
+  args, entry, reference, tolerance, metrics, L2 policy, the GPU model): STALE;
+- *build*: an input of the build changed (toolchain versions, the source
+  closure, the spec's build settings, CUTLASS). Whether that matters is decided
+  by the binary: ``ctune check`` rebuilds the members and compares SASS
+  digests (identical: fresh; different: STALE naming the changed inputs). A
+  journal, which cannot rebuild every trial, refuses to resume;
+- *soft*: worth knowing, never invalidating (host compiler, driver, clocks, the
+  digest of ctune's measuring code, the rest of the spec: "the space changed
+  since tuning"); a warning, and a failure only under ``--strict``.
+
+Each field also names where its value comes from:
 
 - ``toolchain``: nvcc/ptxas/host compiler, probed with ``--version``;
 - ``gpu``: NVML and CuPy on the GPU machine (absent elsewhere: "not checked");
 - ``source``: the kernel file and its include closure (CUTLASS included);
-- ``spec``: the kernel spec and the benchmark settings (arch, L2 policy);
-- ``harness``: ctune's version and the digest of its measurement code
-  (Triton's ``triton_key()`` reasoning: a changed timer changes the numbers).
+- ``spec``: the kernel spec, split per artifact (see :func:`spec_fields`), and
+  the settings that shape a build or a measurement (arch, L2 policy);
+- ``harness``: the measurement protocol version (what a number means,
+  :mod:`ctune.measure.protocol`), ctune's version and the digest of its
+  measuring code (soft: code can change without changing the protocol).
 
 Nothing is probed at import; NVML, CuPy and the compile helpers are imported
 inside the functions that need them.
@@ -19,6 +34,7 @@ inside the functions that need them.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import hashlib
 import shutil
@@ -27,25 +43,35 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ctune.records import FieldChange
+from ctune.records import FieldChange, canonical_json, sha256_hex
 
 HARD = "hard"
+BUILD = "build"
 SOFT = "soft"
+_ORDER = {HARD: 0, BUILD: 1, SOFT: 2}
 
 #: field -> (severity, source)
 FIELDS: dict[str, tuple[str, str]] = {
-    "nvcc_version": (HARD, "toolchain"),
-    "ptxas_version": (HARD, "toolchain"),
+    "protocol_version": (HARD, "harness"),
+    "nvcc_version": (BUILD, "toolchain"),
+    "ptxas_version": (BUILD, "toolchain"),
     # soft: device code comes from cicc/ptxas (versions above, and each member's SASS
     # digest); the host compiler only preprocesses it, and the CI machine's g++ is
     # rarely the GPU runner's, so a hard field would call every artifact stale there
     "host_compiler": (SOFT, "toolchain"),
     "arch": (HARD, "spec"),
-    "kernel_source_sha256": (HARD, "source"),
-    "spec_sha256": (HARD, "spec"),
+    "kernel_source_sha256": (BUILD, "source"),
+    "cutlass_version": (BUILD, "source"),
+    "spec_build_sha256": (BUILD, "spec"),
+    "spec_entry": (HARD, "spec"),
+    "spec_problem_sha256": (HARD, "spec"),
+    "spec_args_sha256": (HARD, "spec"),
+    "spec_reference_sha256": (HARD, "spec"),
+    "spec_tolerance_sha256": (HARD, "spec"),
+    "spec_metrics_sha256": (HARD, "spec"),
+    "spec_space_sha256": (SOFT, "spec"),
     "l2_policy": (HARD, "spec"),
-    "cutlass_version": (HARD, "source"),
-    "harness_sha256": (HARD, "harness"),
+    "harness_sha256": (SOFT, "harness"),
     "gpu_name": (HARD, "gpu"),
     "sm": (HARD, "gpu"),
     "sm_count": (HARD, "gpu"),
@@ -65,8 +91,16 @@ _COMPUTE_MODES = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "excl
 _PROBE_TIMEOUT_S = 60
 
 
+#: why a change of a field matters, where the field name alone does not say it
+EXPLAIN = {
+    "spec_space_sha256": "the space changed since tuning; a retune may find better",
+    "protocol_version": "measured under another measurement protocol",
+    "harness_sha256": "ctune's measuring code changed (the protocol did not)",
+}
+
+
 def severity(name: str) -> str:
-    """Hard or soft; a field this ctune does not know is hard (cannot vouch for it)."""
+    """Hard, build or soft; a field this ctune does not know is hard (cannot vouch for it)."""
     return FIELDS.get(name, (HARD, ""))[0]
 
 
@@ -192,25 +226,94 @@ def harness_sha256() -> str:
 
 
 def harness_fields() -> dict[str, str]:
+    """The protocol version (hard), the measuring code's digest and ctune's version (soft)."""
     from ctune import __version__
+    from ctune.measure.protocol import PROTOCOL_VERSION
 
-    return {"harness_sha256": harness_sha256(), "ctune_version": __version__}
+    return {
+        "protocol_version": str(PROTOCOL_VERSION),
+        "harness_sha256": harness_sha256(),
+        "ctune_version": __version__,
+    }
+
+
+def _digest(value: Any) -> str:
+    return sha256_hex(canonical_json(value))
+
+
+def reference_code_sha256(path: Path) -> str:
+    """The reference's code, not its bytes: comments and layout do not change what it checks."""
+    text = path.read_text(errors="replace")
+    try:
+        normal = ast.dump(ast.parse(text))
+    except SyntaxError:
+        normal = text  # loading the reference fails anyway; the bytes are all there is
+    return sha256_hex(normal)
+
+
+#: spec keys that shape the build (a change is verified by rebuilding, like a source edit)
+BUILD_KEYS = ("source", "std", "include_dirs", "extra_flags", "acf_files")
+#: spec keys with fields of their own (measurement) or checked otherwise (``launch``:
+#: each member's grid/block/shared memory is re-evaluated and compared)
+_OWN_KEYS = frozenset(
+    {"entry", "args", "reference", "deterministic", "tolerance", "metrics", "launch", "l2", "arch"}
+)
+
+
+def spec_part_fields(spec: Any, problem: str | None = None) -> dict[str, str]:
+    """The spec's fields for one problem's artifact, split by part (no toolchain needed).
+
+    Only this problem's entry in ``problems`` is hard; other problems, genes,
+    restrictions and descriptions are the *space* (soft), so adding a problem
+    or a gene value does not make the other artifacts stale.
+    """
+    raw = getattr(spec, "raw", None) or {}
+    name = problem or spec.problem().name
+    body = next((p for p in raw.get("problems") or () if p.get("name") == name), None)
+    reference = {
+        "reference": raw.get("reference"),
+        "code": reference_code_sha256(spec.reference_path),
+        "deterministic": raw.get("deterministic"),
+    }
+    entry = raw.get("entry")
+    return {
+        "spec_entry": entry if isinstance(entry, str) else canonical_json(entry),
+        "spec_problem_sha256": _digest(body),
+        "spec_args_sha256": _digest(raw.get("args")),
+        "spec_reference_sha256": _digest(reference),
+        "spec_tolerance_sha256": _digest(raw.get("tolerance")),
+        "spec_metrics_sha256": _digest(raw.get("metrics")),
+        "spec_build_sha256": _digest({k: raw.get(k) for k in BUILD_KEYS}),
+        "spec_space_sha256": _digest(
+            {k: v for k, v in raw.items() if k not in _OWN_KEYS and k not in BUILD_KEYS}
+        ),
+    }
 
 
 def spec_fields(
-    spec: Any, nvcc: str = "nvcc", *, l2_policy: str | None = None, arch: str | None = None
+    spec: Any,
+    problem: str | None = None,
+    nvcc: str = "nvcc",
+    *,
+    l2_policy: str | None = None,
+    arch: str | None = None,
 ) -> dict[str, str]:
-    """Fields of one kernel spec: its digest, source closure, arch, L2 policy, CUTLASS."""
-    from ctune.compile.deps import cutlass_include_dir, cutlass_version, source_closure_sha256
+    """:func:`spec_part_fields` plus the source closure, arch, L2 policy and CUTLASS."""
+    from ctune.compile.deps import (
+        closure_sha256,
+        cutlass_include_dir,
+        cutlass_version,
+        source_closure,
+    )
 
     raw = getattr(spec, "raw", None) or {}
     uses_cutlass = cutlass_include_dir() in tuple(getattr(spec, "include_dirs", ()))
     return {
-        "kernel_source_sha256": source_closure_sha256(spec, nvcc),
-        "spec_sha256": spec.spec_sha256,
+        "kernel_source_sha256": closure_sha256(source_closure(spec, nvcc)),
         "arch": arch or spec.arch,
         "l2_policy": l2_policy or str(raw.get("l2", "cold")),
         "cutlass_version": cutlass_version() if uses_cutlass else "none",
+        **spec_part_fields(spec, problem),
     }
 
 
@@ -218,21 +321,23 @@ def current_fingerprint(
     spec: Any,
     gpu: bool,
     *,
+    problem: str | None = None,
     nvcc: str = "nvcc",
     l2_policy: str | None = None,
     arch: str | None = None,
     toolchain: Mapping[str, str] | None = None,
     gpu_fields: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """Everything this machine can say about ``spec`` now.
+    """Everything this machine can say about ``spec`` (for ``problem``) now.
 
     ``gpu=False`` leaves the GPU fields out (they are then "not checked");
     ``toolchain``/``gpu_fields`` pass probes already made for other specs.
-    The search writes exactly this (with ``gpu=True``) into the artifact.
+    The search writes exactly this (with ``gpu=True``) into the artifact and,
+    without the GPU fields, into the journal's header.
     """
     out = dict(toolchain if toolchain is not None else probe_toolchain(nvcc))
     out.update(harness_fields())
-    out.update(spec_fields(spec, nvcc, l2_policy=l2_policy, arch=arch))
+    out.update(spec_fields(spec, problem, nvcc, l2_policy=l2_policy, arch=arch))
     if gpu:
         out.update((gpu_fields if gpu_fields is not None else probe_gpu_machine()) or {})
     return {k: v for k, v in out.items() if k in FIELDS}
@@ -256,7 +361,7 @@ def diff(old: Mapping[str, str], new: Mapping[str, str], checked: set[str]) -> l
                     name, "(not recorded)" if was is None else was, new[name], severity(name)
                 )
             )
-    return sorted(changes, key=lambda c: (c.severity != HARD, c.name))
+    return sorted(changes, key=lambda c: (_ORDER.get(c.severity, 0), c.name))
 
 
 def not_checked(old: Mapping[str, str], new: Mapping[str, str], checked: set[str]) -> list[str]:
@@ -278,6 +383,9 @@ def not_checked_reason(names: list[str], gpu_probed: bool) -> str:
 
 
 __all__ = [
+    "BUILD",
+    "BUILD_KEYS",
+    "EXPLAIN",
     "FIELDS",
     "HARD",
     "SOFT",
@@ -291,6 +399,8 @@ __all__ = [
     "probe_gpu_machine",
     "probe_runtime",
     "probe_toolchain",
+    "reference_code_sha256",
     "severity",
     "spec_fields",
+    "spec_part_fields",
 ]

@@ -175,6 +175,24 @@ class KernelSpec:
     def candidate(self, values: Mapping[str, GeneValue]) -> Candidate:
         return Candidate.of(self.name, values)
 
+    def launch_geometry(self, candidate: Candidate, problem: Problem) -> dict[str, Any]:
+        """grid / block / dynamic shared memory of ``candidate`` on ``problem`` ({} for a
+        launcher, which launches itself); the one evaluation of the launch rule."""
+        if self.launch is None:
+            return {}
+        try:
+            env = self.space.environment(candidate.as_dict(), problem.dims)
+            return {
+                "grid": tuple(int(e.evaluate(env)) for e in self.launch.grid),
+                "block": tuple(int(e.evaluate(env)) for e in self.launch.block),
+                "dynamic_smem_bytes": int(self.launch.dynamic_smem_bytes.evaluate(env)),
+            }
+        except (ExprError, TypeError, ValueError) as exc:
+            raise UserError(
+                f"{self.yaml_path}: launch rule for candidate {candidate.key()} on "
+                f"{problem.name}: {exc}"
+            ) from None
+
     def tolerance_for(self, output: str) -> Tolerance:
         return self.tolerance.get(output) or self.tolerance["default"]
 

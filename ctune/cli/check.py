@@ -9,14 +9,29 @@ only warn), 1 when any is stale, 2 when an artifact file cannot be read,
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from ctune.cli import app
 from ctune.cli import render_registry as render
-from ctune.config import resolve
+from ctune.config import Settings, resolve
 from ctune.errors import GateFailure, RegistryError
+
+
+def probe_for(cfg: Settings, kernels: Path, *, gpu: bool) -> Any:
+    """This machine's identity with the arch, L2 policy and sampling settings a search
+    with these settings would record (so a changed warm-up or timing budget is seen)."""
+    from ctune.registry.check import FingerprintProbe
+
+    plan = {
+        "warmup_ms": cfg.warmup_ms,
+        "rep_ms": cfg.rep_ms,
+        "energy_window_s": cfg.energy_window_s,
+    }
+    return FingerprintProbe(
+        kernels, gpu=gpu, nvcc=cfg.nvcc, arch=cfg.arch or None, l2_policy=cfg.l2, plan=plan
+    )
 
 
 @app.command("check")
@@ -31,17 +46,25 @@ def check_command(
         Path, typer.Option("--kernels", help="directory of <kernel>.yaml specs")
     ] = Path("kernels"),
     nvcc: Annotated[str | None, typer.Option("--nvcc", help="nvcc to fingerprint")] = None,
+    rebuild: Annotated[
+        bool,
+        typer.Option(
+            "--rebuild/--no-rebuild",
+            help="when build inputs changed, rebuild the members and compare SASS "
+            "(without it such artifacts are stale)",
+        ),
+    ] = True,
 ) -> None:
-    """Compare each artifact's fingerprint with this machine; name every changed field."""
+    """Is each artifact still what would be built and measured here? Names every reason."""
     from ctune import fingerprint
-    from ctune.registry.check import FingerprintProbe, check_registry
+    from ctune.registry.check import check_registry, nvcc_verifier
+    from ctune.registry.store import require_registry
 
     cfg = resolve({"registry": registry, "nvcc": nvcc})
-    # the same arch and L2 policy that a search with these settings records
-    probe = FingerprintProbe(
-        kernels, gpu=gpu, nvcc=cfg.nvcc, arch=cfg.arch or None, l2_policy=cfg.l2
-    )
-    report = check_registry(cfg.registry, probe, pinned_only=pinned)
+    require_registry(cfg.registry)
+    probe = probe_for(cfg, kernels, gpu=gpu)
+    verify = nvcc_verifier(cfg) if rebuild else None
+    report = check_registry(cfg.registry, probe, pinned_only=pinned, verify=verify)
     unchecked = sorted({n for r in report.results for n in r.not_checked})
     render.check(report, strict, fingerprint.not_checked_reason(unchecked, report.gpu_probed))
     if report.quarantined:

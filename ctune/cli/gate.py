@@ -47,18 +47,17 @@ def gate_command(
 ) -> None:
     """Re-measure pinned artifacts in k processes: PASS/REGRESSED/IMPROVED/INCONCLUSIVE."""
     from ctune import fingerprint
-    from ctune.registry.check import FingerprintProbe
+    from ctune.cli.check import probe_for
     from ctune.registry.gate import GatePolicy, exit_code
     from ctune.registry.gate_run import default_remeasurer, run_gate
     from ctune.registry.layout import parse_key
-    from ctune.registry.store import ArtifactStore
+    from ctune.registry.store import ArtifactStore, require_registry
 
     if processes < 3:
         raise UserError(f"--processes {processes}: the gate needs k >= 3 processes")
     cfg = resolve({"registry": registry})
-    probe = FingerprintProbe(
-        kernels, gpu=True, nvcc=cfg.nvcc, arch=cfg.arch or None, l2_policy=cfg.l2
-    )
+    require_registry(cfg.registry)
+    probe = probe_for(cfg, kernels, gpu=True)
     if not probe.gpu_probed:
         raise ToolchainError("ctune gate needs a GPU (NVML found none); use `ctune check` here")
     store = ArtifactStore(cfg.registry)
@@ -74,7 +73,7 @@ def gate_command(
     )
     reports = run_gate(
         chosen,
-        probe.for_kernel,
+        probe.for_artifact,
         default_remeasurer(cfg, kernels),
         policy=policy,
         processes=processes,

@@ -11,7 +11,7 @@ import typer
 from ctune.cli import app
 from ctune.cli import render_registry as render
 from ctune.config import Settings, resolve
-from ctune.errors import RegistryError
+from ctune.errors import GateFailure, RegistryError
 
 if TYPE_CHECKING:
     from ctune.registry.layout import ArtifactKey
@@ -193,6 +193,43 @@ def migrate_command(
         raise RegistryError(f"{len(result.failed)} file(s) could not be migrated")
 
 
+@registry_app.command("refresh")
+def refresh_command(
+    keys: Annotated[
+        list[str] | None, typer.Argument(help="artifacts (KERNEL/PROBLEM/DEVICE); default all")
+    ] = None,
+    registry: RegistryOpt = None,
+    ref: RefOpt = None,
+    kernels: Annotated[Path, typer.Option("--kernels", help="directory of specs")] = Path(
+        "kernels"
+    ),
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="only say what would change")] = False,
+) -> None:
+    """Record the current inputs (toolchain, sources, spec) of artifacts whose binaries are
+    unchanged, in one commit, without re-measuring; stale artifacts are left for a re-tune."""
+    from ctune.cli.check import probe_for
+    from ctune.registry.check import nvcc_verifier
+    from ctune.registry.layout import parse_key
+    from ctune.registry.service import refresh_registry
+    from ctune.registry.store import require_registry
+
+    settings = _settings(registry)
+    require_registry(settings.registry)
+    probe = probe_for(settings, kernels, gpu=False)
+    outcomes, commit = refresh_registry(
+        settings.registry,
+        probe,
+        nvcc_verifier(settings),
+        [parse_key(k).artifact for k in keys or ()],
+        ref=ref,
+        dry_run=dry_run,
+    )
+    render.refresh(outcomes, commit, dry_run)
+    stale = [o for o in outcomes if o.why.startswith("stale")]
+    if stale:
+        raise GateFailure(f"{len(stale)} artifact(s) stale: re-tune them (ctune registry retune)")
+
+
 @registry_app.command("verify")
 def verify_command(
     registry: RegistryOpt = None,
@@ -346,7 +383,8 @@ def _retune_targets(
     settings: Settings, kernels: Path, keys: list[str], every: bool
 ) -> list[tuple[ArtifactKey, Artifact]]:
     """KEYS as given, else every artifact (--all), else the ones `ctune check` calls stale."""
-    from ctune.registry.check import STALE, FingerprintProbe, check_all
+    from ctune.cli.check import probe_for
+    from ctune.registry.check import STALE, check_all, nvcc_verifier
     from ctune.registry.layout import parse_key
     from ctune.registry.store import ArtifactStore
 
@@ -356,6 +394,7 @@ def _retune_targets(
     listing = store.list()
     if every:
         return list(listing.artifacts)
-    probe = FingerprintProbe(kernels, gpu=True, nvcc=settings.nvcc, l2_policy=settings.l2)
-    stale = {r.key for r in check_all(listing.artifacts, probe) if r.verdict() == STALE}
+    probe = probe_for(settings, kernels, gpu=True)
+    checked = check_all(listing.artifacts, probe, nvcc_verifier(settings))
+    stale = {r.key for r in checked if r.verdict() == STALE}
     return [(k, a) for k, a in listing.artifacts if k in stale]

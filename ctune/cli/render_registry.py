@@ -15,11 +15,13 @@ from rich.table import Column, Table
 
 from ctune.cli.render import console, warn_line
 from ctune.records import FieldChange
-from ctune.registry.check import STALE, WARN, CheckReport
+from ctune.registry.check import FRESH, STALE, WARN, CheckReport, CheckResult
 from ctune.registry.diff import ArtifactDiff
 from ctune.registry.gate import GateReport, Regression, Verdict
+from ctune.registry.git import CommitResult
 from ctune.registry.layout import ArtifactKey
 from ctune.registry.locks import StaleLock
+from ctune.registry.refresh import RefreshOutcome
 from ctune.registry.remote import (
     STATUS_LIST_MAX,
     PullResult,
@@ -281,6 +283,20 @@ def migration(m: Migration, dry_run: bool) -> None:
     quarantined(m.failed)
 
 
+def refresh(outcomes: Sequence[RefreshOutcome], commit: CommitResult | None, dry: bool) -> None:
+    for o in outcomes:
+        prefix = (
+            "would refresh"
+            if dry and o.artifact is not None
+            else ("refreshed" if o.artifact is not None else "left")
+        )
+        _line(f"{prefix} {o.key}: {o.why}")
+    if commit is not None:
+        _line(f"committed {commit.commit[:12]} to {commit.ref}")
+    if not outcomes:
+        _line("no artifacts")
+
+
 def locks(found: Sequence[StaleLock], removed: Sequence[object], fix: bool) -> None:
     if not found and not removed:
         _line("no stale git lock files")
@@ -297,16 +313,46 @@ def locks(found: Sequence[StaleLock], removed: Sequence[object], fix: bool) -> N
         _line(f"removed {path}")
 
 
+def _short(value: str) -> str:
+    """Digests shortened to 12 hex digits; other values as they are."""
+    return value[:12] if len(value) == 64 and all(c in "0123456789abcdef" for c in value) else value
+
+
+def _why(c: FieldChange) -> str:
+    from ctune.fingerprint import EXPLAIN
+
+    text = f"{c.name}: {_short(c.old)} -> {_short(c.new)} ({c.severity})"
+    return text + (f": {EXPLAIN[c.name]}" if c.name in EXPLAIN else "")
+
+
+def check_result(r: CheckResult, strict: bool) -> list[str]:
+    """One artifact's verdict, then each reason on a line of its own."""
+    verdict = r.verdict(strict)
+    if r.error:
+        return [f"STALE {r.key}: {r.error}"]
+    if verdict == FRESH:
+        return [f"fresh {r.key}"]
+    reasons = [_why(c) for c in r.changes]
+    if r.build_changes:
+        if r.inputs_changed:
+            reasons.append("inputs changed: " + ", ".join(r.inputs_changed))
+        if r.binaries is None:
+            reasons.append("binaries not verified (--no-rebuild)")
+        elif r.binaries.identical:
+            reasons.append(
+                f"rebuilt {r.binaries.members} member(s): SASS identical, still valid "
+                "(`ctune registry refresh` records the new inputs)"
+            )
+        else:
+            reasons.extend(f"rebuilt: {d}" for d in r.binaries.differences)
+    word = {STALE: "STALE", WARN: "WARN"}[verdict]
+    return [f"{word} {r.key}", *(f"  {reason}" for reason in reasons)]
+
+
 def check(report: CheckReport, strict: bool, not_checked_line: str) -> None:
     for r in report.results:
-        verdict = r.verdict(strict)
-        if r.error:
-            _line(f"STALE {r.key}: {r.error}")
-        elif verdict in (STALE, WARN):
-            word = "STALE" if verdict == STALE else "WARN"
-            _line(f"{word} {r.key}: " + "; ".join(_change(c) for c in r.changes))
-        else:
-            _line(f"fresh {r.key}")
+        for line in check_result(r, strict):
+            _line(line)
     if not report.results:
         _line("no artifacts to check")
     if not_checked_line:

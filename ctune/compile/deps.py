@@ -1,9 +1,14 @@
 """A kernel's input closure: the .cu plus every header it really includes.
 
-The digest covers the bytes of the source and of every header that
-``nvcc -M`` lists outside the CUDA toolkit (CUTLASS headers included, since
-they are part of the kernel), so an edited header makes an artifact stale and
-a cached build miss. Toolkit headers are covered by the toolchain version.
+The closure is ``{label: sha256 of the file's bytes}`` for the source and every
+header that ``nvcc -M`` lists outside the CUDA toolkit (CUTLASS headers
+included, since they are part of the kernel). A label is the file's path
+relative to the root it was found under: the kernel's folder (``gemm.cu``),
+the CUTLASS headers (``@cutlass/cute/tensor.hpp``) or another include folder
+of the spec (its path relative to the spec's folder). Labels, not absolute
+paths, make the digest the same wherever the checkout or the virtual
+environment lives, and let ``ctune check`` name a changed file. Toolkit
+headers are covered by the toolchain version.
 """
 
 from __future__ import annotations
@@ -81,48 +86,97 @@ def include_closure(
     return sorted(set(files))
 
 
-def digest_files(files: Sequence[Path], root: Path | None = None) -> str:
-    """sha256 over (name, bytes) pairs; names relative to root keep it path-independent."""
+def closure_label(path: Path, roots: Sequence[tuple[str, Path]]) -> str:
+    """``path`` relative to the innermost root that holds it, prefixed with that root's name.
+
+    A file under no root keeps its path below the last ``include`` folder (a
+    third-party header found through the host compiler), else its absolute path.
+    """
+    best: tuple[int, str] | None = None
+    for name, root in roots:
+        if path.is_relative_to(root):
+            depth = len(root.parts)
+            if best is None or depth > best[0]:
+                relative = path.relative_to(root).as_posix()
+                best = (depth, f"{name}/{relative}" if name else relative)
+    if best is not None:
+        return best[1]
+    parts = path.parts
+    if "include" in parts:
+        return "/".join(parts[len(parts) - parts[::-1].index("include") :])
+    return path.as_posix()
+
+
+def closure_roots(spec: KernelSpec) -> list[tuple[str, Path]]:
+    """The named roots a spec's files are labelled by: its folder, CUTLASS, its -I folders."""
+    folder = spec.source_path.parent.resolve()
+    roots: list[tuple[str, Path]] = [("", folder)]
+    cutlass = cutlass_include_dir()
+    for include in spec.include_dirs:
+        resolved = Path(include).resolve()
+        if cutlass is not None and resolved == cutlass.resolve():
+            roots.append(("@cutlass", resolved))
+        elif not resolved.is_relative_to(folder):
+            base = spec.yaml_path.parent.resolve()
+            name = (
+                resolved.relative_to(base).as_posix()
+                if resolved.is_relative_to(base)
+                else resolved.as_posix()
+            )
+            roots.append((f"@{name}", resolved))
+    return roots
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def closure_sha256(closure: Mapping[str, str]) -> str:
+    """One digest over ``{label: file digest}`` (sorted by label, so path-independent)."""
     h = hashlib.sha256()
-    for path in sorted(files):
-        name = path.name
-        if root is not None and path.is_relative_to(root):
-            name = str(path.relative_to(root))
-        elif "include" in path.parts:  # third-party headers: keep the path below include/
-            parts = path.parts
-            name = "/".join(parts[len(parts) - parts[::-1].index("include") :])
-        h.update(name.encode() + b"\0")
-        h.update(hashlib.sha256(path.read_bytes()).digest())
+    for label, digest in sorted(closure.items()):
+        h.update(label.encode() + b"\0" + digest.encode() + b"\0")
     return h.hexdigest()
 
 
 @lru_cache(maxsize=64)
-def _closure_digest(
+def _closure(
     nvcc: str,
     source: Path,
     include_dirs: tuple[Path, ...],
     defines: tuple[tuple[str, GeneValue], ...],
     std: str,
     arch: str,
+    roots: tuple[tuple[str, Path], ...],
     stamp: tuple[float, int],
-) -> str:
+) -> tuple[tuple[str, str], ...]:
     files = include_closure(nvcc, source, include_dirs, dict(defines), std, arch)
-    return digest_files(files, root=source.parent)
+    return tuple(sorted((closure_label(f, roots), file_sha256(f)) for f in files))
+
+
+def source_closure(
+    spec: KernelSpec, nvcc: str = "nvcc", defines: Mapping[str, GeneValue] | None = None
+) -> dict[str, str]:
+    """The kernel's source and include closure as ``{label: sha256}`` (default-build defines)."""
+    stat = spec.source_path.stat()
+    if defines is None:
+        defines = {g.name: g.default for g in spec.genes if g.compiled}
+    return dict(
+        _closure(
+            nvcc,
+            spec.source_path,
+            spec.include_dirs,
+            tuple(sorted(defines.items())),
+            spec.std,
+            spec.arch,
+            tuple(closure_roots(spec)),
+            (stat.st_mtime, stat.st_size),
+        )
+    )
 
 
 def source_closure_sha256(
     spec: KernelSpec, nvcc: str = "nvcc", defines: Mapping[str, GeneValue] | None = None
 ) -> str:
-    """Digest of the kernel's source and include closure (default-build defines)."""
-    stat = spec.source_path.stat()
-    if defines is None:
-        defines = {g.name: g.default for g in spec.genes if g.compiled}
-    return _closure_digest(
-        nvcc,
-        spec.source_path,
-        spec.include_dirs,
-        tuple(sorted(defines.items())),
-        spec.std,
-        spec.arch,
-        (stat.st_mtime, stat.st_size),
-    )
+    """Digest of :func:`source_closure`: what the build cache keys a build's sources by."""
+    return closure_sha256(source_closure(spec, nvcc, defines))

@@ -1,29 +1,55 @@
-"""Staleness: compare each artifact's fingerprint with this machine, now.
+"""Staleness: is each artifact still what would be built and measured here, now?
 
-``ctune check`` (and the gate's first step) runs this. The toolchain and
-the GPU are probed once per run; each kernel's spec and source closure once
-per kernel. On a machine without a GPU the GPU fields are left out and
-reported as "not checked: no GPU" instead of being assumed equal (DESIGN
-10.8: CI checks what it can know there: sources, spec, toolchain, harness).
-SASS re-checks (rebuild and compare each member's ``sass_sha256``) are not
-done yet.
+``ctune check`` (and the gate's first step) runs this. The rule is the
+identity model of :mod:`ctune.fingerprint`:
+
+- a *hard* change (measurement protocol, sampling plan, arch, this artifact's
+  problem / args / entry / reference / tolerance / metrics, L2 policy, each
+  member's launch geometry, the GPU model) makes the artifact STALE;
+- a *build* change (toolchain, source closure, the spec's build settings)
+  is decided by the binary: every member is rebuilt (nvcc, build cache) and
+  its SASS digest compared with the recorded one. Identical SASS: fresh, with
+  the changed inputs named (``ctune registry refresh`` records them);
+  different SASS or a member that no longer builds: STALE, naming the changed
+  inputs down to the file;
+- a *soft* change (host compiler, driver, measuring-code digest, the rest of
+  the spec) is a warning; ``--strict`` fails on soft and verified build changes.
+
+The toolchain and the GPU are probed once per run, each kernel's spec and
+source closure once per kernel. Without a GPU the GPU fields are reported
+"not checked: no GPU" instead of being assumed equal.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ctune import fingerprint
 from ctune.errors import EXIT_GATE_FAILED, EXIT_OK, CtuneError, ToolchainError, UserError
-from ctune.records import FieldChange
+from ctune.records import Candidate, FieldChange
 from ctune.registry.layout import ArtifactKey
-from ctune.registry.schema import Artifact
+from ctune.registry.schema import Artifact, FrontMember
 from ctune.registry.store import ArtifactStore, Quarantined
 
 FRESH, WARN, STALE = "fresh", "warn", "stale"
+#: sampling-plan fields that come from settings (the rest follow from the objectives)
+PLAN_SETTINGS = ("warmup_ms", "rep_ms", "energy_window_s")
+
+
+@dataclass(frozen=True, slots=True)
+class BinaryCheck:
+    """Members rebuilt from the current inputs and their SASS compared with the recorded."""
+
+    members: int
+    differences: tuple[str, ...] = ()  # "member KEY: SASS abc.. -> def.." or why it failed
+
+    @property
+    def identical(self) -> bool:
+        return not self.differences
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,10 +58,19 @@ class CheckResult:
     changes: tuple[FieldChange, ...]
     not_checked: tuple[str, ...]
     error: str = ""  # the kernel spec could not be loaded: nothing to compare with
+    inputs_changed: tuple[str, ...] = ()  # closure files: "gemm.cu (changed)", "x.h (added)"
+    binaries: BinaryCheck | None = None  # set when build inputs changed and members were rebuilt
+
+    @property
+    def build_changes(self) -> tuple[FieldChange, ...]:
+        return tuple(c for c in self.changes if c.severity == fingerprint.BUILD)
 
     def verdict(self, strict: bool = False) -> str:
-        hard = self.error or any(c.severity == fingerprint.HARD for c in self.changes)
-        if hard or (strict and self.changes):
+        if self.error or any(c.severity == fingerprint.HARD for c in self.changes):
+            return STALE
+        if self.build_changes and (self.binaries is None or not self.binaries.identical):
+            return STALE
+        if strict and self.changes:
             return STALE
         return WARN if self.changes else FRESH
 
@@ -55,14 +90,117 @@ class CheckReport:
         return EXIT_GATE_FAILED if stale else EXIT_OK
 
 
-def check_artifact(key: ArtifactKey, artifact: Artifact, current: Mapping[str, str]) -> CheckResult:
-    """Pure: which recorded fields differ from ``current``, and which were not checkable."""
-    checked = set(current)
-    return CheckResult(
-        key,
-        tuple(fingerprint.diff(artifact.fingerprint, current, checked)),
-        tuple(fingerprint.not_checked(artifact.fingerprint, current, checked)),
-    )
+@dataclass(frozen=True)
+class Current:
+    """What this machine says now about one (kernel, problem)."""
+
+    fields: dict[str, str]
+    closure: dict[str, str] | None = None  # None: not computed (no comparison by file)
+    spec: Any = None  # the loaded KernelSpec, for launch geometry and rebuilds
+    plan: dict[str, float] = field(default_factory=dict)  # PLAN_SETTINGS from settings
+
+
+#: (artifact, spec) -> BinaryCheck: rebuild the members, compare SASS
+Verifier = Callable[[Artifact, Any], BinaryCheck]
+
+
+def current_candidate(spec: Any, candidate: Candidate) -> Candidate:
+    """The member's candidate in today's space: genes it lacks take their defaults, genes
+    the space no longer has are dropped (the SASS comparison then says if that mattered)."""
+    values = candidate.as_dict()
+    defaults = spec.space.default_values()
+    return Candidate.of(candidate.kernel, {n: values.get(n, d) for n, d in defaults.items()})
+
+
+def _plain(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=list))
+
+
+def launch_changes(artifact: Artifact, spec: Any) -> list[FieldChange]:
+    """Members whose grid / block / shared memory the current launch rule computes otherwise."""
+    if spec is None:
+        return []
+    problem = spec.problem(artifact.problem)
+    out = []
+    for m in _members(artifact):
+        if not m.launch:
+            continue
+        try:
+            now = spec.launch_geometry(current_candidate(spec, m.candidate), problem)
+        except CtuneError as exc:
+            now = {"error": str(exc)[:120]}
+        old, new = _plain(m.launch), _plain(now)
+        if old != new:
+            name = f"launch[{m.key}]"
+            out.append(FieldChange(name, json.dumps(old), json.dumps(new), fingerprint.HARD))
+    return out
+
+
+def plan_changes(artifact: Artifact, plan: Mapping[str, float]) -> list[FieldChange]:
+    """Sampling-plan settings (warm-up, timing budget, energy window) that differ now."""
+    recorded = artifact.protocol.get("plan") or {}
+    out = []
+    for name in PLAN_SETTINGS:
+        if name in plan and name in recorded and float(recorded[name]) != float(plan[name]):
+            out.append(
+                FieldChange(
+                    f"plan.{name}", f"{recorded[name]:g}", f"{plan[name]:g}", fingerprint.HARD
+                )
+            )
+    return out
+
+
+def closure_changes(recorded: Mapping[str, str], now: Mapping[str, str] | None) -> list[str]:
+    """Closure files that changed, appeared or went away, by label."""
+    if now is None:
+        return []
+    if not recorded:
+        return ["(the closure was not recorded file by file)"]
+    out = [
+        f"{label} (changed)"
+        for label in sorted(now)
+        if recorded.get(label, now[label]) != now[label]
+    ]
+    out += [f"{label} (added)" for label in sorted(set(now) - set(recorded))]
+    out += [f"{label} (removed)" for label in sorted(set(recorded) - set(now))]
+    return out
+
+
+def check_artifact(
+    key: ArtifactKey,
+    artifact: Artifact,
+    current: Current,
+    verify: Verifier | None = None,
+) -> CheckResult:
+    """Compare ``artifact`` with ``current``; rebuild with ``verify`` when a build input changed.
+
+    Without ``verify`` a build change stays unverified (STALE unless the caller
+    verifies the binaries itself, as the gate does for the pinned member).
+    """
+    checked = set(current.fields)
+    changes = fingerprint.diff(artifact.fingerprint, current.fields, checked)
+    changes += launch_changes(artifact, current.spec)
+    changes += plan_changes(artifact, current.plan)
+    unchecked = tuple(fingerprint.not_checked(artifact.fingerprint, current.fields, checked))
+    inputs = closure_changes(artifact.inputs.get("closure") or {}, current.closure)
+    result = CheckResult(key, tuple(changes), unchecked, inputs_changed=tuple(inputs))
+    hard = any(c.severity == fingerprint.HARD for c in changes)
+    if result.build_changes and not hard and verify is not None:
+        result = CheckResult(
+            key,
+            result.changes,
+            unchecked,
+            inputs_changed=result.inputs_changed,
+            binaries=verify(artifact, current.spec),
+        )
+    return result
+
+
+def _members(artifact: Artifact) -> list[FrontMember]:
+    seen: dict[str, FrontMember] = {}
+    for m in (*artifact.front, artifact.baseline):
+        seen.setdefault(m.key, m)
+    return list(seen.values())
 
 
 def load_kernel_spec(kernels_dir: Path, kernel: str, nvcc: str = "nvcc") -> Any:
@@ -76,8 +214,45 @@ def load_kernel_spec(kernels_dir: Path, kernel: str, nvcc: str = "nvcc") -> Any:
     return load_spec(path, probe_toolchain(nvcc).help_text)
 
 
+def nvcc_verifier(settings: Any) -> Verifier:
+    """Rebuild every member with nvcc (into the build cache) and compare SASS digests."""
+
+    def verify(artifact: Artifact, spec: Any) -> BinaryCheck:
+        import dataclasses
+
+        from ctune.compile.nvcc import NvccCompiler
+        from ctune.compile.toolchain import probe_toolchain
+
+        members = _members(artifact)
+        problem = spec.problem(artifact.problem)
+        arch = artifact.fingerprint.get("arch") or settings.arch
+        rebuild = dataclasses.replace(settings, arch=arch)
+        differences = []
+        with NvccCompiler.from_settings(spec, probe_toolchain(settings.nvcc), rebuild) as compiler:
+            futures = [
+                (m, compiler.submit(current_candidate(spec, m.candidate), problem)) for m in members
+            ]
+            for m, future in futures:
+                build = future.result()
+                if not build.outcome.is_ok:
+                    tail = build.log_tail.strip().splitlines()[-1:] or [""]
+                    differences.append(
+                        f"member {m.key} does not build ({build.outcome.value}: {tail[0][:160]})"
+                    )
+                elif not m.sass_sha256:
+                    differences.append(f"member {m.key} recorded no SASS digest")
+                elif build.sass_sha256 != m.sass_sha256:
+                    differences.append(
+                        f"member {m.key}: SASS {m.sass_sha256[:12]} -> "
+                        f"{(build.sass_sha256 or '?')[:12]}"
+                    )
+        return BinaryCheck(len(members), tuple(differences))
+
+    return verify
+
+
 class FingerprintProbe:
-    """This machine's fingerprint per kernel, probing shared parts once."""
+    """This machine's identity per (kernel, problem), probing shared parts once."""
 
     def __init__(
         self,
@@ -87,54 +262,79 @@ class FingerprintProbe:
         nvcc: str = "nvcc",
         arch: str | None = None,
         l2_policy: str | None = None,
+        plan: Mapping[str, float] | None = None,
     ) -> None:
         self.kernels_dir = Path(kernels_dir)
         self.nvcc = nvcc
         self.arch = arch
         self.l2_policy = l2_policy
+        self.plan = dict(plan or {})
         self.toolchain = fingerprint.probe_toolchain(nvcc)
         self.gpu_fields = fingerprint.probe_gpu_machine() if gpu else None
-        self._cache: dict[str, dict[str, str]] = {}
+        self._specs: dict[str, Any] = {}
+        self._cache: dict[tuple[str, str], Current] = {}
 
     @property
     def gpu_probed(self) -> bool:
         return self.gpu_fields is not None
 
-    def for_kernel(self, kernel: str) -> dict[str, str]:
-        if kernel not in self._cache:
-            spec = load_kernel_spec(self.kernels_dir, kernel, self.nvcc)
-            self._cache[kernel] = fingerprint.current_fingerprint(
+    def spec(self, kernel: str) -> Any:
+        if kernel not in self._specs:
+            self._specs[kernel] = load_kernel_spec(self.kernels_dir, kernel, self.nvcc)
+        return self._specs[kernel]
+
+    def current(self, kernel: str, problem: str) -> Current:
+        if (kernel, problem) not in self._cache:
+            from ctune.compile.deps import source_closure
+
+            spec = self.spec(kernel)
+            spec.problem(problem)  # a problem the spec no longer has: one line, STALE
+            fields = fingerprint.current_fingerprint(
                 spec,
                 self.gpu_fields is not None,
+                problem=problem,
                 nvcc=self.nvcc,
                 l2_policy=self.l2_policy,
                 arch=self.arch,
                 toolchain=self.toolchain,
                 gpu_fields=self.gpu_fields,
             )
-        return self._cache[kernel]
+            closure = source_closure(spec, self.nvcc)
+            self._cache[(kernel, problem)] = Current(fields, closure, spec, self.plan)
+        return self._cache[(kernel, problem)]
+
+    def for_artifact(self, artifact: Artifact) -> Current:
+        return self.current(artifact.kernel, artifact.problem)
 
 
 def check_all(
-    artifacts: Iterable[tuple[ArtifactKey, Artifact]], probe: FingerprintProbe
+    artifacts: Iterable[tuple[ArtifactKey, Artifact]],
+    probe: FingerprintProbe,
+    verify: Verifier | None = None,
 ) -> list[CheckResult]:
     results = []
     for key, artifact in artifacts:
         try:
-            current = probe.for_kernel(artifact.kernel)
+            current = probe.for_artifact(artifact)
         except ToolchainError:
             raise  # no nvcc: the whole check is meaningless, say so (exit 3)
         except CtuneError as exc:
             results.append(CheckResult(key, (), (), error=str(exc)))
             continue
-        results.append(check_artifact(key, artifact, current))
+        results.append(check_artifact(key, artifact, current, verify))
     return results
 
 
 def check_registry(
-    root: Path, probe: FingerprintProbe, *, pinned_only: bool = False
+    root: Path,
+    probe: FingerprintProbe,
+    *,
+    pinned_only: bool = False,
+    verify: Verifier | None = None,
 ) -> CheckReport:
     """Check every artifact (or only pinned ones) under ``root``."""
     listing = ArtifactStore(root).list()
     chosen = [(k, a) for k, a in listing.artifacts if a.pinned is not None or not pinned_only]
-    return CheckReport(tuple(check_all(chosen, probe)), listing.quarantined, probe.gpu_probed)
+    return CheckReport(
+        tuple(check_all(chosen, probe, verify)), listing.quarantined, probe.gpu_probed
+    )

@@ -11,13 +11,15 @@ runs.
 
 Per pinned artifact:
 
-1. staleness against this machine (hard changes, or soft under
+1. staleness against this machine (hard changes, or soft and build ones under
    ``--strict``: STALE, nothing measured: STALE outranks REGRESSED);
 2. rebuild the pinned member and the default build (the canary); a SASS
-   digest different from the recorded one is a hard change (same inputs,
-   different code: a ptxas update the version string did not show);
-3. re-measure both in k processes; a member that no longer runs correctly
-   is REGRESSED with the outcome as the reason;
+   digest different from the recorded one is a hard change (changed inputs
+   or a ptxas update the version string did not show), identical SASS means
+   changed build inputs did not change the code;
+3. re-measure both in k processes under the sampling plan the artifact
+   records; a member that no longer runs correctly is REGRESSED with the
+   outcome as the reason;
 4. decide; a REGRESSED verdict is re-measured once more and stands only if
    confirmed (RELIABILITY Q1).
 """
@@ -32,7 +34,7 @@ from typing import Any
 
 from ctune.errors import CtuneError, ToolchainError
 from ctune.records import FieldChange, Measurement
-from ctune.registry.check import check_artifact, load_kernel_spec
+from ctune.registry.check import Current, check_artifact, load_kernel_spec
 from ctune.registry.gate import (
     GatePolicy,
     GateReport,
@@ -67,7 +69,7 @@ def default_remeasurer(settings: Any, kernels_dir: Path) -> Remeasurer:
         try:
             from ctune.compile.nvcc import NvccCompiler
             from ctune.compile.toolchain import probe_toolchain
-            from ctune.measure import SamplingPlan
+            from ctune.measure.plan import plan_from_json
             from ctune.measure.session import remeasure as measure_interleaved
         except ImportError as exc:
             raise ToolchainError(
@@ -75,11 +77,8 @@ def default_remeasurer(settings: Any, kernels_dir: Path) -> Remeasurer:
             ) from None
         spec = load_kernel_spec(kernels_dir, artifact.kernel, settings.nvcc)
         problem = spec.problem(artifact.problem)
-        plan = SamplingPlan(
-            warmup_ms=settings.warmup_ms,
-            rep_ms=settings.rep_ms,
-            l2=artifact.fingerprint.get("l2_policy", settings.l2),
-        )
+        # the plan the artifact's numbers were taken with, so old and new compare like for like
+        plan = plan_from_json(dict(artifact.protocol["plan"]))
         out = Remeasured({})
         built = []
         # rebuild for the arch the artifact was tuned for
@@ -118,7 +117,7 @@ def _sass_changes(members: Sequence[FrontMember], r: Remeasured) -> list[FieldCh
 def gate_artifact(
     key: ArtifactKey,
     artifact: Artifact,
-    current: dict[str, str],
+    current: Current,
     remeasure: Remeasurer,
     *,
     policy: GatePolicy,
@@ -166,7 +165,7 @@ def _new(r: Remeasured, m: FrontMember) -> SampleSet:
 
 def run_gate(
     artifacts: Iterable[tuple[ArtifactKey, Artifact]],
-    current_for: Callable[[str], dict[str, str]],
+    current_for: Callable[[Artifact], Current],
     remeasure: Remeasurer,
     *,
     policy: GatePolicy,
@@ -179,7 +178,7 @@ def run_gate(
     reports = []
     for key, artifact in artifacts:
         try:
-            current = current_for(artifact.kernel)
+            current = current_for(artifact)
         except ToolchainError:
             raise
         except CtuneError as exc:

@@ -10,7 +10,8 @@ Schema 0 is the pre-release format: fingerprint fields had short names
 ``genes`` and ``flags`` directly, ``pinned`` was an index into ``front``,
 and there was no digest. A fingerprint version stored as a JSON *number*
 cannot be migrated: ``12.1`` may have been ``12.10`` (RELIABILITY S4).
-Schema 1 had no runtime genes.
+Schema 1 had no runtime genes. Schema 2 recorded neither the sampling plan nor
+the measurement protocol, and digested the whole spec in one ``spec_sha256``.
 """
 
 from __future__ import annotations
@@ -98,9 +99,75 @@ def v1_to_v2(data: dict[str, Any], where: str) -> dict[str, Any]:
     return {**data, "schema_version": 2}
 
 
+#: the sampling plan every schema-2 artifact was measured with: ctune 0.1.0's defaults
+#: (its searches took no sampling options but the objectives' quantile and energy).
+#: Literal on purpose: this is history, it must not follow later defaults.
+_V2_PLAN = {
+    "warmup_ms": 25.0,
+    "rep_ms": 100.0,
+    "min_samples": 100,
+    "max_samples": 5000,
+    "quantile": 0.5,
+    "l2": "cold",
+    "check": True,
+    "energy": False,
+    "energy_window_s": 1.0,
+    "timeout_s": 0.0,
+}
+_V2_QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
+_V2_ENERGY_TERMS = ("energy", "power", "edp", "perf_per_watt")
+
+
+def _v2_plan(data: dict[str, Any]) -> dict[str, Any]:
+    """The plan a v2 search resolved: its objectives' tail quantile and energy, else defaults."""
+    ext = data.get("extensions") or {}
+    spec = ext.get("objective_spec") or {}
+    texts = [str(t) for t in (spec.get("objectives") or []) + (spec.get("constraints") or [])]
+    texts += [str(o.get("name", "")) for o in data.get("objectives") or [] if isinstance(o, dict)]
+    plan = dict(_V2_PLAN, l2=(data.get("fingerprint") or {}).get("l2_policy", "cold"))
+    for text in texts:
+        for term, q in _V2_QUANTILES.items():
+            if term in text:
+                plan["quantile"] = max(plan["quantile"], q)
+        if any(term in text for term in _V2_ENERGY_TERMS):
+            plan["energy"] = True
+    return plan
+
+
+def v2_to_v3(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """Schema 3 records how the numbers were taken (protocol 1 and the resolved plan) and
+    splits the spec digest per artifact.
+
+    The v2 whole-spec digest is kept under ``inputs.legacy_spec_sha256``: ``ctune
+    registry refresh`` adopts the per-part digests when the spec still has that digest
+    (nothing in it changed, so every part is what was tuned). The source closure is
+    not known file by file: ``ctune check`` verifies the binaries (SASS) instead, and
+    ``refresh`` records it.
+    """
+    fingerprint = dict(data.get("fingerprint") or {})
+    legacy = fingerprint.pop("spec_sha256", None)
+    fingerprint["protocol_version"] = "1"
+    inputs: dict[str, Any] = {}
+    if isinstance(legacy, str):
+        inputs["legacy_spec_sha256"] = legacy
+    protocol = {
+        "plan": _v2_plan(data),
+        "timing": "events",
+        "note": "migrated from schema 2: the plan is ctune 0.1.0's defaults for its objectives",
+    }
+    return {
+        **data,
+        "schema_version": 3,
+        "fingerprint": fingerprint,
+        "protocol": protocol,
+        "inputs": inputs,
+    }
+
+
 MIGRATIONS: dict[int, Callable[[dict[str, Any], str], dict[str, Any]]] = {
     0: v0_to_v1,
     1: v1_to_v2,
+    2: v2_to_v3,
 }
 
 

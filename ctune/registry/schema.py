@@ -28,7 +28,10 @@ from ctune.errors import RegistryError, UserError
 from ctune.records import Candidate, canonical_json, sha256_hex
 
 #: 2: front members may carry runtime genes (``runtime``)
-SCHEMA_VERSION = 2
+#: 3: ``protocol`` (the resolved sampling plan and timing method the numbers were taken
+#:    with) and ``inputs`` (the source closure, file by file); the fingerprint's
+#:    ``spec_sha256`` is split per artifact and ``protocol_version`` is added
+SCHEMA_VERSION = 3
 MAX_BYTES = 16 * 1024 * 1024  # a front of 50 members with 1000 samples each is ~1 MB
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
@@ -99,6 +102,10 @@ class Artifact:
     provenance: dict[str, Any] = field(default_factory=dict)
     extensions: dict[str, Any] = field(default_factory=dict)  # free-form, unchecked
     schema_version: int = SCHEMA_VERSION
+    # how the numbers were taken: {"plan": SamplingPlan fields, "timing": "events", "note"?}
+    protocol: dict[str, Any] = field(default_factory=dict)
+    # what was built: {"closure": {label: sha256}} (see ctune.compile.deps)
+    inputs: dict[str, Any] = field(default_factory=dict)
 
     def member(self, key: str) -> FrontMember:
         """A front member (or the baseline) by candidate key."""
@@ -159,6 +166,8 @@ def to_json(a: Artifact) -> dict[str, Any]:
         "pinned": a.pinned,
         "provenance": dict(a.provenance),
         "extensions": dict(a.extensions),
+        "protocol": dict(a.protocol),
+        "inputs": {k: dict(v) if isinstance(v, dict) else v for k, v in a.inputs.items()},
     }
 
 
@@ -404,6 +413,34 @@ def _provenance(c: _Checker, v: Any, path: str) -> dict[str, Any]:
     return dict(v)
 
 
+def _protocol(c: _Checker, v: Any, path: str) -> dict[str, Any]:
+    from ctune.measure.plan import plan_from_json
+
+    c.obj(v, path, ("plan", "timing"), ("note",))
+    if not isinstance(v["plan"], dict):
+        raise c.fail(f"{path}.plan", "expected an object")
+    try:
+        plan_from_json(dict(v["plan"]))
+    except (TypeError, ValueError) as exc:
+        raise c.fail(f"{path}.plan", str(exc)) from None
+    c.text(v["timing"], f"{path}.timing", _IDENT)
+    if "note" in v:
+        c.text(v["note"], f"{path}.note")
+    return dict(v)
+
+
+def _inputs(c: _Checker, v: Any, path: str) -> dict[str, Any]:
+    c.obj(v, path, (), ("closure", "legacy_spec_sha256"))
+    out: dict[str, Any] = {}
+    if "closure" in v:
+        out["closure"] = c.mapping(
+            v["closure"], f"{path}.closure", _PRINTABLE, lambda x, p: c.text(x, p, _HEX64)
+        )
+    if "legacy_spec_sha256" in v:
+        out["legacy_spec_sha256"] = c.text(v["legacy_spec_sha256"], f"{path}.legacy", _HEX64)
+    return out
+
+
 def from_json(data: Any, where: str) -> Artifact:
     """Validate parsed JSON (without ``digest``) and build the Artifact."""
     from ctune.fingerprint import FIELDS
@@ -419,8 +456,9 @@ def from_json(data: Any, where: str) -> Artifact:
         "objectives",
         "front",
         "baseline",
+        "protocol",
     )
-    c.obj(data, "artifact", required, ("pinned", "provenance", "extensions"))
+    c.obj(data, "artifact", required, ("pinned", "provenance", "extensions", "inputs"))
     kernel = c.name(data["kernel"], "kernel")
     fp = c.mapping(data["fingerprint"], "fingerprint", _IDENT, lambda x, p: c.text(x, p))
     unknown = sorted(set(fp) - set(FIELDS))
@@ -457,6 +495,8 @@ def from_json(data: Any, where: str) -> Artifact:
         pinned=pinned,
         provenance=_provenance(c, data.get("provenance", {}), "provenance"),
         extensions=extensions,
+        protocol=_protocol(c, data["protocol"], "protocol"),
+        inputs=_inputs(c, data.get("inputs", {}), "inputs"),
     )
 
 

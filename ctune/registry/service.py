@@ -1,4 +1,5 @@
-"""Registry operations the CLI and the search call: publish, import, pin, read, verify, migrate.
+"""Registry operations the CLI and the search call: publish, import, pin, read, verify, migrate,
+refresh.
 
 Each function opens the git repository for its own duration (``with
 GitRegistry(...)``) and takes the writer lock around write-and-commit, so a
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from ctune.errors import RegistryError, UserError
 from ctune.registry import schema
+from ctune.registry.check import FingerprintProbe, Verifier
 from ctune.registry.export import resolve_member
 from ctune.registry.git import CommitResult, GitRegistry
 from ctune.registry.layout import (
@@ -32,6 +34,7 @@ from ctune.registry.layout import (
     pin_tag,
 )
 from ctune.registry.migrate import upgrade
+from ctune.registry.refresh import RefreshOutcome, refresh_artifact
 from ctune.registry.schema import Artifact
 from ctune.registry.store import (
     ArtifactStore,
@@ -275,6 +278,29 @@ def migrate_registry(root: Path, *, ref: str | None = None, dry_run: bool = Fals
     return Migration(tuple(written), tuple(failed), result)
 
 
+def refresh_registry(
+    root: Path,
+    probe: FingerprintProbe,
+    verify: Verifier | None,
+    keys: Sequence[ArtifactKey] = (),
+    *,
+    ref: str | None = None,
+    dry_run: bool = False,
+) -> tuple[list[RefreshOutcome], CommitResult | None]:
+    """Refresh ``keys`` (else every artifact) in one commit; stale ones are left alone."""
+    store = ArtifactStore(root)
+    chosen = [(k, store.read(k)) for k in keys] if keys else list(store.list().artifacts)
+    outcomes = [refresh_artifact(k, a, probe.for_artifact(a), verify) for k, a in chosen]
+    changed = [o.artifact for o in outcomes if o.artifact is not None]
+    if dry_run or not changed:
+        return outcomes, None
+    with GitRegistry(root, ref) as reg, reg.writer_lock():
+        reg.target_ref()
+        message = f"ctune: refresh the recorded inputs of {len(changed)} artifact(s)"
+        _, result = _write_commit(reg, store, changed, message)
+    return outcomes, result
+
+
 def _upgrades(root: Path) -> tuple[list[Path], list[Artifact], list[Quarantined]]:
     """(paths, upgraded artifacts, unreadable files) for every file older than this schema."""
     store = ArtifactStore(root)
@@ -315,5 +341,6 @@ __all__ = [
     "migrate_registry",
     "pin_artifact",
     "publish_artifact",
+    "refresh_registry",
     "verify_registry",
 ]

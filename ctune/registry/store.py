@@ -108,6 +108,20 @@ def read_result(path: Path) -> Artifact:
     return read_artifact_file(path, allow_symlink=True)
 
 
+def require_registry(root: Path) -> None:
+    """A check or gate over a missing or empty folder would pass while checking nothing."""
+    if not Path(root).is_dir():
+        raise UserError(
+            f"registry {root}: no such directory (give --registry DIR or set `registry` "
+            "in [tool.ctune])"
+        )
+    if next(ArtifactStore(root).files(), None) is None:
+        raise UserError(
+            f"registry {root}: no artifact files in it, so there is nothing to check "
+            "(is this the registry folder? --registry DIR)"
+        )
+
+
 class ArtifactStore:
     """The artifact files under one registry root."""
 

@@ -62,7 +62,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from ctune.errors import ToolchainError, UserError
-from ctune.records import Build, Candidate, Measurement, Outcome, Trial, sha256_hex
+from ctune.records import Build, Candidate, Measurement, Outcome, Trial
 from ctune.search import Compiler, Strategy, make_strategy, resolve_name
 from ctune.search import journal as journal_mod
 from ctune.search.events import (
@@ -212,7 +212,13 @@ def _plan(settings: Settings, spec: KernelSpec, objective: ObjectiveSpec) -> Sam
 
 
 def _fingerprint(
-    spec: KernelSpec, settings: Settings, compiler: Any, measurer: Any
+    spec: KernelSpec,
+    problem: str,
+    settings: Settings,
+    compiler: Any,
+    measurer: Any,
+    *,
+    gpu: bool = True,
 ) -> dict[str, str]:
     """Stand-ins say what they are; the real path probes toolchain, source and GPU."""
     stand_in: dict[str, str] = {}
@@ -225,14 +231,15 @@ def _fingerprint(
     if stand_in:
         return {
             **fp.harness_fields(),
-            "spec_sha256": spec.spec_sha256,
+            **fp.spec_part_fields(spec, problem),
             "arch": settings.arch or spec.arch,
             "l2_policy": _l2(settings, spec),
             **stand_in,
         }
     return fp.current_fingerprint(
         spec,
-        gpu=True,
+        gpu=gpu,
+        problem=problem,
         nvcc=settings.nvcc,
         l2_policy=_l2(settings, spec),
         arch=settings.arch or None,
@@ -349,6 +356,7 @@ class _Run:
         self.stale_generations = 0
         self.first_checked = False
         self.stop_requested = False  # the first Ctrl-C: finish the candidate in flight, stop
+        self._fingerprint: dict[str, str] | None = None
         self.filler = Filler(spec.name, spec.space, self.problem.dims, objective.directions)
         # compile-only objectives cannot tell runtime variants apart: nothing to fill with
         self.filling = opts.fill and self.filler.active and objective.measures
@@ -363,21 +371,29 @@ class _Run:
 
     # --- identity -----------------------------------------------------------------------------
     def identity(self) -> dict[str, Any]:
-        from ctune import __version__
-
         out: dict[str, Any] = {
             "kernel": self.spec.name,
-            "spec_sha256": self.spec.spec_sha256,
-            "source_sha256": sha256_hex(self.spec.source_path.read_bytes()),
             "problem": self.problem.name,
             "space": journal_mod.space_identity(self.spec.space),
             "objectives": self.objective.identity(),
-            "l2": _l2(self.settings, self.spec),
-            "ctune_version": __version__,
+            "fingerprint": self.build_fingerprint(),
         }
         if self.device is not None:
             out["device"] = self.device
         return out
+
+    def build_fingerprint(self) -> dict[str, str]:
+        """The artifact fingerprint without the GPU (the device is checked on its own)."""
+        if self._fingerprint is None:
+            from ctune.fingerprint import FIELDS
+
+            every = _fingerprint(
+                self.spec, self.problem.name, self.settings, self.compiler, None, gpu=False
+            )
+            self._fingerprint = {
+                k: v for k, v in every.items() if FIELDS.get(k, ("", ""))[1] != "gpu"
+            }
+        return self._fingerprint
 
     def note(self, message: str, level: str = "warning") -> None:
         log.log(logging.WARNING if level == "warning" else logging.INFO, "%s", message)
@@ -492,7 +508,8 @@ class _Run:
         self.header = replay.header
         known = getattr(self.measurer, "device_name", None)
         self.device = known if isinstance(known, str) else None
-        journal_mod.check_identity(path, replay.header, self.identity())
+        for change in journal_mod.check_identity(path, replay.header, self.identity()):
+            self.note(change, "info")
         if self.device is None:
             self.device = str(replay.header.get("device", "unknown"))
             self.device_checked = not self.objective.measures
@@ -1078,12 +1095,13 @@ def _execute(
 def _publish(
     run: _Run, result: SearchResult, opts: SearchOptions, fingerprint: Mapping[str, str] | None
 ) -> SearchResult:
+    from ctune.measure.protocol import record as protocol_record
     from ctune.search.report import build_artifact, commit_artifact, write_artifact
 
     fp = (
         dict(fingerprint)
         if fingerprint is not None
-        else _fingerprint(run.spec, run.settings, run.compiler, run.measurer)
+        else _fingerprint(run.spec, run.problem.name, run.settings, run.compiler, run.measurer)
     )
     assert run.journal is not None
     provenance = {
@@ -1095,7 +1113,16 @@ def _publish(
         "created_utc": journal_mod.utc_stamp(),
         "wall_s": round(result.timing.wall_s, 3),
     }
-    artifact = build_artifact(run.spec, run.problem, run.objective, result, fp, provenance)
+    artifact = build_artifact(
+        run.spec,
+        run.problem,
+        run.objective,
+        result,
+        fp,
+        provenance,
+        protocol=protocol_record(run.plan),
+        inputs=_inputs(run),
+    )
     out = (
         opts.out
         or Path(run.settings.cache_dir) / "results" / f"{run.spec.name}-{run.problem.name}.json"
@@ -1105,6 +1132,15 @@ def _publish(
     if opts.commit:
         _, commit = commit_artifact(run.settings.registry, artifact)
     return dataclasses.replace(result, artifact_path=path, commit=commit)
+
+
+def _inputs(run: _Run) -> dict[str, Any]:
+    """The source closure file by file, for a real build (stand-ins have no sources to list)."""
+    if getattr(run.compiler, "fingerprint_fields", None) is not None:
+        return {}
+    from ctune.compile.deps import source_closure
+
+    return {"closure": source_closure(run.spec, run.settings.nvcc)}
 
 
 def _default_compiler(settings: Settings, spec: KernelSpec, toolchain: Toolchain | None) -> Any:

@@ -4,9 +4,10 @@ Format (JSON Lines, UTF-8):
 
 - line 1, the identity header::
 
-    {"kind": "header", "format": 1, "kernel": ..., "spec_sha256": ..., "space": {...},
-     "objectives": {"objectives": [...], "constraints": [...]}, "problem": ...,
-     "device": "NVIDIA H100 80GB HBM3 (sm_90)", "ctune_version": ..., "l2": "cold",
+    {"kind": "header", "format": 2, "kernel": ..., "problem": ..., "space": {...},
+     "objectives": {"objectives": [...], "constraints": [...]},
+     "device": "NVIDIA H100 80GB HBM3 (sm_90)",
+     "fingerprint": {...the artifact fingerprint's fields without the GPU's...},
      "info": {"strategy": ..., "seed": ..., "created_utc": ...}}
 
 - then one ``{"kind": "trial", "trial": <records.to_json(Trial)>}`` per trial,
@@ -18,9 +19,12 @@ Format (JSON Lines, UTF-8):
   with the strategy's state.
 
 A crash or Ctrl-C loses at most the trial in flight (RELIABILITY R7). On
-``--resume`` the header must match the search being resumed, field by
-field (Kernel Tuner refuses a cache of another device/kernel/parameter
-order the same way), and a torn last line, which is what a crash in the
+``--resume`` the header must match the search being resumed: the kernel,
+problem, genome, objectives and device exactly (Kernel Tuner refuses a cache
+of another device/kernel/parameter order the same way), and the fingerprint
+by the one severity rule of :mod:`ctune.fingerprint` (a hard or build change
+refuses, since the journal's trials cannot be rebuilt and compared; a soft
+one is a note), and a torn last line, which is what a crash in the
 middle of a write leaves, is dropped and cut off the file before anything
 is appended. Any other unreadable line is an error: the journal is
 evidence, and guessing past damage would not be.
@@ -43,19 +47,10 @@ from ctune.space.params import Space
 
 log = logging.getLogger(__name__)
 
-JOURNAL_FORMAT = 1
-#: header fields that must match on resume, in the order they are checked
-IDENTITY_FIELDS = (
-    "kernel",
-    "spec_sha256",
-    "source_sha256",
-    "problem",
-    "space",
-    "objectives",
-    "l2",
-    "ctune_version",
-    "device",
-)
+#: 2: the fingerprint (one identity rule with the artifacts) replaced spec/source digests
+JOURNAL_FORMAT = 2
+#: header fields that must match exactly on resume, in the order they are checked
+IDENTITY_FIELDS = ("kernel", "problem", "space", "objectives", "device")
 
 
 def space_identity(space: Space) -> dict[str, Any]:
@@ -92,8 +87,14 @@ def _short(value: Any) -> str:
     return text
 
 
-def check_identity(path: Path, stored: Mapping[str, Any], current: Mapping[str, Any]) -> None:
-    """One UserError naming the first identity field that differs."""
+def check_identity(path: Path, stored: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """One UserError naming the first identity field that differs; soft changes returned.
+
+    ``fingerprint`` is compared field by field with :func:`ctune.fingerprint.diff`:
+    hard and build changes refuse, soft ones come back as notes for the caller.
+    """
+    from ctune import fingerprint as fp
+
     for name in IDENTITY_FIELDS:
         if name not in current:
             continue  # not known yet (the device, before anything was measured)
@@ -103,6 +104,20 @@ def check_identity(path: Path, stored: Mapping[str, Any], current: Mapping[str, 
                 f"(journal: {_short(stored.get(name))}; now: {_short(current[name])}); "
                 "start a new search without --resume"
             )
+    if "fingerprint" not in current:
+        return []
+    now = current["fingerprint"]
+    changes = fp.diff(stored.get("fingerprint") or {}, now, set(now))
+    for change in changes:
+        if change.severity != fp.SOFT:
+            raise UserError(
+                f"{path}: cannot resume: {change.name} changed since the journal was started "
+                f"({_short(change.old)} -> {_short(change.new)}; {change.severity}); its "
+                "trials were built and measured before that: start a new search without --resume"
+            )
+    return [
+        f"{c.name} changed since the journal ({_short(c.old)} -> {_short(c.new)})" for c in changes
+    ]
 
 
 @dataclass

@@ -34,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ctune.errors import UserError
 from ctune.records import (
     Build,
     Candidate,
@@ -368,17 +369,10 @@ def _sample_summary(samples: Sequence[float]) -> dict[str, Any]:
 
 
 def launch_of(spec: KernelSpec, candidate: Candidate, problem: Problem) -> dict[str, Any]:
-    """grid / block / dynamic smem evaluated for this problem (empty for launchers)."""
-    if spec.launch is None:
-        return {}
+    """The member's recorded launch; {} (with a warning) where the rule cannot evaluate it."""
     try:
-        env = spec.space.environment(candidate.as_dict(), problem.dims)
-        return {
-            "grid": tuple(int(e.evaluate(env)) for e in spec.launch.grid),
-            "block": tuple(int(e.evaluate(env)) for e in spec.launch.block),
-            "dynamic_smem_bytes": int(spec.launch.dynamic_smem_bytes.evaluate(env)),
-        }
-    except Exception as exc:  # a launch rule the default passed but this candidate breaks
+        return spec.launch_geometry(candidate, problem)
+    except UserError as exc:  # a launch rule the default passed but this candidate breaks
         log.warning("launch of %s not evaluable: %s", candidate.key(), exc)
         return {}
 
@@ -458,6 +452,9 @@ def build_artifact(
     result: SearchResult,
     fingerprint: Mapping[str, str],
     provenance: Mapping[str, Any],
+    *,
+    protocol: Mapping[str, Any],
+    inputs: Mapping[str, Any] | None = None,
 ) -> Artifact:
     """The registry artifact for ``result`` (samples kept for the pinned member and baseline)."""
     from ctune.registry.schema import Artifact, ObjectiveInfo
@@ -509,6 +506,8 @@ def build_artifact(
         pinned=result.pinned,
         provenance=dict(provenance),
         extensions=_clean(extensions),
+        protocol=dict(protocol),
+        inputs=dict(inputs or {}),
     )
 
 

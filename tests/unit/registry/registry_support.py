@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 
 from ctune.fingerprint import FIELDS
+from ctune.measure import SamplingPlan
+from ctune.measure.protocol import record as protocol_record
 from ctune.records import Candidate, Measurement, Outcome
 from ctune.registry.gate import SampleSet
 from ctune.registry.gate_run import Remeasured
@@ -29,7 +31,15 @@ FINGERPRINT: dict[str, str] = {
     "host_compiler": "g++ (Debian 12.2.0-14+deb12u1) 12.2.0",
     "arch": "sm_90",
     "kernel_source_sha256": "a" * 64,
-    "spec_sha256": "b" * 64,
+    "spec_entry": "ctune_gemm",
+    "spec_problem_sha256": "b" * 64,
+    "spec_args_sha256": "b" * 64,
+    "spec_reference_sha256": "b" * 64,
+    "spec_tolerance_sha256": "b" * 64,
+    "spec_metrics_sha256": "b" * 64,
+    "spec_build_sha256": "b" * 64,
+    "spec_space_sha256": "b" * 64,
+    "protocol_version": "1",
     "l2_policy": "cold",
     "cutlass_version": "none",
     "harness_sha256": "c" * 64,
@@ -121,6 +131,7 @@ def make_artifact(
             "code_commit": "0" * 40,
             **provenance,
         },
+        protocol=protocol_record(SamplingPlan(quantile=0.5)),
     )
 
 

@@ -23,6 +23,7 @@ from registry_support import (
     one_line_error,
 )
 
+import ctune.compile.deps as deps_module
 import ctune.fingerprint as fingerprint_module
 import ctune.registry.check as check_module
 import ctune.registry.gate_run as gate_run_module
@@ -201,7 +202,13 @@ NO_GPU = {k: v for k, v in FINGERPRINT.items() if FIELDS[k][1] != "gpu"}
 @pytest.fixture
 def machine(monkeypatch: pytest.MonkeyPatch) -> dict:
     """Replace the probes (nvcc, NVML, kernel sources) with a scripted machine."""
-    state: dict = {"fingerprint": dict(NO_GPU), "gpu": None, "toolchain_error": None}
+    state: dict = {
+        "fingerprint": dict(NO_GPU),
+        "gpu": None,
+        "toolchain_error": None,
+        "sass_identical": True,
+        "rebuilds": [],
+    }
 
     def probe_toolchain(nvcc: str = "nvcc") -> dict[str, str]:
         if state["toolchain_error"]:
@@ -214,9 +221,24 @@ def machine(monkeypatch: pytest.MonkeyPatch) -> dict:
     monkeypatch.setattr(fingerprint_module, "probe_toolchain", probe_toolchain)
     monkeypatch.setattr(fingerprint_module, "probe_gpu_machine", lambda: state["gpu"])
     monkeypatch.setattr(fingerprint_module, "current_fingerprint", current)
-    monkeypatch.setattr(
-        check_module, "load_kernel_spec", lambda d, k, nvcc="nvcc": types.SimpleNamespace(name=k)
+    launch = {"grid": (1024, 1, 1), "block": (256, 1, 1), "dynamic_smem_bytes": 49152}
+    spec = types.SimpleNamespace(
+        problem=lambda name: types.SimpleNamespace(name=name, dims={}),
+        launch_geometry=lambda candidate, problem: launch,
+        space=types.SimpleNamespace(default_values=dict),
     )
+    monkeypatch.setattr(check_module, "load_kernel_spec", lambda d, k, nvcc="nvcc": spec)
+    monkeypatch.setattr(deps_module, "source_closure", lambda spec, nvcc="nvcc": {})
+
+    def rebuild_standin(settings: object) -> object:
+        def verify(artifact: object, spec: object) -> check_module.BinaryCheck:
+            state["rebuilds"].append(artifact)
+            diff = () if state["sass_identical"] else ("member x: SASS aaa -> bbb",)
+            return check_module.BinaryCheck(3, diff)
+
+        return verify
+
+    monkeypatch.setattr(check_module, "nvcc_verifier", rebuild_standin)
     return state
 
 
@@ -228,18 +250,40 @@ def test_check_fresh_without_gpu(cli: Run, registry: Path, machine: dict) -> Non
     assert "not checked: no GPU (" in out and "driver" in out
 
 
-def test_check_names_hard_and_soft_changes(cli: Run, registry: Path, machine: dict) -> None:
+def test_check_names_hard_build_and_soft_changes(cli: Run, registry: Path, machine: dict) -> None:
     publish_artifact(registry, make_artifact())
-    machine["fingerprint"] = {**NO_GPU, "nvcc_version": "Cuda compilation tools, release 13.1"}
+    machine["fingerprint"] = {**NO_GPU, "arch": "sm_100a"}
     code, out, err = cli("check", "--registry", str(registry))
-    assert code == 1
-    assert f"STALE {KEY}: nvcc_version: " in out and "(hard)" in out
+    assert code == 1 and machine["rebuilds"] == []
+    assert f"STALE {KEY}\n  arch: sm_90 -> sm_100a (hard)" in out
     one_line_error(err, "1 of 1 artifact(s) stale")
+    # a new nvcc: rebuilt, same SASS -> still valid; other SASS -> stale
+    machine["fingerprint"] = {**NO_GPU, "nvcc_version": "Cuda compilation tools, release 13.1"}
+    code, out, _ = cli("check", "--registry", str(registry))
+    assert code == 0 and len(machine["rebuilds"]) == 1
+    assert f"WARN {KEY}\n  nvcc_version: " in out and "SASS identical" in out
+    machine["sass_identical"] = False
+    code, out, _ = cli("check", "--registry", str(registry))
+    assert code == 1 and "rebuilt: member x: SASS aaa -> bbb" in out
+    code, out, _ = cli("check", "--no-rebuild", "--registry", str(registry))
+    assert code == 1 and "binaries not verified" in out and len(machine["rebuilds"]) == 2
     machine["fingerprint"] = {**NO_GPU, "ctune_version": "0.2.0"}
     code, out, _ = cli("check", "--registry", str(registry))
-    assert code == 0 and f"WARN {KEY}: ctune_version: '0.1.0' -> '0.2.0' (soft)" in out
+    assert code == 0 and f"WARN {KEY}\n  ctune_version: 0.1.0 -> 0.2.0 (soft)" in out
     code, out, _ = cli("check", "--strict", "--registry", str(registry))
     assert code == 1 and f"STALE {KEY}" in out
+
+
+@pytest.mark.parametrize("where", ["missing", "empty"])
+def test_check_of_a_missing_or_empty_registry_is_bad_input(
+    cli: Run, tmp_path: Path, machine: dict, where: str
+) -> None:
+    folder = tmp_path / "nothing-here"
+    if where == "empty":
+        folder.mkdir()
+    code, out, err = cli("check", "--registry", str(folder))
+    assert code == 2 and out == ""
+    one_line_error(err, "registry")
 
 
 def test_check_pinned_only_and_gpu_fields(cli: Run, registry: Path, machine: dict) -> None:
@@ -248,7 +292,7 @@ def test_check_pinned_only_and_gpu_fields(cli: Run, registry: Path, machine: dic
     machine["gpu"] = {k: v for k, v in FINGERPRINT.items() if FIELDS[k][1] == "gpu"}
     machine["gpu"]["gpu_name"] = "NVIDIA H200"
     code, out, _ = cli("check", "--pinned", "--registry", str(registry))
-    assert code == 1 and "gpu_name: 'NVIDIA H100 80GB HBM3' -> 'NVIDIA H200' (hard)" in out
+    assert code == 1 and "gpu_name: NVIDIA H100 80GB HBM3 -> NVIDIA H200 (hard)" in out
     assert "unpinned" not in out and "no GPU" not in out
 
 
@@ -309,9 +353,9 @@ def test_gate_stale_outranks_regressed(cli: Run, registry: Path, gpu_machine: di
     publish_artifact(registry, artifact_with_samples(rng))
     stand_in = StandInRemeasurer(rng, [1.2])
     gpu_machine["remeasure"] = stand_in
-    gpu_machine["fingerprint"] = {**FINGERPRINT, "spec_sha256": "f" * 64}
+    gpu_machine["fingerprint"] = {**FINGERPRINT, "spec_problem_sha256": "f" * 64}
     code, out, _ = cli("gate", "--registry", str(registry))
-    assert code == 1 and out.startswith(f"STALE {KEY}: stale: spec_sha256 changed")
+    assert code == 1 and out.startswith(f"STALE {KEY}: stale: spec_problem_sha256 changed")
     assert stand_in.calls == []
 
 

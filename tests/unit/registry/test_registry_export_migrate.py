@@ -15,7 +15,7 @@ import pytest
 from registry_support import git, make_artifact
 
 from ctune.errors import RegistryError, UserError
-from ctune.records import Candidate
+from ctune.records import Candidate, canonical_json, sha256_hex
 from ctune.registry import export, schema
 from ctune.registry.layout import parse_key
 from ctune.registry.migrate import upgrade, v0_to_v1, v1_to_v2
@@ -73,22 +73,44 @@ def test_migration_v0_to_v1_matches_the_recorded_v1_file() -> None:
     assert migrated["pinned"] == migrated["front"][0]["key"]
     # v1-gemm-sq4096.json is what the v0 -> v1 step wrote when schema 1 was current
     recorded = json.loads((DATA / "v1-gemm-sq4096.json").read_text())
-    via_v0 = schema.from_json(v1_to_v2(migrated, "v0"), "v0")
+    via_v0 = schema.from_json(upgrade(migrated, "v0"), "v0")
     assert via_v0 == schema.from_json(upgrade(recorded, "v1"), "v1")
+
+
+def _v2_text(raw: dict) -> str:
+    """A v2 file as the schema-2 writer wrote it: digest over the rest, sorted, indented."""
+    plain = {k: v for k, v in raw.items() if k != "digest"}
+    plain["digest"] = sha256_hex(canonical_json(plain))
+    return json.dumps(plain, indent=2, sort_keys=True, ensure_ascii=True) + "\n"
 
 
 def test_migration_v1_to_v2_golden() -> None:
     raw = json.loads((DATA / "v1-gemm-sq4096.json").read_text())
-    artifact = schema.from_json(upgrade(raw, "v1"), "v1")
-    _golden("v2-from-v1-gemm-sq4096.json", schema.encode(artifact).decode())
-    assert artifact.schema_version == 2 and all(not m.runtime for m in artifact.front)
-    assert artifact.fingerprint == raw["fingerprint"]  # only the version moved
+    v2 = v1_to_v2({k: v for k, v in raw.items() if k != "digest"}, "v1")
+    golden = json.loads((DATA / "v2-from-v1-gemm-sq4096.json").read_text())
+    assert v2["schema_version"] == 2 and v2["fingerprint"] == raw["fingerprint"]
+    assert {k: v for k, v in golden.items() if k != "digest"}.keys() >= v2.keys()
+    assert _v2_text(golden) == (DATA / "v2-from-v1-gemm-sq4096.json").read_text()
+
+
+def test_migration_v2_to_v3_golden() -> None:
+    raw = json.loads((DATA / "v2-from-v1-gemm-sq4096.json").read_text())
+    artifact = schema.from_json(upgrade(raw, "v2"), "v2")
+    _golden("v3-from-v2-gemm-sq4096.json", schema.encode(artifact).decode())
+    assert artifact.schema_version == 3 == schema.SCHEMA_VERSION
+    assert "spec_sha256" not in artifact.fingerprint
+    assert artifact.inputs == {}  # this v2 file recorded no spec digest to adopt later
+    assert artifact.fingerprint["protocol_version"] == "1"
+    plan = artifact.protocol["plan"]
+    # the objectives' tail decides the quantile; energy terms switch the energy window on
+    assert (plan["warmup_ms"], plan["rep_ms"], plan["quantile"]) == (25.0, 100.0, 0.99)
+    assert plan["energy"] is True and artifact.protocol["timing"] == "events"
 
 
 def test_migration_chains_from_v0_to_current() -> None:
     raw = json.loads((DATA / "v0-gemm-sq4096.json").read_text())
     artifact = schema.from_json(upgrade(raw, "v0"), "v0")
-    assert artifact.schema_version == schema.SCHEMA_VERSION == 2
+    assert artifact.schema_version == schema.SCHEMA_VERSION == 3
     assert artifact.fingerprint["nvcc_version"].endswith("V12.10.41")
 
 

@@ -1,4 +1,4 @@
-"""Fingerprint fields: every one, changed alone, is named with its severity."""
+"""Fingerprint fields: every one, changed alone, is named with its severity and verdict."""
 
 from __future__ import annotations
 
@@ -10,19 +10,21 @@ import pytest
 from registry_support import FINGERPRINT, make_artifact
 
 from ctune import fingerprint
-from ctune.fingerprint import FIELDS, HARD, SOFT, diff, not_checked, not_checked_reason
-from ctune.registry.check import STALE, WARN, check_artifact
+from ctune.fingerprint import BUILD, FIELDS, HARD, SOFT, diff, not_checked, not_checked_reason
+from ctune.registry.check import STALE, WARN, BinaryCheck, Current, check_artifact
 from ctune.registry.layout import parse_key
 
 KEY = parse_key("gemm/sq4096/sm90-nvidia-h100-80gb-hbm3")
 
 EXPECTED_HARD = {
-    "nvcc_version",
-    "ptxas_version",
+    "protocol_version",
     "arch",
-    "kernel_source_sha256",
-    "spec_sha256",
-    "harness_sha256",
+    "spec_entry",
+    "spec_problem_sha256",
+    "spec_args_sha256",
+    "spec_reference_sha256",
+    "spec_tolerance_sha256",
+    "spec_metrics_sha256",
     "gpu_name",
     "sm",
     "sm_count",
@@ -30,11 +32,19 @@ EXPECTED_HARD = {
     "ecc",
     "mig",
     "l2_policy",
-    "cutlass_version",
     "compute_mode",
+}
+EXPECTED_BUILD = {
+    "nvcc_version",
+    "ptxas_version",
+    "kernel_source_sha256",
+    "cutlass_version",
+    "spec_build_sha256",
 }
 EXPECTED_SOFT = {
     "host_compiler",
+    "harness_sha256",
+    "spec_space_sha256",
     "driver",
     "power_limit_w",
     "clocks",
@@ -44,8 +54,20 @@ EXPECTED_SOFT = {
 }
 
 
+def verifier_standin(identical: bool) -> tuple[list[str], object]:
+    """A stand-in for the nvcc rebuild: says identical or not, and records that it ran."""
+    calls: list[str] = []
+
+    def verify(artifact: object, spec: object) -> BinaryCheck:
+        calls.append("rebuilt")
+        return BinaryCheck(3, () if identical else ("member x: SASS aaa -> bbb",))
+
+    return calls, verify
+
+
 def test_table_follows_the_staleness_key() -> None:
     assert {n for n, (sev, _) in FIELDS.items() if sev == HARD} == EXPECTED_HARD
+    assert {n for n, (sev, _) in FIELDS.items() if sev == BUILD} == EXPECTED_BUILD
     assert {n for n, (sev, _) in FIELDS.items() if sev == SOFT} == EXPECTED_SOFT
     assert {src for _, src in FIELDS.values()} == {"toolchain", "gpu", "source", "spec", "harness"}
 
@@ -53,22 +75,63 @@ def test_table_follows_the_staleness_key() -> None:
 @pytest.mark.parametrize("name", sorted(FIELDS))
 def test_each_field_changed_alone(name: str) -> None:
     artifact = make_artifact()
-    current = {**FINGERPRINT, name: FINGERPRINT[name] + "-changed"}
-    result = check_artifact(KEY, artifact, current)
+    current = Current({**FINGERPRINT, name: FINGERPRINT[name] + "-changed"})
+    calls, verify = verifier_standin(identical=True)
+    result = check_artifact(KEY, artifact, current, verify)  # type: ignore[arg-type]
     assert [c.name for c in result.changes] == [name]
     change = result.changes[0]
     assert (change.old, change.new) == (FINGERPRINT[name], FINGERPRINT[name] + "-changed")
     if name in EXPECTED_HARD:
-        assert change.severity == HARD and result.verdict() == STALE
+        assert change.severity == HARD and result.verdict() == STALE and not calls
+    elif name in EXPECTED_BUILD:
+        # a build input changed: decided by rebuilding, identical SASS keeps it valid
+        assert change.severity == BUILD and calls == ["rebuilt"]
+        assert result.verdict() == WARN and result.verdict(strict=True) == STALE
     else:
-        assert change.severity == SOFT and result.verdict() == WARN
+        assert change.severity == SOFT and result.verdict() == WARN and not calls
         assert result.verdict(strict=True) == STALE
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_BUILD))
+def test_build_change_with_other_sass_or_unverified_is_stale(name: str) -> None:
+    current = Current({**FINGERPRINT, name: "other"})
+    _, differs = verifier_standin(identical=False)
+    result = check_artifact(KEY, make_artifact(), current, differs)  # type: ignore[arg-type]
+    assert result.verdict() == STALE and result.binaries is not None
+    assert result.binaries.differences == ("member x: SASS aaa -> bbb",)
+    assert check_artifact(KEY, make_artifact(), current).verdict() == STALE  # not verified
+
+
+def test_hard_change_skips_the_rebuild() -> None:
+    current = Current({**FINGERPRINT, "arch": "sm_100", "nvcc_version": "other"})
+    calls, verify = verifier_standin(identical=True)
+    result = check_artifact(KEY, make_artifact(), current, verify)  # type: ignore[arg-type]
+    assert result.verdict() == STALE and not calls
+
+
+def test_changed_sampling_settings_are_hard() -> None:
+    plan = {"warmup_ms": 0.0, "rep_ms": 100.0, "energy_window_s": 1.0}
+    result = check_artifact(KEY, make_artifact(), Current(dict(FINGERPRINT), plan=plan))
+    assert [(c.name, c.old, c.new, c.severity) for c in result.changes] == [
+        ("plan.warmup_ms", "25", "0", HARD)
+    ]
+    assert result.verdict() == STALE
+
+
+def test_closure_changes_are_named_by_file() -> None:
+    artifact = make_artifact()
+    recorded = {"gemm.cu": "1" * 64, "@cutlass/cute/tensor.hpp": "2" * 64, "old.h": "3" * 64}
+    artifact = __import__("dataclasses").replace(artifact, inputs={"closure": recorded})
+    now = {"gemm.cu": "9" * 64, "@cutlass/cute/tensor.hpp": "2" * 64, "new.h": "4" * 64}
+    current = Current({**FINGERPRINT, "kernel_source_sha256": "d" * 64}, closure=now)
+    result = check_artifact(KEY, artifact, current)
+    assert result.inputs_changed == ("gemm.cu (changed)", "new.h (added)", "old.h (removed)")
 
 
 def test_nothing_changed_is_fresh_over_repeated_checks() -> None:
     artifact = make_artifact()
     for _ in range(5):
-        result = check_artifact(KEY, artifact, dict(FINGERPRINT))
+        result = check_artifact(KEY, artifact, Current(dict(FINGERPRINT)))
         assert result.changes == () and result.verdict(strict=True) == "fresh"
 
 
@@ -83,7 +146,7 @@ def test_version_strings_compare_as_strings(old: str, new: str) -> None:
 
 def test_fields_not_probed_are_not_checked_not_equal() -> None:
     no_gpu = {k: v for k, v in FINGERPRINT.items() if FIELDS[k][1] != "gpu"}
-    result = check_artifact(KEY, make_artifact(), no_gpu)
+    result = check_artifact(KEY, make_artifact(), Current(no_gpu))
     assert result.changes == ()
     gpu_fields = sorted(k for k in FIELDS if FIELDS[k][1] == "gpu")
     assert list(result.not_checked) == gpu_fields
@@ -92,10 +155,10 @@ def test_fields_not_probed_are_not_checked_not_equal() -> None:
 
 
 def test_field_never_recorded_counts_as_changed() -> None:
-    old = {k: v for k, v in FINGERPRINT.items() if k != "harness_sha256"}
+    old = {k: v for k, v in FINGERPRINT.items() if k != "protocol_version"}
     changes = diff(old, FINGERPRINT, set(FINGERPRINT))
     assert [(c.name, c.old, c.severity) for c in changes] == [
-        ("harness_sha256", "(not recorded)", HARD)
+        ("protocol_version", "(not recorded)", HARD)
     ]
     assert not_checked(old, {}, set()) == sorted(old)
 
@@ -182,23 +245,40 @@ def test_harness_digest_is_stable_hex() -> None:
 
 
 def test_current_fingerprint_composes_and_keeps_only_known_fields(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    ref = tmp_path / "ref.py"
+    ref.write_text("def ref(a):\n    return {'y': a}\n")
     spec = types.SimpleNamespace(
-        spec_sha256="s" * 64,
         arch="sm_90",
-        raw={"l2": "hot"},
+        raw={"l2": "hot", "entry": "k", "problems": [{"name": "p", "dims": {"N": 4}}]},
         include_dirs=(),
         source_path=Path("k.cu"),
+        reference_path=ref,
     )
     import ctune.compile.deps as deps
 
-    monkeypatch.setattr(deps, "source_closure_sha256", lambda spec, nvcc="nvcc": "c" * 64)
+    monkeypatch.setattr(deps, "source_closure", lambda spec, nvcc="nvcc": {"k.cu": "c" * 64})
     toolchain = {"nvcc_version": "V", "ptxas_version": "P", "host_compiler": "G"}
     gpu = {"gpu_name": "G", "sm": "sm_90", "unknown_field": "x"}
-    got = fingerprint.current_fingerprint(spec, True, toolchain=toolchain, gpu_fields=gpu)
+    got = fingerprint.current_fingerprint(
+        spec, True, problem="p", toolchain=toolchain, gpu_fields=gpu
+    )
     assert got["l2_policy"] == "hot" and got["cutlass_version"] == "none"
-    assert got["kernel_source_sha256"] == "c" * 64 and got["spec_sha256"] == "s" * 64
+    assert got["kernel_source_sha256"] == deps.closure_sha256({"k.cu": "c" * 64})
+    assert got["spec_entry"] == "k" and got["protocol_version"] == "1"
     assert "unknown_field" not in got and got["gpu_name"] == "G"
-    no_gpu = fingerprint.current_fingerprint(spec, False, toolchain=toolchain, gpu_fields=gpu)
+    no_gpu = fingerprint.current_fingerprint(
+        spec, False, problem="p", toolchain=toolchain, gpu_fields=gpu
+    )
     assert "gpu_name" not in no_gpu
+
+
+def test_reference_digest_ignores_comments_not_code(tmp_path: Path) -> None:
+    ref = tmp_path / "ref.py"
+    ref.write_text("def ref(a):\n    return {'y': a * 2}\n")
+    before = fingerprint.reference_code_sha256(ref)
+    ref.write_text("# the reference\ndef ref(a):  # doubled\n\n    return {'y': a * 2}\n")
+    assert fingerprint.reference_code_sha256(ref) == before
+    ref.write_text("def ref(a):\n    return {'y': a * 3}\n")
+    assert fingerprint.reference_code_sha256(ref) != before

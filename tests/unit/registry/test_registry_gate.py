@@ -16,6 +16,7 @@ from registry_support import (
 
 from ctune.errors import EXIT_GATE_FAILED, EXIT_INCONCLUSIVE, EXIT_OK
 from ctune.records import FieldChange, Outcome
+from ctune.registry.check import Current
 from ctune.registry.gate import (
     GatePolicy,
     GateReport,
@@ -189,7 +190,7 @@ KEY = parse_key("gemm/sq4096/sm90-nvidia-h100-80gb-hbm3")
 
 def _gate(a: Artifact, remeasure: StandInRemeasurer, current: dict | None = None) -> GateReport:
     return gate_artifact(
-        KEY, a, current or dict(FINGERPRINT), remeasure, policy=GatePolicy(), processes=5
+        KEY, a, Current(current or dict(FINGERPRINT)), remeasure, policy=GatePolicy(), processes=5
     )
 
 
@@ -220,10 +221,20 @@ def test_gate_stale_measures_nothing() -> None:
     rng = np.random.default_rng(4)
     stand_in = StandInRemeasurer(rng, [1.1])
     report = _gate(
-        artifact_with_samples(rng), stand_in, {**FINGERPRINT, "kernel_source_sha256": "d" * 64}
+        artifact_with_samples(rng), stand_in, {**FINGERPRINT, "spec_problem_sha256": "d" * 64}
     )
     assert report.verdict is Verdict.STALE and stand_in.calls == []
-    assert [c.name for c in report.changes] == ["kernel_source_sha256"]
+    assert [c.name for c in report.changes] == ["spec_problem_sha256"]
+
+
+def test_gate_build_change_is_decided_by_the_rebuilt_sass() -> None:
+    rng = np.random.default_rng(14)
+    changed = {**FINGERPRINT, "kernel_source_sha256": "d" * 64}
+    same = StandInRemeasurer(rng, [1.0])  # rebuilds to the recorded SASS
+    report = _gate(artifact_with_samples(rng), same, changed)
+    assert report.verdict is Verdict.PASS and same.calls
+    other = StandInRemeasurer(rng, [1.0], sass="e" * 64)
+    assert _gate(artifact_with_samples(rng), other, changed).verdict is Verdict.STALE
 
 
 def test_gate_sass_change_is_stale() -> None:

@@ -176,11 +176,33 @@ def test_resume_refuses_another_spec_and_device(search, spec: KernelSpec, tmp_pa
     done, _, _, _ = search(budget=5, confirm_processes=0)
     lines = done.journal.read_text().splitlines()
     header = json.loads(lines[0])
-    for name, value in (("spec_sha256", "0" * 64), ("device", "NVIDIA H200 (sm_90)")):
+    changed = tmp_path / "device.jsonl"
+    device = {**header, "device": "NVIDIA H200 (sm_90)"}
+    changed.write_text("\n".join([json.dumps(device), *lines[1:]]) + "\n")
+    with pytest.raises(UserError, match="the journal's device differs"):
+        search(budget=10, resume=changed)
+    # the fingerprint follows the artifacts' severity rule: hard and build changes refuse
+    for name in ("spec_problem_sha256", "nvcc_version"):
         changed = tmp_path / f"{name}.jsonl"
-        changed.write_text("\n".join([json.dumps({**header, name: value}), *lines[1:]]) + "\n")
-        with pytest.raises(UserError, match=f"the journal's {name} differs"):
+        fields = {**header["fingerprint"], name: "0" * 64}
+        changed.write_text(
+            "\n".join([json.dumps({**header, "fingerprint": fields}), *lines[1:]]) + "\n"
+        )
+        with pytest.raises(UserError, match=f"cannot resume: {name} changed since the journal"):
             search(budget=10, resume=changed)
+
+
+def test_resume_notes_soft_changes(search, tmp_path: Path) -> None:
+    done, _, _, _ = search(budget=5, confirm_processes=0)
+    lines = done.journal.read_text().splitlines()
+    header = json.loads(lines[0])
+    fields = {**header["fingerprint"], "spec_space_sha256": "0" * 64}
+    changed = tmp_path / "soft.jsonl"
+    changed.write_text(
+        "\n".join([json.dumps({**header, "fingerprint": fields}), *lines[1:]]) + "\n"
+    )
+    resumed, _, _, _ = search(budget=10, resume=changed)
+    assert any("spec_space_sha256 changed since the journal" in n for n in resumed.notes)
 
 
 def test_resume_of_a_missing_file(search, tmp_path: Path) -> None:

@@ -1,0 +1,111 @@
+"""The measurement protocol: one reviewed version of what a measured number means.
+
+An artifact's numbers stay comparable with a new measurement only while the
+way they are taken is the same: what one sample is, how the GPU is warmed up,
+how the L2 is made cold, how many samples a plan asks for, how quantiles and
+their confidence intervals are computed, how energy is read. This module
+gathers every constant that decides those things into :func:`definition` and
+gives the whole a version. Artifacts record the version (and the resolved
+sampling plan); one measured under another version is STALE.
+
+The code that takes the numbers can change freely (a refactoring, a comment, a
+faster loop) as long as :func:`definition` does not: its digest is pinned per
+released version in :data:`RELEASED`, and a CPU test fails when the definition
+changes without a new version. To change the protocol: edit the constant, bump
+:data:`PROTOCOL_VERSION`, add the new digest to :data:`RELEASED`, and re-tune
+the committed artifacts in the same change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from ctune.records import canonical_json, sha256_hex
+
+#: the protocol in force; artifacts record it as the fingerprint field ``protocol_version``
+PROTOCOL_VERSION = 1
+
+#: the digest of :func:`definition` for each released version (see the module docstring)
+RELEASED: dict[int, str] = {
+    1: "d3ee99b4948f6466e50fc684970b2faf64ee9fbb69b02fc8d8ae2d61aa90ae34",
+}
+
+#: how one sample is taken, by timing method (what the artifact's numbers are)
+SAMPLE_DEFINITIONS = {
+    "events": (
+        "one launch between two CUDA events on one stream, enqueued in chunks behind a "
+        "spin kernel; with l2=cold the L2 is flushed (a write of >= 2x its size) before "
+        "every sample and the flush is outside the events"
+    ),
+}
+#: how quantiles and their intervals are computed
+STATISTICS = {
+    "quantile": "numpy linear interpolation (type 7)",
+    "quantile_ci": "distribution-free: binomial order statistics",
+    "process_summary": "median of each fresh measuring process",
+}
+
+
+def definition() -> dict[str, Any]:
+    """Every constant that decides what a measured number means, by name."""
+    from ctune.config import Settings
+    from ctune.measure import SamplingPlan, arrays, cupy_events, nvml_energy, plan, stats
+
+    settings = Settings()
+    return {
+        "samples": SAMPLE_DEFINITIONS,
+        "statistics": {**STATISTICS, "confidence": stats.CONFIDENCE},
+        "plan_defaults": dataclasses.asdict(SamplingPlan()),
+        "settings_defaults": {
+            "warmup_ms": settings.warmup_ms,
+            "rep_ms": settings.rep_ms,
+            "energy_window_s": settings.energy_window_s,
+        },
+        "warmup": {
+            "cap_ms": plan.WARMUP_CAP_MS,
+            "agreement": plan.WARMUP_AGREEMENT,
+            "batches": plan.WARMUP_BATCHES,
+            "batch_ms": plan.WARMUP_BATCH_MS,
+            "batch_max": plan.WARMUP_BATCH_MAX,
+        },
+        "sampling": {
+            "short_kernel_ms": plan.SHORT_KERNEL_MS,
+            "tail_samples_short": plan.TAIL_SAMPLES_SHORT,
+            "tail_samples_long": plan.TAIL_SAMPLES_LONG,
+            "chunk_max": plan.CHUNK_MAX,
+            "chunk_target_ms": plan.CHUNK_TARGET_MS,
+            "spin_ms": plan.SPIN_MS,
+            "spin_max_ms": plan.SPIN_MAX_MS,
+            "excluded_max_fraction": plan.EXCLUDED_MAX_FRACTION,
+            "l2_policies": list(plan.L2_POLICIES),
+            "l2_flush_min_bytes": cupy_events.FLUSH_MIN_BYTES,
+        },
+        "inputs": {"zero_replacement": arrays.NONZERO},
+        "energy": {
+            "method": nvml_energy.METHOD,
+            "min_window_s": plan.MIN_ENERGY_WINDOW_S,
+            "ramp_s": nvml_energy.RAMP_S,
+            "queue_ms": nvml_energy.QUEUE_MS,
+            "batch_ms": nvml_energy.BATCH_MS,
+            "batch_max": nvml_energy.BATCH_MAX,
+        },
+    }
+
+
+def definition_digest() -> str:
+    return sha256_hex(canonical_json(definition()))
+
+
+def record(sampling_plan: Any, timing: str = "events") -> dict[str, Any]:
+    """What an artifact stores about how it was measured: the resolved plan and the timing."""
+    return {"plan": dataclasses.asdict(sampling_plan), "timing": timing}
+
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "RELEASED",
+    "definition",
+    "definition_digest",
+    "record",
+]
