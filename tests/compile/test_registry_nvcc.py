@@ -50,53 +50,98 @@ def test_toolchain_probe_is_repeatable() -> None:
 
 def test_fingerprint_repeats_and_names_a_source_edit(kernels: Path) -> None:
     spec = load_spec(kernels / "saxpy.yaml")
-    first = fingerprint.current_fingerprint(spec, False)
+    first = fingerprint.current_fingerprint(spec, False, problem="n1m")
     for _ in range(3):
         again = fingerprint.current_fingerprint(load_spec(kernels / "saxpy.yaml"), False)
         assert fingerprint.diff(first, again, set(again)) == []
     with (kernels / "saxpy.cu").open("a") as fh:
         fh.write("\n// edited\n")
     edited = fingerprint.current_fingerprint(load_spec(kernels / "saxpy.yaml"), False)
-    assert [c.name for c in fingerprint.diff(first, edited, set(edited))] == [
-        "kernel_source_sha256"
-    ]
+    changes = fingerprint.diff(first, edited, set(edited))
+    assert [(c.name, c.severity) for c in changes] == [("kernel_source_sha256", "build")]
+
+
+def _real_artifact(kernels: Path, cache: Path):  # type: ignore[no-untyped-def]
+    """A saxpy artifact as a search records it: members built by nvcc, their SASS, launch
+    geometry, the closure and this machine's fingerprint (GPU fields from the stand-in)."""
+    from ctune.compile.deps import source_closure
+    from ctune.compile.nvcc import NvccCompiler
+    from ctune.compile.toolchain import probe_toolchain
+    from ctune.registry.schema import FrontMember
+
+    support = _support()
+    spec = load_spec(kernels / "saxpy.yaml")
+    problem = spec.problem("n1m")
+    template = support.make_artifact(kernel="saxpy", problem="n1m")
+    members = []
+    with NvccCompiler(spec, probe_toolchain(), cache) as compiler:
+        for block, like in ((256, template.baseline), (128, template.front[0])):
+            cand = spec.candidate({**spec.space.default_values(), "BLOCK": block})
+            build = compiler.build(cand, problem)
+            assert build.outcome.is_ok, build.log_tail
+            members.append(
+                FrontMember(
+                    candidate=cand,
+                    key=cand.key(),
+                    values=like.values,
+                    summary=like.summary,
+                    samples_ms=like.samples_ms,
+                    process_medians_ms=like.process_medians_ms,
+                    sass_sha256=build.sass_sha256 or "",
+                    launch=spec.launch_geometry(cand, problem),
+                )
+            )
+    gpu = {k: v for k, v in support.FINGERPRINT.items() if fingerprint.FIELDS[k][1] == "gpu"}
+    fp = {**gpu, **fingerprint.current_fingerprint(spec, False, problem="n1m")}
+    return dataclasses.replace(
+        template,
+        fingerprint=fp,
+        baseline=members[0],
+        front=(members[1],),
+        pinned=members[1].key,
+        inputs={"closure": source_closure(spec)},
+    )
 
 
 def test_ctune_check_end_to_end(kernels: Path, tmp_path: Path, monkeypatch) -> None:
     support = _support()
     for name, value in support.GIT_IDENTITY.items():
         monkeypatch.setenv(name, value)
+    monkeypatch.setenv("CTUNE_CACHE_DIR", str(tmp_path / "cache"))
     repo = support.init_repo(tmp_path / "project")
-    spec = load_spec(kernels / "saxpy.yaml")
-    fp = {**support.FINGERPRINT, **fingerprint.current_fingerprint(spec, False)}
-    artifact = dataclasses.replace(
-        support.make_artifact(kernel="saxpy", problem="n1m"), fingerprint=fp
-    )
-    publish_artifact(repo / "registry", artifact)
+    publish_artifact(repo / "registry", _real_artifact(kernels, tmp_path / "cache"))
 
-    def check() -> subprocess.CompletedProcess[str]:
-        argv = [
-            sys.executable,
-            "-m",
-            "ctune",
-            "check",
-            "--no-gpu",
-            "--kernels",
-            str(kernels),
-            "--registry",
-            str(repo / "registry"),
-        ]
+    def ctune(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "ctune", *args, "--kernels", str(kernels)]
+        argv += ["--registry", str(repo / "registry")]
         return subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, check=False)
 
-    done = check()
+    done = ctune("check", "--no-gpu")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "fresh saxpy/n1m/" in done.stdout and "not checked: no GPU" in done.stdout
-    with (kernels / "saxpy.cu").open("a") as fh:
-        fh.write("\n// edited\n")
-    done = check()
+    # a comment: the closure changed, the rebuilt SASS did not -> still valid, file named
+    source = kernels / "saxpy.cu"
+    original = source.read_text()
+    source.write_text(original + "\n// edited\n")
+    done = ctune("check", "--no-gpu")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "WARN saxpy/n1m/" in done.stdout and "saxpy.cu (changed)" in done.stdout
+    assert "rebuilt 2 member(s): SASS identical" in done.stdout
+    assert ctune("check", "--no-gpu", "--strict").returncode == 1
+    # refresh records the new inputs: fresh again, no rebuild needed
+    done = ctune("registry", "refresh")
+    assert done.returncode == 0 and "recorded kernel_source_sha256, closure" in done.stdout
+    done = ctune("check", "--no-gpu", "--strict")
+    assert done.returncode == 0 and "fresh saxpy/n1m/" in done.stdout, done.stdout
+    # a code edit: other SASS -> stale, naming the file and the members
+    source.write_text(original.replace("a * x[i] + y[i]", "a * x[i] - y[i]"))
+    done = ctune("check", "--no-gpu")
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "STALE saxpy/n1m/" in done.stdout and "kernel_source_sha256" in done.stdout
+    assert "STALE saxpy/n1m/" in done.stdout and "saxpy.cu (changed)" in done.stdout
+    assert done.stdout.count("rebuilt: member ") == 2
     assert done.stderr.strip().startswith("error: 1 of 1 artifact(s) stale")
+    # a refresh refuses what is stale
+    assert ctune("registry", "refresh").returncode == 1
 
 
 def test_exported_header_compiles(tmp_path: Path) -> None:
