@@ -48,7 +48,8 @@ class Case:
     name: str
     real: bool  # True: the kernels' artifacts must be STALE; False: none may be
     edit: Edit
-    kernels: tuple[str, ...] = ALL  # whose artifacts a real edit must make stale
+    # whose artifacts a real edit must make stale: kernels ("gemm") or keys ("gemm/sq4096/")
+    kernels: tuple[str, ...] = ALL
     reason: str = ""  # a text the STALE lines must show (the field or file named)
     result: dict[str, object] = field(default_factory=dict)
 
@@ -247,7 +248,7 @@ CASES = [
             "{name: sq4096, dims: {M: 4096, N: 4096, K: 4096}}",
             "{name: sq4096, dims: {M: 4096, N: 4096, K: 2048}}",
         ),
-        ("gemm",),
+        ("gemm/sq4096/",),
         "spec_problem_sha256",
     ),
     Case("protocol bump", True, _protocol_bump, ALL, "protocol_version"),
@@ -330,7 +331,8 @@ def run_case(case: Case, clone: Path, scratch: Path, base_env: dict[str, str]) -
     code, output, wall = _check(clone, env)
     verdicts = _verdicts(output)
     stale = sorted(k for k, v in verdicts.items() if v == "STALE")
-    expected = sorted(k for k in verdicts if k.split("/")[0] in case.kernels) if case.real else []
+    prefixes = tuple(p if "/" in p else f"{p}/" for p in case.kernels)
+    expected = sorted(k for k in verdicts if k.startswith(prefixes)) if case.real else []
     if case.real:
         ok = bool(expected) and set(expected) <= set(stale) and case.reason in output
     else:

@@ -37,6 +37,7 @@ class Settings:
     compile_timeout_s: float = 120.0
     compile_memory_bytes: int = 12 * 1024**3  # RLIMIT_AS guard per nvcc process group member
     l2: str = ""  # empty: the spec's own policy (cold unless it says hot)
+    timing: str = ""  # empty: the spec's own (auto unless it says events or graph)
     warmup_ms: float = 25.0
     rep_ms: float = 100.0
     energy_window_s: float = 1.0
@@ -136,6 +137,10 @@ def _validated(settings: Settings) -> Settings:
     """Range checks that no single layer can do alone; one line naming the setting."""
     if settings.l2 not in ("", "cold", "hot"):
         raise UserError(f"l2={settings.l2!r}: allowed cold, hot (or empty for the spec's)")
+    if settings.timing not in ("", "auto", "events", "graph"):
+        raise UserError(
+            f"timing={settings.timing!r}: allowed auto, events, graph (or empty for the spec's)"
+        )
     if settings.jobs < 0:
         raise UserError(f"jobs={settings.jobs}: must be 0 (one per CPU) or more")
     for name in ("compile_timeout_s", "energy_window_s", "run_timeout_floor_s", "rep_ms"):

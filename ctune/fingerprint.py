@@ -256,7 +256,18 @@ BUILD_KEYS = ("source", "std", "include_dirs", "extra_flags", "acf_files")
 #: spec keys with fields of their own (measurement) or checked otherwise (``launch``:
 #: each member's grid/block/shared memory is re-evaluated and compared)
 _OWN_KEYS = frozenset(
-    {"entry", "args", "reference", "deterministic", "tolerance", "metrics", "launch", "l2", "arch"}
+    {
+        "entry",
+        "args",
+        "reference",
+        "deterministic",
+        "tolerance",
+        "metrics",
+        "launch",
+        "l2",
+        "arch",
+        "timing",  # recorded per artifact in protocol.timing
+    }
 )
 
 

@@ -67,6 +67,7 @@ _TOP_KEYS = {
     "metrics",
     "deterministic",
     "l2",
+    "timing",
 }
 _REQUIRED = ("entry", "problems", "args", "reference")
 
@@ -136,6 +137,7 @@ class KernelSpec:
     l2: str
     description: str
     raw: dict[str, Any] = field(repr=False, compare=False)
+    timing: str = "auto"  # what a sample is: auto, events or graph (ctune.measure.plan)
 
     @cached_property
     def space(self) -> Space:
@@ -360,6 +362,9 @@ def _build(
     l2 = data.get("l2", "cold")
     if l2 not in ("cold", "hot"):
         raise ctx.fail("l2", f"{l2!r} (allowed: cold, hot)")
+    timing = data.get("timing", "auto")
+    if timing not in ("auto", "events", "graph"):
+        raise ctx.fail("timing", f"{timing!r} (allowed: auto, events, graph)")
     spec = KernelSpec(
         name=name,
         yaml_path=yaml_path.resolve(),
@@ -387,6 +392,7 @@ def _build(
         l2=l2,
         description=str(data.get("description", "")),
         raw=data,
+        timing=timing,
     )
     _check_default(ctx, spec)
     return spec
@@ -668,25 +674,24 @@ def _args(ctx: _Ctx, data: Any, dims: set[str], genes: tuple[Gene, ...]) -> tupl
 def _scalar_value(
     ctx: _Ctx, key: str, source: Any, dims: set[str], genes: tuple[Gene, ...]
 ) -> Expr:
-    """A scalar's value: an expression over the problem's dims, the same for every candidate.
+    """A scalar's value: an expression over the problem's dims and the runtime genes.
 
-    A gene gets a message that says where its value belongs: a compiled gene is fixed
-    when the binary is built (the kernel reads its macro); a runtime gene reaches the
-    kernel through the launch rule (the measuring worker builds scalar arguments per
-    problem, not per candidate).
+    Runtime genes may be passed as scalar arguments (a split count, a raster order): they
+    change what runs without a rebuild. A compiled gene may not: it is fixed when the
+    binary is built, and the kernel reads its macro.
     """
     expr = ctx.expr(key, source)
     by_name = {g.name: g for g in genes}
     for name in sorted(expr.names):
         gene = by_name.get(name)
-        if gene is None:
-            continue
-        if gene.compiled:
-            where = f"it is a {gene.family} gene, compiled in: read the {name} macro in the kernel"
-        else:
-            where = "it is a runtime gene: use it in the launch rule (grid, block, smem)"
-        raise ctx.fail(key, f"'{name}' cannot be a scalar's value ({where}); values take dims only")
-    return _expr_over(ctx, key, source, dims)
+        if gene is not None and gene.compiled:
+            raise ctx.fail(
+                key,
+                f"'{name}' cannot be a scalar's value (it is a {gene.family} gene, compiled "
+                f"in: read the {name} macro in the kernel, or make it family runtime)",
+            )
+    runtime = {g.name for g in genes if not g.compiled}
+    return _expr_over(ctx, key, source, dims | runtime)
 
 
 def _check_runtime_used(
@@ -696,10 +701,10 @@ def _check_runtime_used(
     launch: LaunchRule | None,
     args: tuple[ArgSpec, ...],
 ) -> None:
-    """A runtime gene reaches the kernel only through the launch rule.
+    """A runtime gene reaches the kernel only through the launch rule or a scalar argument.
 
-    One the rule does not name (directly or through a derived value) could never
-    change what runs, so searching over it would only measure noise.
+    One that neither names (directly or through a derived value) could never change
+    what runs, so searching over it would only measure noise.
     """
     used: set[str] = set()
     if launch is not None:
@@ -716,7 +721,8 @@ def _check_runtime_used(
             raise ctx.fail(
                 f"genes.{gene.name}",
                 "a runtime gene must be named by the launch rule (grid, block, "
-                "dynamic_smem_bytes); this one is not, so it could never change anything",
+                "dynamic_smem_bytes) or a scalar argument's value; this one is not, so it "
+                "could never change anything",
             )
 
 

@@ -178,6 +178,7 @@ class Measurement:
     n_warmup: int = 0
     l2_policy: str = "cold"  # "cold" (flushed before each sample) or "hot"
     timing_method: str = "events"  # "events" or "graph" (batched; a sample is a mean)
+    launches_per_sample: int = 1  # graph: the launches one replay holds
     excluded_samples: int = 0  # dropped under HW slowdown / thermal throttle
     sm_clock_mhz: float | None = None
     throttle_reasons: int = 0  # NVML clocks-event-reason bitmask seen during timing

@@ -34,6 +34,10 @@ def bench_command(
     energy_window: Annotated[
         float | None, typer.Option("--energy-window", help="energy window in seconds (>= 1)")
     ] = None,
+    timing: Annotated[
+        str | None,
+        typer.Option(help="events (one launch per sample), graph (replays of many) or auto"),
+    ] = None,
     l2: Annotated[
         str | None, typer.Option("--l2", help="cold (flush L2 before each sample) or hot")
     ] = None,
@@ -61,7 +65,7 @@ def bench_command(
     from ctune.measure.plan import plan_for, validate
     from ctune.measure.session import WorkerMeasurer
 
-    cfg = settings(arch=arch, energy_window_s=energy_window, l2=l2)
+    cfg = settings(arch=arch, energy_window_s=energy_window, l2=l2, timing=timing)
     spec, toolchain = load(kernel, cfg)
     candidate = candidate_from_sets(spec, sets or [])
     chosen = spec.problem(problem)

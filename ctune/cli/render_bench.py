@@ -91,7 +91,8 @@ def bench_report(
         table.add_row("samples", f"{s.n} kept, {m.excluded_samples} excluded, warm-up {m.n_warmup}")
     if m.samples_ms or m.summary is not None:
         flush = f", flush {m.l2_flush_bytes / 2**20:.0f} MiB" if m.l2_flush_bytes else ""
-        table.add_row("L2", f"{m.l2_policy}{flush}; timing {m.timing_method}")
+        per = f" ({m.launches_per_sample} launches per sample)" if m.launches_per_sample > 1 else ""
+        table.add_row("L2", f"{m.l2_policy}{flush}; timing {m.timing_method}{per}")
         clock = f"{m.sm_clock_mhz:.0f} MHz" if m.sm_clock_mhz else "?"
         temp = f", {m.temperature_c:.0f} °C" if m.temperature_c is not None else ""
         capped = ", SW power cap" if m.sw_power_capped else ""

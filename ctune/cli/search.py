@@ -144,6 +144,13 @@ def search_command(
     plot: Annotated[Path | None, typer.Option(help="write a PNG of the front (matplotlib)")] = None,
     jobs: Annotated[int | None, typer.Option(help="parallel compiles (default: CPUs)")] = None,
     l2: Annotated[str | None, typer.Option(help="cold (flush L2 per sample) or hot")] = None,
+    timing: Annotated[
+        str | None,
+        typer.Option(
+            help="what a sample is: events (one launch), graph (a replay of many launches, "
+            "per launch) or auto (graph under 10 us, decided once from the baseline)"
+        ),
+    ] = None,
     confirm_processes: Annotated[
         int, typer.Option(help="fresh processes that re-measure the front and baseline (0: skip)")
     ] = 3,
@@ -173,7 +180,7 @@ def search_command(
     from ctune.search.driver import SearchOptions
     from ctune.search.strategy import parse_option_items
 
-    cfg = settings(jobs=jobs, l2=l2, arch=arch)
+    cfg = settings(jobs=jobs, l2=l2, arch=arch, timing=timing)
     spec, toolchain = load_kernel(kernel, cfg)
     objectives = parse_objective_spec(objective, constraint or [], spec.metrics)
     options = SearchOptions(

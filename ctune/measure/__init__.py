@@ -38,6 +38,10 @@ class SamplingPlan:
     energy: bool = False  # NVML energy window after timing
     energy_window_s: float = 1.0
     timeout_s: float = 0.0  # hang limit per measurement; 0 = derive from the baseline
+    # what a sample is: "events" (one launch between two events), "graph" (one replay of
+    # a captured graph of many launches, divided by their count) or "auto" (graph under
+    # 10 µs; a search decides once, from its baseline, and records what it used)
+    timing: str = "auto"
 
 
 @runtime_checkable

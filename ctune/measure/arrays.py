@@ -21,6 +21,7 @@ from ctune.errors import SpecError
 
 if TYPE_CHECKING:
     from ctune.kernelspec import ArgSpec, KernelSpec, Problem
+    from ctune.records import GeneValue
 
 #: spec dtype -> storage dtype on the device (bfloat16 travels as raw bits)
 STORAGE_DTYPES: dict[str, str] = {
@@ -216,9 +217,16 @@ class Buffers:
         return int(sum(a.nbytes for a in self.arrays.values()))
 
 
-def make_buffers(xp: ModuleType, spec: KernelSpec, problem: Problem, seed: int) -> Buffers:
-    """Inputs and inouts random (seeded), outputs poisoned, scratch zeroed, scalars evaluated."""
-    dims = dict(problem.dims)
+def make_buffers(
+    xp: ModuleType,
+    spec: KernelSpec,
+    problem: Problem,
+    seed: int,
+    runtime: Mapping[str, GeneValue] | None = None,
+) -> Buffers:
+    """Inputs and inouts random (seeded), outputs poisoned, scratch zeroed, scalars evaluated
+    over the problem's dims and the candidate's ``runtime`` genes."""
+    dims: dict[str, Any] = {**problem.dims, **(runtime or {})}
     buffers = Buffers(
         order=tuple(a.name for a in spec.args),
         roles={a.name: a.role for a in spec.args},

@@ -23,6 +23,7 @@ from ctune.records import Outcome
 
 if TYPE_CHECKING:
     from ctune.kernelspec import KernelSpec, Problem, Tolerance
+    from ctune.records import GeneValue
 
 #: run(buffers) launches the kernel once on these buffers and waits for it
 RunFn = Callable[[Buffers], None]
@@ -114,11 +115,12 @@ def run_checks(
     run: RunFn,
     reference: ReferenceFn,
     seeds: tuple[int, ...],
+    runtime: Mapping[str, GeneValue] | None = None,
 ) -> CheckReport:
     """Check the candidate once per seed; the first check also tests determinism."""
     all_errors: list[OutputError] = []
     for index, seed in enumerate(seeds):
-        buffers = make_buffers(xp, spec, problem, seed)
+        buffers = make_buffers(xp, spec, problem, seed, runtime)
         read_only = buffers.names("input")
         pristine = buffers.snapshot(xp, buffers.names("input", "inout"))
         expected = reference(seed, buffers)

@@ -40,8 +40,10 @@ from ctune.measure.plan import (
     WARMUP_CAP_MS,
     batches_agree,
     chunk_size,
+    graph_launches,
     next_spin_ms,
     sample_count,
+    timing_method,
     warmup_batch_size,
 )
 
@@ -116,6 +118,8 @@ class Timing:
     sm_clock_mhz: float | None
     reasons: int
     note: str
+    method: str = "events"  # what a sample is (ctune.measure.protocol)
+    launches_per_sample: int = 1
 
     @property
     def sw_power_capped(self) -> bool:
@@ -208,15 +212,50 @@ class EventTimer:
         settled = statistics.median(means[-3:])
         return Warmup(launches, settled, total_gpu_ms, converged, host_per_launch)
 
+    # --- graph replays ----------------------------------------------------------------
+    def capture(self, launch: Launch, count: int) -> Launch:
+        """``count`` launches captured into one CUDA graph; the replay as a launch.
+
+        Raises what the capture raised when the launch cannot be captured (a launcher
+        that allocates or synchronises): the caller falls back to single launches.
+        """
+        stream = self._stream
+        stream.begin_capture()
+        try:
+            for _ in range(count):
+                launch()
+        finally:
+            graph = stream.end_capture()
+        graph.upload(stream)
+        stream.synchronize()
+
+        def replay() -> None:
+            graph.launch(stream)
+
+        replay()  # the first replay instantiates on the device: not a sample
+        stream.synchronize()
+        return replay
+
     # --- sampling ------------------------------------------------------------------
     def measure(
         self, launch: Launch, plan: SamplingPlan, restore: Callable[[], None] | None = None
     ) -> Timing:
         warm = self.warmup(launch, plan)
+        method = timing_method(plan.timing, warm.kernel_ms)
+        per, fallback = 1, ""
+        if method == "graph":
+            per = graph_launches(warm.kernel_ms)
+            try:
+                launch = self.capture(launch, per)
+            except Exception as exc:  # CuPy/CUDA raise their own types; any: single launches
+                self._stream.synchronize()
+                method, per = "events", 1
+                fallback = f"graph capture failed ({type(exc).__name__}: {str(exc)[:80]}): events"
         cold = plan.l2 == "cold"
         flush_ms = self.flush_cost_ms() if cold else 0.0
-        count = sample_count(warm.kernel_ms + flush_ms, warm.kernel_ms, plan)
-        chunk = chunk_size(warm.kernel_ms + flush_ms)
+        sample_ms = warm.kernel_ms * per
+        count = sample_count(sample_ms + flush_ms, warm.kernel_ms, plan)
+        chunk = chunk_size(sample_ms + flush_ms)
         telemetry = self._telemetry
         edge = telemetry.edge() if telemetry else None
         kept: list[float] = []
@@ -242,7 +281,7 @@ class EventTimer:
             # the spin ended before the host finished enqueueing: the GPU may have waited
             was_starved = bool(self._spin_end.done)
             pairs[-1][1].synchronize()
-            times = [self._elapsed(p) for p in pairs]
+            times = [self._elapsed(p) / per for p in pairs]
             after = telemetry.edge() if telemetry else None
             # edges are read with the GPU just idle (after the sync): its idle bit is ours
             bits = ((edge.reasons if edge else 0) | (after.reasons if after else 0)) & ~GPU_IDLE
@@ -257,6 +296,12 @@ class EventTimer:
             edge = after
             done += k
         notes = [count.note]
+        if method == "graph":
+            notes.append(
+                f"graph timing: a sample is one replay of {per} launches, divided by {per}"
+            )
+        if fallback:
+            notes.append(fallback)
         notes.append(
             f"warm-up {warm.launches} launches, {warm.gpu_ms:.0f} ms"
             + ("" if warm.converged else f", clock not settled within {WARMUP_CAP_MS:.0f} ms")
@@ -277,6 +322,8 @@ class EventTimer:
             sm_clock_mhz=round(statistics.fmean(clocks), 1) if clocks else None,
             reasons=reasons,
             note="; ".join(notes),
+            method=method,
+            launches_per_sample=per,
         )
 
 

@@ -41,6 +41,10 @@ HANG_FACTOR = 20.0  # RELIABILITY R3: max(10 s, 20x the baseline's time)
 UNKNOWN_BASELINE_TIMEOUT_S = 120.0  # before any candidate of the run has been measured
 EXCLUDED_MAX_FRACTION = 0.10  # more excluded than this -> INCONCLUSIVE (RELIABILITY M2)
 L2_POLICIES = ("cold", "hot")
+TIMING_METHODS = ("auto", "events", "graph")
+GRAPH_BELOW_MS = 0.010  # auto: kernels under 10 µs are timed as graph replays
+GRAPH_SAMPLE_MS = 0.2  # GPU time of the launches one graph replay (one sample) holds
+GRAPH_MAX_LAUNCHES = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +62,10 @@ def validate(plan: SamplingPlan) -> None:
     """Refuse plans that cannot give an honest number, with what to change."""
     if plan.l2 not in L2_POLICIES:
         raise UserError(f"sampling plan: l2={plan.l2!r} (allowed: cold, hot)")
+    if plan.timing not in TIMING_METHODS:
+        raise UserError(
+            f"sampling plan: timing={plan.timing!r} (allowed: {', '.join(TIMING_METHODS)})"
+        )
     if plan.warmup_ms < 0 or plan.rep_ms <= 0:
         raise UserError(
             f"sampling plan: warmup_ms={plan.warmup_ms} and rep_ms={plan.rep_ms} "
@@ -120,6 +128,23 @@ def sample_count(per_sample_ms: float, kernel_ms: float, plan: SamplingPlan) -> 
                 f"below the {floor} that {_quantile_name(plan.quantile)} needs: its CI is wide"
             )
     return SampleCount(n, by_budget, floor, capped, f"n={n}: " + "; ".join(reasons))
+
+
+def timing_method(requested: str, kernel_ms: float) -> str:
+    """``auto`` -> graph replays for kernels under GRAPH_BELOW_MS, single launches otherwise.
+
+    A single launch of a microsecond kernel between two events is dominated by the
+    launch's own latency and the events' resolution; a replay of many launches is not.
+    """
+    if requested != "auto":
+        return requested
+    return "graph" if kernel_ms < GRAPH_BELOW_MS else "events"
+
+
+def graph_launches(kernel_ms: float) -> int:
+    """Launches per graph replay: about GRAPH_SAMPLE_MS of GPU time, at least 2."""
+    wanted = math.ceil(GRAPH_SAMPLE_MS / max(kernel_ms, 1e-6))
+    return max(2, min(GRAPH_MAX_LAUNCHES, wanted))
 
 
 def warmup_batch_size(kernel_ms: float, host_ms_per_launch: float, spin_ms: float = SPIN_MS) -> int:
@@ -185,6 +210,8 @@ def plan_for(
     ``overrides`` with value None are ignored, so CLI options can be passed as they come.
     """
     base: dict[str, Any] = {}
+    if settings is not None and settings.timing:
+        base["timing"] = settings.timing  # the command line and settings win over the spec
     if settings is not None:
         base.update(
             warmup_ms=settings.warmup_ms,
@@ -193,6 +220,7 @@ def plan_for(
         )
     if spec is not None:
         base["l2"] = spec.l2
+        base.setdefault("timing", spec.timing)
     base.update({k: v for k, v in overrides.items() if v is not None})
     plan = SamplingPlan(**base)
     if plan.min_samples > plan.max_samples:
@@ -205,11 +233,12 @@ def plan_to_json(plan: SamplingPlan) -> dict[str, Any]:
 
 
 def plan_from_json(data: dict[str, Any]) -> SamplingPlan:
+    """A recorded plan; one recorded before graph timing existed was timed with events."""
     known = {f.name for f in dataclasses.fields(SamplingPlan)}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ValueError(f"unknown sampling plan field {unknown[0]!r}")
-    return SamplingPlan(**data)
+    return SamplingPlan(**{"timing": "events", **data})
 
 
 __all__ = [
@@ -218,6 +247,7 @@ __all__ = [
     "batches_agree",
     "check_seeds",
     "chunk_size",
+    "graph_launches",
     "hang_timeout_s",
     "next_spin_ms",
     "plan_for",
@@ -225,6 +255,7 @@ __all__ = [
     "plan_to_json",
     "quantile_min_samples",
     "sample_count",
+    "timing_method",
     "too_many_excluded",
     "validate",
     "warmup_batch_size",

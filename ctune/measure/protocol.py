@@ -26,9 +26,14 @@ from ctune.records import canonical_json, sha256_hex
 #: the protocol in force; artifacts record it as the fingerprint field ``protocol_version``
 PROTOCOL_VERSION = 1
 
-#: the digest of :func:`definition` for each released version (see the module docstring)
-RELEASED: dict[int, str] = {
-    1: "d3ee99b4948f6466e50fc684970b2faf64ee9fbb69b02fc8d8ae2d61aa90ae34",
+#: the digest of :func:`definition` per released version and timing method (see the module
+#: docstring). A new method is added under the version in force: it changes nothing that an
+#: artifact timed with another method means.
+RELEASED: dict[int, dict[str, str]] = {
+    1: {
+        "events": "d3ee99b4948f6466e50fc684970b2faf64ee9fbb69b02fc8d8ae2d61aa90ae34",
+        "graph": "301cd1b6c06fe3c58a63667d6b3dbc2ed178bd7b2d7b81f31e2cec241e359f2c",
+    },
 }
 
 #: how one sample is taken, by timing method (what the artifact's numbers are)
@@ -37,6 +42,13 @@ SAMPLE_DEFINITIONS = {
         "one launch between two CUDA events on one stream, enqueued in chunks behind a "
         "spin kernel; with l2=cold the L2 is flushed (a write of >= 2x its size) before "
         "every sample and the flush is outside the events"
+    ),
+    "graph": (
+        "one replay of a captured CUDA graph of N back-to-back launches between two CUDA "
+        "events, divided by N (N: about 0.2 ms of launches, 2..1000); replays are enqueued in "
+        "chunks behind a spin kernel; with l2=cold the L2 is flushed before every replay, "
+        "outside the events, so the first launch of a sample starts cold and the others find "
+        "what the launches before them left"
     ),
 }
 #: how quantiles and their intervals are computed
@@ -47,16 +59,18 @@ STATISTICS = {
 }
 
 
-def definition() -> dict[str, Any]:
-    """Every constant that decides what a measured number means, by name."""
+def definition(method: str = "events") -> dict[str, Any]:
+    """Every constant that decides what a number timed with ``method`` means, by name."""
     from ctune.config import Settings
     from ctune.measure import SamplingPlan, arrays, cupy_events, nvml_energy, plan, stats
 
     settings = Settings()
-    return {
-        "samples": SAMPLE_DEFINITIONS,
+    # the timing method is named by "samples"; the other plan defaults are common
+    defaults = {k: v for k, v in dataclasses.asdict(SamplingPlan()).items() if k != "timing"}
+    out: dict[str, Any] = {
+        "samples": {method: SAMPLE_DEFINITIONS[method]},
         "statistics": {**STATISTICS, "confidence": stats.CONFIDENCE},
-        "plan_defaults": dataclasses.asdict(SamplingPlan()),
+        "plan_defaults": defaults,
         "settings_defaults": {
             "warmup_ms": settings.warmup_ms,
             "rep_ms": settings.rep_ms,
@@ -91,15 +105,27 @@ def definition() -> dict[str, Any]:
             "batch_max": nvml_energy.BATCH_MAX,
         },
     }
+    if method == "graph":
+        out["graph"] = {
+            "below_ms": plan.GRAPH_BELOW_MS,
+            "sample_ms": plan.GRAPH_SAMPLE_MS,
+            "max_launches": plan.GRAPH_MAX_LAUNCHES,
+        }
+    return out
 
 
-def definition_digest() -> str:
-    return sha256_hex(canonical_json(definition()))
+def definition_digest(method: str = "events") -> str:
+    return sha256_hex(canonical_json(definition(method)))
 
 
-def record(sampling_plan: Any, timing: str = "events") -> dict[str, Any]:
-    """What an artifact stores about how it was measured: the resolved plan and the timing."""
-    return {"plan": dataclasses.asdict(sampling_plan), "timing": timing}
+def record(sampling_plan: Any) -> dict[str, Any]:
+    """What an artifact stores about how it was measured: the resolved plan and the timing.
+
+    A plan still saying ``auto`` measured nothing (compile-only objectives): events.
+    """
+    timing = sampling_plan.timing if sampling_plan.timing != "auto" else "events"
+    plan = {**dataclasses.asdict(sampling_plan), "timing": timing}
+    return {"plan": plan, "timing": timing}
 
 
 __all__ = [

@@ -377,6 +377,8 @@ class WorkerService:
         plan = request.plan
         cp, stream = self.cp, self.stream
         launch = self._load(spec, request, problem)
+        # runtime genes the spec passes as scalar arguments (no rebuild for them)
+        runtime = {k: v for k, v in request.candidate.genes if k in spec.runtime_names}
         seeds = check_seeds(problem.name)
         rel_l2 = max_abs = None
         if plan.check:
@@ -385,7 +387,8 @@ class WorkerService:
                 launch.bind(buffers, stream)()
                 stream.synchronize()
 
-            report = run_checks(cp, spec, problem, run, self._reference(spec, problem), seeds)
+            reference = self._reference(spec, problem)
+            report = run_checks(cp, spec, problem, run, reference, seeds, runtime)
             rel_l2, max_abs = report.rel_l2, report.max_abs
             if not report.outcome.is_ok:
                 return dataclasses.replace(
@@ -395,7 +398,7 @@ class WorkerService:
                     max_abs_error=max_abs,
                     error=report.error,
                 )
-        buffers = make_buffers(cp, spec, problem, seeds[0])
+        buffers = make_buffers(cp, spec, problem, seeds[0], runtime)
         inout = buffers.names("inout")
         saved = buffers.snapshot(cp, inout) if inout else {}
 
@@ -451,6 +454,8 @@ class WorkerService:
             error=error,
             l2_flush_bytes=timing.flush_bytes,
             sampling_note=timing.note,
+            timing_method=timing.method,
+            launches_per_sample=timing.launches_per_sample,
         )
 
 

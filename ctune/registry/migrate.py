@@ -113,6 +113,7 @@ _V2_PLAN = {
     "energy": False,
     "energy_window_s": 1.0,
     "timeout_s": 0.0,
+    "timing": "events",
 }
 _V2_QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
 _V2_ENERGY_TERMS = ("energy", "power", "edp", "perf_per_watt")

@@ -207,6 +207,7 @@ def _plan(settings: Settings, spec: KernelSpec, objective: ObjectiveSpec) -> Sam
         rep_ms=settings.rep_ms,
         l2=_l2(settings, spec),
         energy_window_s=settings.energy_window_s,
+        timing=settings.timing or spec.timing,
     )
     return objective.sampling_plan(base)
 
@@ -479,8 +480,16 @@ class _Run:
             )
         return trial
 
+    def settle_timing(self, baseline: Trial) -> None:
+        """``auto`` becomes the method the baseline was timed with, for every later candidate:
+        numbers compared within a search (and with its artifact) must mean the same thing."""
+        m = baseline.measurement
+        if self.plan.timing == "auto" and m is not None and m.timing_method in ("events", "graph"):
+            self.plan = dataclasses.replace(self.plan, timing=m.timing_method)
+
     def open_new(self) -> None:
         trial = self.baseline_trial()
+        self.settle_timing(trial)
         self.device = device_label(trial.measurement) or (
             "none (compile-only objectives)" if not self.objective.measures else "unknown"
         )
@@ -532,6 +541,7 @@ class _Run:
             self.record(trial)
             self.baseline = trial
             self.strategy.tell([trial])
+        self.settle_timing(self.baseline)
         self.check_first_failures()
 
     # --- progress -----------------------------------------------------------------------------

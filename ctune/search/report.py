@@ -341,6 +341,8 @@ def summarize(m: Measurement | None) -> dict[str, Any]:
         out["device"] = m.device.describe()
     out["l2_policy"] = m.l2_policy
     out["timing_method"] = m.timing_method
+    if m.launches_per_sample > 1:
+        out["launches_per_sample"] = m.launches_per_sample
     if m.energy_j is not None:
         out["energy_j"] = m.energy_j
     if m.avg_power_w is not None:

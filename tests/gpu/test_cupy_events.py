@@ -98,3 +98,28 @@ def test_remeasure_in_fresh_processes(saxpy, builder, measurer):
         assert [r.outcome for r in runs] == [Outcome.OK, Outcome.OK]
     fresh = measure_in_fresh_processes(saxpy, *items[0], problem, plan, processes=2)
     assert [r.outcome for r in fresh] == [Outcome.OK, Outcome.OK]
+
+
+def test_graph_timing_replays_many_launches_per_sample(saxpy, builder, measurer):
+    problem = saxpy.problem("n1m")
+    candidate, build = builder(saxpy, problem)
+    events = measurer.measure(
+        saxpy, candidate, build, problem, SamplingPlan(rep_ms=10, timing="events")
+    )
+    graph = measurer.measure(
+        saxpy, candidate, build, problem, SamplingPlan(rep_ms=10, timing="graph")
+    )
+    auto = measurer.measure(saxpy, candidate, build, problem, SamplingPlan(rep_ms=10))
+    for m in (events, graph, auto):
+        assert m.outcome is Outcome.OK, m.error
+        assert m.rel_l2_error is not None and m.rel_l2_error <= 1e-6
+    assert events.timing_method == "events" and events.launches_per_sample == 1
+    assert graph.timing_method == "graph" and graph.launches_per_sample >= 2
+    assert "one replay of" in graph.sampling_note
+    # saxpy on 1M floats runs in a few microseconds: auto takes graph replays
+    assert auto.timing_method == "graph"
+    assert events.summary is not None and graph.summary is not None
+    print(
+        f"saxpy n1m p50: events {events.summary.p50_ms * 1e3:.2f} us, graph "
+        f"{graph.summary.p50_ms * 1e3:.2f} us ({graph.launches_per_sample} launches per sample)"
+    )

@@ -23,6 +23,7 @@ SPECS = [
     DATA / "saxpy.yaml",
     DATA / "faults.yaml",
     DATA / "rt_saxpy.yaml",
+    DATA / "rt_items.yaml",
 ]
 PLAN = SamplingPlan(warmup_ms=1, rep_ms=1, min_samples=10, max_samples=50, quantile=0.5)
 
@@ -60,5 +61,22 @@ def test_runtime_variants_share_a_build_and_are_each_correct(load, builder):
             m = measurer.measure(spec, candidate, build, problem, PLAN)
             if m.outcome is not Outcome.OK:
                 failures.append(f"BLOCK={block} ITEMS={items}: {m.outcome.value}: {m.error}")
+    assert len(binaries) == 1
+    assert not failures, "\n".join(failures)
+
+
+def test_runtime_gene_as_scalar_argument_shares_a_build(load, builder):
+    """ITEMS reaches rt_items as a scalar argument: one cubin, every value correct (a value
+    the kernel did not receive would leave elements unwritten, which the check catches)."""
+    spec = load(DATA / "rt_items.yaml")
+    problem = spec.problem()
+    failures, binaries = [], set()
+    with WorkerMeasurer() as measurer:
+        for items in (1, 2, 8):
+            candidate, build = builder(spec, problem, ITEMS=items)
+            binaries.add(build.binary_path)
+            m = measurer.measure(spec, candidate, build, problem, PLAN)
+            if m.outcome is not Outcome.OK:
+                failures.append(f"ITEMS={items}: {m.outcome.value}: {m.error}")
     assert len(binaries) == 1
     assert not failures, "\n".join(failures)

@@ -151,14 +151,45 @@ def test_check_seeds_fixed_per_problem():
 def test_plan_for_settings_spec_and_overrides():
     class Spec:
         l2 = "hot"
+        timing = "graph"
 
     settings = Settings(warmup_ms=30.0, rep_ms=50.0, energy_window_s=2.0)
     plan = P.plan_for(settings, Spec(), quantile=0.99, min_samples=None, energy=True)  # type: ignore[arg-type]
     assert (plan.warmup_ms, plan.rep_ms, plan.energy_window_s) == (30.0, 50.0, 2.0)
     assert plan.l2 == "hot" and plan.quantile == 0.99 and plan.energy
+    assert plan.timing == "graph"  # the spec's, unless the settings name one
+    events = P.plan_for(Settings(timing="events"), Spec())  # type: ignore[arg-type]
+    assert events.timing == "events"
     assert plan.min_samples == SamplingPlan().min_samples
     raised = P.plan_for(None, None, min_samples=8000)
     assert raised.max_samples == 8000
+
+
+@pytest.mark.parametrize(
+    ("requested", "kernel_ms", "method"),
+    [
+        ("auto", 0.004, "graph"),
+        ("auto", 0.5, "events"),
+        ("events", 0.004, "events"),
+        ("graph", 0.5, "graph"),
+    ],
+)
+def test_timing_method(requested: str, kernel_ms: float, method: str) -> None:
+    assert P.timing_method(requested, kernel_ms) == method
+
+
+def test_graph_launches_hold_about_a_fifth_of_a_millisecond() -> None:
+    assert P.graph_launches(0.004) == 50
+    assert P.graph_launches(1e-5) == P.GRAPH_MAX_LAUNCHES
+    assert P.graph_launches(5.0) == 2
+
+
+def test_a_recorded_plan_without_timing_was_timed_with_events() -> None:
+    data = dataclasses.asdict(SamplingPlan())
+    del data["timing"]
+    assert P.plan_from_json(data).timing == "events"
+    with pytest.raises(UserError, match="timing='bursts'"):
+        P.validate(SamplingPlan(timing="bursts"))
 
 
 def test_plan_json_round_trip():

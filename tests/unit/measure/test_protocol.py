@@ -8,14 +8,21 @@ from ctune.measure import plan, protocol
 from ctune.measure.protocol import PROTOCOL_VERSION, RELEASED, definition_digest
 
 
-def test_the_protocol_in_force_is_the_released_one() -> None:
+@pytest.mark.parametrize("method", sorted(protocol.SAMPLE_DEFINITIONS))
+def test_the_protocol_in_force_is_the_released_one(method: str) -> None:
     # Failing here means a constant that decides what a measured number means changed
     # (warm-up, sampling, L2 flush, statistics, energy window...). Bump PROTOCOL_VERSION,
-    # add the new digest to RELEASED, and re-tune the committed artifacts in the same
+    # add the new digests to RELEASED, and re-tune the committed artifacts in the same
     # change: artifacts measured under the old version are then STALE, as they must be.
-    assert RELEASED[PROTOCOL_VERSION] == definition_digest(), (
-        "the measurement protocol changed without a version bump"
+    assert RELEASED[PROTOCOL_VERSION][method] == definition_digest(method), (
+        f"the measurement protocol ({method}) changed without a version bump"
     )
+
+
+def test_graph_constants_belong_to_graph_timing_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    events, graph = definition_digest("events"), definition_digest("graph")
+    monkeypatch.setattr(plan, "GRAPH_SAMPLE_MS", 0.5)
+    assert definition_digest("events") == events and definition_digest("graph") != graph
 
 
 @pytest.mark.parametrize(
@@ -51,6 +58,7 @@ def _settings_with_warmup(cls: type, warmup: float):  # type: ignore[no-untyped-
 def test_record_names_the_plan_and_the_sample() -> None:
     from ctune.measure import SamplingPlan
 
-    got = protocol.record(SamplingPlan(quantile=0.99))
-    assert got["plan"]["quantile"] == 0.99 and got["timing"] == "events"
-    assert "events" in protocol.definition()["samples"]
+    got = protocol.record(SamplingPlan(quantile=0.99, timing="graph"))
+    assert got["plan"]["quantile"] == 0.99 and got["timing"] == got["plan"]["timing"] == "graph"
+    # a plan that never resolved "auto" measured nothing: recorded as events
+    assert protocol.record(SamplingPlan())["timing"] == "events"

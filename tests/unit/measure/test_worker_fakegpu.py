@@ -80,6 +80,33 @@ def test_hot_mode_skips_the_flush(tmp_path, fake_gpu, saxpy):
     assert m.outcome is Outcome.OK and m.l2_policy == "hot" and m.l2_flush_bytes == 0
 
 
+def test_graph_timing_records_what_a_sample_is(tmp_path, fake_gpu, saxpy):
+    problem = saxpy.problem("ragged")
+    cand, build = binary(tmp_path, saxpy, problem, {}, {"kernel": "saxpy"})
+    plan = dataclasses.replace(PLAN, timing="graph")
+    with WorkerMeasurer() as measurer:
+        m = measurer.measure(saxpy, cand, build, problem, plan)
+    assert m.outcome is Outcome.OK, m.error
+    assert m.timing_method == "graph" and m.launches_per_sample >= 2
+    assert f"one replay of {m.launches_per_sample} launches" in m.sampling_note
+    assert len(m.samples_ms) >= 30 and m.rel_l2_error is not None and m.rel_l2_error < 1e-6
+
+
+def test_events_timing_when_asked_and_when_capture_fails(tmp_path, fake_gpu, saxpy, monkeypatch):
+    problem = saxpy.problem("ragged")
+    cand, build = binary(tmp_path, saxpy, problem, {}, {"kernel": "saxpy"})
+    with WorkerMeasurer() as measurer:
+        m = measurer.measure(
+            saxpy, cand, build, problem, dataclasses.replace(PLAN, timing="events")
+        )
+    assert m.timing_method == "events" and m.launches_per_sample == 1
+    monkeypatch.setenv("FAKE_NO_CAPTURE", "1")
+    with WorkerMeasurer() as measurer:
+        m = measurer.measure(saxpy, cand, build, problem, dataclasses.replace(PLAN, timing="graph"))
+    assert m.outcome is Outcome.OK and m.timing_method == "events"
+    assert "graph capture failed (CUDARuntimeError" in m.sampling_note
+
+
 def test_sample_count_exact(tmp_path, fake_gpu, saxpy):
     problem = saxpy.problem("ragged")
     cand, build = binary(tmp_path, saxpy, problem, {}, {"kernel": "saxpy"})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from ctune.errors import ToolchainError, UserError
 from ctune.kernelspec import KernelSpec
 from ctune.objective import parse_objective_spec
 from ctune.records import Outcome
+from ctune.registry.store import read_result
 from ctune.search import events as ev
 from ctune.search.driver import SearchOptions, run_search
 from ctune.search.journal import read
@@ -263,3 +265,24 @@ def test_commit_hands_the_front_to_the_registry(
         ["git", "log", "--oneline", "-1"], cwd=repo, check=True, capture_output=True, text=True
     ).stdout
     assert "standin small" in log
+
+
+class _GraphTimedStandIn(StandInMeasurer):
+    """A stand-in that says its samples were graph replays, and keeps the plans it got."""
+
+    def __init__(self) -> None:
+        super().__init__(samples=40)
+        self.timings: list[str] = []
+
+    def measure(self, spec, candidate, build, problem, plan):  # type: ignore[no-untyped-def]
+        self.timings.append(plan.timing)
+        m = super().measure(spec, candidate, build, problem, plan)
+        return dataclasses.replace(m, timing_method="graph", launches_per_sample=50)
+
+
+def test_auto_timing_is_settled_once_from_the_baseline(search) -> None:
+    stand_in = _GraphTimedStandIn()
+    result, _, _, _ = search(measurer=stand_in, budget=6, confirm_processes=0)
+    assert stand_in.timings[0] == "auto" and set(stand_in.timings[1:]) == {"graph"}
+    artifact = read_result(result.artifact_path)
+    assert artifact.protocol["timing"] == artifact.protocol["plan"]["timing"] == "graph"

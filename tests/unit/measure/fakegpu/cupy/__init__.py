@@ -16,6 +16,7 @@ This is a test double: it says nothing about GPU timing.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from types import SimpleNamespace
@@ -106,6 +107,7 @@ class _State:
     sticky: str | None = None
     hung = False
     racy_runs = 0
+    captured: list[Any] | None = None  # launches recorded by a stream capture in progress
 
 
 def _check() -> None:
@@ -156,6 +158,20 @@ class _Runtime:
         _check()
 
 
+class _Graph:
+    """A captured graph: its launches replayed in order (what cudaGraphLaunch does)."""
+
+    def __init__(self, launches: list[Any]) -> None:
+        self.launches = launches
+
+    def upload(self, stream: Any = None) -> None:
+        pass
+
+    def launch(self, stream: Any = None) -> None:
+        for run in self.launches:
+            run()
+
+
 class Stream:
     def __init__(self, null: bool = False, non_blocking: bool = False) -> None:
         self.ptr = 0x5000
@@ -165,6 +181,15 @@ class Stream:
 
     def synchronize(self) -> None:
         _check()
+
+    def begin_capture(self) -> None:
+        if os.environ.get("FAKE_NO_CAPTURE"):
+            raise CUDARuntimeError("cudaErrorStreamCaptureUnsupported")
+        _State.captured = []
+
+    def end_capture(self) -> _Graph:
+        launches, _State.captured = _State.captured or [], None
+        return _Graph(launches)
 
 
 class Event:
@@ -233,7 +258,11 @@ class RawKernel:
             threads *= int(b)
         if threads > 1024 or shared_mem > self.max_dynamic_shared_size_bytes:
             raise CUDADriverError("CUDA_ERROR_INVALID_VALUE: invalid argument")
-        getattr(self, "_" + self.symbol)(*args)
+        run = getattr(self, "_" + self.symbol)
+        if _State.captured is not None:
+            _State.captured.append(lambda: run(*args))
+            return
+        run(*args)
 
     # helpers compiled from source by the worker
     def _ctune_spin(self, ns: Any) -> None:
