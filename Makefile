@@ -37,8 +37,8 @@ check:          ## staleness of the committed registry against this checkout and
 bench:          ## GPU benchmarks; results land in bench/results/
 	bash bench/device.sh
 
-wheels:         ## what the GPU machine lacks, as wheels (it has no network)
-	$(PYTHON) -m pip download -d .device/wheels --python-version 3.12 --only-binary=:all: \
+wheels:         ## what the GPU machine lacks, as wheels (it has no network; at most 64 MiB travel)
+	$(PYTHON) -m pip download -d .device/wheels --no-deps --python-version 3.12 --only-binary=:all: \
 	  --platform manylinux2014_x86_64 deap moocore cffi pycparser platformdirs \
 	  "gitpython>=3.1.49" gitdb smmap nvidia-cutlass
 

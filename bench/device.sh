@@ -16,6 +16,9 @@
 #   gate      ctune check with the GPU's fields, then ctune gate on the committed registry
 #   retune    every stale artifact's recorded search again, result files into
 #             bench/results/retuned/ (then, here: ctune registry import bench/results/retuned/*)
+#   import    those result files into this copy's registry without a commit (so that a
+#             `gate` stage after it gates the re-tuned artifacts; commit them here later)
+#   staleness bench/staleness.py (CPU only; runs anywhere nvcc is)
 #
 # Everything that should come back is packed into $OUT/results.tgz (the device tool
 # returns at most 8 files), the logs into $OUT/logs.tgz.
@@ -63,7 +66,7 @@ for stage in "${STAGES[@]}"; do
       run tests $PY -m pytest -q -m "gpu or nvml" --require nvcc,gpu,nvml -p no:cacheprovider \
         --junitxml="$LOGS/gpu-tests.xml" ${TESTS_ARGS:-} ;;
     aa)
-      run aa $PY bench/aa_repeatability.py --out bench/results ;;
+      run aa $PY bench/aa_repeatability.py --out bench/results ${AA_ARGS:-} ;;
     gt)
       run gt $PY bench/ga_sample_efficiency.py record ;;
     search)
@@ -80,6 +83,11 @@ for stage in "${STAGES[@]}"; do
       run gate bash -c "ctune check --gpu; ctune gate" ;;
     retune)
       run retune ctune registry retune --run --results bench/results/retuned ${RETUNE_ARGS:-} ;;
+    import)
+      run import bash -c 'for f in bench/results/retuned/*.json; do \
+        ctune registry import --no-commit "$f" || exit 1; done' ;;
+    staleness)
+      run staleness $PY bench/staleness.py ;;
     *)
       echo "unknown stage $stage" | tee -a "$LOGS/summary.txt"; STATUS=1 ;;
   esac

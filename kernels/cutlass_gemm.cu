@@ -54,18 +54,10 @@
 #ifndef TILE_SCHED
 #define TILE_SCHED 0
 #endif
-// Stream-K only: 1 = CUTLASS's stream-K heuristic, > 1 = plain split-K into that many slices.
-#ifndef SPLITS
-#define SPLITS 1
-#endif
-// Persistent schedulers only (runtime arguments): raster 0 = heuristic, 1 = along M, 2 = along N;
-// SWIZZLE = max swizzle size (tiles grouped for L2 reuse).
-#ifndef RASTER
-#define RASTER 0
-#endif
-#ifndef SWIZZLE
-#define SWIZZLE 1
-#endif
+// The scheduler's settings are launcher arguments, not macros (runtime genes: one build
+// serves every value): splits (stream-K only: 1 = CUTLASS's stream-K heuristic, > 1 = split-K
+// into that many slices), raster (0 heuristic, 1 along M, 2 along N) and swizzle (max swizzle
+// size: tiles grouped for L2 reuse).
 
 using namespace cute;
 
@@ -142,6 +134,7 @@ struct Cache {
   const void* b = nullptr;
   void* c = nullptr;
   int m = -1, n = -1, k = -1, device = -1, sm_count = 0;
+  int splits = -1, raster = -1, swizzle = -1;
   bool ready = false;
   size_t workspace_needed = 0;
   void* workspace = nullptr;  // grow-only, on cache.device
@@ -173,13 +166,17 @@ extern "C" int ctune_launch(void* const* params, cudaStream_t stream) {
   const int M = *static_cast<const int*>(params[3]);
   const int N = *static_cast<const int*>(params[4]);
   const int K = *static_cast<const int*>(params[5]);
+  const int splits = *static_cast<const int*>(params[6]);
+  const int raster = *static_cast<const int*>(params[7]);
+  const int swizzle = *static_cast<const int*>(params[8]);
 
   int device = 0;
   cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess) return err;
 
   if (cache.ready && cache.a == A && cache.b == B && cache.c == C && cache.m == M &&
-      cache.n == N && cache.k == K && cache.device == device) {
+      cache.n == N && cache.k == K && cache.device == device && cache.splits == splits &&
+      cache.raster == raster && cache.swizzle == swizzle) {
     return launch(stream);
   }
 
@@ -211,10 +208,10 @@ extern "C" int ctune_launch(void* const* params, cudaStream_t stream) {
   args.hw_info.device_id = device;
   args.hw_info.sm_count = cache.sm_count;
   args.scheduler.raster_order =
-      static_cast<cutlass::gemm::kernel::detail::RasterOrderOptions>(RASTER);
-  args.scheduler.max_swizzle_size = SWIZZLE;
+      static_cast<cutlass::gemm::kernel::detail::RasterOrderOptions>(raster);
+  args.scheduler.max_swizzle_size = swizzle;
 #if TILE_SCHED == 1
-  args.scheduler.splits = SPLITS;
+  args.scheduler.splits = splits;
 #endif
 
   if (Gemm::can_implement(args) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
@@ -239,6 +236,9 @@ extern "C" int ctune_launch(void* const* params, cudaStream_t stream) {
   cache.m = M;
   cache.n = N;
   cache.k = K;
+  cache.splits = splits;
+  cache.raster = raster;
+  cache.swizzle = swizzle;
   cache.ready = true;
   return to_error(cache.op.run(stream));
 }
