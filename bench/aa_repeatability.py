@@ -300,9 +300,7 @@ def run() -> int:
         problem = spec.problem(problem_name)
         try:
             build = builder(spec, problem)
-            cases.append(
-                repeatability_case(name, size_class, spec, problem, build, args, timing)
-            )
+            cases.append(repeatability_case(name, size_class, spec, problem, build, args, timing))
         except Exception as exc:  # report the case as failed, keep going
             cases.append(
                 {
