@@ -130,6 +130,7 @@ class Build:
     log_tail: str = ""
     cache_hit: bool = False
     build_key: str = ""  # content address of (sources, argv, toolchain)
+    entry_symbol: str = ""  # the kernel's symbol in the cubin (mangled unless extern "C")
 
 
 @dataclass(frozen=True, slots=True)

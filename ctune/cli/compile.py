@@ -40,9 +40,11 @@ def compile_command(
         build = compiler.build(candidate, chosen)
     render.compile_report(spec, chosen, candidate, build, json_out)
     if not build.outcome.is_ok:
+        from ctune.compile.logs import first_error_line
+
         raise UserError(
             f"{spec.source_path.name}: candidate {candidate.key()} did not build: "
-            f"{build.outcome.value}"
+            f"{build.outcome.value}: {first_error_line(build.log_tail)}"
         )
 
 

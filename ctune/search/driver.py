@@ -61,6 +61,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from ctune.compile.logs import first_error_line
 from ctune.errors import ToolchainError, UserError
 from ctune.records import Build, Candidate, Measurement, Outcome, Trial, sha256_hex
 from ctune.search import Compiler, Strategy, make_strategy, resolve_name
@@ -184,14 +185,6 @@ def device_label(measurement: Measurement | None) -> str | None:
     if measurement is None or measurement.device is None:
         return None
     return f"{measurement.device.name} ({measurement.device.sm})"
-
-
-def first_error_line(log_tail: str) -> str:
-    lines = [ln.strip() for ln in log_tail.splitlines() if ln.strip()]
-    for line in lines:
-        if "error" in line.lower():
-            return line[:300]
-    return lines[-1][:300] if lines else "(no compiler output)"
 
 
 def _l2(settings: Settings, spec: KernelSpec) -> str:

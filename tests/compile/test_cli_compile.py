@@ -49,7 +49,7 @@ def test_space_shows_genes_and_size(tmp_path):
         (["compile", "{d}/saxpy.cu", "--set", "BLOCK"], 2, "expected NAME=VALUE"),
         (["compile", "{d}/saxpy.cu", "--problem", "huge"], 2, "no problem 'huge'"),
         (["compile", "{d}/broken.cu"], 2, "did not build: compile_error"),
-        (["compile", "{d}/nosymbol.cu"], 2, "did not build: compile_error"),
+        (["compile", "{d}/nosymbol.cu"], 2, "compile_error: entry 'nosymbol' is not a kernel"),
         (["space", "{d}/saxpy.cu", "--problem", "x y"], 2, "no problem 'x y'"),
     ],
 )
