@@ -80,6 +80,7 @@ from ctune.search.events import (
 from ctune.search.filling import Filler
 from ctune.search.result import MemberResult, SearchResult, Timing
 from ctune.search.strategy import StrategyContext, min_form
+from ctune.space.limits import DeviceLimits, device_limits, launch_violation
 from ctune.space.params import BuildGroup
 
 if TYPE_CHECKING:
@@ -300,6 +301,7 @@ class _Run:
         measurer: Measurer | None,
         on_event: EventSink,
         clock: Callable[[], float],
+        limits: DeviceLimits,
     ) -> None:
         self.settings = settings
         self.spec = spec
@@ -342,14 +344,17 @@ class _Run:
         self.stale_generations = 0
         self.first_checked = False
         self.stop_requested = False  # the first Ctrl-C: finish the candidate in flight, stop
-        self.filler = Filler(spec.name, spec.space, self.problem.dims, objective.directions)
+        self.limits = limits
+        # what the strategy and the filler may propose: the spec's space within the device
+        self.space = limits.constrain(spec.space, spec.launch)
+        self.filler = Filler(spec.name, self.space, self.problem.dims, objective.directions)
         # compile-only objectives cannot tell runtime variants apart: nothing to fill with
         self.filling = opts.fill and self.filler.active and objective.measures
         self.fillers = 0  # filler trials, resumed ones included
         self.strategy: Strategy = make_strategy(
             self.strategy_name,
             StrategyContext(
-                spec.name, spec.space, dict(self.problem.dims), objective.directions, opts.seed
+                spec.name, self.space, dict(self.problem.dims), objective.directions, opts.seed
             ),
             opts.strategy_options,
         )
@@ -419,20 +424,54 @@ class _Run:
             self.compile_cpu_s += trial.build.compile_s
 
     def add(self, trial: Trial) -> None:
-        """Account a finished (or replayed) trial: cache, counts, front."""
+        """Account a finished (or replayed) trial: cache, counts, front.
+
+        INVALID (a restriction or a device limit refused it, so it never ran) is
+        infeasible, like a constraint the measurement broke; not a failure.
+        """
         self.cache[trial.candidate.key()] = trial
         self.trials.append(trial)
-        if not trial.outcome.is_ok:
-            self.outcomes[trial.outcome.value] += 1
-        elif not trial.feasible:
+        if trial.outcome is Outcome.INVALID or (trial.outcome.is_ok and not trial.feasible):
             self.infeasible += 1
+        elif not trial.outcome.is_ok:
+            self.outcomes[trial.outcome.value] += 1
         self.front.add(trial)
         self.filler.observe(trial)
 
     # --- baseline -----------------------------------------------------------------------------
+    def note_device_limits(self, valid: int) -> None:
+        """Say how many of the spec's candidates the device's limits rule out, if any."""
+        if len(self.space.restrictions) == len(self.spec.space.restrictions):
+            return
+        total, _ = self.spec.space.count_valid(self.problem.dims)
+        if total > valid:
+            self.note(
+                f"device limits ({self.limits.source}) rule out {total - valid:,} of "
+                f"{total:,} candidates before compiling",
+                "info",
+            )
+
+    def within_device(self, cand: Candidate, build: Build) -> Build:
+        """The build, or INVALID when the device cannot launch it (its resources are known
+        only now: registers and static shared memory); never measured, infeasible."""
+        if not build.outcome.is_ok:
+            return build
+        why = launch_violation(
+            self.limits, self.spec, cand.as_dict(), self.problem.dims, build.resources
+        )
+        if why is None:
+            return build
+        return dataclasses.replace(build, outcome=Outcome.INVALID, log_tail=f"device limit: {why}")
+
     def baseline_trial(self) -> Trial:
         """Compile and measure the default build; any failure is the user's, before writing."""
         cand = self.spec.default_candidate()
+        broken = self.space.violations(cand.as_dict(), self.problem.dims)
+        if broken:
+            raise UserError(
+                f"{self.spec.yaml_path.name}: the default build breaks a device limit "
+                f"({self.limits.source}): '{broken[0]}'; change the genes' defaults"
+            )
         start = self.clock()
         build = self.compiler.build(cand, self.problem)
         self.compile_wait_s += self.clock() - start
@@ -440,6 +479,12 @@ class _Run:
             raise UserError(
                 f"{self.spec.source_path.name}: the default build (baseline) does not compile "
                 f"({build.outcome.value}): {first_error_line(build.log_tail)}"
+            )
+        build = self.within_device(cand, build)
+        if not build.outcome.is_ok:
+            raise UserError(
+                f"{self.spec.source_path.name}: the default build cannot launch: "
+                f"{build.log_tail}; change the genes' defaults"
             )
         measurement = self.measure(cand, build)
         if measurement is not None and not measurement.outcome.is_ok:
@@ -671,6 +716,7 @@ class _Run:
         """Measure, score, journal and announce one candidate whose build is done."""
         if build.candidate_key != cand.key():  # another candidate's build, shared
             build = dataclasses.replace(build, candidate_key=cand.key(), cache_hit=True)
+        build = self.within_device(cand, build)
         measurement = self.measure(cand, build)
         trial = self.make_trial(cand, build, measurement, generation)
         self.record(trial, filler)
@@ -933,6 +979,7 @@ def run_search(
     capabilities: set[str] | frozenset[str] | None = None,
     on_event: EventSink | None = None,
     clock: Callable[[], float] = time.monotonic,
+    limits: DeviceLimits | None = None,
 ) -> SearchResult:
     """Search ``spec`` for ``objective``; the one service ``ctune search`` calls.
 
@@ -941,7 +988,9 @@ def run_search(
     GPU ``WorkerMeasurer`` are created here, after the capability check, and
     closed at the end. ``capabilities`` overrides the probe (else the
     measurer's ``capabilities`` attribute, else NVML/CuPy probes).
-    ``fingerprint`` overrides the probe for the artifact. Progress goes to
+    ``fingerprint`` overrides the probe for the artifact. ``limits`` are the
+    device's (``space/limits.py``); by default the GPU's when ctune measures on it
+    itself and it is of the target architecture, else the target's table. Progress goes to
     ``on_event``. Returns the result, also when interrupted (Ctrl-C), with
     ``stop_reason == "interrupted"``; the result file is written (and
     committed with ``options.commit``) only for a finished search.
@@ -975,8 +1024,11 @@ def run_search(
         if compiler is None:
             compiler = _default_compiler(settings, spec, toolchain)
             owned.append(compiler)
+        if limits is None:
+            probe = measurer is None and objective.measures
+            limits = device_limits(settings.arch or spec.arch, probe=probe)
         # the strategy and its options are validated here, before a worker starts
-        run = _Run(settings, spec, objective, opts, compiler, measurer, emit, clock)
+        run = _Run(settings, spec, objective, opts, compiler, measurer, emit, clock, limits)
         if measurer is None and objective.measures:
             run.measurer = _default_measurer(settings)
             owned.append(run.measurer)
@@ -1021,7 +1073,7 @@ def _execute(
         else:
             run.open_new()
         assert run.journal is not None
-        count, exact = run.spec.space.count_valid(run.problem.dims)
+        count, exact = run.space.count_valid(run.problem.dims)
         emit(
             SearchStarted(
                 run.spec.name,
@@ -1040,6 +1092,7 @@ def _execute(
         )
         if run.baseline is not None:
             emit(BaselineMeasured(run.baseline))
+        run.note_device_limits(count)
         run.improved()
         try:
             with _graceful_interrupt(run):
