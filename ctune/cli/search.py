@@ -106,17 +106,19 @@ def search_command(
     ] = None,
     problem: Annotated[str | None, typer.Option(help="problem name (default: the spec's)")] = None,
     strategy: Annotated[
-        str,
+        str | None,
         typer.Option(
-            help="auto (ga for one objective, nsga2 for several), nsga2, ga, random, exhaustive"
+            help="auto (ga for one objective, nsga2 for several), nsga2, ga, random, exhaustive "
+            "(default auto; on --resume the journal's)"
         ),
-    ] = "auto",
+    ] = None,
     option: Annotated[list[str] | None, typer.Option("--option", help=_strategy_help())] = None,
     budget: Annotated[
         int | None,
         typer.Option(
             help="distinct candidates the strategy tries, baseline and failures included, "
-            "fillers not (default 100 unless --time; exhaustive: the whole space)"
+            "fillers not (default 100 unless --time; exhaustive: the whole space; on --resume "
+            "the journal's)"
         ),
     ] = None,
     time: Annotated[
@@ -125,9 +127,18 @@ def search_command(
     patience: Annotated[
         int | None, typer.Option(help="stop after this many generations without improvement")
     ] = None,
-    seed: Annotated[int, typer.Option(help="RNG seed (same seed, same search)")] = 0,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            help="RNG seed (same seed, same search; default 0, on --resume the journal's)"
+        ),
+    ] = None,
     resume: Annotated[
-        Path | None, typer.Option(help="continue the search recorded in this journal")
+        Path | None,
+        typer.Option(
+            help="continue the search recorded in this journal, with its strategy, options, "
+            "seed and budgets (a flag that differs is refused)"
+        ),
     ] = None,
     journal: Annotated[
         Path | None,
@@ -148,13 +159,14 @@ def search_command(
         int, typer.Option(help="fresh processes that re-measure the front and baseline (0: skip)")
     ] = 3,
     fill: Annotated[
-        bool,
+        bool | None,
         typer.Option(
             "--fill/--no-fill",
             help="while every pending build compiles, measure runtime-gene variants of the "
-            "best builds (no compile needed; extra to --budget, bounded by --time)",
+            "best builds (no compile needed; extra to --budget, bounded by --time; default on)",
+            show_default=False,
         ),
-    ] = True,
+    ] = None,
     arch: Annotated[
         str | None, typer.Option(help="target, e.g. sm_90 (default: the spec's)")
     ] = None,

@@ -41,7 +41,9 @@ new candidates after that much wall time; ``patience`` stops after that
 many generations without improving the best value (one objective) or the
 hypervolume (several).
 Without either budget, the search stops at ``DEFAULT_BUDGET`` evaluations
-(exhaustive search: when the space is exhausted).
+(exhaustive search: when the space is exhausted). These and the strategy, its
+options and the seed are the search's plan (``plan.py``): recorded in the
+journal, reused by ``--resume``, which refuses a flag that differs.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ from typing import TYPE_CHECKING, Any
 from ctune.compile.logs import first_error_line
 from ctune.errors import ToolchainError, UserError
 from ctune.records import Build, Candidate, Measurement, Outcome, Trial, sha256_hex
-from ctune.search import Compiler, Strategy, make_strategy, resolve_name
+from ctune.search import Compiler, Strategy, make_strategy
 from ctune.search import journal as journal_mod
 from ctune.search.events import (
     BaselineMeasured,
@@ -78,6 +80,7 @@ from ctune.search.events import (
     TrialFinished,
 )
 from ctune.search.filling import Filler
+from ctune.search.plan import DEFAULT_BUDGET, SearchPlan, new_plan, resume_plan
 from ctune.search.result import MemberResult, SearchResult, Timing
 from ctune.search.strategy import StrategyContext, min_form
 from ctune.space.limits import DeviceLimits, device_limits, launch_violation
@@ -92,7 +95,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BUDGET = 100
 MAX_BATCH = 256
 #: consecutive generations with nothing new before the search counts as converged
 MAX_IDLE_GENERATIONS = 10
@@ -106,15 +108,20 @@ EventSink = Callable[[SearchEvent], None]
 
 @dataclass(frozen=True)
 class SearchOptions:
-    """Everything about one search that is not a setting or the objective spec."""
+    """Everything about one search that is not a setting or the objective spec.
+
+    None (and an empty ``strategy_options``) means not given: a new search takes the
+    defaults (``auto``, seed 0, ``DEFAULT_BUDGET`` unless timed, filling on), a resumed
+    one the values its journal recorded (``plan.py``).
+    """
 
     problem: str | None = None
-    strategy: str = "auto"
+    strategy: str | None = None  # auto: ga for one objective, nsga2 for several
     strategy_options: Mapping[str, Any] = field(default_factory=dict)
     budget: int | None = None
     time_s: float | None = None
     patience: int | None = None
-    seed: int = 0
+    seed: int | None = None
     resume: Path | None = None
     journal: Path | None = None  # where a new journal goes (default: under cache_dir)
     confirm_processes: int = 3  # 0: report the search's own measurements
@@ -125,7 +132,7 @@ class SearchOptions:
     first_failures: int = 8  # if the first N candidates all fail to compile: UserError
     jobs: int = 0  # compile-ahead depth; 0: the compiler's jobs, else settings.jobs, else CPUs
     journal_fsync: bool = True  # False only for tests on slow disks
-    fill: bool = True  # while builds compile, measure runtime-gene variants of built ones
+    fill: bool | None = None  # while builds compile, measure runtime-gene variants (default on)
 
 
 # --- capabilities --------------------------------------------------------------------------
@@ -302,6 +309,7 @@ class _Run:
         on_event: EventSink,
         clock: Callable[[], float],
         limits: DeviceLimits,
+        plan: SearchPlan,
     ) -> None:
         self.settings = settings
         self.spec = spec
@@ -313,10 +321,10 @@ class _Run:
         self.clock = clock
         self.problem: Problem = spec.problem(opts.problem)
         self.plan = _plan(settings, spec, objective)
-        self.strategy_name = resolve_name(opts.strategy, len(objective.objectives))
-        self.budget = opts.budget
-        if self.budget is None and opts.time_s is None and self.strategy_name != "exhaustive":
-            self.budget = DEFAULT_BUDGET
+        self.search_plan = plan
+        self.plan_conflict: str | None = None  # a flag --resume cannot honour (plan.py)
+        self.strategy_name = plan.strategy
+        self.budget = plan.budget
         self.jobs = max(
             1, opts.jobs or int(getattr(compiler, "jobs", 0) or 0) or settings.jobs or 4
         )
@@ -349,14 +357,14 @@ class _Run:
         self.space = limits.constrain(spec.space, spec.launch)
         self.filler = Filler(spec.name, self.space, self.problem.dims, objective.directions)
         # compile-only objectives cannot tell runtime variants apart: nothing to fill with
-        self.filling = opts.fill and self.filler.active and objective.measures
+        self.filling = plan.fill and self.filler.active and objective.measures
         self.fillers = 0  # filler trials, resumed ones included
         self.strategy: Strategy = make_strategy(
             self.strategy_name,
             StrategyContext(
-                spec.name, self.space, dict(self.problem.dims), objective.directions, opts.seed
+                spec.name, self.space, dict(self.problem.dims), objective.directions, plan.seed
             ),
-            opts.strategy_options,
+            plan.options,
         )
 
     # --- identity -----------------------------------------------------------------------------
@@ -513,10 +521,11 @@ class _Run:
             **self.identity(),
             "info": {
                 "strategy": self.strategy_name,
-                "seed": self.opts.seed,
+                "seed": self.search_plan.seed,
                 "created_utc": journal_mod.utc_stamp(),
                 "budget": self.budget,
             },
+            "search": self.search_plan.to_json(),
         }
         self.header = header
         self.journal = journal_mod.Journal.create(path, header, self.opts.journal_fsync)
@@ -531,6 +540,8 @@ class _Run:
         known = getattr(self.measurer, "device_name", None)
         self.device = known if isinstance(known, str) else None
         journal_mod.check_identity(path, replay.header, self.identity())
+        if self.plan_conflict is not None:
+            raise UserError(self.plan_conflict)
         if self.device is None:
             self.device = str(replay.header.get("device", "unknown"))
             self.device_checked = not self.objective.measures
@@ -583,15 +594,15 @@ class _Run:
         eta = None
         if self.session_evals and self.budget is not None:
             eta = elapsed / self.session_evals * max(0, self.budget - self.asked)
-        if self.opts.time_s is not None:
-            left = max(0.0, self.opts.time_s - elapsed)
+        if self.search_plan.time_s is not None:
+            left = max(0.0, self.search_plan.time_s - elapsed)
             eta = left if eta is None else min(eta, left)
         return Progress(
             generation=self.generation,
             evaluations=len(self.trials),
             budget=self.budget,
             elapsed_s=elapsed,
-            time_budget_s=self.opts.time_s,
+            time_budget_s=self.search_plan.time_s,
             eta_s=eta,
             failures=failures,
             infeasible=infeasible,
@@ -639,14 +650,19 @@ class _Run:
         """Trials the budget counts: all but fillers (they only use idle GPU time)."""
         return len(self.trials) - self.fillers
 
+    def out_of_time(self) -> bool:
+        time_s = self.search_plan.time_s
+        return time_s is not None and self.elapsed() >= time_s
+
     def stop_check(self) -> str:
         if self.stop_requested:
             return "interrupted"
         if self.budget is not None and self.asked >= self.budget:
             return "budget"
-        if self.opts.time_s is not None and self.elapsed() >= self.opts.time_s:
+        plan = self.search_plan
+        if plan.time_s is not None and self.elapsed() >= plan.time_s:
             return "time"
-        if self.opts.patience is not None and self.stale_generations >= self.opts.patience:
+        if plan.patience is not None and self.stale_generations >= plan.patience:
             return "stagnation"
         return ""
 
@@ -665,7 +681,7 @@ class _Run:
             while left:
                 if self.stop_requested:
                     break
-                if done and self.opts.time_s is not None and self.elapsed() >= self.opts.time_s:
+                if done and self.out_of_time():
                     break
                 self.compile_ahead(new, left, futures, shared)
                 i = next((j for j in left if j in futures and futures[j].done()), None)
@@ -729,7 +745,7 @@ class _Run:
         """A filler, if filling is on and the clock leaves room for one."""
         if not self.filling:
             return None
-        if self.opts.time_s is not None and self.elapsed() >= self.opts.time_s:
+        if self.out_of_time():
             return None
         return self.filler.pick([t for _, t in self.front.members], self.cache, pending)
 
@@ -884,7 +900,7 @@ class _Run:
         if base is not None and base.per_process and base.pooled is not None:
             ctx = self.objective.context(self.problem.dims)
             first = self.objective.objectives[0]
-            shared = bootstrap(first, base.build, base.per_process, ctx, self.opts.seed)
+            shared = bootstrap(first, base.build, base.per_process, ctx, self.search_plan.seed)
             out = []
             for m in front:
                 sig = significance(m.per_process, base.per_process)
@@ -894,7 +910,7 @@ class _Run:
                         (m.build, m.per_process, m.pooled),
                         (base.build, base.per_process, base.pooled),
                         ctx,
-                        seed=self.opts.seed,
+                        seed=self.search_plan.seed,
                         baseline_replicates=shared,
                     )
                     if m.pooled is not None
@@ -939,7 +955,7 @@ class _Run:
             ),
             constraints=tuple(c.text for c in self.objective.constraints),
             strategy=self.strategy_name,
-            seed=self.opts.seed,
+            seed=self.search_plan.seed,
             journal=self.journal.path,
             evaluations=len(self.trials),
             budget=self.budget,
@@ -963,6 +979,7 @@ class _Run:
             dropped=tuple(dropped),
             notes=tuple(self.notes),
             confirm_processes=self.opts.confirm_processes if self.objective.measures else 0,
+            plan=self.search_plan.to_json(),
         )
 
 
@@ -1004,7 +1021,7 @@ def run_search(
         raise UserError(f"--time must be positive, got {opts.time_s:g} s")
     if opts.confirm_processes < 0:
         raise UserError("--confirm-processes must be 0 or more")
-    if not isinstance(opts.fill, bool):
+    if opts.fill is not None and not isinstance(opts.fill, bool):
         raise UserError(f"fill must be true or false, got {opts.fill!r}")
     if opts.commit:
         from ctune.search.report import check_commit_target
@@ -1012,6 +1029,12 @@ def run_search(
         check_commit_target(settings.registry)
     if opts.resume is not None and not Path(opts.resume).is_file():
         raise UserError(f"{opts.resume}: no such journal to resume")
+    n_objectives = len(objective.objectives)
+    if opts.resume is not None:
+        header = journal_mod.read_header(Path(opts.resume))
+        plan, conflict = resume_plan(opts, header, n_objectives, Path(opts.resume))
+    else:
+        plan, conflict = new_plan(opts, n_objectives), None
     caps = capabilities
     if caps is None:
         caps = getattr(measurer, "capabilities", None)
@@ -1028,7 +1051,8 @@ def run_search(
             probe = measurer is None and objective.measures
             limits = device_limits(settings.arch or spec.arch, probe=probe)
         # the strategy and its options are validated here, before a worker starts
-        run = _Run(settings, spec, objective, opts, compiler, measurer, emit, clock, limits)
+        run = _Run(settings, spec, objective, opts, compiler, measurer, emit, clock, limits, plan)
+        run.plan_conflict = conflict
         if measurer is None and objective.measures:
             run.measurer = _default_measurer(settings)
             owned.append(run.measurer)
@@ -1083,7 +1107,7 @@ def _execute(
                 run.strategy_name,
                 run.objective.describe(),
                 run.budget,
-                opts.time_s,
+                run.search_plan.time_s,
                 count,
                 exact,
                 run.jobs,
@@ -1134,7 +1158,7 @@ def _publish(
     assert run.journal is not None
     provenance = {
         "strategy": run.strategy_name,
-        "seed": opts.seed,
+        "seed": run.search_plan.seed,
         "evaluations": result.evaluations,
         "budget": run.budget,
         "journal_sha256": run.journal.sha256(),
