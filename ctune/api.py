@@ -86,6 +86,7 @@ def tune(
     arch: str | None = None,
     workdir: str | Path | None = None,
     confirm_processes: int = 3,
+    warm_start: str | Path | None = None,
     compiler: Any = None,
     measurer: Any = None,
 ) -> TuneResult:
@@ -95,7 +96,8 @@ def tune(
     ``gemm<block_size_x, float>``: parameter names feed template arguments).
     ``objective`` is one ctune objective or several (a Pareto search); ``flags`` adds
     nvcc/ptxas catalogue genes (``ctune space`` lists them); ``tolerance`` is
-    ``(rel_l2, max_abs)``. ``compiler`` and ``measurer`` replace nvcc and the GPU
+    ``(rel_l2, max_abs)``. ``warm_start`` is a T4 results file whose best configurations
+    are measured first. ``compiler`` and ``measurer`` replace nvcc and the GPU
     (``ctune.testing.standins``) in tests.
     """
     from ctune.config import resolve
@@ -128,6 +130,11 @@ def tune(
         toolchain = probe_toolchain(settings.nvcc)
         help_text = toolchain.help_text
     spec = load_spec(spec_path, help_text)
+    seeds: tuple[dict[str, Any], ...] = ()
+    if warm_start is not None:
+        from ctune.exchange.t4 import read_t4
+
+        seeds = tuple(read_t4(Path(warm_start)))
     objectives = [objective] if isinstance(objective, str) else list(objective)
     objective_spec = parse_objective_spec(objectives, list(constraints), spec.metrics)
     options = SearchOptions(
@@ -138,6 +145,8 @@ def tune(
         seed=seed,
         confirm_processes=confirm_processes,
         out=spec_path.parent / "result.json",
+        warm_start=seeds,
+        warm_start_source=str(warm_start or ""),
     )
     result = run_search(
         settings,

@@ -170,6 +170,14 @@ def search_command(
     arch: Annotated[
         str | None, typer.Option(help="target, e.g. sm_90 (default: the spec's)")
     ] = None,
+    warm_start: Annotated[
+        Path | None,
+        typer.Option(
+            "--warm-start",
+            help="a T4 results file (Kernel Tuner's, or ctune export --as t4): its best "
+            "correct configurations are measured first (up to a quarter of the budget)",
+        ),
+    ] = None,
 ) -> None:
     """Search flags, launch configuration and template parameters for the best builds.
 
@@ -186,6 +194,11 @@ def search_command(
     from ctune.search.strategy import parse_option_items
 
     cfg = settings(jobs=jobs, l2=l2, arch=arch)
+    seeds: tuple[dict[str, Any], ...] = ()
+    if warm_start is not None:
+        from ctune.exchange.t4 import read_t4
+
+        seeds = tuple(read_t4(warm_start))
     spec, toolchain = load_kernel(kernel, cfg)
     objectives = parse_objective_spec(objective, constraint or [], spec.metrics)
     options = SearchOptions(
@@ -202,6 +215,8 @@ def search_command(
         out=out,
         commit=commit,
         fill=fill,
+        warm_start=seeds,
+        warm_start_source=str(warm_start or ""),
     )
     compiler = make_compiler(spec, toolchain, cfg)
     measurer = make_measurer(cfg)

@@ -102,6 +102,8 @@ MAX_IDLE_GENERATIONS = 10
 IMPROVEMENT_EPS = 1e-9
 #: single objective: how many of the best are confirmed (a lucky measurement cannot win alone)
 CONFIRM_TOP_SINGLE = 3
+#: a warm start measures at most this many configurations without a budget (else a quarter)
+WARM_START_MAX = 16
 
 EventSink = Callable[[SearchEvent], None]
 
@@ -133,6 +135,9 @@ class SearchOptions:
     jobs: int = 0  # compile-ahead depth; 0: the compiler's jobs, else settings.jobs, else CPUs
     journal_fsync: bool = True  # False only for tests on slow disks
     fill: bool | None = None  # while builds compile, measure runtime-gene variants (default on)
+    # configurations to measure first (a T4 file's best, exchange/t4.py), and where from
+    warm_start: tuple[Mapping[str, Any], ...] = ()
+    warm_start_source: str = ""
 
 
 # --- capabilities --------------------------------------------------------------------------
@@ -565,6 +570,38 @@ class _Run:
             self.baseline = trial
             self.strategy.tell([trial])
         self.check_first_failures()
+
+    def warm_start(self) -> None:
+        """Measure the given configurations first, as one generation told to the strategy.
+
+        They enter its selection pool like its own trials (a GA breeds from the best of
+        them), count against the budget, and take at most a quarter of it: the search
+        still explores. Those that are not valid points of this space are skipped.
+        """
+        given = self.opts.warm_start
+        if not given:
+            return
+        from ctune.exchange.t4 import candidates
+
+        found, skipped = candidates(self.spec.name, self.space, given, self.problem.dims)
+        fresh = [c for c in found if c.key() not in self.cache]
+        if self.budget is None:
+            take = WARM_START_MAX
+        else:
+            take = min(max(1, self.budget // 4), self.budget - self.asked)
+        chosen = fresh[: max(0, take)]
+        if chosen:
+            self.generation += 1
+            finished = self.evaluate_batch(chosen, self.generation)
+            self.strategy.tell(finished)
+            assert self.journal is not None
+            self.journal.append_state(self.generation, self.strategy.state())
+        where = f" from {self.opts.warm_start_source}" if self.opts.warm_start_source else ""
+        self.note(
+            f"warm start{where}: {len(chosen)} of {len(given)} configurations measured first "
+            f"({skipped} not valid here, {len(found) - len(fresh)} already tried)",
+            "info",
+        )
 
     # --- progress -----------------------------------------------------------------------------
     def elapsed(self) -> float:
@@ -1120,6 +1157,7 @@ def _execute(
         run.improved()
         try:
             with _graceful_interrupt(run):
+                run.warm_start()
                 run.loop()
             interrupted = run.stop_reason == "interrupted"
             if interrupted:

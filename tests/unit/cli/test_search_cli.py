@@ -298,3 +298,22 @@ def test_plot_writes_a_png_of_the_front(run: Run, tmp_path: Path) -> None:
     result = run("--objective", "p50", "--objective", "regs", "--budget", "12", "--plot", str(png))
     assert result.exit_code == 0, result.output
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_warm_start_takes_a_t4_file(run: Run, boundary: Boundary, tmp_path: Path) -> None:
+    first = run("--objective", "p50", "--budget", "12", "--json", "--confirm-processes", "0")
+    assert first.exit_code == 0, first.output
+    t4 = tmp_path / "first-t4.json"
+    done = CliRunner().invoke(ctune_main, ["export", json.loads(first.stdout)["journal"],
+                                           "--out", str(t4)])  # fmt: skip
+    assert done.exit_code == 0, done.output
+    boundary.measurer = StandInMeasurer(samples=40)
+    second = run(
+        "--objective", "p50", "--budget", "12", "--json", "--confirm-processes", "0",
+        "--warm-start", str(t4),
+    )  # fmt: skip
+    assert second.exit_code == 0, second.output
+    notes = json.loads(second.stdout)["notes"]
+    assert any(n.startswith(f"warm start from {t4}: 3 of ") for n in notes)
+    missing = run("--objective", "p50", "--warm-start", str(tmp_path / "nope.json"))
+    assert missing.exit_code == 2 and "not a T4 results file" in missing.stderr
