@@ -12,6 +12,7 @@
 #   gt        bench/ga_sample_efficiency.py record (exhaustive ground truth for replay)
 #   search    ctune search on the GEMM, end to end, plus a two-objective search
 #   kernels   bench/kernels_vs_vendor.py          (tuned vs default vs cuBLAS / SDPA)
+#   own       bench/own_kernels.py                (kernels written elsewhere, tuned unmodified)
 #   busy      a CUTLASS GEMM search on 16 cores: the share of wall time the GPU measured
 #   gate      ctune check with the GPU's fields, then ctune gate on the committed registry
 #   retune    every stale artifact's recorded search again, result files into
@@ -73,6 +74,8 @@ for stage in "${STAGES[@]}"; do
       run search bash bench/search_runs.sh ;;
     kernels)
       run kernels $PY bench/kernels_vs_vendor.py --out bench/results ${KERNELS_ARGS:-} ;;
+    own)
+      run own $PY bench/own_kernels.py --out bench/results ${OWN_ARGS:-} ;;
     busy)
       run busy bash -c "ctune search kernels/cutlass_gemm.cu --objective p99 \
         --problem ${BUSY_PROBLEM:-llm8b-o-t16} --budget ${BUSY_BUDGET:-40} --seed 5 \

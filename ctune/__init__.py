@@ -12,12 +12,17 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> object:
-    # run_search pulls in the search driver; resolve it on first use so that a
-    # bare `import ctune` stays light (tests/unit/test_import_light.py).
+    # run_search pulls in the search driver, tune and load_artifact the API module;
+    # resolve them on first use so that a bare `import ctune` stays light
+    # (tests/unit/test_import_light.py).
     if name == "run_search":
         from ctune.search.driver import run_search
 
         return run_search
+    if name in ("tune", "load_artifact", "TuneResult", "write_spec"):
+        from ctune import api
+
+        return getattr(api, name)
     raise AttributeError(f"module 'ctune' has no attribute {name!r}")
 
 
@@ -30,7 +35,11 @@ __all__ = [
     "RegistryError",
     "ToolchainError",
     "Trial",
+    "TuneResult",
     "UserError",
     "__version__",
+    "load_artifact",
     "run_search",
+    "tune",
+    "write_spec",
 ]

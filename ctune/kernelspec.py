@@ -26,6 +26,7 @@ from ctune.strict_yaml import StrictYamlError, load_file
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+LAUNCHER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,1023}$")
 DTYPES = (
     "float16",
     "bfloat16",
@@ -38,6 +39,19 @@ DTYPES = (
     "uint16",
     "uint32",
 )
+#: bytes of one value: what a scalar argument occupies in the kernel's parameter list
+DTYPE_BYTES = {
+    "float16": 2,
+    "bfloat16": 2,
+    "float32": 4,
+    "float64": 8,
+    "int8": 1,
+    "int32": 4,
+    "int64": 8,
+    "uint8": 1,
+    "uint16": 2,
+    "uint32": 4,
+}
 ROLES = ("input", "output", "inout", "scratch", "scalar")
 ENTRY_KINDS = ("kernel", "launcher")
 MAX_SOURCE_BYTES = 4 * 1024 * 1024
@@ -326,6 +340,7 @@ def _build(
         raise ctx.fail("extra_flags", str(exc)) from None
     flag_genes = _flag_genes(ctx, folder, data.get("flags"), data.get("acf_files"), nvcc_help)
     genes = _genes(ctx, data.get("genes") or {})
+    _check_entry_genes(ctx, symbol, kind, genes)
     gene_names = {g.name for g in genes}
     clash = gene_names & {g.name for g in flag_genes}
     if clash:
@@ -419,11 +434,36 @@ def _entry(ctx: _Ctx, value: Any) -> tuple[str, str]:
     if not isinstance(value, dict) or set(value) - {"symbol", "kind"} or "symbol" not in value:
         raise ctx.fail("entry", "expected a symbol name or {symbol: NAME, kind: kernel|launcher}")
     symbol, kind = value["symbol"], value.get("kind", "kernel")
-    if not isinstance(symbol, str) or not IDENT_RE.match(symbol):
-        raise ctx.fail("entry.symbol", f"{symbol!r} is not a C identifier")
     if kind not in ENTRY_KINDS:
         raise ctx.fail("entry.kind", f"{kind!r} (allowed: {', '.join(ENTRY_KINDS)})")
+    if kind == "launcher":
+        if not isinstance(symbol, str) or not LAUNCHER_RE.match(symbol):
+            raise ctx.fail(
+                "entry.symbol", f'{symbol!r} is not a C identifier (a launcher is extern "C")'
+            )
+        return symbol, kind
+    from ctune.compile.entry import parse_entry
+
+    try:
+        parse_entry(symbol)
+    except ValueError as exc:
+        raise ctx.fail("entry", str(exc)) from None
     return symbol, kind
+
+
+def _check_entry_genes(ctx: _Ctx, symbol: str, kind: str, genes: tuple[Gene, ...]) -> None:
+    """Genes may feed a template entry's arguments, through nvcc's -D: never runtime ones."""
+    if kind != "kernel":
+        return
+    from ctune.compile.entry import parse_entry
+
+    runtime = {g.name for g in genes if not g.compiled}
+    for name in sorted(parse_entry(symbol).genes_used() & runtime):
+        raise ctx.fail(
+            "entry",
+            f"'{name}' is a runtime gene: it never reaches nvcc, so it cannot be a template "
+            "argument (make it family: template)",
+        )
 
 
 def _include_dir(ctx: _Ctx, folder: Path, value: str) -> Path:

@@ -22,7 +22,7 @@ class Outcome(enum.StrEnum):
     """The closed set of ways a candidate can end; exactly one per trial."""
 
     OK = "ok"
-    INVALID = "invalid"  # rejected by space restrictions; never compiled
+    INVALID = "invalid"  # rejected by space restrictions or device limits: infeasible, not failed
     COMPILE_ERROR = "compile_error"  # nvcc/ptxas rejected it (stderr tail kept)
     RESOURCE_LIMIT = "resource_limit"  # too many registers / too much smem
     COMPILER_CRASH = "compiler_crash"  # signal or internal compiler error
@@ -130,6 +130,7 @@ class Build:
     log_tail: str = ""
     cache_hit: bool = False
     build_key: str = ""  # content address of (sources, argv, toolchain)
+    entry_symbol: str = ""  # the kernel's symbol in the cubin (mangled unless extern "C")
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,10 +39,19 @@ def compile_command(
     with NvccCompiler.from_settings(spec, toolchain, cfg) as compiler:
         build = compiler.build(candidate, chosen)
     render.compile_report(spec, chosen, candidate, build, json_out)
+    if build.outcome.is_ok:
+        from ctune.space.limits import device_limits, launch_violation
+
+        limits = device_limits(cfg.arch or spec.arch)
+        why = launch_violation(limits, spec, candidate.as_dict(), chosen.dims, build.resources)
+        if why is not None:
+            render.warn_line(f"built, but cannot launch: {why} (a search counts it infeasible)")
     if not build.outcome.is_ok:
+        from ctune.compile.logs import first_error_line
+
         raise UserError(
             f"{spec.source_path.name}: candidate {candidate.key()} did not build: "
-            f"{build.outcome.value}"
+            f"{build.outcome.value}: {first_error_line(build.log_tail)}"
         )
 
 
@@ -52,12 +61,31 @@ def space_command(
     problem: ProblemOpt = None,
     samples: Annotated[int, typer.Option(help="how many random valid candidates to show")] = 5,
     seed: Annotated[int, typer.Option(help="RNG seed for the samples")] = 0,
+    arch: Annotated[
+        str | None,
+        typer.Option(help="target whose limits apply, e.g. sm_80 (default: the spec's)"),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
-    """Show the genome: genes by family, restrictions, valid-space size, a few samples."""
-    cfg = settings()
+    """Show the genome: genes by family, restrictions, valid-space size, a few samples.
+
+    Valid means within the spec's restrictions and the device's limits (threads and
+    shared memory per block): the GPU's when one of the target architecture is visible
+    to CuPy, else the target's table; the report says which, and how many it rules out.
+    """
+    from ctune.space.limits import device_limits
+
+    cfg = settings(arch=arch)
     spec, _ = load(kernel, cfg)
     chosen = spec.problem(problem)
-    count, exact = spec.space.count_valid(chosen.dims)
-    drawn = spec.space.sample(random.Random(seed), samples, chosen.dims)
-    render.space_report(spec, chosen, count, exact, drawn, json_out)
+    limits = device_limits(cfg.arch or spec.arch)
+    space = limits.constrain(spec.space, spec.launch)
+    count, exact = space.count_valid(chosen.dims)
+    spec_count, _ = spec.space.count_valid(chosen.dims)
+    drawn = space.sample(random.Random(seed), samples, chosen.dims)
+    device = {
+        "limits": limits.source,
+        "ruled_out": max(0, spec_count - count),
+        "restrictions": [r.source for r in space.restrictions[len(spec.space.restrictions) :]],
+    }
+    render.space_report(spec, chosen, count, exact, drawn, json_out, device)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -84,7 +84,9 @@ def space_report(
     exact: bool,
     samples: Sequence[dict[str, GeneValue]],
     json_out: bool,
+    device: Mapping[str, Any] | None = None,
 ) -> None:
+    """``count`` is within the device's limits when ``device`` says what they rule out."""
     space = spec.space
     if json_out:
         print_json(
@@ -106,6 +108,7 @@ def space_report(
                 "exact": exact,
                 "product": space.cardinality(),
                 "samples": samples,
+                **({"device": dict(device)} if device is not None else {}),
             }
         )
         return
@@ -127,6 +130,13 @@ def space_report(
     console.print(
         f"[bold]valid candidates:[/] {approx}{count:,} of {space.cardinality():,} combinations"
     )
+    if device is not None:
+        console.print(
+            f"[bold]device limits[/] ({device['limits']}): rule out {device['ruled_out']:,}"
+            + "".join(f"\n  {r}" for r in device["restrictions"]),
+            markup=True,
+            highlight=False,
+        )
     if samples:
         console.print("[bold]random valid samples[/]")
         defaults = space.default_values()

@@ -106,17 +106,19 @@ def search_command(
     ] = None,
     problem: Annotated[str | None, typer.Option(help="problem name (default: the spec's)")] = None,
     strategy: Annotated[
-        str,
+        str | None,
         typer.Option(
-            help="auto (ga for one objective, nsga2 for several), nsga2, ga, random, exhaustive"
+            help="auto (ga for one objective, nsga2 for several), nsga2, ga, random, exhaustive "
+            "(default auto; on --resume the journal's)"
         ),
-    ] = "auto",
+    ] = None,
     option: Annotated[list[str] | None, typer.Option("--option", help=_strategy_help())] = None,
     budget: Annotated[
         int | None,
         typer.Option(
             help="distinct candidates the strategy tries, baseline and failures included, "
-            "fillers not (default 100 unless --time; exhaustive: the whole space)"
+            "fillers not (default 100 unless --time; exhaustive: the whole space; on --resume "
+            "the journal's)"
         ),
     ] = None,
     time: Annotated[
@@ -125,9 +127,18 @@ def search_command(
     patience: Annotated[
         int | None, typer.Option(help="stop after this many generations without improvement")
     ] = None,
-    seed: Annotated[int, typer.Option(help="RNG seed (same seed, same search)")] = 0,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            help="RNG seed (same seed, same search; default 0, on --resume the journal's)"
+        ),
+    ] = None,
     resume: Annotated[
-        Path | None, typer.Option(help="continue the search recorded in this journal")
+        Path | None,
+        typer.Option(
+            help="continue the search recorded in this journal, with its strategy, options, "
+            "seed and budgets (a flag that differs is refused)"
+        ),
     ] = None,
     journal: Annotated[
         Path | None,
@@ -155,15 +166,24 @@ def search_command(
         int, typer.Option(help="fresh processes that re-measure the front and baseline (0: skip)")
     ] = 3,
     fill: Annotated[
-        bool,
+        bool | None,
         typer.Option(
             "--fill/--no-fill",
             help="while every pending build compiles, measure runtime-gene variants of the "
-            "best builds (no compile needed; extra to --budget, bounded by --time)",
+            "best builds (no compile needed; extra to --budget, bounded by --time; default on)",
+            show_default=False,
         ),
-    ] = True,
+    ] = None,
     arch: Annotated[
         str | None, typer.Option(help="target, e.g. sm_90 (default: the spec's)")
+    ] = None,
+    warm_start: Annotated[
+        Path | None,
+        typer.Option(
+            "--warm-start",
+            help="a T4 results file (Kernel Tuner's, or ctune export --as t4): its best "
+            "correct configurations are measured first (up to a quarter of the budget)",
+        ),
     ] = None,
 ) -> None:
     """Search flags, launch configuration and template parameters for the best builds.
@@ -181,6 +201,11 @@ def search_command(
     from ctune.search.strategy import parse_option_items
 
     cfg = settings(jobs=jobs, l2=l2, arch=arch, timing=timing)
+    seeds: tuple[dict[str, Any], ...] = ()
+    if warm_start is not None:
+        from ctune.exchange.t4 import read_t4
+
+        seeds = tuple(read_t4(warm_start))
     spec, toolchain = load_kernel(kernel, cfg)
     objectives = parse_objective_spec(objective, constraint or [], spec.metrics)
     options = SearchOptions(
@@ -197,6 +222,8 @@ def search_command(
         out=out,
         commit=commit,
         fill=fill,
+        warm_start=seeds,
+        warm_start_source=str(warm_start or ""),
     )
     compiler = make_compiler(spec, toolchain, cfg)
     measurer = make_measurer(cfg)

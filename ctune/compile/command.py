@@ -79,6 +79,31 @@ def build_argv(
     return argv
 
 
+def ptx_argv(argv: Sequence[str], output: Path) -> list[str]:
+    """A cubin build's argv as the PTX of the same front end (defines, includes, flags).
+
+    The virtual architecture replaces the real one and ``-ptx`` replaces ``-cubin``;
+    ptxas options stay (nvcc does not run ptxas for PTX output).
+    """
+    out: list[str] = []
+    items = list(argv)
+    i = 0
+    while i < len(items):
+        item = items[i]
+        if item == "-cubin":
+            item = "-ptx"
+        elif item.startswith("--generate-code=arch=compute_"):
+            number = item.split("compute_", 1)[1].split(",", 1)[0]
+            item = f"--generate-code=arch=compute_{number},code=compute_{number}"
+        elif item == "-o" and i + 1 < len(items):
+            out += ["-o", str(output)]
+            i += 2
+            continue
+        out.append(item)
+        i += 1
+    return out
+
+
 def key_argv(argv: Sequence[str]) -> list[str]:
     """argv without the nvcc path and output path: what the build key covers."""
     items = list(argv[1:])

@@ -10,6 +10,13 @@ request for a key that another thread is compiling waits for it rather than
 running nvcc again, and every candidate gets the shared build under its own
 ``candidate_key``.
 
+The entry may be named as the source spells it (``compile/entry.py``): each
+build resolves it against its cubin's kernels and records the symbol to launch
+(``Build.entry_symbol``); a template entry is compiled through a generated
+source that instantiates it. The first good build of a compiler also checks the
+spec's ``args`` against the kernel's parameter list (``compile/signature.py``),
+which raises a SpecError: a wrong argument count is the spec's, not a candidate's.
+
 Each compile runs in its own process group with a wall-clock timeout (the
 whole group is killed: nvcc spawns cicc and ptxas) and an address-space limit.
 Failures become Outcomes with the stderr tail, never exceptions.
@@ -31,14 +38,19 @@ import tempfile
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import cached_property
 from pathlib import Path
 
-from ctune.compile.command import build_argv, key_argv, split_genes
+from ctune.compile import entry as entry_mod
+from ctune.compile.command import build_argv, key_argv, ptx_argv, split_genes
 from ctune.compile.deps import source_closure_sha256
+from ctune.compile.logs import CTUNE_ERROR
 from ctune.compile.resources import entry_resources
-from ctune.compile.sass import NotAnElf, defined_symbols, sass_digest
+from ctune.compile.sass import NotAnElf, entry_functions, sass_digest
+from ctune.compile.signature import KernelParams, arg_mismatch, ptx_param_sizes
 from ctune.compile.toolchain import Toolchain
 from ctune.config import Settings
+from ctune.errors import SpecError
 from ctune.kernelspec import KernelSpec, Problem
 from ctune.records import (
     Build,
@@ -138,6 +150,12 @@ class NvccCompiler:
         self._closures: dict[tuple[tuple[str, GeneValue], ...], str] = {}
         self._inflight: dict[str, Future[Build]] = {}  # build key -> the compile running it
         self._inflight_lock = threading.Lock()
+        self._args_checked = spec.entry_kind != "kernel"  # launchers take packed params
+        self._args_lock = threading.Lock()
+        self.entry = entry_mod.parse_entry(spec.entry_symbol) if not self._args_checked else None
+        self.demangler = entry_mod.find_demangler(
+            [toolchain.bin_dir, Path(toolchain.nvcc).resolve().parent]
+        )
 
     @classmethod
     def from_settings(cls, spec: KernelSpec, toolchain: Toolchain, cfg: Settings) -> NvccCompiler:
@@ -159,6 +177,46 @@ class NvccCompiler:
             return None
         return (self.spec.yaml_path.parent / str(value)).resolve()
 
+    @cached_property
+    def _template_parameters(self) -> frozenset[str]:
+        try:
+            text = self.spec.source_path.read_text(errors="replace")
+        except OSError:
+            return frozenset()
+        return frozenset(entry_mod.template_parameters(text))
+
+    @property
+    def entries_dir(self) -> Path:
+        return self.builds_dir.parent / "entries"
+
+    def instantiation(self, candidate: Candidate, problem: Problem) -> tuple[Path, str] | None:
+        """(path, text) of the source that instantiates a template entry; None otherwise.
+
+        The text names the template arguments' values (genes and problem defines), so
+        its path is content-addressed: candidates that instantiate the same share it.
+        """
+        if self.entry is None or not self.entry.is_template:
+            return None
+        defines, _ = split_genes(self.spec.space.genes, candidate.as_dict())
+        values = {**problem.defines, **defines}
+        hidden = self.entry.genes_used() & set(values) & self._template_parameters
+        text = entry_mod.instantiation_source(
+            self.spec.source_path, entry_mod.substitute(self.entry, values), hidden
+        )
+        return self.entries_dir / f"{self.spec.name}-{sha256_hex(text)[:16]}.cu", text
+
+    def _write_instantiation(self, candidate: Candidate, problem: Problem) -> None:
+        made = self.instantiation(candidate, problem)
+        if made is None:
+            return
+        path, text = made
+        if path.is_file():
+            return  # content-addressed: an existing file has this text
+        path.parent.mkdir(parents=True, exist_ok=True)
+        scratch = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+        scratch.write_text(text)
+        os.replace(scratch, path)
+
     def argv(self, candidate: Candidate, problem: Problem, output: Path) -> list[str]:
         defines, flags = split_genes(self.spec.space.genes, candidate.as_dict())
         acf = self._control_file(flags.get("apply_controls"))
@@ -166,9 +224,10 @@ class NvccCompiler:
             flags["apply_controls"] = str(acf)
         suffix_ok = output.suffix in (".cubin", ".so")
         assert suffix_ok, output
+        made = self.instantiation(candidate, problem)
         return build_argv(
             nvcc=self.toolchain.nvcc,
-            source=self.spec.source_path,
+            source=made[0] if made is not None else self.spec.source_path,
             output=output,
             arch=self.arch,
             entry_kind=self.spec.entry_kind,
@@ -189,6 +248,11 @@ class NvccCompiler:
             self._closures[key] = source_closure_sha256(self.spec, self.toolchain.nvcc, defines)
         return self._closures[key]
 
+    def _portable(self, item: str) -> str:
+        """An argv item without the paths that depend on where the checkout and cache live."""
+        item = item.replace(str(self.entries_dir), "<entries>")
+        return item.replace(str(self.spec.source_path.parent), "<src>")
+
     def build_key(self, argv: list[str], problem: Problem) -> str:
         # a controls file changes the code without changing argv: key its content too
         controls = [
@@ -200,10 +264,7 @@ class NvccCompiler:
             canonical_json(
                 {
                     "format": BUILD_FORMAT,
-                    "argv": [
-                        a.replace(str(self.spec.source_path.parent), "<src>")
-                        for a in key_argv(argv)
-                    ],
+                    "argv": [self._portable(a) for a in key_argv(argv)],
                     "closure": self.closure_digest(problem),
                     "toolchain": self.toolchain.describe(),
                     "entry": [self.spec.entry_symbol, self.spec.entry_kind],
@@ -249,7 +310,9 @@ class NvccCompiler:
         try:
             # looked up only once this thread owns the key, so a compile finishing in between
             # is found here rather than repeated
-            build = self._load(final, candidate) or self._compile(candidate, problem, key, final)
+            build = self._load(final, candidate, problem) or self._compile(
+                candidate, problem, key, final
+            )
         except BaseException as exc:
             mine.set_exception(exc)
             raise
@@ -257,6 +320,7 @@ class NvccCompiler:
             with self._inflight_lock:
                 del self._inflight[key]
         mine.set_result(build)
+        self._check_args_once(build, candidate, problem)
         return build
 
     @staticmethod
@@ -264,7 +328,7 @@ class NvccCompiler:
         """Another candidate's build as this one's: a cache hit, as from the disk cache."""
         return dataclasses.replace(shared, candidate_key=candidate.key(), cache_hit=True)
 
-    def _load(self, folder: Path, candidate: Candidate) -> Build | None:
+    def _load(self, folder: Path, candidate: Candidate, problem: Problem) -> Build | None:
         record = folder / "build.json"
         if not record.is_file():
             return None
@@ -275,6 +339,13 @@ class NvccCompiler:
             return None
         if build.outcome.is_ok and not (build.binary_path and Path(build.binary_path).is_file()):
             return None
+        symbol = build.entry_symbol
+        if build.outcome.is_ok and self.entry is not None and not symbol:
+            # recorded before builds named their entry symbol: resolve it from the cubin
+            assert build.binary_path is not None
+            outcome, _, _, symbol = self._inspect(Path(build.binary_path), candidate, problem)
+            if not outcome.is_ok:
+                return None
         return Build(
             candidate.key(),
             build.argv,
@@ -287,6 +358,7 @@ class NvccCompiler:
             build.log_tail,
             cache_hit=True,
             build_key=build.build_key,
+            entry_symbol=symbol,
         )
 
     def _compile(self, candidate: Candidate, problem: Problem, key: str, final: Path) -> Build:
@@ -294,6 +366,7 @@ class NvccCompiler:
         work = Path(tempfile.mkdtemp(prefix=f".{key[:8]}-", dir=self.builds_dir))
         output = work / self._binary_name
         argv = self.argv(candidate, problem, output)
+        self._write_instantiation(candidate, problem)
         env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV}
         start = time.perf_counter()
         try:
@@ -336,11 +409,11 @@ class NvccCompiler:
             text += f"\n[ctune] killed after {self.timeout_s:.0f} s"
         elif proc.returncode != 0 or not output.is_file():
             outcome = classify_failure(proc.returncode, text)
-        resources = entry_resources(text, self.spec.entry_symbol)
-        sass = None
+        sass, symbol = None, ""
         if outcome.is_ok:
-            outcome, sass, note = self._inspect(output)
+            outcome, sass, note, symbol = self._inspect(output, candidate, problem)
             text += note
+        resources = entry_resources(text, symbol or self.spec.entry_symbol)
         stable_argv = self.argv(candidate, problem, final / self._binary_name)
         build = Build(
             candidate.key(),
@@ -354,6 +427,7 @@ class NvccCompiler:
             text[-LOG_TAIL_CHARS:],
             cache_hit=False,
             build_key=key,
+            entry_symbol=symbol,
         )
         if outcome in (Outcome.COMPILER_CRASH, Outcome.BUILD_OOM):
             self._quarantine(key, argv, text)
@@ -368,9 +442,9 @@ class NvccCompiler:
         except OSError:
             # another thread or process finished the same key first, or `final` is a
             # broken entry (unreadable record, lost binary): replace that one
-            if self._load(final, candidate) is not None:
+            if self._load(final, candidate, problem) is not None:
                 shutil.rmtree(work, ignore_errors=True)
-                return self._load(final, candidate) or build
+                return self._load(final, candidate, problem) or build
             stale = final.with_name(f".stale-{key}-{os.getpid()}-{time.monotonic_ns()}")
             with contextlib.suppress(OSError):
                 final.rename(stale)
@@ -381,20 +455,95 @@ class NvccCompiler:
                 shutil.rmtree(work, ignore_errors=True)
         return build
 
-    def _inspect(self, output: Path) -> tuple[Outcome, str | None, str]:
+    def _inspect(
+        self, output: Path, candidate: Candidate, problem: Problem
+    ) -> tuple[Outcome, str | None, str, str]:
+        """(outcome, SASS digest, note for the log, the entry's symbol in the cubin)."""
         blob = output.read_bytes()
         try:
             sass = sass_digest(blob)
         except (NotAnElf, ValueError) as exc:
-            return Outcome.COMPILE_ERROR, None, f"\n[ctune] no device code in output: {exc}"
-        if self.spec.entry_kind == "kernel" and self.spec.entry_symbol not in defined_symbols(blob):
-            return (
-                Outcome.COMPILE_ERROR,
-                sass,
-                f"\n[ctune] entry symbol '{self.spec.entry_symbol}' is not in the cubin "
-                '(is it declared extern "C" __global__?)',
+            return Outcome.COMPILE_ERROR, None, f"\n[ctune] no device code in output: {exc}", ""
+        if self.entry is None:
+            return Outcome.OK, sass, "", ""
+        kernels = entry_mod.demangle(entry_functions(blob), self.demangler)
+        defines, _ = split_genes(self.spec.space.genes, candidate.as_dict())
+        wanted = entry_mod.substitute(self.entry, {**problem.defines, **defines})
+        try:
+            symbol = entry_mod.resolve(
+                wanted, kernels, entry_mod.no_demangler_note(kernels, self.demangler)
             )
-        return Outcome.OK, sass, ""
+        except entry_mod.EntryError as exc:
+            return Outcome.COMPILE_ERROR, sass, f"\n{CTUNE_ERROR} {exc}", ""
+        return Outcome.OK, sass, "", symbol
+
+    # --- the kernel's parameters against the spec's args ----------------------------------
+    def _check_args_once(self, build: Build, candidate: Candidate, problem: Problem) -> None:
+        """On the first good build: do ``args`` fit the kernel's parameters? (SpecError)"""
+        if self._args_checked or not build.outcome.is_ok or not build.binary_path:
+            return
+        with self._args_lock:
+            if self._args_checked:
+                return
+            params = self.kernel_params(build, candidate, problem)
+            self._args_checked = True
+        if params is None:
+            return
+        wrong = arg_mismatch(self.spec.args, params)
+        if wrong is not None:
+            raise SpecError(f"{self.spec.yaml_path}: {wrong}")
+
+    def kernel_params(
+        self, build: Build, candidate: Candidate, problem: Problem
+    ) -> KernelParams | None:
+        """The built entry's parameters, from its PTX (kept next to the cubin once read).
+
+        None when the PTX cannot be had (the check is then skipped, with a warning): the
+        build itself is fine, and the GPU still rejects a launch that does not fit.
+        """
+        assert build.binary_path is not None
+        symbol = build.entry_symbol or self.spec.entry_symbol
+        record = Path(build.binary_path).parent / "params.json"
+        sizes: tuple[int, ...] | None = None
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            data = json.loads(record.read_text())
+            if data["symbol"] == symbol:
+                sizes = tuple(int(n) for n in data["sizes"])
+        if sizes is None:
+            self._write_instantiation(candidate, problem)
+            sizes = self._ptx_sizes(build, symbol)
+            if sizes is None:
+                return None
+            with contextlib.suppress(OSError):
+                record.write_text(json.dumps({"symbol": symbol, "sizes": list(sizes)}))
+        demangled = entry_mod.demangle([symbol], self.demangler)[symbol]
+        ctypes = None
+        with contextlib.suppress(ValueError):
+            ctypes = entry_mod.split_name(demangled).params
+        display = demangled.removeprefix("void ")
+        return KernelParams(display, sizes, ctypes)
+
+    def _ptx_sizes(self, build: Build, symbol: str) -> tuple[int, ...] | None:
+        self.builds_dir.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=".ptx-", dir=self.builds_dir))
+        try:
+            output = work / "kernel.ptx"
+            argv = ptx_argv(build.argv, output)
+            env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV}
+            try:
+                done = subprocess.run(
+                    argv, cwd=work, env=env, capture_output=True, text=True,
+                    timeout=self.timeout_s, check=False,
+                )  # fmt: skip
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                log.warning("cannot check args against the kernel (PTX): %s", exc)
+                return None
+            if done.returncode != 0 or not output.is_file():
+                log.warning("cannot check args against the kernel (PTX): %s", done.stderr[-300:])
+                return None
+            return ptx_param_sizes(output.read_text(), symbol)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
 
     def _quarantine(self, key: str, argv: list[str], text: str) -> None:
         """Keep a reproducer of a compiler crash (RELIABILITY I3)."""

@@ -17,6 +17,9 @@ from dataclasses import dataclass
 _ELF_MAGIC = b"\x7fELF"
 _SHF_EXECINSTR = 0x4
 _SHT_SYMTAB = 2
+_STT_FUNC = 2
+#: st_other flag of a CUDA kernel (an entry function, not a device function)
+_STO_CUDA_ENTRY = 0x10
 
 
 @dataclass(frozen=True)
@@ -100,18 +103,36 @@ def _is_device_elf(blob: bytes) -> bool:
     return blob[:4] == _ELF_MAGIC and struct.unpack_from("<H", blob, 0x12)[0] == 190
 
 
-def defined_symbols(blob: bytes) -> set[str]:
-    """Names in the ELF symbol table (the cubin's kernels, device globals)."""
+def _symbols(blob: bytes) -> list[tuple[str, int, int]]:
+    """(name, st_info, st_other) of every named ELF symbol (Elf64_Sym entries)."""
     sections = _sections(blob)
-    names: set[str] = set()
+    out: list[tuple[str, int, int]] = []
     for section in sections:
         if section.type != _SHT_SYMTAB:
             continue
         strtab = sections[section.link]
         strings = blob[strtab.offset : strtab.offset + strtab.size]
         for base in range(section.offset, section.offset + section.size, 24):
-            name_off = struct.unpack_from("<I", blob, base)[0]
+            name_off, info, other = struct.unpack_from("<IBB", blob, base)
             if name_off:
                 end = strings.index(b"\0", name_off)
-                names.add(strings[name_off:end].decode(errors="replace"))
-    return names
+                out.append((strings[name_off:end].decode(errors="replace"), info, other))
+    return out
+
+
+def defined_symbols(blob: bytes) -> set[str]:
+    """Names in the ELF symbol table (the cubin's kernels, device globals)."""
+    return {name for name, _, _ in _symbols(blob)}
+
+
+def entry_functions(blob: bytes) -> list[str]:
+    """The cubin's kernels: function symbols marked as CUDA entries (static ones too).
+
+    Device functions that were not inlined are functions as well, but not entries;
+    the linkage names are as the cubin has them (mangled unless ``extern "C"``).
+    """
+    return sorted(
+        name
+        for name, info, other in _symbols(blob)
+        if info & 0xF == _STT_FUNC and other & _STO_CUDA_ENTRY
+    )

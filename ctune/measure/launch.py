@@ -226,11 +226,15 @@ def load_candidate(
     problem: Problem,
     binary_path: str,
     smem_optin_bytes: int,
+    symbol: str | None = None,
 ) -> KernelLaunch | LauncherLaunch:
+    """``symbol``: the kernel's name in the cubin as the build found it (mangled for a C++
+    kernel); the spec's ``entry`` as written when the build did not record one."""
     if spec.entry_kind == "launcher":
         return LauncherLaunch(cupy, binary_path, spec.entry_symbol)
     geometry = launch_geometry(spec, genes, problem.dims)
-    return KernelLaunch(cupy, binary_path, spec.entry_symbol, geometry, smem_optin_bytes)
+    name = symbol or spec.entry_symbol
+    return KernelLaunch(cupy, binary_path, name, geometry, smem_optin_bytes)
 
 
 __all__ = [

@@ -304,7 +304,13 @@ class WorkerService:
         if self._loaded is None or self._loaded[0] != key:
             self._loaded = None
             launch = load_candidate(
-                self.cp, spec, request.candidate.as_dict(), problem, path, self.smem_optin
+                self.cp,
+                spec,
+                request.candidate.as_dict(),
+                problem,
+                path,
+                self.smem_optin,
+                symbol=request.build.entry_symbol or None,
             )
             self._loaded = (key, launch)
         return self._loaded[1]

@@ -4,7 +4,8 @@
 the same search again on the current sources, toolchain and GPU, not to
 reconstruct it from memory. An artifact records everything that search took:
 the kernel and problem, the objectives and constraints (``extensions
-.objective_spec``), the strategy, seed and budget (``provenance``), and the
+.objective_spec``), the strategy, seed and budget (``provenance``), the strategy's
+options, time budget, patience and filling (``extensions.search.plan``), and the
 arch and L2 policy it was built and timed with (``fingerprint``). This module
 turns that back into a ``ctune search ... --commit`` command line; the CLI
 prints it or runs it, so the re-tune shows the search's own live progress and
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ctune.errors import RegistryError
 from ctune.registry.layout import ArtifactKey
@@ -58,12 +60,28 @@ def search_argv(
     evaluations = budget or provenance.get("budget") or provenance.get("evaluations")
     if evaluations:
         argv += ["--budget", str(evaluations)]
+    argv += _plan_flags((artifact.extensions.get("search") or {}).get("plan") or {})
     for option, field in (("--arch", "arch"), ("--l2", "l2_policy")):
         if artifact.fingerprint.get(field):
             argv += [option, artifact.fingerprint[field]]
     if out_dir is not None:
         return (*argv, "--out", str(Path(out_dir) / f"{artifact.kernel}-{artifact.problem}.json"))
     return (*argv, "--commit")
+
+
+def _plan_flags(plan: dict[str, Any]) -> list[str]:
+    """What else shaped the search (``search/plan.py``): strategy options, time, patience,
+    filling; artifacts written before the plan was recorded have none of it."""
+    flags: list[str] = []
+    for name, value in sorted((plan.get("options") or {}).items()):
+        flags += ["--option", f"{name}={value}"]
+    if plan.get("time_s") is not None:
+        flags += ["--time", f"{float(plan['time_s']):g}"]
+    if plan.get("patience") is not None:
+        flags += ["--patience", str(plan["patience"])]
+    if plan.get("fill") is False:
+        flags.append("--no-fill")
+    return flags
 
 
 __all__ = ["Retune", "search_argv"]

@@ -41,7 +41,9 @@ new candidates after that much wall time; ``patience`` stops after that
 many generations without improving the best value (one objective) or the
 hypervolume (several).
 Without either budget, the search stops at ``DEFAULT_BUDGET`` evaluations
-(exhaustive search: when the space is exhausted).
+(exhaustive search: when the space is exhausted). These and the strategy, its
+options and the seed are the search's plan (``plan.py``): recorded in the
+journal, reused by ``--resume``, which refuses a flag that differs.
 """
 
 from __future__ import annotations
@@ -61,9 +63,10 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from ctune.compile.logs import first_error_line
 from ctune.errors import ToolchainError, UserError
 from ctune.records import Build, Candidate, Measurement, Outcome, Trial
-from ctune.search import Compiler, Strategy, make_strategy, resolve_name
+from ctune.search import Compiler, Strategy, make_strategy
 from ctune.search import journal as journal_mod
 from ctune.search.events import (
     BaselineMeasured,
@@ -77,8 +80,10 @@ from ctune.search.events import (
     TrialFinished,
 )
 from ctune.search.filling import Filler
+from ctune.search.plan import DEFAULT_BUDGET, SearchPlan, new_plan, resume_plan
 from ctune.search.result import MemberResult, SearchResult, Timing
 from ctune.search.strategy import StrategyContext, min_form
+from ctune.space.limits import DeviceLimits, device_limits, launch_violation
 from ctune.space.params import BuildGroup
 
 if TYPE_CHECKING:
@@ -90,7 +95,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BUDGET = 100
 MAX_BATCH = 256
 #: consecutive generations with nothing new before the search counts as converged
 MAX_IDLE_GENERATIONS = 10
@@ -98,21 +102,28 @@ MAX_IDLE_GENERATIONS = 10
 IMPROVEMENT_EPS = 1e-9
 #: single objective: how many of the best are confirmed (a lucky measurement cannot win alone)
 CONFIRM_TOP_SINGLE = 3
+#: a warm start measures at most this many configurations without a budget (else a quarter)
+WARM_START_MAX = 16
 
 EventSink = Callable[[SearchEvent], None]
 
 
 @dataclass(frozen=True)
 class SearchOptions:
-    """Everything about one search that is not a setting or the objective spec."""
+    """Everything about one search that is not a setting or the objective spec.
+
+    None (and an empty ``strategy_options``) means not given: a new search takes the
+    defaults (``auto``, seed 0, ``DEFAULT_BUDGET`` unless timed, filling on), a resumed
+    one the values its journal recorded (``plan.py``).
+    """
 
     problem: str | None = None
-    strategy: str = "auto"
+    strategy: str | None = None  # auto: ga for one objective, nsga2 for several
     strategy_options: Mapping[str, Any] = field(default_factory=dict)
     budget: int | None = None
     time_s: float | None = None
     patience: int | None = None
-    seed: int = 0
+    seed: int | None = None
     resume: Path | None = None
     journal: Path | None = None  # where a new journal goes (default: under cache_dir)
     confirm_processes: int = 3  # 0: report the search's own measurements
@@ -123,7 +134,10 @@ class SearchOptions:
     first_failures: int = 8  # if the first N candidates all fail to compile: UserError
     jobs: int = 0  # compile-ahead depth; 0: the compiler's jobs, else settings.jobs, else CPUs
     journal_fsync: bool = True  # False only for tests on slow disks
-    fill: bool = True  # while builds compile, measure runtime-gene variants of built ones
+    fill: bool | None = None  # while builds compile, measure runtime-gene variants (default on)
+    # configurations to measure first (a T4 file's best, exchange/t4.py), and where from
+    warm_start: tuple[Mapping[str, Any], ...] = ()
+    warm_start_source: str = ""
 
 
 # --- capabilities --------------------------------------------------------------------------
@@ -184,14 +198,6 @@ def device_label(measurement: Measurement | None) -> str | None:
     if measurement is None or measurement.device is None:
         return None
     return f"{measurement.device.name} ({measurement.device.sm})"
-
-
-def first_error_line(log_tail: str) -> str:
-    lines = [ln.strip() for ln in log_tail.splitlines() if ln.strip()]
-    for line in lines:
-        if "error" in line.lower():
-            return line[:300]
-    return lines[-1][:300] if lines else "(no compiler output)"
 
 
 def _l2(settings: Settings, spec: KernelSpec) -> str:
@@ -315,6 +321,8 @@ class _Run:
         measurer: Measurer | None,
         on_event: EventSink,
         clock: Callable[[], float],
+        limits: DeviceLimits,
+        plan: SearchPlan,
     ) -> None:
         self.settings = settings
         self.spec = spec
@@ -326,10 +334,10 @@ class _Run:
         self.clock = clock
         self.problem: Problem = spec.problem(opts.problem)
         self.plan = _plan(settings, spec, objective)
-        self.strategy_name = resolve_name(opts.strategy, len(objective.objectives))
-        self.budget = opts.budget
-        if self.budget is None and opts.time_s is None and self.strategy_name != "exhaustive":
-            self.budget = DEFAULT_BUDGET
+        self.search_plan = plan
+        self.plan_conflict: str | None = None  # a flag --resume cannot honour (plan.py)
+        self.strategy_name = plan.strategy
+        self.budget = plan.budget
         self.jobs = max(
             1, opts.jobs or int(getattr(compiler, "jobs", 0) or 0) or settings.jobs or 4
         )
@@ -358,16 +366,19 @@ class _Run:
         self.first_checked = False
         self.stop_requested = False  # the first Ctrl-C: finish the candidate in flight, stop
         self._fingerprint: dict[str, str] | None = None
-        self.filler = Filler(spec.name, spec.space, self.problem.dims, objective.directions)
+        self.limits = limits
+        # what the strategy and the filler may propose: the spec's space within the device
+        self.space = limits.constrain(spec.space, spec.launch)
+        self.filler = Filler(spec.name, self.space, self.problem.dims, objective.directions)
         # compile-only objectives cannot tell runtime variants apart: nothing to fill with
-        self.filling = opts.fill and self.filler.active and objective.measures
+        self.filling = plan.fill and self.filler.active and objective.measures
         self.fillers = 0  # filler trials, resumed ones included
         self.strategy: Strategy = make_strategy(
             self.strategy_name,
             StrategyContext(
-                spec.name, spec.space, dict(self.problem.dims), objective.directions, opts.seed
+                spec.name, self.space, dict(self.problem.dims), objective.directions, plan.seed
             ),
-            opts.strategy_options,
+            plan.options,
         )
 
     # --- identity -----------------------------------------------------------------------------
@@ -443,20 +454,54 @@ class _Run:
             self.compile_cpu_s += trial.build.compile_s
 
     def add(self, trial: Trial) -> None:
-        """Account a finished (or replayed) trial: cache, counts, front."""
+        """Account a finished (or replayed) trial: cache, counts, front.
+
+        INVALID (a restriction or a device limit refused it, so it never ran) is
+        infeasible, like a constraint the measurement broke; not a failure.
+        """
         self.cache[trial.candidate.key()] = trial
         self.trials.append(trial)
-        if not trial.outcome.is_ok:
-            self.outcomes[trial.outcome.value] += 1
-        elif not trial.feasible:
+        if trial.outcome is Outcome.INVALID or (trial.outcome.is_ok and not trial.feasible):
             self.infeasible += 1
+        elif not trial.outcome.is_ok:
+            self.outcomes[trial.outcome.value] += 1
         self.front.add(trial)
         self.filler.observe(trial)
 
     # --- baseline -----------------------------------------------------------------------------
+    def note_device_limits(self, valid: int) -> None:
+        """Say how many of the spec's candidates the device's limits rule out, if any."""
+        if len(self.space.restrictions) == len(self.spec.space.restrictions):
+            return
+        total, _ = self.spec.space.count_valid(self.problem.dims)
+        if total > valid:
+            self.note(
+                f"device limits ({self.limits.source}) rule out {total - valid:,} of "
+                f"{total:,} candidates before compiling",
+                "info",
+            )
+
+    def within_device(self, cand: Candidate, build: Build) -> Build:
+        """The build, or INVALID when the device cannot launch it (its resources are known
+        only now: registers and static shared memory); never measured, infeasible."""
+        if not build.outcome.is_ok:
+            return build
+        why = launch_violation(
+            self.limits, self.spec, cand.as_dict(), self.problem.dims, build.resources
+        )
+        if why is None:
+            return build
+        return dataclasses.replace(build, outcome=Outcome.INVALID, log_tail=f"device limit: {why}")
+
     def baseline_trial(self) -> Trial:
         """Compile and measure the default build; any failure is the user's, before writing."""
         cand = self.spec.default_candidate()
+        broken = self.space.violations(cand.as_dict(), self.problem.dims)
+        if broken:
+            raise UserError(
+                f"{self.spec.yaml_path.name}: the default build breaks a device limit "
+                f"({self.limits.source}): '{broken[0]}'; change the genes' defaults"
+            )
         start = self.clock()
         build = self.compiler.build(cand, self.problem)
         self.compile_wait_s += self.clock() - start
@@ -464,6 +509,12 @@ class _Run:
             raise UserError(
                 f"{self.spec.source_path.name}: the default build (baseline) does not compile "
                 f"({build.outcome.value}): {first_error_line(build.log_tail)}"
+            )
+        build = self.within_device(cand, build)
+        if not build.outcome.is_ok:
+            raise UserError(
+                f"{self.spec.source_path.name}: the default build cannot launch: "
+                f"{build.log_tail}; change the genes' defaults"
             )
         measurement = self.measure(cand, build)
         if measurement is not None and not measurement.outcome.is_ok:
@@ -500,10 +551,11 @@ class _Run:
             **self.identity(),
             "info": {
                 "strategy": self.strategy_name,
-                "seed": self.opts.seed,
+                "seed": self.search_plan.seed,
                 "created_utc": journal_mod.utc_stamp(),
                 "budget": self.budget,
             },
+            "search": self.search_plan.to_json(),
         }
         self.header = header
         self.journal = journal_mod.Journal.create(path, header, self.opts.journal_fsync)
@@ -519,6 +571,8 @@ class _Run:
         self.device = known if isinstance(known, str) else None
         for change in journal_mod.check_identity(path, replay.header, self.identity()):
             self.note(change, "info")
+        if self.plan_conflict is not None:
+            raise UserError(self.plan_conflict)
         if self.device is None:
             self.device = str(replay.header.get("device", "unknown"))
             self.device_checked = not self.objective.measures
@@ -543,6 +597,38 @@ class _Run:
             self.strategy.tell([trial])
         self.settle_timing(self.baseline)
         self.check_first_failures()
+
+    def warm_start(self) -> None:
+        """Measure the given configurations first, as one generation told to the strategy.
+
+        They enter its selection pool like its own trials (a GA breeds from the best of
+        them), count against the budget, and take at most a quarter of it: the search
+        still explores. Those that are not valid points of this space are skipped.
+        """
+        given = self.opts.warm_start
+        if not given:
+            return
+        from ctune.exchange.t4 import candidates
+
+        found, skipped = candidates(self.spec.name, self.space, given, self.problem.dims)
+        fresh = [c for c in found if c.key() not in self.cache]
+        if self.budget is None:
+            take = WARM_START_MAX
+        else:
+            take = min(max(1, self.budget // 4), self.budget - self.asked)
+        chosen = fresh[: max(0, take)]
+        if chosen:
+            self.generation += 1
+            finished = self.evaluate_batch(chosen, self.generation)
+            self.strategy.tell(finished)
+            assert self.journal is not None
+            self.journal.append_state(self.generation, self.strategy.state())
+        where = f" from {self.opts.warm_start_source}" if self.opts.warm_start_source else ""
+        self.note(
+            f"warm start{where}: {len(chosen)} of {len(given)} configurations measured first "
+            f"({skipped} not valid here, {len(found) - len(fresh)} already tried)",
+            "info",
+        )
 
     # --- progress -----------------------------------------------------------------------------
     def elapsed(self) -> float:
@@ -572,15 +658,15 @@ class _Run:
         eta = None
         if self.session_evals and self.budget is not None:
             eta = elapsed / self.session_evals * max(0, self.budget - self.asked)
-        if self.opts.time_s is not None:
-            left = max(0.0, self.opts.time_s - elapsed)
+        if self.search_plan.time_s is not None:
+            left = max(0.0, self.search_plan.time_s - elapsed)
             eta = left if eta is None else min(eta, left)
         return Progress(
             generation=self.generation,
             evaluations=len(self.trials),
             budget=self.budget,
             elapsed_s=elapsed,
-            time_budget_s=self.opts.time_s,
+            time_budget_s=self.search_plan.time_s,
             eta_s=eta,
             failures=failures,
             infeasible=infeasible,
@@ -628,14 +714,19 @@ class _Run:
         """Trials the budget counts: all but fillers (they only use idle GPU time)."""
         return len(self.trials) - self.fillers
 
+    def out_of_time(self) -> bool:
+        time_s = self.search_plan.time_s
+        return time_s is not None and self.elapsed() >= time_s
+
     def stop_check(self) -> str:
         if self.stop_requested:
             return "interrupted"
         if self.budget is not None and self.asked >= self.budget:
             return "budget"
-        if self.opts.time_s is not None and self.elapsed() >= self.opts.time_s:
+        plan = self.search_plan
+        if plan.time_s is not None and self.elapsed() >= plan.time_s:
             return "time"
-        if self.opts.patience is not None and self.stale_generations >= self.opts.patience:
+        if plan.patience is not None and self.stale_generations >= plan.patience:
             return "stagnation"
         return ""
 
@@ -654,7 +745,7 @@ class _Run:
             while left:
                 if self.stop_requested:
                     break
-                if done and self.opts.time_s is not None and self.elapsed() >= self.opts.time_s:
+                if done and self.out_of_time():
                     break
                 self.compile_ahead(new, left, futures, shared)
                 i = next((j for j in left if j in futures and futures[j].done()), None)
@@ -705,6 +796,7 @@ class _Run:
         """Measure, score, journal and announce one candidate whose build is done."""
         if build.candidate_key != cand.key():  # another candidate's build, shared
             build = dataclasses.replace(build, candidate_key=cand.key(), cache_hit=True)
+        build = self.within_device(cand, build)
         measurement = self.measure(cand, build)
         trial = self.make_trial(cand, build, measurement, generation)
         self.record(trial, filler)
@@ -717,7 +809,7 @@ class _Run:
         """A filler, if filling is on and the clock leaves room for one."""
         if not self.filling:
             return None
-        if self.opts.time_s is not None and self.elapsed() >= self.opts.time_s:
+        if self.out_of_time():
             return None
         return self.filler.pick([t for _, t in self.front.members], self.cache, pending)
 
@@ -872,7 +964,7 @@ class _Run:
         if base is not None and base.per_process and base.pooled is not None:
             ctx = self.objective.context(self.problem.dims)
             first = self.objective.objectives[0]
-            shared = bootstrap(first, base.build, base.per_process, ctx, self.opts.seed)
+            shared = bootstrap(first, base.build, base.per_process, ctx, self.search_plan.seed)
             out = []
             for m in front:
                 sig = significance(m.per_process, base.per_process)
@@ -882,7 +974,7 @@ class _Run:
                         (m.build, m.per_process, m.pooled),
                         (base.build, base.per_process, base.pooled),
                         ctx,
-                        seed=self.opts.seed,
+                        seed=self.search_plan.seed,
                         baseline_replicates=shared,
                     )
                     if m.pooled is not None
@@ -927,7 +1019,7 @@ class _Run:
             ),
             constraints=tuple(c.text for c in self.objective.constraints),
             strategy=self.strategy_name,
-            seed=self.opts.seed,
+            seed=self.search_plan.seed,
             journal=self.journal.path,
             evaluations=len(self.trials),
             budget=self.budget,
@@ -951,6 +1043,7 @@ class _Run:
             dropped=tuple(dropped),
             notes=tuple(self.notes),
             confirm_processes=self.opts.confirm_processes if self.objective.measures else 0,
+            plan=self.search_plan.to_json(),
         )
 
 
@@ -967,6 +1060,7 @@ def run_search(
     capabilities: set[str] | frozenset[str] | None = None,
     on_event: EventSink | None = None,
     clock: Callable[[], float] = time.monotonic,
+    limits: DeviceLimits | None = None,
 ) -> SearchResult:
     """Search ``spec`` for ``objective``; the one service ``ctune search`` calls.
 
@@ -975,7 +1069,9 @@ def run_search(
     GPU ``WorkerMeasurer`` are created here, after the capability check, and
     closed at the end. ``capabilities`` overrides the probe (else the
     measurer's ``capabilities`` attribute, else NVML/CuPy probes).
-    ``fingerprint`` overrides the probe for the artifact. Progress goes to
+    ``fingerprint`` overrides the probe for the artifact. ``limits`` are the
+    device's (``space/limits.py``); by default the GPU's when ctune measures on it
+    itself and it is of the target architecture, else the target's table. Progress goes to
     ``on_event``. Returns the result, also when interrupted (Ctrl-C), with
     ``stop_reason == "interrupted"``; the result file is written (and
     committed with ``options.commit``) only for a finished search.
@@ -989,7 +1085,7 @@ def run_search(
         raise UserError(f"--time must be positive, got {opts.time_s:g} s")
     if opts.confirm_processes < 0:
         raise UserError("--confirm-processes must be 0 or more")
-    if not isinstance(opts.fill, bool):
+    if opts.fill is not None and not isinstance(opts.fill, bool):
         raise UserError(f"fill must be true or false, got {opts.fill!r}")
     if opts.commit:
         from ctune.search.report import check_commit_target
@@ -997,6 +1093,12 @@ def run_search(
         check_commit_target(settings.registry)
     if opts.resume is not None and not Path(opts.resume).is_file():
         raise UserError(f"{opts.resume}: no such journal to resume")
+    n_objectives = len(objective.objectives)
+    if opts.resume is not None:
+        header = journal_mod.read_header(Path(opts.resume))
+        plan, conflict = resume_plan(opts, header, n_objectives, Path(opts.resume))
+    else:
+        plan, conflict = new_plan(opts, n_objectives), None
     caps = capabilities
     if caps is None:
         caps = getattr(measurer, "capabilities", None)
@@ -1009,8 +1111,12 @@ def run_search(
         if compiler is None:
             compiler = _default_compiler(settings, spec, toolchain)
             owned.append(compiler)
+        if limits is None:
+            probe = measurer is None and objective.measures
+            limits = device_limits(settings.arch or spec.arch, probe=probe)
         # the strategy and its options are validated here, before a worker starts
-        run = _Run(settings, spec, objective, opts, compiler, measurer, emit, clock)
+        run = _Run(settings, spec, objective, opts, compiler, measurer, emit, clock, limits, plan)
+        run.plan_conflict = conflict
         if measurer is None and objective.measures:
             run.measurer = _default_measurer(settings)
             owned.append(run.measurer)
@@ -1055,7 +1161,7 @@ def _execute(
         else:
             run.open_new()
         assert run.journal is not None
-        count, exact = run.spec.space.count_valid(run.problem.dims)
+        count, exact = run.space.count_valid(run.problem.dims)
         emit(
             SearchStarted(
                 run.spec.name,
@@ -1065,7 +1171,7 @@ def _execute(
                 run.strategy_name,
                 run.objective.describe(),
                 run.budget,
-                opts.time_s,
+                run.search_plan.time_s,
                 count,
                 exact,
                 run.jobs,
@@ -1074,9 +1180,11 @@ def _execute(
         )
         if run.baseline is not None:
             emit(BaselineMeasured(run.baseline))
+        run.note_device_limits(count)
         run.improved()
         try:
             with _graceful_interrupt(run):
+                run.warm_start()
                 run.loop()
             interrupted = run.stop_reason == "interrupted"
             if interrupted:
@@ -1116,7 +1224,7 @@ def _publish(
     assert run.journal is not None
     provenance = {
         "strategy": run.strategy_name,
-        "seed": opts.seed,
+        "seed": run.search_plan.seed,
         "evaluations": result.evaluations,
         "budget": run.budget,
         "journal_sha256": run.journal.sha256(),

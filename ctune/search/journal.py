@@ -8,7 +8,12 @@ Format (JSON Lines, UTF-8):
      "objectives": {"objectives": [...], "constraints": [...]},
      "device": "NVIDIA H100 80GB HBM3 (sm_90)",
      "fingerprint": {...the artifact fingerprint's fields without the GPU's...},
-     "info": {"strategy": ..., "seed": ..., "created_utc": ...}}
+     "info": {"strategy": ..., "seed": ..., "created_utc": ..., "budget": ...},
+     "search": {"strategy": ..., "options": {...}, "seed": ..., "budget": ..., "time_s": ...,
+                "patience": ..., "fill": ...}}
+
+  ``search`` is the plan that decided the trials (``plan.py``): ``--resume`` reuses it
+  and refuses a flag that differs. It is not an identity field: older journals lack it.
 
 - then one ``{"kind": "trial", "trial": <records.to_json(Trial)>}`` per trial,
   written before the strategy is told (DESIGN 10.4), with ``"filler": true``
@@ -181,6 +186,22 @@ def read(path: Path) -> tuple[Replay, int]:
     return replay, good_end
 
 
+def read_header(path: Path) -> dict[str, Any]:
+    """The header of a journal (its first line), without reading the trials."""
+    try:
+        with Path(path).open("rb") as handle:
+            first = handle.readline()
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read the journal: {exc.strerror}") from None
+    try:
+        header = json.loads(first.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        header = None
+    if not isinstance(header, dict) or header.get("kind") != "header":
+        raise UserError(f"{path}: not a ctune journal (no header line)")
+    return header
+
+
 class Journal:
     """An open journal file; every append is flushed and fsync'd before returning."""
 
@@ -283,6 +304,7 @@ __all__ = [
     "check_identity",
     "default_path",
     "read",
+    "read_header",
     "space_identity",
     "trials_by_generation",
     "utc_stamp",

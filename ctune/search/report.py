@@ -477,6 +477,7 @@ def build_artifact(
         "objective_spec": objective.identity(),
         "objective_text": [o.text for o in objective.objectives],
         "search": {
+            "plan": dict(result.plan),
             "stop_reason": result.stop_reason,
             "generations": result.generations,
             "failures": dict(result.failures),

@@ -133,6 +133,7 @@ class SearchResult:
     artifact_path: Path | None = None
     commit: str | None = None
     confirm_processes: int = 0
+    plan: dict[str, Any] = field(default_factory=dict)  # what shaped the trials (plan.py)
 
     @property
     def interrupted(self) -> bool:
@@ -153,6 +154,7 @@ class SearchResult:
                 "constraints": list(self.constraints),
                 "strategy": self.strategy,
                 "seed": self.seed,
+                "plan": dict(self.plan),
                 "journal": str(self.journal),
                 "evaluations": self.evaluations,
                 "budget": self.budget,

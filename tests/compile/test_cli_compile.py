@@ -40,6 +40,49 @@ def test_space_shows_genes_and_size(tmp_path):
     assert len(report["samples"]) == 5
 
 
+MATMUL = """\
+entry: mm
+genes:
+  BX: {values: [8, 16, 32, 64], default: 16, family: launch}
+  BY: {values: [1, 2, 4, 8, 16, 32], default: 16, family: launch}
+launch:
+  grid: ["ceil_div(N, BX)", "ceil_div(N, BY)"]
+  block: [BX, BY]
+problems: [{name: n512, dims: {N: 512}}]
+args:
+  - {name: A, role: input, dtype: float32, shape: [N, N]}
+  - {name: C, role: output, dtype: float32, shape: [N, N]}
+  - {name: n, role: scalar, dtype: int32, value: N}
+reference: {python: saxpy_ref.py:saxpy}
+"""
+MATMUL_CU = """\
+extern "C" __global__ void mm(const float* A, float* C, int n) {
+  int r = blockIdx.y * blockDim.y + threadIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r < n && c < n) C[r * n + c] = 2.f * A[r * n + c];
+}
+"""
+
+
+def test_space_counts_what_the_device_rules_out(tmp_path):
+    (tmp_path / "mm.yaml").write_text(MATMUL)
+    (tmp_path / "mm.cu").write_text(MATMUL_CU)
+    (tmp_path / "saxpy_ref.py").write_text((DATA / "saxpy_ref.py").read_text())
+    done = ctune("space", "mm.cu", "--json", "--samples", "30", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["product"] == 24 and report["valid"] == 23  # 64 x 32 = 2048 threads
+    assert report["device"]["ruled_out"] == 1
+    assert report["device"]["restrictions"] == ["BY <= 1024", "BX * BY <= 1024"]
+    limits = report["device"]["limits"]  # a GPU of the spec's arch, where there is one
+    assert limits == "sm_90 table" or limits.endswith("(device)")
+    assert all(s["BX"] * s["BY"] <= 1024 for s in report["samples"])
+    human = ctune("space", "mm.cu", "--arch", "sm_80", cwd=tmp_path)
+    assert "device limits (sm_80 table): rule out 1" in human.stdout
+    built = ctune("compile", "mm.cu", "--set", "BX=64", "--set", "BY=32", cwd=tmp_path)
+    assert built.returncode == 0, built.stderr
+    assert "cannot launch: 2048 threads per block > 1024" in built.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
@@ -49,7 +92,7 @@ def test_space_shows_genes_and_size(tmp_path):
         (["compile", "{d}/saxpy.cu", "--set", "BLOCK"], 2, "expected NAME=VALUE"),
         (["compile", "{d}/saxpy.cu", "--problem", "huge"], 2, "no problem 'huge'"),
         (["compile", "{d}/broken.cu"], 2, "did not build: compile_error"),
-        (["compile", "{d}/nosymbol.cu"], 2, "did not build: compile_error"),
+        (["compile", "{d}/nosymbol.cu"], 2, "compile_error: entry 'nosymbol' is not a kernel"),
         (["space", "{d}/saxpy.cu", "--problem", "x y"], 2, "no problem 'x y'"),
     ],
 )

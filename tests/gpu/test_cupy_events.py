@@ -29,7 +29,7 @@ def measurer():
 
 def test_quantiles_ordered_and_device_named(saxpy, builder, measurer):
     problem = saxpy.problem("n1m")
-    plan = SamplingPlan(rep_ms=20, min_samples=200)
+    plan = SamplingPlan(rep_ms=20, min_samples=200, timing="events")
     m = measurer.measure(saxpy, *builder(saxpy, problem), problem, plan)
     assert m.outcome is Outcome.OK, m.error
     s = m.summary

@@ -41,6 +41,22 @@ def test_loads_and_builds_space(saxpy: Path) -> None:
     assert len(spec.spec_sha256) == 64
 
 
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "saxpy",
+        "_Z5saxpyPKfPffi",
+        "blas::saxpy",
+        "saxpy_t<BLOCK, UNROLL>",
+        "saxpy_t<128, float>",
+        "saxpy(const float*, float*, float, int)",
+    ],
+)
+def test_entry_names_a_kernel_as_written(saxpy: Path, entry: str) -> None:
+    _edit(saxpy, lambda d: d.update(entry=entry))
+    assert load_spec(saxpy).entry_symbol == entry
+
+
 def test_cu_path_finds_sidecar(saxpy: Path) -> None:
     assert load_spec(saxpy.with_suffix(".cu")).name == "saxpy"
 
@@ -119,7 +135,21 @@ BAD = [
     ),
     ("bad problem name", lambda d: d["problems"][0].update(name="N 1M"), "must match"),
     ("unknown default problem", lambda d: d.update(default_problem="zz"), "default_problem"),
-    ("entry not an identifier", lambda d: d.update(entry="sax py"), "entry.symbol"),
+    ("entry not a kernel name", lambda d: d.update(entry="sax py"), "entry: 'sax py': write"),
+    ("entry with odd characters", lambda d: d.update(entry="saxpy;rm"), "no C++ kernel name"),
+    (
+        "launcher not a C identifier",
+        lambda d: (d.pop("launch"), d.update(entry={"symbol": "ns::go", "kind": "launcher"})),
+        "entry.symbol: 'ns::go' is not a C identifier",
+    ),
+    (
+        "runtime gene as a template argument",
+        lambda d: (
+            d["genes"]["BLOCK"].update(family="runtime"),
+            d.update(entry="saxpy_t<BLOCK, UNROLL>"),
+        ),
+        "entry: 'BLOCK' is a runtime gene: it never reaches nvcc",
+    ),
     ("bad entry kind", lambda d: d.update(entry={"symbol": "saxpy", "kind": "host"}), "entry.kind"),
     ("launch missing grid", lambda d: d["launch"].pop("grid"), "launch.grid"),
     (

@@ -1,2 +1,3 @@
-// Compiles, but the entry named in the spec is not here (a C++-mangled kernel instead).
-__global__ void nosymbol(float* y) { y[0] = 1.f; }
+// Compiles, but the entry named in the spec is none of the kernels here.
+__global__ void other_kernel(float* y) { y[0] = 1.f; }
+extern "C" __global__ void another(float* y) { y[0] = 2.f; }

@@ -160,26 +160,60 @@ def test_energy_without_nvml_fails_before_compiling(run: Run, boundary: Boundary
     assert all(c.calls == 0 for c in boundary.compilers)
 
 
-def test_resume_continues_the_journal(run: Run, boundary: Boundary, tmp_path: Path) -> None:
-    first = run("--objective", "p50", "--budget", "12", "--json", "--confirm-processes", "0")
-    assert first.exit_code == 0, first.output
-    journal = json.loads(first.stdout)["journal"]
+def test_resume_continues_the_recorded_search(run: Run, boundary: Boundary) -> None:
+    """--budget 8, options and seed are in the journal: a bare --resume reproduces them."""
+    boundary.measurer = StandInMeasurer(samples=40, interrupt_at=4)  # Ctrl-C mid-search
+    flags = ("--strategy", "ga", "--option", "population_size=6", "--seed", "5")
+    first = run("--objective", "p50", "--budget", "8", *flags, "--confirm-processes", "0")
+    assert first.exit_code == 130, first.output
+    journal = next(Path(".ctune/journals").glob("*.jsonl"))
+    header = json.loads(journal.read_text().splitlines()[0])
+    assert header["search"] == {
+        "strategy": "ga",
+        "options": {"population_size": "6"},
+        "seed": 5,
+        "budget": 8,
+        "time_s": None,
+        "patience": None,
+        "fill": True,
+    }
     boundary.measurer = StandInMeasurer(samples=40)
     second = run(
-        "--objective",
-        "p50",
-        "--budget",
-        "20",
-        "--json",
-        "--resume",
-        journal,
-        "--confirm-processes",
-        "0",
+        "--objective", "p50", "--json", "--resume", str(journal), "--confirm-processes", "0"
     )
     assert second.exit_code == 0, second.output
     data = json.loads(second.stdout)
-    assert data["evaluations"] == 20 and data["journal"] == journal
-    assert len(boundary.measurer.calls) <= 8
+    assert data["evaluations"] == 8 and data["budget"] == 8 and data["journal"] == str(journal)
+    assert data["plan"] == header["search"] and data["seed"] == 5 and data["strategy"] == "ga"
+    assert len(boundary.measurer.calls) <= 5  # only what the interrupted run had not measured
+
+
+@pytest.mark.parametrize(
+    ("flags", "shown"),
+    [
+        (("--budget", "20"), "--budget 20: the journal's search ran with --budget 8"),
+        (("--seed", "6"), "--seed 6: the journal's search ran with --seed 5"),
+        (("--strategy", "random"), "--strategy random: the journal's search ran with "
+         "--strategy ga"),
+        (("--option", "population_size=8"), "--option population_size=8: the journal's search "
+         "ran with --option population_size=6"),
+        (("--no-fill",), "--no-fill: the journal's search ran with --fill"),
+    ],
+)  # fmt: skip
+def test_a_flag_that_differs_on_resume_is_one_line_exit_2(
+    run: Run, flags: tuple[str, ...], shown: str
+) -> None:
+    base = ("--objective", "p50", "--confirm-processes", "0")
+    recorded = ("--budget", "8", "--seed", "5", "--option", "population_size=6")
+    first = run(*base, *recorded, "--strategy", "ga", "--json")
+    assert first.exit_code == 0, first.output
+    journal = json.loads(first.stdout)["journal"]
+    again = run(*base, "--resume", journal, *flags)
+    assert again.exit_code == 2
+    errors = [ln for ln in again.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and shown in errors[0] and "leave the flag out" in errors[0]
+    same = run(*base, "--resume", journal, *recorded, "--json")  # the recorded values agree
+    assert same.exit_code == 0, same.output
 
 
 def test_ctrl_c_exits_130_and_says_how_to_resume(run: Run, boundary: Boundary) -> None:
@@ -264,3 +298,22 @@ def test_plot_writes_a_png_of_the_front(run: Run, tmp_path: Path) -> None:
     result = run("--objective", "p50", "--objective", "regs", "--budget", "12", "--plot", str(png))
     assert result.exit_code == 0, result.output
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_warm_start_takes_a_t4_file(run: Run, boundary: Boundary, tmp_path: Path) -> None:
+    first = run("--objective", "p50", "--budget", "12", "--json", "--confirm-processes", "0")
+    assert first.exit_code == 0, first.output
+    t4 = tmp_path / "first-t4.json"
+    done = CliRunner().invoke(ctune_main, ["export", json.loads(first.stdout)["journal"],
+                                           "--out", str(t4)])  # fmt: skip
+    assert done.exit_code == 0, done.output
+    boundary.measurer = StandInMeasurer(samples=40)
+    second = run(
+        "--objective", "p50", "--budget", "12", "--json", "--confirm-processes", "0",
+        "--warm-start", str(t4),
+    )  # fmt: skip
+    assert second.exit_code == 0, second.output
+    notes = json.loads(second.stdout)["notes"]
+    assert any(n.startswith(f"warm start from {t4}: 3 of ") for n in notes)
+    missing = run("--objective", "p50", "--warm-start", str(tmp_path / "nope.json"))
+    assert missing.exit_code == 2 and "not a T4 results file" in missing.stderr

@@ -39,6 +39,28 @@ def test_the_recorded_search_comes_back_as_a_command_line() -> None:
     assert retune.command().startswith("CTUNE_REGISTRY='/r e/g' ctune search kernels/gemm.cu ")
 
 
+def test_the_recorded_plan_comes_back_with_options_time_patience_and_filling() -> None:
+    artifact = _recorded(budget=50)
+    plan = {
+        "strategy": "nsga2",
+        "options": {"population_size": "16", "cx_prob": 0.8},
+        "seed": 7,
+        "budget": 50,
+        "time_s": 1800.0,
+        "patience": 4,
+        "fill": False,
+    }
+    artifact = dataclasses.replace(
+        artifact, extensions={**artifact.extensions, "search": {"plan": plan}}
+    )
+    argv = search_argv(artifact, Path("kernels"))
+    tail = argv[argv.index("--budget") + 2 : argv.index("--arch")]
+    assert tail == (
+        "--option", "cx_prob=0.8", "--option", "population_size=16",
+        "--time", "1800", "--patience", "4", "--no-fill",
+    )  # fmt: skip
+
+
 def test_stale_artifacts_are_chosen_and_keys_override(cli: Run, registry: Path) -> None:
     # the stand-in fingerprint names another nvcc and harness than this machine's: stale
     publish_artifact(registry, _recorded())

@@ -208,3 +208,18 @@ def test_resume_notes_soft_changes(search, tmp_path: Path) -> None:
 def test_resume_of_a_missing_file(search, tmp_path: Path) -> None:
     with pytest.raises(UserError, match="no such journal"):
         search(resume=tmp_path / "nope.jsonl")
+
+
+def test_resume_keeps_the_recorded_budget_options_and_seed(search) -> None:
+    """The issue's case: a --budget 8 search, resumed without flags, stops at 8 (not 100)."""
+    first = StandInMeasurer(samples=30, interrupt_at=4)
+    options = {"population_size": 4}
+    crashed, _, _, _ = search(
+        budget=8, seed=6, strategy="ga", strategy_options=options, measurer=first
+    )
+    assert crashed.interrupted
+    resumed, _, _, _ = search(budget=None, resume=crashed.journal, confirm_processes=0)
+    assert resumed.evaluations == 8 and resumed.budget == 8 and resumed.stop_reason == "budget"
+    assert resumed.seed == 6 and resumed.plan["options"] == options
+    fresh, _, _, _ = search(budget=8, seed=6, strategy="ga", strategy_options=options)
+    assert _keys(resumed.journal) == _keys(fresh.journal)  # the same search, trial for trial

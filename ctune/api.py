@@ -1,0 +1,424 @@
+"""ctune from Python, the way ``kernel_tuner.tune_kernel`` users call a tuner.
+
+:func:`tune` takes a kernel (a ``.cu`` file or its source text), its arguments as
+numpy/cupy arrays and numpy scalars, a dict of tunable parameters with restrictions,
+and objectives. It writes the kernel's sidecar (``write_spec``: the same YAML a user
+would write, kept in a work folder so the search can be resumed and re-run from the
+command line), runs ``ctune search`` on it and returns every result and the front.
+:func:`load_artifact` reads a tuned result back from a registry. ``docs/python-api.md``
+is the guide.
+
+What differs from Kernel Tuner, and why: the arrays give each argument's dtype and
+shape and the scalars their values, but ctune fills the inputs with seeded random
+values itself (never zeros, the same in every measuring process) and checks the
+outputs against ``reference``, a function of those inputs, rather than against a
+fixed ``answer``; restrictions are ctune expressions (strings), not lambdas.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import re
+import textwrap
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ctune.errors import UserError
+from ctune.records import canonical_json, sha256_hex
+
+if TYPE_CHECKING:
+    from ctune.registry.schema import Artifact
+    from ctune.search.result import SearchResult
+
+#: Kernel Tuner's names for the thread block's dimensions, and its defaults for them
+BLOCK_SIZE_NAMES = ("block_size_x", "block_size_y", "block_size_z")
+BLOCK_DEFAULTS = (256, 1, 1)
+AXES = "xyz"
+_SCALARS = {"int": "int32", "float": "float32", "bool": "uint8"}
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """What :func:`tune` found.
+
+    ``results`` has one dict per evaluated configuration (its parameters, ``outcome``,
+    ``key`` and one entry per objective), like Kernel Tuner's results list; ``front`` the
+    confirmed best (several when there are several objectives), ``best`` the parameters
+    of the one ctune pins. ``spec`` is the sidecar it searched: ``ctune search SPEC
+    --resume JOURNAL`` continues the search from the command line.
+    """
+
+    results: list[dict[str, Any]]
+    front: list[dict[str, Any]]
+    best: dict[str, Any] | None
+    objectives: list[str]
+    spec: Path
+    journal: Path
+    artifact: Path | None
+    search: SearchResult
+
+
+def tune(
+    kernel_name: str,
+    kernel_source: str | Path,
+    problem_size: int | Sequence[int],
+    arguments: Sequence[Any],
+    tune_params: Mapping[str, Sequence[Any]],
+    *,
+    reference: Callable[..., Mapping[str, Any]] | str,
+    restrictions: Sequence[str] = (),
+    grid_div_x: Sequence[str] | None = None,
+    grid_div_y: Sequence[str] | None = None,
+    grid_div_z: Sequence[str] | None = None,
+    block_size_names: Sequence[str] | None = None,
+    objective: str | Sequence[str] = "p50",
+    constraints: Sequence[str] = (),
+    flags: Sequence[str] = (),
+    tolerance: tuple[float, float] | None = None,
+    strategy: str | None = None,
+    strategy_options: Mapping[str, Any] | None = None,
+    budget: int | None = None,
+    time_s: float | None = None,
+    seed: int | None = None,
+    arch: str | None = None,
+    workdir: str | Path | None = None,
+    confirm_processes: int = 3,
+    warm_start: str | Path | None = None,
+    compiler: Any = None,
+    measurer: Any = None,
+) -> TuneResult:
+    """Tune ``kernel_name`` over ``tune_params`` on this machine's GPU; see the module doc.
+
+    ``kernel_name`` is the kernel as its source names it (``vadd``, ``ns::k``,
+    ``gemm<block_size_x, float>``: parameter names feed template arguments).
+    ``objective`` is one ctune objective or several (a Pareto search); ``flags`` adds
+    nvcc/ptxas catalogue genes (``ctune space`` lists them); ``tolerance`` is
+    ``(rel_l2, max_abs)``. ``warm_start`` is a T4 results file whose best configurations
+    are measured first. ``compiler`` and ``measurer`` replace nvcc and the GPU
+    (``ctune.testing.standins``) in tests.
+    """
+    from ctune.config import resolve
+    from ctune.kernelspec import load_spec
+    from ctune.objective import parse_objective_spec
+    from ctune.search.driver import SearchOptions, run_search
+
+    overrides = {"arch": arch} if arch else {}
+    settings = resolve(overrides)
+    spec_path = write_spec(
+        kernel_name,
+        kernel_source,
+        problem_size,
+        arguments,
+        tune_params,
+        reference=reference,
+        restrictions=restrictions,
+        grid_div=(grid_div_x, grid_div_y, grid_div_z),
+        block_size_names=block_size_names,
+        flags=flags,
+        tolerance=tolerance,
+        workdir=Path(workdir) if workdir else None,
+        cache_dir=settings.cache_dir,
+    )
+    toolchain = None
+    help_text = None
+    if compiler is None:
+        from ctune.compile.toolchain import probe_toolchain
+
+        toolchain = probe_toolchain(settings.nvcc)
+        help_text = toolchain.help_text
+    spec = load_spec(spec_path, help_text)
+    seeds: tuple[dict[str, Any], ...] = ()
+    if warm_start is not None:
+        from ctune.exchange.t4 import read_t4
+
+        seeds = tuple(read_t4(Path(warm_start)))
+    objectives = [objective] if isinstance(objective, str) else list(objective)
+    objective_spec = parse_objective_spec(objectives, list(constraints), spec.metrics)
+    options = SearchOptions(
+        strategy=strategy,
+        strategy_options=dict(strategy_options or {}),
+        budget=budget,
+        time_s=time_s,
+        seed=seed,
+        confirm_processes=confirm_processes,
+        out=spec_path.parent / "result.json",
+        warm_start=seeds,
+        warm_start_source=str(warm_start or ""),
+    )
+    result = run_search(
+        settings,
+        spec,
+        objective_spec,
+        options,
+        compiler=compiler,
+        measurer=measurer,
+        toolchain=toolchain,
+    )
+    return _tune_result(result, spec_path, [o["name"] for o in result.objectives])
+
+
+def _tune_result(result: SearchResult, spec_path: Path, names: list[str]) -> TuneResult:
+    from ctune.search.journal import read
+
+    replay, _ = read(result.journal)
+    rows = []
+    for trial in replay.trials:
+        row: dict[str, Any] = {**trial.candidate.as_dict(), "key": trial.candidate.key()}
+        row["outcome"] = trial.outcome.value
+        for name, value in zip(names, trial.values or (), strict=False):
+            row[name] = value
+        rows.append(row)
+    front = []
+    for member in result.front:
+        entry: dict[str, Any] = {**member.candidate.as_dict(), "key": member.key}
+        entry.update(zip(names, member.values, strict=False))
+        if member.gain is not None:
+            entry["gain"] = member.gain.ratio
+        front.append(entry)
+    pinned = next((m for m in result.front if m.key == result.pinned), None)
+    return TuneResult(
+        results=rows,
+        front=front,
+        best=pinned.candidate.as_dict() if pinned is not None else None,
+        objectives=names,
+        spec=spec_path,
+        journal=result.journal,
+        artifact=result.artifact_path,
+        search=result,
+    )
+
+
+# --- the sidecar -----------------------------------------------------------------------
+
+
+def write_spec(
+    kernel_name: str,
+    kernel_source: str | Path,
+    problem_size: int | Sequence[int],
+    arguments: Sequence[Any],
+    tune_params: Mapping[str, Sequence[Any]],
+    *,
+    reference: Callable[..., Mapping[str, Any]] | str,
+    restrictions: Sequence[str] = (),
+    grid_div: Sequence[Sequence[str] | None] = (None, None, None),
+    block_size_names: Sequence[str] | None = None,
+    flags: Sequence[str] = (),
+    tolerance: tuple[float, float] | None = None,
+    workdir: Path | None = None,
+    cache_dir: Path = Path(".ctune"),
+) -> Path:
+    """Write the sidecar (with the kernel and the reference) that :func:`tune` searches.
+
+    The folder is ``workdir``, else ``<cache_dir>/api/<kernel>-<digest>``: the same call
+    finds the same folder, so its journal and builds are reused.
+    """
+    import yaml
+
+    source_text, origin = _source(kernel_source)
+    sizes = _problem_size(problem_size)
+    names = list(block_size_names or BLOCK_SIZE_NAMES)
+    if len(names) > 3:
+        raise UserError(f"block_size_names: at most 3 names, got {names}")
+    names += list(BLOCK_SIZE_NAMES[len(names) :])
+    genes = {name: _gene(name, values, names) for name, values in tune_params.items()}
+    extra = [f"-D{n}={d}" for n, d in zip(names, BLOCK_DEFAULTS, strict=True) if n not in genes]
+    block = [n if n in genes else str(d) for n, d in zip(names, BLOCK_DEFAULTS, strict=True)]
+    grid = []
+    for axis in range(len(sizes)):
+        given = grid_div[axis]
+        divisors = list(given) if given is not None else [names[axis]]
+        if any(not isinstance(d, str) for d in divisors):
+            raise UserError(f"grid_div_{AXES[axis]}: parameter names or expression strings")
+        if names[axis] not in genes and divisors == [names[axis]]:
+            divisors = [str(BLOCK_DEFAULTS[axis])]  # an untuned block size is its default
+        step = " * ".join(d if d.isidentifier() else f"({d})" for d in divisors or ["1"])
+        grid.append(f"ceil_div(problem_size_{AXES[axis]}, {step})")
+    base = re.sub(r"[^a-z0-9._-]+", "-", kernel_name.split("<")[0].split("::")[-1].lower())
+    name = (base.strip("-._") or "kernel")[:48]
+    spec: dict[str, Any] = {
+        "name": name,
+        "source": "kernel.cu",
+        "entry": kernel_name,
+    }
+    if origin is not None:
+        spec["include_dirs"] = [str(origin)]  # the kernel's own #include "..." still resolve
+    if extra:
+        spec["extra_flags"] = extra  # Kernel Tuner defines every block size name
+    if flags:
+        spec["flags"] = list(flags)
+    if genes:
+        spec["genes"] = genes
+    if restrictions:
+        if any(not isinstance(r, str) for r in restrictions):
+            raise UserError(
+                "restrictions: write each as an expression string, e.g. 'bx * by <= 1024'"
+            )
+        spec["restrictions"] = list(restrictions)
+    spec["launch"] = {"grid": grid, "block": block}
+    dims = {f"problem_size_{AXES[i]}": s for i, s in enumerate(sizes)}
+    spec["problems"] = [{"name": "tune", "dims": dims}]
+    spec["args"] = _args(kernel_name, source_text, arguments)
+    if tolerance is not None:
+        rel_l2, max_abs = tolerance
+        spec["tolerance"] = {"default": {"rel_l2": float(rel_l2), "max_abs": float(max_abs)}}
+    ref_file, ref_text, function = _reference(reference)
+    spec["reference"] = {"python": f"{ref_file}:{function}"}
+    digest = sha256_hex(canonical_json({"spec": spec, "source": source_text, "ref": ref_text}))
+    folder = workdir or Path(cache_dir) / "api" / f"{name}-{digest[:12]}"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "kernel.cu").write_text(source_text)
+    if ref_text is not None:
+        (folder / ref_file).write_text(ref_text)
+    path = folder / f"{name}.yaml"
+    header = "# written by ctune.tune(); `ctune search` and `ctune space` take it as it is\n"
+    path.write_text(header + yaml.safe_dump(spec, sort_keys=False, width=100))
+    return path
+
+
+def _source(kernel_source: str | Path) -> tuple[str, Path | None]:
+    """(the source text, the folder it came from or None for a string)."""
+    if isinstance(kernel_source, Path) or (
+        isinstance(kernel_source, str)
+        and "\n" not in kernel_source
+        and kernel_source.endswith((".cu", ".cuh"))
+    ):
+        path = Path(kernel_source)
+        if not path.is_file():
+            raise UserError(f"{path}: no such kernel file")
+        return path.read_text(errors="replace"), path.resolve().parent
+    if not isinstance(kernel_source, str) or "__global__" not in kernel_source:
+        raise UserError(
+            "kernel_source: give a .cu file path or the kernel's source text (with a __global__)"
+        )
+    return kernel_source, None
+
+
+def _problem_size(problem_size: int | Sequence[int]) -> list[int]:
+    sizes = [problem_size] if isinstance(problem_size, int) else list(problem_size)
+    if not 1 <= len(sizes) <= 3 or not all(
+        isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in sizes
+    ):
+        raise UserError(f"problem_size: 1 to 3 positive integers, got {problem_size!r}")
+    return sizes
+
+
+def _gene(name: str, values: Sequence[Any], block_names: Sequence[str]) -> dict[str, Any]:
+    if not re.match(r"^[A-Za-z_]\w*$", name):
+        raise UserError(f"tune_params: {name!r} is not a C identifier (it becomes a -D macro)")
+    if isinstance(values, (str, bytes)) or not len(values):
+        raise UserError(f"tune_params[{name!r}]: expected a non-empty list of values")
+    out = []
+    for value in values:
+        if isinstance(value, bool):
+            value = int(value)
+        elif isinstance(value, float):
+            value = repr(value)  # a -D value is text; the spec keeps numbers exact
+        elif not isinstance(value, (int, str)):
+            raise UserError(f"tune_params[{name!r}]: {value!r} is not a number or a string")
+        out.append(value)
+    family = "launch" if name in block_names else "define"
+    return {"values": out, "default": out[0], "family": family}
+
+
+def _dtype(value: Any, where: str) -> str:
+    from ctune.kernelspec import DTYPES
+
+    dtype = getattr(value, "dtype", None)
+    name = getattr(dtype, "name", None) or _SCALARS.get(type(value).__name__)
+    if name not in DTYPES:
+        raise UserError(
+            f"{where}: dtype {name or type(value).__name__} (allowed: {', '.join(DTYPES)})"
+        )
+    return str(name)
+
+
+def _args(kernel_name: str, source_text: str, arguments: Sequence[Any]) -> list[dict[str, Any]]:
+    """One arg per argument: arrays are buffers (role from the kernel's constness), the rest
+    scalars with their values; names from the kernel's signature where it can be read."""
+    from ctune.draft.source import read_source
+
+    base = kernel_name.split("<")[0].split("(")[0].split("::")[-1].strip()
+    kernel = next((k for k in read_source(source_text).kernels if k.name == base), None)
+    params = list(kernel.params) if kernel is not None else []
+    if params and len(params) != len(arguments):
+        raise UserError(
+            f"arguments: {kernel_name} takes {len(params)} parameter(s) "
+            f"({', '.join(p.name for p in params)}), {len(arguments)} given"
+        )
+    out = []
+    for i, value in enumerate(arguments):
+        param = params[i] if params else None
+        name = param.name if param is not None else f"arg{i}"
+        where = f"arguments[{i}] ({name})"
+        shape = getattr(value, "shape", None)
+        if shape is not None and len(shape) > 0:
+            role = "input" if param is not None and param.const_pointee else "inout"
+            out.append(
+                {"name": name, "role": role, "dtype": _dtype(value, where), "shape": list(shape)}
+            )
+            continue
+        number = value.item() if hasattr(value, "item") else value
+        if not isinstance(number, (int, float)) or (
+            isinstance(number, float) and not math.isfinite(number)
+        ):
+            raise UserError(f"{where}: expected an array or a number, got {type(value).__name__}")
+        if isinstance(number, bool):
+            number = int(number)
+        out.append({"name": name, "role": "scalar", "dtype": _dtype(value, where), "value": number})
+    return out
+
+
+def _reference(reference: Callable[..., Mapping[str, Any]] | str) -> tuple[str, str | None, str]:
+    """(file, its text to write or None, function): a path:function, or a function's source.
+
+    The measuring worker is another process: it imports the reference from a file. A
+    function is copied there by its source, so it must be a module-level ``def`` that
+    needs nothing but its arguments (``xp`` is numpy or cupy).
+    """
+    if isinstance(reference, str):
+        file_part, _, function = reference.partition(":")
+        path = Path(file_part).resolve()
+        if not function or not path.is_file():
+            raise UserError(f"reference: {reference!r} is not an existing FILE.py:FUNCTION")
+        return str(path), None, function
+    if not inspect.isfunction(reference) or reference.__name__ == "<lambda>":
+        raise UserError(
+            "reference: pass a def (xp, inputs, dims) -> {output: array}, or 'file.py:fn'"
+        )
+    try:
+        text = textwrap.dedent(inspect.getsource(reference))
+    except (OSError, TypeError):
+        raise UserError(
+            f"reference: the source of {reference.__name__} cannot be read; pass 'file.py:fn'"
+        ) from None
+    header = '"""The reference passed to ctune.tune(), copied here for the measuring worker."""\n'
+    return (
+        "reference.py",
+        f"{header}\nimport math\n\nimport numpy as np\n\n\n{text}",
+        reference.__name__,
+    )
+
+
+# --- reading results back ----------------------------------------------------------------
+
+
+def load_artifact(key: str | Path, registry: str | Path = "registry") -> Artifact:
+    """A tuned artifact: ``kernel/problem/device-class`` (or ``REV:KEY``, from git) in a
+    registry folder, or a search's result file (``.json``) as ``tune`` and ``ctune search``
+    write it.
+
+    ``artifact.pinned_member()`` is the build to ship: its ``defines``, ``nvcc_flags``,
+    ``launch`` and ``runtime`` values; ``artifact.front`` holds the rest of the front.
+    """
+    from ctune.registry.service import load_artifact as from_registry
+    from ctune.registry.store import read_result
+
+    if str(key).endswith(".json"):
+        return read_result(Path(key))
+    return from_registry(Path(registry), str(key))[1]
+
+
+__all__ = ["TuneResult", "load_artifact", "tune", "write_spec"]

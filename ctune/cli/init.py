@@ -1,0 +1,67 @@
+"""``ctune init KERNEL.cu``: draft the YAML sidecar and a reference stub from the kernel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ctune.cli import app
+from ctune.errors import UserError
+
+
+@app.command("init")
+def init_command(
+    kernel: Annotated[Path, typer.Argument(help="the kernel's .cu file, as its author wrote it")],
+    entry: Annotated[
+        str | None,
+        typer.Option(help="the kernel to tune when the file has several (its name)"),
+    ] = None,
+    arch: Annotated[str, typer.Option(help="target the draft compiles for, e.g. sm_90")] = "sm_90",
+    force: Annotated[
+        bool, typer.Option("--force", help="overwrite an existing sidecar and reference")
+    ] = False,
+) -> None:
+    """Draft KERNEL.yaml and KERNEL_ref.py next to the kernel: entry, args from the
+    signature, genes from the macros it reads but does not define (#ifndef NAME, or used
+    bare), a problem and a reference stub. `ctune space KERNEL.cu` runs on the draft as it
+    is; every guess is marked '# check:' for you to confirm."""
+    from ctune.cli import render_kernel
+    from ctune.cli.common import settings
+    from ctune.compile.toolchain import probe_toolchain
+    from ctune.draft.guess import default_for
+    from ctune.draft.sidecar import draft_sidecar, pick_kernel
+    from ctune.draft.source import read_source
+    from ctune.draft.undefined import find_undefined
+    from ctune.kernelspec import load_spec
+
+    if not kernel.is_file():
+        raise UserError(f"{kernel}: no such file")
+    source = read_source(kernel.read_text(errors="replace"))
+    pick_kernel(source, entry, kernel.name)  # a file without kernels fails before nvcc runs
+    yaml_path = kernel.with_suffix(".yaml")
+    cfg = settings(arch=arch)
+    toolchain = probe_toolchain(cfg.nvcc)
+    probe = find_undefined(
+        toolchain.nvcc,
+        kernel,
+        arch=cfg.arch or arch,
+        std="c++17",
+        defines={},
+        guess=default_for,
+        timeout_s=cfg.compile_timeout_s,
+    )
+    draft = draft_sidecar(
+        source, stem=kernel.stem, source_name=kernel.name, entry=entry, probe=probe
+    )
+    reference = kernel.parent / draft.reference_file
+    for path in (yaml_path, reference):
+        if path.exists() and not force:
+            raise UserError(f"{path}: already exists; pass --force to overwrite it")
+    if not probe.builds:
+        draft.checks.insert(0, f"{kernel.name} does not compile alone: {probe.error}")
+    yaml_path.write_text(draft.yaml)
+    reference.write_text(draft.reference)
+    load_spec(yaml_path, toolchain.help_text)  # the draft loads as it is, or this is a bug
+    render_kernel.init_report(yaml_path, reference, draft)

@@ -1,0 +1,52 @@
+"""``ctune export``: a search's journal or an artifact as T4 JSON or CSV, for other tools."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ctune.cli import app
+from ctune.errors import UserError
+
+FORMATS = ("t4", "csv")
+
+
+@app.command("export")
+def export_command(
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="a search journal (.jsonl), a result file (.json) or a registry KEY "
+            "(kernel/problem/device-class)"
+        ),
+    ],
+    as_: Annotated[str, typer.Option("--as", help="t4 (the T4 JSON results format) or csv")] = "t4",
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="write here (default: standard output)")
+    ] = None,
+    registry: Annotated[
+        Path | None, typer.Option(help="registry folder for a KEY (default: the setting)")
+    ] = None,
+) -> None:
+    """Every configuration a search tried (journal), or an artifact's baseline and front,
+    as T4 JSON (what Kernel Tuner writes and KTT reads) or CSV. `ctune search
+    --warm-start FILE` takes a T4 file back."""
+    import json
+
+    from ctune.cli.common import settings
+    from ctune.exchange.records import load
+    from ctune.exchange.t4 import to_t4
+    from ctune.exchange.table import to_csv
+
+    if as_ not in FORMATS:
+        raise UserError(f"--as {as_}: unknown format (allowed: {', '.join(FORMATS)})")
+    cfg = settings(registry=registry)
+    export = load(source, cfg.registry)
+    text = json.dumps(to_t4(export), indent=1) + "\n" if as_ == "t4" else to_csv(export)
+    if out is None:
+        typer.echo(text, nl=False)
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)

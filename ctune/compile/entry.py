@@ -1,0 +1,379 @@
+"""Name a kernel as its author wrote it: a C++ name, a template instantiation, one of several.
+
+A cubin names its kernels by linkage symbol: an ``extern "C"`` kernel by its name, any
+other by its Itanium-mangled name (``_Z4vaddPfS_S_i``). A spec's ``entry`` may be
+either, or the name as the source spells it: ``vadd``, ``ns::scale``,
+``gemm_kernel<128, 64>``, ``gemm_kernel<BLOCK_M, BLOCK_N>`` (compiled genes and problem
+defines feed the template arguments) or ``vadd(float*, float const*, float*, int)`` to
+pick one overload. The cubin's entry functions are demangled and matched against that
+name; the match is the symbol that is launched and whose resources ptxas reports.
+
+A template the file never instantiates has no kernel in the cubin, so for a template
+entry the compiler builds a small source that includes the kernel's file and takes the
+instantiation's address (CuPy's name expressions do the same through NVRTC). A gene
+named like one of the file's template parameters (``template <int BM>`` and a gene
+``BM``) is undefined before the file is read, so the two may share the name.
+
+Demangling uses the toolkit's ``cu++filt`` when it is installed, else binutils'
+``c++filt`` (the host compiler nvcc needs comes with it); the names are the same
+Itanium ABI either way.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+
+from ctune.records import GeneValue
+
+#: how many kernels an error message lists before "and N more"
+LISTED = 8
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_QUALIFIED = re.compile(r"^(::)?[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*$")
+_ALLOWED_CHARS = re.compile(r"^[A-Za-z0-9_:<>(),*&\s.+\-\[\]]+$")
+_INT_SUFFIX = re.compile(r"^(-?\d+)(?:[uU]?[lL]{0,2}|[lL]{1,2}[uU])$")
+_CAST = re.compile(r"^\((?:[A-Za-z_][A-Za-z0-9_ ]*)\)(-?\d+)$")
+
+
+class EntryError(ValueError):
+    """The entry names no kernel of the cubin, or more than one; the message lists them."""
+
+
+@dataclass(frozen=True, slots=True)
+class EntryName:
+    """A kernel name split into its parts; ``None`` parts were not given."""
+
+    text: str  # as written (or as demangled)
+    name: str  # qualified name without template arguments: "ns::scale"
+    template_args: tuple[str, ...] | None = None
+    params: tuple[str, ...] | None = None
+
+    @property
+    def is_template(self) -> bool:
+        return self.template_args is not None
+
+    def display(self) -> str:
+        """The name as a reader knows it: no return type, arguments spaced as demangled."""
+        out = self.name
+        if self.template_args is not None:
+            out += f"<{', '.join(self.template_args)}>"
+        if self.params is not None:
+            out += f"({', '.join(self.params)})"
+        return out
+
+    def genes_used(self) -> set[str]:
+        """Identifiers in the template arguments (macros a gene or a problem define may set)."""
+        return {a for a in self.template_args or () if _IDENT.match(a)}
+
+
+# --- splitting C++ names ----------------------------------------------------------------
+
+
+def _split_top(text: str) -> tuple[str, ...]:
+    """Split on commas outside <> and (); an empty text is no items."""
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "<([":
+            depth += 1
+        elif ch in ">)]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            items.append(text[start:i].strip())
+            start = i + 1
+    last = text[start:].strip()
+    if last or items:
+        items.append(last)
+    return tuple(items)
+
+
+def _closing_group(text: str, close: str, open_: str) -> int:
+    """Index of the ``open_`` that matches the ``close`` ending ``text``; -1 if none."""
+    if not text.endswith(close):
+        return -1
+    depth = 0
+    for i in range(len(text) - 1, -1, -1):
+        ch = text[i]
+        if ch in ">)]":
+            depth += 1
+        elif ch in "<([":
+            depth -= 1
+            if depth == 0:
+                return i if ch == open_ else -1
+    return -1
+
+
+def split_name(text: str) -> EntryName:
+    """``[ret ]name[<targs>][(params)]`` -> parts; ValueError when it is not a C++ name."""
+    # a kernel in an anonymous namespace is named by its own name
+    source = " ".join(text.split()).replace("(anonymous namespace)::", "")
+    head, params = source, None
+    opened = _closing_group(head, ")", "(")
+    if opened > 0:
+        inner = head[opened + 1 : -1].strip()
+        params = () if inner in ("", "void") else _split_top(inner)
+        head = head[:opened].rstrip()
+    # a return type before a template's name ("void gemm<128>"): keep the last word
+    depth, cut = 0, -1
+    for i, ch in enumerate(head):
+        if ch in "<([":
+            depth += 1
+        elif ch in ">)]":
+            depth -= 1
+        elif ch == " " and depth == 0:
+            cut = i
+    head = head[cut + 1 :]
+    targs = None
+    opened = _closing_group(head, ">", "<")
+    if opened > 0:
+        targs = _split_top(head[opened + 1 : -1])
+        head = head[:opened].rstrip()
+    if not _QUALIFIED.match(head):
+        raise ValueError(f"{text!r} is not a C++ kernel name (like vadd, ns::k, k<128, 64>)")
+    return EntryName(text, head.removeprefix("::"), targs, params)
+
+
+def parse_entry(text: str) -> EntryName:
+    """A spec's ``entry`` as written; ValueError (one line) when it cannot name a kernel."""
+    if not isinstance(text, str) or not text.strip() or len(text) > 1024:
+        raise ValueError(f"{text!r} is not a kernel name")
+    if not _ALLOWED_CHARS.match(text):
+        raise ValueError(f"{text!r} has characters no C++ kernel name has")
+    if len(re.split(r"[<(]", text.strip(), maxsplit=1)[0].split()) != 1:
+        raise ValueError(f"{text!r}: write the kernel's name alone (no return type)")
+    return split_name(text)
+
+
+# --- comparing names ---------------------------------------------------------------------
+
+
+def _norm_space(text: str) -> str:
+    """Spaces only where two words meet ("unsigned int"), none around punctuation."""
+    return re.sub(r"\s+", " ", re.sub(r"\s*([^\w\s])\s*", r"\1", text)).strip()
+
+
+def _norm_targ(arg: str) -> str:
+    arg = _norm_space(arg)
+    cast = _CAST.match(arg)
+    if cast:
+        arg = cast.group(1)
+    literal = _INT_SUFFIX.match(arg)
+    return literal.group(1) if literal else {"true": "1", "false": "0"}.get(arg, arg)
+
+
+def _norm_param(param: str) -> str:
+    """``const float*`` and ``float const*`` are one type; demanglers write the second."""
+    words = _norm_space(param)
+    if words.startswith("const "):
+        rest = words[len("const ") :]
+        match = re.match(r"^((?:unsigned |signed |long |short )*[\w:]+(?:<.*>)?)", rest)
+        if match:
+            words = f"{match.group(1)} const{rest[match.end() :]}"
+    return words.replace(" *", "*").replace(" &", "&")
+
+
+def _targs_match(wanted: Sequence[str], found: Sequence[str], loose: bool) -> bool:
+    if len(wanted) != len(found):
+        return False
+    for w, f in zip(wanted, found, strict=True):
+        w, f = _norm_targ(w), _norm_targ(f)
+        if w != f and not (loose and _IDENT.match(w)):
+            return False
+    return True
+
+
+def _matches(wanted: EntryName, found: EntryName, loose: bool) -> bool:
+    if found.name != wanted.name and not found.name.endswith(f"::{wanted.name}"):
+        return False
+    if wanted.template_args is not None and (
+        found.template_args is None
+        or not _targs_match(wanted.template_args, found.template_args, loose)
+    ):
+        return False
+    if wanted.params is not None:
+        if found.params is None or len(found.params) != len(wanted.params):
+            return False
+        if [_norm_param(p) for p in wanted.params] != [_norm_param(p) for p in found.params]:
+            return False
+    return True
+
+
+def substitute(entry: EntryName, values: Mapping[str, GeneValue]) -> EntryName:
+    """The entry with gene and problem-define values in its template arguments.
+
+    The generated instantiation source names the macros themselves (nvcc's ``-D`` sets
+    them); matching the cubin's demangled names needs the values.
+    """
+    if entry.template_args is None:
+        return entry
+    args = []
+    for arg in entry.template_args:
+        value = values.get(arg) if _IDENT.match(arg) else None
+        if isinstance(value, bool):
+            value = int(value)
+        args.append(arg if value is None else str(value))
+    return replace(entry, template_args=tuple(args))
+
+
+def _listing(names: Sequence[str]) -> str:
+    shown = ", ".join(names[:LISTED])
+    more = len(names) - LISTED
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def resolve(entry: EntryName, kernels: Mapping[str, str], note: str = "") -> str:
+    """The symbol of the one kernel ``entry`` names; ``kernels`` maps symbol -> demangled.
+
+    An exact symbol (an ``extern "C"`` name, or a mangled name as written) wins. Else the
+    demangled names are compared: template arguments exactly first, then with arguments
+    that are still identifiers (a macro the spec does not set) taken as any value.
+    """
+    if entry.text in kernels:
+        return entry.text
+    parsed: dict[str, EntryName] = {}
+    for symbol, demangled in kernels.items():
+        try:
+            parsed[symbol] = split_name(demangled)
+        except ValueError:
+            continue  # not a name this grammar reads (an operator); never an entry
+    shown = entry.display() if entry.template_args is not None else entry.text
+    for loose in (False, True):
+        found = [s for s, p in parsed.items() if _matches(entry, p, loose)]
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            names = [parsed[s].display() for s in found]
+            raise EntryError(
+                f"entry '{shown}' is ambiguous: {len(found)} kernels match "
+                f"({_listing(names)}); name one with its parameter list, "
+                f'e.g. entry: "{names[0]}"'
+            )
+    if not kernels:
+        raise EntryError(
+            f"entry '{shown}': the cubin has no kernels (is the function __global__, "
+            "and is a template instantiated?)"
+        )
+    names = sorted(parsed[s].display() if s in parsed else kernels[s] for s in kernels)
+    raise EntryError(
+        f"entry '{shown}' is not a kernel of the cubin; kernels found: {_listing(names)}"
+        f"{note}; set entry: to one of them"
+    )
+
+
+# --- the instantiation source ----------------------------------------------------------
+
+
+_TEMPLATE = re.compile(r"\btemplate\s*<")
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+
+
+def template_parameters(source: str) -> set[str]:
+    """Names the source declares as template parameters (``template <int BM, typename T>``).
+
+    A gene of that name must not reach the file as a macro: ``-DBM=128`` would turn
+    ``template <int BM>`` into ``template <int 128>``.
+    """
+    text = _COMMENTS.sub(" ", source)
+    names: set[str] = set()
+    for match in _TEMPLATE.finditer(text):
+        depth, start = 1, match.end()
+        end = start
+        while end < len(text) and depth:
+            depth += {"<": 1, ">": -1}.get(text[end], 0)
+            end += 1
+        for param in _split_top(text[start : end - 1]):
+            declared = param.split("=", 1)[0].split()
+            if len(declared) >= 2 and _IDENT.match(declared[-1].lstrip("*&.")):
+                names.add(declared[-1].lstrip("*&."))
+    return names
+
+
+def instantiation_source(source: Path, entry: EntryName, hidden: Iterable[str] = ()) -> str:
+    """A translation unit that includes ``source`` and instantiates ``entry``'s template.
+
+    Taking the address in host code makes the front end instantiate the kernel for the
+    device as well; a parameter list, when given, picks one of overloaded templates.
+    ``hidden`` macros (genes named like the file's template parameters) are undefined
+    before the file is read: their values are already in ``entry``'s arguments.
+    """
+    if '"' in str(source) or "\n" in str(source):
+        raise ValueError(f"{source}: a path with quotes or newlines cannot be #included")
+    if entry.template_args is None:
+        raise ValueError(f"entry {entry.text!r} names no template instantiation")
+    target = f"&{entry.name}<{', '.join(entry.template_args)}>"
+    if entry.params is not None:
+        target = f"static_cast<void (*)({', '.join(entry.params)})>({target})"
+    lines = ["// generated by ctune: instantiate the template the spec's entry names"]
+    lines += [f"#undef {name}" for name in sorted(hidden)]
+    lines += [
+        f'#include "{source}"',
+        f"const void* ctune_entry_instance(void) {{ return (const void*)({target}); }}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# --- demangling ---------------------------------------------------------------------------
+
+
+def find_demangler(search_dirs: Iterable[Path] = ()) -> str | None:
+    """The toolkit's ``cu++filt`` (on PATH or next to nvcc), else binutils' ``c++filt``."""
+    for folder in search_dirs:
+        found = shutil.which("cu++filt", path=str(folder))
+        if found:
+            return found
+    return shutil.which("cu++filt") or shutil.which("c++filt")
+
+
+@lru_cache(maxsize=256)
+def _demangle(tool: str, symbols: tuple[str, ...]) -> tuple[str, ...]:
+    try:
+        done = subprocess.run(
+            [tool],
+            input="\n".join(symbols) + "\n",
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return symbols
+    lines = done.stdout.splitlines()
+    if done.returncode != 0 or len(lines) != len(symbols):
+        return symbols
+    return tuple(lines)
+
+
+def demangle(symbols: Iterable[str], tool: str | None) -> dict[str, str]:
+    """symbol -> demangled name; names that are not mangled (or no tool) map to themselves."""
+    names = sorted(set(symbols))
+    mangled = tuple(s for s in names if s.startswith("_Z"))
+    out = {s: s for s in names}
+    if mangled and tool:
+        out.update(zip(mangled, _demangle(tool, mangled), strict=True))
+    return out
+
+
+def no_demangler_note(symbols: Iterable[str], tool: str | None) -> str:
+    """What an error should add when C++ names could not be read."""
+    if tool is None and any(s.startswith("_Z") for s in symbols):
+        return " (C++ names shown mangled: no cu++filt or c++filt on PATH)"
+    return ""
+
+
+__all__ = [
+    "EntryError",
+    "EntryName",
+    "demangle",
+    "find_demangler",
+    "instantiation_source",
+    "no_demangler_note",
+    "parse_entry",
+    "resolve",
+    "split_name",
+    "substitute",
+    "template_parameters",
+]

@@ -1,0 +1,338 @@
+"""Assemble the sidecar draft and the reference stub from what the source says. Pure.
+
+Every value ``ctune init`` had to guess carries a ``# check:`` comment saying what
+it guessed from; what it could read (the entry, parameter types, macro defaults) does
+not. The draft loads as it is (``ctune space`` runs on it), so the author edits a
+working spec rather than filling in a blank one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from ctune.draft.guess import (
+    BLOCK_X_VALUES,
+    BLOCK_YZ_VALUES,
+    CTYPE_DTYPES,
+    INTEGER_DTYPES,
+    GeneGuess,
+    block_axis,
+    default_for,
+    dim_for_axis,
+    gene,
+    is_tile,
+    parse_int,
+    work_axis,
+)
+from ctune.draft.source import Kernel, Param, Source
+from ctune.draft.undefined import Probe
+from ctune.errors import UserError
+from ctune.kernelspec import DTYPE_BYTES, NAME_RE
+
+AXES = ("x", "y", "z")
+#: problem sizes by how many grid axes the data spans: about 16 MiB per float buffer
+SIZES = {0: 1 << 22, 1: 1 << 22, 2: 2048, 3: 256}
+_SIZE_NAMES = ("n", "m", "k", "size", "width", "height", "depth", "nx", "ny", "nz", "len")
+
+
+@dataclass
+class Draft:
+    """The files ``ctune init`` writes, and what it would have the author check."""
+
+    kernel: Kernel
+    entry: str
+    yaml: str
+    reference: str
+    reference_file: str
+    genes: list[GeneGuess] = field(default_factory=list)
+    checks: list[str] = field(default_factory=list)
+
+
+def pick_kernel(source: Source, entry: str | None, where: str) -> Kernel:
+    """The kernel to tune: the only one, or the one ``entry`` names; else one line."""
+    names = [k.name for k in source.kernels]
+    if not names:
+        raise UserError(f"{where}: no __global__ function found; is this a CUDA kernel file?")
+    if entry is not None:
+        for kernel in source.kernels:
+            if kernel.name == entry or entry.startswith(f"{kernel.name}<"):
+                return kernel
+        raise UserError(f"{where}: no kernel '{entry}' (kernels: {', '.join(names)})")
+    if len(names) > 1:
+        raise UserError(
+            f"{where}: {len(names)} kernels ({', '.join(names)}); pick one with --entry NAME"
+        )
+    return source.kernels[0]
+
+
+def _genes(source: Source, kernel: Kernel, probe: Probe | None) -> list[GeneGuess]:
+    genes: dict[str, GeneGuess] = {}
+    for param in kernel.template:
+        if param.kind != "value":
+            continue
+        default = parse_int(param.default or "")
+        default = default if default is not None else default_for(param.name)
+        genes[param.name] = gene(param.name, default, "template parameter")
+    for name, value in source.guarded.items():
+        default = parse_int(value)
+        if default is not None and name not in genes:
+            genes[name] = gene(name, default, f"#ifndef {name}, default {default}")
+    for name in sorted(source.conditions):
+        if name not in genes:
+            genes[name] = gene(name, 0, f"#if {name}, defined nowhere")
+    for name, default in (probe.undefined if probe else {}).items():
+        if name not in genes:
+            genes[name] = gene(name, default, "used, defined nowhere")
+    return list(genes.values())
+
+
+@dataclass
+class _Launch:
+    block: list[str]
+    grid: list[str]
+    runtime: list[GeneGuess]
+    checks: list[str]
+    launch_genes: set[str]
+
+
+def _block(
+    source: Source, kernel: Kernel, genes: list[GeneGuess]
+) -> tuple[list[str], list[GeneGuess], list[str]]:
+    """Block dimensions: a gene that sizes each axis, else a runtime gene where the kernel
+    reads blockDim (any block works), else 1 (256 for x, to check)."""
+    names = {g.name for g in genes}
+    by_axis: dict[str, str] = {}
+    if kernel.launch_bounds in names:
+        by_axis["x"] = kernel.launch_bounds
+    for g in genes:
+        axis = block_axis(g.name)
+        if axis is not None and axis not in by_axis:
+            by_axis[axis] = g.name
+    tile = next((g.name for g in genes if is_tile(g.name)), None)
+    if tile is not None and "x" not in by_axis:
+        by_axis["x"] = tile
+        if "y" not in by_axis and ("threadIdx.y" in source.reads or "blockIdx.y" in source.reads):
+            by_axis["y"] = tile
+    block: list[str] = []
+    runtime: list[GeneGuess] = []
+    checks: list[str] = []
+    for axis in AXES:
+        if axis in by_axis:
+            block.append(by_axis[axis])
+        elif f"blockDim.{axis}" in source.reads:
+            name = f"BLOCK_{axis.upper()}"
+            while name in names:
+                name += "_"
+            values, default = (BLOCK_X_VALUES, 256) if axis == "x" else (BLOCK_YZ_VALUES, 1)
+            runtime.append(GeneGuess(name, values, default, f"the kernel reads blockDim.{axis}"))
+            block.append(name)
+        elif axis == "x":
+            block.append("256")
+            checks.append("launch.block: 256 threads is a guess (no gene, no blockDim read)")
+        else:
+            block.append("1")
+    while len(block) > 1 and block[-1] == "1":
+        block.pop()
+    return block, runtime, checks
+
+
+def draft_sidecar(
+    source: Source,
+    *,
+    stem: str,
+    source_name: str,
+    entry: str | None = None,
+    probe: Probe | None = None,
+) -> Draft:
+    """The YAML draft and the reference stub for one kernel of ``source``."""
+    kernel = pick_kernel(source, entry, source_name)
+    genes = _genes(source, kernel, probe)
+    block, runtime, checks = _block(source, kernel, genes)
+    all_genes = genes + runtime
+    gene_names = {g.name for g in all_genes}
+
+    # problem dimensions: the integer scalar parameters, else size-like macros
+    dims: dict[str, str] = {}  # dim -> the parameter (or macro) it stands for
+    for param in kernel.params:
+        dtype = _dtype(param, kernel, source_name)
+        if not param.pointer and dtype in INTEGER_DTYPES:
+            dim = param.name.upper()
+            while dim in gene_names or dim in dims:
+                dim += "_DIM"
+            dims[dim] = param.name
+    macro_dims: dict[str, int] = {}
+    if not dims:
+        for name, value in source.defines.items():
+            number = parse_int(value)
+            if number is not None and name not in gene_names and name.lower() in _SIZE_NAMES:
+                macro_dims[name] = number
+        if not macro_dims:
+            macro_dims["N"] = SIZES[1]
+            checks.append("problems: no size in the signature or macros; N is a placeholder")
+        dims = {name: name for name in macro_dims}
+
+    # the grid: one axis per blockIdx the kernel reads, over the dimension it most likely spans
+    axes = [a for a in AXES if f"blockIdx.{a}" in source.reads]
+    taken: set[str] = set()
+    grid: list[str] = []
+    covered: list[str] = []
+    for axis in AXES:
+        if axis not in axes:
+            grid.append("1")
+            continue
+        spans = dim_for_axis(axis, list(dims), taken)
+        size = block[AXES.index(axis)] if AXES.index(axis) < len(block) else "1"
+        per = [g.name for g in genes if work_axis(g.name) == axis]
+        step = " * ".join([size, *per]) if size != "1" or per else "1"
+        if spans is None:
+            grid.append("1")
+            checks.append(f"launch.grid: no dimension for axis {axis}")
+            continue
+        taken.add(spans)
+        covered.append(spans)
+        grid.append(f"ceil_div({spans}, {step})" if step != "1" else spans)
+    while len(grid) > 1 and grid[-1] == "1":
+        grid.pop()
+    if axes:
+        checks.append("launch.grid: one thread per element is a guess; check it")
+
+    sizes = SIZES[min(len(covered), 3)]
+    dim_values = {dim: macro_dims.get(dim, sizes) for dim in dims}
+    shape = list(reversed(covered)) or list(dims)
+    launch_names = {b for b in block if b in gene_names}
+    launch_names |= {g.name for g in genes if work_axis(g.name) is not None}
+
+    # args, in the kernel's order
+    arg_lines: list[str] = []
+    outputs: list[str] = []
+    inputs: list[str] = []
+    metrics: list[str] = []
+    for param in kernel.params:
+        dtype = _dtype(param, kernel, source_name)
+        if param.pointer:
+            role = "input" if param.const_pointee else "inout"
+            (inputs if role == "input" else outputs).append(param.name)
+            note = "" if role == "input" else "  # check: output if the kernel only writes it"
+            arg_lines.append(
+                f"  - {{name: {param.name}, role: {role}, dtype: {dtype}, "
+                f"shape: [{', '.join(shape)}]}}{note}"
+            )
+            metrics.append(f"{DTYPE_BYTES[dtype]} * {' * '.join(shape)}")
+        elif dtype in INTEGER_DTYPES and param.name in dims.values():
+            dim = next(d for d, p in dims.items() if p == param.name)
+            arg_lines.append(
+                f"  - {{name: {param.name}, role: scalar, dtype: {dtype}, value: {dim}}}"
+            )
+        else:
+            value = "1.0" if dtype.startswith(("float", "bfloat")) else "1"
+            arg_lines.append(
+                f"  - {{name: {param.name}, role: scalar, dtype: {dtype}, value: {value}}}"
+                "  # check: the value"
+            )
+    if not outputs:
+        raise UserError(
+            f"{source_name}: {kernel.name} has no pointer parameter that is not const: "
+            "nothing to check against a reference"
+        )
+
+    # the entry: a template's value parameters are its genes, its types float
+    entry_text = entry or kernel.name
+    if kernel.template and "<" not in entry_text:
+        targs = [p.name if p.kind == "value" else "float" for p in kernel.template]
+        entry_text = f"{kernel.name}<{', '.join(targs)}>"
+        if any(p.kind == "type" for p in kernel.template):
+            checks.append("entry: type template arguments are float; change them if not")
+
+    name = stem.lower() if NAME_RE.match(stem.lower()) else "kernel"
+    function = kernel.name if kernel.name.isidentifier() else "reference"
+    reference_file = f"{stem}_ref.py"
+    lines = [
+        f"# ctune sidecar drafted by `ctune init {source_name}`: check each '# check:' line,",
+        f"# write the reference in {reference_file}, then `ctune space {source_name}`.",
+        f"name: {name}",
+        f"entry: {json.dumps(entry_text) if not entry_text.isidentifier() else entry_text}",
+    ]
+    if all_genes:
+        lines.append("genes:")
+        for g in all_genes:
+            family = _family(g, runtime, launch_names)
+            values = ", ".join(str(v) for v in g.values)
+            lines.append(
+                f"  {g.name}: {{values: [{values}], default: {g.default}, family: {family}}}"
+                f"  # {g.why}"
+            )
+    lines.append("launch:")
+    lines.append(f"  grid: [{', '.join(_quote(g) for g in grid)}]")
+    lines.append(f"  block: [{', '.join(block)}]")
+    if source.dynamic_shared:
+        threads = " * ".join(block)
+        lines.append(
+            f'  dynamic_smem_bytes: "4 * {threads}"  # check: extern __shared__ bytes per block'
+        )
+        checks.append("launch.dynamic_smem_bytes: one float per thread is a guess")
+    lines.append("problems:")
+    dims_text = ", ".join(f"{d}: {v}" for d, v in dim_values.items())
+    lines.append(f"  - {{name: default, dims: {{{dims_text}}}}}  # check: the sizes to tune for")
+    lines.append("args:  # in the kernel's order")
+    lines += arg_lines
+    lines.append("reference:")
+    lines.append(f"  python: {reference_file}:{function}")
+    lines.append("metrics:")
+    lines.append(f'  bytes: "{" + ".join(metrics)}"  # check: bytes moved per call')
+    checks = [*checks, f"{reference_file}: write the reference of {kernel.name}"]
+    return Draft(
+        kernel=kernel,
+        entry=entry_text,
+        yaml="\n".join(lines) + "\n",
+        reference=_reference_stub(kernel.name, function, inputs, outputs, list(dims)),
+        reference_file=reference_file,
+        genes=all_genes,
+        checks=checks,
+    )
+
+
+def _family(g: GeneGuess, runtime: list[GeneGuess], launch_names: set[str]) -> str:
+    if g.why == "template parameter":
+        return "template"
+    if g in runtime:
+        return "runtime"
+    return "launch" if g.name in launch_names else "define"
+
+
+def _quote(expression: str) -> str:
+    return expression if expression.isidentifier() or expression.isdigit() else f'"{expression}"'
+
+
+def _dtype(param: Param, kernel: Kernel, where: str) -> str:
+    base = param.base
+    if base in {p.name for p in kernel.template if p.kind == "type"}:
+        return "float32"  # the template is instantiated with float (the entry says so)
+    dtype = CTYPE_DTYPES.get(base)
+    if dtype is None:
+        raise UserError(
+            f"{where}: parameter {param.name} of {kernel.name} has type {param.ctype}; ctune "
+            "passes buffers and scalars of " + ", ".join(sorted(set(CTYPE_DTYPES)))
+        )
+    return dtype
+
+
+def _reference_stub(
+    kernel: str, function: str, inputs: list[str], outputs: list[str], dims: list[str]
+) -> str:
+    return f'''"""Reference for {kernel}: drafted by `ctune init`; write it before searching."""
+
+
+def {function}(xp, inputs, dims):
+    """The expected outputs of {kernel} for one problem, in float32 or better.
+
+    xp is cupy on the GPU (numpy in CPU tests). inputs holds float32 copies of the
+    input and inout buffers ({", ".join(inputs + outputs)}), inout ones as they were before
+    the kernel ran; dims holds {", ".join(dims) or "the problem's sizes"}.
+    Return {{{", ".join(f'"{o}": ...' for o in outputs)}}}.
+    """
+    raise NotImplementedError("write the reference of {kernel} in this file")
+'''
+
+
+__all__ = ["Draft", "draft_sidecar", "pick_kernel"]

@@ -1,0 +1,259 @@
+"""Read what a sidecar needs from a CUDA source as its author wrote it. Pure, text only.
+
+``ctune init`` drafts a spec from the kernel: its ``__global__`` functions with their
+parameters (names, C types, constness), template parameters, the macros the file
+defines (``#define N 4096``), guards for the build to set (``#ifndef BLOCK`` /
+``#define BLOCK 256``), names its preprocessor conditions test but nothing defines
+(``#if USE_LDG``), and whether it reads ``blockDim`` or ``blockIdx`` per axis or uses
+``extern __shared__``. Identifiers the code uses without defining anywhere are found
+by compiling (``undefined.py``): only the compiler knows what a name is.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_STRING = re.compile(r'"(?:\\.|[^"\\\n])*"')
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)(?![\w(])[ \t]*(.*)$", re.M)
+_IFNDEF = re.compile(
+    r"^[ \t]*#[ \t]*(?:ifndef[ \t]+([A-Za-z_]\w*)|if[ \t]+!\s*defined\s*\(?\s*([A-Za-z_]\w*))",
+    re.M,
+)
+_CONDITION = re.compile(r"^[ \t]*#[ \t]*(?:if|elif)\b(.*)$", re.M)
+_GLOBAL = re.compile(r"\b__global__\b")
+_QUALIFIERS = {
+    "void",
+    "static",
+    "inline",
+    "__forceinline__",
+    "__noinline__",
+    "extern",
+    "__host__",
+    "__device__",
+    "__global__",
+}
+_PREPROCESSOR_WORDS = {"defined", "if", "elif", "ifdef", "ifndef", "true", "false"}
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """One kernel parameter: ``const float* __restrict__ x`` -> ctype ``const float*``."""
+
+    name: str
+    ctype: str  # without the name and __restrict__
+
+    @property
+    def pointer(self) -> bool:
+        return "*" in self.ctype
+
+    @property
+    def const_pointee(self) -> bool:
+        """Is what the pointer points at const (an input)?"""
+        if not self.pointer:
+            return False
+        return bool(re.search(r"\bconst\b", self.ctype.split("*", 1)[0]))
+
+    @property
+    def base(self) -> str:
+        """The value type: ``const float*`` -> ``float``, ``unsigned int`` -> ``unsigned int``."""
+        words = re.sub(r"[*&]", " ", self.ctype).split()
+        kept = [w for w in words if w not in ("const", "volatile", "struct")]
+        return " ".join(kept)
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateParam:
+    kind: str  # "type" or "value"
+    name: str
+    ctype: str  # "typename" or the value's type ("int", "unsigned")
+    default: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Kernel:
+    name: str
+    params: tuple[Param, ...]
+    template: tuple[TemplateParam, ...] = ()
+    extern_c: bool = False
+    launch_bounds: str | None = None  # the first __launch_bounds__ argument, as written
+
+
+@dataclass
+class Source:
+    """What a kernel file says about itself."""
+
+    kernels: list[Kernel] = field(default_factory=list)
+    defines: dict[str, str] = field(default_factory=dict)  # every #define NAME value
+    guarded: dict[str, str] = field(default_factory=dict)  # #ifndef NAME + #define NAME v
+    conditions: set[str] = field(default_factory=set)  # names #if tests, defined nowhere
+    reads: set[str] = field(default_factory=set)  # blockDim.x, blockIdx.y, ... as used
+    dynamic_shared: bool = False  # extern __shared__
+    text: str = ""  # without comments
+
+    def uses(self, name: str) -> bool:
+        return re.search(rf"\b{re.escape(name)}\b", self.text) is not None
+
+
+def strip_comments(text: str) -> str:
+    """The source without comments; strings are kept, newlines too (line numbers hold)."""
+
+    def blank(match: re.Match[str]) -> str:
+        return re.sub(r"[^\n]", " ", match.group(0))
+
+    out, pos = [], 0
+    for match in re.finditer(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"', text, re.S):
+        out.append(text[pos : match.start()])
+        out.append(match.group(0) if match.group(0).startswith('"') else blank(match))
+        pos = match.end()
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _balanced(text: str, start: int, open_: str, close: str) -> int:
+    """Index just past the bracket that closes the one at ``start``; -1 if unbalanced."""
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] == open_:
+            depth += 1
+        elif text[i] == close:
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return -1
+
+
+def split_top(text: str) -> list[str]:
+    """Split on commas outside (), <>, [] and {}."""
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "(<[{":
+            depth += 1
+        elif ch in ")>]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            items.append(text[start:i].strip())
+            start = i + 1
+    if text[start:].strip():
+        items.append(text[start:].strip())
+    return items
+
+
+def _param(text: str, index: int) -> Param:
+    text = re.sub(r"\b__restrict__\b|\b__restrict\b|\brestrict\b", " ", text)
+    text = re.sub(r"\b__grid_constant__\b", " ", text).split("=", 1)[0].strip()
+    array = re.search(r"\[\s*\]\s*$", text)
+    if array:  # float x[] is float* x
+        text = text[: array.start()].rstrip()
+        text = re.sub(r"(\w+)$", r"* \1", text)
+    words = re.findall(r"[A-Za-z_]\w*|[*&]|::|<[^>]*>", text)
+    if len(words) >= 2 and _IDENT.fullmatch(words[-1]) and words[-2] not in ("::",):
+        name, ctype_words = words[-1], words[:-1]
+    else:
+        name, ctype_words = f"arg{index}", words
+    ctype = " ".join(ctype_words).replace(" *", "*").replace(" &", "&").replace(" :: ", "::")
+    return Param(name, ctype)
+
+
+def _template_before(text: str, pos: int) -> tuple[TemplateParam, ...]:
+    """The ``template <...>`` right before position ``pos`` (the kernel's own), if any."""
+    head = text[:pos].rstrip()
+    tail = head[max(0, len(head) - 4000) :]
+    found = list(re.finditer(r"\btemplate\s*<", tail))
+    if not found:
+        return ()
+    match = found[-1]
+    start = len(head) - len(tail) + match.end() - 1
+    end = _balanced(text, start, "<", ">")
+    between = text[end:pos] if end > 0 else ";"
+    if end < 0 or re.search(r"[;{}]", between):
+        return ()  # that template belongs to something before this kernel
+    params = []
+    for item in split_top(text[start + 1 : end - 1]):
+        declared, _, default = item.partition("=")
+        words = declared.split()
+        if len(words) < 2:
+            continue
+        kind = "type" if words[0] in ("typename", "class") else "value"
+        params.append(TemplateParam(kind, words[-1], " ".join(words[:-1]), default.strip() or None))
+    return tuple(params)
+
+
+def _kernels(text: str) -> list[Kernel]:
+    found: dict[str, Kernel] = {}
+    for match in _GLOBAL.finditer(text):
+        # the name: the first identifier followed by "(" that is not a qualifier or attribute
+        pos = match.end()
+        bounds = None
+        name = None
+        while pos < len(text):
+            word = re.compile(r"\s*([A-Za-z_]\w*)\s*").match(text, pos)
+            if word is None:
+                break
+            after = word.end()
+            if word.group(1) == "__launch_bounds__" and text[after : after + 1] == "(":
+                close = _balanced(text, after, "(", ")")
+                bounds = split_top(text[after + 1 : close - 1])[0] if close > 0 else None
+                pos = close
+                continue
+            if text[after : after + 1] == "(" and word.group(1) not in _QUALIFIERS:
+                name = word.group(1)
+                pos = after
+                break
+            pos = after
+        if name is None:
+            continue
+        close = _balanced(text, pos, "(", ")")
+        if close < 0:
+            continue
+        body = re.compile(r"\s*([{;])").match(text, close)
+        inner = text[pos + 1 : close - 1].strip()
+        params = (
+            ()
+            if inner in ("", "void")
+            else tuple(_param(p, i) for i, p in enumerate(split_top(inner)))
+        )
+        line_start = text.rfind("\n", 0, match.start()) + 1
+        extern_c = 'extern "C"' in text[max(0, line_start - 80) : match.start()]
+        kernel = Kernel(name, params, _template_before(text, match.start()), extern_c, bounds)
+        if name not in found or (body is not None and body.group(1) == "{"):
+            found[name] = kernel
+    return list(found.values())
+
+
+def read_source(raw: str) -> Source:
+    """Everything ``ctune init`` reads from a kernel file's text."""
+    text = strip_comments(raw)
+    # kernels, reads and shared memory are code: a string that spells one is not
+    code = _STRING.sub(lambda m: m.group(0) if m.group(0) == '"C"' else '""', text)
+    source = Source(text=code)
+    source.kernels = _kernels(code)
+    for match in _DEFINE.finditer(text):
+        source.defines[match.group(1)] = match.group(2).strip()
+    for match in _IFNDEF.finditer(text):
+        name = match.group(1) or match.group(2)
+        if name in source.defines:
+            source.guarded[name] = source.defines[name]
+    for match in _CONDITION.finditer(text):
+        expression = _STRING.sub(" ", match.group(1))
+        for name in _IDENT.findall(expression):
+            # __CUDA_ARCH__ and friends are the compiler's
+            known = name in source.defines or name in _PREPROCESSOR_WORDS
+            if not known and not name.startswith("__"):
+                source.conditions.add(name)
+    for match in re.finditer(r"\b(blockDim|blockIdx|threadIdx|gridDim)\s*\.\s*([xyz])\b", code):
+        source.reads.add(f"{match.group(1)}.{match.group(2)}")
+    source.dynamic_shared = re.search(r"\bextern\s+__shared__\b", code) is not None
+    return source
+
+
+__all__ = [
+    "Kernel",
+    "Param",
+    "Source",
+    "TemplateParam",
+    "read_source",
+    "split_top",
+    "strip_comments",
+]

@@ -1,0 +1,82 @@
+"""Names a kernel uses but nothing defines, found by compiling it.
+
+Kernel Tuner kernels read their tunables as bare macros (``block_size_x``) that the
+tuner prepends; a file like that does not compile alone. Which identifiers are
+meant that way only the compiler can say (a name may be a variable, a type, an enum
+or a macro), so the file is compiled and every ``identifier "X" is undefined`` is
+defined and compiled again, a few rounds at most.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ctune.compile.command import target_flags
+from ctune.compile.logs import first_error_line
+
+_UNDEFINED = re.compile(r'identifier "([A-Za-z_]\w*)" is undefined')
+MAX_ROUNDS = 4
+
+
+@dataclass
+class Probe:
+    """What compiling the file alone said: the names it lacked and whether it then built."""
+
+    undefined: dict[str, int] = field(default_factory=dict)  # name -> the value it was given
+    builds: bool = False
+    error: str = ""  # the first error left, when it does not build
+
+
+def find_undefined(
+    nvcc: str,
+    source: Path,
+    *,
+    arch: str,
+    std: str,
+    defines: Mapping[str, int | str],
+    include_dirs: Sequence[Path] = (),
+    guess: Callable[[str], int],
+    timeout_s: float = 120.0,
+) -> Probe:
+    """Compile ``source`` with ``defines`` plus, each round, the names still undefined."""
+    probe = Probe()
+    with tempfile.TemporaryDirectory(prefix="ctune-init-") as work:
+        for _ in range(MAX_ROUNDS):
+            values = {**defines, **probe.undefined}
+            argv = [
+                nvcc,
+                *target_flags(arch, "kernel"),
+                f"-std={std}",
+                *(f"-I{d}" for d in include_dirs),
+                *(f"-D{k}={v}" for k, v in sorted(values.items())),
+                "-o",
+                str(Path(work) / "probe.cubin"),
+                str(source),
+            ]
+            try:
+                done = subprocess.run(
+                    argv, capture_output=True, text=True, timeout=timeout_s, check=False
+                )
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                probe.error = f"nvcc did not run: {exc}"
+                return probe
+            log = done.stdout + done.stderr
+            new = [n for n in dict.fromkeys(_UNDEFINED.findall(log)) if n not in probe.undefined]
+            if done.returncode == 0:
+                probe.builds = True
+                return probe
+            if not new:
+                probe.error = first_error_line(log)
+                return probe
+            for name in new:
+                probe.undefined[name] = guess(name)
+        probe.error = "names were still undefined after several rounds"
+    return probe
+
+
+__all__ = ["Probe", "find_undefined"]

@@ -1,0 +1,174 @@
+"""T4, the auto-tuning community's JSON results format (schema 1.0.0), both ways.
+
+Kernel Tuner writes it (``store_output_file``) and KTT reads it: ``{"schema_version":
+"1.0.0", "results": [{"configuration", "times", "invalidity", "correctness",
+"measurements", "objectives"}]}``. ctune writes one result per configuration of a
+journal or an artifact, times in milliseconds as Kernel Tuner does, and reads the
+correct configurations of any T4 file back, best first, to warm-start a search.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ctune.errors import UserError
+from ctune.exchange.records import Export, Row
+
+if TYPE_CHECKING:
+    from ctune.records import Candidate, GeneValue
+    from ctune.space.params import Space
+
+SCHEMA_VERSION = "1.0.0"
+#: ctune's outcome -> T4's invalidity
+INVALIDITY = {
+    "ok": "correct",
+    "invalid": "constraints",
+    "infeasible": "constraints",
+    "compile_error": "compile",
+    "resource_limit": "compile",
+    "compiler_crash": "compile",
+    "build_oom": "compile",
+    "build_timeout": "timeout",
+    "run_timeout": "timeout",
+    "launch_error": "runtime",
+    "runtime_fault": "runtime",
+    "inconclusive": "runtime",
+    "wrong_result": "correctness",
+    "nondeterministic": "correctness",
+}
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _result(row: Row, export: Export) -> dict[str, Any]:
+    times: dict[str, Any] = {}
+    if row.compile_s is not None:
+        times["compilation_time"] = round(row.compile_s * 1000.0, 3)  # ms, as Kernel Tuner
+    if row.samples_ms:
+        times["runtimes"] = [s for s in row.samples_ms if _finite(s)]
+    measurements = [
+        {"name": o.name, "value": row.values[o.name], "unit": o.unit}
+        for o in export.objectives
+        if _finite(row.values.get(o.name))
+    ]
+    if _finite(row.stats_ms.get("mean_ms")):  # Kernel Tuner's own objective, "time" in ms
+        measurements.append({"name": "time", "value": row.stats_ms["mean_ms"], "unit": "ms"})
+    for name, value in row.stats_ms.items():
+        if _finite(value) and name != "mean_ms":
+            measurements.append({"name": name.removesuffix("_ms"), "value": value, "unit": "ms"})
+    for name, value in row.resources.items():
+        if _finite(value):
+            measurements.append({"name": name, "value": value, "unit": ""})
+    return {
+        "configuration": dict(row.configuration),
+        "times": times,
+        "invalidity": INVALIDITY.get(row.outcome, "runtime"),
+        "correctness": 0 if INVALIDITY.get(row.outcome) == "correctness" else 1,
+        "measurements": measurements,
+        "objectives": [o.name for o in export.objectives] or ["time"],
+    }
+
+
+def to_t4(export: Export) -> dict[str, Any]:
+    """The T4 document of an export (ctune's provenance under ``metadata``)."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "results": [_result(row, export) for row in export.rows],
+        "metadata": {
+            "tool": "ctune",
+            "kernel": export.kernel,
+            "problem": export.problem,
+            "device": export.device,
+            "source": export.source,
+        },
+    }
+
+
+def read_t4(path: Path) -> list[dict[str, Any]]:
+    """The correct configurations of a T4 file, best first by its first objective."""
+    from ctune.objective.terms import get_term
+
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise UserError(f"{path}: not a T4 results file ({exc})") from None
+    results = data.get("results") if isinstance(data, dict) else None
+    if not isinstance(results, list):
+        raise UserError(f"{path}: not a T4 results file (no 'results' list)")
+    ranked: list[tuple[float, int, dict[str, Any]]] = []
+    for i, result in enumerate(results):
+        if not isinstance(result, dict) or not isinstance(result.get("configuration"), dict):
+            raise UserError(f"{path}: results[{i}] has no 'configuration' object")
+        if result.get("invalidity", "correct") != "correct" or result.get("correctness", 1) != 1:
+            continue
+        objective = (result.get("objectives") or ["time"])[0]
+        term = get_term(str(objective))
+        sign = -1.0 if term is not None and term.direction == "max" else 1.0
+        value = next(
+            (
+                m.get("value")
+                for m in result.get("measurements") or []
+                if m.get("name") == objective
+            ),
+            None,
+        )
+        score = sign * float(value) if value is not None and _finite(value) else math.inf
+        ranked.append((score, i, result["configuration"]))
+    return [configuration for _, _, configuration in sorted(ranked, key=lambda r: r[:2])]
+
+
+def _match(values: Sequence[GeneValue], given: Any) -> GeneValue | None:
+    """The gene's value that a T4 value spells (128, 128.0 and "128" alike), or None."""
+    for value in values:
+        if value == given or str(value) == str(given):
+            return value
+        if _finite(given) and isinstance(value, (int, float)) and float(value) == float(given):
+            return value
+    return None
+
+
+def candidates(
+    kernel: str,
+    space: Space,
+    configurations: Iterable[Mapping[str, Any]],
+    dims: Mapping[str, int],
+) -> tuple[list[Candidate], int]:
+    """(the configurations that are valid points of ``space``, how many were not).
+
+    Genes a configuration does not name keep their defaults; names that are not genes
+    (another tool's bookkeeping) are ignored; a value that is not among a gene's values,
+    or a point that breaks a restriction, is skipped.
+    """
+    from ctune.records import Candidate
+
+    out: list[Candidate] = []
+    seen: set[str] = set()
+    skipped = 0
+    for configuration in configurations:
+        values = space.default_values()
+        fits = True
+        for name, given in configuration.items():
+            if name not in space:
+                continue
+            value = _match(space.gene(name).values, given)
+            if value is None:
+                fits = False
+                break
+            values[name] = value
+        if not fits or not space.is_valid(values, dims):
+            skipped += 1
+            continue
+        candidate = Candidate.of(kernel, values)
+        if candidate.key() not in seen:
+            seen.add(candidate.key())
+            out.append(candidate)
+    return out, skipped
+
+
+__all__ = ["INVALIDITY", "SCHEMA_VERSION", "candidates", "read_t4", "to_t4"]

@@ -1,0 +1,150 @@
+"""What shapes a search's trials: recorded in its journal, reused by ``--resume`` and retune.
+
+The strategy, its options, the seed and what stops the search (budget, time, patience,
+filling) decide which candidates a search tries. They are written into the journal's
+header (``"search"``) and into the artifact (``extensions.search.plan``), so that:
+
+- ``--resume`` continues exactly the recorded search: a flag left out takes the
+  recorded value, a flag that differs is refused in one line (the resumed trials would
+  belong to another search: start a new one instead);
+- ``ctune registry retune`` runs the same search again, options included.
+
+Journals written before the plan was recorded hold strategy, seed and budget under
+``info``; what they lack is taken from the flags, or the defaults.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ctune.search import resolve_name
+
+if TYPE_CHECKING:
+    from ctune.search.driver import SearchOptions
+
+#: without --budget or --time, a search stops after this many evaluations
+DEFAULT_BUDGET = 100
+DEFAULT_SEED = 0
+PLAN_FIELDS = ("strategy", "options", "seed", "budget", "time_s", "patience", "fill")
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """The settings that decide a search's trials; ``strategy`` is resolved (never auto)."""
+
+    strategy: str
+    options: dict[str, Any] = field(default_factory=dict)  # as given: NAME -> value
+    seed: int = DEFAULT_SEED
+    budget: int | None = DEFAULT_BUDGET
+    time_s: float | None = None
+    patience: int | None = None
+    fill: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in PLAN_FIELDS}
+
+
+def _given(opts: SearchOptions, n_objectives: int) -> dict[str, Any]:
+    """The plan fields the caller set (None and an empty option table are not set)."""
+    given: dict[str, Any] = {}
+    if opts.strategy is not None:
+        given["strategy"] = resolve_name(opts.strategy, n_objectives)
+    if opts.strategy_options:
+        given["options"] = dict(opts.strategy_options)
+    for name in ("seed", "budget", "time_s", "patience", "fill"):
+        value = getattr(opts, name)
+        if value is not None:
+            given[name] = value
+    return given
+
+
+def _complete(values: Mapping[str, Any], n_objectives: int) -> SearchPlan:
+    """Defaults for what is not set: auto strategy, seed 0, DEFAULT_BUDGET unless timed."""
+    strategy = values.get("strategy") or resolve_name("auto", n_objectives)
+    budget = values.get("budget")
+    if budget is None and values.get("time_s") is None and strategy != "exhaustive":
+        budget = DEFAULT_BUDGET
+    return SearchPlan(
+        strategy=strategy,
+        options=dict(values.get("options") or {}),
+        seed=int(values.get("seed", DEFAULT_SEED)),
+        budget=budget,
+        time_s=values.get("time_s"),
+        patience=values.get("patience"),
+        fill=bool(values.get("fill", True)),
+    )
+
+
+def new_plan(opts: SearchOptions, n_objectives: int) -> SearchPlan:
+    """The plan of a new search: what ``opts`` sets, defaults for the rest."""
+    return _complete(_given(opts, n_objectives), n_objectives)
+
+
+def recorded(header: Mapping[str, Any]) -> dict[str, Any]:
+    """The plan fields a journal header holds (all of them, or what older journals kept)."""
+    plan = header.get("search")
+    if isinstance(plan, dict):
+        return {name: plan[name] for name in PLAN_FIELDS if name in plan}
+    info = header.get("info") or {}
+    return {name: info[name] for name in ("strategy", "seed", "budget") if name in info}
+
+
+_FLAGS = {
+    "strategy": "--strategy",
+    "options": "--option",
+    "seed": "--seed",
+    "budget": "--budget",
+    "time_s": "--time",
+    "patience": "--patience",
+    "fill": "--fill",
+}
+
+
+def _same(name: str, given: Any, stored: Any) -> bool:
+    if name == "options":
+        return {k: str(v) for k, v in given.items()} == {k: str(v) for k, v in stored.items()}
+    if name == "time_s" and given is not None and stored is not None:
+        return math.isclose(float(given), float(stored))
+    return bool(given == stored)
+
+
+def resume_plan(
+    opts: SearchOptions, header: Mapping[str, Any], n_objectives: int, path: Path
+) -> tuple[SearchPlan, str | None]:
+    """(the recorded plan with flags it lacks, why a given flag conflicts with it or None).
+
+    The conflict is returned, not raised, so that the caller can first say whether the
+    journal is this search at all (kernel, problem, objectives, device).
+    """
+    stored = recorded(header)
+    given = _given(opts, n_objectives)
+    conflict = None
+    for name in PLAN_FIELDS:
+        if name in given and name in stored and not _same(name, given[name], stored[name]):
+            conflict = (
+                f"{path}: cannot resume with {_as_flag(name, given[name])}: the journal's "
+                f"search ran with {_as_flag(name, stored[name])}; leave the flag out to "
+                "continue the recorded search, or start a new one without --resume"
+            )
+            break
+    return _complete({**given, **stored}, n_objectives), conflict
+
+
+def _as_flag(name: str, value: Any) -> str:
+    """A plan value as the command-line flag that sets it."""
+    if name == "fill":
+        return "--fill" if value else "--no-fill"
+    if name == "options":
+        return " ".join(f"--option {k}={v}" for k, v in value.items()) or "no --option"
+    if value is None:
+        return f"no {_FLAGS[name]}"
+    if name == "time_s":
+        return f"--time {float(value):g}"
+    return f"{_FLAGS[name]} {value}"
+
+
+__all__ = ["DEFAULT_BUDGET", "SearchPlan", "new_plan", "recorded", "resume_plan"]

@@ -1,0 +1,70 @@
+"""`ctune init` end to end with the real nvcc: a draft that `ctune space` and `ctune compile`
+take as it is, bare macros found by compiling, and one-line refusals."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.nvcc
+
+KT_STYLE = """\
+// Kernel Tuner style: block_size_x and the tile are macros the tuner defines.
+__global__ void scale2d(float* out, const float* in, int width, int height) {
+  int x = blockIdx.x * block_size_x + threadIdx.x;
+  int y = blockIdx.y * block_size_y + threadIdx.y;
+  if (x < width && y < height) out[y * width + x] = 2.0f * in[y * width + x];
+}
+"""
+
+
+def ctune(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ctune", *args], cwd=cwd, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+
+
+def test_a_draft_runs_through_space_and_compile_as_it_is(tmp_path: Path) -> None:
+    (tmp_path / "scale2d.cu").write_text(KT_STYLE)
+    done = ctune("init", "scale2d.cu", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "gene    block_size_x" in done.stdout and "used, defined nowhere" in done.stdout
+    assert "next    ctune space scale2d.cu" in done.stdout
+    draft = (tmp_path / "scale2d.yaml").read_text()
+    assert "block: [block_size_x, block_size_y]" in draft
+    assert 'grid: ["ceil_div(WIDTH, block_size_x)", "ceil_div(HEIGHT, block_size_y)"]' in draft
+    space = ctune("space", "scale2d.cu", "--json", cwd=tmp_path)
+    assert space.returncode == 0, space.stderr
+    report = json.loads(space.stdout)
+    assert report["device"]["ruled_out"] > 0  # 1024 x 32 blocks exist in the draft's genes
+    built = ctune("compile", "scale2d.cu", "--json", cwd=tmp_path)
+    assert built.returncode == 0, built.stderr
+    build = json.loads(built.stdout)["build"]
+    assert build["entry_symbol"] == "_Z7scale2dPfPKfii"
+    assert "-Dblock_size_x=256" in build["argv"]
+
+
+def test_init_refuses_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "two.cu").write_text(
+        "__global__ void a(float* x) {}\n__global__ void b(float* x) {}\n"
+    )
+    (tmp_path / "none.cu").write_text("int f() { return 1; }\n")
+    cases = [
+        (("init", "two.cu"), "two.cu: 2 kernels (a, b); pick one with --entry NAME"),
+        (("init", "none.cu"), "no __global__ function found"),
+        (("init", "missing.cu"), "missing.cu: no such file"),
+    ]
+    for args, message in cases:
+        done = ctune(*args, cwd=tmp_path)
+        errors = [ln for ln in done.stderr.splitlines() if ln.startswith("error:")]
+        assert done.returncode == 2 and len(errors) == 1 and message in errors[0], done.stderr
+    assert ctune("init", "two.cu", "--entry", "b", cwd=tmp_path).returncode == 0
+    again = ctune("init", "two.cu", "--entry", "b", cwd=tmp_path)
+    assert again.returncode == 2 and "two.yaml: already exists; pass --force" in again.stderr
+    assert ctune("init", "two.cu", "--entry", "a", "--force", cwd=tmp_path).returncode == 0
+    assert "entry: a\n" in (tmp_path / "two.yaml").read_text()

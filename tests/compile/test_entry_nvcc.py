@@ -1,0 +1,144 @@
+"""Kernels named as written, and args checked against them, with the real nvcc (no GPU)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ctune.compile import NvccCompiler, probe_toolchain
+from ctune.compile.logs import first_error_line
+from ctune.errors import SpecError
+from ctune.kernelspec import load_spec
+from ctune.records import Outcome
+
+pytestmark = pytest.mark.nvcc
+
+DATA = Path(__file__).parents[2] / "tests" / "data" / "kernels"
+
+ARGS = """\
+args:
+  - {name: y, role: inout, dtype: float32, shape: [N]}
+  - {name: x, role: input, dtype: float32, shape: [N]}
+  - {name: n, role: scalar, dtype: int32, value: N}
+"""
+
+
+@pytest.fixture(scope="module")
+def toolchain():
+    return probe_toolchain()
+
+
+def _spec(folder: Path, entry: str, args: str = ARGS, genes: str = "") -> Path:
+    """A spec for one kernel of cxx_kernels.cu, as a user would write it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("cxx_kernels.cu", "saxpy_ref.py"):
+        shutil.copy(DATA / name, folder / name)
+    path = folder / "cxx_kernels.yaml"
+    path.write_text(
+        f"entry: {entry!r}\n{genes}"
+        "launch: {grid: ['ceil_div(N, 128)'], block: [128]}\n"
+        "problems: [{name: small, dims: {N: 4096}}]\n"
+        f"{args}"
+        "reference: {python: saxpy_ref.py:saxpy}\n"
+    )
+    return path
+
+
+def _build(path: Path, toolchain, tmp_path: Path, **genes):
+    spec = load_spec(path, toolchain.help_text)
+    values = {**spec.space.default_values(), **genes}
+    with NvccCompiler(spec, toolchain, tmp_path / "cache") as compiler:
+        return compiler.build(spec.candidate(values), spec.problem())
+
+
+def test_a_plain_cxx_kernel_is_found_and_its_resources_are_its_own(toolchain, tmp_path):
+    args = ARGS.replace(
+        "  - {name: x, role: input, dtype: float32, shape: [N]}\n",
+        "  - {name: a, role: scalar, dtype: float32, value: 2.0}\n",
+    )
+    build = _build(_spec(tmp_path / "k", "scale", args), toolchain, tmp_path)
+    assert build.outcome is Outcome.OK, build.log_tail
+    assert build.entry_symbol == "_Z5scalePffi"
+    assert build.resources.regs and build.resources.regs > 0
+
+
+@pytest.mark.parametrize(
+    ("entry", "symbol"),
+    [
+        ("add(float*, const float*, int)", "_Z3addPfPKfi"),
+        ("blas::axpy", "_ZN4blas4axpyEPfPKffi"),
+        ("axpy", "_ZN4blas4axpyEPfPKffi"),
+    ],
+)
+def test_one_kernel_out_of_several(toolchain, tmp_path, entry, symbol):
+    args = ARGS
+    if "axpy" in entry:
+        scalar_a = "  - {name: a, role: scalar, dtype: float32, value: 2.0}\n"
+        args = ARGS.replace("  - {name: n,", scalar_a + "  - {name: n,")
+    build = _build(_spec(tmp_path / "k", entry, args), toolchain, tmp_path)
+    assert build.outcome is Outcome.OK, build.log_tail
+    assert build.entry_symbol == symbol
+
+
+def test_genes_feed_a_template_the_file_never_instantiates(toolchain, tmp_path):
+    genes = "genes:\n  TILE: {values: [64, 256], default: 64, family: template}\n"
+    path = _spec(tmp_path / "k", "tiled_copy<TILE, float>", ARGS, genes)
+    builds = {tile: _build(path, toolchain, tmp_path, TILE=tile) for tile in (64, 256)}
+    for tile, build in builds.items():
+        assert build.outcome is Outcome.OK, build.log_tail
+        assert build.entry_symbol == f"_Z10tiled_copyILi{tile}EfEvPT0_PKS0_i"
+        assert build.resources.smem_bytes == 4 * tile  # the instantiation's own static smem
+        assert f"-DTILE={tile}" in build.argv  # the gene still reaches nvcc, as a -D
+    assert builds[64].build_key != builds[256].build_key
+
+
+def test_overloads_and_missing_names_are_one_line(toolchain, tmp_path):
+    ambiguous = _build(_spec(tmp_path / "a", "add"), toolchain, tmp_path)
+    assert ambiguous.outcome is Outcome.COMPILE_ERROR
+    line = first_error_line(ambiguous.log_tail)
+    assert line.startswith("entry 'add' is ambiguous: 2 kernels match")
+    assert "add(double*, double const*, int)" in line and "add(float*, float const*, int)" in line
+    spec = load_spec(DATA / "nosymbol.yaml", toolchain.help_text)
+    with NvccCompiler(spec, toolchain, tmp_path / "cache") as compiler:
+        missing = compiler.build(spec.default_candidate(), spec.problem())
+    assert missing.outcome is Outcome.COMPILE_ERROR
+    assert first_error_line(missing.log_tail) == (
+        "entry 'nosymbol' is not a kernel of the cubin; kernels found: another, "
+        "other_kernel(float*); set entry: to one of them"
+    )
+
+
+def test_args_are_checked_against_the_kernels_parameters_once(toolchain, tmp_path):
+    short = ARGS.replace("  - {name: n, role: scalar, dtype: int32, value: N}\n", "")
+    path = _spec(tmp_path / "k", "add(float*, float const*, int)", short)
+    with pytest.raises(SpecError) as err:
+        _build(path, toolchain, tmp_path)
+    text = str(err.value)
+    assert "takes 3 parameter(s) (8 B, 8 B, 4 B), but args lists 2 (y, x)" in text
+    wide = ARGS.replace("dtype: int32, value: N", "dtype: int64, value: N")
+    with pytest.raises(SpecError, match=r"args\.n: int64 is 8 B, but parameter 3 of add"):
+        _build(_spec(tmp_path / "w", "add(float*, float const*, int)", wide), toolchain, tmp_path)
+    # the parameter sizes are kept next to the build: a second compiler reads them
+    path = _spec(tmp_path / "ok", "add(float*, float const*, int)")
+    build = _build(path, toolchain, tmp_path)
+    params = Path(build.binary_path).parent / "params.json"
+    assert params.is_file() and '"sizes": [8, 8, 4]' in params.read_text()
+
+
+def test_the_cli_names_the_entry_problem_in_one_line(tmp_path):
+    path = _spec(tmp_path / "k", "add")
+    done = subprocess.run(
+        [sys.executable, "-m", "ctune", "compile", str(path.with_suffix(".cu"))],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 2
+    errors = [ln for ln in done.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1
+    assert "did not build: compile_error: entry 'add' is ambiguous" in errors[0]

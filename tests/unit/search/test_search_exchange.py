@@ -1,0 +1,174 @@
+"""T4 and CSV out of a journal or an artifact, and T4 back in as a warm start (stand-ins)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from ctune.errors import UserError
+from ctune.exchange.records import from_artifact, from_journal, load
+from ctune.exchange.t4 import INVALIDITY, candidates, read_t4, to_t4
+from ctune.exchange.table import to_csv
+from ctune.kernelspec import KernelSpec
+from ctune.registry.store import read_result
+from ctune.search import events as ev
+from ctune.search.journal import read
+from ctune.testing.standins import StandInCompiler, StandInMeasurer
+
+#: the invalidity values Kernel Tuner's T4 1.0.0 results schema allows
+T4_INVALIDITY = {"timeout", "compile", "runtime", "correctness", "constraints", "correct"}
+
+
+def _check_t4(document: dict) -> None:
+    """The T4 1.0.0 results schema's rules, as Kernel Tuner ships it."""
+    assert document["schema_version"] == "1.0.0"
+    for result in document["results"]:
+        assert {"configuration", "times", "invalidity", "correctness"} <= set(result)
+        assert isinstance(result["configuration"], dict) and isinstance(result["times"], dict)
+        assert result["invalidity"] in T4_INVALIDITY
+        assert isinstance(result["correctness"], (int, float))
+        for m in result["measurements"]:
+            assert isinstance(m["name"], str) and isinstance(m["unit"], str)
+            assert isinstance(m["value"], (int, float))
+
+
+def test_a_journal_as_t4_and_csv(search, spec: KernelSpec) -> None:
+    result, *_ = search(
+        measurer=StandInMeasurer(samples=40, wrong_every=5),
+        budget=30,
+        seed=4,
+        constraints=("regs<=90",),
+        confirm_processes=0,
+    )
+    export = from_journal(result.journal)
+    replay, _ = read(result.journal)
+    assert len(export.rows) == len(replay.trials) == 30
+    document = to_t4(export)
+    _check_t4(document)
+    assert json.loads(json.dumps(document)) == document  # plain JSON, no NaN
+    by_outcome = {row.outcome for row in export.rows}
+    assert {"ok", "compile_error", "wrong_result"} <= by_outcome
+    for row, t4 in zip(export.rows, document["results"], strict=True):
+        assert t4["configuration"] == row.configuration
+        assert t4["invalidity"] == INVALIDITY[row.outcome]
+        assert t4["correctness"] == (0 if row.outcome == "wrong_result" else 1)
+        if row.outcome == "ok":
+            names = {m["name"] for m in t4["measurements"]}
+            assert {"p50", "time", "p99", "regs"} <= names and t4["objectives"] == ["p50"]
+            assert t4["times"]["runtimes"] and t4["times"]["compilation_time"] > 0
+    assert any(r.outcome == "infeasible" for r in export.rows)  # regs<=90 broken
+    rows = list(csv.DictReader(io.StringIO(to_csv(export))))
+    assert len(rows) == 30 and list(rows[0])[:3] == ["role", "key", "outcome"]
+    assert {"TILE_M", "p50", "p99_ms", "regs", "compile_s"} <= set(rows[0])
+    ok = next(r for r in rows if r["outcome"] == "ok")
+    assert float(ok["p50"]) > 0 and int(ok["regs"]) > 0
+
+
+def test_an_artifact_as_t4(search, settings) -> None:
+    result, *_ = search(budget=12, seed=1, confirm_processes=3)
+    assert result.artifact_path is not None
+    export = from_artifact(read_result(result.artifact_path), str(result.artifact_path))
+    roles = [row.role for row in export.rows]
+    assert roles[0] == "baseline" and roles.count("pinned") == 1
+    document = to_t4(export)
+    _check_t4(document)
+    assert document["metadata"]["kernel"] == "standin"
+    assert load(str(result.artifact_path), settings.registry).rows[0].key == export.rows[0].key
+    with pytest.raises(UserError, match="expected a journal"):
+        load("nonsense", settings.registry)
+
+
+def test_t4_reads_back_best_first_and_maps_onto_the_space(tmp_path: Path, spec: KernelSpec) -> None:
+    path = tmp_path / "kt.json"
+    path.write_text(
+        json.dumps(
+            {
+                "schema_version": "1.0.0",
+                "results": [
+                    {"configuration": {"TILE_M": 128.0, "TILE_N": "64"}, "times": {},
+                     "invalidity": "correct", "correctness": 1, "objectives": ["time"],
+                     "measurements": [{"name": "time", "value": 2.0, "unit": "ms"}]},
+                    {"configuration": {"TILE_M": 32, "block_size_x": 99}, "times": {},
+                     "invalidity": "correct", "correctness": 1, "objectives": ["time"],
+                     "measurements": [{"name": "time", "value": 1.0, "unit": "ms"}]},
+                    {"configuration": {"TILE_M": 64}, "times": {}, "invalidity": "compile",
+                     "correctness": 1},
+                    {"configuration": {"TILE_M": 48}, "times": {}, "invalidity": "correct",
+                     "correctness": 1, "objectives": ["time"],
+                     "measurements": [{"name": "time", "value": 0.5, "unit": "ms"}]},
+                    {"configuration": {"TILE_M": 256, "TILE_N": 256}, "times": {},
+                     "invalidity": "correct", "correctness": 1},
+                ],
+            }
+        )
+    )  # fmt: skip
+    configurations = read_t4(path)
+    assert [c["TILE_M"] for c in configurations] == [48, 32, 128.0, 256]  # time ascending
+    found, skipped = candidates(spec.name, spec.space, configurations, spec.problem().dims)
+    # 48 is not a TILE_M value; 256 x 256 breaks TILE_M * TILE_N <= 16384
+    assert skipped == 2
+    assert [c.as_dict()["TILE_M"] for c in found] == [32, 128]
+    assert found[1].as_dict()["TILE_N"] == 64 and found[0].as_dict()["SCHEDULE"] == "row"
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"data": []}')
+    with pytest.raises(UserError, match="not a T4 results file"):
+        read_t4(bad)
+
+
+def test_a_t4_export_warm_starts_another_search(search, tmp_path: Path) -> None:
+    first, *_ = search(budget=30, seed=2, confirm_processes=0)
+    t4 = tmp_path / "first.json"
+    t4.write_text(json.dumps(to_t4(from_journal(first.journal))))
+    configurations = read_t4(t4)
+    second, _, _, events = search(
+        budget=28,
+        seed=9,
+        confirm_processes=0,
+        warm_start=tuple(configurations),
+        warm_start_source=str(t4),
+    )
+    replay, _ = read(second.journal)
+    default = replay.trials[0].candidate.as_dict()  # the baseline: measured already
+    warm = [t.candidate.as_dict() for t in replay.trials if t.generation == 1]
+    assert warm == [c for c in configurations if c != default][:7]  # a quarter of 28, best first
+    notes = [e.message for e in events if isinstance(e, ev.Note)]
+    assert any(n.startswith(f"warm start from {t4}: 7 of ") for n in notes)
+    assert second.evaluations == 28
+
+
+def test_the_export_command(tmp_path: Path, monkeypatch, capsys) -> None:
+    from typer.testing import CliRunner
+
+    from ctune.cli import _register_commands, app
+    from ctune.config import Settings
+    from ctune.objective import parse_objective_spec
+    from ctune.search.driver import SearchOptions, run_search
+    from ctune.testing.standins import standin_spec
+
+    spec = standin_spec(tmp_path / "k")
+    result = run_search(
+        Settings(cache_dir=tmp_path / "cache"),
+        spec,
+        parse_objective_spec(["p50"], [], spec.metrics),
+        SearchOptions(budget=6, confirm_processes=0, write_result=False, journal_fsync=False),
+        compiler=StandInCompiler(spec),
+        measurer=StandInMeasurer(samples=20),
+    )
+    _register_commands()
+    runner = CliRunner()
+    done = runner.invoke(app, ["export", str(result.journal), "--as", "csv"])
+    assert done.exit_code == 0 and done.stdout.startswith("role,key,outcome,")
+    out = tmp_path / "t4" / "r.json"
+    done = runner.invoke(app, ["export", str(result.journal), "-o", str(out)])
+    assert done.exit_code == 0 and len(json.loads(out.read_text())["results"]) == 6
+    monkeypatch.chdir(tmp_path)
+    from ctune.cli import main  # the one error mapping and exit codes
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["export", str(result.journal), "--as", "xml"])
+    assert exit_info.value.code == 2
+    assert "--as xml: unknown format (allowed: t4, csv)" in capsys.readouterr().err

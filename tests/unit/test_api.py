@@ -1,0 +1,172 @@
+"""ctune.tune / write_spec / load_artifact: the Python API, on the stand-ins (no nvcc, no GPU)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ctune
+from ctune.errors import CtuneError, UserError
+from ctune.kernelspec import load_spec
+from ctune.testing.standins import StandInCompiler, StandInMeasurer
+
+KERNEL = """
+__global__ void vector_add(float* c, const float* a, const float* b, int n) {
+    int i = (blockIdx.x * block_size_x + threadIdx.x) * tile;
+    for (int t = 0; t < tile; ++t)
+        if (i + t < n) c[i + t] = a[i + t] + b[i + t];
+}
+"""
+
+
+def vector_add(xp, inputs, dims):
+    return {"c": inputs["a"] + inputs["b"]}
+
+
+N = 100_000
+
+
+def _arguments():
+    a = np.ones(N, dtype=np.float32)
+    return [np.zeros_like(a), a, a.copy(), np.int32(N)]
+
+
+def test_the_spec_says_what_tune_kernel_would(tmp_path: Path) -> None:
+    path = ctune.write_spec(
+        "vector_add",
+        KERNEL,
+        N,
+        _arguments(),
+        {"block_size_x": [64, 128, 256], "tile": [1, 2, 4]},
+        reference=vector_add,
+        restrictions=["block_size_x * tile <= 512"],
+        grid_div=(["block_size_x", "tile"], None, None),
+        flags=["ptxas_opt"],
+        tolerance=(1e-6, 1e-5),
+        workdir=tmp_path / "w",
+    )
+    spec = load_spec(path)
+    assert spec.entry_symbol == "vector_add" and spec.source_path == tmp_path / "w" / "kernel.cu"
+    assert [(a.name, a.role, a.dtype) for a in spec.args] == [
+        ("c", "inout", "float32"),  # not const in the signature
+        ("a", "input", "float32"),
+        ("b", "input", "float32"),
+        ("n", "scalar", "int32"),
+    ]
+    assert spec.args[0].shape[0].source == "100000" and spec.args[3].value.source == "100000"
+    assert [e.source for e in spec.launch.grid] == [
+        "ceil_div(problem_size_x, block_size_x * tile)",
+        "1",
+        "1",
+    ]
+    assert [e.source for e in spec.launch.block] == ["block_size_x", "1", "1"]
+    assert spec.extra_flags == ("-Dblock_size_y=1", "-Dblock_size_z=1")
+    assert spec.space.gene("block_size_x").family == "launch"
+    assert spec.space.gene("tile").family == "define"
+    assert spec.space.count_valid(spec.problem().dims)[0] == 4 * 8  # ptxas_opt x 8 of 9
+    assert spec.tolerance_for("c").rel_l2 == 1e-6
+    out = spec.reference()(np, {"a": np.ones(2), "b": np.ones(2)}, {})
+    assert out["c"].tolist() == [2.0, 2.0]
+    # the same call finds the same folder under the cache (its journal, its builds)
+    again = ctune.write_spec(
+        "vector_add", KERNEL, N, _arguments(), {"block_size_x": [64]}, reference=vector_add,
+        cache_dir=tmp_path / "cache",
+    )  # fmt: skip
+    assert again == ctune.write_spec(
+        "vector_add", KERNEL, N, _arguments(), {"block_size_x": [64]}, reference=vector_add,
+        cache_dir=tmp_path / "cache",
+    )  # fmt: skip
+    assert again.parent.parent == tmp_path / "cache" / "api"
+
+
+def test_a_kernel_file_keeps_its_includes(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "k.cu").write_text(KERNEL)
+    ref = tmp_path / "ref.py"
+    ref.write_text("def vector_add(xp, inputs, dims):\n    return {'c': inputs['a']}\n")
+    path = ctune.write_spec(
+        "vector_add", tmp_path / "src" / "k.cu", (N,), _arguments(), {"block_size_x": [32]},
+        reference=f"{ref}:vector_add", workdir=tmp_path / "w",
+    )  # fmt: skip
+    spec = load_spec(path)
+    assert spec.include_dirs == (tmp_path / "src",) and spec.reference_path == ref
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"reference": lambda xp, i, d: i}, "pass a def"),
+        ({"problem_size": 0}, "problem_size: 1 to 3 positive integers"),
+        ({"arguments": _arguments()[:3]}, "vector_add takes 4 parameter(s) (c, a, b, n), 3 given"),
+        ({"arguments": [*_arguments()[:3], "n"]}, "arguments[3] (n): expected an array"),
+        (
+            {"arguments": [np.zeros(3, dtype=np.complex64), *_arguments()[1:]]},
+            "arguments[0] (c): dtype complex64",
+        ),
+        ({"tune_params": {"bad name": [1]}}, "'bad name' is not a C identifier"),
+        ({"tune_params": {"tile": []}}, "expected a non-empty list"),
+        ({"restrictions": [lambda p: True]}, "write each as an expression string"),
+        ({"kernel_source": "no kernel here"}, "give a .cu file path or the kernel's source"),
+        ({"kernel_source": "missing.cu"}, "missing.cu: no such kernel file"),
+    ],
+)
+def test_bad_input_is_one_line(tmp_path: Path, change: dict, message: str) -> None:
+    call = {
+        "kernel_name": "vector_add",
+        "kernel_source": KERNEL,
+        "problem_size": N,
+        "arguments": _arguments(),
+        "tune_params": {"block_size_x": [64]},
+        "reference": vector_add,
+        "workdir": tmp_path,
+        **change,
+    }
+    with pytest.raises(UserError) as err:
+        ctune.write_spec(**call)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_tune_returns_results_the_front_and_the_best(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = ctune.write_spec(
+        "vector_add", KERNEL, N, _arguments(), {"block_size_x": [64, 128, 256, 512]},
+        reference=vector_add, workdir=tmp_path / "w",
+    )  # fmt: skip
+    out = ctune.tune(
+        "vector_add",
+        KERNEL,
+        N,
+        _arguments(),
+        {"block_size_x": [64, 128, 256, 512]},
+        reference=vector_add,
+        budget=4,
+        seed=3,
+        confirm_processes=0,
+        workdir=tmp_path / "w",
+        compiler=StandInCompiler(load_spec(path), fail_every=None),
+        measurer=StandInMeasurer(samples=30, wrong_every=None, fault_corner=None),
+    )
+    assert out.objectives == ["p50"] and out.spec == path
+    assert len(out.results) == 4
+    assert {r["block_size_x"] for r in out.results} == {64, 128, 256, 512}
+    assert all(r["outcome"] == "ok" and r["p50"] > 0 for r in out.results)
+    best = min(out.results, key=lambda r: r["p50"])
+    assert out.best == {"block_size_x": best["block_size_x"]}
+    assert out.front[0]["key"] == best["key"]
+    assert out.search.plan["budget"] == 4 and out.journal.is_file()
+    # the result file reads back as an artifact, as a registry would hand it out
+    assert out.artifact is not None
+    artifact = ctune.load_artifact(out.artifact)
+    pinned = artifact.pinned_member()
+    assert pinned is not None and pinned.candidate.as_dict() == out.best
+    assert artifact.provenance["budget"] == 4
+    # and from a registry, by its key
+    from ctune.registry.service import publish_artifact
+
+    publish_artifact(tmp_path / "reg", artifact, commit=False)
+    key = f"{artifact.kernel}/{artifact.problem}/{artifact.device_class}"
+    assert ctune.load_artifact(key, registry=tmp_path / "reg").digest() == artifact.digest()
+    with pytest.raises(CtuneError, match="no artifact vector_add/nope"):
+        ctune.load_artifact(f"vector_add/nope/{artifact.device_class}", registry=tmp_path / "reg")
