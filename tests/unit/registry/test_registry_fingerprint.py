@@ -11,6 +11,7 @@ from registry_support import FINGERPRINT, make_artifact
 
 from ctune import fingerprint
 from ctune.fingerprint import BUILD, FIELDS, HARD, SOFT, diff, not_checked, not_checked_reason
+from ctune.records import sha256_hex
 from ctune.registry.check import STALE, WARN, BinaryCheck, Current, check_artifact
 from ctune.registry.layout import parse_key
 
@@ -282,3 +283,7 @@ def test_reference_digest_ignores_comments_not_code(tmp_path: Path) -> None:
     assert fingerprint.reference_code_sha256(ref) == before
     ref.write_text("def ref(a):\n    return {'y': a * 3}\n")
     assert fingerprint.reference_code_sha256(ref) != before
+    ref.write_text("def ref(a):\n    return {'y': '#' + a}  # a '#' in a string is code\n")
+    assert fingerprint.reference_code_sha256(ref) == sha256_hex(
+        "def ref(a):\n    return {'y': '#' + a}"
+    )

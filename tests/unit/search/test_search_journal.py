@@ -201,7 +201,7 @@ def test_resume_notes_soft_changes(search, tmp_path: Path) -> None:
     changed.write_text(
         "\n".join([json.dumps({**header, "fingerprint": fields}), *lines[1:]]) + "\n"
     )
-    resumed, _, _, _ = search(budget=10, resume=changed)
+    resumed, _, _, _ = search(budget=5, confirm_processes=0, resume=changed)
     assert any("spec_space_sha256 changed since the journal" in n for n in resumed.notes)
 
 
