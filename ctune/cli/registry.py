@@ -50,7 +50,7 @@ RefOpt = Annotated[
     str | None,
     typer.Option("--ref", help="branch to commit to (default: the checked-out branch)"),
 ]
-KeyArg = Annotated[str, typer.Argument(help="<kernel>/<problem>/<device-class>[@<member>]")]
+KeyArg = Annotated[str, typer.Argument(help="<kernel>/<problem>/<device-class>\\[@<member>]")]
 RemoteOpt = Annotated[
     str | None,
     typer.Option("--remote", help="git remote (default: \\[tool.ctune] registry-remote, origin)"),

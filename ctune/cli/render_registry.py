@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from rich.markup import escape
 from rich.table import Column, Table
 
-from ctune.cli.render import console, warn_line
+from ctune.cli.render import console, line, warn_line
+from ctune.cli.sanitize import one_line
 from ctune.records import FieldChange
 from ctune.registry.check import STALE, WARN, CheckReport
 from ctune.registry.diff import ArtifactDiff
@@ -34,7 +34,7 @@ from ctune.registry.store import Listing, Quarantined
 
 
 def _line(text: str) -> None:
-    console.print(text, soft_wrap=True, markup=False)
+    line(text)
 
 
 def retune(key: object, command: str) -> None:
@@ -78,8 +78,8 @@ def artifact(key: ArtifactKey, a: Artifact) -> None:
     prov = ", ".join(f"{k}={v}" for k, v in sorted(a.provenance.items()))
     if prov:
         _line(f"provenance: {prov}")
-    # registry content is data, never rich markup: escape every cell
-    heads = [escape(f"{o.name} [{o.unit}, {o.direction}]") for o in a.objectives]
+    # registry content is data: the consoles never read it as markup
+    heads = [f"{o.name} [{o.unit}, {o.direction}]" for o in a.objectives]
     table = Table(Column("member", no_wrap=True), *heads, "processes", "sass", box=None)
     for m in (*a.front, a.baseline):
         mark = " (pinned)" if m.key == a.pinned else ""
@@ -96,7 +96,7 @@ def artifact(key: ArtifactKey, a: Artifact) -> None:
         _line("pinned genes: " + " ".join(f"{k}={v}" for k, v in member.candidate.genes))
     fp = Table("fingerprint", Column("value", overflow="fold"), box=None)
     for name, value in sorted(a.fingerprint.items()):
-        fp.add_row(name, escape(value))
+        fp.add_row(name, one_line(value))
     console.print(fp)
 
 

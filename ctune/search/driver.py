@@ -77,7 +77,7 @@ from ctune.search.events import (
     TrialFinished,
 )
 from ctune.search.filling import Filler
-from ctune.search.result import MemberResult, SearchResult, Timing
+from ctune.search.result import COMPILE_ONLY, MemberResult, SearchResult, Timing
 from ctune.search.strategy import StrategyContext, min_form
 from ctune.space.params import BuildGroup
 
@@ -87,6 +87,7 @@ if TYPE_CHECKING:
     from ctune.kernelspec import KernelSpec, Problem
     from ctune.measure import Measurer, SamplingPlan
     from ctune.objective.spec import ObjectiveSpec
+    from ctune.search.feasibility import Feasibility
 
 log = logging.getLogger(__name__)
 
@@ -340,6 +341,7 @@ class _Run:
         self.stop_reason = ""
         self.notes: list[str] = []
         self.started = clock()
+        self.resumed_s = 0.0  # search time the resumed journal already holds
         self.session_evals = 0
         self.compile_wait_s = 0.0
         self.measure_s = 0.0
@@ -419,7 +421,7 @@ class _Run:
     def record(self, trial: Trial, filler: bool = False) -> None:
         assert self.journal is not None
         self.check_device(trial.measurement)
-        self.journal.append(trial, filler=filler)
+        self.journal.append(trial, filler=filler, elapsed_s=self.resumed_s + self.elapsed())
         self.add(trial)
         self.fillers += filler
         if trial.build is not None and not trial.build.cache_hit:
@@ -466,7 +468,7 @@ class _Run:
     def open_new(self) -> None:
         trial = self.baseline_trial()
         self.device = device_label(trial.measurement) or (
-            "none (compile-only objectives)" if not self.objective.measures else "unknown"
+            COMPILE_ONLY if not self.objective.measures else "unknown"
         )
         path = self.opts.journal or journal_mod.default_path(
             self.settings.cache_dir, self.spec.name, self.problem.name
@@ -490,6 +492,7 @@ class _Run:
         journal, replay = journal_mod.Journal.resume(path, self.opts.journal_fsync)
         self.journal = journal
         self.header = replay.header
+        self.resumed_s = replay.last_elapsed_s
         known = getattr(self.measurer, "device_name", None)
         self.device = known if isinstance(known, str) else None
         journal_mod.check_identity(path, replay.header, self.identity())
@@ -865,8 +868,10 @@ class _Run:
             front = out
         return base, front, dropped
 
-    def pinned(self, front: Sequence[MemberResult]) -> str | None:
-        if not front:
+    def pinned(self, front: Sequence[MemberResult], feasibility: Feasibility | None) -> str | None:
+        """The best front member on the first objective; none when the constraints left
+        nothing better than the (infeasible) default build."""
+        if not front or (feasibility is not None and feasibility.dominated):
             return None
         sign = -1.0 if self.objective.directions[0] == "max" else 1.0
         return min(front, key=lambda m: sign * m.values[0]).key
@@ -891,6 +896,13 @@ class _Run:
             base, front, dropped = self.confirm()
         failures, infeasible = self.failures()
         assert self.journal is not None
+        feasibility = None
+        if self.baseline is not None:
+            from ctune.search.feasibility import analyze
+
+            feasibility = analyze(
+                self.trials, self.objective, self.problem.dims, self.baseline, front, base
+            )
         return SearchResult(
             kernel=self.spec.name,
             problem=self.problem.name,
@@ -908,7 +920,7 @@ class _Run:
             stop_reason="interrupted" if interrupted else self.stop_reason,
             baseline=base,
             front=tuple(front),
-            pinned=self.pinned(front),
+            pinned=self.pinned(front, feasibility),
             timing=Timing(
                 self.elapsed(),
                 self.compile_wait_s,
@@ -924,6 +936,7 @@ class _Run:
             dropped=tuple(dropped),
             notes=tuple(self.notes),
             confirm_processes=self.opts.confirm_processes if self.objective.measures else 0,
+            feasibility=feasibility,
         )
 
 
@@ -1102,7 +1115,12 @@ def _publish(
     )
     path = write_artifact(artifact, out)
     commit = None
-    if opts.commit:
+    if opts.commit and result.inconclusive:
+        run.note(
+            "not committed: nothing the constraints allow beats the default build (see the "
+            f"report); {path} keeps the evidence"
+        )
+    elif opts.commit:
         _, commit = commit_artifact(run.settings.registry, artifact)
     return dataclasses.replace(result, artifact_path=path, commit=commit)
 
