@@ -130,24 +130,26 @@ class SearchOptions:
 # --- capabilities --------------------------------------------------------------------------
 
 
-def probe_capabilities() -> set[str]:
-    """What this machine offers: "gpu" (a CUDA device) and "nvml" (energy counters)."""
-    caps: set[str] = set()
+def gpu_available(index: int = 0) -> bool:
+    """Is CUDA device ``index`` visible (NVML, else CuPy)? Never raises."""
     try:
         from ctune.fingerprint import probe_gpu
 
-        if probe_gpu() is not None:
-            caps.add("gpu")
+        if probe_gpu(index) is not None:
+            return True
     except Exception:  # NVML missing or broken: try CuPy below
         pass
-    if "gpu" not in caps:
-        try:
-            import cupy
+    try:
+        import cupy
 
-            if cupy.cuda.runtime.getDeviceCount() > 0:
-                caps.add("gpu")
-        except Exception:  # no CuPy, no driver, no device
-            pass
+        return bool(cupy.cuda.runtime.getDeviceCount() > index)
+    except Exception:  # no CuPy, no driver (or one too old), no device
+        return False
+
+
+def probe_capabilities() -> set[str]:
+    """What this machine offers: "gpu" (a CUDA device) and "nvml" (energy counters)."""
+    caps: set[str] = {"gpu"} if gpu_available() else set()
     try:
         from ctune.measure.nvml_energy import nvml_available
 
@@ -1143,4 +1145,11 @@ def _default_measurer(settings: Settings) -> Any:
     return WorkerMeasurer(device=0, settings=settings)
 
 
-__all__ = ["DEFAULT_BUDGET", "SearchOptions", "check_needs", "probe_capabilities", "run_search"]
+__all__ = [
+    "DEFAULT_BUDGET",
+    "SearchOptions",
+    "check_needs",
+    "gpu_available",
+    "probe_capabilities",
+    "run_search",
+]

@@ -179,6 +179,30 @@ def test_migrate_and_verify(cli: Run, repo: Path, registry: Path) -> None:
     assert code == 2 and "verification failed" in err
 
 
+def test_diff_reads_an_older_schema_in_history_without_asking_to_migrate(
+    cli: Run, repo: Path, registry: Path
+) -> None:
+    target = registry / "gemm" / "sq4096" / "sm90-nvidia-h100-80gb-hbm3.json"
+    target.parent.mkdir(parents=True)
+    target.write_bytes((DATA / "v1-gemm-sq4096.json").read_bytes())
+    git(repo, "add", "registry")
+    git(repo, "commit", "-q", "-m", "an artifact of schema 1")
+    code, out, _ = cli("registry", "migrate", "--registry", str(registry))
+    assert code == 0 and "migrated" in out
+    # history keeps the schema 1 file; diffing against it must work, not advise migrate
+    code, out, err = cli("registry", "diff", f"HEAD~1:{KEY}", KEY, "--registry", str(registry))
+    assert code == 0, err
+    assert "migrate" not in out + err
+    assert "are identical" in out  # read upgraded, the old file is what migrate wrote
+    # a corrupted old file is still refused, naming the revision
+    git(repo, "checkout", "-q", "HEAD~1", "--", "registry")
+    target.write_text(target.read_text().replace('"seed": 7', '"seed": 8'))
+    git(repo, "commit", "-q", "-am", "hand-edited")
+    code, _, err = cli("registry", "diff", f"HEAD:{KEY}", KEY, "--registry", str(registry))
+    assert code == 2
+    one_line_error(err, "HEAD:registry/", "digest mismatch")
+
+
 def test_doctor_reports_and_fixes_stale_locks(cli: Run, repo: Path, registry: Path) -> None:
     lock = repo / ".git" / "refs" / "heads" / "main.lock"
     lock.write_text("")
