@@ -144,8 +144,22 @@ def export_command(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="write to a file instead of stdout")
     ] = None,
+    bare: Annotated[
+        bool,
+        typer.Option(
+            "--bare",
+            help="header and CMake: the tunables under the names the kernel reads (BLOCK_N), "
+            "not CTUNE_<KERNEL>_BLOCK_N; for a build that compiles this one kernel",
+        ),
+    ] = False,
 ) -> None:
-    """Print what a build needs: flags line, C header, CMake snippet or JSON."""
+    """Print what a build needs: flags line, C header, CMake snippet or JSON.
+
+    Header and CMake names are prefixed per kernel (CTUNE_GEMM_BLOCK_N), so exports of
+    several kernels can be used together; the kernel's source reads the bare names:
+    define CTUNE_<KERNEL>_BARE_NAMES before including the header where it is compiled,
+    or export with --bare.
+    """
     from ctune.registry.export import render as render_export
     from ctune.registry.layout import parse_key
     from ctune.registry.service import load_artifact, load_pinned
@@ -155,10 +169,10 @@ def export_command(
     parsed = parse_key(key)
     if release:
         artifact, member = load_pinned(root, parsed, release)
-        body = render_export(artifact, parsed.member or member, fmt)
+        body = render_export(artifact, parsed.member or member, fmt, bare)
     else:
         parsed, artifact = load_artifact(root, key)
-        body = render_export(artifact, parsed.member, fmt)
+        body = render_export(artifact, parsed.member, fmt, bare)
     if output is None:
         render.text(body)
     else:

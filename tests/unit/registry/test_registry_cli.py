@@ -113,6 +113,11 @@ def test_pin_then_export_everything(cli: Run, repo: Path, registry: Path) -> Non
     for fmt, name in golden.items():
         code, out, _ = cli("registry", "export", KEY, "--as", fmt, "--registry", str(registry))
         assert code == 0 and out == (DATA / name).read_text()
+    for fmt, name in (("header", "export.header.bare.h"), ("cmake", "export.bare.cmake")):
+        code, out, _ = cli(
+            "registry", "export", KEY, "--as", fmt, "--bare", "--registry", str(registry)
+        )
+        assert code == 0 and out == (DATA / name).read_text()
     # the release pin survives a later re-tune of the same key
     publish_artifact(registry, make_artifact(pinned=False, seed=99))
     code, out, _ = cli(
