@@ -69,6 +69,62 @@ def listing(result: Listing) -> None:
     quarantined(result.quarantined)
 
 
+def listing_rows(result: Listing) -> tuple[list[str], list[dict[str, object]]]:
+    """``registry list --as``: one row per artifact, the pinned member's values in a cell."""
+    header = [
+        "key",
+        "kernel",
+        "problem",
+        "device_class",
+        "front",
+        "pinned",
+        "objectives",
+        "pinned_values",
+        "digest",
+    ]
+    rows: list[dict[str, object]] = []
+    for key, a in result.artifacts:
+        member = a.pinned_member()
+        rows.append(
+            {
+                "key": str(key),
+                "kernel": a.kernel,
+                "problem": a.problem,
+                "device_class": a.device_class,
+                "front": len(a.front),
+                "pinned": a.pinned,
+                "objectives": [o.name for o in a.objectives],
+                "pinned_values": list(member.values) if member is not None else None,
+                "digest": a.digest(),
+            }
+        )
+    return header, rows
+
+
+def member_rows(a: Artifact) -> tuple[list[str], list[dict[str, object]]]:
+    """``registry show --as csv``: the front and the baseline, one row each, genes as columns."""
+    names = [o.name for o in a.objectives]
+    genes = [k for k, _ in a.baseline.candidate.genes]
+    fixed = ["key", "role", *names, "p50_ms", "p95_ms", "p99_ms", "energy_j", "avg_power_w"]
+    fixed += ["regs", "spills_bytes", "smem_bytes", "processes", "sass_sha256"]
+    columns = {g: (f"gene.{g}" if g in fixed else g) for g in genes}
+    rows: list[dict[str, object]] = []
+    for m in (*a.front, a.baseline):
+        role = "baseline" if m is a.baseline else ("pinned" if m.key == a.pinned else "front")
+        row: dict[str, object] = {"key": m.key, "role": role}
+        row.update(dict(zip(names, m.values, strict=True)))
+        for field in ("p50_ms", "p95_ms", "p99_ms", "energy_j", "avg_power_w"):
+            row[field] = m.summary.get(field)
+        for field in ("regs", "spills_bytes", "smem_bytes"):
+            row[field] = m.resources.get(field)
+        row["processes"] = len(m.process_medians_ms)
+        row["sass_sha256"] = m.sass_sha256
+        genes_of = m.candidate.as_dict()
+        row.update({column: genes_of.get(g) for g, column in columns.items()})
+        rows.append(row)
+    return [*fixed, *columns.values()], rows
+
+
 def _fmt(v: float) -> str:
     return f"{v:.6g}"
 

@@ -56,6 +56,34 @@ def test_list_show_and_quarantine(cli: Run, registry: Path) -> None:
     assert out.encode() == encode(make_artifact())
 
 
+def test_list_and_show_as_tables(cli: Run, registry: Path) -> None:
+    import csv
+    import io
+
+    a = make_artifact()
+    publish_artifact(registry, a)
+    publish_artifact(registry, make_artifact(problem="other", pinned=False))
+    code, out, err = cli("registry", "list", "--as", "csv", "--registry", str(registry))
+    assert code == 0 and err == ""
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert [r["key"] for r in rows] == ["gemm/other/sm90-nvidia-h100-80gb-hbm3", KEY]
+    assert rows[1]["pinned"] == a.pinned and rows[0]["pinned"] == ""
+    assert json.loads(rows[1]["pinned_values"]) == list(a.front[0].values)
+    assert rows[1]["digest"] == a.digest() and rows[1]["front"] == "2"
+    for args in (("--json",), ("--as", "json")):
+        code, out, _ = cli("registry", "list", *args, "--pinned", "--registry", str(registry))
+        data = json.loads(out)
+        assert code == 0 and [r["key"] for r in data["rows"]] == [KEY]
+        assert data["quarantined"] == [] and data["rows"][0]["objectives"] == ["p50", "energy"]
+    code, out, _ = cli("registry", "show", KEY, "--as", "csv", "--registry", str(registry))
+    members = list(csv.DictReader(io.StringIO(out)))
+    assert code == 0 and [m["role"] for m in members] == ["pinned", "front", "baseline"]
+    assert [m["key"] for m in members] == [a.front[0].key, a.front[1].key, a.baseline.key]
+    assert float(members[0]["p50"]) == a.front[0].values[0] and members[0]["BLOCK_M"] == "128"
+    code, out, _ = cli("registry", "show", KEY, "--as", "json", "--registry", str(registry))
+    assert out.encode() == encode(a)
+
+
 @pytest.mark.parametrize(
     ("args", "needles"),
     [
@@ -65,6 +93,8 @@ def test_list_show_and_quarantine(cli: Run, registry: Path) -> None:
         (["registry", "show", "gemm/none/x"], ["no artifact gemm/none/x"]),
         (["registry", "show", "gemm/sq4096/x@nothex"], ["16-hex candidate key"]),
         (["registry", "export", KEY, "--as", "yaml"], ["unknown export format"]),
+        (["registry", "list", "--as", "yaml"], ["--as 'yaml': unknown table format"]),
+        (["registry", "show", KEY, "--as", "xml"], ["--as 'xml': unknown table format"]),
         (["registry", "pin", KEY, "--release", "../v1"], ["release '../v1' is not allowed"]),
         (["registry", "diff", KEY, "HEAD;id:" + KEY], ["revision 'HEAD;id' is not allowed"]),
     ],
