@@ -366,7 +366,9 @@ def _constraint_lines(result: SearchResult, c: ConstraintReport) -> None:
     feasible = [m.values[0] for m in result.front]
     best = (max if first["direction"] == "max" else min)(feasible) if feasible else None
     versus = (
-        f" (the constraints allow {best:.4g} at best)" if best is not None else " (none allowed)"
+        f" (the constraints allow {best:.4g} {first['unit']} at best)"
+        if best is not None
+        else " (the constraints allow none)"
     )
     op = loosened(c.op)
     line(

@@ -266,7 +266,7 @@ def load(path: Path) -> Source:
         head = json.loads(first.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         head = None
-    if isinstance(head, dict) and head.get("kind") == "header":
+    if isinstance(head, dict) and "kind" in head:  # a journal record: the reader names any damage
         return load_journal(path)
     if start.lstrip().startswith(b"{"):
         return load_artifact(path)

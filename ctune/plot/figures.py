@@ -138,7 +138,8 @@ def draw_front(source: Source) -> Any:
         ax.invert_yaxis()
         ax.set_xlabel(objectives[0].label)
         ax.set_ylabel("front member (red: baseline, *: pinned)")
-    ax.set_title(f"front: {source.title}")
+    subject = f"\nsubject to {', '.join(source.constraints)}" if source.constraints else ""
+    ax.set_title(f"front: {source.title}{subject}", fontsize="medium", wrap=True)
     if len(objectives) >= 2:
         ax.legend(loc="best", fontsize="small")
     fig.tight_layout()
@@ -186,7 +187,8 @@ def draw_sensitivity(source: Source) -> Any:
 def draw_distribution(source: Source) -> Any:
     plt = _pyplot()
     members = distribution(source)
-    fig, ax = plt.subplots(figsize=(max(5, 1.2 * len(members) + 2), 4.5))
+    shown: set[str] = set()  # quantile markers already in the legend
+    fig, ax = plt.subplots(figsize=(max(7, 1.2 * len(members) + 2), 4.5))
     labels = []
     for x, (p, is_base) in enumerate(members):
         colour = BASELINE_COLOUR if is_base else FRONT_COLOUR
@@ -197,8 +199,9 @@ def draw_distribution(source: Source) -> Any:
         )
         if p.samples_ms:
             parts = ax.violinplot([list(p.samples_ms)], positions=[x], showmedians=True)
-            for body in parts["bodies"]:
-                body.set_facecolor(colour)
+            for name, part in parts.items():
+                for piece in part if name == "bodies" else [part]:
+                    piece.set_color(colour)
             continue
         q = p.quantiles
         if "p50_ms" not in q:
@@ -207,17 +210,14 @@ def draw_distribution(source: Source) -> Any:
         ax.vlines(x, low, high, color=colour)
         for name, marker in (("p50_ms", "o"), ("p95_ms", "_"), ("p99_ms", "^")):
             if name in q:
-                ax.scatter(
-                    [x],
-                    [q[name]],
-                    marker=marker,
-                    color=colour,
-                    zorder=3,
-                    label=name[:3] if x == 0 else None,
-                )
+                label = name[:3] if name not in shown else None
+                shown.add(name)
+                ax.scatter([x], [q[name]], marker=marker, color=colour, zorder=3, label=label)
+    if shown:
+        ax.legend(loc="best", fontsize="small", title="no samples kept: quantiles")
     ax.set_xticks(range(len(members)), labels, rotation=20, fontsize="small")
     ax.set_ylabel("latency per call (ms)")
-    ax.set_title(f"measured distribution: {source.title}")
+    ax.set_title(f"measured distribution: {source.title}", fontsize="medium", wrap=True)
     fig.tight_layout()
     return fig
 
