@@ -11,13 +11,15 @@ or pull failed (local commits kept); 130 interrupted.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+import typer.main
 
-from ctune.errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, CtuneError
+from ctune.errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, CtuneError, UserError
 
 #: exit status of a bug in ctune itself (sysexits EX_SOFTWARE); never a user's doing
 EXIT_INTERNAL = 70
@@ -67,13 +69,21 @@ def _register_commands() -> None:
     tidy(app)
 
 
+@functools.cache
+def _command() -> Any:
+    """The click command tree, built once per process (a test suite calls main often)."""
+    _register_commands()
+    return typer.main.get_command(app)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: run the app, map every failure to one line and an exit code."""
     from ctune.cli.render import error_line
 
-    _register_commands()
     try:
-        app(args=argv, standalone_mode=False, prog_name="ctune")
+        if argv is not None and any("\x00" in arg for arg in argv):
+            raise UserError("an argument contains a NUL byte, which no path or value can hold")
+        _command().main(args=argv, standalone_mode=False, prog_name="ctune")
     except CtuneError as exc:
         if os.environ.get("CTUNE_DEBUG"):
             raise

@@ -160,10 +160,31 @@ class ArtifactStore:
                 bad.append(Quarantined(str(path), str(exc)))
                 continue
             found.append((key, artifact))
+        if not found and bad and not any(self._looks_like_artifact(q) for q in bad):
+            raise RegistryError(
+                f"{self.root}: not a ctune registry: none of its {len(bad)} JSON file(s) or "
+                "links is an artifact at <kernel>/<problem>/<device-class>.json; name the "
+                "registry folder (--registry, CTUNE_REGISTRY or [tool.ctune] registry)"
+            )
         return Listing(tuple(sorted(found, key=lambda ka: str(ka[0]))), tuple(bad))
 
+    @staticmethod
+    def _looks_like_artifact(q: Quarantined) -> bool:
+        """Was this unreadable file written by ctune (a damaged artifact, worth a line of
+        its own), rather than something else that happens to be JSON?"""
+        path = Path(q.path)
+        if path.is_symlink() or not path.is_file():
+            return False
+        try:
+            raw = schema.parse_json_bytes(read_bytes_capped(path), q.path)
+        except (RegistryError, UserError):
+            return False
+        return isinstance(raw, dict) and "schema_version" in raw and "kernel" in raw
+
     def files(self) -> Iterator[tuple[PurePosixPath, str]]:
-        """(relative path, problem) of every ``*.json`` below the root; no symlink followed."""
+        """(relative path, problem) of every ``*.json`` of the layout's three levels (a deeper
+        folder is reported, not walked: a wrong --registry must not scan a whole disk);
+        no symlink followed."""
         if not self.root.is_dir():
             return
         for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
@@ -173,6 +194,9 @@ class ArtifactStore:
                     yield rel_dir / d, "is a symlink; the registry refuses symlinks"
                     dirnames.remove(d)
                 elif d.startswith("."):
+                    dirnames.remove(d)
+                elif len(rel_dir.parts) >= 2:  # below <kernel>/<problem>/: never walked
+                    yield rel_dir / d, "a folder where only <device-class>.json files belong"
                     dirnames.remove(d)
             for name in sorted(filenames):
                 if name.startswith(".") or not name.endswith(SUFFIX):
