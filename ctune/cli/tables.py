@@ -40,6 +40,8 @@ def _finite(value: Any) -> Any:
 def _cell(value: Any) -> Any:
     if value is None:
         return ""
+    if isinstance(value, str):  # a lone surrogate (bytes that were not UTF-8) cannot be written
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
     if isinstance(value, (list, tuple, dict)):
         return json.dumps(value, sort_keys=True)
     return value

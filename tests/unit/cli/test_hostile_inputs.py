@@ -340,3 +340,23 @@ def test_usage_errors_are_one_line_naming_the_help(run: Callable) -> None:
     assert err.count("\n") == 1 and "--budget" in err and "`ctune search --help`" in err
     code, _, err = run(["frobnicate"])
     assert code == EXIT_USER_ERROR and "No such command 'frobnicate'" in err
+
+
+def test_a_real_process_with_non_utf8_argv_and_a_pipe(tmp_path: Path) -> None:
+    """argv bytes that are not UTF-8, output to a pipe: the real streams, not StringIO."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LC_ALL": "C.UTF-8"}
+    env.pop("CTUNE_DEBUG", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "ctune", "space", b"k\xff\x1b[2J[/x].cu"],
+        capture_output=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == EXIT_USER_ERROR
+    assert done.stderr == b"error: k\\xff\\x1b[2J[/x].cu: no such file\n"
