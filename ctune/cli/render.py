@@ -121,8 +121,8 @@ def compile_report(
         f"{res.stack_bytes if res.stack_bytes is not None else '?'} B stack",
     )
     table.add_row("sass sha256", build.sass_sha256 or "-")
-    table.add_row("output", one_line(build.binary_path or "-"))
     console.print(table)
+    line(("output", "bold"), "       ", build.binary_path or "-")  # a path: never folded
     line(("argv", "bold"))
     line(" ".join(build.argv))
     if not build.outcome.is_ok and build.log_tail:
