@@ -150,6 +150,11 @@ def _click_outcome(exc: Exception) -> int | None:
 
     if isinstance(exc, _click_classes("Exit")):
         return int(getattr(exc, "exit_code", 0))
+    if type(exc).__name__ == "NoArgsIsHelpError":  # `ctune` alone: the help is the answer
+        help_text = exc.format_message() if hasattr(exc, "format_message") else ""
+        if help_text.strip():  # plain click; rich help has printed itself already
+            sys.stdout.write(help_text + "\n")
+        return EXIT_USER_ERROR
     if isinstance(exc, _click_classes("UsageError")):
         error_line(_usage_line(exc))
         return EXIT_USER_ERROR

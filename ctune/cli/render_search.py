@@ -12,6 +12,7 @@ genes it changes on the next, never squeezed into folded columns.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
@@ -192,41 +193,53 @@ def _title(result: SearchResult) -> str:
     return f"{result.kernel} / {result.problem} {where}: {len(result.front)} on the front"
 
 
-def _rows(result: SearchResult) -> list[dict[str, Any]]:
-    """One dict of cells per front member, then the baseline: both layouts draw these."""
+@dataclass(frozen=True)
+class _Row:
+    """One front member's (or the baseline's) cells: both layouts draw these."""
+
+    key: str
+    pinned: bool
+    changed: str
+    values: list[str]
+    gain: str
+    sig: Text
+    resources: str
+    baseline: bool
+
+
+def _rows(result: SearchResult) -> list[_Row]:
     base_key = result.baseline.key if result.baseline is not None else None
-    rows: list[dict[str, Any]] = []
-    for m in result.front:
-        rows.append(
-            {
-                "key": m.key,
-                "pinned": m.key == result.pinned,
-                "changed": _changed(m, base_key),
-                "values": [_value(v) for v in m.values],
-                "gain": _gain_text(m),
-                "sig": _sig_text(m),
-                "resources": _resources(m),
-                "baseline": False,
-            }
+    rows = [
+        _Row(
+            m.key,
+            m.key == result.pinned,
+            _changed(m, base_key),
+            [_value(v) for v in m.values],
+            _gain_text(m),
+            _sig_text(m),
+            _resources(m),
+            False,
         )
+        for m in result.front
+    ]
     if result.baseline is not None:
         b = result.baseline
         rows.append(
-            {
-                "key": b.key,
-                "pinned": False,
-                "changed": "baseline: the default build",
-                "values": [_value(v) for v in b.values],
-                "gain": "1x",
-                "sig": Text(""),
-                "resources": _resources(b),
-                "baseline": True,
-            }
+            _Row(
+                b.key,
+                False,
+                "baseline: the default build",
+                [_value(v) for v in b.values],
+                "1x",
+                Text(""),
+                _resources(b),
+                True,
+            )
         )
     return rows
 
 
-def _wide_table(result: SearchResult, rows: list[dict[str, Any]]) -> Any:
+def _wide_table(result: SearchResult, rows: list[_Row]) -> Any:
     from rich.table import Table
 
     table = Table(title=_title(result))
@@ -238,15 +251,15 @@ def _wide_table(result: SearchResult, rows: list[dict[str, Any]]) -> Any:
     table.add_column("p50 vs base", no_wrap=True)
     table.add_column("regs/spill/smem", no_wrap=True)
     for row in rows:
-        dim = "dim" if row["baseline"] else ""
-        key = styled((row["key"], dim), (" *", "bold yellow") if row["pinned"] else "")
+        dim = "dim" if row.baseline else ""
+        key = styled((row.key, dim), (" *", "bold yellow") if row.pinned else "")
         table.add_row(
             key,
-            styled((row["changed"], dim)),
-            *row["values"],
-            row["gain"],
-            row["sig"],
-            row["resources"],
+            styled((row.changed, dim)),
+            *row.values,
+            row.gain,
+            row.sig,
+            row.resources,
         )
     return table
 
@@ -258,25 +271,25 @@ def _fits(table: Any) -> bool:
     return natural <= console.width
 
 
-def _narrow_front(result: SearchResult, rows: list[dict[str, Any]]) -> None:
+def _narrow_front(result: SearchResult, rows: list[_Row]) -> None:
     """Each member as a block: key and values, the genes it changes, then its evidence."""
     line((_title(result), "bold"))
     names = [f"{o['name']} ({o['unit']})" for o in result.objectives]
     gain_name = result.objectives[0]["name"]
     for row in rows:
-        mark: Part = ("* ", "bold yellow") if row["pinned"] else "  "
-        values = "  ".join(f"{n} {v}" for n, v in zip(names, row["values"], strict=True))
-        style = "dim" if row["baseline"] else "bold"
-        console.print(styled(mark, (row["key"], style), "  ", values))
-        console.print(styled("    ", (row["changed"], "dim" if row["baseline"] else "")))
+        mark: Part = ("* ", "bold yellow") if row.pinned else "  "
+        values = "  ".join(f"{n} {v}" for n, v in zip(names, row.values, strict=True))
+        style = "dim" if row.baseline else "bold"
+        console.print(styled(mark, (row.key, style), "  ", values))
+        console.print(styled("    ", (row.changed, "dim" if row.baseline else "")))
         evidence = Text("    ")
-        if not row["baseline"]:
-            evidence.append_text(styled(f"gain {gain_name} {row['gain']}  "))
-        if row["sig"].plain not in ("", "-"):
+        if not row.baseline:
+            evidence.append_text(styled(f"gain {gain_name} {row.gain}  "))
+        if row.sig.plain not in ("", "-"):
             evidence.append_text(styled("p50 "))
-            evidence.append_text(row["sig"])
+            evidence.append_text(row.sig)
             evidence.append("  ")
-        evidence.append_text(styled(f"regs/spill/smem {row['resources']}"))
+        evidence.append_text(styled(f"regs/spill/smem {row.resources}"))
         console.print(evidence)
 
 

@@ -168,18 +168,23 @@ class ArtifactStore:
             )
         return Listing(tuple(sorted(found, key=lambda ka: str(ka[0]))), tuple(bad))
 
-    @staticmethod
-    def _looks_like_artifact(q: Quarantined) -> bool:
-        """Was this unreadable file written by ctune (a damaged artifact, worth a line of
-        its own), rather than something else that happens to be JSON?"""
+    def _looks_like_artifact(self, q: Quarantined) -> bool:
+        """Is this unreadable file a damaged artifact (worth a line of its own) rather than
+        someone else's file: it sits where an artifact belongs and is not JSON with fields
+        no artifact has (a truncated or emptied artifact still counts)."""
         path = Path(q.path)
         if path.is_symlink() or not path.is_file():
             return False
         try:
-            raw = schema.parse_json_bytes(read_bytes_capped(path), q.path)
-        except (RegistryError, UserError):
+            key_from_relpath(PurePosixPath(path.relative_to(self.root).as_posix()))
+            data = read_bytes_capped(path)
+        except (RegistryError, UserError, ValueError):
             return False
-        return isinstance(raw, dict) and "schema_version" in raw and "kernel" in raw
+        try:
+            raw = schema.parse_json_bytes(data, q.path)
+        except RegistryError:
+            return True  # not JSON where an artifact belongs: a damaged one
+        return isinstance(raw, dict) and set(raw) <= schema.TOP_LEVEL_FIELDS
 
     def files(self) -> Iterator[tuple[PurePosixPath, str]]:
         """(relative path, problem) of every ``*.json`` of the layout's three levels (a deeper

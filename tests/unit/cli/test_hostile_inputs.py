@@ -233,7 +233,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     import shutil
     import subprocess
 
-    folder = tmp_path_factory.mktemp("project")
+    folder = tmp_path_factory.mktemp("hostile") / "project"  # ".." is ours too
     shutil.copytree(ROOT / "registry", folder / "registry")
     env = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
     for args in (
@@ -360,3 +360,23 @@ def test_a_real_process_with_non_utf8_argv_and_a_pipe(tmp_path: Path) -> None:
     )
     assert done.returncode == EXIT_USER_ERROR
     assert done.stderr == b"error: k\\xff\\x1b[2J[/x].cu: no such file\n"
+
+
+@pytest.mark.parametrize("argv", [[], ["registry"]])
+def test_no_command_shows_the_help_and_no_error_line(run: Callable, argv: list[str]) -> None:
+    code, out, err = run(argv)
+    assert code == EXIT_USER_ERROR and "Usage: ctune" in out and err == ""
+
+
+@pytest.mark.parametrize("argv", [["-h"], ["--help"], ["registry", "show", "-h"], ["plot", "-h"]])
+def test_help_options(run: Callable, argv: list[str]) -> None:
+    code, out, err = run(argv)
+    assert code == EXIT_OK and "Usage: ctune" in out and err == ""
+    assert "<bool>" not in out and "<str>" not in out and "list[str]" not in out
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["-V"]])
+def test_version(run: Callable, argv: list[str]) -> None:
+    from ctune import __version__
+
+    assert run(argv) == (EXIT_OK, f"ctune {__version__}\n", "")
