@@ -63,13 +63,20 @@ class Source:
     points: tuple[Point, ...]
     baseline: Point | None
     front: tuple[Point, ...]
-    pinned: str | None
+    pinned: str | None  # the artifact's pinned member; a journal records none
     defaults: dict[str, GeneValue]
     constraints: tuple[str, ...] = ()
+    star: str | None = None  # the member the figures mark: pinned, or a journal's best
 
     @property
     def title(self) -> str:
         return f"{self.kernel} / {self.problem} ({self.device})"
+
+    @property
+    def star_label(self) -> str:
+        if self.kind == "artifact":
+            return "pinned"
+        return f"best {self.objectives[0].name} (search values)"
 
 
 def _better(a: float, b: float, direction: str) -> bool:
@@ -177,11 +184,11 @@ def load_journal(path: Path) -> Source:
         raise UserError(f"{path}: the journal holds no evaluations yet; nothing to plot")
     baseline = next((p for p in points if p.genes == defaults), points[0])
     front = tuple(non_dominated(points, objectives))
-    pinned = None
+    best = None
     if front:
         first = objectives[0].direction
         sign = -1.0 if first == "max" else 1.0
-        pinned = min(front, key=lambda p: sign * (p.values or (0.0,))[0]).key
+        best = min(front, key=lambda p: sign * (p.values or (0.0,))[0]).key
     return Source(
         kind="journal",
         path=Path(path),
@@ -192,11 +199,12 @@ def load_journal(path: Path) -> Source:
         points=points,
         baseline=baseline,
         front=front,
-        pinned=pinned,
+        pinned=None,
         defaults=defaults,
         constraints=tuple(
             str(c) for c in (header.get("objectives") or {}).get("constraints") or []
         ),
+        star=best,
     )
 
 
@@ -249,6 +257,7 @@ def load_artifact(path: Path) -> Source:
         pinned=a.pinned,
         defaults=a.baseline.candidate.as_dict(),
         constraints=tuple(str(c) for c in constraints),
+        star=a.pinned,
     )
 
 
@@ -328,8 +337,8 @@ def _ordered(values: dict[str, list[float]]) -> list[tuple[str, list[float]]]:
 
 
 def distribution(source: Source) -> list[tuple[Point, bool]]:
-    """The front (pinned first) and the baseline, each with ``True`` for the baseline."""
-    front = sorted(source.front, key=lambda p: p.key != source.pinned)
+    """The front (the marked member first) and the baseline, ``True`` for the baseline."""
+    front = sorted(source.front, key=lambda p: p.key != source.star)
     members = [(p, False) for p in front]
     if source.baseline is not None and all(p.key != source.baseline.key for p in front):
         members.append((source.baseline, True))

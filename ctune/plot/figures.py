@@ -3,7 +3,8 @@
 - ``convergence``: each objective's feasible values and the best so far,
   against evaluations and against the search's own time (journal only);
 - ``front``: every feasible evaluation, the non-dominated ones joined, the
-  baseline and the pinned member (the first two objectives; with one
+  baseline and the pinned member (a journal: its best on the first objective;
+  the first two objectives; with one
   objective, the front members against the baseline);
 - ``sensitivity``: per gene, the first objective for each value it took,
   with the median, and the baseline's level (journal only);
@@ -103,7 +104,7 @@ def draw_front(source: Source) -> Any:
             color=FRONT_COLOUR,
             label="Pareto front",
         )
-        pinned = [p for p in front if p.key == source.pinned and p.values]
+        pinned = [p for p in front if p.key == source.star and p.values]
         if pinned:
             v = pinned[0].values
             assert v is not None
@@ -115,7 +116,7 @@ def draw_front(source: Source) -> Any:
                 color="gold",
                 edgecolor="k",
                 zorder=3,
-                label="pinned",
+                label=source.star_label,
             )
         b = source.baseline
         if b is not None and b.values is not None:
@@ -132,12 +133,12 @@ def draw_front(source: Source) -> Any:
         ax.set_ylabel(objectives[1].label)
     else:
         members = [p for p, _ in distribution(source)]
-        labels = [p.key[:8] + ("*" if p.key == source.pinned else "") for p in members]
+        labels = [p.key[:8] + ("*" if p.key == source.star else "") for p in members]
         colours = [BASELINE_COLOUR if b else FRONT_COLOUR for _, b in distribution(source)]
         ax.barh(labels, [(p.values or (0.0,))[0] for p in members], color=colours)
         ax.invert_yaxis()
         ax.set_xlabel(objectives[0].label)
-        ax.set_ylabel("front member (red: baseline, *: pinned)")
+        ax.set_ylabel(f"front member (red: baseline, *: {source.star_label})")
     subject = f"\nsubject to {', '.join(source.constraints)}" if source.constraints else ""
     ax.set_title(f"front: {source.title}{subject}", fontsize="medium", wrap=True)
     if len(objectives) >= 2:
@@ -193,9 +194,7 @@ def draw_distribution(source: Source) -> Any:
     for x, (p, is_base) in enumerate(members):
         colour = BASELINE_COLOUR if is_base else FRONT_COLOUR
         labels.append(
-            p.key[:8]
-            + (" (baseline)" if is_base else "")
-            + (" *" if p.key == source.pinned else "")
+            p.key[:8] + (" (baseline)" if is_base else "") + (" *" if p.key == source.star else "")
         )
         if p.samples_ms:
             parts = ax.violinplot([list(p.samples_ms)], positions=[x], showmedians=True)

@@ -163,7 +163,9 @@ def test_front_figure(figures: Any, journal: data.Source) -> None:
     assert sorted(front.get_xdata()) == sorted(p.values[0] for p in journal.front if p.values)
     assert journal.baseline is not None and journal.baseline.values is not None
     assert _scatter_points(ax, "baseline (default build)") == [journal.baseline.values]
-    assert len(_scatter_points(ax, "pinned")) == 1
+    assert journal.star is not None and journal.pinned is None  # a journal pins nothing
+    (star,) = _scatter_points(ax, "best p50 (search values)")
+    assert star == next(p.values for p in journal.front if p.key == journal.star)
 
 
 def test_front_of_an_artifact_names_its_constraint(figures: Any) -> None:
