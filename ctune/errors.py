@@ -13,7 +13,7 @@ EXIT_OK = 0
 EXIT_GATE_FAILED = 1  # check found stale artifacts / gate found a regression
 EXIT_USER_ERROR = 2  # bad path, bad yaml, unknown objective, schema mismatch
 EXIT_TOOLCHAIN = 3  # nvcc missing, no GPU where one is needed
-EXIT_INCONCLUSIVE = 4  # the gate could not decide (noise too large, too few samples)
+EXIT_INCONCLUSIVE = 4  # the gate could not decide; a search found nothing worth pinning
 EXIT_REMOTE = 5  # registry push or pull failed (offline, auth, kept moving); local work kept
 EXIT_INTERRUPTED = 130
 
@@ -67,5 +67,12 @@ class GateFailure(CtuneError):
 
 class GateInconclusive(CtuneError):
     """The gate could not decide; never reported as pass or fail."""
+
+    exit_code = EXIT_INCONCLUSIVE
+
+
+class SearchInconclusive(CtuneError):
+    """A search ended with nothing worth pinning (the constraints left only builds the
+    default build beats, or nothing); the report above says why."""
 
     exit_code = EXIT_INCONCLUSIVE

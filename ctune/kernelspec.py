@@ -281,6 +281,8 @@ def load_spec(path: str | Path, nvcc_help: str | None = None) -> KernelSpec:
     flags that need no such option.
     """
     path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{path}: a folder; name the kernel's .cu (its .yaml sits beside it)")
     if not path.exists():
         raise UserError(f"{path}: no such file")
     yaml_path, cu_path = sidecar_for(path)

@@ -11,12 +11,18 @@ or pull failed (local commits kept); 130 interrupted.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
+from typing import Annotated, Any
 
 import typer
+import typer.main
 
-from ctune.errors import EXIT_INTERRUPTED, CtuneError
+from ctune.errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, CtuneError, UserError
+
+#: exit status of a bug in ctune itself (sysexits EX_SOFTWARE); never a user's doing
+EXIT_INTERNAL = 70
 
 app = typer.Typer(
     name="ctune",
@@ -28,22 +34,56 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from ctune import __version__
+        from ctune.cli.render import line
+
+        line(f"ctune {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", "-V", callback=_version, is_eager=True, help="print the version and exit"
+        ),
+    ] = False,
+) -> None:
+    """Tune nvcc/ptxas flags, launch configuration and template parameters of a CUDA kernel
+    on the real GPU; keep the Pareto-best builds as versioned artifacts."""
 
 
 def _register_commands() -> None:
     # Each module adds its commands to `app`; imports here are light (heavy
     # libraries are imported inside the command functions).
     from ctune.cli import commands  # noqa: F401
+    from ctune.cli.help import tidy
+
+    tidy(app)
+
+
+@functools.cache
+def _command() -> Any:
+    """The click command tree, built once per process (a test suite calls main often)."""
+    _register_commands()
+    return typer.main.get_command(app)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point: run the app, map known errors to one line."""
+    """Console entry point: run the app, map every failure to one line and an exit code."""
     from ctune.cli.render import error_line
 
-    _register_commands()
     try:
-        app(args=argv, standalone_mode=False)
+        if argv is not None and any("\x00" in arg for arg in argv):
+            raise UserError("an argument contains a NUL byte, which no path or value can hold")
+        _command().main(args=argv, standalone_mode=False, prog_name="ctune")
     except CtuneError as exc:
         if os.environ.get("CTUNE_DEBUG"):
             raise
@@ -54,14 +94,30 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_INTERRUPTED)
     except SystemExit:
         raise
-    except Exception as exc:  # click usage errors and the like
+    except BrokenPipeError:
+        _quiet_broken_pipe()
+    except Exception as exc:  # click usage errors, OS errors on a path, bugs
         click_exc = _click_outcome(exc)
         if click_exc is not None:
             sys.exit(click_exc)
         if os.environ.get("CTUNE_DEBUG"):
             raise
+        if isinstance(exc, OSError) and exc.filename is not None:
+            # a path the user named that the OS refused (too long, a directory, no access)
+            error_line(f"{exc.filename}: {exc.strerror or exc}; check the path")
+            sys.exit(EXIT_USER_ERROR)
         error_line(f"internal error: {type(exc).__name__}: {exc} (rerun with CTUNE_DEBUG=1)")
-        sys.exit(70)
+        sys.exit(EXIT_INTERNAL)
+
+
+def _quiet_broken_pipe() -> None:
+    """The reader went away (``ctune registry list | head``): stop without a traceback."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a real file (tests): nothing to redirect
+        pass
+    sys.exit(141)  # what a shell reports for a process ended by SIGPIPE
 
 
 def _click_classes(name: str) -> tuple[type, ...]:
@@ -79,15 +135,32 @@ def _click_classes(name: str) -> tuple[type, ...]:
     return tuple(found)
 
 
+def _usage_line(exc: Exception) -> str:
+    """click's usage error as one line: the message, and where the help is."""
+    ctx = getattr(exc, "ctx", None)
+    command = getattr(ctx, "command_path", "") or "ctune"
+    message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+    message = " ".join(str(message).split())
+    return f"{message} (see `{command} --help`)"
+
+
 def _click_outcome(exc: Exception) -> int | None:
     """Exit code for click's own exceptions (usage errors, --help exits, aborts), else None."""
     from ctune.cli.render import error_line
 
     if isinstance(exc, _click_classes("Exit")):
         return int(getattr(exc, "exit_code", 0))
+    if type(exc).__name__ == "NoArgsIsHelpError":  # `ctune` alone: the help is the answer
+        help_text = exc.format_message() if hasattr(exc, "format_message") else ""
+        if help_text.strip():  # plain click; rich help has printed itself already
+            sys.stdout.write(help_text + "\n")
+        return EXIT_USER_ERROR
+    if isinstance(exc, _click_classes("UsageError")):
+        error_line(_usage_line(exc))
+        return EXIT_USER_ERROR
     if isinstance(exc, _click_classes("ClickException")):
-        exc.show()  # type: ignore[attr-defined]
-        return int(getattr(exc, "exit_code", 2))
+        error_line(" ".join(str(exc.format_message()).split()))  # type: ignore[attr-defined]
+        return int(getattr(exc, "exit_code", 1)) or 1
     if isinstance(exc, _click_classes("Abort")):
         error_line("aborted")
         return EXIT_INTERRUPTED

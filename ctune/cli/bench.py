@@ -9,7 +9,7 @@ import typer
 
 from ctune.cli import app
 from ctune.cli.common import candidate_from_sets, load, settings
-from ctune.errors import EXIT_GATE_FAILED, CtuneError, UserError
+from ctune.errors import EXIT_GATE_FAILED, CtuneError, ToolchainError, UserError
 
 
 class CandidateFailed(CtuneError):
@@ -64,6 +64,7 @@ def bench_command(
     from ctune.compile.nvcc import NvccCompiler
     from ctune.measure.plan import plan_for, validate
     from ctune.measure.session import WorkerMeasurer
+    from ctune.search.driver import gpu_available
 
     cfg = settings(arch=arch, energy_window_s=energy_window, l2=l2, timing=timing)
     spec, toolchain = load(kernel, cfg)
@@ -80,6 +81,11 @@ def bench_command(
         max_samples=samples,
     )
     validate(plan)
+    if not gpu_available(device):  # input checked, nothing compiled yet
+        raise ToolchainError(
+            f"ctune bench needs a CUDA GPU (device {device} is not visible; run `ctune "
+            "doctor`); nothing was compiled. `ctune compile` works without one"
+        )
     if energy:
         from ctune.measure.nvml_energy import require_nvml
 

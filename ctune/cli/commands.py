@@ -6,6 +6,7 @@ from ctune.cli import compile as _compile  # noqa: F401
 from ctune.cli import doctor as _doctor  # noqa: F401
 from ctune.cli import gate as _gate  # noqa: F401
 from ctune.cli import init as _init  # noqa: F401
+from ctune.cli import plot as _plot  # noqa: F401
 from ctune.cli import registry as _registry  # noqa: F401
 from ctune.cli import results as _results  # noqa: F401
 from ctune.cli import search as _search  # noqa: F401

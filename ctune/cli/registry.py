@@ -50,7 +50,7 @@ RefOpt = Annotated[
     str | None,
     typer.Option("--ref", help="branch to commit to (default: the checked-out branch)"),
 ]
-KeyArg = Annotated[str, typer.Argument(help="<kernel>/<problem>/<device-class>[@<member>]")]
+KeyArg = Annotated[str, typer.Argument(help="<kernel>/<problem>/<device-class>\\[@<member>]")]
 RemoteOpt = Annotated[
     str | None,
     typer.Option("--remote", help="git remote (default: \\[tool.ctune] registry-remote, origin)"),
@@ -68,19 +68,36 @@ def _settings(registry: Path | None) -> Settings:
     return resolve({"registry": registry})
 
 
+TableOpt = Annotated[
+    str | None,
+    typer.Option("--as", metavar="csv|json", help="a table for other tools, on stdout"),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="the same as --as json")]
+
+
 @registry_app.command("list")
 def list_command(
     registry: RegistryOpt = None,
     pinned: Annotated[bool, typer.Option("--pinned", help="only pinned artifacts")] = False,
+    fmt: TableOpt = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """List artifacts; unreadable files are reported (quarantined) and skipped."""
+    from ctune.cli import tables
     from ctune.registry.store import ArtifactStore, Listing
 
+    fmt = tables.check_format(fmt) if fmt is not None else ("json" if json_out else None)
     result = ArtifactStore(_settings(registry).registry).list()
     if pinned:
         chosen = tuple((k, a) for k, a in result.artifacts if a.pinned is not None)
         result = Listing(chosen, result.quarantined)
-    render.listing(result)
+    if fmt is None:
+        render.listing(result)
+        return
+    render.quarantined(result.quarantined)
+    header, rows = render.listing_rows(result)
+    bad = [{"path": q.path, "message": q.message} for q in result.quarantined]
+    tables.write(fmt, header, rows, {"quarantined": bad} if fmt == "json" else None)
 
 
 @registry_app.command("show")
@@ -89,8 +106,17 @@ def show_command(
     registry: RegistryOpt = None,
     release: ReleaseOpt = None,
     json_out: Annotated[bool, typer.Option("--json", help="the file's JSON")] = False,
+    fmt: Annotated[
+        str | None,
+        typer.Option(
+            "--as",
+            metavar="csv|json",
+            help="csv: the front and the baseline, one row each; json: the file's JSON",
+        ),
+    ] = None,
 ) -> None:
     """Show one artifact: front, pinned member, fingerprint, provenance."""
+    from ctune.cli import tables
     from ctune.registry import schema
     from ctune.registry.layout import parse_key
     from ctune.registry.service import load_artifact, load_pinned
@@ -101,7 +127,9 @@ def show_command(
         artifact = load_pinned(root, parsed, release)[0]
     else:
         parsed, artifact = load_artifact(root, key)
-    if json_out:
+    if fmt is not None and tables.check_format(fmt) == "csv":
+        tables.write("csv", *render.member_rows(artifact))
+    elif json_out or fmt == "json":
         render.text(schema.encode(artifact).decode())
     else:
         render.artifact(parsed, artifact)
@@ -144,8 +172,22 @@ def export_command(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="write to a file instead of stdout")
     ] = None,
+    bare: Annotated[
+        bool,
+        typer.Option(
+            "--bare",
+            help="header and CMake: the tunables under the names the kernel reads (BLOCK_N), "
+            "not CTUNE_<KERNEL>_BLOCK_N; for a build that compiles this one kernel",
+        ),
+    ] = False,
 ) -> None:
-    """Print what a build needs: flags line, C header, CMake snippet or JSON."""
+    """Print what a build needs: flags line, C header, CMake snippet or JSON.
+
+    Header and CMake names are prefixed per kernel (CTUNE_GEMM_BLOCK_N), so exports of
+    several kernels can be used together; the kernel's source reads the bare names:
+    define CTUNE_<KERNEL>_BARE_NAMES before including the header where it is compiled,
+    or export with --bare.
+    """
     from ctune.registry.export import render as render_export
     from ctune.registry.layout import parse_key
     from ctune.registry.service import load_artifact, load_pinned
@@ -155,10 +197,10 @@ def export_command(
     parsed = parse_key(key)
     if release:
         artifact, member = load_pinned(root, parsed, release)
-        body = render_export(artifact, parsed.member or member, fmt)
+        body = render_export(artifact, parsed.member or member, fmt, bare)
     else:
         parsed, artifact = load_artifact(root, key)
-        body = render_export(artifact, parsed.member, fmt)
+        body = render_export(artifact, parsed.member, fmt, bare)
     if output is None:
         render.text(body)
     else:

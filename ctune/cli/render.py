@@ -1,4 +1,10 @@
-"""The only place that prints: rich consoles, tables and progress for the CLI."""
+"""The only place that prints: rich consoles, tables and progress for the CLI.
+
+Nothing printed is parsed as rich markup (the consoles have markup and emoji
+codes off): a path like ``kernels/[/x].cu`` or a value like ``[red]`` prints
+as itself. Styled parts are :class:`rich.text.Text` spans built by
+:func:`styled`, and every piece of text passes :mod:`ctune.cli.sanitize`.
+"""
 
 from __future__ import annotations
 
@@ -6,29 +12,77 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.text import Text
+
+from ctune.cli.sanitize import block, one_line
 
 if TYPE_CHECKING:
     from ctune.doctor import Check
     from ctune.kernelspec import KernelSpec, Problem
     from ctune.records import Build, Candidate, GeneValue
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+
+def _console(stderr: bool = False) -> Console:
+    made = Console(stderr=stderr, highlight=False, markup=False, emoji=False)
+    # rich fixes the width from COLUMNS when the console is made (at import); read the
+    # terminal (or COLUMNS) at each print instead, as a fresh process would
+    made._width = None
+    return made
+
+
+console = _console()
+err_console = _console(stderr=True)
+
+Part = str | tuple[str, str]
+
+
+def styled(*parts: Part) -> Text:
+    """One line from plain strings and (text, style) pairs; every piece sanitised."""
+    text = Text()
+    for part in parts:
+        if isinstance(part, str):
+            text.append(one_line(part))
+        else:
+            text.append(one_line(part[0]), style=part[1])
+    return text
+
+
+def line(*parts: Part, stderr: bool = False) -> None:
+    """Print one unwrapped line (CI logs stay greppable, narrow terminals fold it)."""
+    (err_console if stderr else console).print(styled(*parts), soft_wrap=True)
 
 
 def error_line(message: str) -> None:
     """One line on stderr: what went wrong, where, what to do."""
-    err_console.print(f"[bold red]error:[/] {message}", soft_wrap=True)
+    line(("error:", "bold red"), " ", message, stderr=True)
 
 
 def warn_line(message: str) -> None:
-    err_console.print(f"[yellow]warning:[/] {message}", soft_wrap=True)
+    line(("warning:", "yellow"), " ", message, stderr=True)
+
+
+def log_block(title: str, body: str) -> None:
+    """A titled multi-line text such as a compiler log: lines kept, controls escaped."""
+    line((title, "bold"))
+    console.print(Text(block(body)), soft_wrap=True)
 
 
 def print_json(data: Any) -> None:
+    """JSON on stdout as one document, never wrapped or styled (ASCII, so any terminal)."""
     import json
+    import sys
 
-    console.print_json(json.dumps(data, default=str))
+    sys.stdout.write(json.dumps(data, default=str, indent=2) + "\n")
+    sys.stdout.flush()
+
+
+def _kv_table() -> Any:
+    from rich.table import Table
+
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
+    return table
 
 
 def compile_report(
@@ -48,17 +102,16 @@ def compile_report(
             }
         )
         return
-    from rich.table import Table
-
-    table = Table(show_header=False, box=None, pad_edge=False)
-    table.add_column(style="bold")
-    table.add_column()
+    table = _kv_table()
     res = build.resources
-    status = "[green]ok[/]" if build.outcome.is_ok else f"[red]{build.outcome.value}[/]"
+    status = styled(
+        (build.outcome.value, "green" if build.outcome.is_ok else "red"),
+        " (cached)" if build.cache_hit else "",
+    )
     table.add_row("kernel", f"{spec.name} ({spec.source_path.name}, entry {spec.entry_symbol})")
     table.add_row("problem", problem.name)
     table.add_row("candidate", candidate.key())
-    table.add_row("outcome", status + (" (cached)" if build.cache_hit else ""))
+    table.add_row("outcome", status)
     table.add_row("compile", f"{build.compile_s:.2f} s ({build.toolchain})")
     table.add_row(
         "resources",
@@ -68,13 +121,12 @@ def compile_report(
         f"{res.stack_bytes if res.stack_bytes is not None else '?'} B stack",
     )
     table.add_row("sass sha256", build.sass_sha256 or "-")
-    table.add_row("output", build.binary_path or "-")
     console.print(table)
-    console.print("[bold]argv[/]")
-    console.print(" ".join(build.argv), soft_wrap=True, markup=False)
+    line(("output", "bold"), "       ", build.binary_path or "-")  # a path: never folded
+    line(("argv", "bold"))
+    line(" ".join(build.argv))
     if not build.outcome.is_ok and build.log_tail:
-        console.print("[bold]compiler output (tail)[/]")
-        console.print(build.log_tail[-1500:], markup=False)
+        log_block("compiler output (tail)", build.log_tail[-1500:])
 
 
 def space_report(
@@ -115,20 +167,23 @@ def space_report(
     from rich.table import Table
 
     table = Table(title=f"{spec.name}: genes ({problem.name})")
-    for col in ("gene", "family", "values", "default"):
-        table.add_column(col)
+    table.add_column("gene", no_wrap=True)
+    table.add_column("family", no_wrap=True)
+    table.add_column("values", overflow="fold")
+    table.add_column("default", overflow="fold")
     for g in space.genes:
         values = ", ".join(str(v) for v in g.values)
-        name = g.name + (" [yellow](numerics)[/]" if g.numerics else "")
+        name = styled(g.name, *([(" (numerics)", "yellow")] if g.numerics else []))
         table.add_row(name, g.family, values, str(g.default))
     console.print(table)
     if space.restrictions:
-        console.print("[bold]restrictions[/]")
+        line(("restrictions", "bold"))
         for r in space.restrictions:
-            console.print(f"  {r.source}", markup=False)
+            line(f"  {r.source}")
     approx = "" if exact else "about "
-    console.print(
-        f"[bold]valid candidates:[/] {approx}{count:,} of {space.cardinality():,} combinations"
+    line(
+        ("valid candidates:", "bold"),
+        f" {approx}{count:,} of {space.cardinality():,} combinations",
     )
     if device is not None:
         console.print(
@@ -138,14 +193,11 @@ def space_report(
             highlight=False,
         )
     if samples:
-        console.print("[bold]random valid samples[/]")
+        line(("random valid samples", "bold"))
         defaults = space.default_values()
         for sample in samples:
             changed = {k: v for k, v in sample.items() if v != defaults[k]}
-            console.print(
-                "  " + (" ".join(f"{k}={v}" for k, v in changed.items()) or "(default)"),
-                markup=False,
-            )
+            line("  " + (" ".join(f"{k}={v}" for k, v in changed.items()) or "(default)"))
 
 
 def doctor_report(
@@ -169,15 +221,18 @@ def doctor_report(
     from rich.table import Table
 
     table = Table(title="ctune doctor")
-    for col in ("check", "", "detail", "needed for"):
-        table.add_column(col)
+    table.add_column("check", no_wrap=True)
+    table.add_column("", no_wrap=True)
+    table.add_column("detail", overflow="fold")
+    table.add_column("needed for", overflow="fold")
     for c in checks:
-        table.add_row(c.name, "[green]ok[/]" if c.ok else "[red]missing[/]", c.detail, c.needed_for)
+        mark = styled(("ok", "green") if c.ok else ("missing", "red"))
+        table.add_row(c.name, mark, one_line(c.detail), one_line(c.needed_for))
     console.print(table)
     for lock in stale_locks:
         done = lock.path in removed
-        console.print(
-            f"[yellow]stale git lock[/] {lock.path} ({lock.age_s:.0f} s old)"
-            + (" [green]removed[/]" if done else " - run `ctune doctor --fix` to remove it"),
-            markup=True,
+        line(
+            ("stale git lock", "yellow"),
+            f" {lock.path} ({lock.age_s:.0f} s old)",
+            ("  removed", "green") if done else " - run `ctune doctor --fix` to remove it",
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ctune.cli.render import console, print_json
+from ctune.cli.render import console, log_block, print_json, styled
 
 if TYPE_CHECKING:
     from ctune.kernelspec import KernelSpec, Problem
@@ -52,8 +52,8 @@ def bench_report(
     from rich.table import Table
 
     table = Table(show_header=False, box=None, pad_edge=False)
-    table.add_column(style="bold")
-    table.add_column()
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
     table.add_row("kernel", f"{spec.name} ({spec.source_path.name}, entry {spec.entry_symbol})")
     table.add_row("problem", problem.name)
     changed = {k: v for k, v in candidate.genes if spec.space.default_values().get(k) != v}
@@ -64,12 +64,11 @@ def bench_report(
     if measurement is None:
         console.print(table)
         if build.log_tail:
-            console.print("[bold]compiler output (tail)[/]")
-            console.print(build.log_tail[-1500:], markup=False)
+            log_block("compiler output (tail)", build.log_tail[-1500:])
         return
     m = measurement
     colour = "green" if m.outcome.is_ok else "red"
-    table.add_row("outcome", f"[{colour}]{m.outcome.value}[/]")
+    table.add_row("outcome", styled((m.outcome.value, colour)))
     if m.device is not None:
         table.add_row("device", f"{m.device.describe()}  {m.device.uuid}")
     if m.rel_l2_error is not None:
@@ -105,11 +104,12 @@ def bench_report(
         )
         table.add_row("energy method", m.energy_method)
     if m.other_processes:
-        table.add_row("[yellow]warning[/]", f"{m.other_processes} other process(es) on the GPU")
+        table.add_row(
+            styled(("warning", "yellow")), f"{m.other_processes} other process(es) on the GPU"
+        )
     if m.sampling_note:
         table.add_row("sampling", m.sampling_note)
     table.add_row("wall", f"{m.wall_s:.2f} s")
     console.print(table)
     if m.error:
-        console.print(f"[bold]{'evidence' if not m.outcome.is_ok else 'note'}[/]")
-        console.print(m.error[-2000:], markup=False, soft_wrap=True)
+        log_block("evidence" if not m.outcome.is_ok else "note", m.error[-2000:])

@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from rich.markup import escape
 from rich.table import Column, Table
 
-from ctune.cli.render import console, warn_line
+from ctune.cli.render import console, line, warn_line
+from ctune.cli.sanitize import one_line
 from ctune.records import FieldChange
 from ctune.registry.check import FRESH, STALE, WARN, CheckReport, CheckResult
 from ctune.registry.diff import ArtifactDiff
@@ -36,7 +36,7 @@ from ctune.registry.store import Listing, Quarantined
 
 
 def _line(text: str) -> None:
-    console.print(text, soft_wrap=True, markup=False)
+    line(text)
 
 
 def retune(key: object, command: str) -> None:
@@ -71,6 +71,62 @@ def listing(result: Listing) -> None:
     quarantined(result.quarantined)
 
 
+def listing_rows(result: Listing) -> tuple[list[str], list[dict[str, object]]]:
+    """``registry list --as``: one row per artifact, the pinned member's values in a cell."""
+    header = [
+        "key",
+        "kernel",
+        "problem",
+        "device_class",
+        "front",
+        "pinned",
+        "objectives",
+        "pinned_values",
+        "digest",
+    ]
+    rows: list[dict[str, object]] = []
+    for key, a in result.artifacts:
+        member = a.pinned_member()
+        rows.append(
+            {
+                "key": str(key),
+                "kernel": a.kernel,
+                "problem": a.problem,
+                "device_class": a.device_class,
+                "front": len(a.front),
+                "pinned": a.pinned,
+                "objectives": [o.name for o in a.objectives],
+                "pinned_values": list(member.values) if member is not None else None,
+                "digest": a.digest(),
+            }
+        )
+    return header, rows
+
+
+def member_rows(a: Artifact) -> tuple[list[str], list[dict[str, object]]]:
+    """``registry show --as csv``: the front and the baseline, one row each, genes as columns."""
+    names = [o.name for o in a.objectives]
+    genes = [k for k, _ in a.baseline.candidate.genes]
+    fixed = ["key", "role", *names, "p50_ms", "p95_ms", "p99_ms", "energy_j", "avg_power_w"]
+    fixed += ["regs", "spills_bytes", "smem_bytes", "processes", "sass_sha256"]
+    columns = {g: (f"gene.{g}" if g in fixed else g) for g in genes}
+    rows: list[dict[str, object]] = []
+    for m in (*a.front, a.baseline):
+        role = "baseline" if m is a.baseline else ("pinned" if m.key == a.pinned else "front")
+        row: dict[str, object] = {"key": m.key, "role": role}
+        row.update(dict(zip(names, m.values, strict=True)))
+        for field in ("p50_ms", "p95_ms", "p99_ms", "energy_j", "avg_power_w"):
+            row[field] = m.summary.get(field)
+        for field in ("regs", "spills_bytes", "smem_bytes"):
+            row[field] = m.resources.get(field)
+        row["processes"] = len(m.process_medians_ms)
+        row["sass_sha256"] = m.sass_sha256
+        genes_of = m.candidate.as_dict()
+        row.update({column: genes_of.get(g) for g, column in columns.items()})
+        rows.append(row)
+    return [*fixed, *columns.values()], rows
+
+
 def _fmt(v: float) -> str:
     return f"{v:.6g}"
 
@@ -80,8 +136,8 @@ def artifact(key: ArtifactKey, a: Artifact) -> None:
     prov = ", ".join(f"{k}={v}" for k, v in sorted(a.provenance.items()))
     if prov:
         _line(f"provenance: {prov}")
-    # registry content is data, never rich markup: escape every cell
-    heads = [escape(f"{o.name} [{o.unit}, {o.direction}]") for o in a.objectives]
+    # registry content is data: the consoles never read it as markup
+    heads = [f"{o.name} [{o.unit}, {o.direction}]" for o in a.objectives]
     table = Table(Column("member", no_wrap=True), *heads, "processes", "sass", box=None)
     for m in (*a.front, a.baseline):
         mark = " (pinned)" if m.key == a.pinned else ""
@@ -98,7 +154,7 @@ def artifact(key: ArtifactKey, a: Artifact) -> None:
         _line("pinned genes: " + " ".join(f"{k}={v}" for k, v in member.candidate.genes))
     fp = Table("fingerprint", Column("value", overflow="fold"), box=None)
     for name, value in sorted(a.fingerprint.items()):
-        fp.add_row(name, escape(value))
+        fp.add_row(name, one_line(value))
     console.print(fp)
 
 
@@ -351,8 +407,8 @@ def check_result(r: CheckResult, strict: bool) -> list[str]:
 
 def check(report: CheckReport, strict: bool, not_checked_line: str) -> None:
     for r in report.results:
-        for line in check_result(r, strict):
-            _line(line)
+        for text in check_result(r, strict):
+            _line(text)
     if not report.results:
         _line("no artifacts to check")
     if not_checked_line:

@@ -3,19 +3,27 @@
 Like ``render.py``, this is a place that prints; the search itself only
 emits events (``ctune.search.events``). With ``--json`` nothing is drawn
 while searching and the result is printed once, as JSON, on stdout.
+
+The front is a table where it fits the terminal as it is; on a narrow one
+(80 columns, or output to a file or pipe, which rich treats as 80) each
+member gets its own block instead: the key and its values on one line, the
+genes it changes on the next, never squeezed into folded columns.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ctune.cli.render import console, err_console, print_json, warn_line
+from rich.text import Text
+
+from ctune.cli.render import Part, console, err_console, line, print_json, styled, warn_line
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
     from ctune.search.events import Progress, SearchEvent
+    from ctune.search.feasibility import ConstraintReport, Feasibility
     from ctune.search.result import MemberResult, SearchResult
 
 
@@ -58,9 +66,9 @@ class SearchDisplay:
             self._live.stop()
             self._live = None
 
-    def _print(self, text: str) -> None:
+    def _print(self, *parts: Part) -> None:
         if not self.json_out:
-            err_console.print(text, soft_wrap=True, highlight=False)
+            line(*parts, stderr=True)
 
     def handle(self, event: SearchEvent) -> None:
         from ctune.search import events as ev
@@ -71,7 +79,7 @@ class SearchDisplay:
                     return
                 warn_line(event.message)
             else:
-                self._print(f"[dim]{event.message}[/]")
+                self._print((event.message, "dim"))
         elif isinstance(event, ev.SearchStarted):
             self.objectives = list(event.objective_texts)
             budget = f"{event.budget} evaluations" if event.budget else "no evaluation cap"
@@ -79,9 +87,10 @@ class SearchDisplay:
                 budget += f", {_duration(event.time_budget_s)}"
             approx = "" if event.valid_exact else "about "
             self._print(
-                f"[bold]ctune search[/] {event.kernel} / {event.problem}: {event.objectives}; "
+                ("ctune search", "bold"),
+                f" {event.kernel} / {event.problem}: {event.objectives}; "
                 f"{event.strategy}, {budget}; {approx}{event.valid_candidates:,} valid "
-                f"candidates; {event.jobs} parallel compiles"
+                f"candidates; {event.jobs} parallel compiles",
             )
             resumed = f" (resumed {event.resumed_trials} trials)" if event.resumed_trials else ""
             self._print(
@@ -105,18 +114,11 @@ class SearchDisplay:
 
 
 def status_block(p: Progress, objectives: list[str]) -> RenderableType:
-    from rich.table import Table
-
-    grid = Table.grid(padding=(0, 2))
+    """Two lines of "label value" pairs; a narrow terminal wraps them between pairs."""
     budget = f"/{p.budget}" if p.budget is not None else ""
-    grid.add_row(
-        f"[bold]generation[/] {p.generation}",
-        # the budget counts what the strategy asked for; fillers are extra
-        f"[bold]evaluations[/] {p.evaluations - p.fillers}{budget}"
-        + (f" + {p.fillers} fillers" if p.fillers else ""),
-        f"[bold]cached[/] {p.cached}",
-        f"[bold]elapsed[/] {_duration(p.elapsed_s)}",
-        f"[bold]ETA[/] {_duration(p.eta_s)}",
+    # the budget counts what the strategy asked for; fillers are extra
+    evaluations = f"{p.evaluations - p.fillers}{budget}" + (
+        f" + {p.fillers} fillers" if p.fillers else ""
     )
     failures = ", ".join(f"{k} {v}" for k, v in sorted(p.failures.items())) or "none"
     best = "-"
@@ -124,14 +126,28 @@ def status_block(p: Progress, objectives: list[str]) -> RenderableType:
         best = ", ".join(f"{name} {_value(v)}" for name, v in zip(objectives, p.best, strict=False))
     elif p.hypervolume is not None:
         best = f"hypervolume {p.hypervolume:.4f} (vs baseline-normalised reference)"
-    grid.add_row(
-        f"[bold]failures[/] {failures}",
-        f"[bold]infeasible[/] {p.infeasible}",
-        f"[bold]front[/] {p.front_size}",
-        f"[bold]best[/] {best}",
-        "",
-    )
-    return grid
+    rows = [
+        [
+            ("generation", str(p.generation)),
+            ("evaluations", evaluations),
+            ("cached", str(p.cached)),
+            ("elapsed", _duration(p.elapsed_s)),
+            ("ETA", _duration(p.eta_s)),
+        ],
+        [
+            ("failures", failures),
+            ("infeasible", str(p.infeasible)),
+            ("front", str(p.front_size)),
+            ("best", best),
+        ],
+    ]
+    text = Text()
+    for i, row in enumerate(rows):
+        if i:
+            text.append("\n")
+        for j, (label, value) in enumerate(row):
+            text.append_text(styled("  " if j else "", (label, "bold"), f" {value}"))
+    return text
 
 
 # --- the final report -----------------------------------------------------------------------
@@ -144,15 +160,15 @@ def _gain_text(m: MemberResult) -> str:
     return f"{g.ratio:.3f}x [{g.low:.3f}, {g.high:.3f}]"
 
 
-def _sig_text(m: MemberResult) -> str:
+def _sig_text(m: MemberResult) -> Text:
     s = m.significance
     if s is None or s.effect is None:
-        return "-"
+        return Text("-")
     if s.verdict == "faster":
-        return f"[green]faster {s.effect:+.1%}[/]"
+        return styled((f"faster {s.effect:+.1%}", "green"))
     if s.verdict == "slower":
-        return f"[red]slower {s.effect:+.1%}[/]"
-    return f"[dim]n.s. {s.effect:+.1%}[/]"
+        return styled((f"slower {s.effect:+.1%}", "red"))
+    return styled((f"n.s. {s.effect:+.1%}", "dim"))
 
 
 def _changed(m: MemberResult, baseline_key: str | None) -> str:
@@ -172,63 +188,139 @@ def _resources(m: MemberResult) -> str:
     return f"{show(r.get('regs'))}/{show(r.get('spills_bytes'))}/{show(r.get('smem_bytes'))}"
 
 
+def _title(result: SearchResult) -> str:
+    where = "compile-only (nothing ran on a GPU)" if result.compile_only else f"on {result.device}"
+    return f"{result.kernel} / {result.problem} {where}: {len(result.front)} on the front"
+
+
+@dataclass(frozen=True)
+class _Row:
+    """One front member's (or the baseline's) cells: both layouts draw these."""
+
+    key: str
+    pinned: bool
+    changed: str
+    values: list[str]
+    gain: str
+    sig: Text
+    resources: str
+    baseline: bool
+
+
+def _rows(result: SearchResult) -> list[_Row]:
+    base_key = result.baseline.key if result.baseline is not None else None
+    rows = [
+        _Row(
+            m.key,
+            m.key == result.pinned,
+            _changed(m, base_key),
+            [_value(v) for v in m.values],
+            _gain_text(m),
+            _sig_text(m),
+            _resources(m),
+            False,
+        )
+        for m in result.front
+    ]
+    if result.baseline is not None:
+        b = result.baseline
+        rows.append(
+            _Row(
+                b.key,
+                False,
+                "baseline: the default build",
+                [_value(v) for v in b.values],
+                "1x",
+                Text(""),
+                _resources(b),
+                True,
+            )
+        )
+    return rows
+
+
+def _wide_table(result: SearchResult, rows: list[_Row]) -> Any:
+    from rich.table import Table
+
+    table = Table(title=_title(result))
+    table.add_column("key", no_wrap=True)
+    table.add_column("changed vs default", no_wrap=True)
+    for o in result.objectives:
+        table.add_column(f"{o['name']} ({o['direction']}, {o['unit']})", justify="right")
+    table.add_column(f"gain {result.objectives[0]['name']} [95% CI]", no_wrap=True)
+    table.add_column("p50 vs base", no_wrap=True)
+    table.add_column("regs/spill/smem", no_wrap=True)
+    for row in rows:
+        dim = "dim" if row.baseline else ""
+        key = styled((row.key, dim), (" *", "bold yellow") if row.pinned else "")
+        table.add_row(
+            key,
+            styled((row.changed, dim)),
+            *row.values,
+            row.gain,
+            row.sig,
+            row.resources,
+        )
+    return table
+
+
+def _fits(table: Any) -> bool:
+    from rich.measure import Measurement
+
+    natural = Measurement.get(console, console.options.update_width(10_000), table).maximum
+    return natural <= console.width
+
+
+def _narrow_front(result: SearchResult, rows: list[_Row]) -> None:
+    """Each member as a block: key and values, the genes it changes, then its evidence."""
+    line((_title(result), "bold"))
+    names = [f"{o['name']} ({o['unit']})" for o in result.objectives]
+    gain_name = result.objectives[0]["name"]
+    for row in rows:
+        mark: Part = ("* ", "bold yellow") if row.pinned else "  "
+        values = "  ".join(f"{n} {v}" for n, v in zip(names, row.values, strict=True))
+        style = "dim" if row.baseline else "bold"
+        console.print(styled(mark, (row.key, style), "  ", values))
+        console.print(styled("    ", (row.changed, "dim" if row.baseline else "")))
+        evidence = Text("    ")
+        if not row.baseline:
+            evidence.append_text(styled(f"gain {gain_name} {row.gain}  "))
+        if row.sig.plain not in ("", "-"):
+            evidence.append_text(styled("p50 "))
+            evidence.append_text(row.sig)
+            evidence.append("  ")
+        evidence.append_text(styled(f"regs/spill/smem {row.resources}"))
+        console.print(evidence)
+
+
 def final_report(result: SearchResult, json_out: bool) -> None:
     if json_out:
         print_json(result.to_json())
         return
-    from rich.table import Table
-
-    heads = [f"{o['name']} ({o['direction']}, {o['unit']})" for o in result.objectives]
-    title = (
-        f"{result.kernel} / {result.problem} on {result.device}: {len(result.front)} on the front"
-    )
-    table = Table(title=title)
-    table.add_column("key", no_wrap=True)
-    table.add_column("changed vs default", overflow="fold", ratio=3)
-    for h in heads:
-        table.add_column(h, justify="right")
-    table.add_column(f"gain {result.objectives[0]['name']} [95% CI]", overflow="fold")
-    table.add_column("p50 vs base", overflow="fold")
-    table.add_column("regs/spill/smem", overflow="fold")
-    base_key = result.baseline.key if result.baseline is not None else None
-    for m in result.front:
-        key = m.key + (" [bold yellow]*[/]" if m.key == result.pinned else "")
-        table.add_row(
-            key,
-            _changed(m, base_key),
-            *(_value(v) for v in m.values),
-            _gain_text(m),
-            _sig_text(m),
-            _resources(m),
-        )
-    if result.baseline is not None:
-        b = result.baseline
-        table.add_row(
-            f"[dim]{b.key}[/]",
-            "[dim]baseline: the default build[/]",
-            *(_value(v) for v in b.values),
-            "1x",
-            "",
-            _resources(b),
-        )
-    console.print(table)
+    rows = _rows(result)
+    table = _wide_table(result, rows)
+    if _fits(table):
+        console.print(table)
+    else:
+        _narrow_front(result, rows)
     if result.pinned:
-        console.print(
-            f"[bold yellow]*[/] pinned: {result.pinned} (best {result.objectives[0]['name']})"
+        line(
+            ("*", "bold yellow"), f" pinned: {result.pinned} (best {result.objectives[0]['name']})"
         )
     if result.confirm_processes and not result.interrupted:
-        console.print(
+        line(
             f"values re-measured in {result.confirm_processes} fresh processes; "
             "faster/slower = Mann-Whitney p < 0.01 and effect > max(2%, 5 x "
             "between-process CV), else n.s.; gain CI: hierarchical bootstrap"
         )
     elif not result.interrupted:
-        console.print("[dim]values from the search itself (not re-measured)[/]")
+        line(("values from the search itself (not re-measured)", "dim"))
     for key, why in result.dropped:
-        console.print(f"[yellow]dropped[/] {key}: {why}")
+        line(("dropped", "yellow"), f" {key}: {why}")
     failures = ", ".join(f"{k} {v}" for k, v in sorted(result.failures.items())) or "none"
-    console.print(
-        f"[bold]evaluations[/] {result.evaluations - result.fillers}"
+    line(
+        ("evaluations", "bold"),
+        f" {result.evaluations - result.fillers}"
         + (f"/{result.budget}" if result.budget else "")
         + (
             f" + {result.fillers} fillers (runtime-gene variants measured while builds compiled)"
@@ -236,65 +328,109 @@ def final_report(result: SearchResult, json_out: bool) -> None:
             else ""
         )
         + f" in {result.generations} generations ({result.strategy}, seed "
-        f"{result.seed}); stopped: {result.stop_reason}; cached {result.cached}"
+        f"{result.seed}); stopped: {result.stop_reason}; cached {result.cached}",
     )
-    console.print(f"[bold]failures[/] {failures}; infeasible {result.infeasible}")
+    line(("failures", "bold"), f" {failures}; infeasible {result.infeasible}")
+    if result.feasibility is not None:
+        feasibility_report(result, result.feasibility)
     t = result.timing
-    console.print(
-        f"[bold]time[/] {_duration(t.wall_s)} wall = compile wait {_duration(t.compile_wait_s)}"
+    line(
+        ("time", "bold"),
+        f" {_duration(t.wall_s)} wall = compile wait {_duration(t.compile_wait_s)}"
         f" + measure {_duration(t.measure_s)} + confirm {_duration(t.confirm_s)} + overhead "
         f"{_duration(t.overhead_s)}; GPU busy {t.gpu_busy_fraction:.0%}; "
-        f"compiler CPU {_duration(t.compile_cpu_s)}"
+        f"compiler CPU {_duration(t.compile_cpu_s)}",
     )
     if result.interrupted:
-        console.print(
-            f"[yellow]interrupted[/]: nothing written; resume with --resume {result.journal}"
-        )
+        line(("interrupted", "yellow"), f": nothing written; resume with --resume {result.journal}")
     else:
-        console.print(f"[bold]journal[/] {result.journal}")
+        line(("journal", "bold"), f" {result.journal}")
     if result.artifact_path is not None:
-        console.print(
-            f"[bold]result[/] {result.artifact_path} "
-            "(ctune registry import FILE adds it to the registry)"
+        line(
+            ("result", "bold"),
+            f" {result.artifact_path} (ctune registry import FILE adds it to the registry)",
         )
     if result.commit:
-        console.print(f"[bold]committed[/] {result.commit}")
+        line(("committed", "bold"), f" {result.commit}")
 
 
-def plot_front(result: SearchResult, path: Path) -> None:
-    """A PNG of the front and the baseline (first two objectives); needs matplotlib."""
-    try:
-        import matplotlib
+# --- what the constraints did --------------------------------------------------------------
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        warn_line("--plot needs matplotlib (pip install 'ctune[plot]'); no plot written")
+
+def _with_unit(value: float | None, unit: str) -> str:
+    return "?" if value is None else f"{value:.4g} {unit}"
+
+
+def _constraint_lines(result: SearchResult, c: ConstraintReport) -> None:
+    from ctune.search.feasibility import loosened
+
+    if c.measured == 0:
+        line(f"  {c.text}: {c.term} was not measured for any candidate")
         return
-    names = [f"{o['name']} ({o['unit']})" for o in result.objectives]
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    front = list(result.front)
-    if len(names) >= 2:
-        ax.scatter([m.values[0] for m in front], [m.values[1] for m in front], label="front")
-        if result.baseline is not None:
-            ax.scatter(
-                [result.baseline.values[0]],
-                [result.baseline.values[1]],
-                marker="x",
-                color="red",
-                label="baseline",
-            )
-        ax.set_xlabel(names[0])
-        ax.set_ylabel(names[1])
-    else:
-        members = ([result.baseline] if result.baseline else []) + front
-        ax.bar([m.key[:8] for m in members], [m.values[0] for m in members])
-        ax.set_ylabel(names[0])
-    ax.set_title(f"{result.kernel} / {result.problem}")
-    if len(names) >= 2:
-        ax.legend(loc="best")
-    fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    console.print(f"[bold]plot[/] {path}")
+    base = "" if c.baseline is None else f"; baseline {_with_unit(c.baseline, c.unit)}"
+    base += "" if c.baseline_ok else ", which breaks it"
+    line(
+        f"  {c.text}: broken by {c.broken} of {c.measured} measured; {c.term} measured "
+        f"{_with_unit(c.low, c.unit)} to {_with_unit(c.high, c.unit)}{base}"
+    )
+    if c.relax is None:
+        return
+    first = result.objectives[0]
+    feasible = [m.values[0] for m in result.front]
+    best = (max if first["direction"] == "max" else min)(feasible) if feasible else None
+    versus = (
+        f" (the constraints allow {best:.4g} {first['unit']} at best)"
+        if best is not None
+        else " (the constraints allow none)"
+    )
+    op = loosened(c.op)
+    line(
+        f"    relaxing it to {c.term}{op}{c.relax.bound:.4g}{c.unit} would admit "
+        f"{c.relax.admits} more, the best at {first['name']} "
+        f"{c.relax.values[0]:.4g} {first['unit']}{versus}"
+    )
+
+
+def feasibility_report(result: SearchResult, f: Feasibility) -> None:
+    """What the constraints ruled out, and the verdict when nothing left is worth pinning."""
+    if not f.notable:
+        return
+    who = "the baseline (default build) among them" if not f.baseline_feasible else ""
+    line(
+        ("constraints", "bold yellow"),
+        f" rule out {f.infeasible} of {f.evaluated} measured candidates"
+        + (f", {who}" if who else ""),
+    )
+    for c in f.constraints:
+        _constraint_lines(result, c)
+    if f.dominated:
+        names = " and ".join(o["name"] for o in result.objectives)
+        broken = ", ".join(c.text for c in f.constraints if not c.baseline_ok) or "a constraint"
+        line(
+            ("inconclusive", "bold red"),
+            f": every build the constraints allow is worse than the default build on {names}; "
+            f"the default build breaks {broken}. Nothing pinned: relax the constraint or "
+            "accept the default build.",
+        )
+    elif f.empty:
+        line(
+            ("inconclusive", "bold red"),
+            ": no measured candidate meets the constraints. Nothing pinned: relax them.",
+        )
+
+
+def require_plotting() -> None:
+    """Fail before a search starts when ``--plot`` cannot be honoured."""
+    from ctune.plot import require_matplotlib
+
+    require_matplotlib("--plot")
+
+
+def plot_front(result: SearchResult, path: Any) -> None:
+    """The front figure of the search's journal at ``path`` (``ctune plot`` draws the rest)."""
+    from pathlib import Path
+
+    from ctune.plot import draw_front_file
+
+    written = draw_front_file(Path(result.journal), Path(path))
+    line(("plot", "bold"), f" {written}")

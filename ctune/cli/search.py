@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ctune.cli import app
-from ctune.errors import EXIT_INTERRUPTED, UserError
+from ctune.errors import EXIT_INTERRUPTED, SearchInconclusive, UserError
 
 if TYPE_CHECKING:
     from ctune.config import Settings
@@ -152,7 +152,14 @@ def search_command(
         typer.Option(help="result file (default <cache_dir>/results/<kernel>-<problem>.json)"),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
-    plot: Annotated[Path | None, typer.Option(help="write a PNG of the front (matplotlib)")] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="PNG",
+            help="write a PNG of the front (needs matplotlib: pip install 'ctune\\[plot]'; "
+            "`ctune plot JOURNAL` draws the other figures)",
+        ),
+    ] = None,
     jobs: Annotated[int | None, typer.Option(help="parallel compiles (default: CPUs)")] = None,
     l2: Annotated[str | None, typer.Option(help="cold (flush L2 per sample) or hot")] = None,
     timing: Annotated[
@@ -200,6 +207,8 @@ def search_command(
     from ctune.search.driver import SearchOptions
     from ctune.search.strategy import parse_option_items
 
+    if plot is not None:  # before anything runs: a search must not end in a missing extra
+        render_search.require_plotting()
     cfg = settings(jobs=jobs, l2=l2, arch=arch, timing=timing)
     seeds: tuple[dict[str, Any], ...] = ()
     if warm_start is not None:
@@ -250,3 +259,10 @@ def search_command(
         render_search.plot_front(result, plot)
     if result.interrupted:
         raise SystemExit(EXIT_INTERRUPTED)  # after the report; main() passes it through
+    if result.inconclusive:
+        why = (
+            "the default build beats every build the constraints allow"
+            if result.feasibility is not None and result.feasibility.dominated
+            else "no measured candidate meets the constraints"
+        )
+        raise SearchInconclusive(f"search inconclusive: {why}; nothing pinned (report above)")

@@ -25,6 +25,7 @@ summed for constraint-domination.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -284,8 +285,8 @@ def parse_objective(text: str) -> Objective:
         name = match.group("n1") or match.group("n2") or match.group("n3")
         raw_w = match.group("w1") or match.group("w2")
         weight = float(raw_w) if raw_w is not None else 1.0
-        if not weight > 0:
-            raise UserError(f"{where}: weights must be positive, got {raw_w}")
+        if not 0 < weight < math.inf:
+            raise UserError(f"{where}: weights must be positive and finite, got {raw_w}")
         term = _term(name, where)
         if any(t.name == term.name for _, t in parts):
             raise UserError(f"{where}: term '{term.name}' appears twice")
@@ -327,6 +328,8 @@ def parse_constraint(text: str) -> Constraint:
     term = _term(match.group("name"), where)
     op = "==" if match.group("op") == "=" else match.group("op")
     bound = float(match.group("num")) * _unit_factor(term, match.group("unit"), where)
+    if not math.isfinite(bound):
+        raise UserError(f"{where}: the bound {match.group('num')} is not a finite number")
     canonical = f"{term.name}{op}{match.group('num')}{match.group('unit') or ''}"
     return Constraint(term, op, bound, canonical)
 

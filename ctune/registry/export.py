@@ -6,13 +6,23 @@ which the caller passes at launch and which are never compile flags):
 
 - ``flags``: one shell-quoted line for a Makefile or a script (compile
   flags only, so no runtime genes);
-- ``header``: a C header of ``#define``s (the kernel's ``#ifndef`` tunables,
-  ``CTUNE_<KERNEL>_GRID_X`` ... and ``CTUNE_<KERNEL>_RUNTIME_<GENE>``);
-  include it before the kernel source;
+- ``header``: a C header of ``#define``s: the tunables as
+  ``CTUNE_<KERNEL>_<NAME>``, ``CTUNE_<KERNEL>_GRID_X`` ... and
+  ``CTUNE_<KERNEL>_RUNTIME_<GENE>``, so the headers of several kernels can be
+  included together (two kernels' ``BLOCK_N`` would clash). The kernel reads
+  the bare names: where its source is compiled, define
+  ``CTUNE_<KERNEL>_BARE_NAMES`` before including the header, which then also
+  defines each bare name as its prefixed one;
 - ``cmake``: ``set(CTUNE_<KERNEL>_FLAGS ...)``, a definitions list for
-  ``target_compile_definitions`` and one ``CTUNE_<KERNEL>_RUNTIME_<GENE>``
-  variable per runtime gene;
-- ``json``: everything above for other tools.
+  ``target_compile_definitions`` (prefixed likewise) and one
+  ``CTUNE_<KERNEL>_RUNTIME_<GENE>`` variable per runtime gene;
+- ``json``: everything above for other tools (``defines`` as the kernel reads
+  them, ``prefix`` for the prefixed names).
+
+``bare=True`` (``ctune registry export --bare``) writes the tunables under
+the names the kernel reads, in the header and the CMake definitions, for a
+build that compiles one kernel. The flags line always carries the bare
+``-D`` names: it is the kernel's own compile line.
 
 Values were allowlisted when the artifact was read (:mod:`schema`), so no
 quote, ``$``, ``;``, newline or ``#`` can reach these outputs; shell
@@ -66,6 +76,29 @@ def macro_prefix(kernel: str) -> str:
     return "CTUNE_" + re.sub(r"[^A-Z0-9]", "_", kernel.upper())
 
 
+def _own_names(prefix: str, m: FrontMember) -> set[str]:
+    """Macros ctune itself writes besides the tunables (a tunable must not take one)."""
+    names = {f"{prefix}_CANDIDATE", f"{prefix}_NVCC_FLAGS", f"{prefix}_BARE_NAMES"}
+    names.update(f"{prefix}_{name}" for name, _ in _launch_dims(m))
+    names.update(f"{prefix}_RUNTIME_{k}" for k in m.runtime)
+    return names
+
+
+def tunable_names(a: Artifact, m: FrontMember, bare: bool) -> dict[str, str]:
+    """The name each define is exported under: ``CTUNE_<KERNEL>_<NAME>`` or, bare, its own."""
+    prefix = macro_prefix(a.kernel)
+    if bare:
+        return {k: k for k in sorted(m.defines)}
+    names = {k: f"{prefix}_{k}" for k in sorted(m.defines)}
+    taken = _own_names(prefix, m) & set(names.values())
+    if taken:
+        raise UserError(
+            f"{a.kernel}: a tunable would export as {sorted(taken)[0]}, a name ctune's "
+            "launch or identity macros use; export with --bare for the kernel's own names"
+        )
+    return names
+
+
 def _value(v: Any) -> str:
     if isinstance(v, bool):
         return "1" if v else "0"
@@ -104,7 +137,7 @@ def _origin(a: Artifact, m: FrontMember) -> str:
     return f"{a.kernel}/{a.problem}/{a.device_class}@{m.key} (artifact digest sha256:{a.digest()})"
 
 
-def c_header(a: Artifact, m: FrontMember) -> str:
+def c_header(a: Artifact, m: FrontMember, bare: bool = False) -> str:
     prefix = macro_prefix(a.kernel)
     guard = re.sub(r"[^A-Z0-9]", "_", f"{prefix}_{a.problem}_{a.device_class}_H".upper())
     lines = [
@@ -116,8 +149,25 @@ def c_header(a: Artifact, m: FrontMember) -> str:
         f'#define {prefix}_NVCC_FLAGS "{" ".join(build_flags(m))}"',
     ]
     if m.defines:
-        lines += ["", "/* tunables (-D defines / template arguments) */"]
-        lines += [f"#define {k} {_value(v)}" for k, v in sorted(m.defines.items())]
+        names = tunable_names(a, m, bare)
+        if bare:
+            lines += [
+                "",
+                f"/* tunables (-D defines / template arguments) as {a.kernel} reads them */",
+            ]
+        else:
+            lines += [
+                "",
+                "/* tunables (-D defines / template arguments), prefixed so that several",
+                f"   kernels' headers can be included together; {a.kernel} reads them without",
+                f"   the prefix: define {prefix}_BARE_NAMES before including this header",
+                "   where its source is compiled (or export with --bare) */",
+            ]
+        lines += [f"#define {names[k]} {_value(v)}" for k, v in sorted(m.defines.items())]
+        if not bare:
+            lines += [f"#ifdef {prefix}_BARE_NAMES"]
+            lines += [f"#define {k} {names[k]}" for k in sorted(m.defines)]
+            lines += [f"#endif /* {prefix}_BARE_NAMES */"]
     dims = _launch_dims(m)
     if dims:
         lines += ["", "/* launch configuration */"]
@@ -144,18 +194,20 @@ def _cmake_flags(flags: list[str]) -> list[str]:
     return out
 
 
-def cmake(a: Artifact, m: FrontMember) -> str:
+def cmake(a: Artifact, m: FrontMember, bare: bool = False) -> str:
     prefix = macro_prefix(a.kernel)
 
     def cset(name: str, items: list[str]) -> str:
         return f"set({prefix}_{name}" + "".join(f' "{i}"' for i in items) + ")"
 
     dims = dict(_launch_dims(m))
+    names = tunable_names(a, m, bare)
+    definitions = [f"{names[k]}={_value(v)}" for k, v in sorted(m.defines.items())]
     lines = [
         f"# Generated by ctune from {_origin(a, m)}. Do not edit.",
         cset("CANDIDATE", [m.key]),
         cset("FLAGS", _cmake_flags(build_flags(m))),
-        cset("DEFINITIONS", define_items(m)),
+        cset("DEFINITIONS", definitions),
     ]
     for kind in ("GRID", "BLOCK"):
         values = [str(v) for k, v in dims.items() if k.startswith(kind + "_")]
@@ -166,11 +218,14 @@ def cmake(a: Artifact, m: FrontMember) -> str:
     for k, v in sorted(m.runtime.items()):  # passed at launch: never a flag or a definition
         lines.append(cset(f"RUNTIME_{k}", [_value(v)]))
     cuda_only = f"$<$<COMPILE_LANGUAGE:CUDA>:${{{prefix}_FLAGS}}>"
-    lines += [
-        f"# target_compile_options(<target> PRIVATE {cuda_only})",
-        f"# target_compile_definitions(<target> PRIVATE ${{{prefix}_DEFINITIONS}})",
-        "",
-    ]
+    lines.append(f"# target_compile_options(<target> PRIVATE {cuda_only})")
+    lines.append(f"# target_compile_definitions(<target> PRIVATE ${{{prefix}_DEFINITIONS}})")
+    if not bare and m.defines:
+        lines.append(
+            f"# {a.kernel} reads the definitions without the {prefix}_ prefix: for the target "
+            "that compiles it, export with --bare"
+        )
+    lines.append("")
     return "\n".join(lines)
 
 
@@ -187,20 +242,22 @@ def json_export(a: Artifact, m: FrontMember) -> str:
         "launch": {k: list(v) if isinstance(v, tuple) else v for k, v in m.launch.items()},
         "runtime": dict(m.runtime),
         "flags_line": flags_line(m),
+        "prefix": macro_prefix(a.kernel),
         "sass_sha256": m.sass_sha256,
     }
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
 
-def render(a: Artifact, member: str | None, fmt: str) -> str:
-    """The export text for ``fmt`` (one of :data:`FORMATS`)."""
+def render(a: Artifact, member: str | None, fmt: str, bare: bool = False) -> str:
+    """The export text for ``fmt`` (one of :data:`FORMATS`); ``bare``: the tunables
+    under the names the kernel reads (header, CMake), not ``CTUNE_<KERNEL>_<NAME>``."""
     m = resolve_member(a, member)
     if fmt == "flags":
         return flags_line(m) + "\n"
     if fmt == "header":
-        return c_header(a, m)
+        return c_header(a, m, bare)
     if fmt == "cmake":
-        return cmake(a, m)
+        return cmake(a, m, bare)
     if fmt == "json":
         return json_export(a, m)
     raise UserError(f"unknown export format {fmt!r} (allowed: {', '.join(FORMATS)})")

@@ -20,7 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ctune.errors import RegistryError
-from ctune.records import Candidate
+from ctune.records import Candidate, canonical_json, sha256_hex
+from ctune.registry import schema
 from ctune.registry.schema import SCHEMA_VERSION
 
 _V0_FINGERPRINT_NAMES = {
@@ -185,3 +186,26 @@ def upgrade(data: dict[str, Any], where: str) -> dict[str, Any]:
         data = step(data, where)
         version = data["schema_version"]
     return data
+
+
+def decode_history(data: bytes, where: str) -> schema.Artifact:
+    """An artifact as a past commit holds it, older schemas upgraded in memory.
+
+    History cannot be migrated (``ctune registry migrate`` writes a new commit), so
+    reading ``REV:KEY`` of an older schema upgrades a copy instead of asking for a
+    migration; a stored digest is still verified first. A newer schema still asks
+    for a newer ctune.
+    """
+    raw = schema.parse_json_bytes(data, where)
+    if not isinstance(raw, dict) or type(raw.get("schema_version")) is not int:
+        return schema.decode(data, where)  # the strict reader names what is wrong
+    if raw["schema_version"] >= SCHEMA_VERSION:
+        return schema.decode(data, where)
+    stored = raw.get("digest")
+    if isinstance(stored, str):
+        body = {k: v for k, v in raw.items() if k != "digest"}
+        if sha256_hex(canonical_json(body)) != stored:
+            raise RegistryError(
+                f"{where}: digest mismatch: the file was edited after it was written"
+            )
+    return schema.from_json(upgrade(raw, where), where)

@@ -441,24 +441,29 @@ def _inputs(c: _Checker, v: Any, path: str) -> dict[str, Any]:
     return out
 
 
+#: an artifact file's top-level fields (``digest`` is added by :func:`encode`)
+REQUIRED_FIELDS = (
+    "schema_version",
+    "kernel",
+    "problem",
+    "device_class",
+    "fingerprint",
+    "objectives",
+    "front",
+    "baseline",
+    "protocol",
+)
+OPTIONAL_FIELDS = ("pinned", "provenance", "extensions", "inputs")
+TOP_LEVEL_FIELDS = frozenset({*REQUIRED_FIELDS, *OPTIONAL_FIELDS, "digest"})
+
+
 def from_json(data: Any, where: str) -> Artifact:
     """Validate parsed JSON (without ``digest``) and build the Artifact."""
     from ctune.fingerprint import FIELDS
 
     check_version(data, where)
     c = _Checker(where)
-    required = (
-        "schema_version",
-        "kernel",
-        "problem",
-        "device_class",
-        "fingerprint",
-        "objectives",
-        "front",
-        "baseline",
-        "protocol",
-    )
-    c.obj(data, "artifact", required, ("pinned", "provenance", "extensions", "inputs"))
+    c.obj(data, "artifact", REQUIRED_FIELDS, OPTIONAL_FIELDS)
     kernel = c.name(data["kernel"], "kernel")
     fp = c.mapping(data["fingerprint"], "fingerprint", _IDENT, lambda x, p: c.text(x, p))
     unknown = sorted(set(fp) - set(FIELDS))
@@ -527,6 +532,7 @@ __all__ = [
     "MAX_BYTES",
     "PROVENANCE_TYPES",
     "SCHEMA_VERSION",
+    "TOP_LEVEL_FIELDS",
     "Artifact",
     "FrontMember",
     "ObjectiveInfo",

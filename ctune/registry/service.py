@@ -33,7 +33,7 @@ from ctune.registry.layout import (
     parse_pin_tag,
     pin_tag,
 )
-from ctune.registry.migrate import upgrade
+from ctune.registry.migrate import decode_history, upgrade
 from ctune.registry.refresh import RefreshOutcome, refresh_artifact
 from ctune.registry.schema import Artifact
 from ctune.registry.store import (
@@ -142,14 +142,15 @@ def import_result(
 
 
 def load_artifact(root: Path, text: str, *, ref: str | None = None) -> tuple[ArtifactKey, Artifact]:
-    """``KEY`` from the registry files, or ``REV:KEY`` from a git revision."""
+    """``KEY`` from the registry files, or ``REV:KEY`` from a git revision (an older
+    schema there is read upgraded: history is never migrated)."""
     rev, sep, key_text = text.rpartition(":")
     key = parse_key(key_text)
     if not sep:
         return key, ArtifactStore(root).read(key)
     with GitRegistry(root, ref) as reg:
         path = reg.registry_path(key.relpath())
-        artifact = schema.decode(reg.read_blob(rev, path), f"{rev}:{path}")
+        artifact = decode_history(reg.read_blob(rev, path), f"{rev}:{path}")
     check_location(artifact, key, f"{rev}:{path}")
     return key, artifact
 

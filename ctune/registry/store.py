@@ -174,10 +174,36 @@ class ArtifactStore:
                 bad.append(Quarantined(str(path), str(exc)))
                 continue
             found.append((key, artifact))
+        if not found and bad and not any(self._looks_like_artifact(q) for q in bad):
+            raise RegistryError(
+                f"{self.root}: not a ctune registry: none of its {len(bad)} JSON file(s) or "
+                "links is an artifact at <kernel>/<problem>/<device-class>.json; name the "
+                "registry folder (--registry, CTUNE_REGISTRY or [tool.ctune] registry)"
+            )
         return Listing(tuple(sorted(found, key=lambda ka: str(ka[0]))), tuple(bad))
 
+    def _looks_like_artifact(self, q: Quarantined) -> bool:
+        """Is this unreadable file a damaged artifact (worth a line of its own) rather than
+        someone else's file: it sits where an artifact belongs and is not JSON with fields
+        no artifact has (a truncated or emptied artifact still counts)."""
+        path = Path(q.path)
+        if path.is_symlink() or not path.is_file():
+            return False
+        try:
+            key_from_relpath(PurePosixPath(path.relative_to(self.root).as_posix()))
+            data = read_bytes_capped(path)
+        except (RegistryError, UserError, ValueError):
+            return False
+        try:
+            raw = schema.parse_json_bytes(data, q.path)
+        except RegistryError:
+            return True  # not JSON where an artifact belongs: a damaged one
+        return isinstance(raw, dict) and set(raw) <= schema.TOP_LEVEL_FIELDS
+
     def files(self) -> Iterator[tuple[PurePosixPath, str]]:
-        """(relative path, problem) of every ``*.json`` below the root; no symlink followed."""
+        """(relative path, problem) of every ``*.json`` of the layout's three levels (a deeper
+        folder is reported, not walked: a wrong --registry must not scan a whole disk);
+        no symlink followed."""
         if not self.root.is_dir():
             return
         for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
@@ -187,6 +213,9 @@ class ArtifactStore:
                     yield rel_dir / d, "is a symlink; the registry refuses symlinks"
                     dirnames.remove(d)
                 elif d.startswith("."):
+                    dirnames.remove(d)
+                elif len(rel_dir.parts) >= 2:  # below <kernel>/<problem>/: never walked
+                    yield rel_dir / d, "a folder where only <device-class>.json files belong"
                     dirnames.remove(d)
             for name in sorted(filenames):
                 if name.startswith(".") or not name.endswith(SUFFIX):

@@ -81,7 +81,7 @@ from ctune.search.events import (
 )
 from ctune.search.filling import Filler
 from ctune.search.plan import DEFAULT_BUDGET, SearchPlan, new_plan, resume_plan
-from ctune.search.result import MemberResult, SearchResult, Timing
+from ctune.search.result import COMPILE_ONLY, MemberResult, SearchResult, Timing
 from ctune.search.strategy import StrategyContext, min_form
 from ctune.space.limits import DeviceLimits, device_limits, launch_violation
 from ctune.space.params import BuildGroup
@@ -92,6 +92,7 @@ if TYPE_CHECKING:
     from ctune.kernelspec import KernelSpec, Problem
     from ctune.measure import Measurer, SamplingPlan
     from ctune.objective.spec import ObjectiveSpec
+    from ctune.search.feasibility import Feasibility
 
 log = logging.getLogger(__name__)
 
@@ -143,24 +144,26 @@ class SearchOptions:
 # --- capabilities --------------------------------------------------------------------------
 
 
-def probe_capabilities() -> set[str]:
-    """What this machine offers: "gpu" (a CUDA device) and "nvml" (energy counters)."""
-    caps: set[str] = set()
+def gpu_available(index: int = 0) -> bool:
+    """Is CUDA device ``index`` visible (NVML, else CuPy)? Never raises."""
     try:
         from ctune.fingerprint import probe_gpu
 
-        if probe_gpu() is not None:
-            caps.add("gpu")
+        if probe_gpu(index) is not None:
+            return True
     except Exception:  # NVML missing or broken: try CuPy below
         pass
-    if "gpu" not in caps:
-        try:
-            import cupy
+    try:
+        import cupy
 
-            if cupy.cuda.runtime.getDeviceCount() > 0:
-                caps.add("gpu")
-        except Exception:  # no CuPy, no driver, no device
-            pass
+        return bool(cupy.cuda.runtime.getDeviceCount() > index)
+    except Exception:  # no CuPy, no driver (or one too old), no device
+        return False
+
+
+def probe_capabilities() -> set[str]:
+    """What this machine offers: "gpu" (a CUDA device) and "nvml" (energy counters)."""
+    caps: set[str] = {"gpu"} if gpu_available() else set()
     try:
         from ctune.measure.nvml_energy import nvml_available
 
@@ -356,6 +359,7 @@ class _Run:
         self.stop_reason = ""
         self.notes: list[str] = []
         self.started = clock()
+        self.resumed_s = 0.0  # search time the resumed journal already holds
         self.session_evals = 0
         self.compile_wait_s = 0.0
         self.measure_s = 0.0
@@ -447,7 +451,7 @@ class _Run:
     def record(self, trial: Trial, filler: bool = False) -> None:
         assert self.journal is not None
         self.check_device(trial.measurement)
-        self.journal.append(trial, filler=filler)
+        self.journal.append(trial, filler=filler, elapsed_s=self.resumed_s + self.elapsed())
         self.add(trial)
         self.fillers += filler
         if trial.build is not None and not trial.build.cache_hit:
@@ -542,7 +546,7 @@ class _Run:
         trial = self.baseline_trial()
         self.settle_timing(trial)
         self.device = device_label(trial.measurement) or (
-            "none (compile-only objectives)" if not self.objective.measures else "unknown"
+            COMPILE_ONLY if not self.objective.measures else "unknown"
         )
         path = self.opts.journal or journal_mod.default_path(
             self.settings.cache_dir, self.spec.name, self.problem.name
@@ -567,6 +571,7 @@ class _Run:
         journal, replay = journal_mod.Journal.resume(path, self.opts.journal_fsync)
         self.journal = journal
         self.header = replay.header
+        self.resumed_s = replay.last_elapsed_s
         known = getattr(self.measurer, "device_name", None)
         self.device = known if isinstance(known, str) else None
         for change in journal_mod.check_identity(path, replay.header, self.identity()):
@@ -984,8 +989,10 @@ class _Run:
             front = out
         return base, front, dropped
 
-    def pinned(self, front: Sequence[MemberResult]) -> str | None:
-        if not front:
+    def pinned(self, front: Sequence[MemberResult], feasibility: Feasibility | None) -> str | None:
+        """The best front member on the first objective; none when the constraints left
+        nothing better than the (infeasible) default build."""
+        if not front or (feasibility is not None and feasibility.dominated):
             return None
         sign = -1.0 if self.objective.directions[0] == "max" else 1.0
         return min(front, key=lambda m: sign * m.values[0]).key
@@ -1010,6 +1017,13 @@ class _Run:
             base, front, dropped = self.confirm()
         failures, infeasible = self.failures()
         assert self.journal is not None
+        feasibility = None
+        if self.baseline is not None:
+            from ctune.search.feasibility import analyze
+
+            feasibility = analyze(
+                self.trials, self.objective, self.problem.dims, self.baseline, front, base
+            )
         return SearchResult(
             kernel=self.spec.name,
             problem=self.problem.name,
@@ -1027,7 +1041,7 @@ class _Run:
             stop_reason="interrupted" if interrupted else self.stop_reason,
             baseline=base,
             front=tuple(front),
-            pinned=self.pinned(front),
+            pinned=self.pinned(front, feasibility),
             timing=Timing(
                 self.elapsed(),
                 self.compile_wait_s,
@@ -1044,6 +1058,7 @@ class _Run:
             notes=tuple(self.notes),
             confirm_processes=self.opts.confirm_processes if self.objective.measures else 0,
             plan=self.search_plan.to_json(),
+            feasibility=feasibility,
         )
 
 
@@ -1247,7 +1262,12 @@ def _publish(
     )
     path = write_artifact(artifact, out)
     commit = None
-    if opts.commit:
+    if opts.commit and result.inconclusive:
+        run.note(
+            "not committed: nothing the constraints allow beats the default build (see the "
+            f"report); {path} keeps the evidence"
+        )
+    elif opts.commit:
         _, commit = commit_artifact(run.settings.registry, artifact)
     return dataclasses.replace(result, artifact_path=path, commit=commit)
 
@@ -1279,4 +1299,11 @@ def _default_measurer(settings: Settings) -> Any:
     return WorkerMeasurer(device=0, settings=settings)
 
 
-__all__ = ["DEFAULT_BUDGET", "SearchOptions", "check_needs", "probe_capabilities", "run_search"]
+__all__ = [
+    "DEFAULT_BUDGET",
+    "SearchOptions",
+    "check_needs",
+    "gpu_available",
+    "probe_capabilities",
+    "run_search",
+]

@@ -19,7 +19,9 @@ Format (JSON Lines, UTF-8):
   written before the strategy is told (DESIGN 10.4), with ``"filler": true``
   added for a trial the driver measured while builds compiled rather than
   one the strategy asked for (``filling.py``; an optional key, so format 1
-  still reads both ways), and after each
+  still reads both ways) and ``"elapsed_s"``, the search's own seconds when it
+  finished (continuing across resumed sessions, pauses left out; also
+  optional: ``ctune plot`` draws convergence against it), and after each
   generation a ``{"kind": "generation", "generation": g, "state": {...}}``
   with the strategy's state.
 
@@ -134,6 +136,12 @@ class Replay:
     states: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     dropped_tail: bool = False
     fillers: set[str] = field(default_factory=set)  # candidate keys of filler trials
+    elapsed_s: list[float | None] = field(default_factory=list)  # per trial, when recorded
+
+    @property
+    def last_elapsed_s(self) -> float:
+        """Where a resumed session's clock continues from."""
+        return max((t for t in self.elapsed_s if t is not None), default=0.0)
 
 
 def read(path: Path) -> tuple[Replay, int]:
@@ -175,6 +183,10 @@ def read(path: Path) -> tuple[Replay, int]:
         try:
             if kind == "trial":
                 replay.trials.append(trial_from_json(record["trial"]))
+                elapsed = record.get("elapsed_s")
+                replay.elapsed_s.append(
+                    float(elapsed) if isinstance(elapsed, (int, float)) else None
+                )
                 if record.get("filler") is True:
                     replay.fillers.add(replay.trials[-1].candidate.key())
             elif kind == "generation":
@@ -250,10 +262,12 @@ class Journal:
         if self.fsync:
             os.fsync(self._fd)
 
-    def append(self, trial: Trial, filler: bool = False) -> None:
+    def append(self, trial: Trial, filler: bool = False, elapsed_s: float | None = None) -> None:
         record: dict[str, Any] = {"kind": "trial", "trial": to_json(trial)}
         if filler:
             record["filler"] = True
+        if elapsed_s is not None:
+            record["elapsed_s"] = round(elapsed_s, 3)
         self._write(record)
 
     def append_state(self, generation: int, state: Mapping[str, Any]) -> None:

@@ -13,6 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from ctune.records import Build, Candidate, GeneValue, Measurement, Trial
+from ctune.search.feasibility import Feasibility
+
+#: the device of a search whose objectives are all build properties (nothing ran on a GPU)
+COMPILE_ONLY = "none (compile-only objectives)"
 
 
 @dataclass(frozen=True)
@@ -134,10 +138,22 @@ class SearchResult:
     commit: str | None = None
     confirm_processes: int = 0
     plan: dict[str, Any] = field(default_factory=dict)  # what shaped the trials (plan.py)
+    feasibility: Feasibility | None = None
 
     @property
     def interrupted(self) -> bool:
         return self.stop_reason == "interrupted"
+
+    @property
+    def compile_only(self) -> bool:
+        return self.device == COMPILE_ONLY
+
+    @property
+    def inconclusive(self) -> bool:
+        """A finished search with nothing worth pinning (``Feasibility.inconclusive``)."""
+        return (
+            not self.interrupted and self.feasibility is not None and self.feasibility.inconclusive
+        )
 
     def member(self, key: str) -> MemberResult | None:
         for m in self.front:
@@ -180,6 +196,8 @@ class SearchResult:
                     "gpu_busy_fraction": self.timing.gpu_busy_fraction,
                 },
                 "confirm_processes": self.confirm_processes,
+                "feasibility": self.feasibility.to_json() if self.feasibility else None,
+                "verdict": "inconclusive" if self.inconclusive else "ok",
                 "artifact": str(self.artifact_path) if self.artifact_path else None,
                 "commit": self.commit,
             }
@@ -231,4 +249,12 @@ def _clean(value: Any) -> Any:
     return value
 
 
-__all__ = ["Gain", "MemberResult", "SearchResult", "Significance", "Timing", "member_json"]
+__all__ = [
+    "COMPILE_ONLY",
+    "Gain",
+    "MemberResult",
+    "SearchResult",
+    "Significance",
+    "Timing",
+    "member_json",
+]

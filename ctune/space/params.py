@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 from ctune.expr import Expr, ExprError
 from ctune.records import GeneValue
+from ctune.space.enumerate import Check, Walk, checks_of
+from ctune.space.enumerate import count as count_assignments
 
 FAMILIES = ("nvcc", "ptxas", "launch", "template", "define", "runtime")
 #: a candidate's (name, value) pairs that reach nvcc: equal groups, one build
@@ -152,38 +154,35 @@ class Space:
         free = tuple(g for g in self.genes if g.name not in constrained)
         return bound, free
 
-    def _valid_bound(
-        self, dims: Mapping[str, int], limit: int
-    ) -> tuple[list[dict[str, GeneValue]], bool]:
+    def _walk_inputs(
+        self, dims: Mapping[str, int]
+    ) -> tuple[tuple[Gene, ...], tuple[Gene, ...], dict[str, GeneValue], list[Check]]:
+        """Restricted genes, free genes, the environment (free genes at their defaults,
+        which no restriction reads) and the checks of the pruned walk."""
         bound, free = self._split()
-        fill = {g.name: g.default for g in free}
-        valid: list[dict[str, GeneValue]] = []
-        for i, combo in enumerate(itertools.product(*(g.values for g in bound))):
-            if i >= limit:
-                return valid, False
-            values = {**fill, **{g.name: v for g, v in zip(bound, combo, strict=True)}}
-            if self.is_valid(values, dims):
-                valid.append({g.name: values[g.name] for g in bound})
-        return valid, True
+        env: dict[str, GeneValue] = {**dims, **{g.name: g.default for g in free}}
+        checks = checks_of(self.restrictions, self.derived, frozenset(g.name for g in bound))
+        return bound, free, env, checks
 
     def count_valid(self, dims: Mapping[str, int], limit: int = 500_000) -> tuple[int, bool]:
-        """(number of valid candidates, exact?). Free genes multiply without enumeration."""
-        bound, free = self._split()
+        """(number of valid candidates, exact?). Free genes multiply without enumeration;
+        past ``limit`` visited nodes the restricted part is estimated by sampling."""
+        bound, free, env, checks = self._walk_inputs(dims)
         free_size = math.prod(len(g.values) for g in free)
-        bound_size = math.prod(len(g.values) for g in bound)
-        valid, exact = self._valid_bound(dims, limit)
-        if exact:
-            return len(valid) * free_size, True
-        estimate = round(len(valid) / limit * bound_size)
-        return estimate * free_size, False
+        valid, exact = count_assignments(
+            [g.name for g in bound], {g.name: g.values for g in bound}, checks, env, limit
+        )
+        return valid * free_size, exact
 
     def iter_valid(self, dims: Mapping[str, int]) -> Iterator[dict[str, GeneValue]]:
-        """Every valid candidate, in a deterministic order (exhaustive search)."""
-        _, free = self._split()
-        valid, _ = self._valid_bound(dims, limit=10**9)
-        for partial in valid:
-            for combo in itertools.product(*(g.values for g in free)):
-                values = {**partial, **{g.name: v for g, v in zip(free, combo, strict=True)}}
+        """Every valid candidate, in a deterministic order (exhaustive search): the
+        product order of the genes, restricted ones pruned as early as possible."""
+        bound, free, env, checks = self._walk_inputs(dims)
+        walk = Walk([g.name for g in bound], [g.values for g in bound], checks, env)
+        for combo in walk.assignments():
+            partial = {g.name: v for g, v in zip(bound, combo, strict=True)}
+            for rest in itertools.product(*(g.values for g in free)):
+                values = {**partial, **{g.name: v for g, v in zip(free, rest, strict=True)}}
                 yield {name: values[name] for name in self.names}
 
     # --- sampling -----------------------------------------------------------

@@ -15,6 +15,8 @@ CUDA or touches a GPU, and nothing here may be used to decide performance.
   enumeration) and differently across confirmation processes. A
   known-infeasible region: positions averaging above ``fault_corner`` give
   RUNTIME_FAULT; every ``wrong_every``-th key (by hash) gives WRONG_RESULT.
+- :class:`DefaultWinsMeasurer`: the same, on a landscape where the default
+  build is the fastest and most frugal but draws the most power.
 - :class:`StandInCompiler`: returns Builds without nvcc. COMPILE_ERROR for
   every ``fail_every``-th distinct candidate (in request order; ``submit``
   builds synchronously so that order is the driver's), RESOURCE_LIMIT when
@@ -284,6 +286,29 @@ def summarize_samples(samples: Any) -> Quantiles:
     from ctune.measure.stats import summarize
 
     return summarize(samples)
+
+
+class DefaultWinsMeasurer(StandInMeasurer):
+    """NOT A GPU: every gene changed from the default costs time (+50% each) and energy
+    (+20% each) but lowers the average power (500 W for the default build), so a power cap
+    below 500 W leaves only builds the default one beats on both (the inconclusive case)."""
+
+    def __init__(self, seed: int = 0, samples: int = 60) -> None:
+        super().__init__(seed, samples=samples, fault_corner=None, wrong_every=None)
+
+    @staticmethod
+    def changes(spec: KernelSpec, values: Mapping[str, GeneValue]) -> int:
+        return sum(values[k] != v for k, v in spec.space.default_values().items())
+
+    def latency_ms(
+        self, spec: KernelSpec, values: Mapping[str, GeneValue], problem: Problem
+    ) -> float:
+        return 1.0 + 0.5 * self.changes(spec, values)
+
+    def energy_j(
+        self, spec: KernelSpec, values: Mapping[str, GeneValue], problem: Problem
+    ) -> float:
+        return 0.5 * (1.0 + 0.2 * self.changes(spec, values))
 
 
 # --- the stand-in compiler ---------------------------------------------------------------

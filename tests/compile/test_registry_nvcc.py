@@ -144,19 +144,65 @@ def test_ctune_check_end_to_end(kernels: Path, tmp_path: Path, monkeypatch) -> N
     assert ctune("registry", "refresh").returncode == 1
 
 
-def test_exported_header_compiles(tmp_path: Path) -> None:
-    header = tmp_path / "tuned.h"
-    header.write_text(export.render(_support().make_artifact(), None, "header"))
-    source = tmp_path / "use.cu"
-    source.write_text(
-        '#include "tuned.h"\n'
-        "__global__ void k(int* y) { y[threadIdx.x] = BLOCK_M * STAGES + CTUNE_GEMM_GRID_X; }\n"
-        'static_assert(CTUNE_GEMM_BLOCK_X == 256, "launch config");\n'
-    )
-    done = subprocess.run(
-        ["nvcc", "-c", "-arch=sm_90", str(source), "-o", str(tmp_path / "u.o")],
+def _nvcc_object(tmp_path: Path, name: str, code: str) -> subprocess.CompletedProcess[str]:
+    """Compile ``code`` with every warning an error (a redefined macro is a warning)."""
+    source = tmp_path / f"{name}.cu"
+    source.write_text(code)
+    return subprocess.run(
+        [
+            "nvcc",
+            "-c",
+            "-arch=sm_90",
+            "--Werror",
+            "all-warnings",
+            "-Xcompiler",
+            "-Werror",
+            str(source),
+            "-o",
+            str(tmp_path / f"{name}.o"),
+        ],
         capture_output=True,
         text=True,
         check=False,
     )
-    assert done.returncode == 0, done.stderr
+
+
+def test_exported_headers_of_two_kernels_compile_together(tmp_path: Path) -> None:
+    make = _support().make_artifact
+    # both kernels tune BLOCK_M and STAGES, to different values: bare names would clash
+    (tmp_path / "gemm_tuned.h").write_text(export.render(make("gemm"), None, "header"))
+    (tmp_path / "attention_tuned.h").write_text(
+        export.render(make("attention"), "baseline", "header")
+    )
+    host = _nvcc_object(
+        tmp_path,
+        "host",
+        '#include "gemm_tuned.h"\n#include "attention_tuned.h"\n'
+        'static_assert(CTUNE_GEMM_BLOCK_M == 128 && CTUNE_ATTENTION_BLOCK_M == 256, "own");\n'
+        'static_assert(CTUNE_GEMM_BLOCK_X == 256, "launch config");\n'
+        "#ifdef BLOCK_M\n#error the bare names are defined only on request\n#endif\n",
+    )
+    assert host.returncode == 0, host.stderr
+    # where gemm's source is compiled it reads the bare names, on request
+    kernel = _nvcc_object(
+        tmp_path,
+        "kernel",
+        '#define CTUNE_GEMM_BARE_NAMES\n#include "gemm_tuned.h"\n#include "attention_tuned.h"\n'
+        "__global__ void k(int* y) { y[threadIdx.x] = BLOCK_M * STAGES + CTUNE_GEMM_GRID_X; }\n"
+        'static_assert(BLOCK_M == 128 && CTUNE_ATTENTION_BLOCK_M == 256, "gemm\'s names");\n',
+    )
+    assert kernel.returncode == 0, kernel.stderr
+
+
+def test_bare_exports_are_what_the_kernel_reads_and_clash_together(tmp_path: Path) -> None:
+    make = _support().make_artifact
+    (tmp_path / "gemm_tuned.h").write_text(export.render(make("gemm"), None, "header", True))
+    alone = _nvcc_object(
+        tmp_path, "alone", '#include "gemm_tuned.h"\nstatic_assert(BLOCK_M == 128, "bare");\n'
+    )
+    assert alone.returncode == 0, alone.stderr
+    (tmp_path / "attention_tuned.h").write_text(
+        export.render(make("attention"), "baseline", "header", True)
+    )
+    both = _nvcc_object(tmp_path, "both", '#include "gemm_tuned.h"\n#include "attention_tuned.h"\n')
+    assert both.returncode != 0 and "BLOCK_M" in both.stderr  # why the default is prefixed

@@ -5,10 +5,18 @@
 #define CTUNE_GEMM_CANDIDATE "19372ddc08ecc43e"
 #define CTUNE_GEMM_NVCC_FLAGS "-Xptxas -O3 --maxrregcount=128"
 
-/* tunables (-D defines / template arguments) */
-#define BLOCK_M 128
-#define STAGES 3
-#define USE_TMA 1
+/* tunables (-D defines / template arguments), prefixed so that several
+   kernels' headers can be included together; gemm reads them without
+   the prefix: define CTUNE_GEMM_BARE_NAMES before including this header
+   where its source is compiled (or export with --bare) */
+#define CTUNE_GEMM_BLOCK_M 128
+#define CTUNE_GEMM_STAGES 3
+#define CTUNE_GEMM_USE_TMA 1
+#ifdef CTUNE_GEMM_BARE_NAMES
+#define BLOCK_M CTUNE_GEMM_BLOCK_M
+#define STAGES CTUNE_GEMM_STAGES
+#define USE_TMA CTUNE_GEMM_USE_TMA
+#endif /* CTUNE_GEMM_BARE_NAMES */
 
 /* launch configuration */
 #define CTUNE_GEMM_GRID_X (1024)

@@ -8,6 +8,7 @@ parsing, settings, the service, the renderer, exit codes) is real.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -223,7 +224,9 @@ def test_ctrl_c_exits_130_and_says_how_to_resume(run: Run, boundary: Boundary) -
     assert "interrupted" in result.stdout and "--resume" in result.stdout
 
 
-def test_plot_without_matplotlib_is_a_warning(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plot_without_matplotlib_refuses_before_searching(
+    run: Run, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     import builtins
 
     real_import = builtins.__import__
@@ -237,8 +240,30 @@ def test_plot_without_matplotlib_is_a_warning(run: Run, monkeypatch: pytest.Monk
     result = run(
         "--objective", "p50", "--budget", "8", "--plot", "front.png", "--confirm-processes", "0"
     )
+    assert result.exit_code == 3, result.output  # the extra is missing: toolchain, not input
+    assert result.stderr.strip().splitlines() == [
+        "error: --plot needs matplotlib, which is not installed: pip install 'ctune[plot]'"
+    ]
+    assert not (tmp_path / ".ctune" / "journals").exists()  # nothing was searched
+
+
+def test_plot_writes_the_front_of_the_journal(run: Run, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    result = run(
+        "--objective",
+        "p50",
+        "--objective",
+        "p99",
+        "--budget",
+        "12",
+        "--plot",
+        "front.png",
+        "--confirm-processes",
+        "0",
+    )
     assert result.exit_code == 0, result.output
-    assert "--plot needs matplotlib" in result.stderr
+    png = tmp_path / "front.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "plot front.png" in result.stdout
 
 
 def test_help_documents_syntax_terms_and_options() -> None:
@@ -247,7 +272,8 @@ def test_help_documents_syntax_terms_and_options() -> None:
     _register_commands()
     result = CliRunner().invoke(app, ["search", "--help"], env={"COLUMNS": "240"})
     assert result.exit_code == 0
-    text = " ".join(result.stdout.split())
+    # the help is a boxed table: read its words across the folded lines
+    text = " ".join(re.sub("[\u2500-\u257f]", " ", result.stdout).split())
     for needle in (
         "0.7*p50 + 0.3*p99",
         "power<=400W",
@@ -317,3 +343,70 @@ def test_warm_start_takes_a_t4_file(run: Run, boundary: Boundary, tmp_path: Path
     assert any(n.startswith(f"warm start from {t4}: 3 of ") for n in notes)
     missing = run("--objective", "p50", "--warm-start", str(tmp_path / "nope.json"))
     assert missing.exit_code == 2 and "not a T4 results file" in missing.stderr
+
+
+def _invoke(columns: int, *args: str) -> Any:
+    return CliRunner().invoke(
+        ctune_main, ["search", "k/standin.cu", *args], env={"COLUMNS": str(columns)}
+    )
+
+
+PARETO = ("-O", "p99", "-O", "energy", "--budget", "30", "--seed", "2")
+
+
+def test_narrow_terminal_gives_each_member_its_own_lines(boundary: Boundary) -> None:
+    data = json.loads(_invoke(40, *PARETO, "--json", "--journal", "a.jsonl").stdout)
+    boundary.measurer = StandInMeasurer(samples=40)
+    result = _invoke(80, *PARETO, "--journal", "b.jsonl")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert not any("┃" in ln or "│" in ln for ln in lines)  # no table squeezed into 80
+    footer = next(i for i, ln in enumerate(lines) if ln.startswith("* pinned"))
+    assert all(len(ln) <= 80 for ln in lines[:footer])
+    for member in data["front"]:
+        changed = " ".join(f"{k}={v}" for k, v in member["changed"].items())
+        assert any(member["key"] in ln for ln in lines)
+        assert any(ln.strip() == (changed or "(default build)") for ln in lines), changed
+
+
+def test_wide_terminal_gets_the_table(boundary: Boundary) -> None:
+    result = _invoke(200, *PARETO)
+    assert result.exit_code == 0, result.output
+    assert "changed vs default" in result.stdout and "┃" in result.stdout
+
+
+def test_json_is_one_document_at_any_width(boundary: Boundary) -> None:
+    for columns, journal in ((20, "c.jsonl"), (300, "d.jsonl")):
+        boundary.measurer = StandInMeasurer(samples=40)
+        result = _invoke(columns, *PARETO, "--json", "--journal", journal)
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["front"]
+
+
+def test_compile_only_search_is_titled_so(run: Run) -> None:
+    result = run("--objective", "regs", "--budget", "8")
+    assert result.exit_code == 0, result.output
+    assert "compile-only (nothing ran on a GPU)" in result.stdout
+    assert " on none" not in result.stdout
+
+
+def test_constraints_only_the_default_build_beats_exit_4(boundary: Boundary) -> None:
+    from ctune.testing.standins import DefaultWinsMeasurer
+
+    args = ("-O", "p99", "-O", "energy", "-C", "power<=480W", "--budget", "20", "--seed", "1")
+    boundary.measurer = DefaultWinsMeasurer()
+    result = _invoke(120, *args)
+    assert result.exit_code == 4, result.output
+    assert "inconclusive" in result.stdout and "Nothing pinned" in result.stdout
+    assert "power<=480W: broken by" in result.stdout and "relaxing it to power<=" in result.stdout
+    assert "* pinned:" not in result.stdout
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: search inconclusive: the default build beats every build the constraints "
+        "allow; nothing pinned (report above)"
+    )
+    boundary.measurer = DefaultWinsMeasurer()
+    as_json = _invoke(120, *args, "--json", "--journal", "j2.jsonl")
+    assert as_json.exit_code == 4
+    data = json.loads(as_json.stdout)
+    assert data["verdict"] == "inconclusive" and data["pinned"] is None
+    assert data["feasibility"]["dominated"] and not data["feasibility"]["baseline_feasible"]

@@ -73,3 +73,6 @@ def test_bench_without_gpu_is_one_line_exit_3(tmp_path):
     assert "Traceback" not in proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:")
+    # the same words as `ctune search` and `ctune gate`, not the CUDA driver's
+    assert "ctune bench needs a CUDA GPU" in lines[0] and "nothing was compiled" in lines[0]
+    assert not (tmp_path / "cache" / "builds").exists()

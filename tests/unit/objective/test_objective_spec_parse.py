@@ -46,7 +46,8 @@ def test_objectives_parse(
     [
         (["p98"], "--objective 'p98': unknown term 'p98' (allowed: p50, p95, p99, mean, tflops,"),
         (["0.7*p50 - 0.3*p99"], "only positive weights and '+' are allowed"),
-        (["-1*p50"], "weights must be positive, got -1"),
+        (["-1*p50"], "weights must be positive and finite, got -1"),
+        (["1e999*p50"], "weights must be positive and finite, got 1e999"),
         (["p50 + tflops"], "cannot add terms to minimise (p50) and to maximise (tflops)"),
         (["p50 + p50"], "term 'p50' appears twice"),
         (["p50", "p50"], "--objective 'p50' is given twice"),
@@ -103,6 +104,7 @@ def test_constraints_parse(text: str, term: str, op: str, bound: float) -> None:
         (["volts<=1"], "unknown term 'volts' (allowed: p50,"),
         (["power"], "expected TERM OP NUMBER[UNIT]"),
         (["power<=abc"], "expected TERM OP NUMBER[UNIT]"),
+        (["power<=1e999W"], "--constraint 'power<=1e999W': the bound 1e999 is not a finite"),
         (
             ["p99>=2ms", "p99<=1ms"],
             "--constraint 'p99>=2ms' and --constraint 'p99<=1ms' contradict each other",

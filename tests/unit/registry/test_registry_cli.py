@@ -57,6 +57,34 @@ def test_list_show_and_quarantine(cli: Run, registry: Path) -> None:
     assert out.encode() == encode(make_artifact())
 
 
+def test_list_and_show_as_tables(cli: Run, registry: Path) -> None:
+    import csv
+    import io
+
+    a = make_artifact()
+    publish_artifact(registry, a)
+    publish_artifact(registry, make_artifact(problem="other", pinned=False))
+    code, out, err = cli("registry", "list", "--as", "csv", "--registry", str(registry))
+    assert code == 0 and err == ""
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert [r["key"] for r in rows] == ["gemm/other/sm90-nvidia-h100-80gb-hbm3", KEY]
+    assert rows[1]["pinned"] == a.pinned and rows[0]["pinned"] == ""
+    assert json.loads(rows[1]["pinned_values"]) == list(a.front[0].values)
+    assert rows[1]["digest"] == a.digest() and rows[1]["front"] == "2"
+    for args in (("--json",), ("--as", "json")):
+        code, out, _ = cli("registry", "list", *args, "--pinned", "--registry", str(registry))
+        data = json.loads(out)
+        assert code == 0 and [r["key"] for r in data["rows"]] == [KEY]
+        assert data["quarantined"] == [] and data["rows"][0]["objectives"] == ["p50", "energy"]
+    code, out, _ = cli("registry", "show", KEY, "--as", "csv", "--registry", str(registry))
+    members = list(csv.DictReader(io.StringIO(out)))
+    assert code == 0 and [m["role"] for m in members] == ["pinned", "front", "baseline"]
+    assert [m["key"] for m in members] == [a.front[0].key, a.front[1].key, a.baseline.key]
+    assert float(members[0]["p50"]) == a.front[0].values[0] and members[0]["BLOCK_M"] == "128"
+    code, out, _ = cli("registry", "show", KEY, "--as", "json", "--registry", str(registry))
+    assert out.encode() == encode(a)
+
+
 @pytest.mark.parametrize(
     ("args", "needles"),
     [
@@ -66,6 +94,8 @@ def test_list_show_and_quarantine(cli: Run, registry: Path) -> None:
         (["registry", "show", "gemm/none/x"], ["no artifact gemm/none/x"]),
         (["registry", "show", "gemm/sq4096/x@nothex"], ["16-hex candidate key"]),
         (["registry", "export", KEY, "--as", "yaml"], ["unknown export format"]),
+        (["registry", "list", "--as", "yaml"], ["--as 'yaml': unknown table format"]),
+        (["registry", "show", KEY, "--as", "xml"], ["--as 'xml': unknown table format"]),
         (["registry", "pin", KEY, "--release", "../v1"], ["release '../v1' is not allowed"]),
         (["registry", "diff", KEY, "HEAD;id:" + KEY], ["revision 'HEAD;id' is not allowed"]),
     ],
@@ -113,6 +143,11 @@ def test_pin_then_export_everything(cli: Run, repo: Path, registry: Path) -> Non
     }
     for fmt, name in golden.items():
         code, out, _ = cli("registry", "export", KEY, "--as", fmt, "--registry", str(registry))
+        assert code == 0 and out == (DATA / name).read_text()
+    for fmt, name in (("header", "export.header.bare.h"), ("cmake", "export.bare.cmake")):
+        code, out, _ = cli(
+            "registry", "export", KEY, "--as", fmt, "--bare", "--registry", str(registry)
+        )
         assert code == 0 and out == (DATA / name).read_text()
     # the release pin survives a later re-tune of the same key
     publish_artifact(registry, make_artifact(pinned=False, seed=99))
@@ -178,6 +213,30 @@ def test_migrate_and_verify(cli: Run, repo: Path, registry: Path) -> None:
     target.write_text(target.read_text().replace("nsga2", "nsga3"))
     code, _, err = cli("registry", "verify", "--registry", str(registry))
     assert code == 2 and "verification failed" in err
+
+
+def test_diff_reads_an_older_schema_in_history_without_asking_to_migrate(
+    cli: Run, repo: Path, registry: Path
+) -> None:
+    target = registry / "gemm" / "sq4096" / "sm90-nvidia-h100-80gb-hbm3.json"
+    target.parent.mkdir(parents=True)
+    target.write_bytes((DATA / "v1-gemm-sq4096.json").read_bytes())
+    git(repo, "add", "registry")
+    git(repo, "commit", "-q", "-m", "an artifact of schema 1")
+    code, out, _ = cli("registry", "migrate", "--registry", str(registry))
+    assert code == 0 and "migrated" in out
+    # history keeps the schema 1 file; diffing against it must work, not advise migrate
+    code, out, err = cli("registry", "diff", f"HEAD~1:{KEY}", KEY, "--registry", str(registry))
+    assert code == 0, err
+    assert "migrate" not in out + err
+    assert "are identical" in out  # read upgraded, the old file is what migrate wrote
+    # a corrupted old file is still refused, naming the revision
+    git(repo, "checkout", "-q", "HEAD~1", "--", "registry")
+    target.write_text(target.read_text().replace('"seed": 7', '"seed": 8'))
+    git(repo, "commit", "-q", "-am", "hand-edited")
+    code, _, err = cli("registry", "diff", f"HEAD:{KEY}", KEY, "--registry", str(registry))
+    assert code == 2
+    one_line_error(err, "HEAD:registry/", "digest mismatch")
 
 
 def test_doctor_reports_and_fixes_stale_locks(cli: Run, repo: Path, registry: Path) -> None:

@@ -35,16 +35,43 @@ def _golden(name: str, text: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("fmt", "golden"),
+    ("fmt", "bare", "golden"),
     [
-        ("flags", "export.flags.txt"),
-        ("header", "export.header.h"),
-        ("cmake", "export.cmake"),
-        ("json", "export.json"),
+        ("flags", False, "export.flags.txt"),
+        ("header", False, "export.header.h"),
+        ("header", True, "export.header.bare.h"),
+        ("cmake", False, "export.cmake"),
+        ("cmake", True, "export.bare.cmake"),
+        ("json", False, "export.json"),
     ],
 )
-def test_export_golden(fmt: str, golden: str) -> None:
-    _golden(golden, export.render(make_artifact(), None, fmt))
+def test_export_golden(fmt: str, bare: bool, golden: str) -> None:
+    _golden(golden, export.render(make_artifact(), None, fmt, bare))
+
+
+def test_header_and_cmake_names_are_prefixed_per_kernel_unless_bare() -> None:
+    a = make_artifact("attention")
+    header, cmake = export.render(a, None, "header"), export.render(a, None, "cmake")
+    assert "#define CTUNE_ATTENTION_BLOCK_M 128" in header
+    assert "#ifdef CTUNE_ATTENTION_BARE_NAMES\n#define BLOCK_M CTUNE_ATTENTION_BLOCK_M" in header
+    assert '"CTUNE_ATTENTION_BLOCK_M=128"' in cmake and '"BLOCK_M=128"' not in cmake
+    bare_header = export.render(a, None, "header", bare=True)
+    assert "#define BLOCK_M 128" in bare_header and "BARE_NAMES" not in bare_header
+    assert '"BLOCK_M=128"' in export.render(a, None, "cmake", bare=True)
+    # the flags line compiles the kernel itself: always the names it reads
+    assert "-DBLOCK_M=128" in export.render(a, None, "flags")
+
+
+def test_a_tunable_named_like_a_launch_macro_is_refused_with_the_way_out() -> None:
+    import dataclasses
+
+    a = make_artifact()
+    m = a.front[0]
+    clash = dataclasses.replace(m, defines={**m.defines, "GRID_X": 4})
+    a = dataclasses.replace(a, front=(clash, *a.front[1:]))
+    with pytest.raises(UserError, match=r"CTUNE_GEMM_GRID_X.*--bare"):
+        export.render(a, None, "header")
+    assert "#define GRID_X 4" in export.render(a, None, "header", bare=True)
 
 
 def test_export_members_and_errors() -> None:

@@ -89,3 +89,25 @@ def test_atomic_replace_keeps_old_or_new(tmp_path: Path) -> None:
     store.write(make_artifact(seed=2))
     got = store.read(parse_key("gemm/sq4096/sm90-nvidia-h100-80gb-hbm3"))
     assert got.provenance["seed"] == 2
+
+
+def test_a_folder_of_someone_elses_json_is_not_a_registry(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    (root / "node" / "pkg").mkdir(parents=True)
+    (root / "node" / "pkg" / "package.json").write_text('{"name": "x", "version": "1"}')
+    (root / "config.json").write_text("{}")
+    deep = root / "a" / "b" / "c" / "d"
+    deep.mkdir(parents=True)
+    (deep / "x.json").write_text("{}")  # below the layout's three levels: never read
+    with pytest.raises(RegistryError, match=r"project: not a ctune registry: none of its 3 "):
+        ArtifactStore(root).list()
+
+
+def test_an_emptied_artifact_is_damaged_not_foreign(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path / "reg")
+    path = store.write(make_artifact())
+    path.write_text("{}")
+    listing = store.list()
+    assert not listing.artifacts and [q.path for q in listing.quarantined] == [str(path)]
+    path.write_text('{"kernel": "gemm", "front": [')  # truncated mid-write
+    assert [q.path for q in store.list().quarantined] == [str(path)]

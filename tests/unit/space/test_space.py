@@ -58,6 +58,37 @@ def test_count_estimate_when_over_limit() -> None:
     assert abs(estimate - exact_count) / exact_count < 0.8
 
 
+def _linked_space() -> Space:
+    """Two independent groups, a derived value on the problem only, one that can fail."""
+    genes = (
+        Gene("A", (1, 2, 3, 4), 1, "template"),
+        Gene("B", (0, 1, 2), 0, "template"),
+        Gene("C", (1, 2, 4, 8), 1, "template"),
+        Gene("D", (0, 1, 2, 3), 0, "template"),
+        Gene("FREE", (0, 1), 0, "define"),
+    )
+    derived = (("cap", parse("SMEM_MAX // 1024")), ("ratio", parse("C // B")))
+    restrictions = (
+        parse("A * 8 <= cap"),
+        parse("ratio >= 1"),  # B == 0 divides by zero: invalid, like Space.violations says
+        parse("D < C"),
+        parse("cap > 0"),
+    )
+    return Space(genes, restrictions, derived)
+
+
+@pytest.mark.parametrize("dims", [DIMS, {"SMEM_MAX": 16 * 1024}, {"SMEM_MAX": 0}])
+def test_pruned_count_and_order_match_the_filtered_product(dims: dict) -> None:
+    space = _linked_space()
+    product = [
+        dict(zip(space.names, combo, strict=True))
+        for combo in itertools.product(*(g.values for g in space.genes))
+    ]
+    brute = [v for v in product if space.is_valid(v, dims)]
+    assert space.count_valid(dims) == (len(brute), True)
+    assert list(space.iter_valid(dims)) == brute  # the product's order, broken ones left out
+
+
 def test_codec_round_trip() -> None:
     space = _space()
     for values in space.iter_valid(DIMS):
