@@ -56,6 +56,8 @@ log = logging.getLogger(__name__)
 
 #: 2: the fingerprint (one identity rule with the artifacts) replaced spec/source digests
 JOURNAL_FORMAT = 2
+#: formats read for plots, exports and reports (format 1 had no fingerprint: not resumable)
+READABLE_FORMATS = (1, 2)
 #: header fields that must match exactly on resume, in the order they are checked
 IDENTITY_FIELDS = ("kernel", "problem", "space", "objectives", "device")
 
@@ -173,9 +175,10 @@ def read(path: Path) -> tuple[Replay, int]:
     if not records or records[0].get("kind") != "header":
         raise UserError(f"{path}: not a ctune journal (no header line)")
     header = records[0]
-    if header.get("format") != JOURNAL_FORMAT:
+    if header.get("format") not in READABLE_FORMATS:
         raise UserError(
-            f"{path}: journal format {header.get('format')!r}; this ctune reads {JOURNAL_FORMAT}"
+            f"{path}: journal format {header.get('format')!r}; this ctune reads "
+            f"{', '.join(map(str, READABLE_FORMATS))}"
         )
     replay = Replay(header=header, dropped_tail=dropped)
     for n, record in enumerate(records[1:], start=2):
@@ -243,6 +246,12 @@ class Journal:
         """Open an existing journal for appending, cutting off a torn last line."""
         path = Path(path)
         replay, good_end = read(path)
+        if replay.header.get("format") != JOURNAL_FORMAT:
+            raise UserError(
+                f"{path}: journal format {replay.header.get('format')!r} was written by an older "
+                "ctune (it records no fingerprint to check the resume against): it can be "
+                "read, plotted and exported, but not resumed; start a new search"
+            )
         if replay.dropped_tail:
             log.warning("%s: dropped a torn last line (the previous run stopped mid-write)", path)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND)

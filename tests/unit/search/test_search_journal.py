@@ -223,3 +223,16 @@ def test_resume_keeps_the_recorded_budget_options_and_seed(search) -> None:
     assert resumed.seed == 6 and resumed.plan["options"] == options
     fresh, _, _, _ = search(budget=8, seed=6, strategy="ga", strategy_options=options)
     assert _keys(resumed.journal) == _keys(fresh.journal)  # the same search, trial for trial
+
+
+def test_a_format_1_journal_reads_but_does_not_resume(search, tmp_path: Path) -> None:
+    done, _, _, _ = search(budget=5, confirm_processes=0)
+    lines = done.journal.read_text().splitlines()
+    old = {k: v for k, v in json.loads(lines[0]).items() if k != "fingerprint"}
+    path = tmp_path / "old.jsonl"
+    path.write_text("\n".join([json.dumps({**old, "format": 1}), *lines[1:]]) + "\n")
+    replay, _ = read(path)
+    trials = [ln for ln in lines[1:] if json.loads(ln).get("kind") == "trial"]
+    assert len(replay.trials) == len(trials) == 5
+    with pytest.raises(UserError, match="written by an older ctune"):
+        search(budget=5, resume=path)
