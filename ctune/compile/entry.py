@@ -74,13 +74,13 @@ class EntryName:
 # --- splitting C++ names ----------------------------------------------------------------
 
 
-def _split_top(text: str) -> tuple[str, ...]:
-    """Split on commas outside <> and (); an empty text is no items."""
+def split_top(text: str) -> tuple[str, ...]:
+    """Split C++ text on the commas outside (), <>, [] and {}; an empty text is no items."""
     items, depth, start = [], 0, 0
     for i, ch in enumerate(text):
-        if ch in "<([":
+        if ch in "<([{":
             depth += 1
-        elif ch in ">)]":
+        elif ch in ">)]}":
             depth -= 1
         elif ch == "," and depth == 0:
             items.append(text[start:i].strip())
@@ -115,7 +115,7 @@ def split_name(text: str) -> EntryName:
     opened = _closing_group(head, ")", "(")
     if opened > 0:
         inner = head[opened + 1 : -1].strip()
-        params = () if inner in ("", "void") else _split_top(inner)
+        params = () if inner in ("", "void") else split_top(inner)
         head = head[:opened].rstrip()
     # a return type before a template's name ("void gemm<128>"): keep the last word
     depth, cut = 0, -1
@@ -130,7 +130,7 @@ def split_name(text: str) -> EntryName:
     targs = None
     opened = _closing_group(head, ">", "<")
     if opened > 0:
-        targs = _split_top(head[opened + 1 : -1])
+        targs = split_top(head[opened + 1 : -1])
         head = head[:opened].rstrip()
     if not _QUALIFIED.match(head):
         raise ValueError(f"{text!r} is not a C++ kernel name (like vadd, ns::k, k<128, 64>)")
@@ -285,7 +285,7 @@ def template_parameters(source: str) -> set[str]:
         while end < len(text) and depth:
             depth += {"<": 1, ">": -1}.get(text[end], 0)
             end += 1
-        for param in _split_top(text[start : end - 1]):
+        for param in split_top(text[start : end - 1]):
             declared = param.split("=", 1)[0].split()
             if len(declared) >= 2 and _IDENT.match(declared[-1].lstrip("*&.")):
                 names.add(declared[-1].lstrip("*&."))

@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ctune.compile.entry import split_top
+
 _STRING = re.compile(r'"(?:\\.|[^"\\\n])*"')
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)(?![\w(])[ \t]*(.*)$", re.M)
@@ -122,22 +124,6 @@ def _balanced(text: str, start: int, open_: str, close: str) -> int:
             if depth == 0:
                 return i + 1
     return -1
-
-
-def split_top(text: str) -> list[str]:
-    """Split on commas outside (), <>, [] and {}."""
-    items, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch in "(<[{":
-            depth += 1
-        elif ch in ")>]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            items.append(text[start:i].strip())
-            start = i + 1
-    if text[start:].strip():
-        items.append(text[start:].strip())
-    return items
 
 
 def _param(text: str, index: int) -> Param:
@@ -254,6 +240,5 @@ __all__ = [
     "Source",
     "TemplateParam",
     "read_source",
-    "split_top",
     "strip_comments",
 ]

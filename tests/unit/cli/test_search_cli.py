@@ -14,28 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
 import ctune.cli.search as search_cli
 from ctune.kernelspec import load_spec
+from ctune.testing.cli_app import ctune_main
 from ctune.testing.standins import StandInCompiler, StandInMeasurer, write_standin_kernel
-
-# ctune.cli.main (its one error mapping and its exit codes) as a Typer app for CliRunner
-ctune_main = typer.Typer(add_completion=False)
-
-
-@ctune_main.command(
-    context_settings={
-        "ignore_unknown_options": True,
-        "allow_extra_args": True,
-        "help_option_names": [],
-    }
-)
-def _main(ctx: typer.Context) -> None:
-    from ctune.cli import main
-
-    main(list(ctx.args))
 
 
 class Boundary:

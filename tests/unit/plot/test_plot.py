@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
 from ctune.plot import data
 from ctune.search.journal import read
+from ctune.testing.cli_app import ctune_main
 
 ROOT = Path(__file__).parents[3]
 JOURNAL = ROOT / "tests" / "data" / "journals" / "saxpy-n1m-replay.jsonl"
@@ -210,23 +210,6 @@ def test_pngs_are_images_with_content(figures: Any, journal: data.Source, tmp_pa
 
 
 # --- the command ------------------------------------------------------------------------------
-
-
-# ctune.cli.main (its error mapping and exit codes) as a Typer app for CliRunner
-ctune_main = typer.Typer(add_completion=False)
-
-
-@ctune_main.command(
-    context_settings={
-        "ignore_unknown_options": True,
-        "allow_extra_args": True,
-        "help_option_names": [],
-    }
-)
-def _main(ctx: typer.Context) -> None:
-    from ctune.cli import main
-
-    main(list(ctx.args))
 
 
 def run_cli(*args: str) -> tuple[int, str, str]:
