@@ -147,10 +147,17 @@ def repeatability_case(
         start_s = time.monotonic() - t
         first = measurer.measure(spec, *build, problem, plan)
         warm = [measurer.measure(spec, *build, problem, plan) for _ in range(3)]
-    overheads = [m.wall_s - sum(m.samples_ms) / 1e3 for m in warm if m.outcome is Outcome.OK]
+    # a graph-timed sample is a per-launch mean: the GPU ran launches_per_sample of them
+    overheads = [
+        m.wall_s - sum(m.samples_ms) * m.launches_per_sample / 1e3
+        for m in warm
+        if m.outcome is Outcome.OK
+    ]
     case.update(
         worker_start_s=round(start_s, 3),
-        first_call_overhead_s=round(first.wall_s - sum(first.samples_ms) / 1e3, 3),
+        first_call_overhead_s=round(
+            first.wall_s - sum(first.samples_ms) * first.launches_per_sample / 1e3, 3
+        ),
         warm_overhead_s=[round(o, 3) for o in overheads],
         overhead_s=round(statistics.median(overheads), 3) if overheads else None,
     )
