@@ -12,13 +12,7 @@ import ctune
 
 pytestmark = pytest.mark.gpu
 
-KERNEL = """
-template <typename T>
-__global__ void scale(T* y, const T* x, T alpha, int n) {
-    int i = blockIdx.x * block_size_x + threadIdx.x;
-    if (i < n) y[i] = alpha * x[i];
-}
-"""
+KERNEL = (Path(__file__).parents[1] / "data" / "kernels" / "api_scale.cu").read_text()
 
 
 def scale(xp, inputs, dims):
