@@ -86,3 +86,19 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     for name, reason in item.user_properties:
         if name == "ctune_required_missing":
             pytest.fail(f"required hardware missing: {reason}", pytrace=False)
+
+
+@pytest.fixture
+def no_matplotlib(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``import matplotlib`` fails, as on a machine without the ``plot`` extra."""
+    import builtins
+    from typing import Any
+
+    real_import = builtins.__import__
+
+    def blocked(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name.startswith("matplotlib"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", blocked)

@@ -209,18 +209,8 @@ def test_ctrl_c_exits_130_and_says_how_to_resume(run: Run, boundary: Boundary) -
 
 
 def test_plot_without_matplotlib_refuses_before_searching(
-    run: Run, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    run: Run, no_matplotlib: None, tmp_path: Path
 ) -> None:
-    import builtins
-
-    real_import = builtins.__import__
-
-    def no_matplotlib(name: str, *args: Any, **kwargs: Any) -> Any:
-        if name.startswith("matplotlib"):
-            raise ImportError(name)
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
     result = run(
         "--objective", "p50", "--budget", "8", "--plot", "front.png", "--confirm-processes", "0"
     )

@@ -236,19 +236,7 @@ def test_plot_command_refusals_are_one_line(figures: Any, tmp_path: Path) -> Non
     assert code == 2 and "--figure 'violin': no such figure" in err
 
 
-def test_plot_without_matplotlib_is_one_line_exit_3(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    import builtins
-
-    real_import = builtins.__import__
-
-    def no_matplotlib(name: str, *args: Any, **kwargs: Any) -> Any:
-        if name.startswith("matplotlib"):
-            raise ImportError(name)
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+def test_plot_without_matplotlib_is_one_line_exit_3(no_matplotlib: None, tmp_path: Path) -> None:
     code, _, err = run_cli("plot", str(JOURNAL), "-o", str(tmp_path))
     assert code == 3
     assert err.strip().splitlines() == [
