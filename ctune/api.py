@@ -85,7 +85,7 @@ def tune(
     seed: int | None = None,
     arch: str | None = None,
     workdir: str | Path | None = None,
-    confirm_processes: int = 3,
+    confirm_processes: int = 5,
     warm_start: str | Path | None = None,
     compiler: Any = None,
     measurer: Any = None,

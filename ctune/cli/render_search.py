@@ -82,7 +82,7 @@ class SearchDisplay:
                 self._print((event.message, "dim"))
         elif isinstance(event, ev.SearchStarted):
             self.objectives = list(event.objective_texts)
-            budget = f"{event.budget} evaluations" if event.budget else "no evaluation cap"
+            budget = f"budget {event.budget} distinct binaries" if event.budget else "no budget cap"
             if event.time_budget_s:
                 budget += f", {_duration(event.time_budget_s)}"
             approx = "" if event.valid_exact else "about "
@@ -116,9 +116,12 @@ class SearchDisplay:
 def status_block(p: Progress, objectives: list[str]) -> RenderableType:
     """Two lines of "label value" pairs; a narrow terminal wraps them between pairs."""
     budget = f"/{p.budget}" if p.budget is not None else ""
-    # the budget counts what the strategy asked for; fillers are extra
-    evaluations = f"{p.evaluations - p.fillers}{budget}" + (
-        f" + {p.fillers} fillers" if p.fillers else ""
+    # the budget counts GPU measurements; fillers and candidates that reused an
+    # identical binary's measurement are extra
+    evaluations = (
+        f"{p.evaluations - p.fillers - p.reused}{budget}"
+        + (f" + {p.reused} same binary" if p.reused else "")
+        + (f" + {p.fillers} fillers" if p.fillers else "")
     )
     failures = ", ".join(f"{k} {v}" for k, v in sorted(p.failures.items())) or "none"
     best = "-"
@@ -313,6 +316,14 @@ def final_report(result: SearchResult, json_out: bool) -> None:
             "faster/slower = Mann-Whitney p < 0.01 and effect > max(2%, 5 x "
             "between-process CV), else n.s.; gain CI: hierarchical bootstrap"
         )
+        if result.confirmation is not None:
+            c = result.confirmation
+            line(
+                ("confirmation", "bold"),
+                f" {c.processes} of at most {c.limit} processes, {c.measurements} "
+                f"measurements of {c.members} member(s) and the baseline in "
+                f"{_duration(c.seconds)}; stopped: {c.stopped}",
+            )
     elif not result.interrupted:
         line(("values from the search itself (not re-measured)", "dim"))
     for key, why in result.dropped:
@@ -320,7 +331,7 @@ def final_report(result: SearchResult, json_out: bool) -> None:
     failures = ", ".join(f"{k} {v}" for k, v in sorted(result.failures.items())) or "none"
     line(
         ("evaluations", "bold"),
-        f" {result.evaluations - result.fillers}"
+        f" {result.evaluations - result.fillers - result.reused}"
         + (f"/{result.budget}" if result.budget else "")
         + (
             f" + {result.fillers} fillers (runtime-gene variants measured while builds compiled)"
@@ -330,6 +341,7 @@ def final_report(result: SearchResult, json_out: bool) -> None:
         + f" in {result.generations} generations ({result.strategy}, seed "
         f"{result.seed}); stopped: {result.stop_reason}; cached {result.cached}",
     )
+    line(("binaries", "bold"), " " + binaries_line(result))
     line(("failures", "bold"), f" {failures}; infeasible {result.infeasible}")
     if result.feasibility is not None:
         feasibility_report(result, result.feasibility)
@@ -352,6 +364,18 @@ def final_report(result: SearchResult, json_out: bool) -> None:
         )
     if result.commit:
         line(("committed", "bold"), f" {result.commit}")
+
+
+def binaries_line(result: SearchResult) -> str:
+    """ "N candidates -> M distinct binaries measured": what dedup (search/dedup.py) saved."""
+    from ctune.records import Outcome
+
+    unbuilt = sum(n for o, n in result.failures.items() if Outcome(o).is_build_failure)
+    return (
+        f"{result.evaluations} candidates -> {result.binaries} distinct binaries measured"
+        f" ({result.reused} took the measurement of an identical binary; "
+        f"{unbuilt} failed to build)"
+    )
 
 
 # --- what the constraints did --------------------------------------------------------------

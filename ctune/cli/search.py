@@ -116,9 +116,11 @@ def search_command(
     budget: Annotated[
         int | None,
         typer.Option(
-            help="distinct candidates the strategy tries, baseline and failures included, "
-            "fillers not (default 100 unless --time; exhaustive: the whole space; on --resume "
-            "the journal's)"
+            help="GPU measurements: distinct binaries measured, baseline and failed builds "
+            "included; a candidate that compiles to a binary already measured reuses that "
+            "measurement and does not count, nor do fillers; at most 4 x budget candidates are "
+            "compiled (default 100 unless --time; exhaustive: the whole space; on --resume the "
+            "journal's)"
         ),
     ] = None,
     time: Annotated[
@@ -170,8 +172,14 @@ def search_command(
         ),
     ] = None,
     confirm_processes: Annotated[
-        int, typer.Option(help="fresh processes that re-measure the front and baseline (0: skip)")
-    ] = 3,
+        int,
+        typer.Option(
+            help="at most this many fresh processes re-measure the leader and the baseline "
+            "(close runners-up and, for several objectives, the front join them); at least 3, "
+            "what the registry gate needs, and more only while the comparison is undecided "
+            "(0: skip)"
+        ),
+    ] = 5,
     fill: Annotated[
         bool | None,
         typer.Option(

@@ -32,8 +32,11 @@ search has, marked ``interrupted`` (``--resume`` goes on from there); a
 second Ctrl-C abandons the candidate in flight at once. Either way every
 finished trial is already on disk.
 
-Budget: ``budget`` counts distinct candidates the strategy asked for
-(baseline, failures and resumed trials included). Fillers do not count: they
+Budget: ``budget`` counts GPU measurements, i.e. distinct binaries (baseline,
+failed builds and resumed trials included): a candidate that compiles to a
+binary this search already measured reuses that measurement and does not
+count (``dedup.py``), and at most ``COMPILE_CAP_FACTOR`` x budget candidates
+are compiled. Fillers do not count either: they
 run only in GPU time that pending compiles would leave idle (a filler in
 progress delays a build that finishes meanwhile by one measurement at most),
 so the strategy gets its whole budget of builds; ``time_s`` stops starting
@@ -68,6 +71,7 @@ from ctune.errors import ToolchainError, UserError
 from ctune.records import Build, Candidate, Measurement, Outcome, Trial
 from ctune.search import Compiler, Strategy, make_strategy
 from ctune.search import journal as journal_mod
+from ctune.search.dedup import COMPILE_CAP_FACTOR, BinaryTable, shared_trial
 from ctune.search.events import (
     BaselineMeasured,
     Confirming,
@@ -92,6 +96,7 @@ if TYPE_CHECKING:
     from ctune.kernelspec import KernelSpec, Problem
     from ctune.measure import Measurer, SamplingPlan
     from ctune.objective.spec import ObjectiveSpec
+    from ctune.search.confirm import ConfirmationCost
     from ctune.search.feasibility import Feasibility
 
 log = logging.getLogger(__name__)
@@ -127,7 +132,9 @@ class SearchOptions:
     seed: int | None = None
     resume: Path | None = None
     journal: Path | None = None  # where a new journal goes (default: under cache_dir)
-    confirm_processes: int = 3  # 0: report the search's own measurements
+    # at most this many fresh processes re-measure what the decision needs (confirm.py);
+    # 0: report the search's own measurements
+    confirm_processes: int = 5
     confirm_members: int = 8
     out: Path | None = None  # result file (default: <cache_dir>/results/<kernel>-<problem>.json)
     commit: bool = False
@@ -377,6 +384,9 @@ class _Run:
         # compile-only objectives cannot tell runtime variants apart: nothing to fill with
         self.filling = plan.fill and self.filler.active and objective.measures
         self.fillers = 0  # filler trials, resumed ones included
+        self.binaries = BinaryTable(spec, self.problem)  # one measurement per binary
+        self.reused_asked = 0  # asked trials answered by an identical binary (budget-free)
+        self.confirmation: ConfirmationCost | None = None
         self.strategy: Strategy = make_strategy(
             self.strategy_name,
             StrategyContext(
@@ -448,22 +458,26 @@ class _Run:
             journal_mod.check_identity(self.journal.path, self.header, {"device": label})
             self.device_checked = True
 
-    def record(self, trial: Trial, filler: bool = False) -> None:
+    def record(self, trial: Trial, filler: bool = False, same_as: str | None = None) -> None:
         assert self.journal is not None
         self.check_device(trial.measurement)
-        self.journal.append(trial, filler=filler, elapsed_s=self.resumed_s + self.elapsed())
-        self.add(trial)
+        elapsed = self.resumed_s + self.elapsed()
+        self.journal.append(trial, filler=filler, elapsed_s=elapsed, same_binary_as=same_as)
+        self.add(trial, same_as)
         self.fillers += filler
+        self.reused_asked += same_as is not None and not filler
         if trial.build is not None and not trial.build.cache_hit:
             self.compile_cpu_s += trial.build.compile_s
 
-    def add(self, trial: Trial) -> None:
-        """Account a finished (or replayed) trial: cache, counts, front.
+    def add(self, trial: Trial, same_as: str | None = None) -> None:
+        """Account a finished (or replayed) trial: cache, binaries, counts, front.
 
         INVALID (a restriction or a device limit refused it, so it never ran) is
         infeasible, like a constraint the measurement broke; not a failure.
         """
         self.cache[trial.candidate.key()] = trial
+        identity = None if same_as else self.binaries.identity(trial.candidate, trial.build)
+        self.binaries.add(trial, identity, same_as)
         self.trials.append(trial)
         if trial.outcome is Outcome.INVALID or (trial.outcome.is_ok and not trial.feasible):
             self.infeasible += 1
@@ -586,8 +600,11 @@ class _Run:
         default_key = self.spec.default_candidate().key()
         for trial in replay.trials:
             trial = dataclasses.replace(trial, number=len(self.trials))
-            self.add(trial)
-            self.fillers += trial.candidate.key() in replay.fillers
+            key = trial.candidate.key()
+            same_as = replay.same_binary.get(key)
+            self.add(trial, same_as)
+            self.fillers += key in replay.fillers
+            self.reused_asked += same_as is not None and key not in replay.fillers
             if trial.candidate.key() == default_key and self.baseline is None:
                 self.baseline = trial
         for group in journal_mod.trials_by_generation(self.trials):
@@ -677,6 +694,7 @@ class _Run:
             infeasible=infeasible,
             cached=self.cached,
             fillers=self.fillers,
+            reused=self.reused_asked,
             best=best,
             hypervolume=-score
             if score is not None and len(self.objective.directions) > 1
@@ -716,8 +734,16 @@ class _Run:
 
     @property
     def asked(self) -> int:
-        """Trials the budget counts: all but fillers (they only use idle GPU time)."""
-        return len(self.trials) - self.fillers
+        """Trials the budget counts: GPU measurements, so neither fillers (they only use
+        idle GPU time) nor candidates answered by an identical binary."""
+        return len(self.trials) - self.fillers - self.reused_asked
+
+    @property
+    def compiles_left(self) -> int | None:
+        """Candidates the compile cap still allows (None: no budget, no cap)."""
+        if self.budget is None:
+            return None
+        return COMPILE_CAP_FACTOR * self.budget - (len(self.trials) - self.fillers)
 
     def out_of_time(self) -> bool:
         time_s = self.search_plan.time_s
@@ -728,6 +754,9 @@ class _Run:
             return "interrupted"
         if self.budget is not None and self.asked >= self.budget:
             return "budget"
+        left = self.compiles_left
+        if left is not None and left <= 0:
+            return "compile cap"
         plan = self.search_plan
         if plan.time_s is not None and self.elapsed() >= plan.time_s:
             return "time"
@@ -798,13 +827,19 @@ class _Run:
     def evaluate(
         self, cand: Candidate, build: Build, generation: int, filler: bool = False
     ) -> Trial:
-        """Measure, score, journal and announce one candidate whose build is done."""
+        """Measure, score, journal and announce one candidate whose build is done; one
+        whose binary this search measured already takes that measurement instead."""
         if build.candidate_key != cand.key():  # another candidate's build, shared
             build = dataclasses.replace(build, candidate_key=cand.key(), cache_hit=True)
         build = self.within_device(cand, build)
-        measurement = self.measure(cand, build)
-        trial = self.make_trial(cand, build, measurement, generation)
-        self.record(trial, filler)
+        source = self.binaries.source(self.binaries.identity(cand, build))
+        if source is not None:
+            trial = shared_trial(source, cand, build, len(self.trials), generation)
+            self.record(trial, filler, same_as=source.candidate.key())
+        else:
+            measurement = self.measure(cand, build)
+            trial = self.make_trial(cand, build, measurement, generation)
+            self.record(trial, filler)
         self.session_evals += 1
         self.emit(TrialFinished(trial, self.progress(), filler))
         self.check_first_failures()
@@ -839,6 +874,8 @@ class _Run:
                 self.stop_reason = reason
                 return
             remaining = MAX_BATCH if self.budget is None else self.budget - self.asked
+            left = self.compiles_left
+            remaining = remaining if left is None else min(remaining, left)
             asked = self.strategy.ask(min(MAX_BATCH, remaining))
             if not asked:
                 self.stop_reason = "exhausted"
@@ -909,7 +946,7 @@ class _Run:
         )
 
         directions = self.objective.directions
-        chosen = pick_for_confirmation(self.trials, directions, self.confirm_limit())
+        chosen = self.to_confirm(pick_for_confirmation)
         assert self.baseline is not None
         processes = self.opts.confirm_processes
         can_confirm = (
@@ -934,12 +971,7 @@ class _Run:
                 continue
             items.append((trial, build))
         self.emit(Confirming(sum(t is not self.baseline for t, _ in items), processes))
-        start = self.clock()
-        assert self.measurer is not None
-        runs = self.measurer.remeasure(
-            self.spec, [(t.candidate, b) for t, b in items], self.problem, self.plan, processes
-        )
-        self.confirm_s += self.clock() - start
+        runs = self.remeasure_in_proportion(items, processes)
         for per_key in runs.values():
             for run in per_key:
                 self.check_device(run)
@@ -947,6 +979,8 @@ class _Run:
         base: MemberResult | None = None
         for trial, build in items:
             key = trial.candidate.key()
+            if key not in runs and trial is not self.baseline:
+                continue  # the decision did not need it (confirm.py)
             got = runs.get(key, [])
             bad = [m for m in got if not m.outcome.is_ok]
             if not got or bad:
@@ -988,6 +1022,60 @@ class _Run:
                 out.append(dataclasses.replace(m, significance=sig, gain=g))
             front = out
         return base, front, dropped
+
+    def to_confirm(self, pick: Callable[..., list[Trial]]) -> list[Trial]:
+        """The members to confirm, one per binary: among candidates that ran the same
+        binary, the one that changes the fewest genes (a flag that changes nothing is not
+        worth pinning)."""
+        from ctune.search.report import changed_genes
+
+        measured = [t for t in self.trials if t.candidate.key() not in self.binaries.same_as]
+        defaults = self.spec.space.default_values()
+        out: list[Trial] = []
+        for trial in pick(measured, self.objective.directions, self.confirm_limit()):
+            group = self.binaries.group_of(self.cache, trial.candidate.key())
+            out.append(
+                min(group, key=lambda t: (len(changed_genes(t.candidate, defaults)), t.number))
+            )
+        return out
+
+    def remeasure_in_proportion(
+        self, items: Sequence[tuple[Trial, Build]], processes: int
+    ) -> dict[str, list[Measurement]]:
+        """Fresh processes, one round at a time, until the decision is made (confirm.py)."""
+        from ctune.search.confirm import confirm_in_proportion
+        from ctune.search.report import pool
+
+        assert self.measurer is not None and self.baseline is not None
+        measurer = self.measurer
+        first = self.objective.objectives[0]
+
+        def run_round(batch: Sequence[tuple[Trial, Build]]) -> Mapping[str, Measurement]:
+            got = measurer.remeasure(
+                self.spec, [(t.candidate, b) for t, b in batch], self.problem, self.plan, 1
+            )
+            return {k: v[0] for k, v in got.items() if v}
+
+        def value_of(build: Build, runs: Sequence[Measurement]) -> float | None:
+            pooled = pool(runs)
+            ctx = self.objective.context(self.problem.dims)
+            got = None if pooled is None else first.value(build, pooled, ctx)
+            return None if got is None else (-got if first.direction == "max" else got)
+
+        start = self.clock()
+        runs, cost = confirm_in_proportion(
+            items,
+            self.baseline.candidate.key(),
+            run_round,
+            value_of,
+            directions=self.objective.directions,
+            limit=processes,
+            seed=self.search_plan.seed,
+            clock=self.clock,
+        )
+        self.confirm_s += self.clock() - start
+        self.confirmation = cost
+        return runs
 
     def pinned(self, front: Sequence[MemberResult], feasibility: Feasibility | None) -> str | None:
         """The best front member on the first objective; none when the constraints left
@@ -1056,7 +1144,10 @@ class _Run:
             fillers=self.fillers,
             dropped=tuple(dropped),
             notes=tuple(self.notes),
-            confirm_processes=self.opts.confirm_processes if self.objective.measures else 0,
+            confirm_processes=self.confirmation.processes if self.confirmation else 0,
+            confirmation=self.confirmation,
+            binaries=self.binaries.binaries,
+            reused=self.reused_asked,
             plan=self.search_plan.to_json(),
             feasibility=feasibility,
         )

@@ -21,7 +21,10 @@ Format (JSON Lines, UTF-8):
   one the strategy asked for (``filling.py``; an optional key, so format 1
   still reads both ways) and ``"elapsed_s"``, the search's own seconds when it
   finished (continuing across resumed sessions, pauses left out; also
-  optional: ``ctune plot`` draws convergence against it), and after each
+  optional: ``ctune plot`` draws convergence against it), ``"same_binary_as": KEY``
+  for a trial that was not measured because candidate KEY of this search had compiled
+  to the same binary (``dedup.py``; optional too, so older ctunes read such journals
+  as plain trials), and after each
   generation a ``{"kind": "generation", "generation": g, "state": {...}}``
   with the strategy's state.
 
@@ -139,6 +142,7 @@ class Replay:
     dropped_tail: bool = False
     fillers: set[str] = field(default_factory=set)  # candidate keys of filler trials
     elapsed_s: list[float | None] = field(default_factory=list)  # per trial, when recorded
+    same_binary: dict[str, str] = field(default_factory=dict)  # key -> key it reused
 
     @property
     def last_elapsed_s(self) -> float:
@@ -192,6 +196,11 @@ def read(path: Path) -> tuple[Replay, int]:
                 )
                 if record.get("filler") is True:
                     replay.fillers.add(replay.trials[-1].candidate.key())
+                same = record.get("same_binary_as")
+                if same is not None:
+                    if not isinstance(same, str):
+                        raise ValueError(f"same_binary_as {same!r} is not a key")
+                    replay.same_binary[replay.trials[-1].candidate.key()] = same
             elif kind == "generation":
                 replay.states.append((int(record["generation"]), dict(record["state"])))
             else:
@@ -271,10 +280,18 @@ class Journal:
         if self.fsync:
             os.fsync(self._fd)
 
-    def append(self, trial: Trial, filler: bool = False, elapsed_s: float | None = None) -> None:
+    def append(
+        self,
+        trial: Trial,
+        filler: bool = False,
+        elapsed_s: float | None = None,
+        same_binary_as: str | None = None,
+    ) -> None:
         record: dict[str, Any] = {"kind": "trial", "trial": to_json(trial)}
         if filler:
             record["filler"] = True
+        if same_binary_as is not None:
+            record["same_binary_as"] = same_binary_as
         if elapsed_s is not None:
             record["elapsed_s"] = round(elapsed_s, 3)
         self._write(record)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ctune.records import Build, Candidate, GeneValue, Measurement, Trial
+from ctune.search.confirm import ConfirmationCost
 from ctune.search.feasibility import Feasibility
 
 #: the device of a search whose objectives are all build properties (nothing ran on a GPU)
@@ -136,9 +137,12 @@ class SearchResult:
     notes: tuple[str, ...] = ()
     artifact_path: Path | None = None
     commit: str | None = None
-    confirm_processes: int = 0
+    confirm_processes: int = 0  # fresh processes the confirmation used
     plan: dict[str, Any] = field(default_factory=dict)  # what shaped the trials (plan.py)
     feasibility: Feasibility | None = None
+    confirmation: ConfirmationCost | None = None  # its cost and why it stopped (confirm.py)
+    binaries: int = 0  # distinct binaries measured (dedup.py); evaluations - reused - failures
+    reused: int = 0  # asked candidates answered by a binary this search measured already
 
     @property
     def interrupted(self) -> bool:
@@ -196,6 +200,9 @@ class SearchResult:
                     "gpu_busy_fraction": self.timing.gpu_busy_fraction,
                 },
                 "confirm_processes": self.confirm_processes,
+                "confirmation": self.confirmation.to_json() if self.confirmation else None,
+                "binaries": self.binaries,
+                "reused": self.reused,
                 "feasibility": self.feasibility.to_json() if self.feasibility else None,
                 "verdict": "inconclusive" if self.inconclusive else "ok",
                 "artifact": str(self.artifact_path) if self.artifact_path else None,

@@ -20,7 +20,9 @@ CUDA or touches a GPU, and nothing here may be used to decide performance.
 - :class:`StandInCompiler`: returns Builds without nvcc. COMPILE_ERROR for
   every ``fail_every``-th distinct candidate (in request order; ``submit``
   builds synchronously so that order is the driver's), RESOURCE_LIMIT when
-  the register estimate exceeds ``regs_limit``.
+  the register estimate exceeds ``regs_limit``. Its "SASS digest" covers the
+  genes other than ``noop_genes`` (genes that, like many flags, leave the
+  machine code unchanged), so candidates differing only in those share one.
 - :class:`ReplayMeasurer` / :class:`ReplayCompiler`: serve a recorded
   ground truth (``tests/data/ground_truth/*.json.gz``, format in that
   folder's README) keyed by candidate key (Kernel Tuner's
@@ -121,6 +123,7 @@ class StandInMeasurer:
         self.sigints = sigints  # ... this many times, during that measurement
         self.calls: list[str] = []  # candidate keys measured by measure(), in order
         self.remeasured: list[str] = []  # keys measured by remeasure(), per process
+        self.processes = 0  # fresh "processes" remeasure() started, over all its calls
 
     # --- the model ---------------------------------------------------------------
     def _params(self, kernel: str, gene: str, what: str) -> tuple[float, float]:
@@ -261,7 +264,9 @@ class StandInMeasurer:
         out: dict[str, list[Measurement]] = {c.key(): [] for c, _ in items}
         order = list(items)
         shuffle = random.Random(self.seed)
-        for p in range(1, processes + 1):
+        for _ in range(processes):
+            self.processes += 1
+            p = self.processes  # a new process: new noise, also across calls
             shuffle.shuffle(order)  # interleaved, order varied per process (RELIABILITY M11)
             for cand, build in order:
                 self.remeasured.append(cand.key())
@@ -339,8 +344,10 @@ class StandInCompiler:
         fail_all: bool = False,
         fail_baseline: bool = False,
         compile_s: float = 0.3,
+        noop_genes: Sequence[str] = (),
     ) -> None:
         self.spec = spec
+        self.noop_genes = frozenset(noop_genes)
         self.fail_every = fail_every
         self.regs_limit = regs_limit
         self.fail_all = fail_all
@@ -351,7 +358,14 @@ class StandInCompiler:
         self.calls = 0
         self._builds: dict[str, Build] = {}
 
+    def sass_digest(self, candidate: Candidate) -> str:
+        """Stands for the digest of the machine code: the genes that reach it."""
+        code = {k: v for k, v in candidate.genes if k not in self.noop_genes}
+        return hashlib.sha256(repr(sorted(code.items())).encode()).hexdigest()
+
     def regs_estimate(self, values: Mapping[str, GeneValue]) -> int:
+        defaults = self.spec.space.default_values()
+        values = {**values, **{k: defaults[k] for k in self.noop_genes}}  # not in the code
         u = _positions(self.spec.space, values)
         return int(32 + 48 * sum(u))
 
@@ -394,7 +408,7 @@ class StandInCompiler:
             toolchain="stand-in compiler (not nvcc)",
             outcome=outcome,
             binary_path=f"standin://{key}" if outcome.is_ok else None,
-            sass_sha256=hashlib.sha256(key.encode()).hexdigest() if outcome.is_ok else None,
+            sass_sha256=self.sass_digest(candidate) if outcome.is_ok else None,
             compile_s=round(self.compile_s * (1 + _unit(key, "compile")), 4),
             resources=Resources(
                 regs=regs,

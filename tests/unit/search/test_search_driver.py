@@ -197,7 +197,7 @@ def test_result_file_is_a_registry_artifact(search, settings: Settings) -> None:
     assert [o.name for o in artifact.objectives] == ["p99", "energy"]
     assert artifact.pinned == result.pinned and artifact.baseline.samples_ms
     pinned = artifact.member(result.pinned)
-    assert pinned.samples_ms and len(pinned.process_medians_ms) == 3
+    assert pinned.samples_ms and len(pinned.process_medians_ms) >= 3
     assert set(pinned.summary) >= {
         "p50_ms",
         "p95_ms",
@@ -221,9 +221,11 @@ def test_result_file_is_a_registry_artifact(search, settings: Settings) -> None:
 
 def test_confirmation_reports_significance_and_gain(search) -> None:
     result, measurer, _, _ = search(("p50",), budget=40, journal_fsync=False)
-    assert result.confirm_processes == 3 and len(measurer.remeasured) > 0
+    cost = result.confirmation
+    assert cost is not None and 3 <= result.confirm_processes == cost.processes <= 5
+    assert len(measurer.remeasured) == cost.measurements
     pinned = result.member(result.pinned)
-    assert pinned is not None and pinned.confirmed and len(pinned.per_process) == 3
+    assert pinned is not None and pinned.confirmed and len(pinned.per_process) >= 3
     assert pinned.significance is not None and pinned.gain is not None
     assert pinned.gain.low <= pinned.gain.ratio <= pinned.gain.high
     assert result.baseline is not None and result.baseline.confirmed
