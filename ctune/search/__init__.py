@@ -13,11 +13,12 @@ only then.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ctune.errors import UserError
+from ctune.errors import ToolchainError, UserError
 
 if TYPE_CHECKING:
     from ctune.kernelspec import Problem
@@ -60,11 +61,15 @@ class Compiler(Protocol):
 STRATEGIES: dict[str, str] = {
     "nsga2": "ctune.search.nsga2:Nsga2Strategy",
     "ga": "ctune.search.ga:GaStrategy",
+    "staged": "ctune.search.staged:StagedStrategy",
+    "tpe": "ctune.search.tpe:TpeStrategy",
     "random": "ctune.search.baselines:RandomStrategy",
     "exhaustive": "ctune.search.baselines:ExhaustiveStrategy",
 }
 #: strategy -> the optional package its module needs
-_REQUIRES = {"nsga2": "deap", "ga": "deap"}
+_REQUIRES = {"nsga2": "deap", "ga": "deap", "staged": "deap"}
+#: strategy -> (package, extra) of an optional extra: missing, it is a toolchain gap (exit 3)
+_EXTRAS = {"tpe": ("optuna", "optuna")}
 
 
 def strategy_names() -> list[str]:
@@ -72,9 +77,11 @@ def strategy_names() -> list[str]:
 
 
 def resolve_name(name: str, n_objectives: int) -> str:
-    """``auto`` is ga for one objective and nsga2 for several."""
+    """``auto`` is staged for one objective (the GA over the structure genes, then the
+    flags of the leading builds; the plain GA where there are no flag genes) and nsga2
+    for several."""
     if name == "auto":
-        return "ga" if n_objectives == 1 else "nsga2"
+        return "staged" if n_objectives == 1 else "nsga2"
     return name
 
 
@@ -90,6 +97,13 @@ def strategy_class(name: str) -> type:
                 return loaded
         raise UserError(f"unknown strategy '{name}' (allowed: {', '.join(strategy_names())})")
     module_name, _, cls_name = target.partition(":")
+    if name in _EXTRAS:
+        package, extra = _EXTRAS[name]
+        if importlib.util.find_spec(package) is None:
+            raise ToolchainError(
+                f"strategy {name} needs the optional package '{package}': "
+                f"pip install 'ctune[{extra}]'"
+            )
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -105,10 +119,14 @@ def option_table(name: str) -> OptionTable:
     """A strategy's options; built-in tables are read without importing DEAP."""
     from ctune.search.baselines import ExhaustiveStrategy, RandomStrategy
     from ctune.search.evolution import GA_OPTIONS, NSGA2_OPTIONS
+    from ctune.search.staged import STAGED_OPTIONS
+    from ctune.search.tpe import TPE_OPTIONS
 
     builtin = {
         "nsga2": NSGA2_OPTIONS,
         "ga": GA_OPTIONS,
+        "staged": STAGED_OPTIONS,
+        "tpe": TPE_OPTIONS,
         "random": RandomStrategy.OPTIONS,
         "exhaustive": ExhaustiveStrategy.OPTIONS,
     }

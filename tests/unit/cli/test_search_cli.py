@@ -103,7 +103,7 @@ def test_json_output_is_machine_readable(run: Run, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["objectives"][0]["text"] == "0.5*p50 + 0.5*p99"
-    assert data["strategy"] == "ga" and data["evaluations"] == 20 and data["front"]
+    assert data["strategy"] == "staged" and data["evaluations"] == 20 and data["front"]
     assert data["confirm_processes"] == 2 and data["pinned"] == data["front"][0]["key"]
     assert data["artifact"] == "res.json" and (tmp_path / "res.json").is_file()
     assert result.stderr == ""  # no live display with --json
@@ -118,7 +118,7 @@ def test_json_output_is_machine_readable(run: Run, tmp_path: Path) -> None:
             ["--objective", "p50", "--constraint", "p99>=2ms", "--constraint", "p99<=1ms"],
             "contradict each other",
         ),
-        (["--objective", "p50", "--option", "popsize=3"], "unknown option 'popsize' for ga"),
+        (["--objective", "p50", "--option", "popsize=3"], "unknown option 'popsize' for staged"),
         (["--objective", "p50", "--time", "soon"], "--time 'soon': expected a duration"),
         (["--objective", "p50", "--strategy", "cmaes"], "unknown strategy 'cmaes'"),
         (["--objective", "p50", "--problem", "huge"], "no problem 'huge'"),

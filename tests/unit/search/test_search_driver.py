@@ -127,7 +127,7 @@ def test_compile_only_objectives_never_touch_the_gpu(search, spec: KernelSpec) -
 def test_unknown_problem_and_option_fail_before_compiling(search, spec: KernelSpec) -> None:
     with pytest.raises(UserError, match="no problem 'huge'"):
         search(problem="huge")
-    with pytest.raises(UserError, match="unknown option 'popsize' for ga"):
+    with pytest.raises(UserError, match="unknown option 'popsize' for staged"):
         search(strategy_options={"popsize": "3"})
 
 

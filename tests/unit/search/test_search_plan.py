@@ -13,7 +13,8 @@ JOURNAL = Path("j.jsonl")
 
 
 def test_a_new_search_takes_the_defaults_for_what_is_not_given() -> None:
-    assert new_plan(SearchOptions(), 1) == SearchPlan("ga", {}, 0, DEFAULT_BUDGET, None, None, True)
+    default = SearchPlan("staged", {}, 0, DEFAULT_BUDGET, None, None, True)
+    assert new_plan(SearchOptions(), 1) == default
     assert new_plan(SearchOptions(), 2).strategy == "nsga2"
     timed = new_plan(SearchOptions(time_s=60.0, strategy="random", seed=4), 1)
     assert (timed.budget, timed.time_s, timed.seed, timed.strategy) == (None, 60.0, 4, "random")
@@ -24,14 +25,14 @@ def test_a_new_search_takes_the_defaults_for_what_is_not_given() -> None:
 
 
 def _header(**search: object) -> dict[str, object]:
-    plan = SearchPlan("ga", {"population_size": "6"}, 5, 8, None, 2, True).to_json()
+    plan = SearchPlan("staged", {"population_size": "6"}, 5, 8, None, 2, True).to_json()
     return {"kind": "header", "search": {**plan, **search}}
 
 
 def test_resume_takes_the_recorded_plan() -> None:
     plan, conflict = resume_plan(SearchOptions(), _header(), 1, JOURNAL)
     assert conflict is None
-    assert plan == SearchPlan("ga", {"population_size": "6"}, 5, 8, None, 2, True)
+    assert plan == SearchPlan("staged", {"population_size": "6"}, 5, 8, None, 2, True)
     # the same values given again agree (options compare as text: 6 and "6")
     same = SearchOptions(
         strategy="auto", strategy_options={"population_size": 6}, seed=5, budget=8, patience=2
@@ -45,7 +46,7 @@ def test_resume_takes_the_recorded_plan() -> None:
         (SearchOptions(budget=100), "cannot resume with --budget 100: the journal's search ran "
          "with --budget 8"),
         (SearchOptions(strategy="auto"), "--strategy nsga2: the journal's search ran with "
-         "--strategy ga"),
+         "--strategy staged"),
         (SearchOptions(strategy_options={"population_size": "9"}), "--option population_size=9"),
         (SearchOptions(time_s=60.0), "--time 60: the journal's search ran with no --time"),
         (SearchOptions(fill=False), "--no-fill: the journal's search ran with --fill"),
@@ -56,7 +57,7 @@ def test_a_flag_that_differs_is_the_conflict(options: SearchOptions, text: str) 
     plan, conflict = resume_plan(options, _header(), n_objectives, JOURNAL)
     assert conflict is not None and conflict.startswith(f"{JOURNAL}: ") and text in conflict
     assert "\n" not in conflict
-    assert plan.budget == 8 and plan.strategy == "ga"  # the recorded plan stands
+    assert plan.budget == 8 and plan.strategy == "staged"  # the recorded plan stands
 
 
 def test_older_journals_keep_strategy_seed_and_budget_under_info() -> None:

@@ -58,7 +58,7 @@ def test_option_items() -> None:
 
 
 def test_names_and_tables() -> None:
-    assert resolve_name("auto", 1) == "ga" and resolve_name("auto", 2) == "nsga2"
+    assert resolve_name("auto", 1) == "staged" and resolve_name("auto", 2) == "nsga2"
     assert resolve_name("random", 2) == "random"
     with pytest.raises(UserError, match="unknown strategy 'cmaes' \\(allowed: auto, nsga2, ga,"):
         strategy_class("cmaes")

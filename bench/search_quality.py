@@ -1,0 +1,293 @@
+"""Search quality on ground truths over distinct binaries: replay, no GPU, 10 seeds.
+
+For each ground truth (``tests/data/ground_truth/*.json.gz`` in format
+``ctune-ground-truth/2``, recorded by ``bench/ground_truth.py``), at a budget of
+``--fraction`` of its distinct binaries (GPU measurements), compare:
+
+- ``default``: ctune's default strategy (``auto``) over the joint space;
+- ``params-only``: the same strategy over the structure genes alone (every flag at
+  its no-op default), at the same budget;
+- every other ctune strategy (``ga``, ``staged``, ``random``, ``tpe`` when Optuna is
+  installed) over the joint space;
+- ``kernel_tuner_ga``: Kernel Tuner's genetic algorithm in its simulation mode, fed
+  the same ground truth as a cache file, with ``max_fevals`` = the budget (it has
+  no binary dedup, so each distinct configuration is one of its measurements).
+
+Each run's score is optimum / best found (1.0 = the optimum of the joint space).
+Writes ``bench/results/search_quality.json``: per ground truth and strategy
+``budget_fraction``, ``median_of_optimum``, ``seeds`` (per-seed scores), and for
+the default strategy ``joint_vs_params_only`` (seeds where the joint search is at
+least as good as params-only at equal budget). Targets: >= 0.98 median at 10%,
+joint >= params-only in >= 8 of 10 seeds, above random and Kernel Tuner's GA.
+
+    python bench/search_quality.py                       # every recorded ground truth
+    python bench/search_quality.py --synthetic           # the synthetic one (no GPU data)
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from ctune.kernelspec import KernelSpec, load_spec  # noqa: E402
+from ctune.testing.binary_truth import BinaryTruth, synthetic_binary_truth  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results" / "search_quality.json"
+TRUTHS = ROOT / "tests" / "data" / "ground_truth"
+KERNELS = {
+    "tiled_matmul": ROOT / "kernels" / "tiled_matmul.cu",
+    "gemm": ROOT / "kernels" / "gemm.cu",
+}
+#: the synthetic stand-in: tiled_matmul's structure with a few flag genes
+SYNTHETIC_SUBSPACE: dict[str, list[Any]] = {
+    "BLOCK_X": [16, 32, 64],
+    "BLOCK_Y": [2, 4, 8, 16],
+    "WORK_X": [1, 2, 4],
+    "WORK_Y": [1, 2, 4, 8],
+    "TILE_K": [16, 32],
+    "PAD": [0],
+    "maxrregcount": [0, 32, 64, 128],
+    "ptxas_opt": [3, 1],
+    "fast_math": [False, True],
+    "dlcm": ["default", "cg"],
+    "lineinfo": [False, True],
+}
+TARGET = 0.98
+
+
+def _best(journal: Path) -> float | None:
+    from ctune.search.journal import read
+
+    replay, _ = read(journal)
+    values = [t.values[0] for t in replay.trials if t.feasible and t.values is not None]
+    return min(values) if values else None
+
+
+def ctune_run(
+    truth: BinaryTruth, spec: KernelSpec, strategy: str, budget: int, seed: int, folder: Path
+) -> float | None:
+    """One replayed ctune search: the best value it found."""
+    from ctune.objective import parse_objective_spec
+    from ctune.testing.searches import quiet_search
+    from ctune.testing.standins import ReplayCompiler, ReplayMeasurer
+
+    replay = truth.to_replay()
+    result = quiet_search(
+        spec,
+        parse_objective_spec(["p50"], [], spec.metrics),
+        folder / f"{strategy}-{seed}-{len(spec.space.genes)}",
+        strategy=strategy,
+        budget=budget,
+        seed=seed,
+        compiler=ReplayCompiler(replay),
+        measurer=ReplayMeasurer(replay),
+        fingerprint=replay.fingerprint,
+    )
+    return _best(result.journal)
+
+
+def _member_of(valid: set[tuple[Any, ...]]) -> Callable[..., bool]:
+    """A Kernel Tuner restriction over every parameter: the configuration was recorded."""
+
+    def allowed(*values: Any) -> bool:
+        return values in valid
+
+    return allowed
+
+
+def kernel_tuner_run(
+    truth: BinaryTruth, spec: KernelSpec, budget: int, seed: int, folder: Path
+) -> float | None:
+    """Kernel Tuner's GA in simulation mode on a cache file holding the ground truth."""
+    import random
+
+    import numpy as np
+    from constraint import FunctionConstraint
+    from kernel_tuner import tune_kernel
+
+    genes = [g for g in spec.space.genes]
+    names = [g.name for g in genes]
+    cache: dict[str, Any] = {}
+    valid: set[tuple[Any, ...]] = set()
+    for cand in truth.candidates.values():
+        values = tuple(cand["genes"][n] for n in names)
+        if not spec.space.is_valid(cand["genes"], spec.problem(truth.problem).dims):
+            continue
+        valid.add(values)
+        key = ",".join(str(v) for v in values)
+        value = truth.value(spec.candidate(cand["genes"]).key())
+        cache[key] = {**dict(zip(names, values, strict=True)), "time": value or 1e20}
+    path = folder / f"kt-{seed}.json"
+    path.write_text(
+        json.dumps(
+            {
+                "device_name": "ground truth",
+                "kernel_name": spec.name,
+                "problem_size": [1],
+                "tune_params_keys": names,
+                "tune_params": {g.name: list(g.values) for g in genes},
+                "objective": "time",
+                "cache": cache,
+            }
+        )
+    )
+    random.seed(seed)
+    np.random.seed(seed)
+    results, _env = tune_kernel(
+        spec.name,
+        "__global__ void k() {}",
+        1,
+        [],
+        {g.name: list(g.values) for g in genes},
+        restrictions=[FunctionConstraint(_member_of(valid))],
+        strategy="genetic_algorithm",
+        strategy_options={"max_fevals": budget},
+        cache=str(path),
+        simulation_mode=True,
+        quiet=True,
+        lang="CUDA",
+    )
+    times = [r["time"] for r in results if isinstance(r.get("time"), (int, float))]
+    return min(times) if times else None
+
+
+def evaluate(truth: BinaryTruth, args: argparse.Namespace) -> dict[str, Any]:
+    kernel = args.kernel or KERNELS.get(truth.kernel)
+    if kernel is None:
+        raise SystemExit(f"no kernel for ground truth {truth.kernel}; pass --kernel")
+    base = load_spec(Path(kernel))
+    joint, params = truth.restrict(base), truth.restrict(base, flags=False)
+    optimum = truth.optimum()
+    budget = max(2, math.ceil(args.fraction * truth.distinct_binaries()))
+    runs: dict[str, Callable[[int, Path], float | None]] = {
+        "default": lambda s, f: ctune_run(truth, joint, "auto", budget, s, f),
+        "params-only": lambda s, f: ctune_run(truth, params, "auto", budget, s, f),
+    }
+    for name in args.strategies:
+        runs[name] = lambda s, f, name=name: ctune_run(truth, joint, name, budget, s, f)
+    if args.kernel_tuner:
+        runs["kernel_tuner_ga"] = lambda s, f: kernel_tuner_run(truth, joint, budget, s, f)
+    scores: dict[str, list[float]] = {name: [] for name in runs}
+    bests: dict[str, list[float | None]] = {name: [] for name in runs}
+    with tempfile.TemporaryDirectory(prefix="ctune-quality-") as tmp:
+        for seed in range(args.seeds):
+            for name, run in runs.items():
+                best = run(seed, Path(tmp))
+                bests[name].append(best)
+                scores[name].append(optimum / best if best else 0.0)
+    wins = sum(
+        1
+        for j, p in zip(bests["default"], bests["params-only"], strict=True)
+        if j is not None and (p is None or j <= p * (1 + 1e-12))
+    )
+    out: dict[str, Any] = {}
+    for name, got in scores.items():
+        out[name] = {
+            "budget_fraction": args.fraction,
+            "budget": budget,
+            "median_of_optimum": statistics.median(got),
+            "seeds": got,
+        }
+    out["default"]["joint_vs_params_only"] = {"at_least_as_good": wins, "seeds": args.seeds}
+    return {
+        "kernel": truth.kernel,
+        "problem": truth.problem,
+        "synthetic": truth.synthetic,
+        "candidates": len(truth.candidates),
+        "distinct_binaries": truth.distinct_binaries(),
+        "optimum_ms": optimum,
+        "params_only_optimum_ms": truth.optimum(truth.structural_keys(base)),
+        "strategies": out,
+        "meets_targets": {
+            "median_at_least_0.98": out["default"]["median_of_optimum"] >= TARGET,
+            "joint_vs_params_only_8_of_10": wins >= math.ceil(0.8 * args.seeds),
+            "beats_random": out["default"]["median_of_optimum"]
+            > out.get("random", {"median_of_optimum": -1})["median_of_optimum"],
+            "beats_kernel_tuner_ga": out["default"]["median_of_optimum"]
+            > out.get("kernel_tuner_ga", {"median_of_optimum": -1})["median_of_optimum"],
+        },
+    }
+
+
+def truths(args: argparse.Namespace) -> list[BinaryTruth]:
+    if args.synthetic:
+        spec = load_spec(KERNELS["tiled_matmul"])
+        return [
+            synthetic_binary_truth(spec, spec.problem(), SYNTHETIC_SUBSPACE, seed=args.model_seed)
+        ]
+    paths = args.ground_truth or sorted(TRUTHS.glob("*.json.gz"))
+    out = []
+    for path in paths:
+        try:
+            out.append(BinaryTruth.load(Path(path)))
+        except ValueError:
+            continue  # format 1 (per candidate): not a ground truth over binaries
+    if not out:
+        raise SystemExit(
+            "no ctune-ground-truth/2 file; record one (bench/ground_truth.py) or pass --synthetic"
+        )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--ground-truth", action="append", default=None)
+    parser.add_argument("--synthetic", action="store_true")
+    parser.add_argument("--model-seed", type=int, default=0, help="synthetic landscape seed")
+    parser.add_argument("--kernel", default=None)
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--fraction", type=float, default=0.10)
+    parser.add_argument("--strategies", nargs="*", default=["ga", "staged", "random", "tpe"])
+    parser.add_argument("--no-kernel-tuner", dest="kernel_tuner", action="store_false")
+    parser.add_argument("--out", default=str(RESULTS))
+    args = parser.parse_args(argv)
+    import importlib.util
+
+    if importlib.util.find_spec("optuna") is None and "tpe" in args.strategies:
+        args.strategies.remove("tpe")
+    if args.kernel_tuner and importlib.util.find_spec("kernel_tuner") is None:
+        print("kernel_tuner is not installed (pip install kernel_tuner): left out")
+        args.kernel_tuner = False
+    from ctune import __version__
+
+    report = {
+        "benchmark": "search_quality",
+        "ground_truths": [evaluate(t, args) for t in truths(args)],
+        "seeds": args.seeds,
+        "fraction": args.fraction,
+        "ctune_version": __version__,
+        "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    for gt in report["ground_truths"]:
+        flag = " (SYNTHETIC)" if gt["synthetic"] else ""
+        print(
+            f"{gt['kernel']}/{gt['problem']}{flag}: {gt['candidates']} candidates, "
+            f"{gt['distinct_binaries']} binaries"
+        )
+        for name, row in gt["strategies"].items():
+            extra = ""
+            if "joint_vs_params_only" in row:
+                j = row["joint_vs_params_only"]
+                extra = f"; joint >= params-only in {j['at_least_as_good']}/{j['seeds']}"
+            median = row["median_of_optimum"]
+            print(f"  {name:16s} median {median:.4f} at budget {row['budget']}{extra}")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
