@@ -40,7 +40,9 @@ bench:          ## GPU benchmarks; results land in bench/results/
 wheels:         ## what the GPU machine lacks, as wheels (it has no network; at most 64 MiB travel)
 	$(PYTHON) -m pip download -d .device/wheels --no-deps --python-version 3.12 --only-binary=:all: \
 	  --platform manylinux2014_x86_64 deap moocore cffi pycparser platformdirs \
-	  "gitpython>=3.1.49" gitdb smmap nvidia-cutlass
+	  "gitpython>=3.1.49" gitdb smmap nvidia-cutlass \
+	  kernel_tuner python-constraint2 xmltodict jsonschema jsonschema-specifications referencing \
+	  rpds-py attrs  # Kernel Tuner for bench/search_overhead.py (~5.3 MB with its imports' deps)
 
 clean:
 	rm -rf .ctune build dist *.egg-info .pytest_cache .ruff_cache

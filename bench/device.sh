@@ -10,6 +10,18 @@
 #   tests     the GPU and NVML tiers, required (a missing GPU fails, never skips)
 #   aa        bench/aa_repeatability.py          (A/A noise, overhead, fault recovery)
 #   gt        bench/ga_sample_efficiency.py record (exhaustive ground truth for replay)
+#   gtmap     bench/ground_truth.py map     (GT_PRESET=tiled_matmul|gemm): compile every
+#             candidate, group by binary identity; ~3 min on 16 cores for either preset
+#   gtmeasure bench/ground_truth.py measure (GT_PRESET, GT_PROCESSES: "1", then "2", "3"): each distinct
+#             binary once per fresh process; tiled_matmul ~3 min per process (~1,000
+#             binaries), gemm ~5-6 min per process (1,800): one process per call for gemm
+#   gtfinish  bench/ground_truth.py finish  (GT_PRESET): tests/data/ground_truth/<preset>-*.json.gz
+#             (every gt* stage is resumable and stops starting work after GT_MAX_S, 480 s by
+#             default; its progress, bench/results/ground_truth/, comes back in results.tgz:
+#             unpack that into the checkout before the next call)
+#   quality   bench/search_quality.py (CPU only: the replay of the recorded ground truths)
+#   overhead  bench/search_overhead.py: ctune vs Kernel Tuner brute force, s per candidate
+#             (needs the kernel_tuner wheels; ~2-3 min)
 #   search    ctune search on the GEMM, end to end, plus a two-objective search
 #   kernels   bench/kernels_vs_vendor.py          (tuned vs default vs cuBLAS / SDPA)
 #   own       bench/own_kernels.py                (kernels written elsewhere, tuned unmodified)
@@ -91,6 +103,20 @@ for stage in "${STAGES[@]}"; do
         ctune registry import --no-commit "$f" || exit 1; done' ;;
     staleness)
       run staleness $PY bench/staleness.py ;;
+    gtmap)
+      LIMIT_GTMAP=${LIMIT_GTMAP:-570} run gtmap $PY bench/ground_truth.py map \
+        --preset "${GT_PRESET:-tiled_matmul}" --max-s "${GT_MAX_S:-480}" ;;
+    gtmeasure)
+      for p in ${GT_PROCESSES:-1}; do
+        LIMIT_GTMEASURE=${LIMIT_GTMEASURE:-570} run gtmeasure $PY bench/ground_truth.py measure \
+          --preset "${GT_PRESET:-tiled_matmul}" --process "$p" --max-s "${GT_MAX_S:-480}"
+      done ;;
+    gtfinish)
+      run gtfinish $PY bench/ground_truth.py finish --preset "${GT_PRESET:-tiled_matmul}" ;;
+    quality)
+      run quality $PY bench/search_quality.py ${QUALITY_ARGS:-} ;;
+    overhead)
+      run overhead $PY bench/search_overhead.py ;;
     *)
       echo "unknown stage $stage" | tee -a "$LOGS/summary.txt"; STATUS=1 ;;
   esac

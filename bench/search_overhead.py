@@ -1,0 +1,181 @@
+"""Wall time per evaluated candidate: ctune's search vs Kernel Tuner's brute force (GPU).
+
+One run, one GPU, one kernel and space: ``kernels/tiled_matmul.cu`` on sq1024 over
+36 structures (BLOCK_X x BLOCK_Y x WORK_X x WORK_Y, flags at their defaults).
+
+- ctune: ``run_search`` with the exhaustive strategy over that space, the real nvcc
+  compiler and GPU worker, confirmation included (as a user runs it), from a cold
+  build cache; ``ctune_s_per_candidate`` = wall / candidates evaluated.
+- Kernel Tuner: ``tune_kernel`` with ``strategy="brute_force"`` over the same
+  parameters and restrictions (its CuPy backend: NVRTC compiles, CUDA events),
+  ``kernel_tuner_s_per_candidate`` = wall / configurations it benchmarked.
+
+Writes ``bench/results/search_overhead-<gpu>.json`` with both, their ``ratio``
+(target <= 0.5) and the fingerprint. Needs kernel_tuner (``make wheels`` carries it).
+
+    python bench/search_overhead.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import platform
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+KERNEL = ROOT / "kernels" / "tiled_matmul.cu"
+SUBSPACE: dict[str, list[Any]] = {
+    "BLOCK_X": [16, 32],
+    "BLOCK_Y": [4, 8, 16],
+    "WORK_X": [1, 2],
+    "WORK_Y": [1, 2, 4],
+    "TILE_K": [16],
+    "PAD": [0],
+}
+TARGET = 0.5
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "unknown-gpu"
+
+
+def ctune_side(problem_name: str, cache: Path) -> dict[str, Any]:
+    from ctune.cli.common import load
+    from ctune.config import resolve
+    from ctune.objective import parse_objective_spec
+    from ctune.search.driver import SearchOptions, run_search
+    from ctune.testing.binary_truth import BinaryTruth
+
+    cfg = resolve({"cache_dir": cache, "l2": "cold"})
+    spec, toolchain = load(KERNEL, cfg)
+    space = BinaryTruth(spec.name, problem_name, "p50", False, SUBSPACE).restrict(spec)
+    start = time.monotonic()
+    result = run_search(
+        cfg,
+        space,
+        parse_objective_spec(["p50"], [], space.metrics),
+        SearchOptions(problem=problem_name, strategy="exhaustive", write_result=False),
+        toolchain=toolchain,
+    )
+    wall = time.monotonic() - start
+    t = result.timing
+    return {
+        "wall_s": wall,
+        "candidates": result.evaluations,
+        "binaries": result.binaries,
+        "s_per_candidate": wall / result.evaluations,
+        "timing": {
+            "compile_wait_s": t.compile_wait_s,
+            "measure_s": t.measure_s,
+            "confirm_s": t.confirm_s,
+            "overhead_s": t.overhead_s,
+        },
+        "confirmation": result.confirmation.to_json() if result.confirmation else None,
+        "best_ms": result.front[0].values[0] if result.front else None,
+    }
+
+
+def kernel_tuner_side(dims: dict[str, int]) -> dict[str, Any]:
+    import numpy as np
+    from kernel_tuner import tune_kernel
+
+    m, n, k = dims["M"], dims["N"], dims["K"]
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+    b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    c = np.zeros((m, n), dtype=np.float32)
+    args = [a, b, c, np.int32(m), np.int32(n), np.int32(k)]
+    params = {name: values for name, values in SUBSPACE.items() if len(values) > 1}
+    params.update({name: values for name, values in SUBSPACE.items() if len(values) == 1})
+    start = time.monotonic()
+    results, _env = tune_kernel(
+        "tiled_matmul",
+        KERNEL.read_text(),
+        (n, m),
+        args,
+        params,
+        grid_div_x=["BLOCK_X", "WORK_X"],
+        grid_div_y=["BLOCK_Y", "WORK_Y"],
+        block_size_names=["BLOCK_X", "BLOCK_Y"],
+        restrictions=["BLOCK_X * BLOCK_Y >= 64", "WORK_X * WORK_Y <= 16"],
+        strategy="brute_force",
+        lang="cupy",
+        quiet=True,
+    )
+    wall = time.monotonic() - start
+    timed = [r for r in results if isinstance(r.get("time"), (int, float))]
+    return {
+        "wall_s": wall,
+        "candidates": len(results),
+        "s_per_candidate": wall / max(1, len(results)),
+        "best_ms": min(r["time"] for r in timed) if timed else None,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--problem", default="sq1024")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    args = parser.parse_args(argv)
+    from ctune import __version__
+    from ctune.compile.toolchain import probe_toolchain
+    from ctune.config import resolve
+    from ctune.kernelspec import load_spec
+    from ctune.measure.session import WorkerMeasurer
+
+    with WorkerMeasurer(0) as probe:
+        device = probe.device_info()
+    dims = load_spec(KERNEL).problem(args.problem).dims
+    with tempfile.TemporaryDirectory(prefix="ctune-overhead-") as tmp:
+        ours = ctune_side(args.problem, Path(tmp))
+    theirs = kernel_tuner_side(dims)
+    ratio = ours["s_per_candidate"] / theirs["s_per_candidate"]
+    import kernel_tuner
+
+    report = {
+        "benchmark": "search_overhead",
+        "kernel": "tiled_matmul",
+        "problem": args.problem,
+        "space": SUBSPACE,
+        "ctune_s_per_candidate": ours["s_per_candidate"],
+        "kernel_tuner_s_per_candidate": theirs["s_per_candidate"],
+        "ratio": ratio,
+        "target": TARGET,
+        "meets_target": ratio <= TARGET,
+        "ctune": ours,
+        "kernel_tuner": theirs,
+        "fingerprint": {
+            "gpu": device.name,
+            "uuid": device.uuid,
+            "sm": device.sm,
+            "driver": device.driver,
+            "nvcc": probe_toolchain(resolve().nvcc).describe(),
+            "kernel_tuner": getattr(kernel_tuner, "__version__", "unknown"),
+            "python": platform.python_version(),
+        },
+        "ctune_version": __version__,
+        "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"search_overhead-{slug(device.name)}.json"
+    path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    print(
+        f"ctune {ours['s_per_candidate']:.3f} s/candidate ({ours['candidates']} candidates, "
+        f"confirmation {ours['timing']['confirm_s']:.1f} s), Kernel Tuner brute force "
+        f"{theirs['s_per_candidate']:.3f} s/candidate ({theirs['candidates']}): ratio "
+        f"{ratio:.2f} (target <= {TARGET}); wrote {path}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

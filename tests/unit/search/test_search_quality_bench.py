@@ -1,0 +1,31 @@
+"""bench/search_quality.py runs end to end on its (clearly synthetic) ground truth."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_the_replay_benchmark_writes_its_fields(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import search_quality
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    out = tmp_path / "q.json"
+    kt = [] if importlib.util.find_spec("kernel_tuner") else ["--no-kernel-tuner"]
+    argv = ["--synthetic", "--seeds", "2", "--strategies", "random", "--out", str(out), *kt]
+    assert search_quality.main(argv) == 0
+    report = json.loads(out.read_text())
+    (truth,) = report["ground_truths"]
+    assert truth["synthetic"] is True and truth["distinct_binaries"] < truth["candidates"]
+    rows = truth["strategies"]
+    assert {"default", "params-only", "random"} <= set(rows)
+    for row in rows.values():
+        assert row["budget_fraction"] == 0.1 and len(row["seeds"]) == 2
+        assert 0.0 < row["median_of_optimum"] <= 1.0
+    assert rows["default"]["joint_vs_params_only"]["seeds"] == 2
