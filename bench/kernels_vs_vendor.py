@@ -132,6 +132,7 @@ def _verdict(summary: dict[str, Any]) -> str:
 def tune(kernel: str, problem: str, budget: int, out_dir: Path, seed: int) -> Row:
     from ctune.cli.common import load, settings
     from ctune.objective import parse_objective_spec
+    from ctune.registry.assemble import ResultPublisher
     from ctune.search.driver import SearchOptions, run_search
 
     cfg = settings()
@@ -142,9 +143,11 @@ def tune(kernel: str, problem: str, budget: int, out_dir: Path, seed: int) -> Ro
         budget=budget,
         seed=seed,
         confirm_processes=3,
-        out=out_dir / f"{spec.name}-{problem}.json",
     )
-    result = run_search(cfg, spec, objective, options, toolchain=toolchain)
+    publish = ResultPublisher(
+        cfg.registry, Path(cfg.cache_dir), out_dir / f"{spec.name}-{problem}.json"
+    )
+    result = run_search(cfg, spec, objective, options, toolchain=toolchain, publish=publish)
     if result.artifact_path is None:
         raise RuntimeError("the search wrote no result file")
     row = row_from_artifact(result.artifact_path, result.evaluations, dict(result.failures))
@@ -364,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.rebuild:
         return rebuild(args.rebuild)
 
-    from ctune.fingerprint import probe_gpu_machine
+    from ctune.evidence.identity import probe_gpu_machine
     from ctune.registry.layout import device_class
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -453,7 +456,7 @@ def write_report(
     started: float,
     complete_fingerprint: bool = False,
 ) -> str:
-    from ctune.fingerprint import probe_toolchain
+    from ctune.evidence.identity import probe_toolchain
 
     goals = targets(rows)
     report = {

@@ -203,6 +203,7 @@ def search_command(
     from ctune.cli import render_search
     from ctune.cli.common import settings
     from ctune.objective import parse_objective_spec
+    from ctune.registry.assemble import ResultPublisher
     from ctune.search import run_search
     from ctune.search.driver import SearchOptions
     from ctune.search.strategy import parse_option_items
@@ -228,8 +229,6 @@ def search_command(
         resume=resume,
         journal=journal,
         confirm_processes=confirm_processes,
-        out=out,
-        commit=commit,
         fill=fill,
         warm_start=seeds,
         warm_start_source=str(warm_start or ""),
@@ -248,6 +247,7 @@ def search_command(
                 measurer=measurer,
                 toolchain=toolchain,
                 on_event=display.handle,
+                publish=ResultPublisher(cfg.registry, Path(cfg.cache_dir), out, commit),
             )
     finally:
         for part in (measurer, compiler):

@@ -375,10 +375,10 @@ class WorkerService:
     def _measure(
         self, spec: KernelSpec, problem: Problem, request: MeasureRequest, base: Measurement
     ) -> Measurement:
+        from ctune.evidence.stats import summarize
         from ctune.measure.arrays import make_buffers
         from ctune.measure.correctness import run_checks
         from ctune.measure.plan import check_seeds, too_many_excluded
-        from ctune.measure.stats import summarize
 
         plan = request.plan
         cp, stream = self.cp, self.stream

@@ -33,13 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from ctune.errors import CtuneError, ToolchainError
+from ctune.evidence.compare import NoiseRule, SampleSet
 from ctune.records import FieldChange, Measurement
 from ctune.registry.check import Current, check_artifact, load_kernel_spec
 from ctune.registry.gate import (
-    GatePolicy,
     GateReport,
     Regression,
-    SampleSet,
     Verdict,
     confirm,
     decide,
@@ -120,7 +119,7 @@ def gate_artifact(
     current: Current,
     remeasure: Remeasurer,
     *,
-    policy: GatePolicy,
+    rule: NoiseRule,
     processes: int,
     canary: bool = True,
     confirm_failures: bool = True,
@@ -147,14 +146,14 @@ def gate_artifact(
     if failure:
         bad = Regression(Verdict.REGRESSED, failure)
         return GateReport(name, Verdict.REGRESSED, failure, tuple(changes), tuple(unchecked), bad)
-    result = decide_regression(_old(member), _new(measured, member), policy)
+    result = decide_regression(_old(member), _new(measured, member), rule)
     if result.verdict is Verdict.REGRESSED and confirm_failures:
         again = remeasure(artifact, [member], processes)
-        result = confirm(result, decide_regression(_old(member), _new(again, member), policy))
+        result = confirm(result, decide_regression(_old(member), _new(again, member), rule))
     canary_result = None
     if len(members) > 1 and not failed_remeasurement(measured.measurements.get(members[1].key, [])):
         canary_result = decide_regression(
-            _old(artifact.baseline), _new(measured, artifact.baseline), policy
+            _old(artifact.baseline), _new(measured, artifact.baseline), rule
         )
     return decide(name, changes, unchecked, result, canary_result, strict=strict)
 
@@ -168,7 +167,7 @@ def run_gate(
     current_for: Callable[[Artifact], Current],
     remeasure: Remeasurer,
     *,
-    policy: GatePolicy,
+    rule: NoiseRule,
     processes: int,
     canary: bool = True,
     confirm_failures: bool = True,
@@ -191,7 +190,7 @@ def run_gate(
                 artifact,
                 current,
                 remeasure,
-                policy=policy,
+                rule=rule,
                 processes=processes,
                 canary=canary,
                 confirm_failures=confirm_failures,

@@ -459,7 +459,7 @@ TOP_LEVEL_FIELDS = frozenset({*REQUIRED_FIELDS, *OPTIONAL_FIELDS, "digest"})
 
 def from_json(data: Any, where: str) -> Artifact:
     """Validate parsed JSON (without ``digest``) and build the Artifact."""
-    from ctune.fingerprint import FIELDS
+    from ctune.evidence.identity import FIELDS
 
     check_version(data, where)
     c = _Checker(where)

@@ -56,6 +56,17 @@ class Compiler(Protocol):
     def submit(self, candidate: Candidate, problem: Problem) -> Future[Build]: ...
 
 
+@runtime_checkable
+class Publisher(Protocol):
+    """What a finished search is handed to (the registry's ``ResultPublisher``): the search
+    never imports the registry, the caller chooses what happens to a result."""
+
+    def check(self) -> None:
+        """Before the search: refuse now what would fail at the end (e.g. no commit target)."""
+
+    def __call__(self, spec: Any, objective: Any, result: Any) -> Any: ...
+
+
 #: name -> "module:Class"; imported on first use
 STRATEGIES: dict[str, str] = {
     "nsga2": "ctune.search.nsga2:Nsga2Strategy",
@@ -149,6 +160,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "STRATEGIES",
     "Compiler",
+    "Publisher",
     "SearchOptions",
     "Strategy",
     "make_strategy",

@@ -66,7 +66,7 @@ from typing import TYPE_CHECKING, Any
 from ctune.compile.logs import first_error_line
 from ctune.errors import ToolchainError, UserError
 from ctune.records import Build, Candidate, Measurement, Outcome, Trial
-from ctune.search import Compiler, Strategy, make_strategy
+from ctune.search import Compiler, Publisher, Strategy, make_strategy
 from ctune.search import journal as journal_mod
 from ctune.search.events import (
     BaselineMeasured,
@@ -81,7 +81,7 @@ from ctune.search.events import (
 )
 from ctune.search.filling import Filler
 from ctune.search.plan import DEFAULT_BUDGET, SearchPlan, new_plan, resume_plan
-from ctune.search.result import COMPILE_ONLY, MemberResult, SearchResult, Timing
+from ctune.search.result import COMPILE_ONLY, MemberResult, ResultRecord, SearchResult, Timing
 from ctune.search.strategy import StrategyContext, min_form
 from ctune.space.limits import DeviceLimits, device_limits, launch_violation
 from ctune.space.params import BuildGroup
@@ -129,9 +129,6 @@ class SearchOptions:
     journal: Path | None = None  # where a new journal goes (default: under cache_dir)
     confirm_processes: int = 3  # 0: report the search's own measurements
     confirm_members: int = 8
-    out: Path | None = None  # result file (default: <cache_dir>/results/<kernel>-<problem>.json)
-    commit: bool = False
-    write_result: bool = True
     first_failures: int = 8  # if the first N candidates all fail to compile: UserError
     jobs: int = 0  # compile-ahead depth; 0: the compiler's jobs, else settings.jobs, else CPUs
     journal_fsync: bool = True  # False only for tests on slow disks
@@ -147,7 +144,7 @@ class SearchOptions:
 def gpu_available(index: int = 0) -> bool:
     """Is CUDA device ``index`` visible (NVML, else CuPy)? Never raises."""
     try:
-        from ctune.fingerprint import probe_gpu
+        from ctune.evidence.identity import probe_gpu
 
         if probe_gpu(index) is not None:
             return True
@@ -236,7 +233,7 @@ def _fingerprint(
         fields = getattr(part, "fingerprint_fields", None)
         if callable(fields):
             stand_in.update(fields())
-    from ctune import fingerprint as fp
+    from ctune.evidence import identity as fp
 
     if stand_in:
         return {
@@ -401,7 +398,7 @@ class _Run:
     def build_fingerprint(self) -> dict[str, str]:
         """The artifact fingerprint without the GPU (the device is checked on its own)."""
         if self._fingerprint is None:
-            from ctune.fingerprint import FIELDS
+            from ctune.evidence.identity import FIELDS
 
             every = _fingerprint(
                 self.spec, self.problem.name, self.settings, self.compiler, None, gpu=False
@@ -1076,6 +1073,7 @@ def run_search(
     on_event: EventSink | None = None,
     clock: Callable[[], float] = time.monotonic,
     limits: DeviceLimits | None = None,
+    publish: Publisher | None = None,
 ) -> SearchResult:
     """Search ``spec`` for ``objective``; the one service ``ctune search`` calls.
 
@@ -1088,8 +1086,9 @@ def run_search(
     device's (``space/limits.py``); by default the GPU's when ctune measures on it
     itself and it is of the target architecture, else the target's table. Progress goes to
     ``on_event``. Returns the result, also when interrupted (Ctrl-C), with
-    ``stop_reason == "interrupted"``; the result file is written (and
-    committed with ``options.commit``) only for a finished search.
+    ``stop_reason == "interrupted"``. ``publish`` (the registry's
+    ``ResultPublisher``) writes, and may commit, the artifact of a finished
+    search; it is checked before the search starts.
     """
     opts = options or SearchOptions()
     emit = on_event or (lambda event: None)
@@ -1102,10 +1101,8 @@ def run_search(
         raise UserError("--confirm-processes must be 0 or more")
     if opts.fill is not None and not isinstance(opts.fill, bool):
         raise UserError(f"fill must be true or false, got {opts.fill!r}")
-    if opts.commit:
-        from ctune.search.report import check_commit_target
-
-        check_commit_target(settings.registry)
+    if publish is not None:
+        publish.check()
     if opts.resume is not None and not Path(opts.resume).is_file():
         raise UserError(f"{opts.resume}: no such journal to resume")
     n_objectives = len(objective.objectives)
@@ -1135,7 +1132,7 @@ def run_search(
         if measurer is None and objective.measures:
             run.measurer = _default_measurer(settings)
             owned.append(run.measurer)
-        return _execute(run, opts, fingerprint, emit)
+        return _execute(run, opts, fingerprint, emit, publish)
     finally:
         for part in reversed(owned):
             close = getattr(part, "close", None)
@@ -1167,7 +1164,11 @@ def _graceful_interrupt(run: _Run) -> Iterator[None]:
 
 
 def _execute(
-    run: _Run, opts: SearchOptions, fingerprint: Mapping[str, str] | None, emit: EventSink
+    run: _Run,
+    opts: SearchOptions,
+    fingerprint: Mapping[str, str] | None,
+    emit: EventSink,
+    publish: Publisher | None,
 ) -> SearchResult:
     interrupted = False
     try:
@@ -1216,8 +1217,10 @@ def _execute(
                 "info",
             )
         result = run.result(interrupted)
-        if not interrupted and opts.write_result and result.baseline is not None:
-            result = _publish(run, result, opts, fingerprint)
+        if not interrupted and result.baseline is not None:
+            result = dataclasses.replace(result, record=_record(run, result, fingerprint))
+            if publish is not None:
+                result = publish(run.spec, run.objective, result)
         emit(SearchFinished(result))
         return result
     finally:
@@ -1225,11 +1228,9 @@ def _execute(
             run.journal.close()
 
 
-def _publish(
-    run: _Run, result: SearchResult, opts: SearchOptions, fingerprint: Mapping[str, str] | None
-) -> SearchResult:
+def _record(run: _Run, result: SearchResult, fingerprint: Mapping[str, str] | None) -> ResultRecord:
+    """Where the numbers come from and how the search ran, for the artifact."""
     from ctune.measure.protocol import record as protocol_record
-    from ctune.search.report import build_artifact, commit_artifact, write_artifact
 
     fp = (
         dict(fingerprint)
@@ -1246,30 +1247,7 @@ def _publish(
         "created_utc": journal_mod.utc_stamp(),
         "wall_s": round(result.timing.wall_s, 3),
     }
-    artifact = build_artifact(
-        run.spec,
-        run.problem,
-        run.objective,
-        result,
-        fp,
-        provenance,
-        protocol=protocol_record(run.plan),
-        inputs=_inputs(run),
-    )
-    out = (
-        opts.out
-        or Path(run.settings.cache_dir) / "results" / f"{run.spec.name}-{run.problem.name}.json"
-    )
-    path = write_artifact(artifact, out)
-    commit = None
-    if opts.commit and result.inconclusive:
-        run.note(
-            "not committed: nothing the constraints allow beats the default build (see the "
-            f"report); {path} keeps the evidence"
-        )
-    elif opts.commit:
-        _, commit = commit_artifact(run.settings.registry, artifact)
-    return dataclasses.replace(result, artifact_path=path, commit=commit)
+    return ResultRecord(fp, provenance, protocol_record(run.plan), _inputs(run))
 
 
 def _inputs(run: _Run) -> dict[str, Any]:

@@ -29,7 +29,7 @@ A crash or Ctrl-C loses at most the trial in flight (RELIABILITY R7). On
 ``--resume`` the header must match the search being resumed: the kernel,
 problem, genome, objectives and device exactly (Kernel Tuner refuses a cache
 of another device/kernel/parameter order the same way), and the fingerprint
-by the one severity rule of :mod:`ctune.fingerprint` (a hard or build change
+by the one severity rule of :mod:`ctune.evidence.identity` (a hard or build change
 refuses, since the journal's trials cannot be rebuilt and compared; a soft
 one is a note), and a torn last line, which is what a crash in the
 middle of a write leaves, is dropped and cut off the file before anything
@@ -99,10 +99,10 @@ def _short(value: Any) -> str:
 def check_identity(path: Path, stored: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
     """One UserError naming the first identity field that differs; soft changes returned.
 
-    ``fingerprint`` is compared field by field with :func:`ctune.fingerprint.diff`:
+    ``fingerprint`` is compared field by field with :func:`ctune.evidence.identity.diff`:
     hard and build changes refuse, soft ones come back as notes for the caller.
     """
-    from ctune import fingerprint as fp
+    from ctune.evidence import identity as fp
 
     for name in IDENTITY_FIELDS:
         if name not in current:

@@ -283,7 +283,7 @@ class StandInMeasurer:
 
 def summarize_samples(samples: Any) -> Quantiles:
     """Quantiles with order-statistic 95% CIs, exactly as the real measurer reports them."""
-    from ctune.measure.stats import summarize
+    from ctune.evidence.stats import summarize
 
     return summarize(samples)
 
