@@ -65,6 +65,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctune.compile.logs import first_error_line
 from ctune.errors import ToolchainError, UserError
+from ctune.objective.pareto import dominates, sign
 from ctune.records import Build, Candidate, Measurement, Outcome, Trial
 from ctune.search import Compiler, Publisher, Strategy, make_strategy
 from ctune.search import journal as journal_mod
@@ -265,15 +266,11 @@ class _FrontTracker:
         self.members: list[tuple[tuple[float, ...], Trial]] = []
         self._hv: float | None = None
 
-    @staticmethod
-    def _dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
-        return all(x <= y for x, y in zip(a, b, strict=True)) and a != b
-
     def add(self, trial: Trial) -> None:
         point = min_form(trial, self.directions)
-        if point is None or any(self._dominates(q, point) for q, _ in self.members):
+        if point is None or any(dominates(q, point) for q, _ in self.members):
             return
-        self.members = [(q, t) for q, t in self.members if not self._dominates(point, q)]
+        self.members = [(q, t) for q, t in self.members if not dominates(point, q)]
         self.members.append((point, trial))
         self._hv = None
 
@@ -991,8 +988,8 @@ class _Run:
         nothing better than the (infeasible) default build."""
         if not front or (feasibility is not None and feasibility.dominated):
             return None
-        sign = -1.0 if self.objective.directions[0] == "max" else 1.0
-        return min(front, key=lambda m: sign * m.values[0]).key
+        first = sign(self.objective.directions[0])
+        return min(front, key=lambda m: first * m.values[0]).key
 
     def confirm_limit(self) -> int:
         """How many candidates the report considers: top few for one objective, else the front."""

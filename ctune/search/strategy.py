@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ctune.errors import UserError
+from ctune.objective.pareto import minimized
 from ctune.records import Candidate, GeneValue, Trial
 from ctune.space.params import Space
 
@@ -103,7 +104,7 @@ def min_form(trial: Trial, directions: Sequence[str]) -> tuple[float, ...] | Non
     """The trial's values to minimise (``max`` objectives negated); None if infeasible."""
     if not trial.feasible or trial.values is None:
         return None
-    return tuple(-v if d == "max" else v for v, d in zip(trial.values, directions, strict=True))
+    return minimized(trial.values, directions)
 
 
 def total_violation(trial: Trial) -> float:
