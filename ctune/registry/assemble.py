@@ -181,6 +181,7 @@ def build_artifact(
         "objective_text": [o.text for o in objective.objectives],
         "search": {
             "plan": dict(result.plan),
+            "strategy_options": dict(record.strategy_options),
             "stop_reason": result.stop_reason,
             "generations": result.generations,
             "failures": dict(result.failures),

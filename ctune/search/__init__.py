@@ -34,17 +34,22 @@ class Strategy(Protocol):
     trial, failures included, and may also receive trials it never asked for
     (the driver's fillers, ``filling.py``): a strategy takes them like its
     own (into its selection pool) and never proposes them again; ``state()``
-    is JSON-able and, together with the replayed trials, restores the
-    strategy on ``--resume``.
+    is JSON-able, and ``load_state(state)`` after the replayed trials were told
+    restores the strategy on ``--resume`` so that it proposes what it would
+    have. ``options`` are the resolved options (defaults filled in), recorded
+    in the artifact. ``ctune.testing.contract_strategy`` is the contract suite.
     """
 
     OPTIONS: OptionTable
+    options: Mapping[str, Any]
 
     def ask(self, n: int) -> list[Candidate]: ...
 
     def tell(self, trials: Sequence[Trial]) -> None: ...
 
     def state(self) -> dict[str, Any]: ...
+
+    def load_state(self, state: Mapping[str, Any]) -> None: ...
 
 
 @runtime_checkable

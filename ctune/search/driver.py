@@ -586,7 +586,7 @@ class _Run:
                 self.baseline = trial
         for group in journal_mod.trials_by_generation(self.trials):
             self.strategy.tell(group)
-        if replay.states and hasattr(self.strategy, "load_state"):
+        if replay.states:
             self.strategy.load_state(replay.states[-1][1])
         self.generation = max((t.generation for t in self.trials), default=0)
         if self.baseline is None:
@@ -1244,7 +1244,9 @@ def _record(run: _Run, result: SearchResult, fingerprint: Mapping[str, str] | No
         "created_utc": journal_mod.utc_stamp(),
         "wall_s": round(result.timing.wall_s, 3),
     }
-    return ResultRecord(fp, provenance, protocol_record(run.plan), _inputs(run))
+    return ResultRecord(
+        fp, provenance, protocol_record(run.plan), _inputs(run), dict(run.strategy.options)
+    )
 
 
 def _inputs(run: _Run) -> dict[str, Any]:

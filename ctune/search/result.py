@@ -31,6 +31,7 @@ class ResultRecord:
     provenance: Mapping[str, Any]
     protocol: Mapping[str, Any]
     inputs: Mapping[str, Any]
+    strategy_options: Mapping[str, Any]  # resolved: the given ones and the defaults
 
 
 @dataclass(frozen=True)
