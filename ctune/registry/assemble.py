@@ -226,9 +226,9 @@ def write_artifact(artifact: Artifact, path: Path) -> Path:
 def check_commit_target(registry: Path) -> None:
     """Before searching: --commit must have a branch to commit to (not a detached HEAD,
     not outside git), so an hours-long search never ends in a refused commit."""
-    from ctune.registry.git import GitRegistry
+    from ctune.registry.storage import open_history
 
-    with GitRegistry(Path(registry)) as repo:
+    with open_history(Path(registry)) as repo:
         repo.target_ref()
 
 
