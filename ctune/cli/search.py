@@ -265,8 +265,8 @@ def search_command(
     if problem_set is not None:
         from ctune.cli.search_set import SetArgs, run_set
 
-        given = {"--problem": problem, "--resume": resume, "--journal": journal, "--out": out}
-        given.update({"--commit": commit or None, "--plot": plot})
+        given: dict[str, Any] = {"--problem": problem, "--resume": resume, "--out": out}
+        given.update({"--journal": journal, "--commit": commit or None, "--plot": plot})
         set_args = SetArgs(problem_set, set_dir, dispatch_margin, step_time, cross_processes)
         run_set(cfg, spec, objectives, options, set_args, given, compiler, measurer, json_out)
         return

@@ -30,6 +30,28 @@ class SetArgs:
     cross_processes: int
 
 
+class LazyMeasurer:
+    """The GPU measurer, started on first use: re-covering a finished set with another
+    --dispatch-margin reads only files and needs no GPU."""
+
+    def __init__(self, cfg: Settings) -> None:
+        self.cfg = cfg
+        self.real: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "device_name" and self.real is None:
+            return ""
+        if self.real is None:
+            from ctune.search.driver import _default_measurer
+
+            self.real = _default_measurer(self.cfg)
+        return getattr(self.real, name)
+
+    def close(self) -> None:
+        if self.real is not None:
+            self.real.close()
+
+
 def run_set(
     cfg: Settings,
     spec: KernelSpec,
@@ -64,9 +86,7 @@ def run_set(
             cross_processes=args.cross_processes,
         )
         if measurer is None and objective.measures:
-            from ctune.search.driver import _default_measurer
-
-            measurer = _default_measurer(cfg)
+            measurer = LazyMeasurer(cfg)
             owned.append(measurer)
         display = render_search.SearchDisplay(json_out=json_out)
         with display:
@@ -95,7 +115,9 @@ def report(progress: SetProgress, json_out: bool) -> None:
         print_json(progress.to_json())
         return
     total = len(progress.searched) + len(progress.pending)
-    line(("problem set", "bold"), f" {progress.set_name}: {len(progress.searched)}/{total} searched")
+    line(
+        ("problem set", "bold"), f" {progress.set_name}: {len(progress.searched)}/{total} searched"
+    )
     if progress.pending:
         line(f"not searched yet: {', '.join(progress.pending)}")
     elif progress.missing_cells > 0:
@@ -112,6 +134,8 @@ def report(progress: SetProgress, json_out: bool) -> None:
             shapes = sorted(s for s, b in cover.assignment.items() if b == build)
             line(f"  {build}: {', '.join(shapes)}")
     else:
-        line(("incomplete", "yellow"), f": run the same command again (state in {progress.set_dir})")
+        line(
+            ("incomplete", "yellow"), f": run the same command again (state in {progress.set_dir})"
+        )
     for note in progress.notes:
         line(("note", "yellow"), f" {note}")

@@ -181,7 +181,7 @@ def _assign(
         if bests[s] is None:
             continue
         ran = [(matrix.value(s, b), i, b) for i, b in enumerate(chosen)]
-        value, _, build = min((v, i, b) for v, i, b in ran if v is not None)
+        _, _, build = min((v, i, b) for v, i, b in ran if v is not None)
         assignment[s] = build
         losses[s] = _loss_at(matrix, s, build, bests)
     return Cover(

@@ -69,7 +69,9 @@ class Table:
         if row:
             return min(row, key=lambda e: (_dist(e.dims[b], dims[b]), -e.dims[b]))
         if same:
-            return min(same, key=lambda e: sum(_dist(x, y) for x, y in zip(e.dims, dims)))
+            return min(
+                same, key=lambda e: sum(_dist(x, y) for x, y in zip(e.dims, dims, strict=True))
+            )
         return None
 
 
@@ -123,7 +125,9 @@ def build_table(
         row = cells[p.name, b]
         runtime = tuple(_int(row["genes"][n], n) for n in runtime_names)
         dtype = dtype_of(spec, p)
-        entries.append(Entry(p.name, tuple(p.dims[d] for d in dim_names), dtype, chosen[b], runtime))
+        entries.append(
+            Entry(p.name, tuple(p.dims[d] for d in dim_names), dtype, chosen[b], runtime)
+        )
         best = cover.best[p.name]
         shapes.append(
             {
@@ -228,7 +232,9 @@ def header(table: Table, origin: str) -> str:
     for e in table.entries:
         dims = ", ".join(str(d) for d in e.dims)
         rt = ", ".join(str(v) for v in e.runtime) or "0"
-        lines.append(f"    {{{{{dims}}}, {_c_string(e.dtype)}, {e.build}, {{{rt}}}}},  // {e.problem}")
+        lines.append(
+            f"    {{{{{dims}}}, {_c_string(e.dtype)}, {e.build}, {{{rt}}}}},  // {e.problem}"
+        )
     lines += [
         "};",
         f"constexpr int kEntries_n = {len(table.entries)};",
@@ -314,8 +320,9 @@ def write_table(
     flags: dict[str, list[str]] = {}
     for b in cover.builds:
         shape, row = next((s, r) for (s, bb), r in cells.items() if bb == b)
-        flags[b] = tuned_flags(_argv(spec, compiler, Candidate.of(spec.name, row["genes"]),
-                                     by_name[shape]))
+        flags[b] = tuned_flags(
+            _argv(spec, compiler, Candidate.of(spec.name, row["genes"]), by_name[shape])
+        )
     table, shapes = build_table(spec, problems, matrix, cover, rows, flags)
     device = getattr(measurer, "device_name", "") or ""
     meta = {

@@ -195,7 +195,16 @@ def run_problem_set(
     step = _Clock(opts.step_s, clock)
     notes: list[str] = []
     pending = _search_phase(
-        settings, spec, objective, search, opts, problems, step, compiler, measurer, toolchain,
+        settings,
+        spec,
+        objective,
+        search,
+        opts,
+        problems,
+        step,
+        compiler,
+        measurer,
+        toolchain,
         on_event,
     )
     searched = tuple(p.name for p in problems if p.name not in pending)
@@ -290,7 +299,9 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
         data = json.loads(path.read_text())
         rows = data["rows"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UserError(f"{path}: not a dispatch matrix ({exc}); move it away to start over")
+        raise UserError(
+            f"{path}: not a dispatch matrix ({exc}); move it away to start over"
+        ) from None
     if not isinstance(rows, list):
         raise UserError(f"{path}: 'rows' is not a list; move it away to start over")
     return rows
@@ -345,9 +356,7 @@ def cross_row(
     from ctune.search.driver import _plan
 
     rows: list[dict[str, Any]] = []
-    futures = {
-        c.key(): compiler.submit(c, problem) for c in todo if not _invalid(spec, c, problem)
-    }
+    futures = {c.key(): compiler.submit(c, problem) for c in todo if not _invalid(spec, c, problem)}
     items: list[tuple[Candidate, Build]] = []
     for cand in todo:
         why = _invalid(spec, cand, problem)

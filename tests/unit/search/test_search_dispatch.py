@@ -16,7 +16,9 @@ def grid(times: dict[str, dict[str, float | None]], **groups: dict[str, str]) ->
     shapes = tuple(times)
     builds = tuple(dict.fromkeys(b for row in times.values() for b in row))
     cells = {(s, b): v for s, row in times.items() for b, v in row.items()}
-    return Matrix(shapes, builds, cells, groups.get("shape_group", {}), groups.get("build_group", {}))
+    return Matrix(
+        shapes, builds, cells, groups.get("shape_group", {}), groups.get("build_group", {})
+    )
 
 
 def test_one_build_best_everywhere_is_the_whole_cover() -> None:
@@ -110,7 +112,9 @@ def test_redundant_first_pick_is_pruned() -> None:
 
 
 def test_failed_cells_never_cover_and_a_shape_nothing_ran_is_unservable() -> None:
-    m = grid({"s1": {"a": None, "b": 2.0}, "s2": {"a": 1.0, "b": None}, "s3": {"a": None, "b": None}})
+    m = grid(
+        {"s1": {"a": None, "b": 2.0}, "s2": {"a": 1.0, "b": None}, "s3": {"a": None, "b": None}}
+    )
     c = greedy_cover(m, 0.5)
     assert set(c.builds) == {"a", "b"}
     assert c.assignment == {"s1": "b", "s2": "a"}
@@ -120,7 +124,7 @@ def test_failed_cells_never_cover_and_a_shape_nothing_ran_is_unservable() -> Non
 def test_missing_cell_refuses_to_cover() -> None:
     m = grid({"s1": {"a": 1.0, "b": 1.1}, "s2": {"a": 1.0}})
     assert m.missing() == [("s2", "b")]
-    with pytest.raises(UserError, match="1 cell.*build b on s2"):
+    with pytest.raises(UserError, match=r"1 cell.*build b on s2"):
         greedy_cover(m, 0.03)
 
 
