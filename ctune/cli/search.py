@@ -192,6 +192,32 @@ def search_command(
             "correct configurations are measured first (up to a quarter of the budget)",
         ),
     ] = None,
+    problem_set: Annotated[
+        str | None,
+        typer.Option(
+            "--problem-set",
+            help="search every problem of this set (--budget/--time per problem), measure "
+            "each shape's winner on every shape, and write the smallest dispatch set within "
+            "--dispatch-margin of each shape's best (resumable: run again to go on)",
+        ),
+    ] = None,
+    set_dir: Annotated[
+        Path | None,
+        typer.Option(help="the set's state (default <cache_dir>/sets/<kernel>-<set>)"),
+    ] = None,
+    dispatch_margin: Annotated[
+        str, typer.Option(help="--problem-set: a build covers a shape within this of its best")
+    ] = "3%",
+    step_time: Annotated[
+        str | None,
+        typer.Option(
+            help="--problem-set: wall time for this call (e.g. 8m); stops starting shapes "
+            "that would not fit, the next call goes on"
+        ),
+    ] = None,
+    cross_processes: Annotated[
+        int, typer.Option(help="--problem-set: fresh processes per shape for the cross step")
+    ] = 1,
 ) -> None:
     """Search flags, launch configuration and template parameters for the best builds.
 
@@ -235,6 +261,14 @@ def search_command(
     )
     compiler = make_compiler(spec, toolchain, cfg)
     measurer = make_measurer(cfg)
+    if problem_set is not None:
+        from ctune.cli.search_set import SetArgs, run_set
+
+        given: dict[str, Any] = {"--problem": problem, "--resume": resume, "--out": out}
+        given.update({"--journal": journal, "--commit": commit or None, "--plot": plot})
+        set_args = SetArgs(problem_set, set_dir, dispatch_margin, step_time, cross_processes)
+        run_set(cfg, spec, objectives, options, set_args, given, compiler, measurer, json_out)
+        return
     display = render_search.SearchDisplay(json_out=json_out)
     try:
         with display:
