@@ -65,6 +65,7 @@ def run_set(
 ) -> None:
     from ctune.cli import render_search
     from ctune.cli.search import parse_duration
+    from ctune.registry.assemble import ResultPublisher
     from ctune.search.dispatch import parse_margin
     from ctune.search.problem_set import SetOptions, run_problem_set
 
@@ -99,6 +100,7 @@ def run_set(
                 compiler=compiler,
                 measurer=measurer,
                 on_event=display.handle,
+                publish_for=lambda out: ResultPublisher(cfg.registry, Path(cfg.cache_dir), out),
             )
     finally:
         for part in owned:

@@ -3,8 +3,10 @@
 Three phases, each resumable from the set's folder, so a long set runs as several calls that
 each fit a wall-time step (``step_s``; a GPU lent for minutes at a time):
 
-1. **search**: an ordinary search (``run_search``) per shape not yet searched, its result
-   file under ``artifacts/`` (``ctune registry import`` takes them). Builds do not depend on
+1. **search**: an ordinary search (``run_search``) per shape not yet searched, its winner
+   recorded in ``winners.json`` and, through the caller's publisher (the CLI passes the
+   registry's), its result file under ``artifacts/`` (``ctune registry import`` takes
+   them). Builds do not depend on
    the shape when the shape's sizes are launcher arguments (only a problem's ``defines`` are
    compiled in), so later shapes hit the build cache; each search is warm-started with the
    earlier shapes' winners of its group, measured first.
@@ -42,11 +44,13 @@ if TYPE_CHECKING:
     from ctune.kernelspec import KernelSpec, Problem
     from ctune.objective.spec import ObjectiveSpec
     from ctune.records import Build, Measurement
+    from ctune.search import Publisher
     from ctune.search.driver import EventSink, SearchOptions
 
 MATRIX = "matrix.json"
 FINALISTS = "finalists.json"
 TABLE = "dispatch.json"
+WINNERS = "winners.json"
 HEADER = "dispatch.h"
 
 
@@ -151,13 +155,27 @@ def artifact_path(opts: SetOptions, spec: KernelSpec, problem: Problem) -> Path:
     return opts.set_dir / "artifacts" / f"{spec.name}-{problem.name}.json"
 
 
-def _winner(path: Path) -> Candidate:
-    """A searched shape's winner: the pinned member, else (nothing beat it) the default."""
-    from ctune.registry.store import read_result
+def read_winners(opts: SetOptions) -> dict[str, Candidate]:
+    """Searched shape -> its winner (the pinned member, else the default build)."""
+    path = opts.set_dir / WINNERS
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+        return {str(k): Candidate.from_json(v) for k, v in data["winners"].items()}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UserError(
+            f"{path}: unreadable ({exc}); delete it to search those shapes again"
+        ) from None
 
-    artifact = read_result(path)
-    member = artifact.pinned_member() or artifact.baseline
-    return member.candidate
+
+def _record_winner(opts: SetOptions, problem: str, winner: Candidate) -> None:
+    winners = read_winners(opts)
+    winners[problem] = winner
+    data = {"winners": {k: v.to_json() for k, v in sorted(winners.items())}}
+    tmp = opts.set_dir / f".{WINNERS}.tmp"
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    os.replace(tmp, opts.set_dir / WINNERS)
 
 
 def finalists(
@@ -166,13 +184,12 @@ def finalists(
     """Group -> candidates to cross-measure: the default build, then each searched shape's
     winner (first seen first, no repeats)."""
     out: dict[str, list[Candidate]] = {}
+    winners = read_winners(opts)
     for p in problems:
         group = out.setdefault(group_of(p), [spec.default_candidate()])
-        path = artifact_path(opts, spec, p)
-        if path.is_file():
-            winner = _winner(path)
-            if winner.key() not in {c.key() for c in group}:
-                group.append(winner)
+        winner = winners.get(p.name)
+        if winner is not None and winner.key() not in {c.key() for c in group}:
+            group.append(winner)
     return out
 
 
@@ -188,8 +205,13 @@ def run_problem_set(
     toolchain: Any = None,
     on_event: EventSink | None = None,
     clock: Callable[[], float] = time.monotonic,
+    publish_for: Callable[[Path], Publisher] | None = None,
 ) -> SetProgress:
-    """Run as much of the set's search, cross-measurement and cover as this step allows."""
+    """Run as much of the set's search, cross-measurement and cover as this step allows.
+
+    ``publish_for(path)`` gives the publisher of a shape's finished search (the registry's
+    ``ResultPublisher`` writing its result file to ``path``); None writes no artifacts.
+    """
     problems = check_set(spec, opts.set_name, objective)
     opts.set_dir.mkdir(parents=True, exist_ok=True)
     step = _Clock(opts.step_s, clock)
@@ -206,6 +228,7 @@ def run_problem_set(
         measurer,
         toolchain,
         on_event,
+        publish_for,
     )
     searched = tuple(p.name for p in problems if p.name not in pending)
     _write_finalists(spec, opts, problems, compiler)
@@ -238,11 +261,13 @@ def _search_phase(
     measurer: Any,
     toolchain: Any,
     on_event: EventSink | None,
+    publish_for: Callable[[Path], Publisher] | None,
 ) -> list[str]:
-    """Search each shape without a result file; return the names still pending."""
+    """Search each shape without a winner; return the names still pending."""
     from ctune.search.driver import run_search
 
-    pending = [p.name for p in problems if not artifact_path(opts, spec, p).is_file()]
+    done = read_winners(opts)
+    pending = [p.name for p in problems if p.name not in done]
     for problem in problems:
         if problem.name not in pending or not step.may_start():
             continue
@@ -255,13 +280,11 @@ def _search_phase(
         options = dataclasses.replace(
             search,
             problem=problem.name,
-            out=artifact_path(opts, spec, problem),
             journal=_journal_path(opts, problem),
             resume=None,
             time_s=time_s,
             warm_start=tuple(seeds[1:]),  # the default build is every search's baseline
             warm_start_source=f"earlier shapes of {opts.set_name}",
-            commit=False,
         )
         result = run_search(
             settings,
@@ -272,11 +295,14 @@ def _search_phase(
             measurer=measurer,
             toolchain=toolchain,
             on_event=on_event,
+            publish=publish_for(artifact_path(opts, spec, problem)) if publish_for else None,
         )
         step.timed(began)
         if result.interrupted:
             break
-        if result.artifact_path is not None:
+        if result.baseline is not None:
+            pinned = result.member(result.pinned) if result.pinned else None
+            _record_winner(opts, problem.name, (pinned or result.baseline).candidate)
             pending.remove(problem.name)
     return pending
 

@@ -16,6 +16,7 @@ from ctune.config import Settings
 from ctune.errors import UserError
 from ctune.kernelspec import KernelSpec, load_spec
 from ctune.objective import parse_objective_spec
+from ctune.registry.assemble import ResultPublisher
 from ctune.search.dispatch import EDGE_EPS
 from ctune.search.dispatch_table import from_json
 from ctune.search.driver import SearchOptions
@@ -94,6 +95,7 @@ def _run(
         opts,
         compiler=StandInCompiler(spec, fail_every=None),
         measurer=StandInMeasurer(seed=3, samples=40, fault_corner=None, wrong_every=None),
+        publish_for=lambda out: ResultPublisher(settings.registry, settings.cache_dir, out),
         **extra,
     )
 
