@@ -1,6 +1,6 @@
 """``ctune search``: parse, resolve settings, call ``run_search``, render, return.
 
-No search logic lives here (DESIGN 10.9). Test hooks: the three factories
+No search logic lives here . Test hooks: the three factories
 below (:func:`load_kernel`, :func:`make_compiler`, :func:`make_measurer`)
 are the GPU and toolchain boundary; CLI tests monkeypatch them to return
 stand-ins (``ctune.testing.standins``), as fastapi-cli's tests patch

@@ -90,7 +90,7 @@ _OOM_PATTERNS = [
     for p in (r"out of memory", r"std::bad_alloc", r"cannot allocate memory", r"memory exhausted")
 ]
 _CACHEABLE = frozenset({Outcome.OK, Outcome.COMPILE_ERROR, Outcome.RESOURCE_LIMIT})
-# environment variables that would inject flags behind ctune's back (RELIABILITY I5)
+# environment variables that would inject flags behind ctune's back (rule I5)
 _SCRUBBED_ENV = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN")
 
 
@@ -546,7 +546,7 @@ class NvccCompiler:
             shutil.rmtree(work, ignore_errors=True)
 
     def _quarantine(self, key: str, argv: list[str], text: str) -> None:
-        """Keep a reproducer of a compiler crash (RELIABILITY I3)."""
+        """Keep a reproducer of a compiler crash (rule I3)."""
         self.quarantine_dir.mkdir(parents=True, exist_ok=True)
         record = {
             "argv": argv,

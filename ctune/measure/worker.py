@@ -2,7 +2,7 @@
 
 One process per GPU, kept alive between candidates (a start costs 0.4-0.9 s)
 and replaced after a sticky fault (the CUDA context is dead for the rest of
-the process, DESIGN) or a hang (the parent kills its process group).
+the process, measured) or a hang (the parent kills its process group).
 
 Protocol: newline-delimited JSON over the worker's stdin/stdout. The worker
 first writes a ready line, ``{"id": 0, "ready": true, "pid": ..., "device":

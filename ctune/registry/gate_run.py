@@ -3,7 +3,7 @@
 The decisions are pure (:mod:`ctune.registry.gate`); this module does the
 I/O around them through one seam, a :data:`Remeasurer`, so tests drive the
 whole procedure with synthetic measurements and only the GPU boundary is
-replaced (DESIGN 11.3). The real remeasurer rebuilds each member with
+replaced (docs/design.md: stand-ins only test logic). The real remeasurer rebuilds each member with
 :class:`ctune.compile.NvccCompiler` and measures the pinned member and the
 canary interleaved in the same k fresh worker processes
 (``ctune.measure.session.remeasure``); both are imported only when the gate
@@ -21,7 +21,7 @@ Per pinned artifact:
    records; a member that no longer runs correctly is REGRESSED with the
    outcome as the reason;
 4. decide; a REGRESSED verdict is re-measured once more and stands only if
-   confirmed (RELIABILITY Q1).
+   confirmed (rule Q1).
 """
 
 from __future__ import annotations

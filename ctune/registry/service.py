@@ -182,7 +182,7 @@ def pin_artifact(root: Path, key: ArtifactKey, release: str, *, ref: str | None 
 
     If the member differs from the artifact's ``pinned`` field, the artifact
     is rewritten and committed first, so the tag's commit holds exactly the
-    artifact whose digest the tag message carries (RELIABILITY X4).
+    artifact whose digest the tag message carries (rule X4).
     """
     tag = pin_tag(release, key)
     store = ArtifactStore(root)
@@ -197,7 +197,7 @@ def pin_artifact(root: Path, key: ArtifactKey, release: str, *, ref: str | None 
         if artifact.provenance.get("source_dirty"):
             raise RegistryError(
                 f"{key.artifact} was tuned from an uncommitted kernel source; commit the "
-                "source, re-tune, then pin (RELIABILITY G6)"
+                "source, re-tune, then pin"
             )
         member = resolve_member(artifact, key.member).key
         artifact = schema.with_pinned(artifact, member)
@@ -245,7 +245,7 @@ def _check_pin(reg: History, tag: str, head: str | None, shallow: bool) -> PinCh
 
 
 def verify_registry(root: Path, *, ref: str | None = None, fsck: bool = True) -> VerifyReport:
-    """Every artifact's digest, every pin tag, and ``git fsck`` (RELIABILITY G4, X4, G10)."""
+    """Every artifact's digest, every pin tag, and ``git fsck`` (rules G4, X4, G10)."""
     listing = ArtifactStore(root).list()
     with open_history(root, ref) as reg:
         shallow = reg.is_shallow

@@ -1,7 +1,7 @@
 """THE search loop: ask -> dedup -> compile ahead -> measure -> score -> journal -> tell.
 
-This is the only module that knows about parallelism and budgets (DESIGN
-10.4). One generation at a time:
+This is the only module that knows about parallelism and budgets (docs/design.md,
+"the path of one candidate"). One generation at a time:
 
 1. the strategy proposes candidates (``ask``);
 2. candidates already tried (in this run or in the resumed journal) are
@@ -21,9 +21,9 @@ This is the only module that knows about parallelism and budgets (DESIGN
    it off). They are ordinary trials, journaled and told with the
    generation's, but extra to the budget (below).
 
-Candidate failures are trials with an outcome, never exceptions (STYLE 3).
+Candidate failures are trials with an outcome, never exceptions.
 What does raise: a baseline (default build) that does not compile or does
-not run, before anything is written (RELIABILITY I1); the first N searched
+not run, before anything is written (rule I1); the first N searched
 candidates all failing to compile (a broken kernel or toolchain, not a bad
 region); a term that needs NVML or a GPU this machine lacks, before
 anything is compiled. The first Ctrl-C lets the candidate in flight finish

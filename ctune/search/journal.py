@@ -16,7 +16,7 @@ Format (JSON Lines, UTF-8):
   and refuses a flag that differs. It is not an identity field: older journals lack it.
 
 - then one ``{"kind": "trial", "trial": <records.to_json(Trial)>}`` per trial,
-  written before the strategy is told (DESIGN 10.4), with ``"filler": true``
+  written before the strategy is told , with ``"filler": true``
   added for a trial the driver measured while builds compiled rather than
   one the strategy asked for (``filling.py``; an optional key, so format 1
   still reads both ways) and ``"elapsed_s"``, the search's own seconds when it
@@ -25,7 +25,7 @@ Format (JSON Lines, UTF-8):
   generation a ``{"kind": "generation", "generation": g, "state": {...}}``
   with the strategy's state.
 
-A crash or Ctrl-C loses at most the trial in flight (RELIABILITY R7). On
+A crash or Ctrl-C loses at most the trial in flight (rule R7). On
 ``--resume`` the header must match the search being resumed: the kernel,
 problem, genome, objectives and device exactly (Kernel Tuner refuses a cache
 of another device/kernel/parameter order the same way), and the fingerprint

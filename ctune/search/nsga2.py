@@ -1,7 +1,7 @@
 """NSGA-II (Deb et al. 2002) for 2-3 objectives, with DEAP doing the sorting.
 
 DEAP is confined to this module and ``ga.py``, and used without its global
-``creator`` registry (STYLE anti-pattern: ``creator.create`` leaks across
+``creator`` registry (``creator.create`` is global state that leaks across
 tests and runs): the Fitness class is made per strategy instance. Only
 DEAP's deterministic parts are used (``sortNondominated``,
 ``assignCrowdingDist``, ``selNSGA2``); everything random goes through the

@@ -1,7 +1,7 @@
 """What every strategy shares: its context, its options table, ranking, seeds.
 
 A strategy proposes (``ask``) and is told (``tell``); it never compiles or
-measures (STYLE rule 2). It sees finished :class:`~ctune.records.Trial`s
+measures. It sees finished :class:`~ctune.records.Trial`s
 only, including failed ones, which rank below every feasible trial
 (constraint-domination: feasible first, then by total violation; a failed
 build or measurement has the largest violation of all).

@@ -1,6 +1,6 @@
 """Stand-ins for the compiler and the GPU, for strategy and driver logic only.
 
-Their names say what they are not (DESIGN 11.3): nothing here compiles
+Their names say what they are not (docs/design.md: stand-ins only test logic): nothing here compiles
 CUDA or touches a GPU, and nothing here may be used to decide performance.
 
 - :class:`StandInMeasurer`: a deterministic analytic cost model over any
@@ -262,7 +262,7 @@ class StandInMeasurer:
         order = list(items)
         shuffle = random.Random(self.seed)
         for p in range(1, processes + 1):
-            shuffle.shuffle(order)  # interleaved, order varied per process (RELIABILITY M11)
+            shuffle.shuffle(order)  # interleaved, order varied per process (rule M11)
             for cand, build in order:
                 self.remeasured.append(cand.key())
                 out[cand.key()].append(self._measure(spec, cand, build, problem, plan, p))

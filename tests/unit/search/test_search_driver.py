@@ -54,7 +54,7 @@ def test_baseline_that_does_not_compile_writes_nothing(
     text = str(err.value)
     assert "default build (baseline) does not compile" in text
     assert 'identifier "CTUNE_MISSING" is undefined' in text and "\n" not in text
-    assert not Path(settings.cache_dir).exists()  # no journal, no result (RELIABILITY I1)
+    assert not Path(settings.cache_dir).exists()  # no journal, no result (rule I1)
 
 
 def test_baseline_that_fails_its_check_writes_nothing(
