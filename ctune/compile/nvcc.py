@@ -41,7 +41,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
 
-from ctune.compile import entry as entry_mod
+import ctune.compile.entry as entry_mod
 from ctune.compile.command import build_argv, key_argv, ptx_argv, split_genes
 from ctune.compile.deps import source_closure_sha256
 from ctune.compile.logs import CTUNE_ERROR
