@@ -322,6 +322,8 @@ def _str_list(ctx: _Ctx, key: str, value: Any) -> list[str]:
 def _build(
     ctx: _Ctx, data: dict[str, Any], yaml_path: Path, cu_path: Path | None, nvcc_help: str
 ) -> KernelSpec:
+    """One pass over the spec's sections in the order their errors are reported (a later
+    section refers to names an earlier one defined); long because it is that list."""
     folder = yaml_path.parent
     name = _name(ctx, "name", data.get("name", yaml_path.stem))
     source_path = _source(ctx, folder, data.get("source", f"{yaml_path.stem}.cu"), cu_path)

@@ -362,6 +362,8 @@ class NvccCompiler:
         )
 
     def _compile(self, candidate: Candidate, problem: Problem, key: str, final: Path) -> Build:
+        """One build end to end (argv, process group with limits, timeout, crash reproducer,
+        SASS digest, resources); one function so every exit path records an outcome."""
         self.builds_dir.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=f".{key[:8]}-", dir=self.builds_dir))
         output = work / self._binary_name

@@ -240,6 +240,8 @@ class EventTimer:
     def measure(
         self, launch: Launch, plan: SamplingPlan, restore: Callable[[], None] | None = None
     ) -> Timing:
+        """The sampling protocol's steps in order (warm-up, chunks behind the spin kernel, cold-L2
+        flush, clock reads at chunk edges); kept in one function so the order is visible."""
         warm = self.warmup(launch, plan)
         method = timing_method(plan.timing, warm.kernel_ms)
         per, fallback = 1, ""

@@ -375,6 +375,8 @@ class WorkerService:
     def _measure(
         self, spec: KernelSpec, problem: Problem, request: MeasureRequest, base: Measurement
     ) -> Measurement:
+        """One candidate end to end in the worker (load, launch check, correctness, timing, energy),
+        each step's failure mapped to its outcome; one function so the mapping is visible."""
         from ctune.evidence.stats import summarize
         from ctune.measure.arrays import make_buffers
         from ctune.measure.correctness import run_checks
