@@ -20,6 +20,9 @@
 #   import    those result files into this copy's registry without a commit (so that a
 #             `gate` stage after it gates the re-tuned artifacts; commit them here later)
 #   staleness bench/staleness.py (CPU only; runs anywhere nvcc is)
+#   scaleout  bench/scale_out.py: CUTLASS compile throughput on 1-16 Dask compile workers,
+#             GPU busy of a CUTLASS search through the engine, engine vs local front
+#             (SCALEOUT_ARGS, e.g. "--part compile" and "--part search,front" in two calls)
 #
 # Everything that should come back is packed into $OUT/results.tgz (the device tool
 # returns at most 8 files), the logs into $OUT/logs.tgz.
@@ -60,7 +63,8 @@ for stage in "${STAGES[@]}"; do
       # dependency on cuda-python serves its Python API, which ctune does not use)
       run install bash -c "$PY -m pip install --no-index --no-deps .device/wheels/*.whl \
         && $PY -m pip install --no-deps --no-build-isolation -e . \
-        && $PY -c 'import ctune, deap, git, cupy, pynvml, cutlass_library' && command -v ctune" ;;
+        && $PY -c 'import ctune, deap, git, cupy, pynvml, cutlass_library, distributed' \
+        && command -v ctune" ;;
     doctor)
       run doctor bash -c "nvidia-smi; $PY -m ctune doctor" ;;
     tests)
@@ -91,6 +95,8 @@ for stage in "${STAGES[@]}"; do
         ctune registry import --no-commit "$f" || exit 1; done' ;;
     staleness)
       run staleness $PY bench/staleness.py ;;
+    scaleout)
+      run scaleout $PY bench/scale_out.py --out bench/results ${SCALEOUT_ARGS:-} ;;
     *)
       echo "unknown stage $stage" | tee -a "$LOGS/summary.txt"; STATUS=1 ;;
   esac
