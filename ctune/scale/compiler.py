@@ -44,7 +44,9 @@ class EngineCompiler:
         self._owns = engine is None
         self.spec = spec
         self.local = NvccCompiler.from_settings(spec, toolchain, settings)
-        self.recipe = CompileRecipe(spec, toolchain, settings, self.engine.host)
+        # an absolute cache: a worker on this host may run in another working directory
+        shared = dataclasses.replace(settings, cache_dir=Path(settings.cache_dir).resolve())
+        self.recipe = CompileRecipe(spec, toolchain, shared, self.engine.host)
         self.jobs = self.engine.wait_for(engine_mod.COMPILE, "CPU compile workers")
         self.tasks = 0  # compiles sent to the engine (cache hits are answered here)
 
