@@ -40,7 +40,11 @@ bench:          ## GPU benchmarks; results land in bench/results/
 wheels:         ## what the GPU machine lacks, as wheels (it has no network; at most 64 MiB travel)
 	$(PYTHON) -m pip download -d .device/wheels --no-deps --python-version 3.12 --only-binary=:all: \
 	  --platform manylinux2014_x86_64 deap moocore cffi pycparser platformdirs \
-	  "gitpython>=3.1.49" gitdb smmap nvidia-cutlass
+	  "gitpython>=3.1.49" gitdb smmap nvidia-cutlass \
+	  dask distributed cloudpickle toolz partd locket tblib zict sortedcontainers msgpack \
+	  tornado psutil importlib_metadata zipp lazy-importer
+# the cluster extra (--executor dask): ~3.8 MB of wheels; the image already has jinja2,
+# markupsafe, fsspec, packaging, pyyaml and click (PyTorch's, matplotlib's and ctune's own)
 
 clean:
 	rm -rf .ctune build dist *.egg-info .pytest_cache .ruff_cache

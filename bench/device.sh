@@ -25,6 +25,9 @@
 #             (carry both back and forth); run it again until the summary says complete
 #   setbench  bench/kernels_vs_vendor.py --problem-set: per-shape tuned vs default vs cuBLAS
 #             (torch) from the finished set, and bench/results/dispatch-<gpu>.json
+#   scaleout  bench/scale_out.py: CUTLASS compile throughput on 1-16 Dask compile workers,
+#             GPU busy of a CUTLASS search through the engine, engine vs local front
+#             (SCALEOUT_ARGS, e.g. "--part compile" and "--part search,front" in two calls)
 #
 # Everything that should come back is packed into $OUT/results.tgz (the device tool
 # returns at most 8 files), the logs into $OUT/logs.tgz.
@@ -65,7 +68,8 @@ for stage in "${STAGES[@]}"; do
       # dependency on cuda-python serves its Python API, which ctune does not use)
       run install bash -c "$PY -m pip install --no-index --no-deps .device/wheels/*.whl \
         && $PY -m pip install --no-deps --no-build-isolation -e . \
-        && $PY -c 'import ctune, deap, git, cupy, pynvml, cutlass_library' && command -v ctune" ;;
+        && $PY -c 'import ctune, deap, git, cupy, pynvml, cutlass_library, distributed' \
+        && command -v ctune" ;;
     doctor)
       run doctor bash -c "nvidia-smi; $PY -m ctune doctor" ;;
     tests)
@@ -112,6 +116,8 @@ for stage in "${STAGES[@]}"; do
       set_name=${DISPATCH_SET:-llm8b-fp16}
       run setbench $PY bench/kernels_vs_vendor.py --out bench/results --problem-set $set_name \
         --set-dir .device/sets/$set_name ${KERNELS_ARGS:-} ;;
+    scaleout)
+      run scaleout $PY bench/scale_out.py --out bench/results ${SCALEOUT_ARGS:-} ;;
     *)
       echo "unknown stage $stage" | tee -a "$LOGS/summary.txt"; STATUS=1 ;;
   esac

@@ -75,14 +75,18 @@ def load_kernel(kernel: Path, cfg: Settings) -> tuple[KernelSpec, Any]:
 
 
 def make_compiler(spec: KernelSpec, toolchain: Any, cfg: Settings) -> Any:
-    from ctune.compile.nvcc import NvccCompiler
+    """nvcc here, or compile tasks on the engine (``--executor``)."""
+    from ctune.scale import compiler_for
 
-    return NvccCompiler.from_settings(spec, toolchain, cfg)
+    return compiler_for(spec, toolchain, cfg)
 
 
 def make_measurer(cfg: Settings) -> Any:
-    """None: the service creates the GPU measurer itself, after its capability checks."""
-    return None
+    """None for GPU 0 here: the service creates it itself, after its capability checks;
+    else the engine's GPU workers (``--executor``, ``--gpus``) or another local GPU."""
+    from ctune.scale import measurer_for
+
+    return measurer_for(cfg)
 
 
 # --- the command -------------------------------------------------------------------------------
@@ -161,6 +165,22 @@ def search_command(
         ),
     ] = None,
     jobs: Annotated[int | None, typer.Option(help="parallel compiles (default: CPUs)")] = None,
+    executor: Annotated[
+        str | None,
+        typer.Option(
+            help="where candidates compile and measure: local (default), dask (a Dask "
+            "cluster on this host), auto (Dask's configured scheduler, else local) or a Dask "
+            "scheduler address (tcp://host:8786); needs pip install 'ctune\\[cluster]' "
+            "(docs/scale-out.md)"
+        ),
+    ] = None,
+    gpus: Annotated[
+        str | None,
+        typer.Option(
+            help="GPUs of this host that measure: all or 0,1 (several run through a Dask "
+            "cluster started here; default GPU 0)"
+        ),
+    ] = None,
     l2: Annotated[str | None, typer.Option(help="cold (flush L2 per sample) or hot")] = None,
     timing: Annotated[
         str | None,
@@ -236,7 +256,7 @@ def search_command(
 
     if plot is not None:  # before anything runs: a search must not end in a missing extra
         render_search.require_plotting()
-    cfg = settings(jobs=jobs, l2=l2, arch=arch, timing=timing)
+    cfg = settings(jobs=jobs, l2=l2, arch=arch, timing=timing, executor=executor, gpus=gpus)
     seeds: tuple[dict[str, Any], ...] = ()
     if warm_start is not None:
         from ctune.exchange.t4 import read_t4
@@ -260,17 +280,20 @@ def search_command(
         warm_start_source=str(warm_start or ""),
     )
     compiler = make_compiler(spec, toolchain, cfg)
-    measurer = make_measurer(cfg)
     if problem_set is not None:
         from ctune.cli.search_set import SetArgs, run_set
 
         given: dict[str, Any] = {"--problem": problem, "--resume": resume, "--out": out}
         given.update({"--journal": journal, "--commit": commit or None, "--plot": plot})
         set_args = SetArgs(problem_set, set_dir, dispatch_margin, step_time, cross_processes)
-        run_set(cfg, spec, objectives, options, set_args, given, compiler, measurer, json_out)
+        run_set(
+            cfg, spec, objectives, options, set_args, given, compiler, make_measurer(cfg), json_out
+        )
         return
+    measurer = None
     display = render_search.SearchDisplay(json_out=json_out)
     try:
+        measurer = make_measurer(cfg)
         with display:
             result = run_search(
                 cfg,

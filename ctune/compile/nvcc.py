@@ -323,6 +323,16 @@ class NvccCompiler:
         self._check_args_once(build, candidate, problem)
         return build
 
+    def lookup(self, candidate: Candidate, problem: Problem) -> Build | None:
+        """The cached build of a candidate, without running nvcc (None: not cached)."""
+        values = candidate.as_dict()
+        if set(values) != set(self.spec.space.names):
+            return None
+        if self.spec.space.violations(values, problem.dims):
+            return None
+        argv = self.argv(candidate, problem, self.builds_dir / "_" / self._binary_name)
+        return self._load(self.builds_dir / self.build_key(argv, problem), candidate, problem)
+
     @staticmethod
     def _for_candidate(shared: Build, candidate: Candidate) -> Build:
         """Another candidate's build as this one's: a cache hit, as from the disk cache."""

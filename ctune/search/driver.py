@@ -734,7 +734,12 @@ class _Run:
         """Compile ahead, measure each build when ready, fill while all compile.
 
         Returns the trials in journal order, fillers included; stops early on time.
+        A measurer with several GPUs (``slots``) measures that many at once (``scale/``).
         """
+        if getattr(self.measurer, "slots", 1) > 1 and self.objective.measures:
+            from ctune.scale.batch import evaluate_concurrently
+
+            return evaluate_concurrently(self, new, generation)
         futures: dict[int, Future[Build]] = {}
         shared: dict[BuildGroup, Future[Build]] = {}
         left = list(range(len(new)))  # not measured yet, in batch order
@@ -1259,13 +1264,18 @@ def _inputs(run: _Run) -> dict[str, Any]:
 
 
 def _default_compiler(settings: Settings, spec: KernelSpec, toolchain: Toolchain | None) -> Any:
-    from ctune.compile.nvcc import NvccCompiler
     from ctune.compile.toolchain import probe_toolchain
+    from ctune.scale import compiler_for
 
-    return NvccCompiler.from_settings(spec, toolchain or probe_toolchain(settings.nvcc), settings)
+    return compiler_for(spec, toolchain or probe_toolchain(settings.nvcc), settings)
 
 
 def _default_measurer(settings: Settings) -> Any:
+    from ctune.scale import measurer_for
+
+    chosen = measurer_for(settings)  # the engine's GPU workers, or another GPU than 0
+    if chosen is not None:
+        return chosen
     try:
         from ctune.measure.session import WorkerMeasurer
     except ImportError as exc:
