@@ -345,7 +345,7 @@ def set_rows(kernel: str, set_name: str, set_dir: Path) -> tuple[list[Row], dict
 
 def set_main(args: argparse.Namespace, kernel: str = "kernels/cutlass_gemm.cu") -> int:
     """--problem-set: vendor timings for every shape, rows from the set, the dispatch JSON."""
-    from ctune.fingerprint import probe_gpu_machine, probe_toolchain
+    from ctune.evidence.identity import probe_gpu_machine, probe_toolchain
 
     from ctune.registry.layout import device_class
 
