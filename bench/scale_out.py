@@ -248,7 +248,6 @@ def part_search(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
             time_s=args.search_time,
             seed=5,
             confirm_processes=1,
-            out=cache / "result.json",
         )
     finally:
         compiler.close()
@@ -295,7 +294,6 @@ def part_front(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
             seed=3,
             fill=False,
             journal=cache / f"{where}.jsonl",
-            out=cache / f"{where}.json",
         )
     keys = {
         where: [t.candidate.key() for t in journal_mod.read(run.journal)[0].trials]
