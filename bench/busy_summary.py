@@ -65,7 +65,7 @@ def main(argv: list[str]) -> int:
     except (OSError, ValueError) as exc:
         print(f"error: {source}: no search result to read ({exc})", file=sys.stderr)
         return 1
-    from ctune.fingerprint import probe_gpu_machine, probe_toolchain
+    from ctune.evidence.identity import probe_gpu_machine, probe_toolchain
 
     result = {
         "benchmark": "search_busy",

@@ -32,6 +32,14 @@
 #   import    those result files into this copy's registry without a commit (so that a
 #             `gate` stage after it gates the re-tuned artifacts; commit them here later)
 #   staleness bench/staleness.py (CPU only; runs anywhere nvcc is)
+#   dispatch  one step of the CUTLASS problem-set search (ctune search --problem-set): the set's
+#             state in .device/sets/$DISPATCH_SET, its finalist builds in .device/carry/builds.tgz
+#             (carry both back and forth); run it again until the summary says complete
+#   setbench  bench/kernels_vs_vendor.py --problem-set: per-shape tuned vs default vs cuBLAS
+#             (torch) from the finished set, and bench/results/dispatch-<gpu>.json
+#   scaleout  bench/scale_out.py: CUTLASS compile throughput on 1-16 Dask compile workers,
+#             GPU busy of a CUTLASS search through the engine, engine vs local front
+#             (SCALEOUT_ARGS, e.g. "--part compile" and "--part search,front" in two calls)
 #
 # Everything that should come back is packed into $OUT/results.tgz (the device tool
 # returns at most 8 files), the logs into $OUT/logs.tgz.
@@ -72,7 +80,8 @@ for stage in "${STAGES[@]}"; do
       # dependency on cuda-python serves its Python API, which ctune does not use)
       run install bash -c "$PY -m pip install --no-index --no-deps .device/wheels/*.whl \
         && $PY -m pip install --no-deps --no-build-isolation -e . \
-        && $PY -c 'import ctune, deap, git, cupy, pynvml, cutlass_library' && command -v ctune" ;;
+        && $PY -c 'import ctune, deap, git, cupy, pynvml, cutlass_library, distributed' \
+        && command -v ctune" ;;
     doctor)
       run doctor bash -c "nvidia-smi; $PY -m ctune doctor" ;;
     tests)
@@ -117,12 +126,31 @@ for stage in "${STAGES[@]}"; do
       run quality $PY bench/search_quality.py ${QUALITY_ARGS:-} ;;
     overhead)
       run overhead $PY bench/search_overhead.py ;;
+    dispatch)
+      # DISPATCH_STEP: the search's own wall budget (s); the stage limit leaves room for the
+      # shape in flight and the packing. Builds: ~40 s and ~3.4 GB each, 16 at a time.
+      set_name=${DISPATCH_SET:-llm8b-fp16}
+      LIMIT_DISPATCH=${LIMIT_DISPATCH:-560}
+      run dispatch bash -c "$PY bench/carry_builds.py unpack .device/carry/builds.tgz; \
+        ctune search kernels/cutlass_gemm.cu --objective p99 --problem-set $set_name \
+        --set-dir .device/sets/$set_name --budget ${DISPATCH_BUDGET:-10} --seed 0 --jobs 16 \
+        --step-time ${DISPATCH_STEP:-390} --dispatch-margin ${DISPATCH_MARGIN:-3%} \
+        --cross-processes ${DISPATCH_CROSS:-1} --json >$LOGS/dispatch-step.json; rc=\$?; \
+        $PY bench/carry_builds.py pack .device/carry/builds.tgz .device/sets/*/finalists.json; \
+        cat $LOGS/dispatch-step.json; exit \$rc" ;;
+    setbench)
+      set_name=${DISPATCH_SET:-llm8b-fp16}
+      run setbench $PY bench/kernels_vs_vendor.py --out bench/results --problem-set $set_name \
+        --set-dir .device/sets/$set_name ${KERNELS_ARGS:-} ;;
+    scaleout)
+      run scaleout $PY bench/scale_out.py --out bench/results ${SCALEOUT_ARGS:-} ;;
     *)
       echo "unknown stage $stage" | tee -a "$LOGS/summary.txt"; STATUS=1 ;;
   esac
 done
 
-tar czf "$OUT/results.tgz" bench/results registry tests/data/ground_truth docs 2>/dev/null
+tar czf "$OUT/results.tgz" bench/results registry tests/data/ground_truth docs \
+  $(ls -d .device/sets/*/dispatch.* .device/sets/*/matrix.json 2>/dev/null) 2>/dev/null
 tar czf "$OUT/logs.tgz" -C "$OUT" logs
 cat "$LOGS/summary.txt"
 exit $STATUS

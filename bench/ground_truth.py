@@ -216,7 +216,7 @@ def stage_measure(args: argparse.Namespace) -> int:
 
 
 def stage_finish(args: argparse.Namespace) -> int:
-    from ctune.fingerprint import current_fingerprint
+    from ctune.evidence.identity import current_fingerprint
 
     cfg, spec, _toolchain, problem, truth = _setup(args.preset)
     mapped = _read(PARTIAL / f"{args.preset}.map.jsonl")

@@ -24,6 +24,12 @@ reported with the shortfall, never asserted.
 
     python bench/kernels_vs_vendor.py --out bench/results [--quick]
     python bench/kernels_vs_vendor.py --case cutlass_gemm:llm8b-o-t16 --merge ...
+    python bench/kernels_vs_vendor.py --problem-set llm8b-fp16 --set-dir .device/sets/llm8b-fp16
+
+``--problem-set`` tunes nothing: it takes the rows of a finished ``ctune search --problem-set``
+(each shape's result file, with its default and winner confirmed in the same fresh processes),
+times cuBLAS through ``torch.matmul`` for every shape (fp16 and bf16 alike), adds the dispatch
+build's loss per shape, and writes bench/results/dispatch-<gpu>.json from the set's table.
 
 ``--merge`` keeps the rows of an earlier report for cases not run again (each
 row's vendor timing always comes from the run that tuned it).
@@ -72,6 +78,8 @@ class Row:
     gpu_busy_fraction: float | None = None  # the search's measure + confirm time / wall
     fillers: int = 0  # runtime-gene variants measured while builds compiled
     run_started_utc: str = ""  # the run this row's tuning and vendor timing came from
+    dispatch_build: str = ""  # --problem-set: the build the dispatch table gives this shape
+    dispatch_loss: float | None = None  # ... and how much slower than the shape's best build
 
     @property
     def tuned_vs_default_p99(self) -> float | None:
@@ -132,6 +140,7 @@ def _verdict(summary: dict[str, Any]) -> str:
 def tune(kernel: str, problem: str, budget: int, out_dir: Path, seed: int) -> Row:
     from ctune.cli.common import load, settings
     from ctune.objective import parse_objective_spec
+    from ctune.registry.assemble import ResultPublisher
     from ctune.search.driver import SearchOptions, run_search
 
     cfg = settings()
@@ -142,9 +151,11 @@ def tune(kernel: str, problem: str, budget: int, out_dir: Path, seed: int) -> Ro
         budget=budget,
         seed=seed,
         confirm_processes=3,
-        out=out_dir / f"{spec.name}-{problem}.json",
     )
-    result = run_search(cfg, spec, objective, options, toolchain=toolchain)
+    publish = ResultPublisher(
+        cfg.registry, Path(cfg.cache_dir), out_dir / f"{spec.name}-{problem}.json"
+    )
+    result = run_search(cfg, spec, objective, options, toolchain=toolchain, publish=publish)
     if result.artifact_path is None:
         raise RuntimeError("the search wrote no result file")
     row = row_from_artifact(result.artifact_path, result.evaluations, dict(result.failures))
@@ -182,17 +193,19 @@ class VendorTimer:
         samples = np.asarray(timing.samples_ms)
         return float(np.percentile(samples, 50)), float(np.percentile(samples, 99))
 
-    def gemm(self, dims: dict[str, int], bf16: bool) -> tuple[str, float, float]:
+    def gemm(
+        self, dims: dict[str, int], bf16: bool, via_torch: bool = False
+    ) -> tuple[str, float, float]:
         torch = self.torch
         m, n, k = dims["M"], dims["N"], dims["K"]
         gen = torch.Generator(device="cuda").manual_seed(0)
         dtype = torch.bfloat16 if bf16 else torch.float16
         a = (torch.rand(m, k, device="cuda", generator=gen, dtype=torch.float32) * 2 - 1).to(dtype)
         b = (torch.rand(n, k, device="cuda", generator=gen, dtype=torch.float32) * 2 - 1).to(dtype)
-        if bf16:
+        if bf16 or via_torch:
             c = torch.empty(m, n, device="cuda", dtype=dtype)
             p50, p99 = self._time(lambda: torch.matmul(a, b.t(), out=c))
-            return "cuBLAS (torch.matmul, bf16)", p50, p99
+            return f"cuBLAS (torch.matmul, {'bf16' if bf16 else 'fp16'})", p50, p99
         cp = self.cp
         a_cp, b_cp = cp.from_dlpack(a), cp.from_dlpack(b)
         c_cp = cp.empty((m, n), dtype=cp.float16)
@@ -214,7 +227,9 @@ class VendorTimer:
         return "PyTorch SDPA", p50, p99
 
 
-def vendor_times(cases: list[tuple[str, str]]) -> dict[tuple[str, str], tuple[str, float, float]]:
+def vendor_times(
+    cases: list[tuple[str, str]], via_torch: bool = False
+) -> dict[tuple[str, str], tuple[str, float, float]]:
     """Vendor timings first, so a slow or failing tuning cannot cost them."""
     from ctune.kernelspec import load_spec
 
@@ -228,7 +243,7 @@ def vendor_times(cases: list[tuple[str, str]]) -> dict[tuple[str, str], tuple[st
             if spec.name == "attention":
                 out[kernel, problem_name] = timer.sdpa(problem.dims, bf16)
             else:
-                out[kernel, problem_name] = timer.gemm(problem.dims, bf16)
+                out[kernel, problem_name] = timer.gemm(problem.dims, bf16, via_torch)
         except Exception as exc:  # reported in the table; the tuning still runs
             print(f"  vendor timing failed for {problem_name}: {exc}", flush=True)
         print(f"  vendor {problem_name}: {out.get((kernel, problem_name))}", flush=True)
@@ -272,9 +287,90 @@ def targets(rows: list[Row]) -> list[dict[str, Any]]:
         gemm_sq[0] if gemm_sq and gemm_sq[0] else None,
         0.70,
     )
+    decode = [
+        r.tuned_vs_vendor
+        for r in rows
+        if r.kernel == "cutlass_gemm" and r.tuned_vs_vendor and _tokens(r.problem) <= 128
+    ]
+    if decode:
+        add("tuned CUTLASS vs cuBLAS, geomean over decode shapes (T <= 128)", geomean(decode), 1.0)
     add("attention vs PyTorch SDPA, geomean", geomean(attention), 0.80)
     add("tuned vs default p99, geomean over all", geomean(all_p99), 1.15)
     return out
+
+
+def _tokens(problem: str) -> int:
+    """T of an LLM shape's name (llm8b-qkv-t16-bf16 -> 16); a large number for the others."""
+    for part in problem.split("-"):
+        if part[:1] == "t" and part[1:].isdigit():
+            return int(part[1:])
+    return 1 << 30
+
+
+def dispatch_target(table: dict[str, Any]) -> dict[str, Any]:
+    """Issue target: <= 8 builds cover every shape within 3 % of its per-shape best."""
+    n, loss = len(table["builds"]), table["max_loss_vs_per_shape_best"]
+    met = n <= 8 and loss <= 0.03 + 1e-9 and not table.get("unservable")
+    return {
+        "target": "dispatch builds (<= 8) within 3% of each shape's best",
+        "value": n,
+        "goal": 8,
+        "met": met,
+        "shortfall": None if met else n - 8,
+        "max_loss": loss,
+    }
+
+
+def set_rows(kernel: str, set_name: str, set_dir: Path) -> tuple[list[Row], dict[str, Any]]:
+    """Rows of a finished problem-set search (its result files) and its dispatch table."""
+    from ctune.kernelspec import load_spec
+
+    spec = load_spec(ROOT / kernel)
+    table_path = set_dir / "dispatch.json"
+    table = json.loads(table_path.read_text()) if table_path.is_file() else {}
+    served = {s["problem"]: s for s in table.get("shapes", [])}
+    rows = []
+    for name in spec.problem_sets[set_name]:
+        path = set_dir / "artifacts" / f"{spec.name}-{name}.json"
+        if not path.is_file():
+            print(f"  {name}: not searched yet ({path})", flush=True)
+            continue
+        row = row_from_artifact(path)
+        if name in served:
+            row.dispatch_build = served[name]["build"]
+            row.dispatch_loss = served[name]["loss_vs_per_shape_best"]
+        rows.append(row)
+    return rows, table
+
+
+def set_main(args: argparse.Namespace, kernel: str = "kernels/cutlass_gemm.cu") -> int:
+    """--problem-set: vendor timings for every shape, rows from the set, the dispatch JSON."""
+    from ctune.evidence.identity import probe_gpu_machine, probe_toolchain
+    from ctune.registry.layout import device_class
+
+    gpu = probe_gpu_machine() or {}
+    device = gpu.get("gpu_name", "unknown GPU")
+    slug = device_class(gpu) if gpu else "unknown"
+    started = time.time()
+    rows, table = set_rows(kernel, args.problem_set, args.set_dir)
+    vendor = vendor_times([(kernel, r.problem) for r in rows], via_torch=True)
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
+    for row in rows:
+        row.run_started_utc = stamp
+        if (kernel, row.problem) in vendor:
+            row.vendor, row.vendor_p50_ms, row.vendor_p99_ms = vendor[kernel, row.problem]
+    args.out.mkdir(parents=True, exist_ok=True)
+    print(write_report(args.out, slug, device, gpu, rows, started))
+    if table:
+        fingerprint = {**gpu, **probe_toolchain()}
+        out = {**table, "fingerprint": fingerprint, "target": dispatch_target(table)}
+        path = args.out / f"dispatch-{slug}.json"
+        path.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+        print(
+            f"{path}: {len(table['builds'])} builds, worst loss "
+            f"{table['max_loss_vs_per_shape_best']:.2%}"
+        )
+    return 0
 
 
 def _fmt(v: float | None, digits: int = 4) -> str:
@@ -356,6 +452,10 @@ def main(argv: list[str] | None = None) -> int:
         "--merge", action="store_true", help="keep an earlier report's rows for other cases"
     )
     parser.add_argument(
+        "--problem-set", help="rows from a finished `ctune search --problem-set` (no tuning)"
+    )
+    parser.add_argument("--set-dir", type=Path, help="that search's --set-dir")
+    parser.add_argument(
         "--rebuild",
         type=Path,
         help="re-derive tables from a finished run's report JSON and its artifacts/ (no GPU)",
@@ -363,8 +463,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.rebuild:
         return rebuild(args.rebuild)
+    if args.problem_set:
+        if args.set_dir is None:
+            raise SystemExit("--problem-set needs --set-dir (the search's state folder)")
+        return set_main(args)
 
-    from ctune.fingerprint import probe_gpu_machine
+    from ctune.evidence.identity import probe_gpu_machine
     from ctune.registry.layout import device_class
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -453,7 +557,7 @@ def write_report(
     started: float,
     complete_fingerprint: bool = False,
 ) -> str:
-    from ctune.fingerprint import probe_toolchain
+    from ctune.evidence.identity import probe_toolchain
 
     goals = targets(rows)
     report = {

@@ -265,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
 
     gpu = None
     if not args.compile_only:
-        from ctune.fingerprint import probe_gpu_machine
+        from ctune.evidence.identity import probe_gpu_machine
 
         gpu = probe_gpu_machine()
     started = time.time()

@@ -96,7 +96,6 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed,
             journal=args.out,
             confirm_processes=0,
-            write_result=False,
             fill=False,
         ),
         compiler=_Timed(ReplayCompiler(truth), clock, truth),

@@ -63,7 +63,7 @@ def ctune_side(problem_name: str, cache: Path) -> dict[str, Any]:
         cfg,
         space,
         parse_objective_spec(["p50"], [], space.metrics),
-        SearchOptions(problem=problem_name, strategy="exhaustive", write_result=False),
+        SearchOptions(problem=problem_name, strategy="exhaustive"),
         toolchain=toolchain,
     )
     wall = time.monotonic() - start

@@ -174,10 +174,10 @@ CASES = [
     ),
     Case("blank lines in gemm.cu", False, _append("kernels/gemm.cu", "\n\n\n")),
     Case(
-        "docstring edit in ctune/measure/stats.py",
+        "docstring edit in ctune/evidence/stats.py",
         False,
         _replace(
-            "ctune/measure/stats.py",
+            "ctune/evidence/stats.py",
             "Statistics over timing samples",
             "Statistics of timing samples",
         ),

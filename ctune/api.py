@@ -103,6 +103,7 @@ def tune(
     from ctune.config import resolve
     from ctune.kernelspec import load_spec
     from ctune.objective import parse_objective_spec
+    from ctune.registry.assemble import ResultPublisher
     from ctune.search.driver import SearchOptions, run_search
 
     overrides = {"arch": arch} if arch else {}
@@ -144,7 +145,6 @@ def tune(
         time_s=time_s,
         seed=seed,
         confirm_processes=confirm_processes,
-        out=spec_path.parent / "result.json",
         warm_start=seeds,
         warm_start_source=str(warm_start or ""),
     )
@@ -156,6 +156,9 @@ def tune(
         compiler=compiler,
         measurer=measurer,
         toolchain=toolchain,
+        publish=ResultPublisher(
+            settings.registry, Path(settings.cache_dir), spec_path.parent / "result.json"
+        ),
     )
     return _tune_result(result, spec_path, [o["name"] for o in result.objectives])
 

@@ -43,6 +43,8 @@ class Settings:
     energy_window_s: float = 1.0
     run_timeout_floor_s: float = 10.0
     debug: bool = False
+    executor: str = "local"  # local, dask, auto or a Dask scheduler address (ctune/scale)
+    gpus: str = ""  # empty: GPU 0; "all" or "0,1": several GPUs through the engine
 
     def with_overrides(self, **overrides: Any) -> Settings:
         return dataclasses.replace(self, **_coerce_all(overrides, "option"))
@@ -141,6 +143,9 @@ def _validated(settings: Settings) -> Settings:
         raise UserError(
             f"timing={settings.timing!r}: allowed auto, events, graph (or empty for the spec's)"
         )
+    from ctune.scale.options import check as check_executor
+
+    check_executor(settings.executor, settings.gpus)
     if settings.jobs < 0:
         raise UserError(f"jobs={settings.jobs}: must be 0 (one per CPU) or more")
     for name in ("compile_timeout_s", "energy_window_s", "run_timeout_floor_s", "rep_ms"):

@@ -193,21 +193,24 @@ class KernelSpec:
 
     def launch_geometry(self, candidate: Candidate, problem: Problem) -> dict[str, Any]:
         """grid / block / dynamic shared memory of ``candidate`` on ``problem`` ({} for a
-        launcher, which launches itself); the one evaluation of the launch rule."""
+        launcher, which launches itself), as the artifact records it.
+
+        The rule is evaluated by ``ctune.measure.launch.launch_geometry``, the one
+        evaluation the measurer launches with; a rule that gives no valid launch is a
+        UserError naming the spec, the candidate and the problem.
+        """
         if self.launch is None:
             return {}
+        from ctune.measure.launch import LaunchConfigError, launch_geometry
+
         try:
-            env = self.space.environment(candidate.as_dict(), problem.dims)
-            return {
-                "grid": tuple(int(e.evaluate(env)) for e in self.launch.grid),
-                "block": tuple(int(e.evaluate(env)) for e in self.launch.block),
-                "dynamic_smem_bytes": int(self.launch.dynamic_smem_bytes.evaluate(env)),
-            }
-        except (ExprError, TypeError, ValueError) as exc:
+            g = launch_geometry(self, candidate.as_dict(), problem.dims)
+        except LaunchConfigError as exc:
             raise UserError(
                 f"{self.yaml_path}: launch rule for candidate {candidate.key()} on "
                 f"{problem.name}: {exc}"
             ) from None
+        return {"grid": g.grid, "block": g.block, "dynamic_smem_bytes": g.smem_bytes}
 
     def tolerance_for(self, output: str) -> Tolerance:
         return self.tolerance.get(output) or self.tolerance["default"]
@@ -319,6 +322,8 @@ def _str_list(ctx: _Ctx, key: str, value: Any) -> list[str]:
 def _build(
     ctx: _Ctx, data: dict[str, Any], yaml_path: Path, cu_path: Path | None, nvcc_help: str
 ) -> KernelSpec:
+    """One pass over the spec's sections in the order their errors are reported (a later
+    section refers to names an earlier one defined); long because it is that list."""
     folder = yaml_path.parent
     name = _name(ctx, "name", data.get("name", yaml_path.stem))
     source_path = _source(ctx, folder, data.get("source", f"{yaml_path.stem}.cu"), cu_path)

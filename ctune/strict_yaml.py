@@ -1,7 +1,7 @@
 """A strict YAML loader: duplicate keys, anchors/aliases and large files are errors.
 
 PyYAML's ``safe_load`` silently keeps the last of two duplicate keys and
-expands a 254-byte alias bomb to 28 MB (measured, ../shared/RELIABILITY.md);
+expands a 254-byte alias bomb to 28 MB (measured);
 a spec or registry file that does either is rejected instead.
 """
 

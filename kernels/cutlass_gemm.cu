@@ -54,6 +54,12 @@
 #ifndef TILE_SCHED
 #define TILE_SCHED 0
 #endif
+// 1 = swap A and B: the kernel computes C^T = B A^T (C^T column-major is C row-major), so the
+// weights' N rows fill the tile's M side and the few tokens of a decode step (M = 1..128) its
+// N side, where a 16- or 32-wide tile wastes less than a 64-row M tile does.
+#ifndef SWAP_AB
+#define SWAP_AB 0
+#endif
 // The scheduler's settings are launcher arguments, not macros (runtime genes: one build
 // serves every value): splits (stream-K only: 1 = CUTLASS's stream-K heuristic, > 1 = split-K
 // into that many slices), raster (0 heuristic, 1 along M, 2 along N) and swizzle (max swizzle
@@ -82,10 +88,17 @@ using TmaEpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
 using MainloopSchedule = cutlass::gemm::KernelTmaWarpSpecialized;
 using TmaEpilogueSchedule = cutlass::epilogue::TmaWarpSpecialized;
 #endif
+// EpilogueScheduleAuto is NoSmemWarpSpecialized (EPILOGUE 1) and KernelScheduleAuto is
+// cooperative for TILE_M >= 128, else ping-pong (SCHEDULE 0 / 1): the builders' Auto choices add
+// no kernel of their own. EPILOGUE 2 gives the ping-pong kernel the cooperative TMA epilogue
+// (128-row subtiles); the cooperative kernel with the 64-row one does not compile.
 #if EPILOGUE == 0
 using EpilogueSchedule = TmaEpilogueSchedule;
-#else
+#elif EPILOGUE == 1
 using EpilogueSchedule = cutlass::epilogue::NoSmemWarpSpecialized;
+#else
+static_assert(SCHEDULE == 1, "EPILOGUE 2 is the ping-pong kernel's (see the YAML)");
+using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
 #endif
 
 #if TILE_SCHED == 0
@@ -94,12 +107,19 @@ using TileScheduler = cutlass::gemm::PersistentScheduler;
 using TileScheduler = cutlass::gemm::StreamKScheduler;
 #endif
 
+// Swapped, the kernel's D is C^T: column-major [N, M], the same bytes as row-major C [M, N].
+#if SWAP_AB
+using LayoutD = cutlass::layout::ColumnMajor;
+#else
+using LayoutD = cutlass::layout::RowMajor;
+#endif
+
 // ElementC = void: beta is always 0, so C is never read and needs no smem.
 using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
     cutlass::epilogue::collective::EpilogueTileAuto, Accum, Accum,
-    void, cutlass::layout::RowMajor, kAlign,
-    Element, cutlass::layout::RowMajor, kAlign,
+    void, LayoutD, kAlign,
+    Element, LayoutD, kAlign,
     EpilogueSchedule>::CollectiveOp;
 
 #if STAGES == 0
@@ -191,19 +211,34 @@ extern "C" int ctune_launch(void* const* params, cudaStream_t stream) {
     cache.device = device;
   }
 
+  // The kernel's own problem: swapped, its A is B [N, K] and its B is A [M, K] (both K-major
+  // either way), and its D [N, M] is column-major C.
+#if SWAP_AB
+  const int km = N, kn = M;
+  const Element* ka = B;
+  const Element* kb = A;
+#else
+  const int km = M, kn = N;
+  const Element* ka = A;
+  const Element* kb = B;
+#endif
   using StrideA = typename GemmKernel::StrideA;
   using StrideB = typename GemmKernel::StrideB;
   using StrideD = typename GemmKernel::StrideD;
   // Packed strides; the batch (L) stride is unused with L = 1.
-  const StrideA stride_a{int64_t(K), _1{}, int64_t(M) * K};
-  const StrideB stride_b{int64_t(K), _1{}, int64_t(N) * K};
-  const StrideD stride_d{int64_t(N), _1{}, int64_t(M) * N};
+  const StrideA stride_a{int64_t(K), _1{}, int64_t(km) * K};
+  const StrideB stride_b{int64_t(K), _1{}, int64_t(kn) * K};
+#if SWAP_AB
+  const StrideD stride_d{_1{}, int64_t(km), int64_t(km) * kn};
+#else
+  const StrideD stride_d{int64_t(kn), _1{}, int64_t(km) * kn};
+#endif
 
   typename Gemm::Arguments& args = cache.args;
   args = typename Gemm::Arguments{
       cutlass::gemm::GemmUniversalMode::kGemm,
-      {M, N, K, 1},
-      {A, stride_a, B, stride_b},
+      {km, kn, K, 1},
+      {ka, stride_a, kb, stride_b},
       {{1.0f, 0.0f}, nullptr, stride_d, C, stride_d}};
   args.hw_info.device_id = device;
   args.hw_info.sm_count = cache.sm_count;

@@ -56,7 +56,7 @@ def check_command(
     ] = True,
 ) -> None:
     """Is each artifact still what would be built and measured here? Names every reason."""
-    from ctune import fingerprint
+    from ctune.evidence import identity as fingerprint
     from ctune.registry.check import check_registry, nvcc_verifier
     from ctune.registry.store import require_registry
 

@@ -21,6 +21,9 @@ from ctune.errors import (
     ToolchainError,
     UserError,
 )
+from ctune.evidence.compare import NoiseRule
+
+_RULE = NoiseRule()  # the search's confirmation uses the same rule and defaults
 
 
 @app.command("gate")
@@ -30,14 +33,14 @@ def gate_command(
     ] = None,
     processes: Annotated[int, typer.Option(help="separate measuring processes (k >= 3)")] = 3,
     strict: Annotated[bool, typer.Option("--strict", help="soft changes count as stale")] = False,
-    floor: Annotated[float, typer.Option(help="smallest threshold T (fraction)")] = 0.02,
-    cv_factor: Annotated[float, typer.Option(help="T = max(floor, this x CV)")] = 5.0,
+    floor: Annotated[float, typer.Option(help="smallest threshold T (fraction)")] = _RULE.floor,
+    cv_factor: Annotated[float, typer.Option(help="T = max(floor, this x CV)")] = _RULE.cv_factor,
     max_threshold: Annotated[
         float, typer.Option(help="INCONCLUSIVE when T exceeds this (fraction)")
-    ] = 0.15,
+    ] = _RULE.max_threshold,
     alpha: Annotated[
         float, typer.Option(help="false-alarm budget per run (split per test)")
-    ] = 0.01,
+    ] = _RULE.alpha,
     canary: Annotated[bool, typer.Option(help="also re-measure the default build")] = True,
     confirm: Annotated[bool, typer.Option(help="re-measure to confirm a regression")] = True,
     registry: Annotated[Path | None, typer.Option("--registry", help="registry directory")] = None,
@@ -46,9 +49,9 @@ def gate_command(
     ),
 ) -> None:
     """Re-measure pinned artifacts in k processes: PASS/REGRESSED/IMPROVED/INCONCLUSIVE."""
-    from ctune import fingerprint
     from ctune.cli.check import probe_for
-    from ctune.registry.gate import GatePolicy, exit_code
+    from ctune.evidence import identity as fingerprint
+    from ctune.registry.gate import exit_code
     from ctune.registry.gate_run import default_remeasurer, run_gate
     from ctune.registry.layout import parse_key
     from ctune.registry.store import ArtifactStore, require_registry
@@ -68,14 +71,18 @@ def gate_command(
         render.quarantined(listing.quarantined)
         chosen = [(k, a) for k, a in listing.artifacts if a.pinned is not None]
     comparisons = max(1, len(chosen)) * (2 if canary else 1)
-    policy = GatePolicy(
-        floor=floor, cv_factor=cv_factor, max_threshold=max_threshold, alpha=alpha / comparisons
+    rule = NoiseRule(
+        min_processes=_RULE.min_processes,
+        floor=floor,
+        cv_factor=cv_factor,
+        max_threshold=max_threshold,
+        alpha=alpha / comparisons,
     )
     reports = run_gate(
         chosen,
         probe.for_artifact,
         default_remeasurer(cfg, kernels),
-        policy=policy,
+        rule=rule,
         processes=processes,
         canary=canary,
         confirm_failures=confirm,

@@ -15,6 +15,7 @@ from ctune.errors import GateFailure, RegistryError
 
 if TYPE_CHECKING:
     from ctune.registry.layout import ArtifactKey
+    from ctune.registry.retune import Retune
     from ctune.registry.schema import Artifact
 
 HELP = """Versioned tuning artifacts, one JSON file per (kernel, problem, device class).
@@ -394,10 +395,6 @@ def retune_command(
 ) -> None:
     """Re-run the search that made each stale artifact (problem, objectives, constraints,
     strategy, seed, budget, arch, L2 policy as recorded) and commit its result."""
-    import os
-    import subprocess
-    import sys
-
     from ctune.errors import GateFailure
     from ctune.registry.retune import Retune, search_argv
 
@@ -412,13 +409,29 @@ def retune_command(
     failed = []
     for plan in plans:
         render.retune(plan.key, plan.command())
-        if run:  # a child per search: its live progress, its exit code, its own commit
-            child = [sys.executable, "-m", "ctune", *plan.argv]
-            done = subprocess.run(child, env={**os.environ, **dict(plan.env)}, check=False)
-            if done.returncode != 0:
-                failed.append(f"{plan.key} (exit {done.returncode})")
+        if run:
+            code = _search_in_process(plan)
+            if code != 0:
+                failed.append(f"{plan.key} (exit {code})")
     if failed:
         raise GateFailure(f"{len(failed)} of {len(plans)} re-tune(s) failed: {', '.join(failed)}")
+
+
+def _search_in_process(plan: Retune) -> int:
+    """Run one re-tune as ``ctune search`` in this process: the same command, live progress
+    and commit path as a search typed by hand; a failure is its exit code, and the next
+    re-tune still runs."""
+    import os
+    from unittest import mock
+
+    from ctune.cli import main
+
+    with mock.patch.dict(os.environ, dict(plan.env)):
+        try:
+            main(list(plan.argv))
+        except SystemExit as exc:
+            return int(exc.code or 0) if not isinstance(exc.code, str) else 1
+    return 0
 
 
 def _retune_targets(

@@ -32,6 +32,7 @@ def bench_report(
     plan: SamplingPlan,
     json_out: bool,
 ) -> None:
+    """One report, printed line by line in reading order; long because it is that text."""
     from dataclasses import asdict
 
     from ctune.records import to_json

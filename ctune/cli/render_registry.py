@@ -375,7 +375,7 @@ def _short(value: str) -> str:
 
 
 def _why(c: FieldChange) -> str:
-    from ctune.fingerprint import EXPLAIN
+    from ctune.evidence.identity import EXPLAIN
 
     text = f"{c.name}: {_short(c.old)} -> {_short(c.new)} ({c.severity})"
     return text + (f": {EXPLAIN[c.name]}" if c.name in EXPLAIN else "")
@@ -417,12 +417,13 @@ def check(report: CheckReport, strict: bool, not_checked_line: str) -> None:
 
 
 def _regression(label: str, r: Regression) -> str:
-    if math.isnan(r.change):
+    e = r.evidence
+    if e is None or math.isnan(e.change):
         return f"{label}: {r.reason}"
     return (
-        f"{label}: {r.old_median_ms:.6g} -> {r.new_median_ms:.6g} ms ({r.change:+.2%}), "
-        f"T={r.threshold:.2%}, p={r.p_value:.3g}, processes {r.processes[0]}/{r.processes[1]},"
-        f" predicted FPR {r.predicted_fpr:.2g}"
+        f"{label}: {e.old_median_ms:.6g} -> {e.new_median_ms:.6g} ms ({e.change:+.2%}), "
+        f"T={e.threshold:.2%}, p={e.p_value:.3g}, processes {e.processes[0]}/{e.processes[1]},"
+        f" predicted FPR {e.predicted_fpr:.2g}"
     )
 
 
@@ -438,9 +439,11 @@ def gate(reports: Sequence[GateReport], not_checked_line: str) -> None:
     if not reports:
         _line("no pinned artifacts to gate")
     fprs = [
-        r.candidate.predicted_fpr
+        r.candidate.evidence.predicted_fpr
         for r in reports
-        if r.candidate is not None and not math.isnan(r.candidate.predicted_fpr)
+        if r.candidate is not None
+        and r.candidate.evidence is not None
+        and not math.isnan(r.candidate.evidence.predicted_fpr)
     ]
     if fprs:
         _line(f"predicted false-alarm rate for this run: {min(1.0, sum(fprs)):.2g}")

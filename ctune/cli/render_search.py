@@ -12,12 +12,14 @@ genes it changes on the next, never squeezed into folded columns.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
 from ctune.cli.render import Part, console, err_console, line, print_json, styled, warn_line
+from ctune.evidence.compare import Difference, NoiseRule
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -165,13 +167,13 @@ def _gain_text(m: MemberResult) -> str:
 
 def _sig_text(m: MemberResult) -> Text:
     s = m.significance
-    if s is None or s.effect is None:
+    if s is None or math.isnan(s.change):
         return Text("-")
-    if s.verdict == "faster":
-        return styled((f"faster {s.effect:+.1%}", "green"))
-    if s.verdict == "slower":
-        return styled((f"slower {s.effect:+.1%}", "red"))
-    return styled((f"n.s. {s.effect:+.1%}", "dim"))
+    if s.difference is Difference.LOWER:
+        return styled((f"faster {s.change:+.1%}", "green"))
+    if s.difference is Difference.HIGHER:
+        return styled((f"slower {s.change:+.1%}", "red"))
+    return styled((f"n.s. {s.change:+.1%}", "dim"))
 
 
 def _changed(m: MemberResult, baseline_key: str | None) -> str:
@@ -313,8 +315,8 @@ def final_report(result: SearchResult, json_out: bool) -> None:
     if result.confirm_processes and not result.interrupted:
         line(
             f"values re-measured in {result.confirm_processes} fresh processes; "
-            "faster/slower = Mann-Whitney p < 0.01 and effect > max(2%, 5 x "
-            "between-process CV), else n.s.; gain CI: hierarchical bootstrap"
+            f"faster/slower = {NoiseRule().describe()}, else n.s.; "
+            "gain CI: hierarchical bootstrap"
         )
         if result.confirmation is not None:
             c = result.confirmation

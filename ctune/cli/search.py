@@ -1,6 +1,6 @@
 """``ctune search``: parse, resolve settings, call ``run_search``, render, return.
 
-No search logic lives here (DESIGN 10.9). Test hooks: the three factories
+No search logic lives here . Test hooks: the three factories
 below (:func:`load_kernel`, :func:`make_compiler`, :func:`make_measurer`)
 are the GPU and toolchain boundary; CLI tests monkeypatch them to return
 stand-ins (``ctune.testing.standins``), as fastapi-cli's tests patch
@@ -75,14 +75,18 @@ def load_kernel(kernel: Path, cfg: Settings) -> tuple[KernelSpec, Any]:
 
 
 def make_compiler(spec: KernelSpec, toolchain: Any, cfg: Settings) -> Any:
-    from ctune.compile.nvcc import NvccCompiler
+    """nvcc here, or compile tasks on the engine (``--executor``)."""
+    from ctune.scale import compiler_for
 
-    return NvccCompiler.from_settings(spec, toolchain, cfg)
+    return compiler_for(spec, toolchain, cfg)
 
 
 def make_measurer(cfg: Settings) -> Any:
-    """None: the service creates the GPU measurer itself, after its capability checks."""
-    return None
+    """None for GPU 0 here: the service creates it itself, after its capability checks;
+    else the engine's GPU workers (``--executor``, ``--gpus``) or another local GPU."""
+    from ctune.scale import measurer_for
+
+    return measurer_for(cfg)
 
 
 # --- the command -------------------------------------------------------------------------------
@@ -163,6 +167,22 @@ def search_command(
         ),
     ] = None,
     jobs: Annotated[int | None, typer.Option(help="parallel compiles (default: CPUs)")] = None,
+    executor: Annotated[
+        str | None,
+        typer.Option(
+            help="where candidates compile and measure: local (default), dask (a Dask "
+            "cluster on this host), auto (Dask's configured scheduler, else local) or a Dask "
+            "scheduler address (tcp://host:8786); needs pip install 'ctune\\[cluster]' "
+            "(docs/scale-out.md)"
+        ),
+    ] = None,
+    gpus: Annotated[
+        str | None,
+        typer.Option(
+            help="GPUs of this host that measure: all or 0,1 (several run through a Dask "
+            "cluster started here; default GPU 0)"
+        ),
+    ] = None,
     l2: Annotated[str | None, typer.Option(help="cold (flush L2 per sample) or hot")] = None,
     timing: Annotated[
         str | None,
@@ -200,6 +220,32 @@ def search_command(
             "correct configurations are measured first (up to a quarter of the budget)",
         ),
     ] = None,
+    problem_set: Annotated[
+        str | None,
+        typer.Option(
+            "--problem-set",
+            help="search every problem of this set (--budget/--time per problem), measure "
+            "each shape's winner on every shape, and write the smallest dispatch set within "
+            "--dispatch-margin of each shape's best (resumable: run again to go on)",
+        ),
+    ] = None,
+    set_dir: Annotated[
+        Path | None,
+        typer.Option(help="the set's state (default <cache_dir>/sets/<kernel>-<set>)"),
+    ] = None,
+    dispatch_margin: Annotated[
+        str, typer.Option(help="--problem-set: a build covers a shape within this of its best")
+    ] = "3%",
+    step_time: Annotated[
+        str | None,
+        typer.Option(
+            help="--problem-set: wall time for this call (e.g. 8m); stops starting shapes "
+            "that would not fit, the next call goes on"
+        ),
+    ] = None,
+    cross_processes: Annotated[
+        int, typer.Option(help="--problem-set: fresh processes per shape for the cross step")
+    ] = 1,
 ) -> None:
     """Search flags, launch configuration and template parameters for the best builds.
 
@@ -211,13 +257,14 @@ def search_command(
     from ctune.cli import render_search
     from ctune.cli.common import settings
     from ctune.objective import parse_objective_spec
+    from ctune.registry.assemble import ResultPublisher
     from ctune.search import run_search
     from ctune.search.driver import SearchOptions
     from ctune.search.strategy import parse_option_items
 
     if plot is not None:  # before anything runs: a search must not end in a missing extra
         render_search.require_plotting()
-    cfg = settings(jobs=jobs, l2=l2, arch=arch, timing=timing)
+    cfg = settings(jobs=jobs, l2=l2, arch=arch, timing=timing, executor=executor, gpus=gpus)
     seeds: tuple[dict[str, Any], ...] = ()
     if warm_start is not None:
         from ctune.exchange.t4 import read_t4
@@ -236,16 +283,25 @@ def search_command(
         resume=resume,
         journal=journal,
         confirm_processes=confirm_processes,
-        out=out,
-        commit=commit,
         fill=fill,
         warm_start=seeds,
         warm_start_source=str(warm_start or ""),
     )
     compiler = make_compiler(spec, toolchain, cfg)
-    measurer = make_measurer(cfg)
+    if problem_set is not None:
+        from ctune.cli.search_set import SetArgs, run_set
+
+        given: dict[str, Any] = {"--problem": problem, "--resume": resume, "--out": out}
+        given.update({"--journal": journal, "--commit": commit or None, "--plot": plot})
+        set_args = SetArgs(problem_set, set_dir, dispatch_margin, step_time, cross_processes)
+        run_set(
+            cfg, spec, objectives, options, set_args, given, compiler, make_measurer(cfg), json_out
+        )
+        return
+    measurer = None
     display = render_search.SearchDisplay(json_out=json_out)
     try:
+        measurer = make_measurer(cfg)
         with display:
             result = run_search(
                 cfg,
@@ -256,6 +312,7 @@ def search_command(
                 measurer=measurer,
                 toolchain=toolchain,
                 on_event=display.handle,
+                publish=ResultPublisher(cfg.registry, Path(cfg.cache_dir), out, commit),
             )
     finally:
         for part in (measurer, compiler):

@@ -17,8 +17,6 @@ from ctune.records import GeneValue
 from ctune.space.nvcc import render_flags
 from ctune.space.params import Gene
 
-FLAG_FAMILIES = frozenset({"nvcc", "ptxas"})
-
 
 def _define(name: str, value: GeneValue) -> str:
     if isinstance(value, bool):
@@ -34,13 +32,14 @@ def split_genes(
     Runtime genes are in neither: they reach the kernel through its launch rule,
     so leaving them out lets their candidates share a build.
     """
-    family = {g.name: g.family for g in genes}
+    by_name = {g.name: g for g in genes}
     defines: dict[str, GeneValue] = {}
     flags: dict[str, GeneValue] = {}
     for name, value in values.items():
-        if family[name] in FLAG_FAMILIES:
+        gene = by_name[name]
+        if gene.flag:
             flags[name] = value
-        elif family[name] != "runtime":
+        elif gene.compiled:
             defines[name] = value
     return defines, flags
 

@@ -1,4 +1,4 @@
-"""The allowlisted grammar for fixed flags a spec may add (RELIABILITY I5).
+"""The allowlisted grammar for fixed flags a spec may add (rule I5).
 
 Output paths, host-compiler plugins and anything that runs a program are
 ctune's business, not a spec's: ``-o /etc/x``, ``--run``,

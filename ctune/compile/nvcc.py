@@ -41,7 +41,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
 
-from ctune.compile import entry as entry_mod
+import ctune.compile.entry as entry_mod
 from ctune.compile.command import build_argv, key_argv, ptx_argv, split_genes
 from ctune.compile.deps import source_closure_sha256
 from ctune.compile.logs import CTUNE_ERROR
@@ -90,7 +90,7 @@ _OOM_PATTERNS = [
     for p in (r"out of memory", r"std::bad_alloc", r"cannot allocate memory", r"memory exhausted")
 ]
 _CACHEABLE = frozenset({Outcome.OK, Outcome.COMPILE_ERROR, Outcome.RESOURCE_LIMIT})
-# environment variables that would inject flags behind ctune's back (RELIABILITY I5)
+# environment variables that would inject flags behind ctune's back (rule I5)
 _SCRUBBED_ENV = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN")
 
 
@@ -323,6 +323,16 @@ class NvccCompiler:
         self._check_args_once(build, candidate, problem)
         return build
 
+    def lookup(self, candidate: Candidate, problem: Problem) -> Build | None:
+        """The cached build of a candidate, without running nvcc (None: not cached)."""
+        values = candidate.as_dict()
+        if set(values) != set(self.spec.space.names):
+            return None
+        if self.spec.space.violations(values, problem.dims):
+            return None
+        argv = self.argv(candidate, problem, self.builds_dir / "_" / self._binary_name)
+        return self._load(self.builds_dir / self.build_key(argv, problem), candidate, problem)
+
     @staticmethod
     def _for_candidate(shared: Build, candidate: Candidate) -> Build:
         """Another candidate's build as this one's: a cache hit, as from the disk cache."""
@@ -362,6 +372,8 @@ class NvccCompiler:
         )
 
     def _compile(self, candidate: Candidate, problem: Problem, key: str, final: Path) -> Build:
+        """One build end to end (argv, process group with limits, timeout, crash reproducer,
+        SASS digest, resources); one function so every exit path records an outcome."""
         self.builds_dir.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=f".{key[:8]}-", dir=self.builds_dir))
         output = work / self._binary_name
@@ -546,7 +558,7 @@ class NvccCompiler:
             shutil.rmtree(work, ignore_errors=True)
 
     def _quarantine(self, key: str, argv: list[str], text: str) -> None:
-        """Keep a reproducer of a compiler crash (RELIABILITY I3)."""
+        """Keep a reproducer of a compiler crash (rule I3)."""
         self.quarantine_dir.mkdir(parents=True, exist_ok=True)
         record = {
             "argv": argv,

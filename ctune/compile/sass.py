@@ -1,7 +1,7 @@
 """Fingerprint the machine code (SASS) in a cubin, not the cubin's bytes.
 
 Identical compiles can differ in cubin bytes (``-lineinfo`` embeds the build
-path; RELIABILITY.md), but their executable sections are the same SASS. The
+path; measured), but their executable sections are the same SASS. The
 digest covers the name and bytes of every executable ELF section, which is
 exactly the code ``cuobjdump -sass`` disassembles, without depending on a
 disassembler's version or text format. For a launcher's shared library the

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctune.errors import UserError
 from ctune.exchange.records import Export, Row
+from ctune.objective.pareto import sign
 
 if TYPE_CHECKING:
     from ctune.records import Candidate, GeneValue
@@ -109,7 +110,7 @@ def read_t4(path: Path) -> list[dict[str, Any]]:
             continue
         objective = (result.get("objectives") or ["time"])[0]
         term = get_term(str(objective))
-        sign = -1.0 if term is not None and term.direction == "max" else 1.0
+        direction_sign = sign(term.direction) if term is not None else 1.0
         value = next(
             (
                 m.get("value")
@@ -118,7 +119,7 @@ def read_t4(path: Path) -> list[dict[str, Any]]:
             ),
             None,
         )
-        score = sign * float(value) if value is not None and _finite(value) else math.inf
+        score = direction_sign * float(value) if value is not None and _finite(value) else math.inf
         ranked.append((score, i, result["configuration"]))
     return [configuration for _, _, configuration in sorted(ranked, key=lambda r: r[:2])]
 

@@ -134,7 +134,7 @@ def generate_input(
 
     Zeros are replaced after rounding to the storage type (a tiny normal draw
     can round to 0 in float16), because timing on zeros flatters kernels
-    (RELIABILITY M6) and a zero hides wrong indexing from the check.
+    (rule M6) and a zero hides wrong indexing from the check.
     """
     storage_dtype(dtype)
     values = random_values(xp, init, shape, seed)

@@ -1,6 +1,6 @@
 """Correctness first: a candidate's outputs against the spec's reference.
 
-RELIABILITY C1-C3: compare with a float32-or-better reference by relative L2
+rules C1-C3: compare with a float32-or-better reference by relative L2
 error and max abs error against the spec's per-output tolerance; any NaN or
 Inf fails; outputs are poisoned before each run; fresh inputs per check (two
 checks, different seeds); kernels declared deterministic are run twice on the

@@ -1,6 +1,6 @@
 """Time one loaded candidate honestly with CUDA events (runs inside the worker).
 
-The method is Triton's do_bench adapted for tails, with DESIGN's measured rules:
+The method is Triton's do_bench adapted for tails, with the measured rules of docs/design.md:
 
 - never synchronise per sample (it inflated a 6.5 µs kernel's median by
   45-83%): samples are enqueued in chunks behind a short spin kernel, each
@@ -8,8 +8,8 @@ The method is Triton's do_bench adapted for tails, with DESIGN's measured rules:
 - warm-up: drop the first launch, then batches of back-to-back launches until
   at least ``warmup_ms`` of launches ran and three batch means agree within 3%
   (cap 1 s);
-- cold L2: a memset of >= 2x the L2 size (at least 256 MiB, what DESIGN
-  measured with) before every sample, outside its event pair; hot: none;
+- cold L2: a memset of >= 2x the L2 size (at least 256 MiB, what the
+  measurements used) before every sample, outside its event pair; hot: none;
 - NVML clock and clocks-event reasons are read at chunk edges only; a chunk
   with a hardware-slowdown or thermal reason at either edge is excluded.
 
@@ -240,6 +240,8 @@ class EventTimer:
     def measure(
         self, launch: Launch, plan: SamplingPlan, restore: Callable[[], None] | None = None
     ) -> Timing:
+        """The sampling protocol's steps in order (warm-up, chunks behind the spin kernel, cold-L2
+        flush, clock reads at chunk edges); kept in one function so the order is visible."""
         warm = self.warmup(launch, plan)
         method = timing_method(plan.timing, warm.kernel_ms)
         per, fallback = 1, ""

@@ -1,6 +1,6 @@
 """What the device says: CUDA error classes, throttle reasons, telemetry, identity.
 
-The classification table is pure and CPU-tested. Sticky errors (RELIABILITY
+The classification table is pure and CPU-tested. Sticky errors (rule
 R1: illegal address, trap, device assert, ...) leave the context unusable for
 the rest of the process (measured on the H200; an in-process reset does not
 recover), so the worker reports them and exits. Launch errors (R2: bad
@@ -133,8 +133,8 @@ SYNC_BOOST = 0x10
 SW_THERMAL_SLOWDOWN = 0x20
 HW_THERMAL_SLOWDOWN = 0x40
 HW_POWER_BRAKE_SLOWDOWN = 0x80
-#: samples taken under these are excluded (RELIABILITY M2); SW power capping is not:
-#: a sustained tensor-core GEMM sits at the power cap by nature (DESIGN, H200 at 700 W)
+#: samples taken under these are excluded (rule M2); SW power capping is not:
+#: a sustained tensor-core GEMM sits at the power cap by nature (measured, H200 at 700 W)
 EXCLUDING_REASONS = (
     HW_SLOWDOWN | SW_THERMAL_SLOWDOWN | HW_THERMAL_SLOWDOWN | HW_POWER_BRAKE_SLOWDOWN
 )

@@ -1,6 +1,6 @@
 """Energy and average power from NVML's total-energy counter (nvidia-ml-py's ``pynvml``).
 
-DESIGN, measured on the H200: ``nvmlDeviceGetPowerUsage`` repeats one value
+Measured on the H200: ``nvmlDeviceGetPowerUsage`` repeats one value
 for long stretches (a 1 s moving average) and must not be used per candidate;
 ``nvmlDeviceGetTotalEnergyConsumption`` (mJ) advances every ~100 ms and one
 read costs about 4.3 ms. Energy per call over 0.25 s windows had a CV of

@@ -1,7 +1,7 @@
 """Sampling arithmetic: budgets in milliseconds -> counts, tails -> minimum samples.
 
 Pure functions, no GPU. The numbers come from the measurements recorded in
-DESIGN.md ("Measured on an H200"): warm-up of at least 25 ms until three batch
+docs/design.md (measured facts, H200): warm-up of at least 25 ms until three batch
 means agree within 3% (cap 1 s); p99 needs n >= 1000 on microsecond kernels
 (between-process CV of p99 fell from 4.4-4.9% at n=100 to 1.2% at n=1000) and
 100-200 samples at 0.3 ms and above; chunks of about 100 samples behind a
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ctune.config import Settings
     from ctune.kernelspec import KernelSpec
 
-#: NVML's energy counter moves every ~100 ms; windows under 1 s gave 20-22% CV (DESIGN)
+#: NVML's energy counter moves every ~100 ms; windows under 1 s gave 20-22% CV (docs/design.md)
 MIN_ENERGY_WINDOW_S = 1.0
 WARMUP_CAP_MS = 1000.0
 WARMUP_AGREEMENT = 0.03  # three consecutive batch means within 3%
@@ -35,11 +35,11 @@ TAIL_SAMPLES_SHORT = 10  # samples beyond the quantile: per-process noise needs 
 TAIL_SAMPLES_LONG = 2
 CHUNK_MAX = 100  # samples enqueued behind one spin kernel
 CHUNK_TARGET_MS = 100.0  # GPU time per chunk: NVML clock/throttle reads happen at chunk edges
-SPIN_MS = 10.0  # "10 ms covers 100 samples" (DESIGN)
+SPIN_MS = 10.0  # "10 ms covers 100 samples" (docs/design.md)
 SPIN_MAX_MS = 100.0
-HANG_FACTOR = 20.0  # RELIABILITY R3: max(10 s, 20x the baseline's time)
+HANG_FACTOR = 20.0  # rule R3: max(10 s, 20x the baseline's time)
 UNKNOWN_BASELINE_TIMEOUT_S = 120.0  # before any candidate of the run has been measured
-EXCLUDED_MAX_FRACTION = 0.10  # more excluded than this -> INCONCLUSIVE (RELIABILITY M2)
+EXCLUDED_MAX_FRACTION = 0.10  # more excluded than this -> INCONCLUSIVE (rule M2)
 L2_POLICIES = ("cold", "hot")
 TIMING_METHODS = ("auto", "events", "graph")
 GRAPH_BELOW_MS = 0.010  # auto: kernels under 10 µs are timed as graph replays
@@ -92,7 +92,7 @@ def quantile_min_samples(quantile: float, kernel_ms: float) -> int:
     """Samples needed so that ``quantile`` is not decided by the last one or two values.
 
     At least 10 samples beyond the quantile for kernels under 0.1 ms (p99 -> 1000,
-    p95 -> 200) and 2 for longer ones (p99 -> 200); DESIGN's A/A data behind it.
+    p95 -> 200) and 2 for longer ones (p99 -> 200); the A/A data in docs/design.md behind it.
     """
     tail = round(1.0 - max(quantile, 1.0 - quantile), 12)
     beyond = TAIL_SAMPLES_SHORT if kernel_ms < SHORT_KERNEL_MS else TAIL_SAMPLES_LONG

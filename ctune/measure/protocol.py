@@ -62,7 +62,8 @@ STATISTICS = {
 def definition(method: str = "events") -> dict[str, Any]:
     """Every constant that decides what a number timed with ``method`` means, by name."""
     from ctune.config import Settings
-    from ctune.measure import SamplingPlan, arrays, cupy_events, nvml_energy, plan, stats
+    from ctune.evidence import stats
+    from ctune.measure import SamplingPlan, arrays, cupy_events, nvml_energy, plan
 
     settings = Settings()
     # the timing method is named by "samples"; the other plan defaults are common

@@ -15,7 +15,7 @@ GPU, sends it one candidate at a time and turns whatever happens into a
   health-check kernel within ``health_timeout_s`` or :class:`DeviceUnhealthy`
   is raised (the driver ends the run cleanly; completed trials are journaled).
 
-DESIGN: a fresh process is healthy 0.73-0.98 s after the faulting one exits,
+Measured: a fresh process is healthy 0.73-0.98 s after the faulting one exits,
 0.93 s after a SIGKILL of a spinning kernel; a start costs 0.4-0.9 s, so
 healthy workers are kept between candidates.
 """
@@ -492,7 +492,7 @@ class WorkerMeasurer:
         seed: int = 0,
     ) -> dict[str, list[Measurement]]:
         """Each item once in each of ``processes`` fresh workers, order shuffled per process
-        (interleaving, RELIABILITY M11), keyed by candidate key."""
+        (interleaving, rule M11), keyed by candidate key."""
         rng = random.Random(seed)
         results: dict[str, list[Measurement]] = {c.key(): [] for c, _ in items}
         for _ in range(processes):

@@ -2,7 +2,7 @@
 
 One process per GPU, kept alive between candidates (a start costs 0.4-0.9 s)
 and replaced after a sticky fault (the CUDA context is dead for the rest of
-the process, DESIGN) or a hang (the parent kills its process group).
+the process, measured) or a hang (the parent kills its process group).
 
 Protocol: newline-delimited JSON over the worker's stdin/stdout. The worker
 first writes a ready line, ``{"id": 0, "ready": true, "pid": ..., "device":
@@ -375,10 +375,12 @@ class WorkerService:
     def _measure(
         self, spec: KernelSpec, problem: Problem, request: MeasureRequest, base: Measurement
     ) -> Measurement:
+        """One candidate end to end in the worker (load, launch check, correctness, timing, energy),
+        each step's failure mapped to its outcome; one function so the mapping is visible."""
+        from ctune.evidence.stats import summarize
         from ctune.measure.arrays import make_buffers
         from ctune.measure.correctness import run_checks
         from ctune.measure.plan import check_seeds, too_many_excluded
-        from ctune.measure.stats import summarize
 
         plan = request.plan
         cp, stream = self.cp, self.stream

@@ -14,15 +14,27 @@ from collections.abc import Sequence
 import numpy as np
 
 
+def sign(direction: str) -> float:
+    """+1 for an objective to minimise, -1 for one to maximise: the one home of direction."""
+    if direction not in ("min", "max"):
+        raise ValueError(f"direction {direction!r} is neither 'min' nor 'max'")
+    return -1.0 if direction == "max" else 1.0
+
+
+def minimized(values: Sequence[float], directions: Sequence[str]) -> tuple[float, ...]:
+    """One row of raw values -> the row to minimise (``max`` values negated)."""
+    return tuple(sign(d) * v for v, d in zip(values, directions, strict=True))
+
+
 def as_minimization(values: Sequence[Sequence[float]], directions: Sequence[str]) -> np.ndarray:
     """Rows of raw values -> rows to minimise (``max`` columns negated)."""
     arr = np.asarray(values, dtype=float).reshape(-1, len(directions))
-    signs = np.array([-1.0 if d == "max" else 1.0 for d in directions])
-    return arr * signs
+    return arr * np.array([sign(d) for d in directions])
 
 
 def dominates(a: Sequence[float], b: Sequence[float]) -> bool:
-    """a is no worse than b everywhere and better somewhere (minimisation)."""
+    """a is no worse than b everywhere and better somewhere (minimisation): the one
+    dominance rule; raw values go through :func:`minimized` first."""
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     return bool(np.all(x <= y) and np.any(x < y))
 
@@ -114,6 +126,8 @@ __all__ = [
     "crowding_distance",
     "dominates",
     "hypervolume",
+    "minimized",
     "non_dominated",
     "nondominated_sort",
+    "sign",
 ]

@@ -6,10 +6,10 @@ declare what they need (``needs``: ``{"gpu"}``, ``{"gpu", "nvml"}`` or
 nothing) so that ``ctune search`` can refuse an ``--objective energy`` on a
 machine without NVML before it compiles anything, and which latency quantile
 they need sampled (``quantile``) so that the sampling plan takes enough
-samples for a p99 (DESIGN 10.7: p99 from 100 samples is the maximum).
+samples for a p99 (p99 from 100 samples is the maximum).
 
 Latency terms prefer the measurer's own summary (it knows which samples it
-excluded under throttling, RELIABILITY M2) and fall back to the raw samples,
+excluded under throttling, rule M2) and fall back to the raw samples,
 which is what a pooled confirmation measurement carries.
 """
 

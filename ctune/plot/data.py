@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ctune.errors import UserError
+from ctune.objective.pareto import as_minimization, sign
+from ctune.objective.pareto import non_dominated as mask_of
 from ctune.records import GeneValue, Measurement, Trial
 
 
@@ -79,27 +81,14 @@ class Source:
         return f"best {self.objectives[0].name} (search values)"
 
 
-def _better(a: float, b: float, direction: str) -> bool:
-    return a > b if direction == "max" else a < b
-
-
 def non_dominated(points: Sequence[Point], objectives: Sequence[Objective]) -> list[Point]:
     """Feasible points no other feasible point dominates, in input order."""
     dirs = [o.direction for o in objectives]
     feasible = [p for p in points if p.feasible and p.values is not None]
-
-    def dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
-        pairs = list(zip(a, b, dirs, strict=True))
-        return all(not _better(y, x, d) for x, y, d in pairs) and any(
-            _better(x, y, d) for x, y, d in pairs
-        )
-
-    out = []
-    for p in feasible:
-        assert p.values is not None
-        if not any(q.values is not None and dominates(q.values, p.values) for q in feasible):
-            out.append(p)
-    return out
+    if not feasible:
+        return []
+    keep = mask_of(as_minimization([p.values for p in feasible], dirs))  # type: ignore[misc]
+    return [p for p, k in zip(feasible, keep, strict=True) if k]
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -305,7 +294,8 @@ def convergence(source: Source) -> list[Convergence]:
             if not p.feasible or p.values is None:
                 continue
             v = p.values[i]
-            current = v if current is None or _better(v, current, o.direction) else current
+            if current is None or sign(o.direction) * v < sign(o.direction) * current:
+                current = v
             numbers.append(p.number)
             elapsed.append(p.elapsed_s)
             values.append(v)

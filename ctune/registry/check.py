@@ -1,7 +1,7 @@
 """Staleness: is each artifact still what would be built and measured here, now?
 
 ``ctune check`` (and the gate's first step) runs this. The rule is the
-identity model of :mod:`ctune.fingerprint`:
+identity model of :mod:`ctune.evidence.identity`:
 
 - a *hard* change (measurement protocol, sampling plan, arch, this artifact's
   problem / args / entry / reference / tolerance / metrics, L2 policy, each
@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ctune import fingerprint
 from ctune.errors import EXIT_GATE_FAILED, EXIT_OK, CtuneError, ToolchainError, UserError
+from ctune.evidence import identity as fingerprint
 from ctune.records import Candidate, FieldChange
 from ctune.registry.layout import ArtifactKey
 from ctune.registry.schema import Artifact, FrontMember

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ctune import fingerprint
+from ctune.evidence import identity as fingerprint
 from ctune.records import FieldChange
 from ctune.registry.schema import Artifact
 

@@ -3,7 +3,7 @@
 The decisions are pure (:mod:`ctune.registry.gate`); this module does the
 I/O around them through one seam, a :data:`Remeasurer`, so tests drive the
 whole procedure with synthetic measurements and only the GPU boundary is
-replaced (DESIGN 11.3). The real remeasurer rebuilds each member with
+replaced (docs/design.md: stand-ins only test logic). The real remeasurer rebuilds each member with
 :class:`ctune.compile.NvccCompiler` and measures the pinned member and the
 canary interleaved in the same k fresh worker processes
 (``ctune.measure.session.remeasure``); both are imported only when the gate
@@ -21,7 +21,7 @@ Per pinned artifact:
    records; a member that no longer runs correctly is REGRESSED with the
    outcome as the reason;
 4. decide; a REGRESSED verdict is re-measured once more and stands only if
-   confirmed (RELIABILITY Q1).
+   confirmed (rule Q1).
 """
 
 from __future__ import annotations
@@ -33,13 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from ctune.errors import CtuneError, ToolchainError
+from ctune.evidence.compare import NoiseRule, SampleSet
 from ctune.records import FieldChange, Measurement
 from ctune.registry.check import Current, check_artifact, load_kernel_spec
 from ctune.registry.gate import (
-    GatePolicy,
     GateReport,
     Regression,
-    SampleSet,
     Verdict,
     confirm,
     decide,
@@ -120,7 +119,7 @@ def gate_artifact(
     current: Current,
     remeasure: Remeasurer,
     *,
-    policy: GatePolicy,
+    rule: NoiseRule,
     processes: int,
     canary: bool = True,
     confirm_failures: bool = True,
@@ -147,14 +146,14 @@ def gate_artifact(
     if failure:
         bad = Regression(Verdict.REGRESSED, failure)
         return GateReport(name, Verdict.REGRESSED, failure, tuple(changes), tuple(unchecked), bad)
-    result = decide_regression(_old(member), _new(measured, member), policy)
+    result = decide_regression(_old(member), _new(measured, member), rule)
     if result.verdict is Verdict.REGRESSED and confirm_failures:
         again = remeasure(artifact, [member], processes)
-        result = confirm(result, decide_regression(_old(member), _new(again, member), policy))
+        result = confirm(result, decide_regression(_old(member), _new(again, member), rule))
     canary_result = None
     if len(members) > 1 and not failed_remeasurement(measured.measurements.get(members[1].key, [])):
         canary_result = decide_regression(
-            _old(artifact.baseline), _new(measured, artifact.baseline), policy
+            _old(artifact.baseline), _new(measured, artifact.baseline), rule
         )
     return decide(name, changes, unchecked, result, canary_result, strict=strict)
 
@@ -168,7 +167,7 @@ def run_gate(
     current_for: Callable[[Artifact], Current],
     remeasure: Remeasurer,
     *,
-    policy: GatePolicy,
+    rule: NoiseRule,
     processes: int,
     canary: bool = True,
     confirm_failures: bool = True,
@@ -191,7 +190,7 @@ def run_gate(
                 artifact,
                 current,
                 remeasure,
-                policy=policy,
+                rule=rule,
                 processes=processes,
                 canary=canary,
                 confirm_failures=confirm_failures,

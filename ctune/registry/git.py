@@ -11,7 +11,7 @@ Decision (documented here because it is the registry's central trade-off):
   paths staged, ``commit-tree``, then a compare-and-swap
   ``update-ref REF NEW OLD`` with jittered retry. Measured: eight writers
   through a shared worktree's ``git add``/``git commit`` lost 187 of 200
-  commits on ``index.lock``; this scheme lost none (RELIABILITY G1).
+  commits on ``index.lock``; this scheme lost none (rule G1).
   Unrelated staged or dirty files are never included (G6).
 - The target ref is ``--ref`` when given, else the branch HEAD is attached
   to. On a detached HEAD (CI checkouts) without ``--ref`` the write is
@@ -37,10 +37,10 @@ Decision (documented here because it is the registry's central trade-off):
   everything except history questions, which fail with a clear message (G8).
 
 Git runs through GitPython (``with GitRegistry(...) as reg:`` closes the
-persistent ``cat-file`` processes GitPython keeps, DESIGN 10.8) with
+persistent ``cat-file`` processes GitPython keeps) with
 ``core.hooksPath=/dev/null``, ``core.fsmonitor=false`` and
 ``protocol.ext.allow=never``, and blobs are read with ``cat-file``, never
-checked out, so registry content cannot run code (RELIABILITY X3).
+checked out, so registry content cannot run code (rule X3).
 """
 
 from __future__ import annotations
@@ -243,7 +243,7 @@ class GitRegistry:
         return str(out)
 
     def check_ref_format(self, ref: str) -> str:
-        """Validate with git itself as well as ctune's allowlist (RELIABILITY X2)."""
+        """Validate with git itself as well as ctune's allowlist (rule X2)."""
         status, _, _ = self.run("check-ref-format", ref)
         if status != 0:
             raise RegistryError(f"{ascii(ref)[:80]} is not a valid git ref name")

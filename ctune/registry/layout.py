@@ -1,12 +1,12 @@
 """Where artifacts live, what they may be called, and how a KEY is written.
 
 Pure: no I/O beyond ``os.lstat`` in :func:`contained_path`. Every name that
-reaches a path or a git ref passes :func:`validate_name` first (RELIABILITY
+reaches a path or a git ref passes :func:`validate_name` first (rules
 X1, X2, G13): lowercase ASCII only, so case-insensitive filesystems and
 Unicode normalisation cannot make two names collide, and nothing like
 ``..``, ``/``, NUL, newline or ``.git`` can travel.
 
-Layout (DESIGN 10.8): ``<root>/<kernel>/<problem>/<device-class>.json``.
+Layout : ``<root>/<kernel>/<problem>/<device-class>.json``.
 
 KEY syntax, used by every ``ctune registry`` command::
 
@@ -123,7 +123,7 @@ def contained_path(root: Path, rel: PurePosixPath) -> Path:
     """``root / rel``, proven to stay inside ``root`` with no symlink on the way.
 
     Git stores symlinks, so a hostile registry can carry one that points out
-    of the tree (RELIABILITY X1); every existing component is lstat'ed.
+    of the tree (rule X1); every existing component is lstat'ed.
     """
     if rel.is_absolute() or any(part in ("", ".", "..") for part in rel.parts):
         raise UserError(f"{rel}: not a relative path inside the registry")
@@ -157,7 +157,7 @@ def device_class(device: DeviceInfo | Mapping[str, str]) -> str:
 
     Accepts a Measurement's DeviceInfo or fingerprint fields (``sm``,
     ``gpu_name``). The UUID is deliberately not part of it: artifacts are
-    shared across physical devices of one model (RELIABILITY M10).
+    shared across physical devices of one model (rule M10).
     """
     if isinstance(device, DeviceInfo):
         sm, name = device.sm, device.name

@@ -1,7 +1,7 @@
 """Find and clear git lock files left behind by a crashed writer.
 
 A SIGKILL at the wrong moment left a stale ``refs/heads/*.lock`` in 1 of 30
-trials (measured, RELIABILITY "Measured facts"), and every later write then
+trials (measured, docs/design.md), and every later write then
 fails. Normal commands only *report* such a lock (naming it); removing it is
 ``ctune registry doctor --fix`` (and the lead's ``ctune doctor --fix``), and
 only when (G3):

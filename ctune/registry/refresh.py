@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ctune import fingerprint
+from ctune.evidence import identity as fingerprint
 from ctune.registry.check import STALE, Current, Verifier, check_artifact
 from ctune.registry.layout import ArtifactKey
 from ctune.registry.schema import Artifact

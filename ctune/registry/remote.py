@@ -1,4 +1,4 @@
-"""Sharing the registry between machines: ``push``, ``pull``, ``status`` (RELIABILITY G2, G9).
+"""Sharing the registry between machines: ``push``, ``pull``, ``status`` (rules G2, G9).
 
 Decision (documented here because it is what makes sharing safe):
 

@@ -8,8 +8,8 @@ the kernel and problem, the objectives and constraints (``extensions
 options, time budget, patience and filling (``extensions.search.plan``), and the
 arch and L2 policy it was built and timed with (``fingerprint``). This module
 turns that back into a ``ctune search ... --commit`` command line; the CLI
-prints it or runs it, so the re-tune shows the search's own live progress and
-commits through the same path as any search.
+prints it, or runs it in-process as that same command, so the re-tune shows the
+search's own live progress and commits through the same path as any search.
 """
 
 from __future__ import annotations

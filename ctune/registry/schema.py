@@ -6,8 +6,8 @@ the full fingerprint. It is the unit that is committed, diffed, pinned,
 exported and gated.
 
 On disk it is JSON (``indent=2, sort_keys=True`` plus a newline, so reviews
-read well; DESIGN 10.8), with a ``digest`` field: the sha256 of the canonical
-form of everything else. :func:`decode` is strict on purpose (RELIABILITY G4,
+read well), with a ``digest`` field: the sha256 of the canonical
+form of everything else. :func:`decode` is strict on purpose (rule G4,
 G5, G11, X5): a size cap, UTF-8 only, duplicate keys and NaN refused, the
 schema version checked first (older -> migrate, newer -> upgrade), the digest
 verified, every field type-checked, unknown fields refused except under
@@ -70,8 +70,8 @@ class FrontMember:
     """One tuned candidate, with what a build needs to reproduce it.
 
     ``process_medians_ms`` holds the median of each separate measuring
-    process (k >= 3 for the gate: run-to-run noise dominates, RELIABILITY
-    "Measured facts"); ``samples_ms`` the pooled samples behind them.
+    process (k >= 3 for the gate: run-to-run noise dominates:
+    docs/design.md, measured facts); ``samples_ms`` the pooled samples behind them.
     """
 
     candidate: Candidate
@@ -459,7 +459,7 @@ TOP_LEVEL_FIELDS = frozenset({*REQUIRED_FIELDS, *OPTIONAL_FIELDS, "digest"})
 
 def from_json(data: Any, where: str) -> Artifact:
     """Validate parsed JSON (without ``digest``) and build the Artifact."""
-    from ctune.fingerprint import FIELDS
+    from ctune.evidence.identity import FIELDS
 
     check_version(data, where)
     c = _Checker(where)

@@ -1,9 +1,10 @@
 """Registry operations the CLI and the search call: publish, import, pin, read, verify, migrate,
 refresh.
 
-Each function opens the git repository for its own duration (``with
-GitRegistry(...)``) and takes the writer lock around write-and-commit, so a
-file and its commit never disagree. Nothing here prints.
+Each function opens the registry's history for its own duration (``with
+open_history(...)``: git today, ``storage.py``) and takes the writer lock
+around write-and-commit, so a file and its commit never disagree. Nothing
+here prints.
 
 How the search hands over its result (either works):
 
@@ -24,7 +25,7 @@ from ctune.errors import RegistryError, UserError
 from ctune.registry import schema
 from ctune.registry.check import FingerprintProbe, Verifier
 from ctune.registry.export import resolve_member
-from ctune.registry.git import CommitResult, GitRegistry
+from ctune.registry.git import CommitResult
 from ctune.registry.layout import (
     PIN_PREFIX,
     ArtifactKey,
@@ -36,6 +37,7 @@ from ctune.registry.layout import (
 from ctune.registry.migrate import decode_history, upgrade
 from ctune.registry.refresh import RefreshOutcome, refresh_artifact
 from ctune.registry.schema import Artifact
+from ctune.registry.storage import History, open_history
 from ctune.registry.store import (
     ArtifactStore,
     Quarantined,
@@ -99,7 +101,7 @@ def commit_message(a: Artifact, verb: str = "") -> str:
 
 
 def _write_commit(
-    reg: GitRegistry, store: ArtifactStore, artifacts: Sequence[Artifact], message: str
+    reg: History, store: ArtifactStore, artifacts: Sequence[Artifact], message: str
 ) -> tuple[list[Path], CommitResult]:
     """Write files and commit them; the caller holds ``reg.writer_lock()``."""
     blobs: dict[str, bytes] = {}
@@ -126,7 +128,7 @@ def publish_artifact(
     if not commit:
         return Published(store.write(artifact), None)
     with (
-        GitRegistry(root, ref, retry_budget_s=retry_budget_s, serialize=serialize) as reg,
+        open_history(root, ref, retry_budget_s=retry_budget_s, serialize=serialize) as reg,
         reg.writer_lock(),
     ):
         reg.target_ref()  # refuse a detached HEAD before writing anything
@@ -148,7 +150,7 @@ def load_artifact(root: Path, text: str, *, ref: str | None = None) -> tuple[Art
     key = parse_key(key_text)
     if not sep:
         return key, ArtifactStore(root).read(key)
-    with GitRegistry(root, ref) as reg:
+    with open_history(root, ref) as reg:
         path = reg.registry_path(key.relpath())
         artifact = decode_history(reg.read_blob(rev, path), f"{rev}:{path}")
     check_location(artifact, key, f"{rev}:{path}")
@@ -162,7 +164,7 @@ def _pin_fields(message: str) -> dict[str, str]:
 def load_pinned(root: Path, key: ArtifactKey, release: str) -> tuple[Artifact, str]:
     """The artifact and member a release pin points at, digest checked."""
     tag = pin_tag(release, key)
-    with GitRegistry(root) as reg:
+    with open_history(root) as reg:
         reg.check_ref_format(f"refs/tags/{tag}")
         commit = reg.resolve(f"refs/tags/{tag}")
         if commit is None:
@@ -180,11 +182,11 @@ def pin_artifact(root: Path, key: ArtifactKey, release: str, *, ref: str | None 
 
     If the member differs from the artifact's ``pinned`` field, the artifact
     is rewritten and committed first, so the tag's commit holds exactly the
-    artifact whose digest the tag message carries (RELIABILITY X4).
+    artifact whose digest the tag message carries (rule X4).
     """
     tag = pin_tag(release, key)
     store = ArtifactStore(root)
-    with GitRegistry(root, ref) as reg, reg.writer_lock():
+    with open_history(root, ref) as reg, reg.writer_lock():
         reg.target_ref()  # refuse a detached HEAD before touching the worktree file
         reg.check_ref_format(f"refs/tags/{tag}")
         if reg.resolve(f"refs/tags/{tag}") is not None:
@@ -195,7 +197,7 @@ def pin_artifact(root: Path, key: ArtifactKey, release: str, *, ref: str | None 
         if artifact.provenance.get("source_dirty"):
             raise RegistryError(
                 f"{key.artifact} was tuned from an uncommitted kernel source; commit the "
-                "source, re-tune, then pin (RELIABILITY G6)"
+                "source, re-tune, then pin"
             )
         member = resolve_member(artifact, key.member).key
         artifact = schema.with_pinned(artifact, member)
@@ -213,7 +215,7 @@ def pin_artifact(root: Path, key: ArtifactKey, release: str, *, ref: str | None 
     return Pin(tag, result.commit, digest, member, signed)
 
 
-def _check_pin(reg: GitRegistry, tag: str, head: str | None, shallow: bool) -> PinCheck:
+def _check_pin(reg: History, tag: str, head: str | None, shallow: bool) -> PinCheck:
     problems: list[str] = []
     notes: list[str] = []
     try:
@@ -243,9 +245,9 @@ def _check_pin(reg: GitRegistry, tag: str, head: str | None, shallow: bool) -> P
 
 
 def verify_registry(root: Path, *, ref: str | None = None, fsck: bool = True) -> VerifyReport:
-    """Every artifact's digest, every pin tag, and ``git fsck`` (RELIABILITY G4, X4, G10)."""
+    """Every artifact's digest, every pin tag, and ``git fsck`` (rules G4, X4, G10)."""
     listing = ArtifactStore(root).list()
-    with GitRegistry(root, ref) as reg:
+    with open_history(root, ref) as reg:
         shallow = reg.is_shallow
         head = reg.resolve(ref or "HEAD")
         pins = tuple(_check_pin(reg, t, head, shallow) for t in reg.tags(PIN_PREFIX + "/"))
@@ -269,7 +271,7 @@ def migrate_registry(root: Path, *, ref: str | None = None, dry_run: bool = Fals
     paths, upgraded, failed = _upgrades(root)
     if dry_run or not upgraded:  # nothing to write: no branch or lock needed
         return Migration(tuple(paths), tuple(failed), None)
-    with GitRegistry(root, ref) as reg, reg.writer_lock():
+    with open_history(root, ref) as reg, reg.writer_lock():
         reg.target_ref()
         paths, upgraded, failed = _upgrades(root)
         if not upgraded:
@@ -295,7 +297,7 @@ def refresh_registry(
     changed = [o.artifact for o in outcomes if o.artifact is not None]
     if dry_run or not changed:
         return outcomes, None
-    with GitRegistry(root, ref) as reg, reg.writer_lock():
+    with open_history(root, ref) as reg, reg.writer_lock():
         reg.target_ref()
         message = f"ctune: refresh the recorded inputs of {len(changed)} artifact(s)"
         _, result = _write_commit(reg, store, changed, message)

@@ -4,12 +4,12 @@ A registry is a plain directory (``Settings.registry``, default
 ``registry/``) laid out by :mod:`ctune.registry.layout`. Reads never need
 git, so ``ctune check`` in CI reads the checkout's files as they are. Writes
 are atomic (temporary file in the same directory, fsync, ``os.replace``,
-fsync of the directory: DESIGN 10.6 "nothing is half-written"); committing
+fsync of the directory: nothing is ever half-written); committing
 them is :mod:`ctune.registry.git`'s job.
 
 A file that fails to read (digest mismatch, bad schema, symlink, wrong
 place) is *quarantined* by :meth:`ArtifactStore.list`: left where it is,
-reported, and skipped, so the other artifacts still work (RELIABILITY G4).
+reported, and skipped, so the other artifacts still work (rule G4).
 """
 
 from __future__ import annotations

@@ -35,17 +35,22 @@ class Strategy(Protocol):
     trial, failures included, and may also receive trials it never asked for
     (the driver's fillers, ``filling.py``): a strategy takes them like its
     own (into its selection pool) and never proposes them again; ``state()``
-    is JSON-able and, together with the replayed trials, restores the
-    strategy on ``--resume``.
+    is JSON-able, and ``load_state(state)`` after the replayed trials were told
+    restores the strategy on ``--resume`` so that it proposes what it would
+    have. ``options`` are the resolved options (defaults filled in), recorded
+    in the artifact. ``ctune.testing.contract_strategy`` is the contract suite.
     """
 
     OPTIONS: OptionTable
+    options: Mapping[str, Any]
 
     def ask(self, n: int) -> list[Candidate]: ...
 
     def tell(self, trials: Sequence[Trial]) -> None: ...
 
     def state(self) -> dict[str, Any]: ...
+
+    def load_state(self, state: Mapping[str, Any]) -> None: ...
 
 
 @runtime_checkable
@@ -55,6 +60,17 @@ class Compiler(Protocol):
     def build(self, candidate: Candidate, problem: Problem) -> Build: ...
 
     def submit(self, candidate: Candidate, problem: Problem) -> Future[Build]: ...
+
+
+@runtime_checkable
+class Publisher(Protocol):
+    """What a finished search is handed to (the registry's ``ResultPublisher``): the search
+    never imports the registry, the caller chooses what happens to a result."""
+
+    def check(self) -> None:
+        """Before the search: refuse now what would fail at the end (e.g. no commit target)."""
+
+    def __call__(self, spec: Any, objective: Any, result: Any) -> Any: ...
 
 
 #: name -> "module:Class"; imported on first use
@@ -167,6 +183,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "STRATEGIES",
     "Compiler",
+    "Publisher",
     "SearchOptions",
     "Strategy",
     "make_strategy",

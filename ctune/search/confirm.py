@@ -26,6 +26,7 @@ more processes would not make it one.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING
 from ctune.records import Build, Measurement, Trial
 
 if TYPE_CHECKING:
-    from ctune.search.result import Significance
+    from ctune.evidence.compare import Comparison
 
 #: an effect under this share of the threshold will not become significant: stop
 FUTILE_SHARE = 0.5
@@ -45,25 +46,25 @@ RoundRunner = Callable[[Sequence[tuple[Trial, Build]]], Mapping[str, Measurement
 ValueOf = Callable[[Build, Sequence[Measurement]], float | None]
 
 
-def separation(member: Sequence[Measurement], reference: Sequence[Measurement]) -> Significance:
+def separation(member: Sequence[Measurement], reference: Sequence[Measurement]) -> Comparison:
     """The one comparison rule of confirmation: is ``member`` told apart from ``reference``?"""
     from ctune.search.report import significance
 
     return significance(member, reference)
 
 
-def settled(verdict: Significance) -> bool:
+def settled(verdict: Comparison) -> bool:
     """Separated, or too small a difference for more processes to separate it."""
     if verdict.significant:
         return True
-    return verdict.effect is not None and abs(verdict.effect) < FUTILE_SHARE * verdict.threshold
+    return not math.isnan(verdict.change) and abs(verdict.change) < FUTILE_SHARE * verdict.threshold
 
 
 def min_processes() -> int:
-    """The processes per side the registry gate needs in an artifact (its policy's k)."""
-    from ctune.registry.gate import GatePolicy
+    """The processes per side the comparison rule (and so the gate) needs: its k."""
+    from ctune.evidence.compare import NoiseRule
 
-    return GatePolicy().min_processes
+    return NoiseRule().min_processes
 
 
 @dataclass(frozen=True)

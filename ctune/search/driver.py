@@ -1,7 +1,7 @@
 """THE search loop: ask -> dedup -> compile ahead -> measure -> score -> journal -> tell.
 
-This is the only module that knows about parallelism and budgets (DESIGN
-10.4). One generation at a time:
+This is the only module that knows about parallelism and budgets (docs/design.md,
+"the path of one candidate"). One generation at a time:
 
 1. the strategy proposes candidates (``ask``);
 2. candidates already tried (in this run or in the resumed journal) are
@@ -21,9 +21,9 @@ This is the only module that knows about parallelism and budgets (DESIGN
    it off). They are ordinary trials, journaled and told with the
    generation's, but extra to the budget (below).
 
-Candidate failures are trials with an outcome, never exceptions (STYLE 3).
+Candidate failures are trials with an outcome, never exceptions.
 What does raise: a baseline (default build) that does not compile or does
-not run, before anything is written (RELIABILITY I1); the first N searched
+not run, before anything is written (rule I1); the first N searched
 candidates all failing to compile (a broken kernel or toolchain, not a bad
 region); a term that needs NVML or a GPU this machine lacks, before
 anything is compiled. The first Ctrl-C lets the candidate in flight finish
@@ -68,8 +68,9 @@ from typing import TYPE_CHECKING, Any
 
 from ctune.compile.logs import first_error_line
 from ctune.errors import ToolchainError, UserError
+from ctune.objective.pareto import dominates, sign
 from ctune.records import Build, Candidate, Measurement, Outcome, Trial
-from ctune.search import Compiler, Strategy, make_strategy
+from ctune.search import Compiler, Publisher, Strategy, make_strategy
 from ctune.search import journal as journal_mod
 from ctune.search.dedup import COMPILE_CAP_FACTOR, BinaryTable, shared_trial
 from ctune.search.events import (
@@ -85,7 +86,7 @@ from ctune.search.events import (
 )
 from ctune.search.filling import Filler
 from ctune.search.plan import DEFAULT_BUDGET, SearchPlan, new_plan, resume_plan
-from ctune.search.result import COMPILE_ONLY, MemberResult, SearchResult, Timing
+from ctune.search.result import COMPILE_ONLY, MemberResult, ResultRecord, SearchResult, Timing
 from ctune.search.strategy import StrategyContext, min_form
 from ctune.space.limits import DeviceLimits, device_limits, launch_violation
 from ctune.space.params import BuildGroup
@@ -136,9 +137,6 @@ class SearchOptions:
     # 0: report the search's own measurements
     confirm_processes: int = 5
     confirm_members: int = 8
-    out: Path | None = None  # result file (default: <cache_dir>/results/<kernel>-<problem>.json)
-    commit: bool = False
-    write_result: bool = True
     first_failures: int = 8  # if the first N candidates all fail to compile: UserError
     jobs: int = 0  # compile-ahead depth; 0: the compiler's jobs, else settings.jobs, else CPUs
     journal_fsync: bool = True  # False only for tests on slow disks
@@ -154,7 +152,7 @@ class SearchOptions:
 def gpu_available(index: int = 0) -> bool:
     """Is CUDA device ``index`` visible (NVML, else CuPy)? Never raises."""
     try:
-        from ctune.fingerprint import probe_gpu
+        from ctune.evidence.identity import probe_gpu
 
         if probe_gpu(index) is not None:
             return True
@@ -243,7 +241,7 @@ def _fingerprint(
         fields = getattr(part, "fingerprint_fields", None)
         if callable(fields):
             stand_in.update(fields())
-    from ctune import fingerprint as fp
+    from ctune.evidence import identity as fp
 
     if stand_in:
         return {
@@ -275,15 +273,11 @@ class _FrontTracker:
         self.members: list[tuple[tuple[float, ...], Trial]] = []
         self._hv: float | None = None
 
-    @staticmethod
-    def _dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
-        return all(x <= y for x, y in zip(a, b, strict=True)) and a != b
-
     def add(self, trial: Trial) -> None:
         point = min_form(trial, self.directions)
-        if point is None or any(self._dominates(q, point) for q, _ in self.members):
+        if point is None or any(dominates(q, point) for q, _ in self.members):
             return
-        self.members = [(q, t) for q, t in self.members if not self._dominates(point, q)]
+        self.members = [(q, t) for q, t in self.members if not dominates(point, q)]
         self.members.append((point, trial))
         self._hv = None
 
@@ -411,7 +405,7 @@ class _Run:
     def build_fingerprint(self) -> dict[str, str]:
         """The artifact fingerprint without the GPU (the device is checked on its own)."""
         if self._fingerprint is None:
-            from ctune.fingerprint import FIELDS
+            from ctune.evidence.identity import FIELDS
 
             every = _fingerprint(
                 self.spec, self.problem.name, self.settings, self.compiler, None, gpu=False
@@ -609,7 +603,7 @@ class _Run:
                 self.baseline = trial
         for group in journal_mod.trials_by_generation(self.trials):
             self.strategy.tell(group)
-        if replay.states and hasattr(self.strategy, "load_state"):
+        if replay.states:
             self.strategy.load_state(replay.states[-1][1])
         self.generation = max((t.generation for t in self.trials), default=0)
         if self.baseline is None:
@@ -769,7 +763,12 @@ class _Run:
         """Compile ahead, measure each build when ready, fill while all compile.
 
         Returns the trials in journal order, fillers included; stops early on time.
+        A measurer with several GPUs (``slots``) measures that many at once (``scale/``).
         """
+        if getattr(self.measurer, "slots", 1) > 1 and self.objective.measures:
+            from ctune.scale.batch import evaluate_concurrently
+
+            return evaluate_concurrently(self, new, generation)
         futures: dict[int, Future[Build]] = {}
         shared: dict[BuildGroup, Future[Build]] = {}
         left = list(range(len(new)))  # not measured yet, in batch order
@@ -1082,8 +1081,8 @@ class _Run:
         nothing better than the (infeasible) default build."""
         if not front or (feasibility is not None and feasibility.dominated):
             return None
-        sign = -1.0 if self.objective.directions[0] == "max" else 1.0
-        return min(front, key=lambda m: sign * m.values[0]).key
+        first = sign(self.objective.directions[0])
+        return min(front, key=lambda m: first * m.values[0]).key
 
     def confirm_limit(self) -> int:
         """How many candidates the report considers: top few for one objective, else the front."""
@@ -1167,6 +1166,7 @@ def run_search(
     on_event: EventSink | None = None,
     clock: Callable[[], float] = time.monotonic,
     limits: DeviceLimits | None = None,
+    publish: Publisher | None = None,
 ) -> SearchResult:
     """Search ``spec`` for ``objective``; the one service ``ctune search`` calls.
 
@@ -1179,8 +1179,9 @@ def run_search(
     device's (``space/limits.py``); by default the GPU's when ctune measures on it
     itself and it is of the target architecture, else the target's table. Progress goes to
     ``on_event``. Returns the result, also when interrupted (Ctrl-C), with
-    ``stop_reason == "interrupted"``; the result file is written (and
-    committed with ``options.commit``) only for a finished search.
+    ``stop_reason == "interrupted"``. ``publish`` (the registry's
+    ``ResultPublisher``) writes, and may commit, the artifact of a finished
+    search; it is checked before the search starts.
     """
     opts = options or SearchOptions()
     emit = on_event or (lambda event: None)
@@ -1193,10 +1194,8 @@ def run_search(
         raise UserError("--confirm-processes must be 0 or more")
     if opts.fill is not None and not isinstance(opts.fill, bool):
         raise UserError(f"fill must be true or false, got {opts.fill!r}")
-    if opts.commit:
-        from ctune.search.report import check_commit_target
-
-        check_commit_target(settings.registry)
+    if publish is not None:
+        publish.check()
     if opts.resume is not None and not Path(opts.resume).is_file():
         raise UserError(f"{opts.resume}: no such journal to resume")
     n_objectives = len(objective.objectives)
@@ -1226,7 +1225,7 @@ def run_search(
         if measurer is None and objective.measures:
             run.measurer = _default_measurer(settings)
             owned.append(run.measurer)
-        return _execute(run, opts, fingerprint, emit)
+        return _execute(run, opts, fingerprint, emit, publish)
     finally:
         for part in reversed(owned):
             close = getattr(part, "close", None)
@@ -1258,7 +1257,11 @@ def _graceful_interrupt(run: _Run) -> Iterator[None]:
 
 
 def _execute(
-    run: _Run, opts: SearchOptions, fingerprint: Mapping[str, str] | None, emit: EventSink
+    run: _Run,
+    opts: SearchOptions,
+    fingerprint: Mapping[str, str] | None,
+    emit: EventSink,
+    publish: Publisher | None,
 ) -> SearchResult:
     interrupted = False
     try:
@@ -1307,8 +1310,10 @@ def _execute(
                 "info",
             )
         result = run.result(interrupted)
-        if not interrupted and opts.write_result and result.baseline is not None:
-            result = _publish(run, result, opts, fingerprint)
+        if not interrupted and result.baseline is not None:
+            result = dataclasses.replace(result, record=_record(run, result, fingerprint))
+            if publish is not None:
+                result = publish(run.spec, run.objective, result)
         emit(SearchFinished(result))
         return result
     finally:
@@ -1316,11 +1321,9 @@ def _execute(
             run.journal.close()
 
 
-def _publish(
-    run: _Run, result: SearchResult, opts: SearchOptions, fingerprint: Mapping[str, str] | None
-) -> SearchResult:
+def _record(run: _Run, result: SearchResult, fingerprint: Mapping[str, str] | None) -> ResultRecord:
+    """Where the numbers come from and how the search ran, for the artifact."""
     from ctune.measure.protocol import record as protocol_record
-    from ctune.search.report import build_artifact, commit_artifact, write_artifact
 
     fp = (
         dict(fingerprint)
@@ -1337,30 +1340,9 @@ def _publish(
         "created_utc": journal_mod.utc_stamp(),
         "wall_s": round(result.timing.wall_s, 3),
     }
-    artifact = build_artifact(
-        run.spec,
-        run.problem,
-        run.objective,
-        result,
-        fp,
-        provenance,
-        protocol=protocol_record(run.plan),
-        inputs=_inputs(run),
+    return ResultRecord(
+        fp, provenance, protocol_record(run.plan), _inputs(run), dict(run.strategy.options)
     )
-    out = (
-        opts.out
-        or Path(run.settings.cache_dir) / "results" / f"{run.spec.name}-{run.problem.name}.json"
-    )
-    path = write_artifact(artifact, out)
-    commit = None
-    if opts.commit and result.inconclusive:
-        run.note(
-            "not committed: nothing the constraints allow beats the default build (see the "
-            f"report); {path} keeps the evidence"
-        )
-    elif opts.commit:
-        _, commit = commit_artifact(run.settings.registry, artifact)
-    return dataclasses.replace(result, artifact_path=path, commit=commit)
 
 
 def _inputs(run: _Run) -> dict[str, Any]:
@@ -1373,13 +1355,18 @@ def _inputs(run: _Run) -> dict[str, Any]:
 
 
 def _default_compiler(settings: Settings, spec: KernelSpec, toolchain: Toolchain | None) -> Any:
-    from ctune.compile.nvcc import NvccCompiler
     from ctune.compile.toolchain import probe_toolchain
+    from ctune.scale import compiler_for
 
-    return NvccCompiler.from_settings(spec, toolchain or probe_toolchain(settings.nvcc), settings)
+    return compiler_for(spec, toolchain or probe_toolchain(settings.nvcc), settings)
 
 
 def _default_measurer(settings: Settings) -> Any:
+    from ctune.scale import measurer_for
+
+    chosen = measurer_for(settings)  # the engine's GPU workers, or another GPU than 0
+    if chosen is not None:
+        return chosen
     try:
         from ctune.measure.session import WorkerMeasurer
     except ImportError as exc:

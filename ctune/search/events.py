@@ -1,6 +1,6 @@
 """Progress events the driver emits; the CLI's renderer turns them into screens.
 
-Library code never prints (STYLE): the driver hands these frozen records to
+Library code never prints: the driver hands these frozen records to
 an ``on_event`` callback, and ``ctune/cli/render_search.py`` draws them.
 Every event is a small value object, so a test can collect them in a list.
 """

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ctune.objective.pareto import dominates, minimized, sign
 from ctune.records import Trial
 
 if TYPE_CHECKING:
@@ -116,18 +117,6 @@ class Feasibility:
         }
 
 
-def _better(a: float, b: float, direction: str) -> bool:
-    return a > b if direction == "max" else a < b
-
-
-def dominates(a: Sequence[float], b: Sequence[float], directions: Sequence[str]) -> bool:
-    """``a`` is as good as ``b`` on every objective and better on one."""
-    pairs = list(zip(a, b, directions, strict=True))
-    return all(not _better(y, x, d) for x, y, d in pairs) and any(
-        _better(x, y, d) for x, y, d in pairs
-    )
-
-
 def loosened(op: str) -> str:
     """The operator of a relaxed bound: the measured value itself must pass it."""
     return {"<": "<=", ">": ">="}.get(op, op)
@@ -163,7 +152,7 @@ def _constraint_report(
         best_t, best_v = only_this[0]
         for t, v in only_this[1:]:
             assert t.values is not None and best_t.values is not None
-            if _better(t.values[0], best_t.values[0], directions[0]):
+            if sign(directions[0]) * t.values[0] < sign(directions[0]) * best_t.values[0]:
                 best_t, best_v = t, v
         assert best_t.values is not None
         admits = sum(_within(c, v, best_v) for _, v in only_this)
@@ -210,12 +199,16 @@ def analyze(
         _, violations = objective.evaluate(baseline_member.build, baseline_member.pooled, dims)
         baseline_feasible = baseline_feasible and all(v <= 0 for v in violations)
     base_values = baseline_member.values if baseline_member is not None else baseline.values
+    directions = objective.directions
     dominated = bool(
         objective.constraints
         and not baseline_feasible
         and front
         and base_values
-        and all(dominates(base_values, m.values, objective.directions) for m in front)
+        and all(
+            dominates(minimized(base_values, directions), minimized(m.values, directions))
+            for m in front
+        )
     )
     return Feasibility(
         evaluated=len(scored),
@@ -227,4 +220,4 @@ def analyze(
     )
 
 
-__all__ = ["ConstraintReport", "Feasibility", "Relaxation", "analyze", "dominates", "loosened"]
+__all__ = ["ConstraintReport", "Feasibility", "Relaxation", "analyze", "loosened"]

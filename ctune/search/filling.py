@@ -53,7 +53,7 @@ def _rank(item: _Ranked) -> tuple[tuple[float, ...], int]:
 
 def runtime_genes(space: Space) -> tuple[Gene, ...]:
     """The genes that never reach nvcc (family ``runtime``)."""
-    return tuple(g for g in space.genes if g.family == "runtime")
+    return tuple(g for g in space.genes if not g.compiled)
 
 
 class Filler:

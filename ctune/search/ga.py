@@ -18,7 +18,7 @@ from deap import base, tools
 from ctune.errors import UserError
 from ctune.records import Trial
 from ctune.search.evolution import GA_OPTIONS, EvolutionStrategy
-from ctune.search.nsga2 import _Individual
+from ctune.search.individual import Individual
 from ctune.search.strategy import OptionTable, StrategyContext, min_form, total_violation
 
 
@@ -48,7 +48,7 @@ class GaStrategy(EvolutionStrategy):
 
     def select(self, pool: list[Trial], k: int) -> list[Trial]:
         inds = [
-            _Individual(
+            Individual(
                 list(self.space.encode(t.candidate.as_dict())),
                 self._fitness_cls(self.fitness_key(t)),
                 t,

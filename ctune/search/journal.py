@@ -16,7 +16,7 @@ Format (JSON Lines, UTF-8):
   and refuses a flag that differs. It is not an identity field: older journals lack it.
 
 - then one ``{"kind": "trial", "trial": <records.to_json(Trial)>}`` per trial,
-  written before the strategy is told (DESIGN 10.4), with ``"filler": true``
+  written before the strategy is told , with ``"filler": true``
   added for a trial the driver measured while builds compiled rather than
   one the strategy asked for (``filling.py``; an optional key, so format 1
   still reads both ways) and ``"elapsed_s"``, the search's own seconds when it
@@ -28,11 +28,11 @@ Format (JSON Lines, UTF-8):
   generation a ``{"kind": "generation", "generation": g, "state": {...}}``
   with the strategy's state.
 
-A crash or Ctrl-C loses at most the trial in flight (RELIABILITY R7). On
+A crash or Ctrl-C loses at most the trial in flight (rule R7). On
 ``--resume`` the header must match the search being resumed: the kernel,
 problem, genome, objectives and device exactly (Kernel Tuner refuses a cache
 of another device/kernel/parameter order the same way), and the fingerprint
-by the one severity rule of :mod:`ctune.fingerprint` (a hard or build change
+by the one severity rule of :mod:`ctune.evidence.identity` (a hard or build change
 refuses, since the journal's trials cannot be rebuilt and compared; a soft
 one is a note), and a torn last line, which is what a crash in the
 middle of a write leaves, is dropped and cut off the file before anything
@@ -102,10 +102,10 @@ def _short(value: Any) -> str:
 def check_identity(path: Path, stored: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
     """One UserError naming the first identity field that differs; soft changes returned.
 
-    ``fingerprint`` is compared field by field with :func:`ctune.fingerprint.diff`:
+    ``fingerprint`` is compared field by field with :func:`ctune.evidence.identity.diff`:
     hard and build changes refuse, soft ones come back as notes for the caller.
     """
-    from ctune import fingerprint as fp
+    from ctune.evidence import identity as fp
 
     for name in IDENTITY_FIELDS:
         if name not in current:

@@ -1,7 +1,7 @@
 """NSGA-II (Deb et al. 2002) for 2-3 objectives, with DEAP doing the sorting.
 
 DEAP is confined to this module and ``ga.py``, and used without its global
-``creator`` registry (STYLE anti-pattern: ``creator.create`` leaks across
+``creator`` registry (``creator.create`` is global state that leaks across
 tests and runs): the Fitness class is made per strategy instance. Only
 DEAP's deterministic parts are used (``sortNondominated``,
 ``assignCrowdingDist``, ``selNSGA2``); everything random goes through the
@@ -22,6 +22,7 @@ from deap.tools import emo
 
 from ctune.records import Trial
 from ctune.search.evolution import NSGA2_OPTIONS, EvolutionStrategy
+from ctune.search.individual import Individual
 from ctune.search.strategy import (
     OptionTable,
     StrategyContext,
@@ -29,15 +30,6 @@ from ctune.search.strategy import (
     min_form,
     total_violation,
 )
-
-
-class _Individual(list):  # type: ignore[type-arg]
-    """A DEAP individual: gene indices, a fitness, and the trial behind it."""
-
-    def __init__(self, codes: list[int], fitness: base.Fitness, trial: Trial) -> None:
-        super().__init__(codes)
-        self.fitness = fitness
-        self.trial = trial
 
 
 class Nsga2Strategy(EvolutionStrategy):
@@ -53,11 +45,11 @@ class Nsga2Strategy(EvolutionStrategy):
         self._fitness_cls = type("Nsga2Fitness", (base.Fitness,), {"weights": weights})
         self._rank: dict[str, tuple[int, float, float]] = {}
 
-    def _individual(self, trial: Trial) -> _Individual:
+    def _individual(self, trial: Trial) -> Individual:
         values = min_form(trial, self.context.directions)
         assert values is not None
         codes = list(self.space.encode(trial.candidate.as_dict()))
-        return _Individual(codes, self._fitness_cls(values), trial)
+        return Individual(codes, self._fitness_cls(values), trial)
 
     def select(self, pool: list[Trial], k: int) -> list[Trial]:
         feasible = [t for t in pool if min_form(t, self.context.directions) is not None]

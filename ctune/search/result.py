@@ -2,16 +2,18 @@
 
 Values are raw, in objective order (directions live in the objective
 spec). ``to_json`` is what ``ctune search --json`` prints; the registry
-artifact (``report.build_artifact``) is built from the same result.
+artifact (``registry.assemble.build_artifact``) is built from the same result.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ctune.evidence.compare import Comparison
 from ctune.records import Build, Candidate, GeneValue, Measurement, Trial
 from ctune.search.confirm import ConfirmationCost
 from ctune.search.feasibility import Feasibility
@@ -21,21 +23,16 @@ COMPILE_ONLY = "none (compile-only objectives)"
 
 
 @dataclass(frozen=True)
-class Significance:
-    """A front member's latency vs the baseline's, from the confirmation runs.
+class ResultRecord:
+    """What a finished search hands to the registry besides its front: where the numbers
+    come from (fingerprint), how the search ran (provenance), what a number means
+    (protocol) and the sources built (inputs)."""
 
-    ``effect`` is the relative change of the median of per-process medians
-    (negative: faster). Significant only if ``p_value < 0.01`` and
-    ``|effect| > threshold`` with ``threshold = max(2%, 5 x between-process
-    CV)`` (DESIGN "Regression threshold").
-    """
-
-    p_value: float | None
-    effect: float | None
-    threshold: float
-    between_process_cv: float
-    significant: bool
-    verdict: str  # "faster", "slower", "no significant difference", "not tested"
+    fingerprint: Mapping[str, str]
+    provenance: Mapping[str, Any]
+    protocol: Mapping[str, Any]
+    inputs: Mapping[str, Any]
+    strategy_options: Mapping[str, Any]  # resolved: the given ones and the defaults
 
 
 @dataclass(frozen=True)
@@ -68,7 +65,7 @@ class MemberResult:
     trial: Trial | None
     pooled: Measurement | None = None  # all confirmation samples together
     per_process: tuple[Measurement, ...] = ()
-    significance: Significance | None = None
+    significance: Comparison | None = None  # vs the baseline, by the one comparison rule
     gain: Gain | None = None
 
     @property
@@ -143,6 +140,7 @@ class SearchResult:
     confirmation: ConfirmationCost | None = None  # its cost and why it stopped (confirm.py)
     binaries: int = 0  # distinct binaries measured (dedup.py); evaluations - reused - failures
     reused: int = 0  # asked candidates answered by a binary this search measured already
+    record: ResultRecord | None = None  # set for a finished search with a baseline
 
     @property
     def interrupted(self) -> bool:
@@ -166,7 +164,7 @@ class SearchResult:
         return None
 
     def to_json(self) -> dict[str, Any]:
-        return _clean(
+        return clean_json(
             {
                 "kernel": self.kernel,
                 "problem": self.problem,
@@ -225,11 +223,12 @@ def member_json(m: MemberResult) -> dict[str, Any]:
         s = m.significance
         out["significance"] = {
             "p_value": s.p_value,
-            "effect": s.effect,
+            "effect": s.change,
             "threshold": s.threshold,
-            "between_process_cv": s.between_process_cv,
+            "between_process_cv": s.noise_cv,
             "significant": s.significant,
-            "verdict": s.verdict,
+            "verdict": s.difference.value,
+            "reason": s.reason,
         }
     if m.gain is not None:
         g = m.gain
@@ -243,14 +242,14 @@ def member_json(m: MemberResult) -> dict[str, Any]:
     return out
 
 
-def _clean(value: Any) -> Any:
+def clean_json(value: Any) -> Any:
     """JSON-safe: non-finite floats become None (strict JSON has no NaN)."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
+        return {str(k): clean_json(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
+        return [clean_json(v) for v in value]
     if isinstance(value, Path):
         return str(value)
     return value
@@ -260,8 +259,8 @@ __all__ = [
     "COMPILE_ONLY",
     "Gain",
     "MemberResult",
+    "ResultRecord",
     "SearchResult",
-    "Significance",
     "Timing",
     "member_json",
 ]

@@ -1,7 +1,7 @@
 """What every strategy shares: its context, its options table, ranking, seeds.
 
 A strategy proposes (``ask``) and is told (``tell``); it never compiles or
-measures (STYLE rule 2). It sees finished :class:`~ctune.records.Trial`s
+measures. It sees finished :class:`~ctune.records.Trial`s
 only, including failed ones, which rank below every feasible trial
 (constraint-domination: feasible first, then by total violation; a failed
 build or measurement has the largest violation of all).
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ctune.errors import UserError
+from ctune.objective.pareto import minimized
 from ctune.records import Candidate, GeneValue, Trial
 from ctune.space.params import Space
 
@@ -103,7 +104,7 @@ def min_form(trial: Trial, directions: Sequence[str]) -> tuple[float, ...] | Non
     """The trial's values to minimise (``max`` objectives negated); None if infeasible."""
     if not trial.feasible or trial.values is None:
         return None
-    return tuple(-v if d == "max" else v for v, d in zip(trial.values, directions, strict=True))
+    return minimized(trial.values, directions)
 
 
 def total_violation(trial: Trial) -> float:

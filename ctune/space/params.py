@@ -56,8 +56,17 @@ class Gene:
 
     @property
     def compiled(self) -> bool:
-        """Does the value reach nvcc? A runtime gene never does: it is not part of a build."""
+        """Does the value reach nvcc? A runtime gene never does: it is not part of a build.
+
+        The one home of the compiled-or-runtime rule (build groups, argv, fillers,
+        the artifact's defines and runtime values all ask this).
+        """
         return self.family != "runtime"
+
+    @property
+    def flag(self) -> bool:
+        """Is the value an nvcc/ptxas option (a catalogue flag) rather than a ``-D``?"""
+        return self.family in ("nvcc", "ptxas")
 
 
 @dataclass(frozen=True)

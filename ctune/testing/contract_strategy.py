@@ -276,6 +276,40 @@ class StrategyContract:
         again = told & {c.key() for c in strategy.ask(16)}
         assert not again, "it proposed a candidate it was told about"
 
+    def test_state_and_load_state_resume_the_same_proposals(
+        self,
+        spec: KernelSpec,
+        objective: ObjectiveSpec,
+        strategy_name: str,
+        strategy_options: dict[str, Any],
+    ) -> None:
+        """What ``--resume`` does: a fresh strategy told the same trials, then given the
+        saved ``state()`` (through JSON), proposes what the original proposes next."""
+        problem = spec.problem()
+        context = StrategyContext(
+            spec.name, spec.space, dict(problem.dims), objective.directions, seed=5
+        )
+        original = make_strategy(strategy_name, context, strategy_options)
+        measurer, compiler = StandInMeasurer(samples=30), StandInCompiler(spec)
+        told: list[list[Trial]] = []
+        number = 0
+        for _ in range(3):
+            batch = original.ask(8)
+            trials = [
+                self.trial(spec, objective, c, number + i, compiler, measurer)
+                for i, c in enumerate(batch)
+            ]
+            number += len(batch)
+            original.tell(trials)
+            told.append(trials)
+        saved = json.loads(json.dumps(original.state()))
+        resumed = make_strategy(strategy_name, context, strategy_options)
+        for trials in told:
+            resumed.tell(trials)
+        resumed.load_state(saved)
+        assert resumed.ask(8) == original.ask(8)
+        assert dict(resumed.options) == dict(original.options)
+
     def test_unknown_option_is_a_one_line_user_error(
         self,
         spec: KernelSpec,

@@ -44,7 +44,6 @@ def quiet_search(
             budget=budget,
             seed=seed,
             confirm_processes=0,
-            write_result=False,
             journal_fsync=False,
         ),
         compiler=compiler,

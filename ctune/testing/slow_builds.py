@@ -1,6 +1,6 @@
 """Stand-ins on a simulated clock, for how the driver spends wall time.
 
-NOT NVCC and NOT A GPU (DESIGN 11.3): they exist to test compile-ahead,
+NOT NVCC and NOT A GPU (stand-ins only test logic): they exist to test compile-ahead,
 build-aware filling and in-flight build sharing without sleeping. Every
 duration advances a :class:`FakeClock`, which the driver reads through
 ``run_search(clock=...)``; a compile "finishes" when the clock passes its

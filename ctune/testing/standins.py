@@ -1,6 +1,6 @@
 """Stand-ins for the compiler and the GPU, for strategy and driver logic only.
 
-Their names say what they are not (DESIGN 11.3): nothing here compiles
+Their names say what they are not (docs/design.md: stand-ins only test logic): nothing here compiles
 CUDA or touches a GPU, and nothing here may be used to decide performance.
 
 - :class:`StandInMeasurer`: a deterministic analytic cost model over any
@@ -267,7 +267,7 @@ class StandInMeasurer:
         for _ in range(processes):
             self.processes += 1
             p = self.processes  # a new process: new noise, also across calls
-            shuffle.shuffle(order)  # interleaved, order varied per process (RELIABILITY M11)
+            shuffle.shuffle(order)  # interleaved, order varied per process (rule M11)
             for cand, build in order:
                 self.remeasured.append(cand.key())
                 out[cand.key()].append(self._measure(spec, cand, build, problem, plan, p))
@@ -288,7 +288,7 @@ class StandInMeasurer:
 
 def summarize_samples(samples: Any) -> Quantiles:
     """Quantiles with order-statistic 95% CIs, exactly as the real measurer reports them."""
-    from ctune.measure.stats import summarize
+    from ctune.evidence.stats import summarize
 
     return summarize(samples)
 

@@ -218,7 +218,7 @@ def test_sass_digest_is_stable_across_folders_and_lineinfo(toolchain, tmp_path):
     with_lineinfo = compiler.build(spec_all.candidate({**base, "lineinfo": True}), problem)
     assert with_lineinfo.outcome is Outcome.OK and "-lineinfo" in with_lineinfo.argv
     assert with_lineinfo.sass_sha256 == without.sass_sha256
-    # positive control (RELIABILITY I7): flags must reach the compiler and change the code
+    # positive control (rule I7): flags must reach the compiler and change the code
     o0 = {**spec.space.default_values(), "ptxas_opt": 0}
     control = _compiler(spec, toolchain, tmp_path / "a").build(spec.candidate(o0), problem)
     assert control.outcome is Outcome.OK and control.sass_sha256 != plain.sass_sha256

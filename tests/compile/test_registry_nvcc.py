@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ctune import fingerprint
+from ctune.evidence import identity as fingerprint
 from ctune.kernelspec import load_spec
 from ctune.registry import export
 from ctune.registry.service import publish_artifact

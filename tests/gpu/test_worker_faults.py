@@ -1,6 +1,6 @@
 """Sticky faults, a hang, a wrong result and a launch error in ONE measurer: each candidate gets
 its outcome with evidence, the worker is replaced after every sticky fault or hang, and the
-next correct candidate is measured OK (RELIABILITY R1-R3). Recovery times are recorded, not
+next correct candidate is measured OK (rules R1-R3). Recovery times are recorded, not
 asserted tightly: tests never assert speed (bench/aa_repeatability.py holds the target)."""
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ def test_measure_modules_import_light():
     modules = [
         "ctune.measure",
         "ctune.measure.plan",
-        "ctune.measure.stats",
+        "ctune.evidence.stats",
         "ctune.measure.arrays",
         "ctune.measure.correctness",
         "ctune.measure.device",

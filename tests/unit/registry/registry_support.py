@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from ctune.fingerprint import FIELDS
+from ctune.evidence.compare import SampleSet
+from ctune.evidence.identity import FIELDS
 from ctune.measure import SamplingPlan
 from ctune.measure.protocol import record as protocol_record
 from ctune.records import Candidate, Measurement, Outcome
-from ctune.registry.gate import SampleSet
 from ctune.registry.gate_run import Remeasured
 from ctune.registry.schema import Artifact, FrontMember, ObjectiveInfo
 

@@ -24,11 +24,11 @@ from registry_support import (
 )
 
 import ctune.compile.deps as deps_module
-import ctune.fingerprint as fingerprint_module
+import ctune.evidence.identity as fingerprint_module
 import ctune.registry.check as check_module
 import ctune.registry.gate_run as gate_run_module
 from ctune.errors import ToolchainError
-from ctune.fingerprint import FIELDS
+from ctune.evidence.identity import FIELDS
 from ctune.registry.schema import encode
 from ctune.registry.service import publish_artifact
 from ctune.registry.store import ArtifactStore, write_result

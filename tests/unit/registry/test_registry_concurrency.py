@@ -1,7 +1,7 @@
 """Concurrent writer processes lose nothing; a SIGKILLed writer loses no completed artifact.
 
 Measured before this design: 8 writers through one worktree's add/commit lost
-187 of 200 commits (RELIABILITY G1). Here 8 processes x 25 artifacts each,
+187 of 200 commits (rule G1). Here 8 processes x 25 artifacts each,
 with and without ctune's flock (the second exercises the update-ref
 compare-and-swap alone), must all land, and `git fsck` must stay clean.
 """

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from registry_support import FINGERPRINT, make_artifact
 
-from ctune import fingerprint
-from ctune.fingerprint import BUILD, FIELDS, HARD, SOFT, diff, not_checked, not_checked_reason
+from ctune.evidence import identity as fingerprint
+from ctune.evidence.identity import BUILD, FIELDS, HARD, SOFT, diff, not_checked, not_checked_reason
 from ctune.records import sha256_hex
 from ctune.registry.check import STALE, WARN, BinaryCheck, Current, check_artifact
 from ctune.registry.layout import parse_key

@@ -15,62 +15,21 @@ from registry_support import (
 )
 
 from ctune.errors import EXIT_GATE_FAILED, EXIT_INCONCLUSIVE, EXIT_OK
+from ctune.evidence.compare import Comparison, Difference, NoiseRule, SampleSet
 from ctune.records import FieldChange, Outcome
 from ctune.registry.check import Current
 from ctune.registry.gate import (
-    GatePolicy,
     GateReport,
     Regression,
-    SampleSet,
     Verdict,
     confirm,
     decide,
     decide_regression,
     exit_code,
-    mann_whitney_u,
-    predicted_fpr,
 )
 from ctune.registry.gate_run import gate_artifact
 from ctune.registry.layout import parse_key
 from ctune.registry.schema import Artifact
-
-# --- Mann-Whitney U ------------------------------------------------------------
-
-# (x, y, U of x, two-sided p) computed with scipy.stats.mannwhitneyu (method "auto")
-MWU_CASES = [
-    ([1, 2, 3], [4, 5, 6], 0.0, 0.1),
-    ([1.1, 2.5, 3.2, 4.8, 5.0], [0.5, 0.7, 1.9, 2.2], 18.0, 0.06349206349206349),
-    ([1, 2, 2, 3, 3, 3], [2, 3, 4, 4, 5], 5.5, 0.08871369199677616),
-    (list(range(30)), [x + 10.5 for x in range(30)], 190.0, 0.00012477053789099933),
-]
-
-
-@pytest.mark.parametrize(("x", "y", "u", "p"), MWU_CASES)
-def test_mann_whitney_matches_reference_values(x, y, u, p) -> None:
-    got_u, got_p = mann_whitney_u(x, y)
-    assert got_u == pytest.approx(u)
-    assert got_p == pytest.approx(p, rel=1e-9)
-
-
-def test_mann_whitney_against_scipy_when_available() -> None:
-    stats = pytest.importorskip("scipy.stats")
-    rng = np.random.default_rng(3)
-    for n1, n2, ties in [(4, 6, False), (9, 11, False), (40, 35, True), (300, 250, True)]:
-        x, y = rng.normal(size=n1), rng.normal(0.3, size=n2)
-        if ties:
-            x, y = np.round(x, 1), np.round(y, 1)
-        method = "exact" if not ties and n1 + n2 <= 20 else "asymptotic"  # as ctune chooses
-        want = stats.mannwhitneyu(x, y, alternative="two-sided", method=method)
-        got = mann_whitney_u(x, y)
-        assert got[0] == pytest.approx(want.statistic)
-        assert got[1] == pytest.approx(want.pvalue, rel=1e-6, abs=1e-12)
-
-
-def test_mann_whitney_all_equal_and_empty() -> None:
-    assert mann_whitney_u([1.0] * 30, [1.0] * 30)[1] == 1.0
-    with pytest.raises(ValueError):
-        mann_whitney_u([], [1.0])
-
 
 # --- decisions ---------------------------------------------------------------------
 
@@ -80,8 +39,9 @@ def test_no_change_passes(seed: int) -> None:
     rng = np.random.default_rng(seed)
     r = decide_regression(synthetic(rng, 1.0), synthetic(rng, 1.0))
     assert r.verdict is Verdict.PASS, r.reason
-    assert r.threshold == pytest.approx(max(0.02, 5 * max(r.cv_old, r.cv_new)))
-    assert r.predicted_fpr < 1e-6
+    assert r.evidence is not None
+    assert r.evidence.threshold == pytest.approx(max(0.02, 5 * r.evidence.noise_cv))
+    assert r.evidence.predicted_fpr < 1e-6
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -89,7 +49,7 @@ def test_ten_percent_slower_regresses(seed: int) -> None:
     rng = np.random.default_rng(seed)
     r = decide_regression(synthetic(rng, 1.0), synthetic(rng, 1.1))
     assert r.verdict is Verdict.REGRESSED, r.reason
-    assert r.change == pytest.approx(0.1, abs=0.02)
+    assert r.evidence is not None and r.evidence.change == pytest.approx(0.1, abs=0.02)
     assert "slower" in r.reason
 
 
@@ -112,8 +72,9 @@ def test_huge_noise_is_inconclusive(seed: int) -> None:
 def test_threshold_grows_with_measured_noise() -> None:
     rng = np.random.default_rng(0)
     r = decide_regression(synthetic(rng, 1.0, between_cv=0.01), synthetic(rng, 1.0))
-    assert r.threshold == pytest.approx(5 * max(r.cv_old, r.cv_new))
-    assert r.threshold > 0.02
+    assert r.evidence is not None
+    assert r.evidence.threshold == pytest.approx(5 * r.evidence.noise_cv)
+    assert r.evidence.threshold > 0.02
 
 
 def test_too_few_processes_is_inconclusive_never_pass() -> None:
@@ -130,17 +91,12 @@ def test_large_change_without_significance_is_inconclusive() -> None:
     new = SampleSet((1.1, 1.101, 1.099))
     r = decide_regression(old, new)
     assert r.verdict is Verdict.INCONCLUSIVE and "not significant" in r.reason
-    assert r.p_value == pytest.approx(0.1)
-
-
-def test_predicted_false_alarm_rate() -> None:
-    assert predicted_fpr(0.02, 0.003, 3, 3) < 1e-9
-    assert predicted_fpr(0.02, 0.02, 3, 3) > 0.1
-    assert predicted_fpr(0.02, 0.0, 3, 3) == 0.0
+    assert r.evidence is not None and r.evidence.p_value == pytest.approx(0.1)
 
 
 def _reg(verdict: Verdict, change: float = 0.1) -> Regression:
-    return Regression(verdict, verdict.value.lower(), change=change, threshold=0.02)
+    evidence = Comparison(Difference.UNRESOLVED, "", change=change, threshold=0.02)
+    return Regression(verdict, verdict.value.lower(), evidence)
 
 
 HARD = FieldChange("nvcc_version", "a", "b", "hard")
@@ -190,7 +146,7 @@ KEY = parse_key("gemm/sq4096/sm90-nvidia-h100-80gb-hbm3")
 
 def _gate(a: Artifact, remeasure: StandInRemeasurer, current: dict | None = None) -> GateReport:
     return gate_artifact(
-        KEY, a, Current(current or dict(FINGERPRINT)), remeasure, policy=GatePolicy(), processes=5
+        KEY, a, Current(current or dict(FINGERPRINT)), remeasure, rule=NoiseRule(), processes=5
     )
 
 
@@ -263,4 +219,5 @@ def test_gate_unrecorded_processes_is_inconclusive() -> None:
     a = make_artifact(medians=(1.0, 1.01))  # only two recorded processes
     report = _gate(a, StandInRemeasurer(rng, [1.0]))
     assert report.verdict is Verdict.INCONCLUSIVE and "insufficient baseline" in report.reason
-    assert math.isnan(report.candidate.change)  # type: ignore[union-attr]
+    assert report.candidate is not None and report.candidate.evidence is not None
+    assert math.isnan(report.candidate.evidence.change)

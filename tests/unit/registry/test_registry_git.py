@@ -184,3 +184,14 @@ def test_a_ref_is_matched_exactly_and_a_hopeless_update_fails_fast(
         publish_artifact(registry, make_artifact(seed=2), ref="ctune")
     assert time.monotonic() - start < 10
     assert git(repo, "rev-parse", "--verify", "-q", "refs/heads/ctune", check=False) == ""
+
+
+def test_git_is_a_complete_history_backend(tmp_path: Path) -> None:
+    """The storage interface the services use: git implements every operation of it."""
+    import subprocess
+
+    from ctune.registry.storage import History, open_history
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    with open_history(tmp_path / "registry") as history:
+        assert isinstance(history, History)

@@ -1,7 +1,7 @@
 """Sharing the registry: `ctune registry push` and `status` against real git remotes.
 
 The remote is a bare repository in tmp_path and each "machine" is a clone of
-it (RELIABILITY G2, G9). Machines write to ``ctune/registry``, a ref no one
+it (rules G2, G9). Machines write to ``ctune/registry``, a ref no one
 checks out (the CI set-up), except where the checked-out branch is the point.
 """
 

@@ -79,13 +79,16 @@ def test_nothing_stale_is_nothing_to_do(cli: Run, registry: Path) -> None:
     assert code == 0 and "nothing to re-tune" in out
 
 
-def test_a_failing_search_fails_the_retune_in_one_line(
+def test_a_failing_search_fails_the_retune_with_one_line_each(
     cli: Run, registry: Path, tmp_path: Path
 ) -> None:
+    """The search runs in this process: its own one-line error, then the re-tune's summary."""
     publish_artifact(registry, _recorded())
-    missing = tmp_path / "no-kernels"  # the child search stops at once, GPU or not
+    missing = tmp_path / "no-kernels"  # the search stops at once, GPU or not
     code, _, err = cli(
         "registry", "retune", "--run", "--registry", str(registry), "--kernels", str(missing)
     )
     assert code == 1
-    one_line_error(err, "1 of 1 re-tune(s) failed", f"gemm/sq4096/{DEVICE} (exit 2)")
+    search_error, summary = [ln for ln in err.splitlines() if ln.strip()]
+    assert search_error.startswith("error: ") and "gemm.cu: no such file" in search_error
+    one_line_error(summary, "1 of 1 re-tune(s) failed", f"gemm/sq4096/{DEVICE} (exit 2)")

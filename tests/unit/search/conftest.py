@@ -11,6 +11,7 @@ import pytest
 from ctune.config import Settings
 from ctune.kernelspec import KernelSpec
 from ctune.objective import parse_objective_spec
+from ctune.registry.assemble import ResultPublisher
 from ctune.search.driver import SearchOptions, run_search
 from ctune.search.events import SearchEvent
 from ctune.search.result import SearchResult
@@ -32,7 +33,9 @@ Runner = Callable[..., tuple[SearchResult, StandInMeasurer, StandInCompiler, lis
 
 @pytest.fixture
 def search(spec: KernelSpec, settings: Settings) -> Runner:
-    """run_search on the stand-ins; keyword arguments go to SearchOptions."""
+    """run_search on the stand-ins; keyword arguments go to SearchOptions, except ``out``,
+    ``commit`` and ``write_result`` (False: no publisher), which go to the registry's
+    ResultPublisher."""
 
     def run(
         objectives: tuple[str, ...] = ("p50",),
@@ -47,6 +50,12 @@ def search(spec: KernelSpec, settings: Settings) -> Runner:
         options.setdefault("budget", 30)
         events: list[SearchEvent] = []
         objective = parse_objective_spec(list(objectives), list(constraints), spec.metrics)
+        out, commit = options.pop("out", None), options.pop("commit", False)
+        publish = (
+            ResultPublisher(Path(settings.registry), Path(settings.cache_dir), out, commit)
+            if options.pop("write_result", True)
+            else None
+        )
         result = run_search(
             settings,
             spec,
@@ -55,6 +64,7 @@ def search(spec: KernelSpec, settings: Settings) -> Runner:
             compiler=compiler,
             measurer=measurer,
             on_event=events.append,
+            publish=publish,
         )
         return result, measurer, compiler, events
 

@@ -40,7 +40,7 @@ def _search(tmp_path: Path, default_threads: int = 128, **options):
         Settings(cache_dir=tmp_path / "cache"),
         spec,
         parse_objective_spec(["p50"], [], spec.metrics),
-        SearchOptions(confirm_processes=0, write_result=False, journal_fsync=False, **options),
+        SearchOptions(confirm_processes=0, journal_fsync=False, **options),
         compiler=StandInCompiler(spec, fail_every=None),
         measurer=StandInMeasurer(samples=30),
         limits=table_limits("sm_90"),

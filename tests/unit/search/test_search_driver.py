@@ -16,6 +16,7 @@ from ctune.records import Outcome
 from ctune.registry.store import read_result
 from ctune.search import events as ev
 from ctune.search.driver import SearchOptions, run_search
+from ctune.search.evolution import NSGA2_OPTIONS
 from ctune.search.journal import read
 from ctune.testing.standins import StandInCompiler, StandInMeasurer
 
@@ -53,7 +54,7 @@ def test_baseline_that_does_not_compile_writes_nothing(
     text = str(err.value)
     assert "default build (baseline) does not compile" in text
     assert 'identifier "CTUNE_MISSING" is undefined' in text and "\n" not in text
-    assert not Path(settings.cache_dir).exists()  # no journal, no result (RELIABILITY I1)
+    assert not Path(settings.cache_dir).exists()  # no journal, no result (rule I1)
 
 
 def test_baseline_that_fails_its_check_writes_nothing(
@@ -195,6 +196,9 @@ def test_result_file_is_a_registry_artifact(search, settings: Settings) -> None:
     assert result.artifact_path == Path(settings.cache_dir) / "results" / "standin-small.json"
     artifact = read_result(result.artifact_path)  # what `ctune registry import` reads
     assert [o.name for o in artifact.objectives] == ["p99", "energy"]
+    resolved = artifact.extensions["search"]["strategy_options"]  # defaults included
+    assert resolved["population_size"] == NSGA2_OPTIONS["population_size"][1]  # nsga2: 2 objectives
+    assert "mutation_prob" in resolved
     assert artifact.pinned == result.pinned and artifact.baseline.samples_ms
     pinned = artifact.member(result.pinned)
     assert pinned.samples_ms and len(pinned.process_medians_ms) >= 3

@@ -154,7 +154,7 @@ def test_the_export_command(tmp_path: Path, monkeypatch, capsys) -> None:
         Settings(cache_dir=tmp_path / "cache"),
         spec,
         parse_objective_spec(["p50"], [], spec.metrics),
-        SearchOptions(budget=6, confirm_processes=0, write_result=False, journal_fsync=False),
+        SearchOptions(budget=6, confirm_processes=0, journal_fsync=False),
         compiler=StandInCompiler(spec),
         measurer=StandInMeasurer(samples=20),
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctune.search.feasibility import dominates
+from ctune.objective.pareto import dominates, minimized
 from ctune.search.journal import read
 from ctune.testing.standins import DefaultWinsMeasurer
 
@@ -19,7 +19,7 @@ def test_only_builds_the_default_dominates_end_inconclusive_with_nothing_pinned(
     assert result.pinned is None  # a slower, hungrier build is never pinned
     base = result.baseline
     assert base is not None
-    assert all(dominates(base.values, m.values, ("min", "min")) for m in result.front)
+    assert all(dominates(base.values, m.values) for m in result.front)  # both minimised
     assert result.to_json()["verdict"] == "inconclusive"
 
 
@@ -70,7 +70,9 @@ def test_nothing_feasible_is_inconclusive(search: Any) -> None:
 
 
 def test_dominates_needs_one_strict_improvement() -> None:
-    assert dominates((1.0, 2.0), (1.0, 3.0), ("min", "min"))
-    assert not dominates((1.0, 3.0), (1.0, 3.0), ("min", "min"))
-    assert not dominates((1.0, 4.0), (2.0, 3.0), ("min", "min"))
-    assert dominates((5.0, 1.0), (4.0, 1.0), ("max", "min"))
+    assert dominates((1.0, 2.0), (1.0, 3.0))
+    assert not dominates((1.0, 3.0), (1.0, 3.0))
+    assert not dominates((1.0, 4.0), (2.0, 3.0))
+    mixed = ("max", "min")
+    assert dominates(minimized((5.0, 1.0), mixed), minimized((4.0, 1.0), mixed))
+    assert not dominates(minimized((4.0, 1.0), mixed), minimized((5.0, 1.0), mixed))

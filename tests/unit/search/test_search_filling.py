@@ -55,7 +55,6 @@ def _search(
         "seed": 1,
         "journal_fsync": False,
         "confirm_processes": 0,
-        "write_result": False,
         **options,
     }
     result = run_search(

@@ -1,7 +1,7 @@
 """A stand-in for the slice of NVML (nvidia-ml-py's ``pynvml``) the worker reads.
 
 The energy counter advances in 100 ms ticks at a steady 300 W, like the H200's
-counter (DESIGN); ``FAKE_NVML_REASONS`` (hex) sets the clocks-event reasons.
+counter (docs/design.md); ``FAKE_NVML_REASONS`` (hex) sets the clocks-event reasons.
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
 """Statistics over timing samples: quantiles with distribution-free CIs, CV, Mann-Whitney.
 
-Pure numpy. The confidence interval of a quantile is a pair of order
-statistics chosen from the binomial distribution of "how many samples fall
-below the true quantile": it holds for any continuous distribution, which
-kernel timings (skewed, multi-modal, with rare slow outliers) are not close to
-normal. When n is too small for the requested coverage (p99 from 100 samples),
-the interval degrades to the sample minimum or maximum and cannot promise 95%:
-that is the reason the plan raises n for tail quantiles.
+The confidence interval of a quantile is a pair of order statistics chosen
+from the binomial distribution of "how many samples fall below the true
+quantile": it holds for any continuous distribution, which kernel timings
+(skewed, multi-modal, with rare slow outliers) are not close to normal. When
+n is too small for the requested coverage (p99 from 100 samples), the
+interval degrades to the sample minimum or maximum and cannot promise 95%:
+that is the reason the plan raises n for tail quantiles. The binomial and
+the Mann-Whitney test come from ``scipy.stats``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+from scipy import stats as scipy_stats
 
 from ctune.records import Quantiles
 
@@ -33,12 +35,8 @@ def quantile(samples: Sequence[float] | np.ndarray, q: float) -> float:
 
 @lru_cache(maxsize=256)
 def _binomial_cdf(n: int, q: float) -> np.ndarray:
-    """P(B <= k) for k = 0..n, B ~ Binomial(n, q), computed in log space (read-only)."""
-    k = np.arange(n + 1, dtype=np.float64)
-    steps = np.log(n - k[1:] + 1.0) - np.log(k[1:])
-    log_choose = np.concatenate(([0.0], np.cumsum(steps)))
-    log_pmf = log_choose + k * math.log(q) + (n - k) * math.log1p(-q)
-    cdf = np.minimum(np.cumsum(np.exp(log_pmf)), 1.0)
+    """P(B <= k) for k = 0..n, B ~ Binomial(n, q) (read-only: it is cached)."""
+    cdf = np.asarray(scipy_stats.binom.cdf(np.arange(n + 1), n, q), dtype=np.float64)
     cdf.setflags(write=False)
     return cdf
 
@@ -100,58 +98,44 @@ def summarize(samples: Sequence[float] | np.ndarray) -> Quantiles:
 
 
 def cv(values: Sequence[float] | np.ndarray) -> float:
-    """Coefficient of variation (sample stdev / mean); 0 for fewer than two values."""
+    """Coefficient of variation (sample stdev / mean) of per-process values.
+
+    NaN when it is undefined (fewer than two values, or a mean that is not
+    positive): one process says nothing about run-to-run noise, and callers
+    must treat "unknown noise" as unresolved, never as "no noise".
+    """
     data = np.asarray(values, dtype=np.float64)
     if data.size < 2:
-        return 0.0
+        return math.nan
     mean = float(data.mean())
-    if mean == 0.0:
-        return math.inf
-    return float(data.std(ddof=1)) / abs(mean)
+    if mean <= 0.0:
+        return math.nan
+    return float(data.std(ddof=1)) / mean
 
 
 @dataclass(frozen=True, slots=True)
 class MannWhitney:
     u: float  # U statistic of the first sample
-    p_value: float  # two-sided, normal approximation with tie and continuity corrections
+    p_value: float  # two-sided; exact for small samples without ties, else asymptotic
     effect: float  # common-language effect size: P(a > b) + P(a == b) / 2
 
 
-def _average_ranks(values: np.ndarray) -> np.ndarray:
-    order = np.argsort(values, kind="mergesort")
-    ranks = np.empty(values.size, dtype=np.float64)
-    sorted_values = values[order]
-    i = 0
-    while i < values.size:
-        j = i
-        while j + 1 < values.size and sorted_values[j + 1] == sorted_values[i]:
-            j += 1
-        ranks[order[i : j + 1]] = (i + j) / 2.0 + 1.0
-        i = j + 1
-    return ranks
-
-
 def mann_whitney(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> MannWhitney:
-    """Two-sided Mann-Whitney U test (asv's is_different uses the same test)."""
+    """Two-sided Mann-Whitney U test (asv's is_different uses the same test).
+
+    scipy's "auto" method: exact when a sample is small and there are no
+    ties, else the normal approximation with tie and continuity corrections.
+    Every value equal is no evidence of a difference (p = 1).
+    """
     x = np.asarray(a, dtype=np.float64)
     y = np.asarray(b, dtype=np.float64)
-    n1, n2 = int(x.size), int(y.size)
-    if n1 == 0 or n2 == 0:
+    if x.size == 0 or y.size == 0:
         raise ValueError("Mann-Whitney needs two non-empty samples")
-    both = np.concatenate((x, y))
-    ranks = _average_ranks(both)
-    u1 = float(ranks[:n1].sum()) - n1 * (n1 + 1) / 2.0
-    n = n1 + n2
-    _, counts = np.unique(both, return_counts=True)
-    tie_term = float(((counts.astype(np.float64) ** 3) - counts).sum())
-    variance = n1 * n2 / 12.0 * ((n + 1) - tie_term / (n * (n - 1))) if n > 1 else 0.0
-    mean = n1 * n2 / 2.0
-    if variance <= 0.0:
-        p_value = 1.0
-    else:
-        z = (abs(u1 - mean) - 0.5) / math.sqrt(variance)
-        p_value = min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2.0)))
-    return MannWhitney(u1, p_value, u1 / (n1 * n2))
+    if np.all(x == x[0]) and np.all(y == x[0]):
+        return MannWhitney(x.size * y.size / 2.0, 1.0, 0.5)
+    got = scipy_stats.mannwhitneyu(x, y, alternative="two-sided", method="auto")
+    u = float(got.statistic)
+    return MannWhitney(u, float(min(1.0, got.pvalue)), u / (x.size * y.size))
 
 
 __all__ = [

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from ctune.measure import stats
+from ctune.evidence import stats
 
 
 def test_median_ci_ranks_match_the_textbook_table():
@@ -76,7 +76,8 @@ def test_quantile_and_ci_helpers():
 
 
 def test_cv():
-    assert stats.cv([1.0]) == 0.0
+    assert math.isnan(stats.cv([1.0]))  # one process says nothing about run-to-run noise
+    assert math.isnan(stats.cv([]))
     assert stats.cv([1.0, 1.0, 1.0]) == 0.0
     assert stats.cv([9.0, 11.0]) == pytest.approx(math.sqrt(2) / 10)
 
@@ -91,13 +92,25 @@ def test_mann_whitney_same_and_shifted():
     assert shifted.effect < 0.5  # a tends to be smaller
 
 
-def test_mann_whitney_known_value():
-    # x = [1, 2, 3], y = [4, 5, 6]: U = 0, normal approximation with continuity:
-    # mean 4.5, var = 9 * 7 / 12 = 5.25, z = (4.5 - 0.5) / sqrt(5.25)
-    result = stats.mann_whitney([1, 2, 3], [4, 5, 6])
-    assert result.u == 0.0
-    z = 4.0 / math.sqrt(5.25)
-    assert result.p_value == pytest.approx(math.erfc(z / math.sqrt(2)))
+# (x, y, U of x, two-sided p): exact for small samples without ties, else asymptotic
+MWU_CASES = [
+    ([1, 2, 3], [4, 5, 6], 0.0, 0.1),  # 2 of the 20 rank arrangements are this extreme
+    ([1.1, 2.5, 3.2, 4.8, 5.0], [0.5, 0.7, 1.9, 2.2], 18.0, 0.06349206349206349),
+    ([1, 2, 2, 3, 3, 3], [2, 3, 4, 4, 5], 5.5, 0.08871369199677616),
+    (list(range(30)), [x + 10.5 for x in range(30)], 190.0, 0.00012477053789099933),
+]
+
+
+@pytest.mark.parametrize(("x", "y", "u", "p"), MWU_CASES)
+def test_mann_whitney_known_values(x, y, u, p):
+    result = stats.mann_whitney(x, y)
+    assert result.u == pytest.approx(u)
+    assert result.p_value == pytest.approx(p, rel=1e-9)
+
+
+def test_mann_whitney_needs_two_samples():
+    with pytest.raises(ValueError):
+        stats.mann_whitney([], [1.0])
 
 
 def test_mann_whitney_all_ties():

@@ -218,11 +218,14 @@ def probe_gpu_machine() -> dict[str, str] | None:
 
 
 def harness_sha256() -> str:
-    """Digest of ``ctune/measure/*.py`` as installed: the code that makes the numbers."""
-    folder = Path(__file__).parent / "measure"
+    """Digest of ``ctune/measure/*.py`` and the statistics as installed: the code that
+    makes the numbers."""
+    root = Path(__file__).parent.parent  # the ctune package
+    paths = [*sorted((root / "measure").glob("*.py")), root / "evidence" / "stats.py"]
     h = hashlib.sha256()
-    for path in sorted(folder.glob("*.py")):
-        h.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    for path in paths:
+        name = path.relative_to(root).as_posix()
+        h.update(name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
     return h.hexdigest()
 
 

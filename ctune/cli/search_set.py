@@ -1,0 +1,143 @@
+"""``ctune search --problem-set``: parse the set's options, run a step, report where it stands.
+
+The logic is ``ctune.search.problem_set``; this only refuses options that name one problem's
+files (the set keeps one per shape in its folder), owns the measurer for the whole set, and
+prints the outcome.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ctune.errors import UserError
+
+if TYPE_CHECKING:
+    from ctune.config import Settings
+    from ctune.kernelspec import KernelSpec
+    from ctune.objective.spec import ObjectiveSpec
+    from ctune.search.driver import SearchOptions
+    from ctune.search.problem_set import SetProgress
+
+
+@dataclass(frozen=True)
+class SetArgs:
+    name: str
+    set_dir: Path | None
+    margin: str
+    step_time: str | None
+    cross_processes: int
+
+
+class LazyMeasurer:
+    """The GPU measurer, started on first use: re-covering a finished set with another
+    --dispatch-margin reads only files and needs no GPU."""
+
+    def __init__(self, cfg: Settings) -> None:
+        self.cfg = cfg
+        self.real: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "device_name" and self.real is None:
+            return ""
+        if self.real is None:
+            from ctune.search.driver import _default_measurer
+
+            self.real = _default_measurer(self.cfg)
+        return getattr(self.real, name)
+
+    def close(self) -> None:
+        if self.real is not None:
+            self.real.close()
+
+
+def run_set(
+    cfg: Settings,
+    spec: KernelSpec,
+    objective: ObjectiveSpec,
+    search: SearchOptions,
+    args: SetArgs,
+    given: dict[str, Any],
+    compiler: Any,
+    measurer: Any,
+    json_out: bool,
+) -> None:
+    from ctune.cli import render_search
+    from ctune.cli.search import parse_duration
+    from ctune.registry.assemble import ResultPublisher
+    from ctune.search.dispatch import parse_margin
+    from ctune.search.problem_set import SetOptions, run_problem_set
+
+    owned = [compiler, measurer]
+    try:
+        clash = [name for name, value in given.items() if value is not None]
+        if clash:
+            raise UserError(
+                f"--problem-set with {clash[0]}: a set keeps one journal and result file per "
+                "shape in its folder (--set-dir); leave it out"
+            )
+        if args.cross_processes < 1:
+            raise UserError("--cross-processes must be 1 or more")
+        opts = SetOptions(
+            set_name=args.name,
+            set_dir=args.set_dir or Path(cfg.cache_dir) / "sets" / f"{spec.name}-{args.name}",
+            margin=parse_margin(args.margin),
+            step_s=parse_duration(args.step_time) if args.step_time else None,
+            cross_processes=args.cross_processes,
+        )
+        if measurer is None and objective.measures:
+            measurer = LazyMeasurer(cfg)
+            owned.append(measurer)
+        display = render_search.SearchDisplay(json_out=json_out)
+        with display:
+            progress = run_problem_set(
+                cfg,
+                spec,
+                objective,
+                search,
+                opts,
+                compiler=compiler,
+                measurer=measurer,
+                on_event=display.handle,
+                publish_for=lambda out: ResultPublisher(cfg.registry, Path(cfg.cache_dir), out),
+            )
+    finally:
+        for part in owned:
+            close = getattr(part, "close", None)
+            if callable(close):
+                close()
+    report(progress, json_out)
+
+
+def report(progress: SetProgress, json_out: bool) -> None:
+    from ctune.cli.render import line, print_json
+
+    if json_out:
+        print_json(progress.to_json())
+        return
+    total = len(progress.searched) + len(progress.pending)
+    line(
+        ("problem set", "bold"), f" {progress.set_name}: {len(progress.searched)}/{total} searched"
+    )
+    if progress.pending:
+        line(f"not searched yet: {', '.join(progress.pending)}")
+    elif progress.missing_cells > 0:
+        line(f"cross-measurement: {progress.missing_cells} finalist x shape cells to go")
+    cover = progress.cover
+    if cover is not None:
+        line(
+            ("dispatch", "bold"),
+            f" {len(cover.builds)} builds cover {len(cover.assignment)} shapes within "
+            f"{cover.margin:.1%} (worst loss {cover.max_loss:.2%}): {progress.table}, "
+            f"{progress.header}",
+        )
+        for build in cover.builds:
+            shapes = sorted(s for s, b in cover.assignment.items() if b == build)
+            line(f"  {build}: {', '.join(shapes)}")
+    else:
+        line(
+            ("incomplete", "yellow"), f": run the same command again (state in {progress.set_dir})"
+        )
+    for note in progress.notes:
+        line(("note", "yellow"), f" {note}")

@@ -1,0 +1,291 @@
+"""A search result becomes a registry artifact: assembly, the result file, the commit.
+
+The search hands over a :class:`~ctune.search.result.SearchResult` (its
+front, baseline, evidence and ``record``: fingerprint, provenance, protocol,
+source closure); everything about the registry's format and git lives here,
+so the search package never imports the registry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ctune.errors import UserError
+from ctune.evidence.identity import FIELDS
+from ctune.evidence.stats import summarize as quantiles
+from ctune.records import Build, Candidate, Measurement
+from ctune.registry.layout import device_class
+from ctune.registry.schema import Artifact, FrontMember, ObjectiveInfo
+from ctune.search.report import median_of
+from ctune.search.result import MemberResult, SearchResult, clean_json
+
+if TYPE_CHECKING:
+    from ctune.kernelspec import KernelSpec, Problem
+    from ctune.objective.spec import ObjectiveSpec
+
+log = logging.getLogger(__name__)
+
+
+def summarize(m: Measurement | None) -> dict[str, Any]:
+    """p50/p95/p99/mean with 95% CIs, n, device, energy: the artifact's ``summary``."""
+    if m is None:
+        return {}
+    out: dict[str, Any] = {}
+    if m.samples_ms:
+        out.update(_sample_summary(m.samples_ms))
+    elif m.summary is not None:
+        s = m.summary
+        out.update(
+            {
+                "n": s.n,
+                "p50_ms": s.p50_ms,
+                "p95_ms": s.p95_ms,
+                "p99_ms": s.p99_ms,
+                "mean_ms": s.mean_ms,
+                "p50_ci_ms": list(s.p50_ci_ms),
+                "p95_ci_ms": list(s.p95_ci_ms),
+                "p99_ci_ms": list(s.p99_ci_ms),
+            }
+        )
+    if m.device is not None:
+        out["device"] = m.device.describe()
+    out["l2_policy"] = m.l2_policy
+    out["timing_method"] = m.timing_method
+    if m.launches_per_sample > 1:
+        out["launches_per_sample"] = m.launches_per_sample
+    if m.energy_j is not None:
+        out["energy_j"] = m.energy_j
+    if m.avg_power_w is not None:
+        out["avg_power_w"] = m.avg_power_w
+    return {k: v for k, v in out.items() if not (isinstance(v, float) and not math.isfinite(v))}
+
+
+def _sample_summary(samples: Sequence[float]) -> dict[str, Any]:
+    """Quantiles with distribution-free 95% CIs from order statistics (binomial ranks),
+    plus a normal-theory CI for the mean."""
+    q = quantiles(samples)
+    sd = q.stdev_ms / math.sqrt(q.n) * 1.96 if q.n > 0 else 0.0
+    return {
+        "n": q.n,
+        "mean_ms": q.mean_ms,
+        "mean_ci_ms": [q.mean_ms - sd, q.mean_ms + sd],
+        "p50_ms": q.p50_ms,
+        "p95_ms": q.p95_ms,
+        "p99_ms": q.p99_ms,
+        "p50_ci_ms": list(q.p50_ci_ms),
+        "p95_ci_ms": list(q.p95_ci_ms),
+        "p99_ci_ms": list(q.p99_ci_ms),
+    }
+
+
+def launch_of(spec: KernelSpec, candidate: Candidate, problem: Problem) -> dict[str, Any]:
+    """The member's recorded launch; {} (with a warning) where the rule cannot evaluate it."""
+    try:
+        return spec.launch_geometry(candidate, problem)
+    except UserError as exc:  # a launch rule the default passed but this candidate breaks
+        log.warning("launch of %s not evaluable: %s", candidate.key(), exc)
+        return {}
+
+
+def _flags(build: Build | None) -> tuple[str, ...]:
+    if build is None or not build.argv:
+        return ()
+    from ctune.compile.command import tuned_flags
+
+    return tuple(tuned_flags(build.argv))
+
+
+def _defines(spec: KernelSpec, candidate: Candidate, problem: Problem) -> dict[str, Any]:
+    flag_names = {g.name for g in spec.flag_genes}
+    out: dict[str, Any] = dict(problem.defines)
+    out.update(
+        {k: v for k, v in candidate.genes if k not in flag_names and k not in spec.runtime_names}
+    )
+    return out
+
+
+def _runtime(spec: KernelSpec, candidate: Candidate) -> dict[str, Any]:
+    """Runtime genes: a build reproduces them at launch, not with -D (they are not in argv)."""
+    return {k: v for k, v in candidate.genes if k in spec.runtime_names}
+
+
+def front_member(
+    spec: KernelSpec, problem: Problem, m: MemberResult, keep_samples: bool
+) -> FrontMember:
+    measurement = m.measurement
+    summary = summarize(measurement)
+    sig = m.significance
+    if sig is not None and not math.isnan(sig.p_value):
+        summary["p_value"] = sig.p_value
+        summary["significant"] = sig.significant
+    if sig is not None and not math.isnan(sig.change):
+        summary["effect"] = sig.change
+    if m.gain is not None:
+        summary["gain"] = m.gain.ratio
+        summary["gain_ci"] = [m.gain.low, m.gain.high]
+    summary["processes"] = len(m.per_process)
+    medians = tuple(v for v in (median_of(r) for r in m.per_process) if v is not None)
+    samples = tuple(measurement.samples_ms) if keep_samples and measurement is not None else ()
+    return FrontMember(
+        candidate=m.candidate,
+        key=m.key,
+        values=tuple(float(v) for v in m.values),
+        summary={
+            k: v for k, v in summary.items() if not (isinstance(v, float) and not math.isfinite(v))
+        },
+        samples_ms=samples,
+        process_medians_ms=medians,
+        sass_sha256=(m.build.sass_sha256 or "") if m.build is not None else "",
+        nvcc_flags=_flags(m.build),
+        defines=_defines(spec, m.candidate, problem),
+        launch=launch_of(spec, m.candidate, problem),
+        resources=m.resources(),
+        runtime=_runtime(spec, m.candidate),
+    )
+
+
+def device_class_of(result: SearchResult, spec: KernelSpec, fingerprint: Mapping[str, str]) -> str:
+    base = result.baseline
+    measurement = base.measurement if base is not None else None
+    if measurement is not None and measurement.device is not None:
+        return device_class(measurement.device)
+    if fingerprint.get("gpu_name"):
+        return device_class(fingerprint)
+    return device_class({"sm": spec.arch, "gpu_name": "compile-only"})
+
+
+def build_artifact(
+    spec: KernelSpec,
+    problem: Problem,
+    objective: ObjectiveSpec,
+    result: SearchResult,
+) -> Artifact:
+    """The registry artifact for ``result`` (samples kept for the pinned member and baseline)."""
+    if result.baseline is None or result.record is None:
+        raise ValueError("only a finished search with a baseline has an artifact")
+    record = result.record
+    fingerprint = record.fingerprint
+    front = tuple(
+        front_member(spec, problem, m, keep_samples=m.key == result.pinned) for m in result.front
+    )
+    baseline = front_member(spec, problem, result.baseline, keep_samples=True)
+    fp = {k: str(v) for k, v in fingerprint.items() if k in FIELDS}
+    extensions = {
+        "objective_spec": objective.identity(),
+        "objective_text": [o.text for o in objective.objectives],
+        "search": {
+            "plan": dict(result.plan),
+            "strategy_options": dict(record.strategy_options),
+            "stop_reason": result.stop_reason,
+            "generations": result.generations,
+            "failures": dict(result.failures),
+            "infeasible": result.infeasible,
+            "fillers": result.fillers,
+            "confirm_processes": result.confirm_processes,
+            "dropped": [{"key": k, "why": why} for k, why in result.dropped],
+            "timing": {
+                "wall_s": result.timing.wall_s,
+                "compile_wait_s": result.timing.compile_wait_s,
+                "measure_s": result.timing.measure_s,
+                "confirm_s": result.timing.confirm_s,
+                "gpu_busy_fraction": result.timing.gpu_busy_fraction,
+            },
+        },
+    }
+    return Artifact(
+        kernel=spec.name,
+        problem=problem.name,
+        device_class=device_class_of(result, spec, fingerprint),
+        fingerprint=fp,
+        objectives=tuple(
+            ObjectiveInfo(o["name"], o["direction"], o["unit"]) for o in objective.infos()
+        ),
+        front=front,
+        baseline=baseline,
+        pinned=result.pinned,
+        provenance=dict(record.provenance),
+        extensions=clean_json(extensions),
+        protocol=dict(record.protocol),
+        inputs=dict(record.inputs),
+    )
+
+
+def write_artifact(artifact: Artifact, path: Path) -> Path:
+    """Write a result file ``ctune registry import`` accepts (the registry's own writer)."""
+    from ctune.registry.store import write_result
+
+    return Path(write_result(artifact, Path(path)))
+
+
+def check_commit_target(registry: Path) -> None:
+    """Before searching: --commit must have a branch to commit to (not a detached HEAD,
+    not outside git), so an hours-long search never ends in a refused commit."""
+    from ctune.registry.storage import open_history
+
+    with open_history(Path(registry)) as repo:
+        repo.target_ref()
+
+
+def commit_artifact(registry: Path, artifact: Artifact) -> tuple[Path, str | None]:
+    """Write into the registry and commit; returns (path, commit sha)."""
+    from ctune.registry.service import publish_artifact
+
+    published = publish_artifact(Path(registry), artifact)
+    commit = published.commit.commit if published.commit is not None else None
+    return Path(published.path), commit
+
+
+@dataclass(frozen=True)
+class ResultPublisher:
+    """What ``run_search`` does with a finished result: write the result file, maybe commit.
+
+    ``out`` defaults to ``<cache_dir>/results/<kernel>-<problem>.json``. With
+    ``commit``, :meth:`check` runs before the search so that an hours-long
+    search never ends in a refused commit (a detached HEAD, no git).
+    """
+
+    registry: Path
+    cache_dir: Path
+    out: Path | None = None
+    commit: bool = False
+
+    def check(self) -> None:
+        if self.commit:
+            check_commit_target(self.registry)
+
+    def __call__(
+        self, spec: KernelSpec, objective: ObjectiveSpec, result: SearchResult
+    ) -> SearchResult:
+        if result.baseline is None or result.record is None:
+            return result
+        problem = spec.problem(result.problem)
+        artifact = build_artifact(spec, problem, objective, result)
+        out = self.out or self.cache_dir / "results" / f"{spec.name}-{problem.name}.json"
+        path = write_artifact(artifact, out)
+        if not self.commit:
+            return dataclasses.replace(result, artifact_path=path)
+        if result.inconclusive:
+            note = (
+                "not committed: nothing the constraints allow beats the default build (see the "
+                f"report); {path} keeps the evidence"
+            )
+            return dataclasses.replace(result, artifact_path=path, notes=(*result.notes, note))
+        _, commit = commit_artifact(self.registry, artifact)
+        return dataclasses.replace(result, artifact_path=path, commit=commit)
+
+
+__all__ = [
+    "ResultPublisher",
+    "build_artifact",
+    "check_commit_target",
+    "commit_artifact",
+    "front_member",
+    "summarize",
+    "write_artifact",
+]

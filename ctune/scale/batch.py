@@ -1,0 +1,186 @@
+"""One generation on several GPUs: up to ``slots`` candidates measured at once.
+
+The serial loop (``driver._Run.evaluate_batch``) measures one candidate at a time. With
+several GPUs this one keeps every GPU busy and still writes the journal, and tells the
+strategy, in batch order (the strategy's ask order), so the same seed gives the same
+journal whichever GPU finishes first: a measurement that ends before an earlier
+candidate's waits, finished, until that one is journaled; the GPUs go on meanwhile.
+Builds are compiled ahead as in the serial loop (``compile_ahead``); while no build is
+ready a free GPU measures a filler (a runtime-gene variant whose build is in the
+cache), journaled when it ends, as serially. The first Ctrl-C journals the candidates
+whose measurement had started and stops; the second abandons them.
+
+Each candidate's GPU time (its measurement's wall time) is added to the run's
+``measure_s``: with N GPUs the search's busy fraction can reach N.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ctune.records import Build, Candidate, Measurement, Trial
+    from ctune.search.driver import _Run
+    from ctune.space.params import BuildGroup
+
+POLL_S = 0.25  # how often a wait looks at the Ctrl-C flag
+
+
+@dataclasses.dataclass
+class _Filler:
+    candidate: Candidate
+    build: Build
+    measurement: Future[Measurement]
+
+
+class ConcurrentBatch:
+    """The state of one batch; ``run()`` returns its trials in journal order."""
+
+    def __init__(self, run: _Run, new: Sequence[Candidate], generation: int) -> None:
+        self.run = run
+        self.new = new
+        self.generation = generation
+        self.measurer: Any = run.measurer
+        self.slots = int(getattr(self.measurer, "slots", 1))
+        self.futures: dict[int, Future[Build]] = {}
+        self.shared: dict[BuildGroup, Future[Build]] = {}
+        self.left = list(range(len(new)))  # not journaled yet, in batch order
+        self.started: dict[int, Future[Measurement] | None] = {}  # None: nothing to measure
+        self.fillers: list[_Filler] = []
+        self.pending = {c.key() for c in new}
+        self.done: list[Trial] = []
+
+    def run_batch(self) -> list[Trial]:
+        try:
+            while self.left:
+                if self.run.stop_requested and not self._head_started():
+                    break
+                if self.done and self.run.out_of_time():
+                    break
+                if not self.run.stop_requested:
+                    self.run.compile_ahead(self.new, self.left, self.futures, self.shared)
+                    self._start_ready()
+                    self._start_fillers()
+                if not self._journal_finished():
+                    self._wait()
+        finally:
+            for future in [*self.futures.values(), *self.started.values()]:
+                if future is not None:
+                    future.cancel()
+            for filler in self.fillers:
+                filler.measurement.cancel()
+            forget = getattr(self.measurer, "forget", None)
+            if callable(forget):
+                forget()
+        return self.done
+
+    # --- starting ------------------------------------------------------------------------
+    def _busy(self) -> int:
+        running = [f for f in self.started.values() if f is not None and not f.done()]
+        return len(running) + sum(not f.measurement.done() for f in self.fillers)
+
+    def _head_started(self) -> bool:
+        return bool(self.left) and self.left[0] in self.started
+
+    def _prepared(self, cand: Candidate, build: Build) -> Build:
+        """The build as ``evaluate`` will see it: this candidate's, within the device."""
+        if build.candidate_key != cand.key():
+            build = dataclasses.replace(build, candidate_key=cand.key(), cache_hit=True)
+        return self.run.within_device(cand, build)
+
+    def _measurable(self, build: Build) -> bool:
+        return build.outcome.is_ok and self.run.objective.measures
+
+    def _start_ready(self) -> None:
+        run = self.run
+        for j in self.left:
+            if self._busy() >= self.slots:
+                return
+            future = self.futures.get(j)
+            if j in self.started or future is None or not future.done():
+                continue
+            cand = self.new[j]
+            build = self._prepared(cand, future.result())
+            self.started[j] = (
+                self.measurer.start(run.spec, cand, build, run.problem, run.plan)
+                if self._measurable(build)
+                else None
+            )
+
+    def _start_fillers(self) -> None:
+        """A free GPU and no build to measure: a filler whose build is already cached."""
+        run = self.run
+        cached = getattr(run.compiler, "cached", None)
+        ready = any(
+            j not in self.started and j in self.futures and self.futures[j].done()
+            for j in self.left
+        )
+        while callable(cached) and not ready and self._busy() < self.slots:
+            avoid = self.pending | {f.candidate.key() for f in self.fillers}
+            cand = run.pick_filler(avoid)
+            if cand is None:
+                return
+            build = cached(cand, run.problem)
+            if build is None:  # its build is not at hand: not a cheap filler now
+                return
+            build = self._prepared(cand, build)
+            if not self._measurable(build):
+                return
+            future = self.measurer.start(run.spec, cand, build, run.problem, run.plan)
+            self.fillers.append(_Filler(cand, build, future))
+
+    # --- journaling ----------------------------------------------------------------------
+    def _evaluate(self, cand: Candidate, build: Build, filler: bool) -> None:
+        """``evaluate`` (its measure() answered by the started measurement), GPU time kept."""
+        before = self.run.measure_s
+        trial = self.run.evaluate(cand, build, self.generation, filler=filler)
+        if trial.measurement is not None:
+            self.run.measure_s = before + (trial.measurement.wall_s or 0.0)
+        self.done.append(trial)
+
+    def _journal_finished(self) -> bool:
+        """Journal finished fillers, then the batch's head while it is finished."""
+        progressed = False
+        for filler in [f for f in self.fillers if f.measurement.done()]:
+            self.fillers.remove(filler)
+            self._evaluate(filler.candidate, filler.build, filler=True)
+            progressed = True
+        while self.left and self.left[0] in self.started:
+            head = self.left[0]
+            measuring = self.started[head]
+            if measuring is not None and not measuring.done():
+                break
+            self.left.pop(0)
+            self.started.pop(head)
+            self._evaluate(self.new[head], self.futures.pop(head).result(), filler=False)
+            progressed = True
+        return progressed
+
+    def _wait(self) -> None:
+        """Until a compile or a measurement ends (or a short while, to see Ctrl-C)."""
+        measuring: list[Future[Any]] = [
+            f for f in self.started.values() if f is not None and not f.done()
+        ]
+        measuring += [f.measurement for f in self.fillers if not f.measurement.done()]
+        compiling: list[Future[Any]] = [
+            self.futures[j] for j in self.left if j in self.futures and not self.futures[j].done()
+        ]
+        start = self.run.clock()
+        if measuring or compiling:
+            wait([*measuring, *compiling], timeout=POLL_S, return_when=FIRST_COMPLETED)
+        else:  # nothing under way (a moment between a compile and its measurement)
+            time.sleep(0.01)
+        if not measuring:  # every GPU idle, waiting on builds
+            self.run.compile_wait_s += self.run.clock() - start
+
+
+def evaluate_concurrently(run: _Run, new: Sequence[Candidate], generation: int) -> list[Trial]:
+    """``evaluate_batch`` for a measurer with several GPUs (``slots > 1``)."""
+    return ConcurrentBatch(run, new, generation).run_batch()
+
+
+__all__ = ["ConcurrentBatch", "evaluate_concurrently"]

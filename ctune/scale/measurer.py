@@ -1,0 +1,196 @@
+"""EngineMeasurer: measurement on the engine's GPU workers, one long-lived worker per GPU.
+
+Each GPU worker (resource ``GPU``, one thread) hosts the same measurer as a local run,
+a ``WorkerMeasurer`` on its one visible GPU: a candidate that faults or hangs kills that
+measurer's subprocess, which it replaces, as locally. If the GPU worker itself dies
+(killed, out of memory), the engine's Nanny starts a new one and the scheduler runs the
+measurement once more; a second death is recorded as the candidate's RUNTIME_FAULT and
+the search goes on. ``slots`` is the number of GPUs: the driver measures that many
+candidates at once (``start``); ``measure`` is the one-at-a-time protocol call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ctune.records import Measurement, Outcome
+from ctune.scale import engine as engine_mod
+from ctune.scale.futures import EngineFuture, killed_worker
+from ctune.scale.tasks import MeasurerFactory, measure_task, probe_task, remeasure_task
+
+if TYPE_CHECKING:
+    from ctune.config import Settings
+    from ctune.kernelspec import KernelSpec, Problem
+    from ctune.measure import SamplingPlan
+    from ctune.records import Build, Candidate
+
+
+class EngineMeasurer:
+    """The Measurer protocol over the engine's GPU workers."""
+
+    def __init__(
+        self, settings: Settings, engine: Any = None, factory: MeasurerFactory | None = None
+    ) -> None:
+        self.engine = engine if engine is not None else engine_mod.acquire(settings)
+        self._owns = engine is None
+        self.settings = settings
+        self.factory = factory or MeasurerFactory()
+        self.slots = self.engine.wait_for(engine_mod.GPU, "one worker per GPU")
+        self._by_value = not self.engine.one_host()  # binaries travel with the task
+        self._baseline_s: float | None = None
+        self._lock = threading.Lock()
+        self.deaths = 0  # measurements whose GPU worker died twice (recorded as faults)
+        self._started: dict[str, Future[Measurement]] = {}  # candidate key -> its measurement
+        probe = self._gpu_call(probe_task, self.factory, settings).result()
+        self.capabilities = frozenset(probe["capabilities"])
+        self.device_name = probe["device_name"]
+        if probe["fingerprint_fields"] is not None:  # a stand-in says what it is
+            fields = dict(probe["fingerprint_fields"])
+            self.fingerprint_fields = lambda: dict(fields)
+
+    def _gpu_call(self, fn: Any, *args: Any) -> Any:
+        return self.engine.client.submit(
+            fn,
+            *args,
+            key=f"ctune-{fn.__name__}-{os.urandom(6).hex()}",
+            resources={engine_mod.GPU: 1},
+            pure=False,
+        )
+
+    def _binary(self, build: Build) -> bytes | None:
+        if not self._by_value or not build.outcome.is_ok or build.binary_path is None:
+            return None
+        path = Path(build.binary_path)
+        return path.read_bytes() if path.is_file() else None
+
+    # --- the Measurer protocol ------------------------------------------------------------
+    def start(
+        self,
+        spec: KernelSpec,
+        candidate: Candidate,
+        build: Build,
+        problem: Problem,
+        plan: SamplingPlan,
+    ) -> Future[Measurement]:
+        """Measure on the next free GPU; the future never fails for the candidate's sake.
+
+        ``measure`` for the same candidate then answers with this measurement."""
+        future = self._submit(spec, candidate, build, problem, plan)
+        with self._lock:
+            self._started[candidate.key()] = future
+        return future
+
+    def forget(self) -> None:
+        """Drop started measurements nobody asked for (a batch cut short)."""
+        with self._lock:
+            started, self._started = self._started, {}
+        for future in started.values():
+            future.cancel()
+
+    def _submit(
+        self,
+        spec: KernelSpec,
+        candidate: Candidate,
+        build: Build,
+        problem: Problem,
+        plan: SamplingPlan,
+    ) -> Future[Measurement]:
+        task = self._gpu_call(
+            measure_task,
+            self.factory,
+            self.settings,
+            spec,
+            candidate,
+            build,
+            problem,
+            plan,
+            self._baseline_s,
+            self._binary(build),
+        )
+        return EngineFuture(
+            task, lambda value, error: self._settle(candidate, problem, plan, value, error)
+        )
+
+    def measure(
+        self,
+        spec: KernelSpec,
+        candidate: Candidate,
+        build: Build,
+        problem: Problem,
+        plan: SamplingPlan,
+    ) -> Measurement:
+        with self._lock:
+            future = self._started.pop(candidate.key(), None)
+        if future is None:
+            future = self._submit(spec, candidate, build, problem, plan)
+        return future.result()
+
+    def _settle(
+        self,
+        candidate: Candidate,
+        problem: Problem,
+        plan: SamplingPlan,
+        value: Any,
+        error: BaseException | None,
+    ) -> Measurement:
+        if killed_worker(error):
+            with self._lock:
+                self.deaths += 1
+            return Measurement(
+                candidate.key(),
+                problem.name,
+                Outcome.RUNTIME_FAULT,
+                l2_policy=plan.l2,
+                error=f"the GPU worker died twice while measuring this candidate (the engine "
+                f"replaced it each time): {error}",
+            )
+        if error is not None:
+            raise error  # DeviceUnhealthy, a bad plan, a ctune bug: the run's, not the candidate's
+        measurement: Measurement = value
+        with self._lock:
+            if measurement.outcome.is_ok and self._baseline_s is None and measurement.wall_s:
+                self._baseline_s = measurement.wall_s
+        return measurement
+
+    def remeasure(
+        self,
+        spec: KernelSpec,
+        items: Sequence[tuple[Candidate, Build]],
+        problem: Problem,
+        plan: SamplingPlan,
+        processes: int,
+    ) -> dict[str, list[Measurement]]:
+        """All on one GPU worker: the baseline and the front are compared on one device."""
+        carried = [(c, b, self._binary(b)) for c, b in items]
+        task = self._gpu_call(
+            remeasure_task, self.factory, self.settings, spec, carried, problem, plan, processes
+        )
+        runs: dict[str, list[Measurement]] = task.result()
+        return runs
+
+    def close(self) -> None:
+        if self.engine is None:
+            return
+        from ctune.scale.tasks import close_task
+
+        # a worker gone or the cluster closing: its measurer went with it
+        with contextlib.suppress(Exception):
+            self.engine.client.run(close_task)
+        if self._owns:
+            engine_mod.release(self.engine)
+        self.engine = None
+
+    def __enter__(self) -> EngineMeasurer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = ["EngineMeasurer"]

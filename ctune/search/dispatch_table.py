@@ -1,0 +1,343 @@
+"""The dispatch table of a problem-set search: which build serves which shape, and the rule
+for shapes the table does not name, as JSON and as a C++ header that agree on both.
+
+The rule (``lookup``), the same in Python and in the header:
+
+1. the entry with the same dims and dtype;
+2. else, among entries of the same dtype and the same dims except the bucket dim (M, the
+   token count of an LLM linear), the one nearest in log2 of the bucket dim (ties: the
+   larger), because a build tuned for a nearby batch size keeps its tile economics;
+3. else, among entries of the same dtype, the one nearest in the sum of log2 distances over
+   all dims (ties: the earlier entry);
+4. else none: the caller's default build.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ctune.errors import UserError
+from ctune.records import Candidate
+
+if TYPE_CHECKING:
+    from ctune.kernelspec import KernelSpec, Problem
+    from ctune.objective.spec import ObjectiveSpec
+    from ctune.search.dispatch import Cover, Matrix
+    from ctune.search.problem_set import SetOptions
+
+KIND = "ctune-dispatch"
+VERSION = 1
+BUCKET_DIM = "M"
+
+
+@dataclass(frozen=True)
+class Entry:
+    problem: str
+    dims: tuple[int, ...]
+    dtype: str
+    build: int  # index into the table's builds
+    runtime: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Table:
+    kernel: str
+    dim_names: tuple[str, ...]
+    runtime_names: tuple[str, ...]
+    builds: tuple[dict[str, Any], ...]
+    entries: tuple[Entry, ...]
+
+    def bucket(self) -> int:
+        return self.dim_names.index(BUCKET_DIM) if BUCKET_DIM in self.dim_names else 0
+
+    def lookup(self, dims: Sequence[int], dtype: str) -> Entry | None:
+        """The module docstring's rule."""
+        same = [e for e in self.entries if e.dtype == dtype]
+        for e in same:
+            if tuple(e.dims) == tuple(dims):
+                return e
+        b = self.bucket()
+        others = [i for i in range(len(dims)) if i != b]
+        row = [e for e in same if all(e.dims[i] == dims[i] for i in others)]
+        if row:
+            return min(row, key=lambda e: (_dist(e.dims[b], dims[b]), -e.dims[b]))
+        if same:
+            return min(
+                same, key=lambda e: sum(_dist(x, y) for x, y in zip(e.dims, dims, strict=True))
+            )
+        return None
+
+
+def _dist(a: int, b: int) -> float:
+    return abs(math.log2(max(a, 1)) - math.log2(max(b, 1)))
+
+
+def dtype_of(spec: KernelSpec, problem: Problem) -> str:
+    """A shape's dtype: its first input's."""
+    for arg in spec.args:
+        if arg.role in ("input", "inout"):
+            return arg.dtype_for(problem)
+    return ""
+
+
+def build_table(
+    spec: KernelSpec,
+    problems: Sequence[Problem],
+    matrix: Matrix,
+    cover: Cover,
+    rows: Sequence[Mapping[str, Any]],
+    flags: Mapping[str, Sequence[str]],
+) -> tuple[Table, list[dict[str, Any]]]:
+    """The table, and the per-shape rows of the JSON (times, losses, best builds)."""
+    from ctune.search.problem_set import best_rows
+
+    chosen = {b: i for i, b in enumerate(cover.builds)}
+    cells = best_rows(rows)
+    dim_names = tuple(problems[0].dims) if problems else ()
+    runtime_names = tuple(g.name for g in spec.genes if g.name in spec.runtime_names)
+    builds = []
+    for b in cover.builds:
+        any_row = next(r for (s, bb), r in cells.items() if bb == b)
+        compiled = {k: v for k, v in any_row["genes"].items() if k not in spec.runtime_names}
+        served = sorted(s for s, x in cover.assignment.items() if x == b)
+        builds.append(
+            {
+                "id": b,
+                "group": matrix.build_group.get(b, ""),
+                "genes": compiled,
+                "nvcc_flags": list(flags[b]),
+                "flags_line": " ".join(shlex.quote(f) for f in flags[b]),
+                "serves": served,
+            }
+        )
+    entries, shapes = [], []
+    for p in problems:
+        if p.name not in cover.assignment:
+            continue
+        b = cover.assignment[p.name]
+        row = cells[p.name, b]
+        runtime = tuple(_int(row["genes"][n], n) for n in runtime_names)
+        dtype = dtype_of(spec, p)
+        entries.append(
+            Entry(p.name, tuple(p.dims[d] for d in dim_names), dtype, chosen[b], runtime)
+        )
+        best = cover.best[p.name]
+        shapes.append(
+            {
+                "problem": p.name,
+                "dims": dict(p.dims),
+                "dtype": dtype,
+                "build": b,
+                "candidate": row["candidate"],
+                "runtime": dict(zip(runtime_names, runtime, strict=True)),
+                "value": row["value"],
+                "best_build": best,
+                "best_value": cells[p.name, best]["value"],
+                "loss_vs_per_shape_best": cover.losses[p.name],
+            }
+        )
+    table = Table(spec.name, dim_names, runtime_names, tuple(builds), tuple(entries))
+    return table, shapes
+
+
+def _int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UserError(f"runtime gene {name} = {value!r}: the dispatch header takes integers")
+    return value
+
+
+def to_json(
+    table: Table, shapes: list[dict[str, Any]], cover: Cover, meta: Mapping[str, Any]
+) -> dict[str, Any]:
+    return {
+        "kind": KIND,
+        "version": VERSION,
+        **meta,
+        "margin": cover.margin,
+        "rule": RULE,
+        "dims": list(table.dim_names),
+        "runtime_genes": list(table.runtime_names),
+        "builds": list(table.builds),
+        "shapes": shapes,
+        "unservable": list(cover.unservable),
+        "max_loss_vs_per_shape_best": cover.max_loss,
+    }
+
+
+RULE = (
+    "exact dims and dtype; else same dtype and same dims but M: nearest log2 M (ties: larger); "
+    "else same dtype: nearest summed log2 distance (ties: earlier); else none (default build)"
+)
+
+
+def from_json(data: Mapping[str, Any]) -> Table:
+    """A table back from its JSON (``ctune dispatch`` re-renders the header from it)."""
+    if data.get("kind") != KIND:
+        raise UserError(f"not a dispatch table (kind {data.get('kind')!r}, expected {KIND!r})")
+    dim_names = tuple(data["dims"])
+    runtime_names = tuple(data["runtime_genes"])
+    index = {b["id"]: i for i, b in enumerate(data["builds"])}
+    entries = tuple(
+        Entry(
+            s["problem"],
+            tuple(int(s["dims"][d]) for d in dim_names),
+            s["dtype"],
+            index[s["build"]],
+            tuple(int(s["runtime"][n]) for n in runtime_names),
+        )
+        for s in data["shapes"]
+    )
+    return Table(str(data["kernel"]), dim_names, runtime_names, tuple(data["builds"]), entries)
+
+
+def _c_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def header(table: Table, origin: str) -> str:
+    """C++17: the builds, the entries and ``lookup`` implementing the same rule."""
+    ns = "ctune_dispatch_" + re.sub(r"[^a-z0-9]", "_", table.kernel.lower())
+    guard = ns.upper() + "_H"
+    nd, nr = len(table.dim_names), len(table.runtime_names)
+    b = table.bucket()
+    lines = [
+        f"/* Generated by ctune from {origin}. Do not edit.",
+        f"   Rule: {RULE}. */",
+        f"#ifndef {guard}",
+        f"#define {guard}",
+        "",
+        "#include <cmath>",
+        "#include <cstdint>",
+        "#include <cstring>",
+        "",
+        f"namespace {ns} {{",
+        "",
+        f"constexpr int kDims = {nd};  // {', '.join(table.dim_names)}",
+        f"constexpr int kRuntime = {max(nr, 1)};  // {', '.join(table.runtime_names) or 'none'}",
+        "struct Build { const char* id; const char* nvcc_flags; };",
+        "struct Entry { std::int64_t dims[kDims]; const char* dtype; int build; "
+        "std::int64_t runtime[kRuntime]; };",
+        "",
+        "inline constexpr Build kBuilds[] = {",
+    ]
+    lines += [f"    {{{_c_string(x['id'])}, {_c_string(x['flags_line'])}}}," for x in table.builds]
+    lines += ["};", "inline constexpr Entry kEntries[] = {"]
+    for e in table.entries:
+        dims = ", ".join(str(d) for d in e.dims)
+        rt = ", ".join(str(v) for v in e.runtime) or "0"
+        lines.append(
+            f"    {{{{{dims}}}, {_c_string(e.dtype)}, {e.build}, {{{rt}}}}},  // {e.problem}"
+        )
+    lines += [
+        "};",
+        f"constexpr int kEntries_n = {len(table.entries)};",
+        "",
+        "inline double dist(std::int64_t a, std::int64_t b) {",
+        "  return std::fabs(std::log2(double(a > 1 ? a : 1)) - std::log2(double(b > 1 ? b : 1)));",
+        "}",
+        "",
+        "/* The entry for a shape by the rule above; nullptr: use the default build. */",
+        "inline const Entry* lookup(const std::int64_t* dims, const char* dtype) {",
+        "  const Entry* row = nullptr;",
+        "  const Entry* near = nullptr;",
+        "  double row_d = 0, near_d = 0;",
+        "  for (int i = 0; i < kEntries_n; ++i) {",
+        "    const Entry& e = kEntries[i];",
+        "    if (std::strcmp(e.dtype, dtype) != 0) continue;",
+        "    bool same = true, same_but_bucket = true;",
+        "    double sum = 0;",
+        "    for (int d = 0; d < kDims; ++d) {",
+        "      if (e.dims[d] != dims[d]) {",
+        "        same = false;",
+        f"        if (d != {b}) same_but_bucket = false;",
+        "      }",
+        "      sum += dist(e.dims[d], dims[d]);",
+        "    }",
+        "    if (same) return &e;",
+        "    if (same_but_bucket) {",
+        f"      double d = dist(e.dims[{b}], dims[{b}]);",
+        f"      if (!row || d < row_d || (d == row_d && e.dims[{b}] > row->dims[{b}])) {{",
+        "        row = &e;",
+        "        row_d = d;",
+        "      }",
+        "    }",
+        "    if (!near || sum < near_d) {",
+        "      near = &e;",
+        "      near_d = sum;",
+        "    }",
+        "  }",
+        "  return row ? row : near;",
+        "}",
+        "",
+    ]
+    if nd:
+        params = ", ".join(f"std::int64_t {n.lower()}" for n in table.dim_names)
+        args = ", ".join(n.lower() for n in table.dim_names)
+        lines += [
+            f"inline const Entry* lookup({params}, const char* dtype) {{",
+            f"  const std::int64_t dims[kDims] = {{{args}}};",
+            "  return lookup(dims, dtype);",
+            "}",
+            "",
+        ]
+    lines += [f"}}  // namespace {ns}", "", f"#endif  // {guard}", ""]
+    return "\n".join(lines)
+
+
+def _argv(spec: KernelSpec, compiler: Any, cand: Candidate, problem: Problem) -> list[str]:
+    """The build's nvcc argv, without compiling where the compiler can say it (offline)."""
+    argv_of = getattr(compiler, "argv", None)
+    if callable(argv_of):
+        name = "kernel.so" if spec.entry_kind == "launcher" else "kernel.cubin"
+        return list(argv_of(cand, problem, Path(name)))
+    return list(compiler.build(cand, problem).argv)
+
+
+def write_table(
+    spec: KernelSpec,
+    objective: ObjectiveSpec,
+    opts: SetOptions,
+    problems: Sequence[Problem],
+    matrix: Matrix,
+    cover: Cover,
+    compiler: Any,
+    measurer: Any,
+) -> tuple[Path, Path]:
+    """dispatch.json and dispatch.h in the set's folder."""
+    from ctune.compile.command import tuned_flags
+    from ctune.search.problem_set import HEADER, MATRIX, TABLE, best_rows, read_rows
+
+    rows = read_rows(opts.set_dir / MATRIX)
+    cells = best_rows(rows)
+    by_name = {p.name: p for p in problems}
+    flags: dict[str, list[str]] = {}
+    for b in cover.builds:
+        shape, row = next((s, r) for (s, bb), r in cells.items() if bb == b)
+        flags[b] = tuned_flags(
+            _argv(spec, compiler, Candidate.of(spec.name, row["genes"]), by_name[shape])
+        )
+    table, shapes = build_table(spec, problems, matrix, cover, rows, flags)
+    device = getattr(measurer, "device_name", "") or ""
+    meta = {
+        "kernel": spec.name,
+        "problem_set": opts.set_name,
+        "objective": objective.objectives[0].text,
+        "device": device,
+    }
+    data = to_json(table, shapes, cover, meta)
+    json_path = opts.set_dir / TABLE
+    json_path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    header_path = opts.set_dir / HEADER
+    origin = f"the problem-set search {opts.set_name} of {spec.name}"
+    header_path.write_text(header(table, origin + (f" on {device}" if device else "")))
+    return json_path, header_path
+
+
+__all__ = ["RULE", "Entry", "Table", "build_table", "from_json", "header", "to_json"]

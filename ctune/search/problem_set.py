@@ -1,0 +1,542 @@
+"""One search over a problem set: the best build per shape, then a few builds for all shapes.
+
+Three phases, each resumable from the set's folder, so a long set runs as several calls that
+each fit a wall-time step (``step_s``; a GPU lent for minutes at a time):
+
+1. **search**: an ordinary search (``run_search``) per shape not yet searched, its winner
+   recorded in ``winners.json`` and, through the caller's publisher (the CLI passes the
+   registry's), its result file under ``artifacts/`` (``ctune registry import`` takes
+   them). Builds do not depend on
+   the shape when the shape's sizes are launcher arguments (only a problem's ``defines`` are
+   compiled in), so later shapes hit the build cache; each search is warm-started with the
+   earlier shapes' winners of its group, measured first.
+2. **cross**: every finalist (each shape's winner, and the default build) measured on every
+   shape of its group, shape by shape, all of a shape's finalists interleaved in the same
+   fresh processes (``Measurer.remeasure``): one harness and one run per shape, so the cells
+   of a row compare. Rows are appended to ``matrix.json``.
+3. **cover**: the fewest compiled builds within ``margin`` of each shape's best
+   (``dispatch.greedy_cover``), written as ``dispatch.json`` and ``dispatch.h``.
+
+A phase stops starting new shapes when the step's time left is under the longest shape it
+has taken so far (the first shape of a call always runs); the next call goes on from the
+folder. The matrix's columns are compiled builds (genes that are compiled in, plus the
+problem's defines): the runtime genes of a cell are those of the best of the build's
+finalist variants on that shape, so a build's runtime values may differ per shape.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ctune.errors import UserError
+from ctune.records import Candidate, canonical_json, sha256_hex
+from ctune.search import dispatch
+
+if TYPE_CHECKING:
+    from ctune.config import Settings
+    from ctune.kernelspec import KernelSpec, Problem
+    from ctune.objective.spec import ObjectiveSpec
+    from ctune.records import Build, Measurement
+    from ctune.search import Publisher
+    from ctune.search.driver import EventSink, SearchOptions
+
+MATRIX = "matrix.json"
+FINALISTS = "finalists.json"
+TABLE = "dispatch.json"
+WINNERS = "winners.json"
+HEADER = "dispatch.h"
+
+
+@dataclass(frozen=True)
+class SetOptions:
+    """A problem-set search: which set, where its state lives, how far this call goes."""
+
+    set_name: str
+    set_dir: Path
+    margin: float = 0.03
+    step_s: float | None = None  # wall time for this call; None: to the end
+    cross_processes: int = 1  # fresh processes per shape in the cross phase
+
+
+@dataclass(frozen=True)
+class SetProgress:
+    """Where the set stands after a call."""
+
+    set_name: str
+    set_dir: Path
+    searched: tuple[str, ...]
+    pending: tuple[str, ...]  # shapes not searched yet
+    missing_cells: int  # finalist x shape cells still to measure
+    cover: dispatch.Cover | None
+    table: Path | None = None
+    header: Path | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        return self.cover is not None
+
+    def to_json(self) -> dict[str, Any]:
+        c = self.cover
+        return {
+            "set": self.set_name,
+            "set_dir": str(self.set_dir),
+            "complete": self.complete,
+            "searched": list(self.searched),
+            "pending": list(self.pending),
+            "missing_cells": self.missing_cells,
+            "builds": list(c.builds) if c else None,
+            "max_loss_vs_per_shape_best": c.max_loss if c else None,
+            "table": str(self.table) if self.table else None,
+            "header": str(self.header) if self.header else None,
+            "notes": list(self.notes),
+        }
+
+
+def group_of(problem: Problem) -> str:
+    """A problem's compile group: its defines (builds of different groups differ)."""
+    return ",".join(f"{k}={v}" for k, v in sorted(problem.defines.items()))
+
+
+def build_id(spec: KernelSpec, candidate: Candidate, problem: Problem) -> str:
+    """The compiled build a candidate runs as on a problem: compiled genes plus defines."""
+    compiled = {k: v for k, v in candidate.as_dict().items() if k not in spec.runtime_names}
+    digest = sha256_hex(canonical_json({"genes": compiled, "defines": problem.defines}))
+    return "b" + digest[:11]
+
+
+def check_set(spec: KernelSpec, set_name: str, objective: ObjectiveSpec) -> list[Problem]:
+    """The set's problems; refuses what a dispatch table cannot be built from."""
+    if set_name not in spec.problem_sets:
+        known = ", ".join(sorted(spec.problem_sets)) or "none"
+        raise UserError(
+            f"{spec.yaml_path}: no problem set '{set_name}' (known: {known}); add it under "
+            "problem_sets"
+        )
+    if len(objective.objectives) != 1:
+        raise UserError(
+            "--problem-set needs exactly one objective (a dispatch table ranks builds by one "
+            f"number); got {len(objective.objectives)}"
+        )
+    if not objective.measures:
+        raise UserError("--problem-set needs a measured objective (p50, p99, ...), not a build one")
+    return [spec.problem(n) for n in spec.problem_sets[set_name]]
+
+
+class _Clock:
+    """The call's step: may another shape start?"""
+
+    def __init__(self, step_s: float | None, clock: Callable[[], float]) -> None:
+        self.step_s, self.clock, self.start = step_s, clock, clock()
+        self.longest = 0.0
+        self.ran = 0
+
+    def may_start(self) -> bool:
+        if self.step_s is None or self.ran == 0:
+            return True
+        return self.step_s - (self.clock() - self.start) >= self.longest
+
+    def left(self) -> float | None:
+        return None if self.step_s is None else self.step_s - (self.clock() - self.start)
+
+    def timed(self, began: float) -> None:
+        self.ran += 1
+        self.longest = max(self.longest, self.clock() - began)
+
+
+def artifact_path(opts: SetOptions, spec: KernelSpec, problem: Problem) -> Path:
+    return opts.set_dir / "artifacts" / f"{spec.name}-{problem.name}.json"
+
+
+def read_winners(opts: SetOptions) -> dict[str, Candidate]:
+    """Searched shape -> its winner (the pinned member, else the default build)."""
+    path = opts.set_dir / WINNERS
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+        return {str(k): Candidate.from_json(v) for k, v in data["winners"].items()}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UserError(
+            f"{path}: unreadable ({exc}); delete it to search those shapes again"
+        ) from None
+
+
+def _record_winner(opts: SetOptions, problem: str, winner: Candidate) -> None:
+    winners = read_winners(opts)
+    winners[problem] = winner
+    data = {"winners": {k: v.to_json() for k, v in sorted(winners.items())}}
+    tmp = opts.set_dir / f".{WINNERS}.tmp"
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    os.replace(tmp, opts.set_dir / WINNERS)
+
+
+def finalists(
+    spec: KernelSpec, opts: SetOptions, problems: Sequence[Problem]
+) -> dict[str, list[Candidate]]:
+    """Group -> candidates to cross-measure: the default build, then each searched shape's
+    winner (first seen first, no repeats)."""
+    out: dict[str, list[Candidate]] = {}
+    winners = read_winners(opts)
+    for p in problems:
+        group = out.setdefault(group_of(p), [spec.default_candidate()])
+        winner = winners.get(p.name)
+        if winner is not None and winner.key() not in {c.key() for c in group}:
+            group.append(winner)
+    return out
+
+
+def run_problem_set(
+    settings: Settings,
+    spec: KernelSpec,
+    objective: ObjectiveSpec,
+    search: SearchOptions,
+    opts: SetOptions,
+    *,
+    compiler: Any,
+    measurer: Any,
+    toolchain: Any = None,
+    on_event: EventSink | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    publish_for: Callable[[Path], Publisher] | None = None,
+) -> SetProgress:
+    """Run as much of the set's search, cross-measurement and cover as this step allows.
+
+    ``publish_for(path)`` gives the publisher of a shape's finished search (the registry's
+    ``ResultPublisher`` writing its result file to ``path``); None writes no artifacts.
+    """
+    problems = check_set(spec, opts.set_name, objective)
+    opts.set_dir.mkdir(parents=True, exist_ok=True)
+    step = _Clock(opts.step_s, clock)
+    notes: list[str] = []
+    pending = _search_phase(
+        settings,
+        spec,
+        objective,
+        search,
+        opts,
+        problems,
+        step,
+        compiler,
+        measurer,
+        toolchain,
+        on_event,
+        publish_for,
+    )
+    searched = tuple(p.name for p in problems if p.name not in pending)
+    _write_finalists(spec, opts, problems, compiler)
+    if pending:
+        return SetProgress(opts.set_name, opts.set_dir, searched, tuple(pending), -1, None)
+    matrix = _cross_phase(spec, objective, opts, problems, step, compiler, measurer, settings)
+    holes = matrix.missing()
+    if holes:
+        return SetProgress(opts.set_name, opts.set_dir, searched, (), len(holes), None)
+    cover = dispatch.greedy_cover(matrix, opts.margin)
+    if cover.unservable:
+        notes.append(f"no finalist ran on: {', '.join(cover.unservable)}")
+    from ctune.search.dispatch_table import write_table
+
+    table, header = write_table(spec, objective, opts, problems, matrix, cover, compiler, measurer)
+    return SetProgress(
+        opts.set_name, opts.set_dir, searched, (), 0, cover, table, header, tuple(notes)
+    )
+
+
+def _search_phase(
+    settings: Settings,
+    spec: KernelSpec,
+    objective: ObjectiveSpec,
+    search: SearchOptions,
+    opts: SetOptions,
+    problems: Sequence[Problem],
+    step: _Clock,
+    compiler: Any,
+    measurer: Any,
+    toolchain: Any,
+    on_event: EventSink | None,
+    publish_for: Callable[[Path], Publisher] | None,
+) -> list[str]:
+    """Search each shape without a winner; return the names still pending."""
+    from ctune.search.driver import run_search
+
+    done = read_winners(opts)
+    pending = [p.name for p in problems if p.name not in done]
+    for problem in problems:
+        if problem.name not in pending or not step.may_start():
+            continue
+        began = step.clock()
+        seeds = [c.as_dict() for c in finalists(spec, opts, problems).get(group_of(problem), [])]
+        left = step.left()
+        time_s = search.time_s
+        if left is not None:
+            time_s = max(1.0, min(time_s or left, left))
+        options = dataclasses.replace(
+            search,
+            problem=problem.name,
+            journal=_journal_path(opts, problem),
+            resume=None,
+            time_s=time_s,
+            warm_start=tuple(seeds[1:]),  # the default build is every search's baseline
+            warm_start_source=f"earlier shapes of {opts.set_name}",
+        )
+        result = run_search(
+            settings,
+            spec,
+            objective,
+            options,
+            compiler=compiler,
+            measurer=measurer,
+            toolchain=toolchain,
+            on_event=on_event,
+            publish=publish_for(artifact_path(opts, spec, problem)) if publish_for else None,
+        )
+        step.timed(began)
+        if result.interrupted:
+            break
+        if result.baseline is not None:
+            pinned = result.member(result.pinned) if result.pinned else None
+            _record_winner(opts, problem.name, (pinned or result.baseline).candidate)
+            pending.remove(problem.name)
+    return pending
+
+
+def _journal_path(opts: SetOptions, problem: Problem) -> Path:
+    """A fresh journal per attempt: an attempt cut off by the step leaves its journal."""
+    folder = opts.set_dir / "journals"
+    folder.mkdir(parents=True, exist_ok=True)
+    n = sum(1 for _ in folder.glob(f"{problem.name}.*.jsonl"))
+    return folder / f"{problem.name}.{n}.jsonl"
+
+
+# --- cross-measurement ----------------------------------------------------------------------
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    try:
+        data = json.loads(path.read_text())
+        rows = data["rows"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UserError(
+            f"{path}: not a dispatch matrix ({exc}); move it away to start over"
+        ) from None
+    if not isinstance(rows, list):
+        raise UserError(f"{path}: 'rows' is not a list; move it away to start over")
+    return rows
+
+
+def _write_json(path: Path, data: Any) -> None:
+    """Whole file or nothing: a step cut off mid-write must not leave half a matrix."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def _cross_phase(
+    spec: KernelSpec,
+    objective: ObjectiveSpec,
+    opts: SetOptions,
+    problems: Sequence[Problem],
+    step: _Clock,
+    compiler: Any,
+    measurer: Any,
+    settings: Settings,
+) -> dispatch.Matrix:
+    path = opts.set_dir / MATRIX
+    rows = read_rows(path)
+    final = finalists(spec, opts, problems)
+    for problem in problems:
+        done = {r["candidate"] for r in rows if r["shape"] == problem.name}
+        todo = [c for c in final[group_of(problem)] if c.key() not in done]
+        if not todo:
+            continue
+        if not step.may_start():
+            break
+        began = step.clock()
+        rows += cross_row(spec, objective, problem, todo, compiler, measurer, opts, settings)
+        _write_json(path, {"kernel": spec.name, "set": opts.set_name, "rows": rows})
+        step.timed(began)
+    return to_matrix(spec, problems, final, rows)
+
+
+def cross_row(
+    spec: KernelSpec,
+    objective: ObjectiveSpec,
+    problem: Problem,
+    todo: Sequence[Candidate],
+    compiler: Any,
+    measurer: Any,
+    opts: SetOptions,
+    settings: Settings,
+) -> list[dict[str, Any]]:
+    """Cells of one shape: each candidate built (a cache hit, usually) and all measured
+    interleaved in the same fresh processes; failures become cells of value null."""
+    from ctune.search.driver import _plan
+
+    rows: list[dict[str, Any]] = []
+    futures = {c.key(): compiler.submit(c, problem) for c in todo if not _invalid(spec, c, problem)}
+    items: list[tuple[Candidate, Build]] = []
+    for cand in todo:
+        why = _invalid(spec, cand, problem)
+        build = None if why else futures[cand.key()].result()
+        if build is not None and not build.outcome.is_ok:
+            why = f"build {build.outcome.value}"
+        if why:
+            rows.append(_row(spec, problem, cand, None, why))
+        else:
+            assert build is not None
+            items.append((cand, build))
+    if items:
+        plan = _plan(settings, spec, objective)
+        runs = measurer.remeasure(spec, items, problem, plan, opts.cross_processes)
+        for cand, build in items:
+            row = _measured_row(spec, objective, problem, cand, build, runs.get(cand.key()))
+            rows.append({**row, "build_key": build.build_key})
+    return rows
+
+
+def _invalid(spec: KernelSpec, cand: Candidate, problem: Problem) -> str:
+    broken = spec.space.violations(cand.as_dict(), problem.dims)
+    return f"breaks restriction '{broken[0]}'" if broken else ""
+
+
+def _measured_row(
+    spec: KernelSpec,
+    objective: ObjectiveSpec,
+    problem: Problem,
+    cand: Candidate,
+    build: Build,
+    runs: Sequence[Measurement] | None,
+) -> dict[str, Any]:
+    from ctune.search.report import pool
+
+    bad = [m for m in runs or () if not m.outcome.is_ok]
+    if not runs or bad:
+        return _row(spec, problem, cand, None, bad[0].outcome.value if bad else "not measured")
+    pooled = pool(runs)
+    values, violations = objective.evaluate(build, pooled, problem.dims)
+    if not values or any(v > 0 for v in violations):
+        return _row(spec, problem, cand, None, "violates a constraint")
+    value = float(values[0])
+    cost = value if objective.directions[0] == "min" else (1.0 / value if value > 0 else None)
+    return _row(spec, problem, cand, cost, "ok", value)
+
+
+def _row(
+    spec: KernelSpec,
+    problem: Problem,
+    cand: Candidate,
+    cost: float | None,
+    outcome: str,
+    value: float | None = None,
+) -> dict[str, Any]:
+    return {
+        "shape": problem.name,
+        "candidate": cand.key(),
+        "build": build_id(spec, cand, problem),
+        "genes": cand.as_dict(),
+        "cost": cost,
+        "value": value,
+        "outcome": outcome,
+    }
+
+
+def to_matrix(
+    spec: KernelSpec,
+    problems: Sequence[Problem],
+    final: Mapping[str, Sequence[Candidate]],
+    rows: Sequence[Mapping[str, Any]],
+) -> dispatch.Matrix:
+    """Columns: the finalists' compiled builds; a cell: the best variant's cost (null if every
+    measured variant failed); missing: an eligible finalist variant not measured yet."""
+    names = {p.name for p in problems}
+    build_group: dict[str, str] = {}
+    for p in problems:
+        for c in final.get(group_of(p), ()):
+            build_group.setdefault(build_id(spec, c, p), group_of(p))
+    measured = {(r["shape"], r["candidate"]) for r in rows}
+    cells: dict[tuple[str, str], float | None] = {}
+    for r in rows:
+        key = (r["shape"], r["build"])
+        if r["shape"] not in names or r["build"] not in build_group:
+            continue
+        old = cells.get(key)
+        cost = r["cost"]
+        if key not in cells or (cost is not None and (old is None or cost < old)):
+            cells[key] = cost
+    for p in problems:  # a build with a variant not measured on p is not complete there
+        for c in final.get(group_of(p), ()):
+            if (p.name, c.key()) not in measured:
+                cells.pop((p.name, build_id(spec, c, p)), None)
+    return dispatch.Matrix(
+        shapes=tuple(p.name for p in problems),
+        builds=tuple(build_group),
+        cells=cells,
+        shape_group={p.name: group_of(p) for p in problems},
+        build_group=build_group,
+    )
+
+
+def best_rows(
+    rows: Sequence[Mapping[str, Any]],
+) -> dict[tuple[str, str], Mapping[str, Any]]:
+    """(shape, build) -> the row of the build's fastest variant there (its runtime genes)."""
+    out: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for r in rows:
+        if r["cost"] is None:
+            continue
+        key = (r["shape"], r["build"])
+        if key not in out or r["cost"] < out[key]["cost"]:
+            out[key] = r
+    return out
+
+
+def _write_finalists(
+    spec: KernelSpec, opts: SetOptions, problems: Sequence[Problem], compiler: Any
+) -> None:
+    """The finalists and their build-cache keys: what the next call needs from the cache
+    (a cache hit each: every finalist was built by its search or the cross phase)."""
+    entries = []
+    for group, cands in finalists(spec, opts, problems).items():
+        members = [p for p in problems if group_of(p) == group]
+        for c in cands:
+            valid = [p for p in members if not _invalid(spec, c, p)]
+            build = compiler.build(c, valid[0]) if valid else None
+            ok = build is not None and build.outcome.is_ok
+            entries.append(
+                {
+                    "group": group,
+                    "candidate": c.key(),
+                    "build": build_id(spec, c, members[0]),
+                    "genes": c.as_dict(),
+                    "build_key": build.build_key if build is not None and ok else "",
+                }
+            )
+    _write_json(opts.set_dir / FINALISTS, {"kernel": spec.name, "finalists": entries})
+
+
+__all__ = [
+    "FINALISTS",
+    "HEADER",
+    "MATRIX",
+    "TABLE",
+    "SetOptions",
+    "SetProgress",
+    "best_rows",
+    "build_id",
+    "check_set",
+    "cross_row",
+    "finalists",
+    "group_of",
+    "read_rows",
+    "run_problem_set",
+    "to_matrix",
+]

@@ -1,0 +1,120 @@
+"""The dispatch table's rule: exact cases in Python, and the C++ header (compiled with the host
+compiler) answering every query of a grid exactly as the Python lookup does."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ctune.errors import UserError
+from ctune.search.dispatch_table import Entry, Table, from_json, header
+
+BUILDS = ({"id": "b0", "flags_line": "-DTILE_M=64"}, {"id": "b1", "flags_line": '-DX="q"'})
+TABLE = Table(
+    "cutlass_gemm",
+    ("M", "N", "K"),
+    ("SPLITS",),
+    BUILDS,
+    (
+        Entry("qkv-t1", (1, 6144, 4096), "float16", 0, (1,)),
+        Entry("qkv-t16", (16, 6144, 4096), "float16", 0, (2,)),
+        Entry("qkv-t2048", (2048, 6144, 4096), "float16", 1, (1,)),
+        Entry("o-t128", (128, 4096, 4096), "float16", 1, (4,)),
+        Entry("o-t128-bf16", (128, 4096, 4096), "bfloat16", 0, (3,)),
+    ),
+)
+
+
+def name(dims: tuple[int, ...], dtype: str) -> str | None:
+    e = TABLE.lookup(dims, dtype)
+    return e.problem if e else None
+
+
+def test_exact_match() -> None:
+    assert name((16, 6144, 4096), "float16") == "qkv-t16"
+    assert name((128, 4096, 4096), "bfloat16") == "o-t128-bf16"
+
+
+def test_same_row_nearest_m_in_log2_ties_to_the_larger() -> None:
+    assert name((8, 6144, 4096), "float16") == "qkv-t16"  # log2: 1 from 16, 3 from 1
+    assert name((4, 6144, 4096), "float16") == "qkv-t16"  # 2 vs 2: the larger M
+    assert name((2, 6144, 4096), "float16") == "qkv-t1"
+    assert name((100000, 6144, 4096), "float16") == "qkv-t2048"
+    # log2 181 = 7.4998: 3.4998 from 16, 3.5002 from 2048 (a near tie is not a tie)
+    assert name((181, 6144, 4096), "float16") == "qkv-t16"
+
+
+def test_other_rows_fall_back_to_the_nearest_shape_of_the_dtype() -> None:
+    assert name((128, 4096, 14336), "float16") == "o-t128"
+    assert name((1, 57344, 8192), "bfloat16") == "o-t128-bf16"  # the only bf16 entry
+    assert name((1, 4096, 4096), "float32") is None  # no entry of that dtype
+
+
+def test_json_round_trip_and_refusal() -> None:
+    data = {
+        "kind": "ctune-dispatch",
+        "kernel": "cutlass_gemm",
+        "dims": ["M", "N", "K"],
+        "runtime_genes": ["SPLITS"],
+        "builds": list(BUILDS),
+        "shapes": [
+            {
+                "problem": e.problem,
+                "dims": dict(zip(("M", "N", "K"), e.dims, strict=True)),
+                "dtype": e.dtype,
+                "build": BUILDS[e.build]["id"],
+                "runtime": {"SPLITS": e.runtime[0]},
+            }
+            for e in TABLE.entries
+        ],
+    }
+    assert from_json(data) == TABLE
+    with pytest.raises(UserError, match="not a dispatch table"):
+        from_json({"kind": "other"})
+
+
+QUERIES = [
+    (m, n, k, dt)
+    for m in (1, 2, 3, 4, 8, 16, 24, 64, 100, 128, 181, 1000, 2048, 4096, 10**6)
+    for n, k in ((6144, 4096), (4096, 4096), (4096, 14336), (57344, 8192))
+    for dt in ("float16", "bfloat16", "float32")
+]
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs a host C++ compiler (g++)")
+def test_header_agrees_with_python_on_a_grid(tmp_path: Path) -> None:
+    (tmp_path / "dispatch.h").write_text(header(TABLE, "a test table"))
+    calls = "\n".join(f'  show(lookup({m}, {n}, {k}, "{dt}"));' for m, n, k, dt in QUERIES)
+    (tmp_path / "main.cpp").write_text(
+        '#include <cstdio>\n#include "dispatch.h"\n'
+        "using namespace ctune_dispatch_cutlass_gemm;\n"
+        "void show(const Entry* e) {\n"
+        '  if (!e) { std::printf("none\\n"); return; }\n'
+        '  std::printf("%lld %lld %lld %s %d %lld\\n", (long long)e->dims[0],'
+        " (long long)e->dims[1], (long long)e->dims[2], e->dtype, e->build,"
+        " (long long)e->runtime[0]);\n"
+        "}\n"
+        f"int main() {{\n{calls}\n  return 0;\n}}\n"
+    )
+    exe = tmp_path / "q"
+    subprocess.run(
+        ["g++", "-std=c++17", "-Wall", "-Werror", "-o", str(exe), str(tmp_path / "main.cpp")],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    got = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split("\n")
+    for (m, n, k, dt), out in zip(QUERIES, got, strict=False):
+        e = TABLE.lookup((m, n, k), dt)
+        want = (
+            "none"
+            if e is None
+            else f"{e.dims[0]} {e.dims[1]} {e.dims[2]} {e.dtype} {e.build} {e.runtime[0]}"
+        )
+        assert out == want, (m, n, k, dt)
+    assert len([g for g in got if g]) == len(QUERIES)
+    text = header(TABLE, "x")
+    assert '"-DX=\\"q\\""' in text  # quotes escaped in C strings

@@ -1,0 +1,246 @@
+"""The problem-set search on stand-ins: every shape searched, every finalist measured on every
+shape of its group, a cover within the margin, and a stepped run that ends where a whole run
+does."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+import ctune.cli.search as search_cli
+from ctune.config import Settings
+from ctune.errors import UserError
+from ctune.kernelspec import KernelSpec, load_spec
+from ctune.objective import parse_objective_spec
+from ctune.registry.assemble import ResultPublisher
+from ctune.search.dispatch import EDGE_EPS
+from ctune.search.dispatch_table import from_json
+from ctune.search.driver import SearchOptions
+from ctune.search.problem_set import (
+    MATRIX,
+    SetOptions,
+    SetProgress,
+    build_id,
+    finalists,
+    group_of,
+    read_rows,
+    run_problem_set,
+)
+from ctune.testing.cli_app import ctune_main
+from ctune.testing.standins import StandInCompiler, StandInMeasurer, write_standin_kernel
+
+SET_YAML = """\
+name: {name}
+description: stand-in kernel for problem-set tests (never compiled)
+entry: standin_kernel
+genes:
+  TILE_M: {{values: [16, 32, 64, 128], default: 64, family: template}}
+  TILE_N: {{values: [32, 64, 128], default: 64, family: template}}
+  STAGES: {{range: [1, 4], default: 2, family: template}}
+  SPLIT_K: {{values: [1, 2, 4], default: 1, family: runtime}}
+restrictions:
+  - "TILE_M * TILE_N <= 8192"
+launch:
+  grid: ["ceil_div(M, TILE_M) * ceil_div(N, TILE_N) * SPLIT_K"]
+  block: [128]
+problems:
+  - {{name: m1, dims: {{M: 1, N: 4096, K: 4096}}}}
+  - {{name: m16, dims: {{M: 16, N: 4096, K: 4096}}}}
+  - {{name: m2048, dims: {{M: 2048, N: 4096, K: 4096}}}}
+  - {{name: m16-b, dims: {{M: 16, N: 4096, K: 4096}}, defines: {{CTUNE_BF16: 1}},
+     dtypes: {{A: bfloat16}}}}
+  - {{name: m2048-b, dims: {{M: 2048, N: 4096, K: 4096}}, defines: {{CTUNE_BF16: 1}},
+     dtypes: {{A: bfloat16}}}}
+problem_sets:
+  all: [m1, m16, m2048, m16-b, m2048-b]
+  one: [m16]
+args:
+  - {{name: A, role: input, dtype: float32, shape: [M, K]}}
+  - {{name: C, role: output, dtype: float32, shape: [M, N]}}
+reference:
+  python: {name}_ref.py:reference
+metrics:
+  flops: "2 * M * N * K"
+"""
+
+
+@pytest.fixture
+def spec(tmp_path: Path) -> KernelSpec:
+    return load_spec(write_standin_kernel(tmp_path / "k", "setk", SET_YAML))
+
+
+def _run(
+    spec: KernelSpec,
+    tmp_path: Path,
+    set_dir: Path,
+    *,
+    step_s: float | None = None,
+    clock: Any = None,
+    objectives: tuple[str, ...] = ("p50",),
+) -> SetProgress:
+    settings = Settings(cache_dir=tmp_path / "cache", registry=tmp_path / "registry")
+    objective = parse_objective_spec(list(objectives), [], spec.metrics)
+    search = SearchOptions(budget=8, seed=1, confirm_processes=2, journal_fsync=False)
+    opts = SetOptions("all", set_dir, margin=0.03, step_s=step_s, cross_processes=2)
+    extra = {"clock": clock} if clock is not None else {}
+    return run_problem_set(
+        settings,
+        spec,
+        objective,
+        search,
+        opts,
+        compiler=StandInCompiler(spec, fail_every=None),
+        measurer=StandInMeasurer(seed=3, samples=40, fault_corner=None, wrong_every=None),
+        publish_for=lambda out: ResultPublisher(settings.registry, settings.cache_dir, out),
+        **extra,
+    )
+
+
+def test_whole_set_searches_cross_measures_and_covers(spec: KernelSpec, tmp_path: Path) -> None:
+    progress = _run(spec, tmp_path, tmp_path / "set")
+    assert progress.complete and not progress.pending
+    assert progress.missing_cells == 0
+    names = ["m1", "m16", "m2048", "m16-b", "m2048-b"]
+    for name in names:
+        assert (tmp_path / "set" / "artifacts" / f"setk-{name}.json").is_file()
+    # every finalist of a group measured on every shape of that group, and only there
+    rows = read_rows(tmp_path / "set" / MATRIX)
+    final = finalists(spec, SetOptions("all", tmp_path / "set"), [spec.problem(n) for n in names])
+    for name in names:
+        group = group_of(spec.problem(name))
+        assert {r["candidate"] for r in rows if r["shape"] == name} == {
+            c.key() for c in final[group]
+        }
+    cover = progress.cover
+    assert cover is not None
+    # the cover's promise, checked against the matrix itself
+    for name in names:
+        mine = [r for r in rows if r["shape"] == name and r["cost"] is not None]
+        best = min(r["cost"] for r in mine)
+        served = min(r["cost"] for r in mine if r["build"] == cover.assignment[name])
+        assert served <= best * (1 + 0.03 + EDGE_EPS)
+    fp16 = {cover.assignment[n] for n in ("m1", "m16", "m2048")}
+    bf16 = {cover.assignment[n] for n in ("m16-b", "m2048-b")}
+    assert not fp16 & bf16  # a build of one group never serves the other
+    table = json.loads((tmp_path / "set" / "dispatch.json").read_text())
+    assert {s["problem"] for s in table["shapes"]} == set(names)
+    assert [b["id"] for b in table["builds"]] == list(cover.builds)
+    assert table["max_loss_vs_per_shape_best"] == pytest.approx(cover.max_loss)
+    assert "namespace ctune_dispatch_setk" in (tmp_path / "set" / "dispatch.h").read_text()
+    # the table's lookup serves every listed shape with its own entry
+    parsed = from_json(table)
+    for s in table["shapes"]:
+        entry = parsed.lookup([s["dims"][d] for d in table["dims"]], s["dtype"])
+        assert entry is not None and parsed.builds[entry.build]["id"] == s["build"]
+
+
+def test_builds_are_shared_across_shapes_of_a_group(spec: KernelSpec) -> None:
+    cand = spec.default_candidate()
+    m16, m2048, m16b = spec.problem("m16"), spec.problem("m2048"), spec.problem("m16-b")
+    assert build_id(spec, cand, m16) == build_id(spec, cand, m2048)
+    assert build_id(spec, cand, m16) != build_id(spec, cand, m16b)  # defines differ
+    runtime = spec.candidate({**cand.as_dict(), "SPLIT_K": 4})
+    assert build_id(spec, runtime, m16) == build_id(spec, cand, m16)  # runtime gene: same build
+
+
+class SteppedClock:
+    """Each reading is 50 s later: every phase step looks 50+ s long."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        self.t += 50.0
+        return self.t
+
+
+def test_stepped_calls_end_where_one_whole_call_does(spec: KernelSpec, tmp_path: Path) -> None:
+    whole = _run(spec, tmp_path / "w", tmp_path / "whole")
+    calls = []
+    for _ in range(20):
+        p = _run(spec, tmp_path / "s", tmp_path / "stepped", step_s=120, clock=SteppedClock())
+        calls.append(p)
+        if p.complete:
+            break
+    assert len(calls) > 2  # it did take several steps
+    assert not calls[0].complete and calls[0].pending  # the first stopped among the searches
+    last = calls[-1]
+    assert last.cover is not None and whole.cover is not None
+    assert last.cover.builds == whole.cover.builds
+    assert last.cover.assignment == whole.cover.assignment
+
+
+def test_refusals(spec: KernelSpec, tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="exactly one objective"):
+        _run(spec, tmp_path, tmp_path / "x", objectives=("p50", "p99"))
+    settings = Settings(cache_dir=tmp_path / "cache", registry=tmp_path / "registry")
+    objective = parse_objective_spec(["p50"], [], spec.metrics)
+    with pytest.raises(UserError, match="no problem set 'nope'"):
+        run_problem_set(
+            settings,
+            spec,
+            objective,
+            SearchOptions(),
+            SetOptions("nope", tmp_path / "x"),
+            compiler=StandInCompiler(spec),
+            measurer=StandInMeasurer(),
+        )
+
+
+def test_a_broken_matrix_file_is_one_clear_error(spec: KernelSpec, tmp_path: Path) -> None:
+    (tmp_path / "m.json").write_text("{not json")
+    with pytest.raises(UserError, match="not a dispatch matrix"):
+        read_rows(tmp_path / "m.json")
+
+
+# --- the CLI ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.chdir(tmp_path)
+    for name in ("CTUNE_CACHE_DIR", "CTUNE_JOBS", "CTUNE_L2", "CTUNE_DEBUG", "CTUNE_REGISTRY"):
+        monkeypatch.delenv(name, raising=False)
+    write_standin_kernel(tmp_path / "k", "setk", SET_YAML)
+    measurer = StandInMeasurer(seed=3, samples=40, fault_corner=None, wrong_every=None)
+    monkeypatch.setattr(search_cli, "load_kernel", lambda kernel, cfg: (load_spec(kernel), None))
+    monkeypatch.setattr(
+        search_cli, "make_compiler", lambda spec, tc, cfg: StandInCompiler(spec, fail_every=None)
+    )
+    monkeypatch.setattr(search_cli, "make_measurer", lambda cfg: measurer)
+
+    def invoke(*args: str) -> Any:
+        return CliRunner().invoke(
+            ctune_main, ["search", "k/setk.cu", "-O", "p50", *args], env={"COLUMNS": "200"}
+        )
+
+    return invoke
+
+
+def test_cli_problem_set_writes_the_table(cli: Any, tmp_path: Path) -> None:
+    result = cli("--problem-set", "one", "--budget", "6", "--set-dir", "s", "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout[result.stdout.index("{") :])
+    assert out["complete"] is True and out["searched"] == ["m16"]
+    assert (tmp_path / "s" / "dispatch.json").is_file()
+    assert (tmp_path / "s" / "dispatch.h").is_file()
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("--problem", "m16"), "--problem-set with --problem"),
+        (("--out", "x.json"), "--problem-set with --out"),
+        (("--dispatch-margin", "lots"), "--dispatch-margin 'lots'"),
+        (("--cross-processes", "0"), "--cross-processes must be 1"),
+    ],
+)
+def test_cli_problem_set_refusals(cli: Any, args: tuple[str, ...], needle: str) -> None:
+    result = cli("--problem-set", "one", *args)
+    assert result.exit_code == 2, result.output
+    assert needle in result.output
+    assert "Traceback" not in result.output

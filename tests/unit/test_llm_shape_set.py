@@ -1,0 +1,131 @@
+"""The CUTLASS GEMM's LLM shape set, checked against the models' own numbers, and the bench
+helpers that carry a problem-set search between GPU calls and judge its dispatch table."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from ctune.kernelspec import KernelSpec, load_spec
+
+ROOT = Path(__file__).parents[2]
+MODELS = {  # hidden, MLP, heads, KV heads, head dim
+    "llm8b": (4096, 14336, 32, 8, 128),
+    "llm70b": (8192, 28672, 64, 8, 128),
+}
+TOKENS = (1, 16, 128, 2048, 8192)
+
+
+@pytest.fixture(scope="module")
+def spec() -> KernelSpec:
+    pytest.importorskip(
+        "cutlass_library", reason="the spec's @cutlass include needs nvidia-cutlass"
+    )
+    return load_spec(ROOT / "kernels" / "cutlass_gemm.yaml")
+
+
+def expected() -> dict[str, dict[str, int]]:
+    out = {}
+    for model, (h, f, heads, kv, d) in MODELS.items():
+        proj = {
+            "qkv": ((heads + 2 * kv) * d, h),
+            "o": (h, heads * d),
+            "gateup": (2 * f, h),
+            "down": (h, f),
+        }
+        for name, (n, k) in proj.items():
+            for t in TOKENS:
+                out[f"{model}-{name}-t{t}"] = {"M": t, "N": n, "K": k}
+    return out
+
+
+def test_every_projection_at_every_t_in_both_dtypes(spec: KernelSpec) -> None:
+    shapes = expected()
+    assert len(shapes) == 40
+    for name, dims in shapes.items():
+        fp16, bf16 = spec.problem(name), spec.problem(name + "-bf16")
+        assert fp16.dims == dims and bf16.dims == dims
+        assert fp16.defines == {} and bf16.defines == {"CTUNE_BF16": 1}
+        assert {a: bf16.dtypes.get(a) for a in "ABC"} == dict.fromkeys("ABC", "bfloat16")
+
+
+def test_the_sets(spec: KernelSpec) -> None:
+    sets = spec.problem_sets
+    shapes = expected()
+    assert set(sets["llm-fp16"]) == set(shapes)
+    assert set(sets["llm-bf16"]) == {n + "-bf16" for n in shapes}
+    assert set(sets["llm-all"]) == set(sets["llm-fp16"]) | set(sets["llm-bf16"])
+    for model in MODELS:
+        assert set(sets[f"{model}-fp16"]) == {n for n in shapes if n.startswith(model + "-")}
+    decode = {n for n, d in shapes.items() if d["M"] <= 128}
+    assert set(sets["decode-fp16"]) == decode
+    assert set(sets["decode-bf16"]) == {n + "-bf16" for n in decode}
+
+
+def test_tma_alignment_holds_and_m1_is_allowed(spec: KernelSpec) -> None:
+    for name in spec.problem_sets["llm-all"]:
+        dims = spec.problem(name).dims
+        assert dims["N"] % 8 == 0 and dims["K"] % 8 == 0  # 16-byte rows for TMA
+        assert spec.space.is_valid(spec.space.default_values(), dims)
+
+
+def test_restrictions_rule_out_the_combinations_that_do_not_compile(spec: KernelSpec) -> None:
+    d = spec.problem("llm8b-o-t1").dims
+    base = spec.space.default_values()
+    coop_epi2 = {**base, "EPILOGUE": 2}  # cooperative kernel, 64-row TMA epilogue
+    assert not spec.space.is_valid(coop_epi2, d)
+    pingpong = {**base, "EPILOGUE": 2, "SCHEDULE": 1, "TILE_M": 64}
+    assert spec.space.is_valid(pingpong, d)
+    coop64 = {**base, "TILE_M": 64}  # cooperative needs two 64-row consumer warpgroups
+    assert not spec.space.is_valid(coop64, d)
+    decode = {**base, "SWAP_AB": 1, "TILE_N": 16, "SCHEDULE": 1, "TILE_M": 64}
+    assert spec.space.is_valid(decode, d)
+
+
+def _bench(name: str) -> ModuleType:
+    path = ROOT / "bench" / f"{name}.py"
+    module_spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_spec.name] = module
+    module_spec.loader.exec_module(module)
+    return module
+
+
+def test_carry_packs_only_finalists_and_unpacks_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    carry = _bench("carry_builds")
+    cache = tmp_path / "cache"
+    for key in ("keep1", "keep2", "loser"):
+        (cache / "builds" / key).mkdir(parents=True)
+        (cache / "builds" / key / "kernel.so").write_bytes(key.encode() * 100)
+    finalists = tmp_path / "finalists.json"
+    entries = [{"build_key": "keep1"}, {"build_key": "keep2"}, {"build_key": ""}]
+    finalists.write_text(json.dumps({"finalists": [*entries, {"build_key": "gone"}]}))
+    monkeypatch.setenv("CTUNE_CACHE_DIR", str(cache))
+    archive = tmp_path / "carry" / "builds.tgz"
+    assert carry.main(["pack", str(archive), str(finalists)]) == 0
+    monkeypatch.setenv("CTUNE_CACHE_DIR", str(tmp_path / "fresh"))
+    assert carry.main(["unpack", str(archive)]) == 0
+    got = sorted(p.name for p in (tmp_path / "fresh" / "builds").iterdir())
+    assert got == ["keep1", "keep2"]
+    assert (tmp_path / "fresh" / "builds" / "keep1" / "kernel.so").read_bytes() == b"keep1" * 100
+    assert carry.main(["unpack", str(tmp_path / "none.tgz")]) == 0  # first call: nothing yet
+
+
+def test_bench_reads_tokens_and_judges_the_dispatch_target() -> None:
+    pytest.importorskip("numpy")
+    kv = _bench("kernels_vs_vendor")
+    assert kv._tokens("llm70b-qkv-t16-bf16") == 16
+    assert kv._tokens("llm8b-o-t8192") == 8192
+    assert kv._tokens("sq4096") > 128
+    table = {"builds": [{}] * 8, "max_loss_vs_per_shape_best": 0.03, "unservable": []}
+    assert kv.dispatch_target(table)["met"]
+    assert not kv.dispatch_target({**table, "builds": [{}] * 9})["met"]
+    assert not kv.dispatch_target({**table, "max_loss_vs_per_shape_best": 0.031})["met"]
