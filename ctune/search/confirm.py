@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 from ctune.records import Build, Measurement, Trial
 
 if TYPE_CHECKING:
-    from ctune.evidence.compare import Comparison
+    from ctune.evidence.compare import Comparison, NoiseRule
 
 #: an effect under this share of the threshold will not become significant: stop
 FUTILE_SHARE = 0.5
@@ -60,11 +60,15 @@ def settled(verdict: Comparison) -> bool:
     return not math.isnan(verdict.change) and abs(verdict.change) < FUTILE_SHARE * verdict.threshold
 
 
-def min_processes() -> int:
-    """The processes per side the comparison rule (and so the gate) needs: its k."""
+def _rule() -> NoiseRule:
     from ctune.evidence.compare import NoiseRule
 
-    return NoiseRule().min_processes
+    return NoiseRule()
+
+
+def min_processes() -> int:
+    """The processes per side the comparison rule (and so the gate) needs: its k."""
+    return _rule().min_processes
 
 
 @dataclass(frozen=True)
@@ -206,7 +210,8 @@ def _decide_single(state: _State, value_of: ValueOf, floor: int) -> bool:
 
     leader = min(members, key=confirmed)
     verdict = separation(state.runs[leader], state.runs[state.baseline])
-    threshold = verdict.threshold
+    # before the rule has its processes the noise is unknown: its smallest threshold
+    threshold = verdict.threshold if not math.isnan(verdict.threshold) else _rule().floor
     best = state.search_value[leader]
     joined = False
     for key in state.order:
