@@ -80,13 +80,7 @@ def restrict(spec: KernelSpec, fixed: Mapping[str, GeneValue]) -> KernelSpec:
         value = fixed[gene.name]
         return dataclasses.replace(gene, values=(value,), default=value, suggest=())
 
-    out = dataclasses.replace(
-        spec,
-        flag_genes=tuple(pin(g) for g in spec.flag_genes),
-        genes=tuple(pin(g) for g in spec.genes),
-    )
-    out.__dict__.pop("space", None)  # cached_property: rebuild from the pinned genes
-    return out
+    return spec.with_genes(pin)
 
 
 def valid_values(

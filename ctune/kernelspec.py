@@ -9,6 +9,7 @@ or launch failure.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import re
 from collections.abc import Callable, Mapping
@@ -156,6 +157,15 @@ class KernelSpec:
     @cached_property
     def space(self) -> Space:
         return Space(self.flag_genes + self.genes, self.restrictions, self.derived)
+
+    def with_genes(self, change: Callable[[Gene], Gene]) -> KernelSpec:
+        """This spec with every gene (flag genes included) passed through ``change``: a
+        space narrowed for a replay or a pinned subspace. The space is rebuilt from them."""
+        return dataclasses.replace(
+            self,
+            flag_genes=tuple(change(g) for g in self.flag_genes),
+            genes=tuple(change(g) for g in self.genes),
+        )
 
     @cached_property
     def runtime_names(self) -> frozenset[str]:

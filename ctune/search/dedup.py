@@ -32,8 +32,6 @@ if TYPE_CHECKING:
 COMPILE_CAP_FACTOR = 4
 #: measurement outcomes that say nothing lasting about the binary: measure it again
 _TRANSIENT = frozenset({Outcome.INCONCLUSIVE, Outcome.RUN_TIMEOUT})
-#: gene families that are compiler flags (they can change the code, never the host's launch)
-_FLAG_FAMILIES = frozenset({"nvcc", "ptxas"})
 
 
 def runtime_arguments(spec: KernelSpec, candidate: Candidate, problem: Problem) -> dict[str, Any]:
@@ -68,7 +66,7 @@ def binary_identity(
         body["host"] = {
             name: value
             for name, value in candidate.genes
-            if spec.space.gene(name).family not in _FLAG_FAMILIES | {"runtime"}
+            if spec.space.gene(name).compiled and not spec.space.gene(name).flag
         }
     return sha256_hex(canonical_json(body))[:16]
 

@@ -38,9 +38,6 @@ from ctune.search.strategy import (
 )
 from ctune.space.params import Gene, Space
 
-#: gene families that are compiler flags
-FLAG_FAMILIES = frozenset({"nvcc", "ptxas"})
-
 STAGED_OPTIONS: OptionTable = {
     **GA_OPTIONS,
     "patience": ("structure generations without improvement before the flags are tried", 2),
@@ -50,13 +47,13 @@ STAGED_OPTIONS: OptionTable = {
 
 def flag_genes(space: Space) -> tuple[Gene, ...]:
     """The compiler-flag genes that have something to choose."""
-    return tuple(g for g in space.genes if g.family in FLAG_FAMILIES and len(g.values) > 1)
+    return tuple(g for g in space.genes if g.flag and len(g.values) > 1)
 
 
 def structure_space(space: Space) -> Space:
     """``space`` with every flag gene pinned to its no-op default."""
     pinned = tuple(
-        dataclasses.replace(g, values=(g.default,), suggest=()) if g.family in FLAG_FAMILIES else g
+        dataclasses.replace(g, values=(g.default,), suggest=()) if g.flag else g
         for g in space.genes
     )
     return Space(pinned, space.restrictions, space.derived)
@@ -203,4 +200,4 @@ class StagedStrategy(BaseStrategy):
             self.probes = [pending[k] for k in keys if k in pending]
 
 
-__all__ = ["FLAG_FAMILIES", "STAGED_OPTIONS", "StagedStrategy", "flag_genes", "structure_space"]
+__all__ = ["STAGED_OPTIONS", "StagedStrategy", "flag_genes", "structure_space"]

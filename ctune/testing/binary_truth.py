@@ -17,8 +17,6 @@ dedup sees the recorded binaries.
 from __future__ import annotations
 
 import dataclasses
-import gzip
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctune.records import GeneValue, canonical_json, sha256_hex
+from ctune.testing.json_files import load_json, save_json
 
 if TYPE_CHECKING:
     from ctune.kernelspec import KernelSpec, Problem
@@ -63,20 +62,10 @@ class BinaryTruth:
 
     @classmethod
     def load(cls, path: Path) -> BinaryTruth:
-        raw = Path(path).read_bytes()
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        return cls.from_json(json.loads(raw))
+        return cls.from_json(load_json(path))
 
     def save(self, path: Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
-        data = gzip.compress(text.encode(), mtime=0) if path.suffix == ".gz" else text.encode()
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)
-        return path
+        return save_json(self.to_json(), path)
 
     # --- values ---------------------------------------------------------------------------
     def value(self, key: str) -> float | None:
@@ -109,19 +98,13 @@ class BinaryTruth:
 
         def cut(gene: Any) -> Any:
             values = self.subspace.get(gene.name, [gene.default])
-            if gene.family in ("nvcc", "ptxas") and not flags:
+            if gene.flag and not flags:
                 values = [gene.default]
             kept = tuple(v for v in gene.values if v in values)
             default = gene.default if gene.default in kept else kept[0]
             return dataclasses.replace(gene, values=kept, default=default, suggest=())
 
-        out = dataclasses.replace(
-            spec,
-            flag_genes=tuple(cut(g) for g in spec.flag_genes),
-            genes=tuple(cut(g) for g in spec.genes),
-        )
-        out.__dict__.pop("space", None)  # cached_property: rebuilt from the cut genes
-        return out
+        return spec.with_genes(cut)
 
     def to_replay(self) -> GroundTruth:
         """The format-1 view the replay stand-ins serve (binary id as the SASS digest)."""

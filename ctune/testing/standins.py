@@ -37,9 +37,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import functools
-import gzip
 import hashlib
-import json
 import os
 import random
 import signal
@@ -59,6 +57,7 @@ from ctune.records import (
     Quantiles,
     Resources,
 )
+from ctune.testing.json_files import load_json, save_json
 
 if TYPE_CHECKING:
     from ctune.kernelspec import KernelSpec, Problem
@@ -490,20 +489,10 @@ class GroundTruth:
 
     @classmethod
     def load(cls, path: Path) -> GroundTruth:
-        raw = Path(path).read_bytes()
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        return cls.from_json(json.loads(raw))
+        return cls.from_json(load_json(path))
 
     def save(self, path: Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
-        data = gzip.compress(text.encode(), mtime=0) if path.suffix == ".gz" else text.encode()
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)
-        return path
+        return save_json(self.to_json(), path)
 
     def values(self, metric: str = "p50_ms") -> dict[str, float]:
         """key -> metric for every candidate that compiled and measured OK."""
