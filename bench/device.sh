@@ -12,7 +12,8 @@
 #   gt        bench/ga_sample_efficiency.py record (exhaustive ground truth for replay)
 #   gtmap     bench/ground_truth.py map     (GT_PRESET=tiled_matmul|gemm): compile every
 #             candidate, group by binary identity; ~3 min on 16 cores for either preset
-#   gtmeasure bench/ground_truth.py measure (GT_PRESET, GT_PROCESSES: "1", then "2", "3"): each distinct
+#   gtmeasure bench/ground_truth.py measure (GT_PRESET, GT_PROCESSES: "1", then "2", "3"; GT_ARGS,
+#             e.g. "--min-samples 30"): each distinct
 #             binary once per fresh process; tiled_matmul ~3 min per process (~1,000
 #             binaries), gemm ~5-6 min per process (1,800): one process per call for gemm
 #   gtfinish  bench/ground_truth.py finish  (GT_PRESET): tests/data/ground_truth/<preset>-*.json.gz
@@ -118,7 +119,7 @@ for stage in "${STAGES[@]}"; do
     gtmeasure)
       for p in ${GT_PROCESSES:-1}; do
         LIMIT_GTMEASURE=${LIMIT_GTMEASURE:-570} run gtmeasure $PY bench/ground_truth.py measure \
-          --preset "${GT_PRESET:-tiled_matmul}" --process "$p" --max-s "${GT_MAX_S:-480}"
+          --preset "${GT_PRESET:-tiled_matmul}" --process "$p" --max-s "${GT_MAX_S:-480}" ${GT_ARGS:-}
       done ;;
     gtfinish)
       run gtfinish $PY bench/ground_truth.py finish --preset "${GT_PRESET:-tiled_matmul}" ;;

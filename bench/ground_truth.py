@@ -21,10 +21,12 @@ Sizes, measured on this repository's build machine with nvcc 13.0 (one compile a
 time, 2 shared cores): tiled_matmul 0.35-0.45 s per compile, gemm 0.6-1.5 s (2.7 s
 for its default build). Presets (``python bench/ground_truth.py sizes`` prints them):
 
-- ``tiled_matmul`` (sq1024): 132 structures x 48 flag settings = 6,336 compiles
-  (~3 min on 16 cores), ~1,000 distinct binaries expected (~2-3 min per process);
-- ``gemm`` (sq4096): 1,800 structures, flags at their defaults: 1,800 compiles
-  (~3 min on 16 cores) and as many binaries (~5 min per process).
+- ``tiled_matmul`` (sq1024): 132 structures x 24 flag settings = 3,168 compiles
+  (~2 min on 16 cores), ~1,580 distinct binaries (with ptxas -O1 as well: 6,336 compiles,
+  ~3,100 binaries on an H100 map: every flag but lineinfo changes the SASS);
+- ``gemm`` (sq4096): 1,156 structures, flags at their defaults: 1,156 compiles
+  (~2 min on 16 cores) and as many binaries (with STAGES 2 and 6 too, 1,800: every
+  structure its own binary on an H100 map).
 
 A measure stage recompiles the binaries it measures (one representative each, 16 at
 a time) because the build cache does not survive between device calls.
@@ -64,7 +66,7 @@ PRESETS: dict[str, dict[str, Any]] = {
             # at their no-op defaults (the whole product would be millions of compiles)
             "maxrregcount": [0, 64, 128],
             "fast_math": [False, True],
-            "ptxas_opt": [3, 1],
+            "ptxas_opt": [3],  # -O1 too doubles the distinct binaries (~3,100): GPU time
             "dlcm": ["default", "cg"],
             "lineinfo": [False, True],
         },
@@ -72,7 +74,12 @@ PRESETS: dict[str, dict[str, Any]] = {
     "gemm": {
         "kernel": "kernels/gemm.cu",
         "problem": "sq4096",
-        "subspace": {"BLOCK_M": [64, 128, 256], "BLOCK_N": [64, 128, 256], "MIN_BLOCKS": [1]},
+        "subspace": {
+            "BLOCK_M": [64, 128, 256],
+            "BLOCK_N": [64, 128, 256],
+            "STAGES": [3, 4, 5],
+            "MIN_BLOCKS": [1],
+        },
     },
 }
 
@@ -101,6 +108,13 @@ def _subspace(spec: Any, info: dict[str, Any]) -> dict[str, list[Any]]:
 def _candidates(spec: Any, problem: Any, truth: Any) -> list[Any]:
     cut = truth.restrict(spec)
     return [spec.candidate(v) for v in cut.space.iter_valid(problem.dims)]
+
+
+def _mapped(preset: str, spec: Any, problem: Any, truth: Any) -> dict[str, dict[str, Any]]:
+    """The map stage's records of this preset's current subspace (a narrowed preset keeps
+    the records of a wider one on disk; they are not part of its ground truth)."""
+    keys = {c.key() for c in _candidates(spec, problem, truth)}
+    return {k: m for k, m in _read(PARTIAL / f"{preset}.map.jsonl").items() if k in keys}
 
 
 def _read(path: Path) -> dict[str, dict[str, Any]]:
@@ -146,7 +160,7 @@ def stage_map(args: argparse.Namespace) -> int:
 
     cfg, spec, toolchain, problem, truth = _setup(args.preset)
     path = PARTIAL / f"{args.preset}.map.jsonl"
-    done = _read(path)
+    done = _mapped(args.preset, spec, problem, truth)
     todo = [c for c in _candidates(spec, problem, truth) if c.key() not in done]
     print(f"{args.preset}: {len(done)} mapped, {len(todo)} to compile ({cfg.jobs} at a time)")
     start = time.monotonic()
@@ -169,7 +183,7 @@ def stage_map(args: argparse.Namespace) -> int:
             )
             if n % 500 == 0:
                 print(f"  {n}/{len(todo)} in {time.monotonic() - start:.0f} s")
-    mapped = _read(path)
+    mapped = _mapped(args.preset, spec, problem, truth)
     binaries = {m["binary"] for m in mapped.values() if m["binary"]}
     print(f"{len(mapped)} candidates mapped -> {len(binaries)} distinct binaries")
     return 0 if len(mapped) >= len(todo) + len(done) else 75  # 75: run the stage again
@@ -180,8 +194,8 @@ def stage_measure(args: argparse.Namespace) -> int:
     from ctune.measure import SamplingPlan
     from ctune.measure.session import WorkerMeasurer
 
-    cfg, spec, toolchain, problem, _ = _setup(args.preset)
-    mapped = _read(PARTIAL / f"{args.preset}.map.jsonl")
+    cfg, spec, toolchain, problem, truth = _setup(args.preset)
+    mapped = _mapped(args.preset, spec, problem, truth)
     first: dict[str, str] = {}
     for key, m in mapped.items():
         if m["binary"]:
@@ -219,7 +233,7 @@ def stage_finish(args: argparse.Namespace) -> int:
     from ctune.evidence.identity import current_fingerprint
 
     cfg, spec, _toolchain, problem, truth = _setup(args.preset)
-    mapped = _read(PARTIAL / f"{args.preset}.map.jsonl")
+    mapped = _mapped(args.preset, spec, problem, truth)
     runs = [_read(p) for p in sorted(PARTIAL.glob(f"{args.preset}.p*.jsonl"))]
     for key, m in mapped.items():
         truth.candidates[key] = {
