@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 import typer
@@ -76,16 +77,23 @@ def _command() -> Any:
     return typer.main.get_command(app)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Console entry point: run the app, map every failure to one line and an exit code."""
+def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None) -> None:
+    """Console entry point: run the app, map every failure to one line and an exit code.
+
+    ``environ`` stands in for ``os.environ`` where the command resolves its settings (and
+    for ``CTUNE_DEBUG``): a caller in this process passes settings without mutating the
+    process's environment (``cli/invocation.py``)."""
+    from ctune.cli.invocation import invoked_with
     from ctune.cli.render import error_line
 
+    env = os.environ if environ is None else environ
     try:
         if argv is not None and any("\x00" in arg for arg in argv):
             raise UserError("an argument contains a NUL byte, which no path or value can hold")
-        _command().main(args=argv, standalone_mode=False, prog_name="ctune")
+        with invoked_with(environ):
+            _command().main(args=argv, standalone_mode=False, prog_name="ctune")
     except CtuneError as exc:
-        if os.environ.get("CTUNE_DEBUG"):
+        if env.get("CTUNE_DEBUG"):
             raise
         error_line(str(exc))
         sys.exit(exc.exit_code)
@@ -100,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
         click_exc = _click_outcome(exc)
         if click_exc is not None:
             sys.exit(click_exc)
-        if os.environ.get("CTUNE_DEBUG"):
+        if env.get("CTUNE_DEBUG"):
             raise
         if isinstance(exc, OSError) and exc.filename is not None:
             # a path the user named that the OS refused (too long, a directory, no access)

@@ -15,7 +15,8 @@ import typer
 
 from ctune.cli import app
 from ctune.cli import render_registry as render
-from ctune.config import Settings, resolve
+from ctune.cli.invocation import resolve_settings
+from ctune.config import Settings
 from ctune.errors import GateFailure, RegistryError
 
 
@@ -60,7 +61,7 @@ def check_command(
     from ctune.registry.check import check_registry, nvcc_verifier
     from ctune.registry.store import require_registry
 
-    cfg = resolve({"registry": registry, "nvcc": nvcc})
+    cfg = resolve_settings({"registry": registry, "nvcc": nvcc})
     require_registry(cfg.registry)
     probe = probe_for(cfg, kernels, gpu=gpu)
     verify = nvcc_verifier(cfg) if rebuild else None

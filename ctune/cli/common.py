@@ -6,8 +6,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ctune.cli.invocation import resolve_settings
 from ctune.compile.toolchain import Toolchain, probe_toolchain
-from ctune.config import Settings, resolve
+from ctune.config import Settings
 from ctune.errors import UserError
 from ctune.kernelspec import KernelSpec, load_spec
 from ctune.records import Candidate, GeneValue
@@ -15,7 +16,7 @@ from ctune.space.params import Space
 
 
 def settings(**overrides: Any) -> Settings:
-    return resolve({k: v for k, v in overrides.items() if v is not None})
+    return resolve_settings({k: v for k, v in overrides.items() if v is not None})
 
 
 def load(kernel: Path, cfg: Settings) -> tuple[KernelSpec, Toolchain]:

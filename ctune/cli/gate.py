@@ -13,7 +13,7 @@ import typer
 
 from ctune.cli import app
 from ctune.cli import render_registry as render
-from ctune.config import resolve
+from ctune.cli.invocation import resolve_settings
 from ctune.errors import (
     EXIT_GATE_FAILED,
     GateFailure,
@@ -58,7 +58,7 @@ def gate_command(
 
     if processes < 3:
         raise UserError(f"--processes {processes}: the gate needs k >= 3 processes")
-    cfg = resolve({"registry": registry})
+    cfg = resolve_settings({"registry": registry})
     require_registry(cfg.registry)
     probe = probe_for(cfg, kernels, gpu=True)
     if not probe.gpu_probed:

@@ -10,7 +10,8 @@ import typer
 
 from ctune.cli import app
 from ctune.cli import render_registry as render
-from ctune.config import Settings, resolve
+from ctune.cli.invocation import resolve_settings
+from ctune.config import Settings
 from ctune.errors import GateFailure, RegistryError
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ ReleaseOpt = Annotated[
 
 
 def _settings(registry: Path | None) -> Settings:
-    return resolve({"registry": registry})
+    return resolve_settings({"registry": registry})
 
 
 TableOpt = Annotated[
@@ -318,7 +319,7 @@ def push_command(
     """Push the registry ref and its new pin tags; never forces (rebuilds when rejected)."""
     from ctune.registry.remote import push_registry
 
-    settings = resolve({"registry": registry, "registry_remote": remote})
+    settings = resolve_settings({"registry": registry, "registry_remote": remote})
     render.pushed(push_registry(settings.registry, ref=ref, remote=settings.registry_remote))
 
 
@@ -331,7 +332,7 @@ def pull_command(
     """Bring the remote's registry ref and pin tags here; the registry folder shows them."""
     from ctune.registry.remote import pull_registry
 
-    settings = resolve({"registry": registry, "registry_remote": remote})
+    settings = resolve_settings({"registry": registry, "registry_remote": remote})
     render.pulled(pull_registry(settings.registry, ref=ref, remote=settings.registry_remote))
 
 
@@ -351,7 +352,7 @@ def status_command(
     from ctune.errors import GateFailure
     from ctune.registry.remote import registry_status
 
-    settings = resolve({"registry": registry, "registry_remote": remote})
+    settings = resolve_settings({"registry": registry, "registry_remote": remote})
     status = registry_status(
         settings.registry, ref=ref, remote=settings.registry_remote, fetch=fetch
     )
@@ -420,17 +421,16 @@ def retune_command(
 def _search_in_process(plan: Retune) -> int:
     """Run one re-tune as ``ctune search`` in this process: the same command, live progress
     and commit path as a search typed by hand; a failure is its exit code, and the next
-    re-tune still runs."""
+    re-tune still runs. The recorded settings go to that command's own environment
+    (``main(environ=...)``); the process's is left as it is."""
     import os
-    from unittest import mock
 
     from ctune.cli import main
 
-    with mock.patch.dict(os.environ, dict(plan.env)):
-        try:
-            main(list(plan.argv))
-        except SystemExit as exc:
-            return int(exc.code or 0) if not isinstance(exc.code, str) else 1
+    try:
+        main(list(plan.argv), environ={**os.environ, **dict(plan.env)})
+    except SystemExit as exc:
+        return int(exc.code or 0) if not isinstance(exc.code, str) else 1
     return 0
 
 

@@ -1,6 +1,6 @@
 """One generation on several GPUs: up to ``slots`` candidates measured at once.
 
-The serial loop (``driver._Run.evaluate_batch``) measures one candidate at a time. With
+The serial loop (``Pipeline.evaluate_batch``) measures one candidate at a time. With
 several GPUs this one keeps every GPU busy and still writes the journal, and tells the
 strategy, in batch order (the strategy's ask order), so the same seed gives the same
 journal whichever GPU finishes first: a measurement that ends before an earlier
@@ -59,10 +59,10 @@ class ConcurrentBatch:
             while self.left:
                 if self.run.stop_requested and not self._head_started():
                     break
-                if self.done and self.run.out_of_time():
+                if self.done and self.run.budget.out_of_time():
                     break
                 if not self.run.stop_requested:
-                    self.run.compile_ahead(self.new, self.left, self.futures, self.shared)
+                    self.run.pipeline.compile_ahead(self.new, self.left, self.futures, self.shared)
                     self._start_ready()
                     self._start_fillers()
                 if not self._journal_finished():
@@ -90,7 +90,7 @@ class ConcurrentBatch:
         """The build as ``evaluate`` will see it: this candidate's, within the device."""
         if build.candidate_key != cand.key():
             build = dataclasses.replace(build, candidate_key=cand.key(), cache_hit=True)
-        return self.run.within_device(cand, build)
+        return self.run.pipeline.within_device(cand, build)
 
     def _measurable(self, build: Build) -> bool:
         return build.outcome.is_ok and self.run.objective.measures
@@ -121,7 +121,7 @@ class ConcurrentBatch:
         )
         while callable(cached) and not ready and self._busy() < self.slots:
             avoid = self.pending | {f.candidate.key() for f in self.fillers}
-            cand = run.pick_filler(avoid)
+            cand = run.pipeline.pick_filler(avoid)
             if cand is None:
                 return
             build = cached(cand, run.problem)
@@ -136,10 +136,10 @@ class ConcurrentBatch:
     # --- journaling ----------------------------------------------------------------------
     def _evaluate(self, cand: Candidate, build: Build, filler: bool) -> None:
         """``evaluate`` (its measure() answered by the started measurement), GPU time kept."""
-        before = self.run.measure_s
-        trial = self.run.evaluate(cand, build, self.generation, filler=filler)
+        before = self.run.timers.measure_s
+        trial = self.run.pipeline.evaluate(cand, build, self.generation, filler=filler)
         if trial.measurement is not None:
-            self.run.measure_s = before + (trial.measurement.wall_s or 0.0)
+            self.run.timers.measure_s = before + (trial.measurement.wall_s or 0.0)
         self.done.append(trial)
 
     def _journal_finished(self) -> bool:
@@ -175,7 +175,7 @@ class ConcurrentBatch:
         else:  # nothing under way (a moment between a compile and its measurement)
             time.sleep(0.01)
         if not measuring:  # every GPU idle, waiting on builds
-            self.run.compile_wait_s += self.run.clock() - start
+            self.run.timers.compile_wait_s += self.run.clock() - start
 
 
 def evaluate_concurrently(run: _Run, new: Sequence[Candidate], generation: int) -> list[Trial]:

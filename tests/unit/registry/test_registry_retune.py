@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
+from typing import Any
 
+import pytest
 from registry_support import DEVICE, Run, make_artifact, one_line_error
 
+from ctune.config import Settings
 from ctune.registry.retune import Retune, search_argv
 from ctune.registry.service import publish_artifact
 
@@ -92,3 +96,28 @@ def test_a_failing_search_fails_the_retune_with_one_line_each(
     search_error, summary = [ln for ln in err.splitlines() if ln.strip()]
     assert search_error.startswith("error: ") and "gemm.cu: no such file" in search_error
     one_line_error(summary, "1 of 1 re-tune(s) failed", f"gemm/sq4096/{DEVICE} (exit 2)")
+
+
+def test_the_recorded_settings_reach_the_search_and_not_os_environ(
+    cli: Run, registry: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`retune --run` hands CTUNE_REGISTRY to the search's own settings: the search commits
+    into the registry the re-tune read, and the process's environment never holds it."""
+    from ctune.errors import UserError
+    from ctune.search import driver
+
+    publish_artifact(registry, _recorded())
+    seen: list[tuple[Path, Path, str | None]] = []
+
+    def spy(settings: Settings, *args: Any, publish: Any = None, **kwargs: Any) -> Any:
+        seen.append((settings.registry, publish.registry, os.environ.get("CTUNE_REGISTRY")))
+        raise UserError("the search stops here: its settings are what this test looks at")
+
+    monkeypatch.setattr(driver, "run_search", spy)
+    kernels = str(ROOT / "kernels")
+    code, _, err = cli(
+        "registry", "retune", "--run", "--registry", str(registry), "--kernels", kernels
+    )
+    assert code == 1 and "the search stops here" in err, err
+    assert seen == [(registry, registry, None)]
+    assert "CTUNE_REGISTRY" not in os.environ

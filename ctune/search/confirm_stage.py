@@ -1,0 +1,261 @@
+"""The driver's confirm stage: what a finished search reports, re-measured first.
+
+Run-to-run noise dominates within-run noise, so the members a search would pin are
+re-measured in fresh processes before they are reported (the rule of how many
+processes and when to stop is ``confirm.py``'s). This stage chooses those members (one
+per binary, the top few for one objective, the front for several), rebuilds them (a
+cache hit), drops what fails or breaks a constraint when re-measured, and reports each
+member's significance and gain against the re-measured baseline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from ctune.objective.pareto import sign
+from ctune.records import Build, Measurement, Trial
+from ctune.search.events import Confirming
+from ctune.search.result import MemberResult
+
+if TYPE_CHECKING:
+    from ctune.search.confirm import ConfirmationCost
+    from ctune.search.driver import _Run
+    from ctune.search.feasibility import Feasibility
+
+#: single objective: how many of the best are confirmed (a lucky measurement cannot win alone)
+CONFIRM_TOP_SINGLE = 3
+
+#: (the baseline, the front, (candidate key, why dropped) of members left out)
+Confirmed = tuple[MemberResult | None, list[MemberResult], list[tuple[str, str]]]
+
+
+class ConfirmStage:
+    """Confirmation of one search's front (and baseline) against fresh processes."""
+
+    def __init__(self, run: _Run) -> None:
+        self.run = run
+        self.cost: ConfirmationCost | None = None
+
+    def limit(self) -> int:
+        """How many candidates the report considers: top few for one objective, else the front."""
+        if len(self.run.objective.directions) == 1:
+            return CONFIRM_TOP_SINGLE
+        return self.run.opts.confirm_members
+
+    def member(
+        self, trial: Trial, build: Build | None, runs: Sequence[Measurement]
+    ) -> MemberResult:
+        """A reported member: its confirmed values when ``runs`` has any, else the search's."""
+        from ctune.search.report import changed_genes, pool
+
+        run = self.run
+        pooled = pool(runs) if runs else None
+        values = trial.values or ()
+        if pooled is not None:
+            confirmed_values, _ = run.objective.evaluate(build, pooled, run.problem.dims)
+            values = confirmed_values or values
+        return MemberResult(
+            candidate=trial.candidate,
+            key=trial.candidate.key(),
+            changed=changed_genes(trial.candidate, run.spec.space.default_values()),
+            values=tuple(values),
+            search_values=trial.values,
+            confirmed=pooled is not None,
+            build=build or trial.build,
+            trial=trial,
+            pooled=pooled,
+            per_process=tuple(runs),
+        )
+
+    def unconfirmed(self) -> tuple[MemberResult | None, list[MemberResult]]:
+        """The baseline and front as the search measured them (interrupted, or no baseline)."""
+        from ctune.search.report import front_of, pick_for_confirmation
+
+        run = self.run
+        baseline = run.book.baseline
+        base = self.member(baseline, None, ()) if baseline else None
+        chosen = pick_for_confirmation(run.book.trials, run.objective.directions, self.limit())
+        front = front_of([self.member(t, None, ()) for t in chosen], run.objective.directions)
+        return base, front
+
+    def to_confirm(self, pick: Callable[..., list[Trial]]) -> list[Trial]:
+        """The members to confirm, one per binary: among candidates that ran the same
+        binary, the one that changes the fewest genes (a flag that changes nothing is not
+        worth pinning)."""
+        from ctune.search.report import changed_genes
+
+        book = self.run.book
+        measured = [t for t in book.trials if t.candidate.key() not in book.binaries.same_as]
+        defaults = self.run.spec.space.default_values()
+        out: list[Trial] = []
+        for trial in pick(measured, self.run.objective.directions, self.limit()):
+            group = book.binaries.group_of(book.cache, trial.candidate.key())
+            out.append(
+                min(group, key=lambda t: (len(changed_genes(t.candidate, defaults)), t.number))
+            )
+        return out
+
+    def can_confirm(self) -> bool:
+        run = self.run
+        return (
+            run.opts.confirm_processes > 0
+            and run.objective.measures
+            and run.measurer is not None
+            and hasattr(run.measurer, "remeasure")
+        )
+
+    def confirm(self) -> Confirmed:
+        """Re-measure the baseline and the chosen members; the reported baseline and front."""
+        from ctune.search.report import front_of, pick_for_confirmation
+
+        run = self.run
+        directions = run.objective.directions
+        chosen = self.to_confirm(pick_for_confirmation)
+        baseline = run.book.baseline
+        assert baseline is not None
+        if not self.can_confirm():
+            unconfirmed = self.member(baseline, None, ())
+            return unconfirmed, front_of([self.member(t, None, ()) for t in chosen], directions), []
+        dropped: list[tuple[str, str]] = []
+        items = self.rebuilt([baseline, *[t for t in chosen if t is not baseline]], dropped)
+        processes = run.opts.confirm_processes
+        run.emit(Confirming(sum(t is not baseline for t, _ in items), processes))
+        runs = self.remeasure_in_proportion(items, processes)
+        for per_key in runs.values():
+            for measurement in per_key:
+                run.session.check_device(measurement)
+        base, members = self.confirmed_members(items, runs, dropped)
+        keys = {t.candidate.key() for t in chosen}
+        front = front_of([m for m in members if m.key in keys], directions)
+        if base is not None and base.per_process and base.pooled is not None:
+            front = self.against_baseline(base, front)
+        return base, front, dropped
+
+    def rebuilt(
+        self, trials: Sequence[Trial], dropped: list[tuple[str, str]]
+    ) -> list[tuple[Trial, Build]]:
+        """Each trial with its build (a cache hit); one that no longer builds is dropped."""
+        run = self.run
+        items: list[tuple[Trial, Build]] = []
+        for trial in trials:
+            build = run.compiler.build(trial.candidate, run.problem)  # a cache hit
+            if not build.outcome.is_ok:
+                dropped.append((trial.candidate.key(), f"rebuild failed ({build.outcome.value})"))
+                continue
+            items.append((trial, build))
+        return items
+
+    def confirmed_members(
+        self,
+        items: Sequence[tuple[Trial, Build]],
+        runs: Mapping[str, list[Measurement]],
+        dropped: list[tuple[str, str]],
+    ) -> tuple[MemberResult | None, list[MemberResult]]:
+        """The re-measured baseline and members; failures and constraint breakers dropped."""
+        run = self.run
+        baseline = run.book.baseline
+        members: list[MemberResult] = []
+        base: MemberResult | None = None
+        for trial, build in items:
+            key = trial.candidate.key()
+            if key not in runs and trial is not baseline:
+                continue  # the decision did not need it (confirm.py)
+            got = runs.get(key, [])
+            bad = [m for m in got if not m.outcome.is_ok]
+            if not got or bad:
+                why = bad[0].outcome.value if bad else "not measured"
+                dropped.append((key, f"confirmation failed ({why})"))
+                if trial is baseline:
+                    base = self.member(trial, build, ())
+                continue
+            m = self.member(trial, build, got)
+            if trial is baseline:
+                base = m
+            _, violations = run.objective.evaluate(build, m.pooled, run.problem.dims)
+            if any(v > 0 for v in violations):
+                dropped.append((key, "violates a constraint when re-measured"))
+                continue
+            members.append(m)
+        return base, members
+
+    def against_baseline(
+        self, base: MemberResult, front: Sequence[MemberResult]
+    ) -> list[MemberResult]:
+        """Each front member with its significance and gain over the re-measured baseline."""
+        from ctune.search.report import bootstrap, gain, significance
+
+        run = self.run
+        assert base.pooled is not None
+        seed = run.search_plan.seed
+        ctx = run.objective.context(run.problem.dims)
+        first = run.objective.objectives[0]
+        shared = bootstrap(first, base.build, base.per_process, ctx, seed)
+        out = []
+        for m in front:
+            sig = significance(m.per_process, base.per_process)
+            g = (
+                gain(
+                    first,
+                    (m.build, m.per_process, m.pooled),
+                    (base.build, base.per_process, base.pooled),
+                    ctx,
+                    seed=seed,
+                    baseline_replicates=shared,
+                )
+                if m.pooled is not None
+                else None
+            )
+            out.append(dataclasses.replace(m, significance=sig, gain=g))
+        return out
+
+    def remeasure_in_proportion(
+        self, items: Sequence[tuple[Trial, Build]], processes: int
+    ) -> dict[str, list[Measurement]]:
+        """Fresh processes, one round at a time, until the decision is made (confirm.py)."""
+        from ctune.search.confirm import confirm_in_proportion
+        from ctune.search.report import pool
+
+        run = self.run
+        assert run.measurer is not None and run.book.baseline is not None
+        measurer = run.measurer
+        first = run.objective.objectives[0]
+
+        def run_round(batch: Sequence[tuple[Trial, Build]]) -> Mapping[str, Measurement]:
+            got = measurer.remeasure(
+                run.spec, [(t.candidate, b) for t, b in batch], run.problem, run.plan, 1
+            )
+            return {k: v[0] for k, v in got.items() if v}
+
+        def value_of(build: Build, runs: Sequence[Measurement]) -> float | None:
+            pooled = pool(runs)
+            ctx = run.objective.context(run.problem.dims)
+            got = None if pooled is None else first.value(build, pooled, ctx)
+            return None if got is None else (-got if first.direction == "max" else got)
+
+        start = run.clock()
+        runs, cost = confirm_in_proportion(
+            items,
+            run.book.baseline.candidate.key(),
+            run_round,
+            value_of,
+            directions=run.objective.directions,
+            limit=processes,
+            seed=run.search_plan.seed,
+            clock=run.clock,
+        )
+        run.timers.confirm_s += run.clock() - start
+        self.cost = cost
+        return runs
+
+    def pinned(self, front: Sequence[MemberResult], feasibility: Feasibility | None) -> str | None:
+        """The best front member on the first objective; none when the constraints left
+        nothing better than the (infeasible) default build."""
+        if not front or (feasibility is not None and feasibility.dominated):
+            return None
+        first = sign(self.run.objective.directions[0])
+        return min(front, key=lambda m: first * m.values[0]).key
+
+
+__all__ = ["CONFIRM_TOP_SINGLE", "ConfirmStage"]

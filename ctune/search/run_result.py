@@ -1,0 +1,68 @@
+"""A run's ``SearchResult``: its confirmed front (or, interrupted, the measured one) and
+everything the report says about how the search went."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ctune.search.result import SearchResult
+
+if TYPE_CHECKING:
+    from ctune.search.driver import _Run
+
+
+def search_result(run: _Run, interrupted: bool) -> SearchResult:
+    """Confirm the front (unless interrupted) and assemble the result."""
+    book, stage = run.book, run.confirmation
+    dropped: list[tuple[str, str]] = []
+    if interrupted or book.baseline is None:
+        base, front = stage.unconfirmed()
+    else:
+        base, front, dropped = stage.confirm()
+    failures, infeasible = book.failures()
+    journal = run.session.journal
+    assert journal is not None
+    feasibility = None
+    if book.baseline is not None:
+        from ctune.search.feasibility import analyze
+
+        feasibility = analyze(
+            book.trials, run.objective, run.problem.dims, book.baseline, front, base
+        )
+    objective = run.objective
+    return SearchResult(
+        kernel=run.spec.name,
+        problem=run.problem.name,
+        objectives=tuple(
+            {**o, "text": obj.text}
+            for o, obj in zip(objective.infos(), objective.objectives, strict=True)
+        ),
+        constraints=tuple(c.text for c in objective.constraints),
+        strategy=run.strategy_name,
+        seed=run.search_plan.seed,
+        journal=journal.path,
+        evaluations=len(book.trials),
+        budget=run.budget.limit,
+        generations=run.generation,
+        stop_reason="interrupted" if interrupted else run.stop_reason,
+        baseline=base,
+        front=tuple(front),
+        pinned=stage.pinned(front, feasibility),
+        timing=run.timers.timing(),
+        device=run.session.device or "unknown",
+        failures=failures,
+        infeasible=infeasible,
+        cached=book.cached,
+        fillers=book.fillers,
+        dropped=tuple(dropped),
+        notes=tuple(run.notes),
+        confirm_processes=stage.cost.processes if stage.cost else 0,
+        confirmation=stage.cost,
+        binaries=book.binaries.binaries,
+        reused=book.reused_asked,
+        plan=run.search_plan.to_json(),
+        feasibility=feasibility,
+    )
+
+
+__all__ = ["search_result"]
