@@ -83,7 +83,7 @@ def _setup(preset: str) -> tuple[Any, Any, Any, Any, Any]:
     from ctune.testing.binary_truth import BinaryTruth
 
     info = PRESETS[preset]
-    cfg = resolve({"l2": "cold", "jobs": os.cpu_count() or 4})
+    cfg = resolve({"l2_policy": "cold", "jobs": os.cpu_count() or 4})
     spec, toolchain = load(ROOT / info["kernel"], cfg)
     problem = spec.problem(info["problem"])
     truth = BinaryTruth(spec.name, problem.name, "p50", False, _subspace(spec, info))
@@ -190,7 +190,7 @@ def stage_measure(args: argparse.Namespace) -> int:
     done = _read(path)
     todo = [spec.candidate(mapped[k]["genes"]) for b, k in first.items() if b not in done]
     print(f"process {args.process}: {len(done)} binaries measured, {len(todo)} to go")
-    plan = SamplingPlan(min_samples=args.min_samples, rep_ms=args.rep_ms, l2="cold")
+    plan = SamplingPlan(min_samples=args.min_samples, rep_ms=args.rep_ms, l2_policy="cold")
     start = time.monotonic()
     with (
         NvccCompiler.from_settings(spec, toolchain, cfg) as compiler,

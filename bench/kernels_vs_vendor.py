@@ -180,9 +180,11 @@ class VendorTimer:
         torch.cuda.init()
         # one stream for torch's launches, cupy's launches and the timing events
         self.stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
-        l2 = cupy.cuda.runtime.getDeviceProperties(0)["l2CacheSize"]
+        l2_bytes = cupy.cuda.runtime.getDeviceProperties(0)["l2CacheSize"]
         with self.stream:
-            self.timer = EventTimer(cupy, self.stream, Helpers(cupy), l2, Telemetry.open(None, 0))
+            self.timer = EventTimer(
+                cupy, self.stream, Helpers(cupy), l2_bytes, Telemetry.open(None, 0)
+            )
         self.plan = SamplingPlan(quantile=0.99, min_samples=200)
 
     def _time(self, launch: Any) -> tuple[float, float]:

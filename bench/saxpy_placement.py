@@ -113,7 +113,7 @@ def main() -> int:
         "gpu": info.name,
         "driver": info.driver,
         "nvcc": toolchain.describe(),
-        "timing": "events, l2 cold, n=1000 per median",
+        "timing": "events, l2_policy cold, n=1000 per median",
         "placements": rows,
         "control_same_buffers_us": control,
         "between_placements_us": {"min": min(firsts), "max": max(firsts)},

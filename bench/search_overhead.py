@@ -55,7 +55,7 @@ def ctune_side(problem_name: str, cache: Path) -> dict[str, Any]:
     from ctune.search.driver import SearchOptions, run_search
     from ctune.testing.binary_truth import BinaryTruth
 
-    cfg = resolve({"cache_dir": cache, "l2": "cold"})
+    cfg = resolve({"cache_dir": cache, "l2_policy": "cold"})
     spec, toolchain = load(KERNEL, cfg)
     space = BinaryTruth(spec.name, problem_name, "p50", False, SUBSPACE).restrict(spec)
     start = time.monotonic()

@@ -275,7 +275,7 @@ _OWN_KEYS = frozenset(
         "tolerance",
         "metrics",
         "launch",
-        "l2",
+        "l2_policy",  # the spec's raw keys are read under their one name (ctune.l2policy)
         "arch",
         "timing",  # recorded per artifact in protocol.timing
     }
@@ -328,12 +328,11 @@ def spec_fields(
         source_closure,
     )
 
-    raw = getattr(spec, "raw", None) or {}
     uses_cutlass = cutlass_include_dir() in tuple(getattr(spec, "include_dirs", ()))
     return {
         "kernel_source_sha256": closure_sha256(source_closure(spec, nvcc)),
         "arch": arch or spec.arch,
-        "l2_policy": l2_policy or str(raw.get("l2", "cold")),
+        "l2_policy": l2_policy or spec.l2_policy,
         "cutlass_version": cutlass_version() if uses_cutlass else "none",
         **spec_part_fields(spec, problem),
     }

@@ -229,7 +229,7 @@ class StandInMeasurer:
             samples_ms=tuple(float(s) for s in samples),
             summary=summarize_samples(samples),
             n_warmup=0,
-            l2_policy=plan.l2,
+            l2_policy=plan.l2_policy,
             energy_j=energy,
             avg_power_w=power,
             energy_method="stand-in" if plan.energy else "",

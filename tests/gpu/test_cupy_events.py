@@ -62,8 +62,12 @@ def test_sample_count_honoured(saxpy, builder, measurer):
 def test_cold_flushes_l2_and_hot_does_not(saxpy, builder, measurer):
     problem = saxpy.problem("n1m")
     candidate, build = builder(saxpy, problem)
-    cold = measurer.measure(saxpy, candidate, build, problem, SamplingPlan(l2="cold", rep_ms=5))
-    hot = measurer.measure(saxpy, candidate, build, problem, SamplingPlan(l2="hot", rep_ms=5))
+    cold = measurer.measure(
+        saxpy, candidate, build, problem, SamplingPlan(l2_policy="cold", rep_ms=5)
+    )
+    hot = measurer.measure(
+        saxpy, candidate, build, problem, SamplingPlan(l2_policy="hot", rep_ms=5)
+    )
     assert cold.outcome is Outcome.OK and hot.outcome is Outcome.OK
     assert cold.device is not None
     assert cold.l2_policy == "cold" and cold.l2_flush_bytes >= 2 * cold.device.l2_bytes
