@@ -177,6 +177,7 @@ def stage_map(args: argparse.Namespace) -> int:
 
 def stage_measure(args: argparse.Namespace) -> int:
     from ctune.compile.nvcc import NvccCompiler
+    from ctune.evidence.identity import gpu_label
     from ctune.measure import SamplingPlan
     from ctune.measure.session import WorkerMeasurer
 
@@ -207,7 +208,7 @@ def stage_measure(args: argparse.Namespace) -> int:
                     "outcome": m.outcome.value,
                     "median_ms": s.p50_ms if s is not None and m.outcome.is_ok else None,
                     "n": s.n if s is not None else 0,
-                    "device": m.device.describe() if m.device else "",
+                    "device": gpu_label(m.device) if m.device else "",
                 }
             )
     left = len(todo) - (len(_read(path)) - len(done))

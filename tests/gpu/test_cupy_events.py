@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ctune.evidence.identity import gpu_label
 from ctune.measure import SamplingPlan
 from ctune.measure.session import WorkerMeasurer, measure_in_fresh_processes
 from ctune.records import Outcome
@@ -45,7 +46,7 @@ def test_quantiles_ordered_and_device_named(saxpy, builder, measurer):
     assert m.rel_l2_error is not None and m.rel_l2_error <= 1e-6
     assert m.sampling_note.startswith("n=")
     print(
-        m.device.describe(),
+        gpu_label(m.device),
         f"p50 {s.p50_ms * 1e3:.2f} us, p99 {s.p99_ms * 1e3:.2f} us,",
         f"clock {m.sm_clock_mhz} MHz, note: {m.sampling_note}",
     )
