@@ -14,7 +14,8 @@ it used and the launches per sample.
   overhead per candidate < 0.5 s;  fault recovery < 2 s
 
 Targets are reported pass/fail, never asserted. Results, with the fingerprint
-(GPU, UUID, driver, nvcc, CuPy), go to OUT/aa_repeatability-<gpu-slug>.json.
+(GPU, UUID, driver, nvcc, CuPy), go to OUT/aa_repeatability-<gpu_id>.json
+(ctune.evidence.identity.gpu_id, e.g. sm90-nvidia-h200).
 
     python bench/aa_repeatability.py --out bench/results [--processes 10] [--no-gemm]
 """
@@ -25,7 +26,6 @@ import argparse
 import importlib.metadata
 import json
 import platform
-import re
 import statistics
 import sys
 import time
@@ -40,6 +40,7 @@ from ctune.compile.nvcc import NvccCompiler  # noqa: E402
 from ctune.compile.toolchain import probe_toolchain  # noqa: E402
 from ctune.config import resolve  # noqa: E402
 from ctune.errors import CtuneError  # noqa: E402
+from ctune.evidence.identity import gpu_id  # noqa: E402
 from ctune.evidence.stats import cv  # noqa: E402
 from ctune.kernelspec import load_spec  # noqa: E402
 from ctune.measure import SamplingPlan  # noqa: E402
@@ -65,10 +66,6 @@ def cupy_version() -> str:
         except importlib.metadata.PackageNotFoundError:
             continue
     return "not installed"
-
-
-def slug(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "unknown-gpu"
 
 
 class Builder:
@@ -336,7 +333,7 @@ def run() -> int:
         "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"aa_repeatability-{slug(device.name)}.json"
+    path = args.out / f"aa_repeatability-{gpu_id(device)}.json"
     path.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     print_table(result)
     print(f"\nwrote {path} in {result['total_s']} s")

@@ -3,10 +3,10 @@
 Issue "Search and objectives" sets the target: with compile ahead and caching the GPU
 measures for at least 70% of a search's wall time on the CUTLASS GEMM (16 cores
 compiling), and the harness adds under 0.5 s per candidate. This reads the search's own
-time split (``timing`` in its JSON), adds the machine's fingerprint and writes one result
-file; targets are reported, never asserted.
+time split (``timing`` in its JSON), adds the machine's fingerprint and writes
+``OUT/search_busy-<gpu_id>.json``; targets are reported, never asserted.
 
-    python bench/busy_summary.py SEARCH.json OUT.json
+    python bench/busy_summary.py SEARCH.json OUT
 """
 
 from __future__ import annotations
@@ -59,20 +59,22 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(__doc__.strip().splitlines()[-1], file=sys.stderr)
         return 2
-    source, out = Path(argv[0]), Path(argv[1])
+    source, out_dir = Path(argv[0]), Path(argv[1])
     try:
         search = json.loads(source.read_text())
     except (OSError, ValueError) as exc:
         print(f"error: {source}: no search result to read ({exc})", file=sys.stderr)
         return 1
-    from ctune.evidence.identity import probe_gpu_machine, probe_toolchain
+    from ctune.evidence.identity import gpu_id, probe_gpu_machine, probe_toolchain
 
+    gpu = probe_gpu_machine()
     result = {
         "benchmark": "search_busy",
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "fingerprint": {**(probe_gpu_machine() or {}), **probe_toolchain()},
+        "fingerprint": {**(gpu or {}), **probe_toolchain()},
         **summarize(search),
     }
+    out = out_dir / f"search_busy-{gpu_id(gpu)}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     for t in result["targets"]:

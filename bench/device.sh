@@ -103,7 +103,7 @@ for stage in "${STAGES[@]}"; do
         --problem ${BUSY_PROBLEM:-llm8b-o-t16} --budget ${BUSY_BUDGET:-40} --seed 5 \
         --jobs ${BUSY_JOBS:-16} ${BUSY_ARGS:-} --out bench/results/artifacts/busy-cutlass.json \
         --json >$LOGS/busy.json; rc=\$?; $PY bench/busy_summary.py $LOGS/busy.json \
-        bench/results/search_busy.json; exit \$rc" ;;
+        bench/results; exit \$rc" ;;
     gate)
       run gate bash -c "ctune check --gpu; ctune gate" ;;
     retune)

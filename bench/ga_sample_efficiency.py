@@ -101,7 +101,7 @@ def record(args: argparse.Namespace) -> int:
     from ctune.objective import parse_objective_spec
     from ctune.testing.standins import GroundTruth, ground_truth_entry
 
-    cfg = resolve({"l2": "cold", **({"jobs": args.jobs} if args.jobs else {})})
+    cfg = resolve({"l2_policy": "cold", **({"jobs": args.jobs} if args.jobs else {})})
     spec, toolchain = load(Path(args.kernel), cfg)
     problem = spec.problem(args.problem)
     fixed = parse_fixed(spec, args.fix)
@@ -113,7 +113,10 @@ def record(args: argparse.Namespace) -> int:
     objective = parse_objective_spec([args.objective], [], spec.metrics)
     plan = objective.sampling_plan(
         SamplingPlan(
-            min_samples=args.min_samples, rep_ms=args.rep_ms, l2="cold", warmup_ms=cfg.warmup_ms
+            min_samples=args.min_samples,
+            rep_ms=args.rep_ms,
+            l2_policy="cold",
+            warmup_ms=cfg.warmup_ms,
         )
     )
     out = Path(

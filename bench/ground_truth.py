@@ -90,7 +90,7 @@ def _setup(preset: str) -> tuple[Any, Any, Any, Any, Any]:
     from ctune.testing.binary_truth import BinaryTruth
 
     info = PRESETS[preset]
-    cfg = resolve({"l2": "cold", "jobs": os.cpu_count() or 4})
+    cfg = resolve({"l2_policy": "cold", "jobs": os.cpu_count() or 4})
     spec, toolchain = load(ROOT / info["kernel"], cfg)
     problem = spec.problem(info["problem"])
     truth = BinaryTruth(spec.name, problem.name, "p50", False, _subspace(spec, info))
@@ -191,6 +191,7 @@ def stage_map(args: argparse.Namespace) -> int:
 
 def stage_measure(args: argparse.Namespace) -> int:
     from ctune.compile.nvcc import NvccCompiler
+    from ctune.evidence.identity import gpu_label
     from ctune.measure import SamplingPlan
     from ctune.measure.session import WorkerMeasurer
 
@@ -204,7 +205,7 @@ def stage_measure(args: argparse.Namespace) -> int:
     done = _read(path)
     todo = [spec.candidate(mapped[k]["genes"]) for b, k in first.items() if b not in done]
     print(f"process {args.process}: {len(done)} binaries measured, {len(todo)} to go")
-    plan = SamplingPlan(min_samples=args.min_samples, rep_ms=args.rep_ms, l2="cold")
+    plan = SamplingPlan(min_samples=args.min_samples, rep_ms=args.rep_ms, l2_policy="cold")
     start = time.monotonic()
     with (
         NvccCompiler.from_settings(spec, toolchain, cfg) as compiler,
@@ -221,7 +222,7 @@ def stage_measure(args: argparse.Namespace) -> int:
                     "outcome": m.outcome.value,
                     "median_ms": s.p50_ms if s is not None and m.outcome.is_ok else None,
                     "n": s.n if s is not None else 0,
-                    "device": m.device.describe() if m.device else "",
+                    "device": gpu_label(m.device) if m.device else "",
                 }
             )
     left = len(todo) - (len(_read(path)) - len(done))

@@ -12,7 +12,7 @@ problem of the chosen set, this:
    cuBLAS through CuPy (``cupy.matmul``) for GEMM, and for bf16 (which CuPy's
    matmul does not take) cuBLAS through ``torch.matmul``;
    ``torch.nn.functional.scaled_dot_product_attention`` for attention;
-3. writes bench/results/kernels_vs_vendor-<gpu>.json (with the fingerprint), a
+3. writes bench/results/kernels_vs_vendor-<gpu_id>.json (with the fingerprint), a
    markdown table and a PNG plot, and each search's artifact under
    bench/results/artifacts/ for ``ctune registry import``.
 
@@ -180,9 +180,11 @@ class VendorTimer:
         torch.cuda.init()
         # one stream for torch's launches, cupy's launches and the timing events
         self.stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
-        l2 = cupy.cuda.runtime.getDeviceProperties(0)["l2CacheSize"]
+        l2_bytes = cupy.cuda.runtime.getDeviceProperties(0)["l2CacheSize"]
         with self.stream:
-            self.timer = EventTimer(cupy, self.stream, Helpers(cupy), l2, Telemetry.open(None, 0))
+            self.timer = EventTimer(
+                cupy, self.stream, Helpers(cupy), l2_bytes, Telemetry.open(None, 0)
+            )
         self.plan = SamplingPlan(quantile=0.99, min_samples=200)
 
     def _time(self, launch: Any) -> tuple[float, float]:
@@ -345,12 +347,11 @@ def set_rows(kernel: str, set_name: str, set_dir: Path) -> tuple[list[Row], dict
 
 def set_main(args: argparse.Namespace, kernel: str = "kernels/cutlass_gemm.cu") -> int:
     """--problem-set: vendor timings for every shape, rows from the set, the dispatch JSON."""
-    from ctune.evidence.identity import probe_gpu_machine, probe_toolchain
-    from ctune.registry.layout import device_class
+    from ctune.evidence.identity import gpu_id, probe_gpu_machine, probe_toolchain
 
     gpu = probe_gpu_machine() or {}
     device = gpu.get("gpu_name", "unknown GPU")
-    slug = device_class(gpu) if gpu else "unknown"
+    slug = gpu_id(gpu)
     started = time.time()
     rows, table = set_rows(kernel, args.problem_set, args.set_dir)
     vendor = vendor_times([(kernel, r.problem) for r in rows], via_torch=True)
@@ -468,15 +469,14 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit("--problem-set needs --set-dir (the search's state folder)")
         return set_main(args)
 
-    from ctune.evidence.identity import probe_gpu_machine
-    from ctune.registry.layout import device_class
+    from ctune.evidence.identity import gpu_id, probe_gpu_machine
 
     args.out.mkdir(parents=True, exist_ok=True)
     artifacts = args.out / "artifacts"
     artifacts.mkdir(exist_ok=True)
     gpu = probe_gpu_machine() or {}
     device = gpu.get("gpu_name", "unknown GPU")
-    slug = device_class(gpu) if gpu else "unknown"
+    slug = gpu_id(gpu)
     started = time.time()
     run_stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
     cases = [_case(text) for text in args.case]

@@ -20,7 +20,7 @@ For each kernel:
    default candidate;
 3. on a GPU, ``ctune search --objective p50`` tunes it (``--compile-only`` stops at 2).
 
-Writes ``bench/results/own_kernels-<gpu>.json`` (``kernels``: one record per kernel;
+Writes ``bench/results/own_kernels-<gpu_id>.json`` (``kernels``: one record per kernel;
 ``tuned_unmodified``: how many were tuned with their source unchanged; ``spec_lines``
 per kernel), with the machine's fingerprint.
 
@@ -284,14 +284,10 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
     data = report(records, gpu, time.time() - started)
-    if gpu is not None:
-        from ctune.registry.layout import device_class
+    from ctune.evidence.identity import gpu_id
 
-        slug = device_class(gpu)
-    else:
-        slug = "compile-only"
     args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"own_kernels-{slug}.json"
+    path = args.out / f"own_kernels-{gpu_id(gpu)}.json"
     path.write_text(json.dumps(data, indent=2) + "\n")
     print(path)
     for r in records:

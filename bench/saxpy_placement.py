@@ -9,7 +9,7 @@ them), measuring each placement twice (is a placement's time stable?) and one
 placement several times (the control). If the medians split by placement and
 repeat within it, placement explains the bimodality.
 
-Writes ``bench/results/saxpy_placement-<gpu>.json`` with every placement's
+Writes ``bench/results/saxpy_placement-<gpu_id>.json`` with every placement's
 addresses and medians and the spread within and between placements.
 
     python bench/saxpy_placement.py [--placements 16] [--out bench/results]
@@ -31,14 +31,11 @@ sys.path.insert(0, str(ROOT))
 from ctune.compile.nvcc import NvccCompiler  # noqa: E402
 from ctune.compile.toolchain import probe_toolchain  # noqa: E402
 from ctune.config import resolve  # noqa: E402
+from ctune.evidence.identity import gpu_id  # noqa: E402
 from ctune.kernelspec import load_spec  # noqa: E402
 from ctune.measure import SamplingPlan  # noqa: E402
 
 MIB = 1 << 20
-
-
-def _slug(name: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")
 
 
 def main() -> int:
@@ -113,7 +110,7 @@ def main() -> int:
         "gpu": info.name,
         "driver": info.driver,
         "nvcc": toolchain.describe(),
-        "timing": "events, l2 cold, n=1000 per median",
+        "timing": "events, l2_policy cold, n=1000 per median",
         "placements": rows,
         "control_same_buffers_us": control,
         "between_placements_us": {"min": min(firsts), "max": max(firsts)},
@@ -122,7 +119,7 @@ def main() -> int:
         "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"saxpy_placement-{_slug(info.name)}.json"
+    path = args.out / f"saxpy_placement-{gpu_id(info)}.json"
     path.write_text(json.dumps(result, indent=2) + "\n")
     print(
         f"between placements {min(firsts):.2f}..{max(firsts):.2f} us; within a placement "

@@ -21,7 +21,7 @@ host), so ``--workers 1,2,4,8,16 --builds-per-worker 1`` is five waves, ~4 min w
 cluster starts; ``search`` takes ``--search-time`` plus one baseline build; ``front`` two
 searches of ``--front-budget``. All three fit ~9 min at the defaults; ``--max-wall``
 skips the waves that would not fit (said in the result). Run them as separate calls if
-needed: each part is merged into ``bench/results/scale_out-<machine>.json``.
+needed: each part is merged into ``bench/results/scale_out-<gpu_id>.json``.
 
     python bench/scale_out.py [--part compile,search,front] [--workers 1,2,4,8,16] ...
 """
@@ -32,7 +32,6 @@ import argparse
 import dataclasses
 import json
 import os
-import re
 import socket
 import sys
 import tempfile
@@ -47,13 +46,10 @@ sys.path.insert(0, str(ROOT))
 
 from ctune.config import Settings, resolve  # noqa: E402
 from ctune.errors import CtuneError  # noqa: E402
+from ctune.evidence.identity import gpu_id  # noqa: E402
 
 EFFICIENCY_TARGET = 0.8
 BUSY_TARGET = 0.70
-
-
-def slug(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "unknown"
 
 
 def meminfo() -> dict[str, int]:
@@ -380,7 +376,7 @@ def main(argv: list[str]) -> int:
     started = time.monotonic()
     settings = resolve()
     fp = fingerprint(settings)
-    machine = slug(str(fp.get("gpu_name") or fp.get("host") or "cpu"))
+    machine = gpu_id(fp)
     path = args.out / f"scale_out-{machine}.json"
     result: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
     result.update({"benchmark": "scale_out", "fingerprint": fp})

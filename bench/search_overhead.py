@@ -10,7 +10,7 @@ One run, one GPU, one kernel and space: ``kernels/tiled_matmul.cu`` on sq1024 ov
   parameters and restrictions (its CuPy backend: NVRTC compiles, CUDA events),
   ``kernel_tuner_s_per_candidate`` = wall / configurations it benchmarked.
 
-Writes ``bench/results/search_overhead-<gpu>.json`` with both, their ``ratio``
+Writes ``bench/results/search_overhead-<gpu_id>.json`` with both, their ``ratio``
 (target <= 0.5) and the fingerprint. Needs kernel_tuner (``make wheels`` carries it).
 
     python bench/search_overhead.py
@@ -22,7 +22,6 @@ import argparse
 import datetime as dt
 import json
 import platform
-import re
 import sys
 import tempfile
 import time
@@ -44,10 +43,6 @@ SUBSPACE: dict[str, list[Any]] = {
 TARGET = 0.5
 
 
-def slug(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "unknown-gpu"
-
-
 def ctune_side(problem_name: str, cache: Path) -> dict[str, Any]:
     from ctune.cli.common import load
     from ctune.config import resolve
@@ -55,7 +50,7 @@ def ctune_side(problem_name: str, cache: Path) -> dict[str, Any]:
     from ctune.search.driver import SearchOptions, run_search
     from ctune.testing.binary_truth import BinaryTruth
 
-    cfg = resolve({"cache_dir": cache, "l2": "cold"})
+    cfg = resolve({"cache_dir": cache, "l2_policy": "cold"})
     spec, toolchain = load(KERNEL, cfg)
     space = BinaryTruth(spec.name, problem_name, "p50", False, SUBSPACE).restrict(spec)
     start = time.monotonic()
@@ -129,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     from ctune import __version__
     from ctune.compile.toolchain import probe_toolchain
     from ctune.config import resolve
+    from ctune.evidence.identity import gpu_id
     from ctune.kernelspec import load_spec
     from ctune.measure.session import WorkerMeasurer
 
@@ -166,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"search_overhead-{slug(device.name)}.json"
+    path = args.out / f"search_overhead-{gpu_id(device)}.json"
     path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
     print(
         f"ctune {ours['s_per_candidate']:.3f} s/candidate ({ours['candidates']} candidates, "

@@ -262,7 +262,7 @@ CASES = [
     Case("changed arch", True, _env(CTUNE_ARCH="sm_100a"), ALL, "arch"),
     Case("warm-up set to 0", True, _env(CTUNE_WARMUP_MS="0"), ALL, "plan.warmup_ms"),
     Case("timing budget shrunk", True, _env(CTUNE_REP_MS="10"), ALL, "plan.rep_ms"),
-    Case("L2 policy hot", True, _env(CTUNE_L2="hot"), ALL, "l2_policy"),
+    Case("L2 policy hot", True, _env(CTUNE_L2_POLICY="hot"), ALL, "l2_policy"),
     Case(
         "reference code changed",
         True,

@@ -23,6 +23,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from ctune import l2policy
 from ctune.errors import UserError
 
 
@@ -36,7 +37,7 @@ class Settings:
     jobs: int = 0  # parallel compiles; 0 = one per CPU core
     compile_timeout_s: float = 120.0
     compile_memory_bytes: int = 12 * 1024**3  # RLIMIT_AS guard per nvcc process group member
-    l2: str = ""  # empty: the spec's own policy (cold unless it says hot)
+    l2_policy: str = ""  # empty: the spec's own policy (cold unless it says hot)
     timing: str = ""  # empty: the spec's own (auto unless it says events or graph)
     warmup_ms: float = 25.0
     rep_ms: float = 100.0
@@ -105,7 +106,7 @@ def file_settings(start: Path) -> dict[str, Any]:
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise UserError(f"{path}: cannot read [tool.ctune]: {exc}") from None
     table = data.get("tool", {}).get("ctune", {})
-    out = {k.replace("-", "_"): v for k, v in table.items()}
+    out = _migrated({k.replace("-", "_"): v for k, v in table.items()}, f"{path} [tool.ctune]")
     for name in _PATH_FIELDS:
         if isinstance(out.get(name), str):
             out[name] = str(path.parent / Path(out[name]).expanduser())
@@ -113,12 +114,21 @@ def file_settings(start: Path) -> dict[str, Any]:
 
 
 def env_settings(environ: Mapping[str, str]) -> dict[str, Any]:
-    known = {f.name for f in fields(Settings)}
-    return {
+    known = {f.name for f in fields(Settings)} | set(l2policy.OLD_NAMES)
+    found = {
         key[len("CTUNE_") :].lower(): value
         for key, value in environ.items()
         if key.startswith("CTUNE_") and key[len("CTUNE_") :].lower() in known
     }
+    return _migrated(found, "environment")
+
+
+def _migrated(values: dict[str, Any], where: str) -> dict[str, Any]:
+    """Old setting names (``l2``, ``CTUNE_L2``) under their one name."""
+    try:
+        return l2policy.migrate(values)
+    except ValueError as exc:
+        raise UserError(f"{where}: {exc}") from None
 
 
 def resolve(
@@ -137,8 +147,11 @@ def resolve(
 
 def _validated(settings: Settings) -> Settings:
     """Range checks that no single layer can do alone; one line naming the setting."""
-    if settings.l2 not in ("", "cold", "hot"):
-        raise UserError(f"l2={settings.l2!r}: allowed cold, hot (or empty for the spec's)")
+    if settings.l2_policy:
+        try:
+            l2policy.check(settings.l2_policy)
+        except ValueError as exc:
+            raise UserError(f"{l2policy.NAME}={exc}; or empty for the spec's") from None
     if settings.timing not in ("", "auto", "events", "graph"):
         raise UserError(
             f"timing={settings.timing!r}: allowed auto, events, graph (or empty for the spec's)"

@@ -18,6 +18,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from ctune import l2policy
 from ctune.errors import SpecError, UserError
 from ctune.expr import Expr, ExprError, parse
 from ctune.records import Candidate, GeneValue, canonical_json, sha256_hex
@@ -81,7 +82,7 @@ _TOP_KEYS = {
     "tolerance",
     "metrics",
     "deterministic",
-    "l2",
+    "l2_policy",  # also read as "l2" (ctune.l2policy.migrate)
     "timing",
 }
 _REQUIRED = ("entry", "problems", "args", "reference")
@@ -149,7 +150,7 @@ class KernelSpec:
     tolerance: dict[str, Tolerance]
     metrics: dict[str, Expr]
     deterministic: bool
-    l2: str
+    l2_policy: str
     description: str
     raw: dict[str, Any] = field(repr=False, compare=False)
     timing: str = "auto"  # what a sample is: auto, events or graph (ctune.measure.plan)
@@ -174,8 +175,9 @@ class KernelSpec:
 
     @cached_property
     def spec_sha256(self) -> str:
-        """Digest of the canonical spec content (not the YAML bytes or comments)."""
-        return sha256_hex(canonical_json(self.raw))
+        """Digest of the canonical spec content (not the YAML bytes or comments), taken on
+        the L2 policy's old spelling so that either spelling digests the same."""
+        return sha256_hex(canonical_json(l2policy.legacy_form(self.raw)))
 
     def problem(self, name: str | None = None) -> Problem:
         wanted = name or self.default_problem
@@ -306,6 +308,10 @@ def load_spec(path: str | Path, nvcc_help: str | None = None) -> KernelSpec:
         raise SpecError(f"{yaml_path}: {exc}") from None
     if not isinstance(data, dict):
         raise SpecError(f"{yaml_path}: expected a mapping at the top level")
+    try:
+        data = l2policy.migrate(data)
+    except ValueError as exc:
+        raise ctx.fail(l2policy.NAME, str(exc)) from None
     unknown = sorted(set(data) - _TOP_KEYS)
     if unknown:
         raise ctx.fail(unknown[0], f"unknown key (allowed: {', '.join(sorted(_TOP_KEYS))})")
@@ -391,9 +397,10 @@ def _build(
         str(k): _expr_over(ctx, f"metrics.{k}", v, dim_names)
         for k, v in (data.get("metrics") or {}).items()
     }
-    l2 = data.get("l2", "cold")
-    if l2 not in ("cold", "hot"):
-        raise ctx.fail("l2", f"{l2!r} (allowed: cold, hot)")
+    try:
+        l2_policy = l2policy.check(data.get(l2policy.NAME, l2policy.DEFAULT))
+    except ValueError as exc:
+        raise ctx.fail(l2policy.NAME, str(exc)) from None
     timing = data.get("timing", "auto")
     if timing not in ("auto", "events", "graph"):
         raise ctx.fail("timing", f"{timing!r} (allowed: auto, events, graph)")
@@ -421,7 +428,7 @@ def _build(
         tolerance=tolerance,
         metrics=metrics,
         deterministic=bool(data.get("deterministic", True)),
-        l2=l2,
+        l2_policy=l2_policy,
         description=str(data.get("description", "")),
         raw=data,
         timing=timing,

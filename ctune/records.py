@@ -145,9 +145,6 @@ class DeviceInfo:
     memory_bytes: int = 0
     l2_bytes: int = 0
 
-    def describe(self) -> str:
-        return f"{self.name} ({self.sm}, driver {self.driver})"
-
 
 @dataclass(frozen=True, slots=True)
 class Quantiles:

@@ -38,8 +38,9 @@ def bench_command(
         str | None,
         typer.Option(help="events (one launch per sample), graph (replays of many) or auto"),
     ] = None,
-    l2: Annotated[
-        str | None, typer.Option("--l2", help="cold (flush L2 before each sample) or hot")
+    l2_policy: Annotated[
+        str | None,
+        typer.Option("--l2-policy", "--l2", help="cold (flush L2 before each sample) or hot"),
     ] = None,
     samples: Annotated[
         int | None, typer.Option("--samples", "-n", help="exactly this many timing samples")
@@ -66,14 +67,15 @@ def bench_command(
     from ctune.measure.session import WorkerMeasurer
     from ctune.search.driver import gpu_available
 
-    cfg = settings(arch=arch, energy_window_s=energy_window, l2=l2, timing=timing)
+    cfg = settings(arch=arch, energy_window_s=energy_window, l2_policy=l2_policy, timing=timing)
     spec, toolchain = load(kernel, cfg)
     candidate = candidate_from_sets(spec, sets or [])
     chosen = spec.problem(problem)
     plan = plan_for(
         cfg,
         spec,
-        l2=cfg.l2 or None,  # --l2 / CTUNE_L2 / [tool.ctune] over the spec's policy
+        # --l2-policy / CTUNE_L2_POLICY / [tool.ctune] over the spec's policy
+        l2_policy=cfg.l2_policy or None,
         energy=energy,
         quantile=quantile,
         timeout_s=timeout,

@@ -31,7 +31,12 @@ def probe_for(cfg: Settings, kernels: Path, *, gpu: bool) -> Any:
         "energy_window_s": cfg.energy_window_s,
     }
     return FingerprintProbe(
-        kernels, gpu=gpu, nvcc=cfg.nvcc, arch=cfg.arch or None, l2_policy=cfg.l2, plan=plan
+        kernels,
+        gpu=gpu,
+        nvcc=cfg.nvcc,
+        arch=cfg.arch or None,
+        l2_policy=cfg.l2_policy or None,
+        plan=plan,
     )
 
 

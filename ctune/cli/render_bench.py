@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ctune.cli.render import console, log_block, print_json, styled
+from ctune.evidence.identity import gpu_label
 
 if TYPE_CHECKING:
     from ctune.kernelspec import KernelSpec, Problem
@@ -71,7 +72,8 @@ def bench_report(
     colour = "green" if m.outcome.is_ok else "red"
     table.add_row("outcome", styled((m.outcome.value, colour)))
     if m.device is not None:
-        table.add_row("device", f"{m.device.describe()}  {m.device.uuid}")
+        label = gpu_label(m.device)
+        table.add_row("device", f"{label}, driver {m.device.driver}  {m.device.uuid}")
     if m.rel_l2_error is not None:
         table.add_row(
             "correctness",

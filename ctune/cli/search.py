@@ -183,7 +183,10 @@ def search_command(
             "cluster started here; default GPU 0)"
         ),
     ] = None,
-    l2: Annotated[str | None, typer.Option(help="cold (flush L2 per sample) or hot")] = None,
+    l2_policy: Annotated[
+        str | None,
+        typer.Option("--l2-policy", "--l2", help="cold (flush L2 per sample) or hot"),
+    ] = None,
     timing: Annotated[
         str | None,
         typer.Option(
@@ -264,7 +267,9 @@ def search_command(
 
     if plot is not None:  # before anything runs: a search must not end in a missing extra
         render_search.require_plotting()
-    cfg = settings(jobs=jobs, l2=l2, arch=arch, timing=timing, executor=executor, gpus=gpus)
+    cfg = settings(
+        jobs=jobs, l2_policy=l2_policy, arch=arch, timing=timing, executor=executor, gpus=gpus
+    )
     seeds: tuple[dict[str, Any], ...] = ()
     if warm_start is not None:
         from ctune.exchange.t4 import read_t4

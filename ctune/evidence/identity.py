@@ -28,6 +28,12 @@ Each field also names where its value comes from:
   :mod:`ctune.measure.protocol`), ctune's version and the digest of its
   measuring code (soft: code can change without changing the protocol).
 
+Which GPU a result belongs to has one identifier, :func:`gpu_id` (``sm90-nvidia-h200``:
+the registry's device class, the suffix of every bench result file), and one display
+form, :func:`gpu_label` (``NVIDIA H200 (sm_90)``: what a journal records and reports
+show). Both come from NVML's model name and the SM arch, never the UUID or the driver:
+results are shared across physical devices of one model.
+
 Nothing is probed at import; NVML, CuPy and the compile helpers are imported
 inside the functions that need them.
 """
@@ -37,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import re
 import shutil
 import subprocess
 import tokenize
@@ -44,7 +51,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ctune.records import FieldChange, canonical_json, sha256_hex
+from ctune.records import DeviceInfo, FieldChange, canonical_json, sha256_hex
+from ctune.registry.layout import validate_name
 
 HARD = "hard"
 BUILD = "build"
@@ -114,6 +122,46 @@ def _first_line(argv: list[str]) -> str | None:
         return None
     lines = [ln.strip() for ln in done.stdout.splitlines() if ln.strip()]
     return lines[0] if done.returncode == 0 and lines else None
+
+
+#: what :func:`gpu_id` names a result taken without a GPU (a compile-only run)
+NO_GPU = "compile-only"
+
+
+def _model_and_sm(device: DeviceInfo | Mapping[str, str] | None) -> tuple[str, str]:
+    if isinstance(device, DeviceInfo):
+        return device.name, device.sm
+    if device is None:
+        return "", ""
+    return device.get("gpu_name", ""), device.get("sm", "")
+
+
+def _slug(text: str, limit: int = 64) -> str:
+    """Lowercase ASCII: runs of anything else become one '-'."""
+    out = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return out[:limit].rstrip("-._") or "unknown"
+
+
+def gpu_id(device: DeviceInfo | Mapping[str, str] | None) -> str:
+    """``sm90-nvidia-h200``: which GPU, as a file and registry name (the SM arch, then
+    the model name as NVML gives it, slugged).
+
+    ``device`` is a measurement's :class:`DeviceInfo` or fingerprint fields (``sm``,
+    ``gpu_name``); None or no model name: :data:`NO_GPU`. The registry's device class
+    is this, so its value must never change for a GPU that has artifacts.
+    """
+    name, sm = _model_and_sm(device)
+    if not name:
+        return NO_GPU
+    arch = _slug(sm.replace("_", ""), 8)
+    return validate_name(_slug(f"{arch}-{name}"), "device class")
+
+
+def gpu_label(device: DeviceInfo | Mapping[str, str]) -> str:
+    """``NVIDIA H200 (sm_90)``: the display form of :func:`gpu_id`'s GPU; journals record
+    it (``--resume`` compares it, so its format stays)."""
+    name, sm = _model_and_sm(device)
+    return f"{name} ({sm})"
 
 
 def probe_toolchain(nvcc: str = "nvcc", host_cxx: str = "g++") -> dict[str, str]:
@@ -275,7 +323,7 @@ _OWN_KEYS = frozenset(
         "tolerance",
         "metrics",
         "launch",
-        "l2",
+        "l2_policy",  # the spec's raw keys are read under their one name (ctune.l2policy)
         "arch",
         "timing",  # recorded per artifact in protocol.timing
     }
@@ -328,12 +376,11 @@ def spec_fields(
         source_closure,
     )
 
-    raw = getattr(spec, "raw", None) or {}
     uses_cutlass = cutlass_include_dir() in tuple(getattr(spec, "include_dirs", ()))
     return {
         "kernel_source_sha256": closure_sha256(source_closure(spec, nvcc)),
         "arch": arch or spec.arch,
-        "l2_policy": l2_policy or str(raw.get("l2", "cold")),
+        "l2_policy": l2_policy or spec.l2_policy,
         "cutlass_version": cutlass_version() if uses_cutlass else "none",
         **spec_part_fields(spec, problem),
     }
@@ -410,9 +457,12 @@ __all__ = [
     "EXPLAIN",
     "FIELDS",
     "HARD",
+    "NO_GPU",
     "SOFT",
     "current_fingerprint",
     "diff",
+    "gpu_id",
+    "gpu_label",
     "harness_fields",
     "harness_sha256",
     "not_checked",

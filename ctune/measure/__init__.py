@@ -33,7 +33,7 @@ class SamplingPlan:
     min_samples: int = 100  # raised for tail quantiles (p99 needs ~1000 on µs kernels)
     max_samples: int = 5000
     quantile: float = 0.5  # the tail the objective cares about (0.99 for p99)
-    l2: str = "cold"  # "cold": flush before every sample; "hot": no flush
+    l2_policy: str = "cold"  # "cold": flush before every sample; "hot": no flush (ctune.l2policy)
     check: bool = True  # correctness check before timing
     energy: bool = False  # NVML energy window after timing
     energy_window_s: float = 1.0

@@ -253,7 +253,7 @@ class EventTimer:
                 self._stream.synchronize()
                 method, per = "events", 1
                 fallback = f"graph capture failed ({type(exc).__name__}: {str(exc)[:80]}): events"
-        cold = plan.l2 == "cold"
+        cold = plan.l2_policy == "cold"
         flush_ms = self.flush_cost_ms() if cold else 0.0
         sample_ms = warm.kernel_ms * per
         count = sample_count(sample_ms + flush_ms, warm.kernel_ms, plan)

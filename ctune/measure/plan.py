@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ctune import l2policy
 from ctune.errors import UserError
 from ctune.measure import SamplingPlan
 
@@ -40,7 +41,6 @@ SPIN_MAX_MS = 100.0
 HANG_FACTOR = 20.0  # rule R3: max(10 s, 20x the baseline's time)
 UNKNOWN_BASELINE_TIMEOUT_S = 120.0  # before any candidate of the run has been measured
 EXCLUDED_MAX_FRACTION = 0.10  # more excluded than this -> INCONCLUSIVE (rule M2)
-L2_POLICIES = ("cold", "hot")
 TIMING_METHODS = ("auto", "events", "graph")
 GRAPH_BELOW_MS = 0.010  # auto: kernels under 10 µs are timed as graph replays
 GRAPH_SAMPLE_MS = 0.2  # GPU time of the launches one graph replay (one sample) holds
@@ -60,8 +60,10 @@ class SampleCount:
 
 def validate(plan: SamplingPlan) -> None:
     """Refuse plans that cannot give an honest number, with what to change."""
-    if plan.l2 not in L2_POLICIES:
-        raise UserError(f"sampling plan: l2={plan.l2!r} (allowed: cold, hot)")
+    try:
+        l2policy.check(plan.l2_policy)
+    except ValueError as exc:
+        raise UserError(f"sampling plan: {l2policy.NAME}={exc}") from None
     if plan.timing not in TIMING_METHODS:
         raise UserError(
             f"sampling plan: timing={plan.timing!r} (allowed: {', '.join(TIMING_METHODS)})"
@@ -219,7 +221,7 @@ def plan_for(
             energy_window_s=settings.energy_window_s,
         )
     if spec is not None:
-        base["l2"] = spec.l2
+        base["l2_policy"] = spec.l2_policy
         base.setdefault("timing", spec.timing)
     base.update({k: v for k, v in overrides.items() if v is not None})
     plan = SamplingPlan(**base)
@@ -233,7 +235,9 @@ def plan_to_json(plan: SamplingPlan) -> dict[str, Any]:
 
 
 def plan_from_json(data: dict[str, Any]) -> SamplingPlan:
-    """A recorded plan; one recorded before graph timing existed was timed with events."""
+    """A recorded plan; one recorded before graph timing existed was timed with events,
+    one that spells the L2 policy ``l2`` is read by :func:`ctune.l2policy.migrate`."""
+    data = l2policy.migrate(data)
     known = {f.name for f in dataclasses.fields(SamplingPlan)}
     unknown = sorted(set(data) - known)
     if unknown:

@@ -36,7 +36,8 @@ RELEASED: dict[int, dict[str, str]] = {
     },
 }
 
-#: how one sample is taken, by timing method (what the artifact's numbers are)
+#: how one sample is taken, by timing method (what the artifact's numbers are); released
+#: text, digested as written ("l2=cold" is the L2 policy's old name, ctune.l2policy)
 SAMPLE_DEFINITIONS = {
     "events": (
         "one launch between two CUDA events on one stream, enqueued in chunks behind a "
@@ -61,6 +62,7 @@ STATISTICS = {
 
 def definition(method: str = "events") -> dict[str, Any]:
     """Every constant that decides what a number timed with ``method`` means, by name."""
+    from ctune import l2policy
     from ctune.config import Settings
     from ctune.evidence import stats
     from ctune.measure import SamplingPlan, arrays, cupy_events, nvml_energy, plan
@@ -68,6 +70,8 @@ def definition(method: str = "events") -> dict[str, Any]:
     settings = Settings()
     # the timing method is named by "samples"; the other plan defaults are common
     defaults = {k: v for k, v in dataclasses.asdict(SamplingPlan()).items() if k != "timing"}
+    # a field's name is not what a number means: the digest keeps the L2 policy's old name
+    defaults = l2policy.legacy_form(defaults)
     out: dict[str, Any] = {
         "samples": {method: SAMPLE_DEFINITIONS[method]},
         "statistics": {**STATISTICS, "confidence": stats.CONFIDENCE},
@@ -93,7 +97,7 @@ def definition(method: str = "events") -> dict[str, Any]:
             "spin_ms": plan.SPIN_MS,
             "spin_max_ms": plan.SPIN_MAX_MS,
             "excluded_max_fraction": plan.EXCLUDED_MAX_FRACTION,
-            "l2_policies": list(plan.L2_POLICIES),
+            "l2_policies": list(l2policy.POLICIES),
             "l2_flush_min_bytes": cupy_events.FLUSH_MIN_BYTES,
         },
         "inputs": {"zero_replacement": arrays.NONZERO},

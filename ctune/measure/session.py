@@ -429,7 +429,7 @@ class WorkerMeasurer:
                 key,
                 problem.name,
                 build.outcome,
-                l2_policy=plan.l2,
+                l2_policy=plan.l2_policy,
                 error=f"not measured: the build ended {build.outcome.value}",
             )
         worker = self._ensure_worker()
@@ -437,7 +437,7 @@ class WorkerMeasurer:
         request = MeasureRequest(spec.yaml_path, candidate, build, problem.name, plan)
         started = time.monotonic()
         failed = Measurement(
-            key, problem.name, Outcome.RUNTIME_FAULT, device=self._info, l2_policy=plan.l2
+            key, problem.name, Outcome.RUNTIME_FAULT, device=self._info, l2_policy=plan.l2_policy
         )
         try:
             answer = worker.request(measure_message(0, request), limit)

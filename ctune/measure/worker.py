@@ -327,7 +327,7 @@ class WorkerService:
             problem=problem.name,
             outcome=Outcome.OK,
             device=self.info,
-            l2_policy=request.plan.l2,
+            l2_policy=request.plan.l2_policy,
         )
         if not request.build.outcome.is_ok:
             return dataclasses.replace(

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctune.errors import UserError
+from ctune.evidence import identity
 from ctune.evidence.identity import FIELDS
 from ctune.evidence.stats import summarize as quantiles
 from ctune.records import Build, Candidate, Measurement
-from ctune.registry.layout import device_class
 from ctune.registry.schema import Artifact, FrontMember, ObjectiveInfo
 from ctune.search.report import median_of
 from ctune.search.result import MemberResult, SearchResult, clean_json
@@ -54,7 +54,7 @@ def summarize(m: Measurement | None) -> dict[str, Any]:
             }
         )
     if m.device is not None:
-        out["device"] = m.device.describe()
+        out["device"] = identity.gpu_label(m.device)
     out["l2_policy"] = m.l2_policy
     out["timing_method"] = m.timing_method
     if m.launches_per_sample > 1:
@@ -154,10 +154,10 @@ def device_class_of(result: SearchResult, spec: KernelSpec, fingerprint: Mapping
     base = result.baseline
     measurement = base.measurement if base is not None else None
     if measurement is not None and measurement.device is not None:
-        return device_class(measurement.device)
+        return identity.gpu_id(measurement.device)
     if fingerprint.get("gpu_name"):
-        return device_class(fingerprint)
-    return device_class({"sm": spec.arch, "gpu_name": "compile-only"})
+        return identity.gpu_id(fingerprint)
+    return identity.gpu_id({"sm": spec.arch, "gpu_name": "compile-only"})
 
 
 def build_artifact(

@@ -22,12 +22,10 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from ctune.errors import UserError
-from ctune.records import DeviceInfo
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 CANDIDATE_KEY_RE = re.compile(r"^[0-9a-f]{16}$")
@@ -144,27 +142,6 @@ def contained_path(root: Path, rel: PurePosixPath) -> Path:
 
 def artifact_path(root: Path, key: ArtifactKey) -> Path:
     return contained_path(root, key.relpath())
-
-
-def slug(text: str, limit: int = 64) -> str:
-    """Lowercase ASCII slug: runs of anything else become one '-'."""
-    out = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-    return out[:limit].rstrip("-._") or "unknown"
-
-
-def device_class(device: DeviceInfo | Mapping[str, str]) -> str:
-    """``sm90-nvidia-h100-80gb-hbm3``: the SM arch plus the GPU model name.
-
-    Accepts a Measurement's DeviceInfo or fingerprint fields (``sm``,
-    ``gpu_name``). The UUID is deliberately not part of it: artifacts are
-    shared across physical devices of one model (rule M10).
-    """
-    if isinstance(device, DeviceInfo):
-        sm, name = device.sm, device.name
-    else:
-        sm, name = device.get("sm", ""), device.get("gpu_name", "")
-    arch = slug(sm.replace("_", ""), 8)
-    return validate_name(slug(f"{arch}-{name}"), "device class")
 
 
 def pin_tag(release: str, key: ArtifactKey) -> str:

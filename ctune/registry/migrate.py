@@ -109,7 +109,7 @@ _V2_PLAN = {
     "min_samples": 100,
     "max_samples": 5000,
     "quantile": 0.5,
-    "l2": "cold",
+    "l2_policy": "cold",
     "check": True,
     "energy": False,
     "energy_window_s": 1.0,
@@ -126,7 +126,7 @@ def _v2_plan(data: dict[str, Any]) -> dict[str, Any]:
     spec = ext.get("objective_spec") or {}
     texts = [str(t) for t in (spec.get("objectives") or []) + (spec.get("constraints") or [])]
     texts += [str(o.get("name", "")) for o in data.get("objectives") or [] if isinstance(o, dict)]
-    plan = dict(_V2_PLAN, l2=(data.get("fingerprint") or {}).get("l2_policy", "cold"))
+    plan = dict(_V2_PLAN, l2_policy=(data.get("fingerprint") or {}).get("l2_policy", "cold"))
     for text in texts:
         for term, q in _V2_QUANTILES.items():
             if term in text:

@@ -61,7 +61,7 @@ def search_argv(
     if evaluations:
         argv += ["--budget", str(evaluations)]
     argv += _plan_flags((artifact.extensions.get("search") or {}).get("plan") or {})
-    for option, field in (("--arch", "arch"), ("--l2", "l2_policy")):
+    for option, field in (("--arch", "arch"), ("--l2-policy", "l2_policy")):
         if artifact.fingerprint.get(field):
             argv += [option, artifact.fingerprint[field]]
     if out_dir is not None:

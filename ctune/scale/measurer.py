@@ -146,7 +146,7 @@ class EngineMeasurer:
                 candidate.key(),
                 problem.name,
                 Outcome.RUNTIME_FAULT,
-                l2_policy=plan.l2,
+                l2_policy=plan.l2_policy,
                 error=f"the GPU worker died twice while measuring this candidate (the engine "
                 f"replaced it each time): {error}",
             )

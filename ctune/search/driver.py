@@ -194,8 +194,9 @@ def check_needs(objective: ObjectiveSpec, capabilities: set[str] | frozenset[str
 
 
 def _l2(settings: Settings, spec: KernelSpec) -> str:
-    """The L2 policy: --l2 / CTUNE_L2 / [tool.ctune] when given, else the spec's."""
-    return settings.l2 or spec.l2
+    """The L2 policy: --l2-policy / CTUNE_L2_POLICY / [tool.ctune] when given, else the
+    spec's."""
+    return settings.l2_policy or spec.l2_policy
 
 
 def _plan(settings: Settings, spec: KernelSpec, objective: ObjectiveSpec) -> SamplingPlan:
@@ -204,7 +205,7 @@ def _plan(settings: Settings, spec: KernelSpec, objective: ObjectiveSpec) -> Sam
     base = SamplingPlan(
         warmup_ms=settings.warmup_ms,
         rep_ms=settings.rep_ms,
-        l2=_l2(settings, spec),
+        l2_policy=_l2(settings, spec),
         energy_window_s=settings.energy_window_s,
         timing=settings.timing or spec.timing,
     )

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ctune.evidence.identity import gpu_label
 from ctune.records import (
     Build,
     Candidate,
@@ -95,7 +96,7 @@ def _positions(space: Space, values: Mapping[str, GeneValue]) -> list[float]:
 class StandInMeasurer:
     """NOT A GPU: an analytic, seeded cost model that speaks the Measurer protocol."""
 
-    device_name = f"{STANDIN_DEVICE.name} ({STANDIN_DEVICE.sm})"
+    device_name = gpu_label(STANDIN_DEVICE)
     capabilities = frozenset({"gpu", "nvml"})
 
     def __init__(
@@ -229,7 +230,7 @@ class StandInMeasurer:
             samples_ms=tuple(float(s) for s in samples),
             summary=summarize_samples(samples),
             n_warmup=0,
-            l2_policy=plan.l2,
+            l2_policy=plan.l2_policy,
             energy_j=energy,
             avg_power_w=power,
             energy_method="stand-in" if plan.energy else "",
@@ -529,7 +530,7 @@ def ground_truth_entry(candidate: Candidate, build: Build, m: Measurement | None
             )
         entry["energy_j"] = m.energy_j
         entry["avg_power_w"] = m.avg_power_w
-        entry["device"] = m.device.describe() if m.device else ""
+        entry["device"] = gpu_label(m.device) if m.device else ""
     elif m is not None:
         entry["error"] = m.error[:300]
     return entry
@@ -607,7 +608,7 @@ class ReplayMeasurer:
             sm=truth.fingerprint.get("sm", "sm_00"),
             driver="replay",
         )
-        self.device_name = f"{self.device.name} ({self.device.sm})"
+        self.device_name = gpu_label(self.device)
         has_energy = any(e.get("energy_j") is not None for e in truth.entries.values())
         self.capabilities = frozenset({"gpu", "nvml"} if has_energy else {"gpu"})
 

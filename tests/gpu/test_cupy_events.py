@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ctune.evidence.identity import gpu_label
 from ctune.measure import SamplingPlan
 from ctune.measure.session import WorkerMeasurer, measure_in_fresh_processes
 from ctune.records import Outcome
@@ -45,7 +46,7 @@ def test_quantiles_ordered_and_device_named(saxpy, builder, measurer):
     assert m.rel_l2_error is not None and m.rel_l2_error <= 1e-6
     assert m.sampling_note.startswith("n=")
     print(
-        m.device.describe(),
+        gpu_label(m.device),
         f"p50 {s.p50_ms * 1e3:.2f} us, p99 {s.p99_ms * 1e3:.2f} us,",
         f"clock {m.sm_clock_mhz} MHz, note: {m.sampling_note}",
     )
@@ -62,8 +63,12 @@ def test_sample_count_honoured(saxpy, builder, measurer):
 def test_cold_flushes_l2_and_hot_does_not(saxpy, builder, measurer):
     problem = saxpy.problem("n1m")
     candidate, build = builder(saxpy, problem)
-    cold = measurer.measure(saxpy, candidate, build, problem, SamplingPlan(l2="cold", rep_ms=5))
-    hot = measurer.measure(saxpy, candidate, build, problem, SamplingPlan(l2="hot", rep_ms=5))
+    cold = measurer.measure(
+        saxpy, candidate, build, problem, SamplingPlan(l2_policy="cold", rep_ms=5)
+    )
+    hot = measurer.measure(
+        saxpy, candidate, build, problem, SamplingPlan(l2_policy="hot", rep_ms=5)
+    )
     assert cold.outcome is Outcome.OK and hot.outcome is Outcome.OK
     assert cold.device is not None
     assert cold.l2_policy == "cold" and cold.l2_flush_bytes >= 2 * cold.device.l2_bytes

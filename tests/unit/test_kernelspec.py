@@ -158,7 +158,9 @@ BAD = [
         "remove 'launch'",
     ),
     ("hostile extra flag", lambda d: d.update(extra_flags=["-o", "/etc/passwd"]), "extra_flags"),
-    ("bad l2 policy", lambda d: d.update(l2="warm"), "l2"),
+    ("bad l2 policy", lambda d: d.update(l2_policy="warm"), "l2_policy: 'warm'"),
+    ("bad l2 policy, old name", lambda d: d.update(l2="warm"), "l2_policy: 'warm'"),
+    ("both names, differing", lambda d: d.update(l2="hot", l2_policy="cold"), "keep 'l2_policy'"),
     (
         "bad tolerance",
         lambda d: d.update(tolerance={"default": {"rel_l2": -1, "max_abs": 1}}),

@@ -179,7 +179,7 @@ TEMPLATES: dict[str, list[str]] = {
     "bench KERNEL": ["bench", "{}"],
     "bench --set": ["bench", SAXPY, "--set", "{}"],
     "bench --quantile": ["bench", SAXPY, "--quantile", "{}"],
-    "bench --l2": ["bench", SAXPY, "--l2", "{}"],
+    "bench --l2-policy": ["bench", SAXPY, "--l2-policy", "{}"],
     "bench --samples": ["bench", SAXPY, "-n", "{}"],
     "bench --device": ["bench", SAXPY, "--device", "{}"],
     "search KERNEL": ["search", "{}", "-O", "p99"],
@@ -191,7 +191,8 @@ TEMPLATES: dict[str, list[str]] = {
     "search --time": ["search", SAXPY, "-O", "p99", "--time", "{}"],
     "search --resume": ["search", SAXPY, "-O", "p99", "--resume", "{}"],
     "search --problem": ["search", SAXPY, "-O", "p99", "--problem", "{}"],
-    "search --l2": ["search", SAXPY, "-O", "p99", "--l2", "{}"],
+    "search --l2-policy": ["search", SAXPY, "-O", "p99", "--l2-policy", "{}"],
+    "search --l2": ["search", SAXPY, "-O", "p99", "--l2", "{}"],  # the old name
     "search --journal": ["search", SAXPY, "-O", "p99", "--journal", "out/{}"],
     "plot SOURCE": ["plot", "{}", "--as", "csv"],
     "plot --figure": ["plot", JOURNAL, "--figure", "{}", "--out", "out"],

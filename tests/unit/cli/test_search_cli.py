@@ -122,7 +122,8 @@ def test_json_output_is_machine_readable(run: Run, tmp_path: Path) -> None:
         (["--objective", "p50", "--time", "soon"], "--time 'soon': expected a duration"),
         (["--objective", "p50", "--strategy", "cmaes"], "unknown strategy 'cmaes'"),
         (["--objective", "p50", "--problem", "huge"], "no problem 'huge'"),
-        (["--objective", "p50", "--l2", "warm"], "l2='warm': allowed cold, hot"),
+        (["--objective", "p50", "--l2-policy", "warm"], "l2_policy='warm' (allowed: cold, hot)"),
+        (["--objective", "p50", "--l2", "warm"], "l2_policy='warm' (allowed: cold, hot)"),
         (["--objective", "p50", "--resume", "nope.jsonl"], "nope.jsonl: no such journal"),
     ],
 )

@@ -64,7 +64,7 @@ def test_budget_cap():
 @pytest.mark.parametrize(
     "plan",
     [
-        SamplingPlan(l2="warm"),
+        SamplingPlan(l2_policy="warm"),
         SamplingPlan(rep_ms=0),
         SamplingPlan(warmup_ms=-1),
         SamplingPlan(min_samples=0),
@@ -150,13 +150,13 @@ def test_check_seeds_fixed_per_problem():
 
 def test_plan_for_settings_spec_and_overrides():
     class Spec:
-        l2 = "hot"
+        l2_policy = "hot"
         timing = "graph"
 
     settings = Settings(warmup_ms=30.0, rep_ms=50.0, energy_window_s=2.0)
     plan = P.plan_for(settings, Spec(), quantile=0.99, min_samples=None, energy=True)  # type: ignore[arg-type]
     assert (plan.warmup_ms, plan.rep_ms, plan.energy_window_s) == (30.0, 50.0, 2.0)
-    assert plan.l2 == "hot" and plan.quantile == 0.99 and plan.energy
+    assert plan.l2_policy == "hot" and plan.quantile == 0.99 and plan.energy
     assert plan.timing == "graph"  # the spec's, unless the settings name one
     events = P.plan_for(Settings(timing="events"), Spec())  # type: ignore[arg-type]
     assert events.timing == "events"
@@ -193,7 +193,7 @@ def test_a_recorded_plan_without_timing_was_timed_with_events() -> None:
 
 
 def test_plan_json_round_trip():
-    plan = SamplingPlan(quantile=0.99, l2="hot", energy=True, timeout_s=3)
+    plan = SamplingPlan(quantile=0.99, l2_policy="hot", energy=True, timeout_s=3)
     assert P.plan_from_json(P.plan_to_json(plan)) == plan
     with pytest.raises(ValueError, match="unknown"):
         P.plan_from_json({**dataclasses.asdict(plan), "bogus": 1})

@@ -76,7 +76,7 @@ def test_hot_mode_skips_the_flush(tmp_path, fake_gpu, saxpy):
     problem = saxpy.problem("ragged")
     cand, build = binary(tmp_path, saxpy, problem, {}, {"kernel": "saxpy"})
     with WorkerMeasurer() as measurer:
-        m = measurer.measure(saxpy, cand, build, problem, SamplingPlan(l2="hot", rep_ms=1))
+        m = measurer.measure(saxpy, cand, build, problem, SamplingPlan(l2_policy="hot", rep_ms=1))
     assert m.outcome is Outcome.OK and m.l2_policy == "hot" and m.l2_flush_bytes == 0
 
 

@@ -56,7 +56,7 @@ def test_measure_request_round_trip(tmp_path):
         resources=Resources(regs=32),
         build_key="k",
     )
-    plan = SamplingPlan(quantile=0.99, l2="hot", timeout_s=3.0)
+    plan = SamplingPlan(quantile=0.99, l2_policy="hot", timeout_s=3.0)
     request = W.MeasureRequest(tmp_path / "saxpy.yaml", candidate, build, "n1m", plan)
     message = W.measure_message(7, request)
     wire = W.decode(W.encode(message))

@@ -252,7 +252,8 @@ def test_current_fingerprint_composes_and_keeps_only_known_fields(
     ref.write_text("def ref(a):\n    return {'y': a}\n")
     spec = types.SimpleNamespace(
         arch="sm_90",
-        raw={"l2": "hot", "entry": "k", "problems": [{"name": "p", "dims": {"N": 4}}]},
+        l2_policy="hot",
+        raw={"l2_policy": "hot", "entry": "k", "problems": [{"name": "p", "dims": {"N": 4}}]},
         include_dirs=(),
         source_path=Path("k.cu"),
         reference_path=ref,

@@ -9,11 +9,9 @@ import pytest
 from registry_support import make_artifact
 
 from ctune.errors import CtuneError, UserError
-from ctune.records import DeviceInfo
 from ctune.registry.layout import (
     ArtifactKey,
     contained_path,
-    device_class,
     parse_key,
     parse_pin_tag,
     pin_tag,
@@ -231,20 +229,6 @@ def test_contained_path_refuses_symlinks_and_escapes(tmp_path: Path) -> None:
         with pytest.raises(UserError):
             contained_path(root, PurePosixPath(rel))
     assert contained_path(root, PurePosixPath("k/q/d.json")) == root.resolve() / "k/q/d.json"
-
-
-@pytest.mark.parametrize(
-    ("sm", "name", "expected"),
-    [
-        ("sm_90", "NVIDIA H100 80GB HBM3", "sm90-nvidia-h100-80gb-hbm3"),
-        ("sm_90", "NVIDIA H200", "sm90-nvidia-h200"),
-        ("sm_89", "NVIDIA GeForce RTX 4090", "sm89-nvidia-geforce-rtx-4090"),
-        ("sm_100", "NVIDIA B200 (MIG 1g.23gb)", "sm100-nvidia-b200-mig-1g-23gb"),
-    ],
-)
-def test_device_class(sm: str, name: str, expected: str) -> None:
-    assert device_class({"sm": sm, "gpu_name": name}) == expected
-    assert device_class(DeviceInfo(name=name, uuid="GPU-1", sm=sm, driver="580")) == expected
 
 
 def test_pin_tag_round_trip() -> None:

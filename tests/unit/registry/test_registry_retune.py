@@ -30,7 +30,7 @@ def test_the_recorded_search_comes_back_as_a_command_line() -> None:
         "search", "kernels/gemm.cu", "--problem", "sq4096",
         "--objective", "p99", "--objective", "energy", "--constraint", "power<=400W",
         "--strategy", "nsga2", "--seed", "7", "--budget", "50",
-        "--arch", "sm_90", "--l2", "cold", "--commit",
+        "--arch", "sm_90", "--l2-policy", "cold", "--commit",
     )  # fmt: skip
     assert search_argv(artifact, Path("kernels"), budget=8)[-7:-5] == ("--budget", "8")
     written = search_argv(artifact, Path("kernels"), out_dir=Path("out"))

@@ -1,0 +1,64 @@
+"""The L2 policy: one name, ``l2_policy``, for whether the L2 is flushed before each sample.
+
+``cold`` flushes it (a write of at least twice its size) before every sample, ``hot``
+does not. The name is the same everywhere: the spec key, ``[tool.ctune]``, the
+``CTUNE_L2_POLICY`` variable, ``--l2-policy``, ``Settings``, ``SamplingPlan``, the
+fingerprint field and every JSON record written.
+
+Files written before the name was settled spell it ``l2`` (spec YAML ``l2:``,
+``[tool.ctune] l2``, ``CTUNE_L2``, ``--l2``, the sampling plan of schema-3 artifacts):
+:func:`migrate` maps that spelling on read, and this module is the only place that
+knows it. Persisted records are never rewritten to the new spelling (an artifact's
+digest covers its recorded plan as written), and the spec digest is taken on the old
+spelling (:func:`legacy_form`), so renaming the key in a spec changes no identity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+NAME = "l2_policy"
+#: the old spellings, read everywhere, written nowhere
+OLD_NAMES = ("l2",)
+POLICIES = ("cold", "hot")
+DEFAULT = "cold"
+
+
+def migrate(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``data`` with an old spelling renamed to :data:`NAME`.
+
+    Raises ValueError (the caller adds where) when both spellings are given with
+    different values: which one was meant cannot be guessed.
+    """
+    out = dict(data)
+    for old in OLD_NAMES:
+        if old not in out:
+            continue
+        value = out.pop(old)
+        if NAME in out and out[NAME] != value:
+            raise ValueError(
+                f"both {old!r} (the old name) and {NAME!r} are given, and differ; keep {NAME!r}"
+            )
+        out.setdefault(NAME, value)
+    return out
+
+
+def legacy_form(data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` with :data:`NAME` spelled the old way: the form spec digests were taken on
+    before the rename, so a spec digests the same under either spelling."""
+    out = {k: v for k, v in data.items() if k != NAME}
+    if NAME in data:
+        out[OLD_NAMES[0]] = data[NAME]
+    return out
+
+
+def check(value: object) -> str:
+    """``value`` if it is a policy; ValueError naming the allowed ones otherwise (the
+    caller says where)."""
+    if value not in POLICIES:
+        raise ValueError(f"{value!r} (allowed: {', '.join(POLICIES)})")
+    return str(value)
+
+
+__all__ = ["DEFAULT", "NAME", "OLD_NAMES", "POLICIES", "check", "legacy_form", "migrate"]
