@@ -56,19 +56,28 @@
 #ifndef TILE_KV
 #define TILE_KV 128  // keys per K / V tile
 #endif
-// 0 = warp-specialized (one TMA producer warpgroup, MMA_WG consumer warpgroups),
-// 1 = the plain TMA kernel (one warpgroup loads and computes; several CTAs per SM).
-#ifndef SCHEDULE
-#define SCHEDULE 0
+// The kernel: 0 warp-specialized (a TMA producer warpgroup feeds MMA_WG consumer warpgroups),
+// one CTA per tile; 1 the same, persistent (one CTA per SM walks the tiles); 2-4 the plain TMA
+// kernel (one warpgroup loads and computes): 2 one CTA per SM, 3 two, 4 two in clusters of 2
+// along the queries (K / V tiles reach both by TMA multicast). One gene, not four, because
+// the schedules share few options and pinned combinations would make the space too sparse
+// to sample.
+#ifndef KERNEL
+#define KERNEL 0
 #endif
+#if KERNEL <= 1
+#define SCHEDULE 0
+#else
+#define SCHEDULE 1
+#endif
+#define PERSISTENT (KERNEL == 1)
+#define BLOCKS_PER_SM (KERNEL == 2 ? 1 : 2)
+#define CLUSTER_M (KERNEL == 4 ? 2 : 1)
 #ifndef MMA_WG
 #define MMA_WG 2  // consumer warpgroups (warp-specialized); each owns TILE_Q / MMA_WG rows
 #endif
 #ifndef STAGES
 #define STAGES 5  // smem ring of K and V tiles (K and V alternate in one ring)
-#endif
-#ifndef PERSISTENT
-#define PERSISTENT 0  // warp-specialized: 1 = one CTA per SM walks the tiles
 #endif
 #ifndef Q_SEPARATE
 #define Q_SEPARATE 0  // warp-specialized: 1 = a second producer warp loads Q
@@ -79,14 +88,9 @@
 #ifndef LOCKED
 #define LOCKED 0  // warp-specialized: 1 = consumer warpgroups take turns in the softmax
 #endif
-#ifndef BLOCKS_PER_SM
-#define BLOCKS_PER_SM 1  // plain TMA kernel: CTAs per SM it is compiled for (launch bounds)
-#endif
-#ifndef CLUSTER_M
-#define CLUSTER_M 1  // plain TMA kernel: CTAs per cluster along the queries, sharing K / V tiles
-#endif
 // The split count is the launcher's `splits` argument (a runtime gene): one build serves all.
 
+static_assert(KERNEL >= 0 && KERNEL <= 4, "KERNEL must be 0..4");
 static_assert(HEAD_DIM == 64 || HEAD_DIM == 128, "HEAD_DIM must be 64 or 128");
 static_assert(TILE_KV % 16 == 0, "TILE_KV: whole k16 steps of the P V product");
 
@@ -136,7 +140,7 @@ using Kernel = typename fmha_kernel::FmhaBuilder<
     fmha_kernel::Option<fmha_kernel::Tag::kNumMmaWarpGroups, Int<MMA_WG>>,
     fmha_kernel::Option<fmha_kernel::Tag::kStagesKV, Int<STAGES>>,
     fmha_kernel::Option<fmha_kernel::Tag::kStagesQ, Int<MMA_WG + Q_EXTRA>>,
-    fmha_kernel::Option<fmha_kernel::Tag::kIsPersistent, Flag<PERSISTENT != 0>>,
+    fmha_kernel::Option<fmha_kernel::Tag::kIsPersistent, Flag<PERSISTENT>>,
     fmha_kernel::Option<fmha_kernel::Tag::kLoadsQSeparately, Flag<Q_SEPARATE != 0>>,
     fmha_kernel::Option<fmha_kernel::Tag::kIsMainloopLocked, Flag<LOCKED != 0>>>::Kernel;
 #else
@@ -362,7 +366,8 @@ extern "C" int ctune_launch(void* const* params, cudaStream_t stream) {
   err = set_device(device);
   if (err != cudaSuccess) return err;
 
-  const size_t cells = size_t(m.batches) * m.splits * m.rows;
+  // One log-sum-exp per (batch, second mode, row); O partials only when split.
+  const size_t cells = size_t(m.batches) * m.second * m.rows;
   err = cache.lse.reserve(cells * sizeof(float));
   if (err != cudaSuccess) return err;
   Element* o_target = O;

@@ -1,5 +1,5 @@
 """kernels/cutlass_attention beyond its default build (which test_kernels_correct checks):
-split-KV with its merge, the plain TMA kernel (clusters, several CTAs per SM), the persistent
+split-KV with its merge, the plain TMA kernel (clusters, two CTAs per SM), the persistent
 warp-specialized kernel with every option on, three consumer warpgroups and a tile size that
 divides neither S nor the other tile, each against the reference on a ragged problem."""
 
@@ -24,16 +24,16 @@ CASES = [
     ("decode-b2-h8-kv2-k1000-d128", {"SPLITS": 8}),
     # 4097 = 17 x 241: no count <= 16 divides it, so one split (the plain path)
     ("decode-b1-h4-kv1-k4097-d64", {"SPLITS": 16}),
-    # 333 = 9 x 37: 3 splits of 111 keys over 4 x 333 packed query rows
-    ("gqa-b2-h8-kv2-s333-d128", {"SPLITS": 4}),
+    # several query rows per head (speculative decode): 4 splits of 250 keys, 4 x 5 rows
+    ("spec-b2-h8-kv2-s5-k1000-d128", {"SPLITS": 4}),
     (
         "ragged-b2-h3-s333-d64",
-        {"SCHEDULE": 1, "TILE_Q": 64, "STAGES": 4, "BLOCKS_PER_SM": 2, "CLUSTER_M": 2},
+        {"KERNEL": 4, "TILE_Q": 64, "STAGES": 4},
     ),
-    ("ragged-b2-h3-s333-d128-causal", {"SCHEDULE": 1, "TILE_Q": 64, "STAGES": 3}),
+    ("ragged-b2-h3-s333-d128-causal", {"KERNEL": 2, "TILE_Q": 64, "STAGES": 3}),
     (
         "gqa-b2-h8-kv2-s333-d128-causal",
-        {"PERSISTENT": 1, "Q_SEPARATE": 1, "Q_EXTRA": 1, "LOCKED": 1, "STAGES": 4},
+        {"KERNEL": 1, "Q_SEPARATE": 1, "Q_EXTRA": 1, "LOCKED": 1, "STAGES": 4},
     ),
     ("tiny-b1-h2-s17-d64-causal", {"MMA_WG": 3, "TILE_Q": 192, "TILE_KV": 64, "STAGES": 4}),
     ("gqa-b2-h8-kv2-s333-d128", {"TILE_KV": 176, "STAGES": 4}),
