@@ -57,7 +57,6 @@ DTYPE_BYTES = {
 ROLES = ("input", "output", "inout", "scratch", "scalar")
 ENTRY_KINDS = ("kernel", "launcher")
 MAX_SOURCE_BYTES = 4 * 1024 * 1024
-CUTLASS_TOKEN = "@cutlass"
 
 _TOP_KEYS = {
     "name",
@@ -491,14 +490,14 @@ def _check_entry_genes(ctx: _Ctx, symbol: str, kind: str, genes: tuple[Gene, ...
 
 
 def _include_dir(ctx: _Ctx, folder: Path, value: str) -> Path:
-    if value == CUTLASS_TOKEN:
-        from ctune.compile.deps import cutlass_include_dir
+    from ctune.compile.deps import INCLUDE_TOKENS, include_token_dir
 
-        found = cutlass_include_dir()
+    if value in INCLUDE_TOKENS:
+        found = include_token_dir(value)
         if found is None:
             raise ctx.fail(
                 "include_dirs",
-                "@cutlass: the nvidia-cutlass package is not installed "
+                f"{value}: the nvidia-cutlass package is not installed or lacks that folder "
                 "(pip install nvidia-cutlass)",
             )
         return found

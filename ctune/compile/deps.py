@@ -4,7 +4,8 @@ The closure is ``{label: sha256 of the file's bytes}`` for the source and every
 header that ``nvcc -M`` lists outside the CUDA toolkit (CUTLASS headers
 included, since they are part of the kernel). A label is the file's path
 relative to the root it was found under: the kernel's folder (``gemm.cu``),
-the CUTLASS headers (``@cutlass/cute/tensor.hpp``) or another include folder
+the CUTLASS headers (``@cutlass/cute/tensor.hpp``), the wheel's examples
+(``@cutlass_examples/88_hopper_fmha/...``) or another include folder
 of the spec (its path relative to the spec's folder). Labels, not absolute
 paths, make the digest the same wherever the checkout or the virtual
 environment lives, and let ``ctune check`` name a changed file. Toolkit
@@ -28,15 +29,41 @@ if TYPE_CHECKING:
     from ctune.kernelspec import KernelSpec
 
 
-@lru_cache(maxsize=1)
-def cutlass_include_dir() -> Path | None:
-    """The CUTLASS/CuTe headers shipped in the nvidia-cutlass wheel, if installed."""
+def _cutlass_source_dir(sub: str, marker: str) -> Path | None:
     try:
         import cutlass_library
     except ImportError:
         return None
-    path = Path(cutlass_library.__file__).parent / "source" / "include"
-    return path if (path / "cutlass").is_dir() else None
+    path = Path(cutlass_library.__file__).parent / "source" / sub
+    return path if (path / marker).is_dir() else None
+
+
+@lru_cache(maxsize=1)
+def cutlass_include_dir() -> Path | None:
+    """The CUTLASS/CuTe headers shipped in the nvidia-cutlass wheel, if installed."""
+    return _cutlass_source_dir("include", "cutlass")
+
+
+@lru_cache(maxsize=1)
+def cutlass_examples_dir() -> Path | None:
+    """The wheel's examples folder: the Hopper FMHA collectives ship there, not in include/."""
+    return _cutlass_source_dir("examples", "88_hopper_fmha")
+
+
+#: include_dirs tokens a spec may name instead of a path, and where each resolves; a
+#: token is also the closure label of the files found under it
+INCLUDE_TOKENS = {"@cutlass": cutlass_include_dir, "@cutlass_examples": cutlass_examples_dir}
+
+
+def include_token_dir(token: str) -> Path | None:
+    """Where an include_dirs token points (None: the wheel is missing or lacks that folder)."""
+    return INCLUDE_TOKENS[token]()
+
+
+def uses_cutlass(include_dirs: Sequence[Path]) -> bool:
+    """Whether a spec compiles against the wheel (its version then belongs to the identity)."""
+    found = {resolve() for resolve in INCLUDE_TOKENS.values()} - {None}
+    return any(d in found for d in include_dirs)
 
 
 def cutlass_version() -> str:
@@ -111,11 +138,15 @@ def closure_roots(spec: KernelSpec) -> list[tuple[str, Path]]:
     """The named roots a spec's files are labelled by: its folder, CUTLASS, its -I folders."""
     folder = spec.source_path.parent.resolve()
     roots: list[tuple[str, Path]] = [("", folder)]
-    cutlass = cutlass_include_dir()
+    tokens = {
+        found.resolve(): token
+        for token, resolve in INCLUDE_TOKENS.items()
+        if (found := resolve()) is not None
+    }
     for include in spec.include_dirs:
         resolved = Path(include).resolve()
-        if cutlass is not None and resolved == cutlass.resolve():
-            roots.append(("@cutlass", resolved))
+        if resolved in tokens:
+            roots.append((tokens[resolved], resolved))
         elif not resolved.is_relative_to(folder):
             base = spec.yaml_path.parent.resolve()
             name = (

@@ -371,17 +371,17 @@ def spec_fields(
     """:func:`spec_part_fields` plus the source closure, arch, L2 policy and CUTLASS."""
     from ctune.compile.deps import (
         closure_sha256,
-        cutlass_include_dir,
         cutlass_version,
         source_closure,
+        uses_cutlass,
     )
 
-    uses_cutlass = cutlass_include_dir() in tuple(getattr(spec, "include_dirs", ()))
+    on_cutlass = uses_cutlass(tuple(getattr(spec, "include_dirs", ())))
     return {
         "kernel_source_sha256": closure_sha256(source_closure(spec, nvcc)),
         "arch": arch or spec.arch,
         "l2_policy": l2_policy or spec.l2_policy,
-        "cutlass_version": cutlass_version() if uses_cutlass else "none",
+        "cutlass_version": cutlass_version() if on_cutlass else "none",
         **spec_part_fields(spec, problem),
     }
 

@@ -26,9 +26,11 @@ if TYPE_CHECKING:
 
 def device_label(measurement: Measurement | None) -> str | None:
     """The journal's device identity: model and SM, not the driver (which may update)."""
+    from ctune.evidence.identity import gpu_label
+
     if measurement is None or measurement.device is None:
         return None
-    return f"{measurement.device.name} ({measurement.device.sm})"
+    return gpu_label(measurement.device)
 
 
 class SessionJournal:

@@ -1,0 +1,55 @@
+"""kernels/cutlass_attention beyond its default build (which test_kernels_correct checks):
+split-KV with its merge, the plain TMA kernel (clusters, two CTAs per SM), the persistent
+warp-specialized kernel with every option on, three consumer warpgroups and a tile size that
+divides neither S nor the other tile, each against the reference on a ragged problem."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ctune.measure import SamplingPlan
+from ctune.measure.session import WorkerMeasurer
+from ctune.records import Outcome
+
+ROOT = Path(__file__).parents[2]
+SPEC = ROOT / "kernels" / "cutlass_attention.yaml"
+PLAN = SamplingPlan(warmup_ms=1, rep_ms=1, min_samples=10, max_samples=50, quantile=0.5)
+
+pytestmark = pytest.mark.gpu
+
+CASES = [
+    # 1000 keys in 8 splits of 125: each split's last tile is partial
+    ("decode-b2-h8-kv2-k1000-d128", {"SPLITS": 8}),
+    # 4097 = 17 x 241: no count <= 16 divides it, so one split (the plain path)
+    ("decode-b1-h4-kv1-k4097-d64", {"SPLITS": 16}),
+    # several query rows per head (speculative decode): 4 splits of 250 keys, 4 x 5 rows
+    ("spec-b2-h8-kv2-s5-k1000-d128", {"SPLITS": 4}),
+    (
+        "ragged-b2-h3-s333-d64",
+        {"KERNEL": 4, "TILE_Q": 64, "STAGES": 4},
+    ),
+    ("ragged-b2-h3-s333-d128-causal", {"KERNEL": 2, "TILE_Q": 64, "STAGES": 3}),
+    (
+        "gqa-b2-h8-kv2-s333-d128-causal",
+        {"KERNEL": 1, "Q_SEPARATE": 1, "Q_EXTRA": 1, "LOCKED": 1, "STAGES": 4},
+    ),
+    ("tiny-b1-h2-s17-d64-causal", {"MMA_WG": 3, "TILE_Q": 192, "TILE_KV": 64, "STAGES": 4}),
+    ("gqa-b2-h8-kv2-s333-d128", {"TILE_KV": 176, "STAGES": 4}),
+]
+
+
+@pytest.mark.parametrize(("problem_name", "genes"), CASES, ids=[c[0] for c in CASES])
+def test_variant_matches_the_reference(problem_name, genes, load, builder):
+    spec = load(SPEC)
+    problem = spec.problem(problem_name)
+    values = {**spec.space.default_values(), **genes}
+    assert spec.space.is_valid(values, problem.dims), spec.space.violations(values, problem.dims)
+    with WorkerMeasurer() as measurer:
+        m = measurer.measure(spec, *builder(spec, problem, **genes), problem, PLAN)
+    print(
+        f"{problem_name} {genes}: {m.outcome.value} rel_l2={m.rel_l2_error} "
+        f"max_abs={m.max_abs_error}"
+    )
+    assert m.outcome is Outcome.OK, m.error
