@@ -196,6 +196,7 @@ class Measurement:
     sampling_note: str = (
         ""  # why n is what it is (budget, quantile floor, cap), warm-up, starvation
     )
+    pruned: bool = False  # stopped after its first chunk: clearly slower than the leader
 
 
 @dataclass(frozen=True, slots=True)

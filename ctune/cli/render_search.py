@@ -376,7 +376,8 @@ def binaries_line(result: SearchResult) -> str:
     return (
         f"{result.evaluations} candidates -> {result.binaries} distinct binaries measured"
         f" ({result.reused} took the measurement of an identical binary; "
-        f"{unbuilt} failed to build)"
+        f"{unbuilt} failed to build; {result.pruned} pruned: clearly slower than the leader "
+        "on their first samples)"
     )
 
 

@@ -203,6 +203,14 @@ def search_command(
             "(0: skip)"
         ),
     ] = 5,
+    prune_margin: Annotated[
+        str,
+        typer.Option(
+            help="one objective on latency or throughput: a candidate whose first ~10 samples' "
+            "median is this far above the leader's value stops there, measured but pruned "
+            "(the full sampling plan goes to candidates that could lead); off: never"
+        ),
+    ] = "25%",
     fill: Annotated[
         bool | None,
         typer.Option(
@@ -263,6 +271,7 @@ def search_command(
     from ctune.registry.assemble import ResultPublisher
     from ctune.search import run_search
     from ctune.search.driver import SearchOptions
+    from ctune.search.pruning import parse_prune_margin
     from ctune.search.strategy import parse_option_items
 
     if plot is not None:  # before anything runs: a search must not end in a missing extra
@@ -288,6 +297,7 @@ def search_command(
         resume=resume,
         journal=journal,
         confirm_processes=confirm_processes,
+        prune_margin=parse_prune_margin(prune_margin),
         fill=fill,
         warm_start=seeds,
         warm_start_source=str(warm_start or ""),

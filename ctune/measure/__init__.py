@@ -42,6 +42,10 @@ class SamplingPlan:
     # a captured graph of many launches, divided by their count) or "auto" (graph under
     # 10 µs; a search decides once, from its baseline, and records what it used)
     timing: str = "auto"
+    # stop after a first short chunk when its median is above this (ms): a search sets it
+    # from its leader (ctune.search.pruning), so a clearly slower candidate costs a few
+    # samples, not the full budget; None: never (gate, confirmation, benchmarks)
+    prune_above_ms: float | None = None
 
 
 @runtime_checkable

@@ -40,8 +40,10 @@ from ctune.measure.plan import (
     WARMUP_CAP_MS,
     batches_agree,
     chunk_size,
+    first_chunk_size,
     graph_launches,
     next_spin_ms,
+    prunes,
     sample_count,
     timing_method,
     warmup_batch_size,
@@ -120,6 +122,7 @@ class Timing:
     note: str
     method: str = "events"  # what a sample is (ctune.measure.protocol)
     launches_per_sample: int = 1
+    pruned: bool = False  # stopped after the first chunk (plan.prune_above_ms)
 
     @property
     def sw_power_capped(self) -> bool:
@@ -257,12 +260,13 @@ class EventTimer:
         flush_ms = self.flush_cost_ms() if cold else 0.0
         sample_ms = warm.kernel_ms * per
         count = sample_count(sample_ms + flush_ms, warm.kernel_ms, plan)
-        chunk = chunk_size(sample_ms + flush_ms)
+        chunk = first_chunk_size(sample_ms + flush_ms, plan)
         telemetry = self._telemetry
         edge = telemetry.edge() if telemetry else None
         kept: list[float] = []
         clocks: list[float] = []
         excluded = starved = reasons = done = 0
+        pruned = False
         spin_ms = SPIN_MS
         stream = self._stream
         while done < count.n:
@@ -297,7 +301,16 @@ class EventTimer:
             spin_ms = next_spin_ms(spin_ms, enqueue_ms, was_starved)
             edge = after
             done += k
+            if done == k and prunes(kept, plan):
+                pruned = True
+                break
+            chunk = chunk_size(sample_ms + flush_ms)
         notes = [count.note]
+        if pruned:
+            notes.append(
+                f"pruned after {done} samples: median {statistics.median(kept):.4g} ms > "
+                f"{plan.prune_above_ms:.4g} ms"
+            )
         if method == "graph":
             notes.append(
                 f"graph timing: a sample is one replay of {per} launches, divided by {per}"
@@ -317,7 +330,7 @@ class EventTimer:
         return Timing(
             samples_ms=tuple(kept),
             excluded=excluded,
-            total=count.n,
+            total=done,
             warmup=warm,
             flush_ms=flush_ms,
             flush_bytes=self.flush_bytes if cold else 0,
@@ -326,6 +339,7 @@ class EventTimer:
             note="; ".join(notes),
             method=method,
             launches_per_sample=per,
+            pruned=pruned,
         )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -82,6 +83,8 @@ def validate(plan: SamplingPlan) -> None:
         raise UserError(f"sampling plan: quantile={plan.quantile} must lie in (0, 1)")
     if plan.timeout_s < 0:
         raise UserError(f"sampling plan: timeout_s={plan.timeout_s} must be >= 0 (0 = derived)")
+    if plan.prune_above_ms is not None and not plan.prune_above_ms > 0:
+        raise UserError(f"sampling plan: prune_above_ms={plan.prune_above_ms} must be > 0")
     if plan.energy and plan.energy_window_s < MIN_ENERGY_WINDOW_S:
         raise UserError(
             f"energy window {plan.energy_window_s:g} s is too short: NVML's energy counter "
@@ -168,6 +171,28 @@ def batches_agree(means: Sequence[float]) -> bool:
     last = means[-WARMUP_BATCHES:]
     low, high = min(last), max(last)
     return low > 0 and high / low - 1.0 <= WARMUP_AGREEMENT + 1e-12
+
+
+#: a pruning chunk: at least this many samples and this much GPU time, so that its median
+#: is not one outlier (the threshold it is held to is 25% above the leader by default)
+PRUNE_MIN_SAMPLES = 10
+PRUNE_CHUNK_MS = 5.0
+
+
+def first_chunk_size(per_sample_ms: float, plan: SamplingPlan) -> int:
+    """The first chunk: short when the plan may prune (its median decides), else a full one."""
+    full = chunk_size(per_sample_ms)
+    if plan.prune_above_ms is None:
+        return full
+    wanted = max(PRUNE_MIN_SAMPLES, math.ceil(PRUNE_CHUNK_MS / max(per_sample_ms, 1e-6)))
+    return min(full, wanted)
+
+
+def prunes(kept_ms: list[float], plan: SamplingPlan) -> bool:
+    """Is this candidate, on its first samples, clearly slower than the plan's threshold?"""
+    if plan.prune_above_ms is None or len(kept_ms) < PRUNE_MIN_SAMPLES:
+        return False
+    return bool(statistics.median(kept_ms) > plan.prune_above_ms)
 
 
 def chunk_size(per_sample_ms: float) -> int:

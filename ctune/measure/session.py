@@ -308,6 +308,9 @@ class WorkerMeasurer:
         self._nvml_checked = False
         self.recoveries_s: list[float] = []  # fault -> healthy replacement, per fault
         self.workers_started = 0
+        # processes started ahead (prestart), with their ready message once read: each is
+        # fresh, it has measured nothing yet
+        self._spares: list[tuple[WorkerProcess, dict[str, Any] | None]] = []
 
     # --- state ------------------------------------------------------------------
     @property
@@ -329,11 +332,33 @@ class WorkerMeasurer:
         return self._info
 
     # --- workers ------------------------------------------------------------------
+    def prestart(self, count: int, wait: bool = True) -> None:
+        """Start ``count`` fresh worker processes now, side by side, for the next
+        measurements that need a fresh process (``restart``, ``remeasure``): their start
+        (Python, CuPy, a CUDA context: ~1-2 s each) then overlaps instead of adding up.
+        ``wait``: return only when each is up, so that no context is created while a
+        later measurement runs. A spare that fails to start is dropped here; the normal
+        start, with its retries and errors, happens when it is needed."""
+        while len(self._spares) < count:
+            self._spares.append((WorkerProcess(self._argv, worker_env()), None))
+        if not wait:
+            return
+        ready: list[tuple[WorkerProcess, dict[str, Any] | None]] = []
+        for spare, message in self._spares:
+            try:
+                ready.append((spare, message or spare.wait_ready(self.start_timeout_s)))
+            except (WorkerTimeout, WorkerDied, WorkerStartError):
+                spare.kill()
+                spare.close()
+        self._spares = ready
+
     def _spawn(self, timeout_s: float) -> tuple[WorkerProcess, DeviceInfo]:
-        worker = WorkerProcess(self._argv, worker_env())
+        worker, ready = (
+            self._spares.pop(0) if self._spares else (WorkerProcess(self._argv, worker_env()), None)
+        )
         deadline = time.monotonic() + timeout_s
         try:
-            ready = worker.wait_ready(timeout_s)
+            ready = ready or worker.wait_ready(timeout_s)
             health = worker.request({"op": "health"}, max(0.5, deadline - time.monotonic()))
             if not health.get("ok") or not health.get("healthy"):
                 raise WorkerStartError(
@@ -495,6 +520,7 @@ class WorkerMeasurer:
         (interleaving, rule M11), keyed by candidate key."""
         rng = random.Random(seed)
         results: dict[str, list[Measurement]] = {c.key(): [] for c, _ in items}
+        self.prestart(processes)  # all start side by side, before any of them measures
         for _ in range(processes):
             self.restart()
             order = list(items)
@@ -507,6 +533,9 @@ class WorkerMeasurer:
         if self._worker is not None:
             self._worker.close()
             self._worker = None
+        for spare, _ in self._spares:
+            spare.close()
+        self._spares = []
 
     def __enter__(self) -> WorkerMeasurer:
         return self

@@ -464,6 +464,7 @@ class WorkerService:
             sampling_note=timing.note,
             timing_method=timing.method,
             launches_per_sample=timing.launches_per_sample,
+            pruned=timing.pruned,
         )
 
 

@@ -44,6 +44,7 @@ class ConcurrentBatch:
         self.run = run
         self.new = new
         self.generation = generation
+        self.plan = run.pipeline.plan(generation)  # pruning fixed for the generation
         self.measurer: Any = run.measurer
         self.slots = int(getattr(self.measurer, "slots", 1))
         self.futures: dict[int, Future[Build]] = {}
@@ -106,7 +107,7 @@ class ConcurrentBatch:
             cand = self.new[j]
             build = self._prepared(cand, future.result())
             self.started[j] = (
-                self.measurer.start(run.spec, cand, build, run.problem, run.plan)
+                self.measurer.start(run.spec, cand, build, run.problem, self.plan)
                 if self._measurable(build)
                 else None
             )
@@ -130,7 +131,7 @@ class ConcurrentBatch:
             build = self._prepared(cand, build)
             if not self._measurable(build):
                 return
-            future = self.measurer.start(run.spec, cand, build, run.problem, run.plan)
+            future = self.measurer.start(run.spec, cand, build, run.problem, self.plan)
             self.fillers.append(_Filler(cand, build, future))
 
     # --- journaling ----------------------------------------------------------------------

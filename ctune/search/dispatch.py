@@ -80,15 +80,15 @@ class Matrix:
         return found
 
 
-def parse_margin(text: str | float) -> float:
-    """``3%``, ``0.03`` or ``3 %`` -> 0.03 (a fraction, 0 to 1)."""
+def parse_margin(text: str | float, option: str = "--dispatch-margin", below: float = 1.0) -> float:
+    """``3%``, ``0.03`` or ``3 %`` -> 0.03 (a fraction, 0 to ``below``)."""
     raw = str(text).strip()
     try:
         value = float(raw[:-1].strip()) / 100 if raw.endswith("%") else float(raw)
     except ValueError:
-        raise UserError(f"--dispatch-margin {text!r}: expected a share like 3% or 0.03") from None
-    if not (math.isfinite(value) and 0 <= value < 1):
-        raise UserError(f"--dispatch-margin {text!r}: expected 0% to <100%")
+        raise UserError(f"{option} {text!r}: expected a share like 3% or 0.03") from None
+    if not (math.isfinite(value) and 0 <= value < below):
+        raise UserError(f"{option} {text!r}: expected 0% to <{below:.0%}")
     return value
 
 

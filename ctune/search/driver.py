@@ -84,6 +84,7 @@ from ctune.search.events import (
 )
 from ctune.search.pipeline import Pipeline
 from ctune.search.plan import DEFAULT_BUDGET, SearchPlan, new_plan, resume_plan
+from ctune.search.pruning import DEFAULT_PRUNE_MARGIN
 from ctune.search.result import ResultRecord, SearchResult
 from ctune.search.run_result import search_result
 from ctune.search.session_journal import SessionJournal
@@ -136,6 +137,9 @@ class SearchOptions:
     # configurations to measure first (a T4 file's best, exchange/t4.py), and where from
     warm_start: tuple[Mapping[str, Any], ...] = ()
     warm_start_source: str = ""
+    # a candidate whose first samples' median is this far above the leader stops there
+    # (search/pruning.py); None: every candidate gets the full sampling plan
+    prune_margin: float | None = DEFAULT_PRUNE_MARGIN
 
 
 # --- capabilities --------------------------------------------------------------------------
@@ -534,6 +538,9 @@ def _execute(
     emit: EventSink,
     publish: Publisher | None,
 ) -> SearchResult:
+    prestart = getattr(run.measurer, "prestart", None)
+    if callable(prestart) and run.objective.measures:
+        prestart(1, wait=False)  # the worker starts while the baseline compiles
     try:
         if opts.resume is not None:
             run.session.open_resume(Path(opts.resume))

@@ -17,10 +17,12 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
+from ctune.measure import SamplingPlan
 from ctune.records import Build, Candidate, Measurement, Outcome, Trial
 from ctune.search.dedup import shared_trial
 from ctune.search.events import TrialFinished
 from ctune.search.filling import Filler
+from ctune.search.pruning import prune_threshold_ms
 from ctune.space.limits import launch_violation
 from ctune.space.params import BuildGroup
 
@@ -41,6 +43,7 @@ class Pipeline:
         self.filler = Filler(run.spec.name, run.space, run.problem.dims, directions)
         # compile-only objectives cannot tell runtime variants apart: nothing to fill with
         self.filling = run.search_plan.fill and self.filler.active and run.objective.measures
+        self._plans: tuple[int, SamplingPlan] | None = None  # (generation, its plan)
 
     # --- one candidate ----------------------------------------------------------------------
     def make_trial(
@@ -58,15 +61,38 @@ class Pipeline:
             number, generation, cand, build.outcome, build, measurement, values, violations
         )
 
-    def measure(self, cand: Candidate, build: Build) -> Measurement | None:
+    def measure(
+        self, cand: Candidate, build: Build, generation: int | None = None
+    ) -> Measurement | None:
         run = self.run
         if not build.outcome.is_ok or not run.objective.measures or run.measurer is None:
             return None
         start = run.clock()
+        plan = run.plan if generation is None else self.plan(generation)
         try:
-            return run.measurer.measure(run.spec, cand, build, run.problem, run.plan)
+            return run.measurer.measure(run.spec, cand, build, run.problem, plan)
         finally:
             run.timers.measure_s += run.clock() - start
+
+    def plan(self, generation: int) -> SamplingPlan:
+        """The run's sampling plan, with the pruning threshold set by the leader as the
+        generation began: fixed for the generation, so the order in which its builds
+        finish (which load decides) cannot change what is pruned, and one seed proposes
+        the same candidates locally and through an engine."""
+        if self._plans is not None and self._plans[0] == generation:
+            return self._plans[1]
+        run = self.run
+        threshold = prune_threshold_ms(
+            run.objective,
+            run.book.front.best(),
+            run.opts.prune_margin,
+            run.objective.context(run.problem.dims),
+        )
+        plan = run.plan
+        if threshold is not None:
+            plan = dataclasses.replace(plan, prune_above_ms=threshold)
+        self._plans = (generation, plan)
+        return plan
 
     def within_device(self, cand: Candidate, build: Build) -> Build:
         """The build, or INVALID when the device cannot launch it (its resources are known
@@ -96,7 +122,7 @@ class Pipeline:
             trial = shared_trial(source, cand, build, len(book.trials), generation)
             run.session.record(trial, filler, same_as=source.candidate.key())
         else:
-            measurement = self.measure(cand, build)
+            measurement = self.measure(cand, build, generation)
             trial = self.make_trial(cand, build, measurement, generation)
             run.session.record(trial, filler)
         run.timers.session_evals += 1

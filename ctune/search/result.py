@@ -140,6 +140,7 @@ class SearchResult:
     confirmation: ConfirmationCost | None = None  # its cost and why it stopped (confirm.py)
     binaries: int = 0  # distinct binaries measured (dedup.py); evaluations - reused - failures
     reused: int = 0  # asked candidates answered by a binary this search measured already
+    pruned: int = 0  # measured trials stopped after their first chunk (pruning.py)
     record: ResultRecord | None = None  # set for a finished search with a baseline
 
     @property
@@ -201,6 +202,7 @@ class SearchResult:
                 "confirmation": self.confirmation.to_json() if self.confirmation else None,
                 "binaries": self.binaries,
                 "reused": self.reused,
+                "pruned": self.pruned,
                 "feasibility": self.feasibility.to_json() if self.feasibility else None,
                 "verdict": "inconclusive" if self.inconclusive else "ok",
                 "artifact": str(self.artifact_path) if self.artifact_path else None,

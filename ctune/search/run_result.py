@@ -60,6 +60,7 @@ def search_result(run: _Run, interrupted: bool) -> SearchResult:
         confirmation=stage.cost,
         binaries=book.binaries.binaries,
         reused=book.reused_asked,
+        pruned=sum(1 for t in book.trials if t.measurement is not None and t.measurement.pruned),
         plan=run.search_plan.to_json(),
         feasibility=feasibility,
     )

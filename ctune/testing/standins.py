@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctune.evidence.identity import gpu_label
+from ctune.measure.plan import PRUNE_MIN_SAMPLES, prunes
 from ctune.records import (
     Build,
     Candidate,
@@ -218,6 +219,9 @@ class StandInMeasurer:
         samples = t * proc * np.exp(self.noise * rng.standard_normal(n))
         tail = max(1, n // 50)  # 2% of samples form the tail
         samples[rng.choice(n, tail, replace=False)] *= self.tail_factor(spec, values) * 1.02
+        pruned = prunes(list(samples[:PRUNE_MIN_SAMPLES]), plan)  # as the worker's first chunk
+        if pruned:
+            samples = samples[:PRUNE_MIN_SAMPLES]
         energy = power = None
         if plan.energy:
             energy = self.energy_j(spec, values, problem) * (1 + 0.003 * rng.standard_normal())
@@ -235,6 +239,7 @@ class StandInMeasurer:
             avg_power_w=power,
             energy_method="stand-in" if plan.energy else "",
             wall_s=0.0,
+            pruned=pruned,
         )
 
     def measure(

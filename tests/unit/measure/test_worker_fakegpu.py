@@ -244,3 +244,40 @@ def test_reference_errors_surface_as_user_errors(tmp_path, fake_gpu):
         with pytest.raises(UserError, match="ZeroDivisionError"):
             measurer.measure(spec, cand, build, problem, PLAN)
         assert measurer.worker_pid is not None  # a spec problem does not cost the worker
+
+
+def test_a_plan_that_may_prune_stops_after_its_first_short_chunk(tmp_path, fake_gpu, saxpy):
+    problem = saxpy.problem("ragged")
+    cand, build = binary(tmp_path, saxpy, problem, {}, {"kernel": "saxpy"})
+    with WorkerMeasurer() as measurer:
+        full = measurer.measure(saxpy, cand, build, problem, PLAN)
+        kept = measurer.measure(
+            saxpy, cand, build, problem, dataclasses.replace(PLAN, prune_above_ms=1e6)
+        )
+        cut = measurer.measure(
+            saxpy, cand, build, problem, dataclasses.replace(PLAN, prune_above_ms=1e-9)
+        )
+    assert full.outcome is Outcome.OK and not full.pruned
+    assert not kept.pruned and len(kept.samples_ms) == len(full.samples_ms)
+    assert cut.outcome is Outcome.OK and cut.pruned and cut.summary is not None
+    assert 10 <= len(cut.samples_ms) < len(full.samples_ms)
+    assert "pruned after" in cut.sampling_note
+
+
+def test_fresh_processes_start_side_by_side_and_each_measures_once(tmp_path, fake_gpu, saxpy):
+    problem = saxpy.problem("ragged")
+    cand, build = binary(tmp_path, saxpy, problem, {}, {"kernel": "saxpy"})
+    with WorkerMeasurer() as measurer:
+        measurer.prestart(3)
+        spares = {w.pid for w, ready in measurer._spares if ready and w.alive}
+        assert len(spares) == 3  # all three up before any of them measured
+        pids = []
+        for _ in range(3):
+            measurer.restart()
+            m = measurer.measure(saxpy, cand, build, problem, PLAN)
+            assert m.outcome is Outcome.OK
+            pids.append(measurer.worker_pid)
+        assert set(pids) == spares and measurer.workers_started == 3
+        runs = measurer.remeasure(saxpy, [(cand, build)], problem, PLAN, 3)
+        assert [m.outcome for m in runs[cand.key()]] == [Outcome.OK] * 3
+        assert measurer.workers_started == 6 and not measurer._spares

@@ -1,0 +1,106 @@
+"""Pruning: the threshold rule, the first chunk, and the search's use of both."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from ctune.errors import UserError
+from ctune.kernelspec import KernelSpec
+from ctune.measure import SamplingPlan
+from ctune.measure.plan import PRUNE_MIN_SAMPLES, first_chunk_size, prunes
+from ctune.objective import parse_objective_spec
+from ctune.objective.terms import TermContext
+from ctune.records import Candidate, Measurement, Outcome, Trial
+from ctune.search.journal import read
+from ctune.search.pruning import parse_prune_margin, prune_threshold_ms
+from ctune.testing.standins import StandInMeasurer, summarize_samples
+
+
+def _leader(samples: list[float]) -> Trial:
+    m = Measurement(
+        "k", "p", Outcome.OK, samples_ms=tuple(samples), summary=summarize_samples(samples)
+    )
+    return Trial(0, 0, Candidate("k", ()), Outcome.OK, None, m, (1.0,), ())
+
+
+CTX = TermContext({"N": 1 << 20}, {"flops": 2e9})
+SAMPLES = [1.0] * 95 + [3.0] * 5  # median 1.0 ms, p99 3.0 ms: a heavy tail
+
+
+def _threshold(objective: list[str], margin: float | None = 0.25) -> float | None:
+    spec = parse_objective_spec(objective, [], {"flops": None})  # type: ignore[dict-item]
+    return prune_threshold_ms(spec, _leader(SAMPLES), margin, CTX)
+
+
+def test_threshold_is_the_leaders_own_statistic_plus_the_margin() -> None:
+    assert _threshold(["p50"]) == pytest.approx(1.25)
+    # a p99 search holds a candidate's median to the leader's p99: its p99 is at least its
+    # median, so nothing that could lead is pruned even when the leader has a heavy tail
+    p99 = _threshold(["p99"])
+    assert p99 is not None and p99 > 3.0 * 1.2
+    assert _threshold(["tflops"]) == pytest.approx(1.25)  # throughput: from the median
+
+
+def test_no_threshold_where_a_slow_candidate_may_still_matter() -> None:
+    assert _threshold(["p50"], margin=None) is None
+    assert _threshold(["p50", "energy"]) is None  # several objectives: a front, not a leader
+    assert _threshold(["0.5*p50 + 0.5*p99"]) is None
+    assert _threshold(["regs"]) is None
+    spec = parse_objective_spec(["p50"], [], {})
+    assert prune_threshold_ms(spec, None, 0.25, CTX) is None  # no leader yet
+
+
+def test_first_chunk_is_short_only_when_the_plan_may_prune() -> None:
+    plan = SamplingPlan()
+    assert first_chunk_size(0.2, plan) == 100  # a full chunk: 100 ms, at most 100 samples
+    pruning = dataclasses.replace(plan, prune_above_ms=1.0)
+    assert first_chunk_size(0.2, pruning) == 25  # 5 ms of samples
+    assert first_chunk_size(5.0, pruning) == PRUNE_MIN_SAMPLES  # never fewer than 10
+    assert not prunes([2.0] * 9, pruning)  # too few to decide
+    assert prunes([2.0] * 10, pruning)
+    assert not prunes([0.9] * 10, pruning) and not prunes([2.0] * 10, plan)
+
+
+def test_prune_margin_option() -> None:
+    assert parse_prune_margin("25%") == pytest.approx(0.25)
+    assert parse_prune_margin("1.5") == pytest.approx(1.5)
+    assert parse_prune_margin("off") is None
+    for bad in ("0%", "-5%", "fast"):
+        with pytest.raises(UserError, match="--prune-margin"):
+            parse_prune_margin(bad)
+
+
+def test_search_prunes_slow_candidates_but_never_the_baseline_or_the_winner(
+    search, spec: KernelSpec
+) -> None:
+    result, _measurer, _, _ = search(
+        measurer=StandInMeasurer(samples=200, wrong_every=None, fault_corner=None),
+        budget=40,
+        seed=3,
+        journal_fsync=False,
+    )
+    replay, _ = read(result.journal)
+    measured = [t for t in replay.trials if t.measurement is not None]
+    pruned = [t for t in measured if t.measurement.pruned]  # type: ignore[union-attr]
+    assert pruned, "a 40-candidate search on the stand-in has clearly slower candidates"
+    assert all(len(t.measurement.samples_ms) == PRUNE_MIN_SAMPLES for t in pruned)  # type: ignore[union-attr]
+    assert not measured[0].measurement.pruned  # type: ignore[union-attr]  # the baseline
+    assert result.front and not any(m.trial.measurement.pruned for m in result.front)  # type: ignore[union-attr]
+    # each pruned one was, on its own short measurement, > 25% above the best found
+    best = min(t.values[0] for t in measured if t.values)
+    assert all(t.values[0] > 1.25 * best for t in pruned)
+
+
+def test_no_pruning_when_switched_off_or_with_several_objectives(search) -> None:
+    for options in ({"prune_margin": None}, {"objectives": ("p50", "energy")}):
+        result, _, _, _ = search(
+            measurer=StandInMeasurer(samples=200, wrong_every=None, fault_corner=None),
+            budget=30,
+            seed=3,
+            journal_fsync=False,
+            **options,
+        )
+        replay, _ = read(result.journal)
+        assert not any(t.measurement and t.measurement.pruned for t in replay.trials)
