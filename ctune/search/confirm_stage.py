@@ -214,7 +214,7 @@ class ConfirmStage:
         self, items: Sequence[tuple[Trial, Build]], processes: int
     ) -> dict[str, list[Measurement]]:
         """Fresh processes, one round at a time, until the decision is made (confirm.py)."""
-        from ctune.search.confirm import confirm_in_proportion
+        from ctune.search.confirm import confirm_in_proportion, min_processes
         from ctune.search.report import pool
 
         run = self.run
@@ -235,6 +235,9 @@ class ConfirmStage:
             return None if got is None else (-got if first.direction == "max" else got)
 
         start = run.clock()
+        prestart = getattr(measurer, "prestart", None)
+        if callable(prestart):  # the rounds that will surely run start side by side
+            prestart(min(min_processes(), processes))
         runs, cost = confirm_in_proportion(
             items,
             run.book.baseline.candidate.key(),
