@@ -37,23 +37,35 @@ def load(toolchain: Any) -> Callable[[Path], Any]:
 def builder(
     tmp_path_factory: pytest.TempPathFactory, toolchain: Any
 ) -> Iterator[Callable[..., Any]]:
-    """build(spec, problem, **genes) -> (candidate, build); asserts the build is OK."""
+    """build(spec, problem, **genes) -> (candidate, build); asserts the build is OK.
+    ``build.ahead(spec, problems, **genes)`` starts those builds side by side first (one
+    CUTLASS build takes ~40-75 s on one core: the correctness set of one would not fit
+    the tier's time one build after another)."""
     from ctune.compile.nvcc import NvccCompiler
 
     cache = tmp_path_factory.mktemp("ctune-cache")
     compilers: dict[str, Any] = {}
 
-    def build(spec: Any, problem: Any, **genes: Any) -> tuple[Any, Any]:
+    def compiler(spec: Any) -> Any:
         key = str(spec.yaml_path)
         if key not in compilers:
             compilers[key] = NvccCompiler(spec, toolchain, cache)
+        return compilers[key]
+
+    def ahead(spec: Any, problems: Any, **genes: Any) -> None:
         candidate = spec.candidate({**spec.space.default_values(), **genes})
-        result = compilers[key].build(candidate, problem)
+        for problem in problems:
+            compiler(spec).submit(candidate, problem)  # build() then joins the compile
+
+    def build(spec: Any, problem: Any, **genes: Any) -> tuple[Any, Any]:
+        candidate = spec.candidate({**spec.space.default_values(), **genes})
+        result = compiler(spec).build(candidate, problem)
         assert result.outcome.is_ok, (
             f"{spec.name} {genes}: {result.outcome.value}: {result.log_tail}"
         )
         return candidate, result
 
+    build.ahead = ahead  # type: ignore[attr-defined]
     yield build
-    for compiler in compilers.values():
-        compiler.close()
+    for each in compilers.values():
+        each.close()

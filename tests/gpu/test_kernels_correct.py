@@ -34,6 +34,7 @@ PLAN = SamplingPlan(warmup_ms=1, rep_ms=1, min_samples=10, max_samples=50, quant
 def test_default_build_is_correct(path: Path, load, builder):
     spec = load(path)
     names = spec.problem_sets.get("correctness") or (spec.default_problem,)
+    builder.ahead(spec, [spec.problem(n) for n in names])
     failures = []
     with WorkerMeasurer() as measurer:
         for name in names:
