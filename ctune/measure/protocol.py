@@ -68,8 +68,13 @@ def definition(method: str = "events") -> dict[str, Any]:
     from ctune.measure import SamplingPlan, arrays, cupy_events, nvml_energy, plan
 
     settings = Settings()
-    # the timing method is named by "samples"; the other plan defaults are common
-    defaults = {k: v for k, v in dataclasses.asdict(SamplingPlan()).items() if k != "timing"}
+    # the timing method is named by "samples"; the other plan defaults are common. Pruning
+    # is a search's policy, off by default: a pruned trial is marked, and what a search
+    # reports (and an artifact records) is re-measured without it
+    search_only = ("timing", "prune_above_ms")
+    defaults = {
+        k: v for k, v in dataclasses.asdict(SamplingPlan()).items() if k not in search_only
+    }
     # a field's name is not what a number means: the digest keeps the L2 policy's old name
     defaults = l2policy.legacy_form(defaults)
     out: dict[str, Any] = {
