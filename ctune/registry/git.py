@@ -46,8 +46,6 @@ checked out, so registry content cannot run code (rule X3).
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import os
 import random
 import re
 import shutil
@@ -60,7 +58,7 @@ from typing import IO, Any
 
 from ctune.errors import RegistryError
 from ctune.registry import schema
-from ctune.registry.locks import FLOCK_NAME
+from ctune.registry.locks import FLOCK_NAME, writer_lock
 
 MIN_GITPYTHON = (3, 1, 49)  # ref-name traversal fixed in 3.1.48, config injection in 3.1.49
 ZERO_SHA = "0" * 40
@@ -375,23 +373,12 @@ class GitRegistry:
         if not self.serialize:
             yield
             return
-        fd = os.open(self.common_dir / FLOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            deadline = time.monotonic() + self.retry_budget_s
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise RegistryError(
-                            f"another ctune process held {self.common_dir / FLOCK_NAME} for "
-                            f"{self.retry_budget_s:.0f} s; try again when it finishes"
-                        ) from None
-                    time.sleep(random.uniform(0.005, 0.05))
+        busy = (
+            f"another ctune process held {self.common_dir / FLOCK_NAME} for "
+            f"{self.retry_budget_s:.0f} s; try again when it finishes"
+        )
+        with writer_lock(self.common_dir, self.retry_budget_s, busy):
             yield
-        finally:
-            os.close(fd)  # closing drops the flock
 
     def _identity_env(self) -> dict[str, str]:
         # CI machines often have no user.name/email; commit-tree would fail.

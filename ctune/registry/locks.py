@@ -17,12 +17,15 @@ symlinks are never followed or removed.
 
 from __future__ import annotations
 
-import fcntl
+import contextlib
 import os
 import stat
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from filelock import FileLock, Timeout
 
 from ctune.errors import RegistryError
 
@@ -37,6 +40,22 @@ _TOP_LOCKS = (
     "FETCH_HEAD.lock",
 )
 FLOCK_NAME = "ctune-registry.flock"
+
+
+@contextlib.contextmanager
+def writer_lock(common_dir: Path, timeout_s: float, busy: str) -> Iterator[None]:
+    """Hold the registry's one writer lock (``flock`` on ``FLOCK_NAME``, through filelock),
+    waiting at most ``timeout_s`` (0: not at all); RegistryError(``busy``) when another
+    process keeps it. Closing the file drops it, so a killed writer never leaves it held."""
+    lock = FileLock(common_dir / FLOCK_NAME, timeout=timeout_s, mode=0o644)
+    try:
+        lock.acquire(poll_interval=0.02)
+    except Timeout:
+        raise RegistryError(busy) from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,15 +109,11 @@ def clear_stale_locks(repo_path: Path, older_than_s: float) -> list[Path]:
     its git locks are live, not stale.
     """
     _git_dir, common_dir = _git_dirs(repo_path)
-    fd = os.open(common_dir / FLOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RegistryError(
-                "a ctune writer is running in this repository; its locks are live. "
-                "Try again when it finishes"
-            ) from None
+    busy = (
+        "a ctune writer is running in this repository; its locks are live. "
+        "Try again when it finishes"
+    )
+    with writer_lock(common_dir, 0, busy):
         removed = []
         for lock in find_stale_locks(repo_path, older_than_s):
             try:
@@ -107,5 +122,3 @@ def clear_stale_locks(repo_path: Path, older_than_s: float) -> list[Path]:
                 continue
             removed.append(lock.path)
         return removed
-    finally:
-        os.close(fd)
