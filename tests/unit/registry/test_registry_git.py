@@ -173,6 +173,20 @@ def test_young_locks_and_live_writers_are_left_alone(repo: Path, registry: Path)
     assert clear_stale_locks(repo, 0) == [lock]
 
 
+def test_a_second_writer_waits_its_budget_then_says_try_again(repo: Path, registry: Path) -> None:
+    with GitRegistry(registry) as first, first.writer_lock():
+        start = time.monotonic()
+        with (
+            GitRegistry(registry, retry_budget_s=0.3) as second,
+            pytest.raises(RegistryError, match="try again when it finishes"),
+            second.writer_lock(),
+        ):
+            pass
+        assert 0.3 <= time.monotonic() - start < 5
+    with GitRegistry(registry, retry_budget_s=0.3) as third, third.writer_lock():
+        pass  # released: the next writer gets it at once
+
+
 def test_a_ref_is_matched_exactly_and_a_hopeless_update_fails_fast(
     repo: Path, registry: Path
 ) -> None:
