@@ -77,6 +77,10 @@ class DeviceControl:
             guardian.release()
             device.close()
 
+    def close(self) -> None:
+        """Restore and release the guardian (what leaving the with-block does)."""
+        self.__exit__(None, None, None)
+
     @property
     def guardian_pid(self) -> int | None:
         return None if self._guardian is None else self._guardian.pid

@@ -102,11 +102,10 @@ def _flags(build: Build | None) -> tuple[str, ...]:
 
 
 def _defines(spec: KernelSpec, candidate: Candidate, problem: Problem) -> dict[str, Any]:
-    flag_names = {g.name for g in spec.flag_genes}
+    # flags are in argv, runtime genes at launch, device genes (clock, power) on the GPU
+    skip = {g.name for g in spec.flag_genes} | {g.name for g in spec.genes if not g.compiled}
     out: dict[str, Any] = dict(problem.defines)
-    out.update(
-        {k: v for k, v in candidate.genes if k not in flag_names and k not in spec.runtime_names}
-    )
+    out.update({k: v for k, v in candidate.genes if k not in skip})
     return out
 
 
