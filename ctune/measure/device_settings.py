@@ -93,6 +93,25 @@ class DeviceSetting:
             args.append(f"--power-limit={self.power_limit_w}")
         return " ".join(args) if len(args) > 1 else ""
 
+    def nvml_calls(self) -> list[str]:
+        """The same through NVML (pynvml names; the limit in mW), for a program to apply."""
+        calls = []
+        if self.sm_clock_mhz is not None:
+            mhz = self.sm_clock_mhz
+            calls.append(f"nvmlDeviceSetGpuLockedClocks(handle, {mhz}, {mhz})")
+        if self.power_limit_w is not None:
+            calls.append(f"nvmlDeviceSetPowerManagementLimit(handle, {self.power_limit_w * 1000})")
+        return calls
+
+    def restore_line(self, gpu: int = 0) -> str:
+        """How to put the GPU back afterwards (the power limit: its default)."""
+        args = [f"nvidia-smi -i {gpu}"]
+        if self.sm_clock_mhz is not None:
+            args.append("--reset-gpu-clocks")
+        if self.power_limit_w is not None:
+            args.append("--power-limit=<the default: nvidia-smi -q -d POWER>")
+        return " ".join(args) if len(args) > 1 else ""
+
 
 @dataclass(frozen=True, slots=True)
 class DeviceLimits:

@@ -109,6 +109,12 @@ def _defines(spec: KernelSpec, candidate: Candidate, problem: Problem) -> dict[s
     return out
 
 
+def _device(spec: KernelSpec, candidate: Candidate) -> dict[str, int]:
+    """The device genes it was measured under, those set only (0 leaves the GPU as found)."""
+    names = {g.name for g in spec.genes if g.family == "device"}
+    return {k: int(v) for k, v in candidate.genes if k in names and v}
+
+
 def _runtime(spec: KernelSpec, candidate: Candidate) -> dict[str, Any]:
     """Runtime genes: a build reproduces them at launch, not with -D (they are not in argv)."""
     return {k: v for k, v in candidate.genes if k in spec.runtime_names}
@@ -146,6 +152,7 @@ def front_member(
         launch=launch_of(spec, m.candidate, problem),
         resources=m.resources(),
         runtime=_runtime(spec, m.candidate),
+        device=_device(spec, m.candidate),
     )
 
 
