@@ -254,3 +254,23 @@ def test_guardian_restores_when_the_search_is_killed(
     search.wait(30)
     assert _wait_for(lambda: nvml.load().locked_mhz is None and nvml.load().power_mw == 650_000)
     assert _wait_for(lambda: not _alive(int(pid)))
+
+
+def test_the_device_bench_reads_only(nvml: StandInNvmlLibrary, tmp_path: Path) -> None:
+    """bench/device_gene_values.py runs on the lent GPU machines: it must set nothing."""
+    import importlib.util
+    import json
+
+    path = Path(__file__).resolve().parents[3] / "bench" / "device_gene_values.py"
+    loaded = importlib.util.spec_from_file_location("device_gene_values", path)
+    assert loaded is not None and loaded.loader is not None
+    bench = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(bench)
+    assert bench.main(["--nvml", _spec(nvml), "--out", str(tmp_path / "out")]) == 0
+    (written,) = (tmp_path / "out").glob("device_gene_values-*.json")
+    data = json.loads(written.read_text())
+    assert data["genes"]["power_limit_w"] == [0, 700, 575, 450, 325, 200]
+    assert data["observed"]["power_limit_w"] == 650.0
+    assert nvml.load().calls == []
+    with pytest.raises(RuntimeError, match="never changes the GPU"):
+        bench.ReadOnlyNvml(nvml).nvmlDeviceSetGpuLockedClocks(0, 1410, 1410)
