@@ -33,6 +33,8 @@
 #   import    those result files into this copy's registry without a commit (so that a
 #             `gate` stage after it gates the re-tuned artifacts; commit them here later)
 #   staleness bench/staleness.py (CPU only; runs anywhere nvcc is)
+#   devicegenes bench/device_gene_values.py: the clocks and power limits --device-genes would
+#             offer here, READ ONLY (a proxy refuses every NVML setter; nothing is changed)
 #   dispatch  one step of the CUTLASS problem-set search (ctune search --problem-set): the set's
 #             state in .device/sets/$DISPATCH_SET, its finalist builds in .device/carry/builds.tgz
 #             (carry both back and forth); run it again until the summary says complete
@@ -113,6 +115,8 @@ for stage in "${STAGES[@]}"; do
         ctune registry import --no-commit "$f" || exit 1; done' ;;
     staleness)
       run staleness $PY bench/staleness.py ;;
+    devicegenes)
+      run devicegenes $PY bench/device_gene_values.py ;;
     gtmap)
       LIMIT_GTMAP=${LIMIT_GTMAP:-570} run gtmap $PY bench/ground_truth.py map \
         --preset "${GT_PRESET:-tiled_matmul}" --max-s "${GT_MAX_S:-480}" ;;

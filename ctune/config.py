@@ -46,6 +46,7 @@ class Settings:
     debug: bool = False
     executor: str = "local"  # local, dask, auto or a Dask scheduler address (ctune/scale)
     gpus: str = ""  # empty: GPU 0; "all" or "0,1": several GPUs through the engine
+    nvml_library: str = "pynvml"  # what --device-genes sets clocks through (tests: a stand-in)
 
     def with_overrides(self, **overrides: Any) -> Settings:
         return dataclasses.replace(self, **_coerce_all(overrides, "option"))

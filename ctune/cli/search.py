@@ -257,6 +257,15 @@ def search_command(
     cross_processes: Annotated[
         int, typer.Option(help="--problem-set: fresh processes per shape for the cross step")
     ] = 1,
+    device_genes: Annotated[
+        str | None,
+        typer.Option(
+            "--device-genes",
+            help="also tune the GPU itself: clocks (a locked SM clock) and/or power_limit, "
+            "comma-separated, values read from NVML; set around each measurement and always "
+            "restored (needs root on a GPU of your own: refused with exit 3 otherwise)",
+        ),
+    ] = None,
 ) -> None:
     """Search flags, launch configuration and template parameters for the best builds.
 
@@ -286,6 +295,11 @@ def search_command(
         seeds = tuple(read_t4(warm_start))
     spec, toolchain = load_kernel(kernel, cfg)
     objectives = parse_objective_spec(objective, constraint or [], spec.metrics)
+    control = None
+    if device_genes is not None:
+        from ctune.cli.search_device import open_device_genes
+
+        spec, control = open_device_genes(device_genes, spec, cfg, problem_set)
     options = SearchOptions(
         problem=problem,
         strategy=strategy,
@@ -316,7 +330,12 @@ def search_command(
     measurer = None
     display = render_search.SearchDisplay(json_out=json_out)
     try:
-        measurer = make_measurer(cfg)
+        if control is not None:
+            from ctune.cli.search_device import device_measurer
+
+            measurer, control = device_measurer(cfg, control), None  # it closes the control
+        else:
+            measurer = make_measurer(cfg)
         with display:
             result = run_search(
                 cfg,
@@ -330,7 +349,7 @@ def search_command(
                 publish=ResultPublisher(cfg.registry, Path(cfg.cache_dir), out, commit),
             )
     finally:
-        for part in (measurer, compiler):
+        for part in (measurer, compiler, control):
             close = getattr(part, "close", None)
             if callable(close):
                 close()

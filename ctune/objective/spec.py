@@ -394,9 +394,11 @@ def parse_objective_spec(
             needed = term.requires_metric
             if needed and needed not in metrics:
                 have = ", ".join(sorted(metrics)) or "none"
+                alt = getattr(term, "without_metric", None)
+                hint = f", or use '{alt}', which needs none" if alt else ""
                 raise UserError(
                     f"term '{term.name}' needs a '{needed}' metric in the kernel spec "
-                    f"(metrics: {{{needed}: EXPR}}); this spec has: {have}"
+                    f"(metrics: {{{needed}: EXPR}}){hint}; this spec has: {have}"
                 )
     return ObjectiveSpec(tuple(parsed), tuple(cons), dict(metrics or {}))
 

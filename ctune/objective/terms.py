@@ -37,6 +37,20 @@ UNIT_TABLES: dict[str, dict[str, float]] = {
     "GB/s": {"GB/s": 1.0, "MB/s": 1e-3, "TB/s": 1e3},
     "B": {"B": 1.0, "bytes": 1.0, "KiB": 1024.0, "KB": 1000.0},
     "regs": {"regs": 1.0},
+    # energy-delay product: energy per call times the median time of a call
+    "J*s": {
+        "J*s": 1.0,
+        "mJ*s": 1e-3,
+        "J*ms": 1e-3,
+        "mJ*ms": 1e-6,
+        "uJ*s": 1e-6,
+        "µJ*s": 1e-6,
+        "uJ*ms": 1e-9,
+        "µJ*ms": 1e-9,
+    },
+    # work per joule: (work / s) / W
+    "GFLOP/s/W": {"GFLOP/s/W": 1.0, "TFLOP/s/W": 1e3, "MFLOP/s/W": 1e-3, "GFLOP/J": 1.0},
+    "calls/J": {"calls/J": 1.0, "calls/mJ": 1e3, "calls/kJ": 1e-3},
 }
 
 
@@ -207,6 +221,83 @@ class MeasuredFieldTerm:
         return None
 
 
+def _energy_per_call(measurement: Measurement | None) -> float | None:
+    """The measured energy per call in J, or None (no reading, or a zero the counter
+    cannot have meant: it ticks every ~100 ms, so a zero is a window too short)."""
+    if not _ok(measurement):
+        return None
+    assert measurement is not None
+    raw = measurement.energy_j
+    return float(raw) if raw is not None and raw > 0 else None
+
+
+@dataclass(frozen=True, slots=True)
+class EnergyDelayTerm:
+    """Energy-delay product per call (J*s): energy per call x median time.
+
+    It weighs a build that saves energy by running slower (a lower clock, a
+    power cap) against the time it costs, which plain ``energy`` does not."""
+
+    name: str
+    description: str
+    direction: Direction = "min"
+    unit: str = "J*s"
+    needs: frozenset[str] = frozenset({"gpu", "nvml"})
+    quantile: float | None = 0.5
+    requires_metric: str | None = None
+
+    def value(
+        self, build: Build | None, measurement: Measurement | None, context: TermContext
+    ) -> float | None:
+        energy = _energy_per_call(measurement)
+        if energy is None:
+            return None
+        assert measurement is not None
+        p50 = (
+            measurement.summary.p50_ms
+            if measurement.summary is not None
+            else quantile_ms(measurement.samples_ms, 0.5)
+        )
+        return None if p50 is None else energy * float(p50) * 1e-3
+
+    def from_samples(self, samples_ms: Any, context: TermContext) -> Any:
+        return None  # the energy reading is one number per window, not per sample
+
+
+@dataclass(frozen=True, slots=True)
+class EfficiencyTerm:
+    """Work per joule: performance per watt, ``(work/s) / W`` = work / J per call.
+
+    With a spec metric (``flops``) it is GFLOP/s per W; without one it counts
+    calls per joule, so a kernel with no work metric can still be tuned for it."""
+
+    name: str
+    metric: str | None  # None: calls per joule
+    per_unit: float  # 1e9 for GFLOP/s/W
+    unit: str
+    description: str
+    without_metric: str | None = None  # the term to suggest when the spec lacks the metric
+    direction: Direction = "max"
+    needs: frozenset[str] = frozenset({"gpu", "nvml"})
+    quantile: float | None = None
+
+    @property
+    def requires_metric(self) -> str | None:
+        return self.metric
+
+    def value(
+        self, build: Build | None, measurement: Measurement | None, context: TermContext
+    ) -> float | None:
+        energy = _energy_per_call(measurement)
+        if energy is None:
+            return None
+        work = 1.0 if self.metric is None else context.metrics.get(self.metric)
+        return None if work is None else float(work) / energy / self.per_unit
+
+    def from_samples(self, samples_ms: Any, context: TermContext) -> Any:
+        return None
+
+
 @dataclass(frozen=True, slots=True)
 class BuildFieldTerm:
     """A property of the build (compile time, registers, spills): no GPU needed."""
@@ -254,6 +345,16 @@ def _builtin_terms() -> dict[str, ObjectiveTerm]:
         ),
         MeasuredFieldTerm("energy", "energy_j", "J", "energy per call (NVML energy counter)"),
         MeasuredFieldTerm("power", "avg_power_w", "W", "average board power while running"),
+        EnergyDelayTerm("edp", "energy-delay product: energy per call x median time"),
+        EfficiencyTerm(
+            "perf_per_watt",
+            "flops",
+            1e9,
+            "GFLOP/s/W",
+            "performance per watt: the spec's flops metric / energy per call",
+            without_metric="calls_per_joule",
+        ),
+        EfficiencyTerm("calls_per_joule", None, 1.0, "calls/J", "calls per joule: 1 / energy"),
         BuildFieldTerm("compile_time", "compile_s", "s", "nvcc wall time for the candidate"),
         BuildFieldTerm("regs", "resources.regs", "regs", "registers per thread (ptxas)"),
         BuildFieldTerm("spills", "resources.spills_bytes", "B", "spill stores + loads (ptxas)"),
@@ -271,6 +372,9 @@ ALIASES: dict[str, str] = {
     "latency": "p50",
     "energy_j": "energy",
     "power_w": "power",
+    "energy_delay": "edp",
+    "gflops_per_watt": "perf_per_watt",
+    "perf_per_joule": "calls_per_joule",
     "compile_s": "compile_time",
     "registers": "regs",
 }
@@ -306,6 +410,8 @@ __all__ = [
     "UNIT_TABLES",
     "BuildFieldTerm",
     "Direction",
+    "EfficiencyTerm",
+    "EnergyDelayTerm",
     "LatencyTerm",
     "MeasuredFieldTerm",
     "ObjectiveTerm",

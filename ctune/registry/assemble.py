@@ -102,12 +102,17 @@ def _flags(build: Build | None) -> tuple[str, ...]:
 
 
 def _defines(spec: KernelSpec, candidate: Candidate, problem: Problem) -> dict[str, Any]:
-    flag_names = {g.name for g in spec.flag_genes}
+    # flags are in argv, runtime genes at launch, device genes (clock, power) on the GPU
+    skip = {g.name for g in spec.flag_genes} | {g.name for g in spec.genes if not g.compiled}
     out: dict[str, Any] = dict(problem.defines)
-    out.update(
-        {k: v for k, v in candidate.genes if k not in flag_names and k not in spec.runtime_names}
-    )
+    out.update({k: v for k, v in candidate.genes if k not in skip})
     return out
+
+
+def _device(spec: KernelSpec, candidate: Candidate) -> dict[str, int]:
+    """The device genes it was measured under, those set only (0 leaves the GPU as found)."""
+    names = {g.name for g in spec.genes if g.family == "device"}
+    return {k: int(v) for k, v in candidate.genes if k in names and v}
 
 
 def _runtime(spec: KernelSpec, candidate: Candidate) -> dict[str, Any]:
@@ -147,6 +152,7 @@ def front_member(
         launch=launch_of(spec, m.candidate, problem),
         resources=m.resources(),
         runtime=_runtime(spec, m.candidate),
+        device=_device(spec, m.candidate),
     )
 
 

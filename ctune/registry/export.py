@@ -177,6 +177,14 @@ def c_header(a: Artifact, m: FrontMember, bare: bool = False) -> str:
         lines += [
             f"#define {prefix}_RUNTIME_{k} ({_value(v)})" for k, v in sorted(m.runtime.items())
         ]
+    if m.device:
+        d = device_export(m)
+        lines += [
+            "",
+            "/* device setting it was tuned under (part of the build to ship; needs root):",
+        ]
+        lines += [f"   {d['nvidia_smi']}", f"   afterwards: {d['restore']} */"]
+        lines += [f"#define {prefix}_DEVICE_{k.upper()} ({v})" for k, v in sorted(m.device.items())]
     lines += ["", f"#endif /* {guard} */", ""]
     return "\n".join(lines)
 
@@ -245,7 +253,22 @@ def json_export(a: Artifact, m: FrontMember) -> str:
         "prefix": macro_prefix(a.kernel),
         "sass_sha256": m.sass_sha256,
     }
+    if m.device:  # only a member tuned with device genes: older exports keep their bytes
+        data["device"] = device_export(m)
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def device_export(m: FrontMember) -> dict[str, Any]:
+    """The device setting a member ships with, and how to apply it (it needs root)."""
+    from ctune.measure.device_settings import DeviceSetting
+
+    setting = DeviceSetting.from_values(m.device)
+    return {
+        **m.device,
+        "nvidia_smi": setting.nvidia_smi(),
+        "nvml": setting.nvml_calls(),
+        "restore": setting.restore_line(),
+    }
 
 
 def render(a: Artifact, member: str | None, fmt: str, bare: bool = False) -> str:

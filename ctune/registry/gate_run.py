@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ctune.errors import CtuneError, ToolchainError
+from ctune.errors import CtuneError, GateInconclusive, ToolchainError
 from ctune.evidence.compare import NoiseRule, SampleSet
 from ctune.records import FieldChange, Measurement
 from ctune.registry.check import Current, check_artifact, load_kernel_spec
@@ -65,6 +65,7 @@ def default_remeasurer(settings: Any, kernels_dir: Path) -> Remeasurer:
     """Rebuild with nvcc and measure in fresh processes on this machine's GPU."""
 
     def remeasure(artifact: Artifact, members: Sequence[FrontMember], k: int) -> Remeasured:
+        refuse_device_members(artifact, members)
         try:
             from ctune.compile.nvcc import NvccCompiler
             from ctune.compile.toolchain import probe_toolchain
@@ -98,6 +99,23 @@ def default_remeasurer(settings: Any, kernels_dir: Path) -> Remeasurer:
         return out
 
     return remeasure
+
+
+def refuse_device_members(artifact: Artifact, members: Sequence[FrontMember]) -> None:
+    """A member tuned under a device setting measures differently without it; the gate
+    never changes clocks or power limits, so it cannot compare like for like."""
+    tuned = [m for m in members if m.device]
+    if not tuned:
+        return
+    from ctune.measure.device_settings import DeviceSetting
+
+    setting = DeviceSetting.from_values(tuned[0].device)
+    raise GateInconclusive(
+        f"{artifact.kernel}/{artifact.problem}: member {tuned[0].key} was tuned with "
+        f"{setting.text()}; the gate does not change the GPU's clocks or power limit, so it "
+        f"cannot re-measure it like for like (measure it by hand after "
+        f"`{setting.nvidia_smi()}`, or retune without --device-genes)"
+    )
 
 
 def _old(m: FrontMember) -> SampleSet:

@@ -87,6 +87,9 @@ class FrontMember:
     resources: dict[str, Any] = field(default_factory=dict)  # regs, spills, smem
     # runtime genes: given at launch (the launch rule), never compiled in
     runtime: dict[str, Any] = field(default_factory=dict)
+    # device genes set while it was measured (sm_clock_mhz, power_limit_w): part of what
+    # ships, applied to the GPU, not the build; only those set (none: the GPU as found)
+    device: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +150,8 @@ def _member_json(m: FrontMember) -> dict[str, Any]:
         # written only when there are some, so a kernel without runtime genes keeps the
         # bytes and digest it had before the field existed
         out["runtime"] = dict(m.runtime)
+    if m.device:  # likewise: only members measured under a device setting carry it
+        out["device"] = dict(m.device)
     return out
 
 
@@ -341,6 +346,7 @@ def _member(c: _Checker, v: Any, path: str, kernel: str, n_values: int) -> Front
         "launch",
         "resources",
         "runtime",
+        "device",
     )
     c.obj(v, path, required, optional)
     cand = c.obj(v["candidate"], f"{path}.candidate", ("kernel", "genes"))
@@ -389,7 +395,25 @@ def _member(c: _Checker, v: Any, path: str, kernel: str, n_values: int) -> Front
             _IDENT,
             lambda x, p: c.scalar(x, p, _SAFE_VALUE),
         ),
+        device=_device(c, v.get("device", {}), f"{path}.device"),
     )
+
+
+def _device(c: _Checker, v: Any, path: str) -> dict[str, int]:
+    from ctune.measure.device_settings import DEVICE_GENES
+
+    def positive_int(x: Any, p: str) -> int:
+        if isinstance(x, bool) or not isinstance(x, int) or x <= 0:
+            raise c.fail(p, "expected a positive whole number (MHz or W)")
+        return x
+
+    out = c.mapping(v, path, _IDENT, positive_int)
+    unknown = sorted(set(out) - set(DEVICE_GENES.values()))
+    if unknown:
+        raise c.fail(
+            f"{path}.{unknown[0]}", f"not a device gene ({', '.join(DEVICE_GENES.values())})"
+        )
+    return out
 
 
 def _objective(c: _Checker, v: Any, path: str) -> ObjectiveInfo:

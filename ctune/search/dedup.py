@@ -43,9 +43,10 @@ def runtime_arguments(spec: KernelSpec, candidate: Candidate, problem: Problem) 
 def binary_identity(
     spec: KernelSpec, candidate: Candidate, build: Build, problem: Problem
 ) -> str | None:
-    """What decides what runs on the GPU: the SASS digest, the launch geometry and the
-    runtime argument values (16 hex). Two candidates with the same identity run the same
-    instructions on the same grid with the same arguments, so they measure alike.
+    """What decides what runs on the GPU: the SASS digest, the launch geometry, the
+    runtime argument values and the device genes (clock, power limit), if any (16 hex).
+    Two candidates with the same identity run the same instructions on the same grid
+    with the same arguments on the same device setting, so they measure alike.
 
     A launcher (a host library that launches itself) may read the compiled macros in its
     host code, so there the compiled genes other than compiler flags are part of it.
@@ -62,6 +63,9 @@ def binary_identity(
         }
     except (UserError, ExprError, TypeError, ValueError):
         return None
+    device = {k: v for k, v in candidate.genes if spec.space.gene(k).family == "device"}
+    if device:  # the same binary at another clock or power limit measures differently
+        body["device"] = device
     if spec.entry_kind != "kernel":
         body["host"] = {
             name: value

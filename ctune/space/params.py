@@ -22,11 +22,12 @@ from ctune.records import GeneValue
 from ctune.space.enumerate import Check, Walk, checks_of
 from ctune.space.enumerate import count as count_assignments
 
-FAMILIES = ("nvcc", "ptxas", "launch", "template", "define", "runtime")
+FAMILIES = ("nvcc", "ptxas", "launch", "template", "define", "runtime", "device")
 #: a candidate's (name, value) pairs that reach nvcc: equal groups, one build
 BuildGroup = tuple[tuple[str, GeneValue], ...]
-#: the families a spec's ``genes:`` may name (the first two come from the flag catalogue)
-SPEC_FAMILIES = FAMILIES[2:]
+#: the families a spec's ``genes:`` may name (the first two come from the flag catalogue;
+#: device genes come from --device-genes, with values read from the GPU)
+SPEC_FAMILIES = FAMILIES[2:6]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,12 +57,13 @@ class Gene:
 
     @property
     def compiled(self) -> bool:
-        """Does the value reach nvcc? A runtime gene never does: it is not part of a build.
+        """Does the value reach nvcc? A runtime gene never does: it is not part of a build;
+        nor does a device gene (it sets the GPU's clock or power limit, not the binary).
 
         The one home of the compiled-or-runtime rule (build groups, argv, fillers,
         the artifact's defines and runtime values all ask this).
         """
-        return self.family != "runtime"
+        return self.family not in ("runtime", "device")
 
     @property
     def flag(self) -> bool:

@@ -85,6 +85,14 @@ def test_bad_objectives(objectives: list[str], message: str) -> None:
         ("compile_time<=500ms", "compile_time", "<=", 0.5),
         ("smem<=48KiB", "smem", "<=", 49152.0),
         ("p99<=1e-3s", "p99", "<=", 1.0),
+        ("edp<=2e-4J*s", "edp", "<=", 2e-4),
+        ("edp<=0.2mJ*s", "edp", "<=", 2e-4),
+        ("edp<=200uJ*s", "edp", "<=", 2e-4),
+        ("edp < 200 mJ*ms", "edp", "<", 2e-4),
+        ("perf_per_watt>=500GFLOP/s/W", "perf_per_watt", ">=", 500.0),
+        ("perf_per_watt>=0.5TFLOP/s/W", "perf_per_watt", ">=", 500.0),
+        ("perf_per_watt>=500", "perf_per_watt", ">=", 500.0),
+        ("calls_per_joule>=2calls/mJ", "calls_per_joule", ">=", 2000.0),
     ],
 )
 def test_constraints_parse(text: str, term: str, op: str, bound: float) -> None:
@@ -113,6 +121,8 @@ def test_constraints_parse(text: str, term: str, op: str, bound: float) -> None:
         (["p99>1ms", "p99<1ms"], "contradict each other"),
         (["p99>=1ms", "p99<1000us"], "contradict each other"),
         (["spills<0"], "--constraint 'spills<0' can never hold: spills is never negative"),
+        (["edp<=1J"], "unit 'J' does not fit edp (allowed: J*s, mJ*s, J*ms"),
+        (["perf_per_watt>=1W"], "unit 'W' does not fit perf_per_watt (allowed: GFLOP/s/W"),
     ],
 )
 def test_bad_constraints(constraints: list[str], message: str) -> None:
@@ -132,6 +142,15 @@ def test_metric_needed_by_throughput() -> None:
         parse_objective_spec(["tflops"], [], {"bytes": parse("12 * N")})
     assert "term 'tflops' needs a 'flops' metric in the kernel spec" in str(err.value)
     assert "this spec has: bytes" in str(err.value)
+
+
+def test_perf_per_watt_without_flops_points_to_calls_per_joule() -> None:
+    with pytest.raises(UserError) as err:
+        parse_objective_spec(["p50"], ["perf_per_watt>=100"], {"bytes": parse("12 * N")})
+    assert "term 'perf_per_watt' needs a 'flops' metric" in str(err.value)
+    assert "or use 'calls_per_joule', which needs none" in str(err.value)
+    spec = parse_objective_spec(["p50"], ["calls_per_joule>=100"], {})
+    assert spec.needs == {"gpu", "nvml"}
 
 
 @pytest.mark.parametrize(
@@ -162,6 +181,8 @@ def test_violation_is_relative_and_zero_when_met(
         (["p50"], ["p95<=2ms"], 0.95, False, {"gpu"}),
         (["p50", "energy"], [], 0.5, True, {"gpu", "nvml"}),
         (["tflops"], ["power<=300W"], 0.5, True, {"gpu", "nvml"}),
+        (["p99", "edp"], [], 0.99, True, {"gpu", "nvml"}),
+        (["perf_per_watt"], ["edp<=1J*s"], 0.5, True, {"gpu", "nvml"}),
         (["regs"], ["spills==0"], None, False, set()),
         (["0.5*p50 + 0.5*p99"], [], 0.99, False, {"gpu"}),
     ],

@@ -1,0 +1,151 @@
+"""The ``device`` gene family: genes that set the GPU, not the build.
+
+``--device-genes clocks,power_limit`` adds ``sm_clock_mhz`` and/or
+``power_limit_w`` to a spec's space, with values read from the device
+(:class:`~ctune.measure.device_settings.DeviceLimits`) and ``0`` (as found)
+as the default build's value, so the baseline is the GPU as the user runs it.
+Device genes never reach nvcc or the kernel, so candidates differing only in
+them share one build, but they are part of what a measurement means (the
+binary identity includes them).
+
+:class:`DeviceGeneMeasurer` wraps the measurer of a search: the measuring
+parent, which holds the :class:`~ctune.measure.device_control.DeviceControl`
+(and through it the guardian), applies a candidate's device genes around
+the inner measurement and restores after it; the worker never touches NVML
+settings. The settled clock is recorded in the measurement's sampling note,
+next to what the worker itself observed during timing (``sm_clock_mhz``,
+``throttle_reasons``, ``sw_power_capped``), so a throttled sample shows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ctune.measure.device_settings import AS_FOUND, DEVICE_GENES, DeviceLimits, DeviceSetting
+from ctune.space.params import Gene
+
+if TYPE_CHECKING:
+    from ctune.kernelspec import KernelSpec, Problem
+    from ctune.measure import Measurer, SamplingPlan
+    from ctune.measure.device_control import DeviceControl
+    from ctune.measure.device_settings import Settled
+    from ctune.records import Build, Candidate, Measurement
+
+DEVICE_FAMILY = "device"
+
+
+def device_genes(kinds: Sequence[str], limits: DeviceLimits) -> tuple[Gene, ...]:
+    """The genes ``--device-genes`` adds, in a fixed order (clocks, then power limit)."""
+    made = {
+        "clocks": Gene(
+            DEVICE_GENES["clocks"],
+            limits.clock_values(),
+            AS_FOUND,
+            DEVICE_FAMILY,
+            description="locked SM clock in MHz (0: not locked)",
+        ),
+        "power_limit": Gene(
+            DEVICE_GENES["power_limit"],
+            limits.power_values(),
+            AS_FOUND,
+            DEVICE_FAMILY,
+            description="board power limit in W (0: the limit found at start)",
+        ),
+    }
+    return tuple(made[k] for k in DEVICE_GENES if k in kinds)
+
+
+def with_device_genes(spec: KernelSpec, genes: Sequence[Gene]) -> KernelSpec:
+    """``spec`` whose space also holds ``genes``; a name the spec already uses is refused."""
+    from ctune.errors import UserError
+
+    clash = [g.name for g in genes if g.name in spec.space]
+    if clash:
+        raise UserError(
+            f"{spec.yaml_path}: gene {', '.join(clash)} is also a device gene "
+            "(--device-genes adds it); rename the spec's gene"
+        )
+    return dataclasses.replace(spec, genes=spec.genes + tuple(genes))
+
+
+def setting_of(spec: KernelSpec, candidate: Candidate) -> DeviceSetting:
+    values = {k: v for k, v in candidate.genes if spec.space.gene(k).family == DEVICE_FAMILY}
+    return DeviceSetting.from_values(values)
+
+
+def _noted(m: Measurement, setting: DeviceSetting, settled: Settled) -> Measurement:
+    state = "settled" if settled.settled else "did NOT settle (throttled or capped)"
+    note = (
+        f"device: {setting.text()}; SM clock {settled.observed_mhz} MHz before timing, "
+        f"{state} after {settled.waited_s:.2f} s"
+    )
+    joined = f"{m.sampling_note}; {note}" if m.sampling_note else note
+    return dataclasses.replace(m, sampling_note=joined)
+
+
+class DeviceGeneMeasurer:
+    """A measurer that applies each candidate's device genes around ``inner``'s work."""
+
+    def __init__(self, inner: Measurer, control: DeviceControl) -> None:
+        self.inner = inner
+        self.control = control
+
+    def __getattr__(self, name: str) -> Any:  # capabilities, prestart, device_name, ...
+        return getattr(self.inner, name)
+
+    def measure(
+        self,
+        spec: KernelSpec,
+        candidate: Candidate,
+        build: Build,
+        problem: Problem,
+        plan: SamplingPlan,
+    ) -> Measurement:
+        setting = setting_of(spec, candidate)
+        if setting.is_as_found:
+            return self.inner.measure(spec, candidate, build, problem, plan)
+        with self.control.applied(setting) as settled:
+            m = self.inner.measure(spec, candidate, build, problem, plan)
+        return _noted(m, setting, settled)
+
+    def remeasure(
+        self,
+        spec: KernelSpec,
+        items: Sequence[tuple[Candidate, Build]],
+        problem: Problem,
+        plan: SamplingPlan,
+        processes: int,
+    ) -> dict[str, list[Measurement]]:
+        """Fresh-process re-measurement, one device setting at a time (a setting is applied
+        once per group, not per sample: a clock change needs its settle wait)."""
+        groups: dict[DeviceSetting, list[tuple[Candidate, Build]]] = {}
+        for item in items:
+            groups.setdefault(setting_of(spec, item[0]), []).append(item)
+        out: dict[str, list[Measurement]] = {}
+        for setting, group in groups.items():
+            if setting.is_as_found:
+                out.update(self.inner.remeasure(spec, group, problem, plan, processes))
+                continue
+            with self.control.applied(setting) as settled:
+                got = self.inner.remeasure(spec, group, problem, plan, processes)
+            out.update({k: [_noted(m, setting, settled) for m in ms] for k, ms in got.items()})
+        return out
+
+    def close(self) -> None:
+        try:
+            close = getattr(self.inner, "close", None)
+            if callable(close):
+                close()
+        finally:
+            self.control.close()
+
+
+__all__ = [
+    "DEVICE_FAMILY",
+    "DeviceGeneMeasurer",
+    "device_genes",
+    "setting_of",
+    "with_device_genes",
+]
