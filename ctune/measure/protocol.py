@@ -72,9 +72,7 @@ def definition(method: str = "events") -> dict[str, Any]:
     # is a search's policy, off by default: a pruned trial is marked, and what a search
     # reports (and an artifact records) is re-measured without it
     search_only = ("timing", "prune_above_ms")
-    defaults = {
-        k: v for k, v in dataclasses.asdict(SamplingPlan()).items() if k not in search_only
-    }
+    defaults = {k: v for k, v in dataclasses.asdict(SamplingPlan()).items() if k not in search_only}
     # a field's name is not what a number means: the digest keeps the L2 policy's old name
     defaults = l2policy.legacy_form(defaults)
     out: dict[str, Any] = {
