@@ -170,7 +170,7 @@ class KernelSpec:
     @cached_property
     def runtime_names(self) -> frozenset[str]:
         """Genes of family runtime: never compiled in, so they never change a build."""
-        return frozenset(g.name for g in self.genes if g.family == "runtime")
+        return frozenset(g.name for g in self.genes if g.runtime)
 
     @cached_property
     def spec_sha256(self) -> str:

@@ -71,7 +71,7 @@ def with_device_genes(spec: KernelSpec, genes: Sequence[Gene]) -> KernelSpec:
 
 
 def setting_of(spec: KernelSpec, candidate: Candidate) -> DeviceSetting:
-    values = {k: v for k, v in candidate.genes if spec.space.gene(k).family == DEVICE_FAMILY}
+    values = {k: v for k, v in candidate.genes if spec.space.gene(k).device}
     return DeviceSetting.from_values(values)
 
 

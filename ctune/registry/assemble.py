@@ -111,7 +111,7 @@ def _defines(spec: KernelSpec, candidate: Candidate, problem: Problem) -> dict[s
 
 def _device(spec: KernelSpec, candidate: Candidate) -> dict[str, int]:
     """The device genes it was measured under, those set only (0 leaves the GPU as found)."""
-    names = {g.name for g in spec.genes if g.family == "device"}
+    names = {g.name for g in spec.genes if g.device}
     return {k: int(v) for k, v in candidate.genes if k in names and v}
 
 

@@ -63,7 +63,7 @@ def binary_identity(
         }
     except (UserError, ExprError, TypeError, ValueError):
         return None
-    device = {k: v for k, v in candidate.genes if spec.space.gene(k).family == "device"}
+    device = {k: v for k, v in candidate.genes if spec.space.gene(k).device}
     if device:  # the same binary at another clock or power limit measures differently
         body["device"] = device
     if spec.entry_kind != "kernel":

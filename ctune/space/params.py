@@ -63,7 +63,17 @@ class Gene:
         The one home of the compiled-or-runtime rule (build groups, argv, fillers,
         the artifact's defines and runtime values all ask this).
         """
-        return self.family not in ("runtime", "device")
+        return not (self.runtime or self.device)
+
+    @property
+    def device(self) -> bool:
+        """Does it set the GPU (clock, power limit) rather than the binary or its launch?"""
+        return self.family == "device"
+
+    @property
+    def runtime(self) -> bool:
+        """Is it a launcher argument (a runtime gene), measured without a rebuild?"""
+        return self.family == "runtime"
 
     @property
     def flag(self) -> bool:
