@@ -83,6 +83,7 @@ _TOP_KEYS = {
     "deterministic",
     "l2_policy",  # also read as "l2" (ctune.l2policy.migrate)
     "timing",
+    "device_genes",  # clocks, power_limit: what `ctune search` tunes on the GPU itself
 }
 _REQUIRED = ("entry", "problems", "args", "reference")
 
@@ -153,6 +154,9 @@ class KernelSpec:
     description: str
     raw: dict[str, Any] = field(repr=False, compare=False)
     timing: str = "auto"  # what a sample is: auto, events or graph (ctune.measure.plan)
+    # device gene kinds a search of this kernel adds by default (--device-genes overrides;
+    # their values come from the GPU at search time, ctune.measure.device_settings)
+    device_genes: tuple[str, ...] = ()
 
     @cached_property
     def space(self) -> Space:
@@ -403,6 +407,7 @@ def _build(
     timing = data.get("timing", "auto")
     if timing not in ("auto", "events", "graph"):
         raise ctx.fail("timing", f"{timing!r} (allowed: auto, events, graph)")
+    device_genes = _device_genes(ctx, data.get("device_genes"))
     spec = KernelSpec(
         name=name,
         yaml_path=yaml_path.resolve(),
@@ -431,9 +436,26 @@ def _build(
         description=str(data.get("description", "")),
         raw=data,
         timing=timing,
+        device_genes=device_genes,
     )
     _check_default(ctx, spec)
     return spec
+
+
+def _device_genes(ctx: _Ctx, value: Any) -> tuple[str, ...]:
+    """``device_genes: [clocks, power_limit]``: the kinds, checked like --device-genes."""
+    from ctune.measure.device_settings import DEVICE_GENES
+
+    if value is None:
+        return ()
+    items = _str_list(ctx, "device_genes", value)
+    unknown = [k for k in items if k not in DEVICE_GENES]
+    if unknown or not items:
+        raise ctx.fail(
+            "device_genes",
+            f"unknown {', '.join(unknown) or 'empty list'} (allowed: {', '.join(DEVICE_GENES)})",
+        )
+    return tuple(dict.fromkeys(items))
 
 
 def _source(ctx: _Ctx, folder: Path, value: Any, cu_path: Path | None) -> Path:

@@ -263,7 +263,8 @@ def search_command(
             "--device-genes",
             help="also tune the GPU itself: clocks (a locked SM clock) and/or power_limit, "
             "comma-separated, values read from NVML; set around each measurement and always "
-            "restored (needs root on a GPU of your own: refused with exit 3 otherwise)",
+            "restored (needs root on a GPU of your own: refused with exit 3 otherwise); "
+            "default: the spec's device_genes; none: without them",
         ),
     ] = None,
 ) -> None:
@@ -296,10 +297,11 @@ def search_command(
     spec, toolchain = load_kernel(kernel, cfg)
     objectives = parse_objective_spec(objective, constraint or [], spec.metrics)
     control = None
-    if device_genes is not None:
+    wanted = device_genes if device_genes is not None else ",".join(spec.device_genes)
+    if wanted and wanted.strip().lower() != "none":
         from ctune.cli.search_device import open_device_genes
 
-        spec, control = open_device_genes(device_genes, spec, cfg, problem_set)
+        spec, control = open_device_genes(wanted, spec, cfg, problem_set)
     options = SearchOptions(
         problem=problem,
         strategy=strategy,

@@ -211,7 +211,7 @@ class NvmlDevice:
 
 def _refusal(kinds: Sequence[str], why: str) -> ToolchainError:
     return ToolchainError(
-        f"--device-genes {','.join(kinds)}: {why}; run the search without --device-genes "
+        f"--device-genes {','.join(kinds)}: {why}; run the search with --device-genes none "
         "(it tunes the rest), or on a GPU of your own as root"
     )
 

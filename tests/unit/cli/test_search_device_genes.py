@@ -112,7 +112,7 @@ def test_refused_device_genes_exit_3_before_anything_runs(
     nvml = StandInNvmlLibrary.create(tmp_path / "refusing.json", **state)
     result = _run(nvml, "-O", "p50", "--device-genes", "clocks", "--budget", "5")
     assert result.exit_code == 3, result.output
-    assert line in result.output and "run the search without --device-genes" in result.output
+    assert line in result.output and "run the search with --device-genes none" in result.output
     assert "Traceback" not in result.output
     assert setup["compilers"] == [] and "worker" not in setup  # nothing compiled or measured
     assert nvml.load().calls == []
@@ -133,3 +133,33 @@ def test_bad_device_gene_options_exit_2(setup: dict[str, Any], args: list[str], 
     assert result.exit_code == 2, result.output
     assert line in result.output
     assert setup["nvml"].load().calls == []
+
+
+def test_the_specs_device_genes_are_the_default_and_none_leaves_them_out(
+    setup: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ctune.search.driver as driver
+
+    monkeypatch.setattr(driver, "gpu_available", lambda index=0: True)  # the stand-in worker
+    yaml = tmp_path / "k" / "standin.yaml"
+    yaml.write_text(yaml.read_text() + "\ndevice_genes: [clocks]\n")
+    assert load_spec(yaml).device_genes == ("clocks",)
+    refusing = StandInNvmlLibrary.create(tmp_path / "refusing.json", permitted=False)
+    declared = _run(refusing, "-O", "p50", "--budget", "5")
+    assert declared.exit_code == 3, declared.output  # the spec asked for them: refused here
+    assert "run the search with --device-genes none" in declared.output
+    left_out = _run(refusing, "-O", "p50", "--budget", "5", "--device-genes", "none")
+    assert left_out.exit_code in (0, 4), left_out.output  # the search without them
+    assert refusing.load().calls == []  # nothing was set
+    genes = {g.name for g in setup["compilers"][-1].spec.space.genes}
+    assert "sm_clock_mhz" not in genes
+
+
+def test_a_spec_with_unknown_device_genes_is_one_line(tmp_path: Path) -> None:
+    from ctune.errors import SpecError
+
+    write_standin_kernel(tmp_path / "bad")
+    yaml = tmp_path / "bad" / "standin.yaml"
+    yaml.write_text(yaml.read_text() + "\ndevice_genes: [memory]\n")
+    with pytest.raises(SpecError, match=r"device_genes.*unknown memory"):
+        load_spec(yaml)

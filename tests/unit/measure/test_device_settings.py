@@ -111,7 +111,7 @@ def test_refusals(tmp_path: Path, state: dict[str, object], message: str) -> Non
     with pytest.raises(ToolchainError) as err:
         check_permitted(NvmlDevice(lib), BOTH)
     text = str(err.value)
-    assert message in text and "run the search without --device-genes" in text
+    assert message in text and "run the search with --device-genes none" in text
     assert "\n" not in text and err.value.exit_code == EXIT_TOOLCHAIN
     assert lib.load().calls == [] and lib.load().power_mw == 700_000
 
