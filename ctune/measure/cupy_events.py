@@ -260,7 +260,8 @@ class EventTimer:
         flush_ms = self.flush_cost_ms() if cold else 0.0
         sample_ms = warm.kernel_ms * per
         count = sample_count(sample_ms + flush_ms, warm.kernel_ms, plan)
-        chunk = first_chunk_size(sample_ms + flush_ms, plan)
+        full_chunk = chunk_size(sample_ms + flush_ms)
+        chunk = first_chunk_size(sample_ms + flush_ms, plan)  # short when it may prune
         telemetry = self._telemetry
         edge = telemetry.edge() if telemetry else None
         kept: list[float] = []
@@ -304,7 +305,7 @@ class EventTimer:
             if done == k and prunes(kept, plan):
                 pruned = True
                 break
-            chunk = chunk_size(sample_ms + flush_ms)
+            chunk = full_chunk
         notes = [count.note]
         if pruned:
             notes.append(
