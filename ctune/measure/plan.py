@@ -39,7 +39,10 @@ CHUNK_MAX = 100  # samples enqueued behind one spin kernel
 CHUNK_TARGET_MS = 100.0  # GPU time per chunk: NVML clock/throttle reads happen at chunk edges
 SPIN_MS = 10.0  # "10 ms covers 100 samples" (docs/design.md)
 SPIN_MAX_MS = 100.0
-HANG_FACTOR = 20.0  # rule R3: max(10 s, 20x the baseline's time)
+HANG_FACTOR = 20.0  # rule R3: max(10 s, 20x a typical measurement, 2x the slowest OK one)
+#: any measurement may pay again what the slowest OK one did (a new problem's reference and
+#: helper kernels JIT-compiled by CuPy: 13-17 s on a fresh machine, against ~0.3-2 s after)
+SLOWEST_FACTOR = 2.0
 UNKNOWN_BASELINE_TIMEOUT_S = 120.0  # before any candidate of the run has been measured
 EXCLUDED_MAX_FRACTION = 0.10  # more excluded than this -> INCONCLUSIVE (rule M2)
 TIMING_METHODS = ("auto", "events", "graph")
@@ -208,13 +211,52 @@ def next_spin_ms(current_ms: float, enqueue_ms: float, starved: bool) -> float:
     return min(SPIN_MAX_MS, max(SPIN_MS, wanted))
 
 
-def hang_timeout_s(plan: SamplingPlan, baseline_s: float | None, floor_s: float = 10.0) -> float:
-    """Per-request limit: the plan's own, else max(floor, 20x the baseline's wall time)."""
+def hang_timeout_s(
+    plan: SamplingPlan,
+    baseline_s: float | None,
+    floor_s: float = 10.0,
+    slowest_s: float | None = None,
+) -> float:
+    """Per-request limit: the plan's own, else max(floor, 20x a typical measurement's wall
+    time, 2x the slowest OK one's)."""
     if plan.timeout_s > 0:
         return plan.timeout_s
     if baseline_s is None:
         return max(floor_s, UNKNOWN_BASELINE_TIMEOUT_S)
-    return max(floor_s, HANG_FACTOR * baseline_s)
+    return max(floor_s, HANG_FACTOR * baseline_s, SLOWEST_FACTOR * (slowest_s or 0.0))
+
+
+class TypicalWall:
+    """The wall times of this run's OK measurements that the hang limit scales with.
+
+    A typical one is the median of the last OK measurements, not the first: the first in a
+    fresh worker also pays one-time costs (CuPy compiling the reference's kernels) and was
+    seen at 30x a typical one (a CUTLASS attention search: ~10 s against ~0.3 s), which let
+    one hung candidate hold the GPU for 200 s. The slowest OK one is kept too: a new problem
+    pays those costs again, so no limit is set below twice what was once needed."""
+
+    KEEP = 25
+
+    def __init__(self, seed_s: float | None = None) -> None:
+        self._walls: list[float] = [seed_s] if seed_s else []
+        self.slowest: float | None = seed_s or None
+
+    def seed(self, seconds: float | None) -> None:
+        """A wall time known from elsewhere (a resumed run's baseline), or None to forget."""
+        self._walls = [seconds] if seconds else []
+        self.slowest = seconds or None
+
+    def add(self, seconds: float | None) -> None:
+        if seconds and seconds > 0:
+            self._walls = [*self._walls, seconds][-self.KEEP :]
+            self.slowest = max(self.slowest or 0.0, seconds)
+
+    @property
+    def seconds(self) -> float | None:
+        if not self._walls:
+            return None
+        ordered = sorted(self._walls)
+        return ordered[len(ordered) // 2]
 
 
 def too_many_excluded(excluded: int, total: int) -> bool:

@@ -8,7 +8,7 @@ GPU, sends it one candidate at a time and turns whatever happens into a
 - a sticky CUDA fault: the worker reports RUNTIME_FAULT and exits; a worker
   that dies mid-request (EOF, signal, non-zero exit) is RUNTIME_FAULT with the
   exit status and its stderr tail as evidence;
-- a hang: no answer within max(10 s, 20x the baseline's wall time) (or the
+- a hang: no answer within max(10 s, 20x a typical measurement's wall time) (or the
   plan's ``timeout_s``): the worker's whole process group is SIGKILLed and the
   candidate is RUN_TIMEOUT;
 - either way the next request starts a fresh worker, which must pass a
@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 from ctune.config import Settings
 from ctune.errors import CtuneError, DeviceUnhealthy, ToolchainError, UserError
 from ctune.measure import SamplingPlan
-from ctune.measure.plan import hang_timeout_s, validate
+from ctune.measure.plan import TypicalWall, hang_timeout_s, validate
 from ctune.measure.worker import MeasureRequest, decode, encode, measure_message, parse_measurement
 from ctune.records import DeviceInfo, Measurement, Outcome
 
@@ -300,7 +300,7 @@ class WorkerMeasurer:
         self.health_timeout_s = health_timeout_s
         self.start_timeout_s = start_timeout_s
         self.max_requests_per_worker = max_requests_per_worker
-        self._baseline_s = baseline_s
+        self._typical = TypicalWall(baseline_s)
         self._argv = worker_command(device, worker_argv)
         self._worker: WorkerProcess | None = None
         self._info: DeviceInfo | None = None
@@ -315,11 +315,11 @@ class WorkerMeasurer:
     # --- state ------------------------------------------------------------------
     @property
     def baseline_s(self) -> float | None:
-        """Wall time of the run's first OK measurement (the hang limit scales with it)."""
-        return self._baseline_s
+        """Wall time of a typical OK measurement so far (the hang limit scales with it)."""
+        return self._typical.seconds
 
     def set_baseline(self, seconds: float | None) -> None:
-        self._baseline_s = seconds
+        self._typical.seed(seconds)
 
     @property
     def worker_pid(self) -> int | None:
@@ -458,7 +458,9 @@ class WorkerMeasurer:
                 error=f"not measured: the build ended {build.outcome.value}",
             )
         worker = self._ensure_worker()
-        limit = hang_timeout_s(plan, self._baseline_s, self.settings.run_timeout_floor_s)
+        limit = hang_timeout_s(
+            plan, self._typical.seconds, self.settings.run_timeout_floor_s, self._typical.slowest
+        )
         request = MeasureRequest(spec.yaml_path, candidate, build, problem.name, plan)
         started = time.monotonic()
         failed = Measurement(
@@ -502,8 +504,8 @@ class WorkerMeasurer:
                 measurement = dataclasses.replace(
                     measurement, error=f"{measurement.error}; worker stderr: {tail}"
                 )
-        elif measurement.outcome.is_ok and self._baseline_s is None:
-            self._baseline_s = wall
+        elif measurement.outcome.is_ok:
+            self._typical.add(wall)
         return measurement
 
     def remeasure(

@@ -19,6 +19,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ctune.measure.plan import TypicalWall
 from ctune.records import Measurement, Outcome
 from ctune.scale import engine as engine_mod
 from ctune.scale.futures import EngineFuture, killed_worker
@@ -43,7 +44,7 @@ class EngineMeasurer:
         self.factory = factory or MeasurerFactory()
         self.slots = self.engine.wait_for(engine_mod.GPU, "one worker per GPU")
         self._by_value = not self.engine.one_host()  # binaries travel with the task
-        self._baseline_s: float | None = None
+        self._typical = TypicalWall()
         self._lock = threading.Lock()
         self.deaths = 0  # measurements whose GPU worker died twice (recorded as faults)
         self._started: dict[str, Future[Measurement]] = {}  # candidate key -> its measurement
@@ -110,7 +111,7 @@ class EngineMeasurer:
             build,
             problem,
             plan,
-            self._baseline_s,
+            self._typical.seconds,
             self._binary(build),
         )
         return EngineFuture(
@@ -154,8 +155,8 @@ class EngineMeasurer:
             raise error  # DeviceUnhealthy, a bad plan, a ctune bug: the run's, not the candidate's
         measurement: Measurement = value
         with self._lock:
-            if measurement.outcome.is_ok and self._baseline_s is None and measurement.wall_s:
-                self._baseline_s = measurement.wall_s
+            if measurement.outcome.is_ok:
+                self._typical.add(measurement.wall_s)
         return measurement
 
     def remeasure(
