@@ -257,6 +257,13 @@ def search_command(
     cross_processes: Annotated[
         int, typer.Option(help="--problem-set: fresh processes per shape for the cross step")
     ] = 1,
+    reuse_share: Annotated[
+        float,
+        typer.Option(
+            help="--problem-set: share of each shape's --budget first spent on the builds the "
+            "earlier shapes of its compile group measured (no compile: cache hits), best first"
+        ),
+    ] = 0.25,
     device_genes: Annotated[
         str | None,
         typer.Option(
@@ -324,7 +331,9 @@ def search_command(
 
         given: dict[str, Any] = {"--problem": problem, "--resume": resume, "--out": out}
         given.update({"--journal": journal, "--commit": commit or None, "--plot": plot})
-        set_args = SetArgs(problem_set, set_dir, dispatch_margin, step_time, cross_processes)
+        set_args = SetArgs(
+            problem_set, set_dir, dispatch_margin, step_time, cross_processes, reuse_share
+        )
         run_set(
             cfg, spec, objectives, options, set_args, given, compiler, make_measurer(cfg), json_out
         )

@@ -28,6 +28,7 @@ class SetArgs:
     margin: str
     step_time: str | None
     cross_processes: int
+    reuse_share: float = 0.25
 
 
 class LazyMeasurer:
@@ -79,12 +80,17 @@ def run_set(
             )
         if args.cross_processes < 1:
             raise UserError("--cross-processes must be 1 or more")
+        if not 0 < args.reuse_share <= 1:
+            raise UserError(
+                f"--reuse-share {args.reuse_share}: give a share of the budget in (0, 1], e.g. 0.5"
+            )
         opts = SetOptions(
             set_name=args.name,
             set_dir=args.set_dir or Path(cfg.cache_dir) / "sets" / f"{spec.name}-{args.name}",
             margin=parse_margin(args.margin),
             step_s=parse_duration(args.step_time) if args.step_time else None,
             cross_processes=args.cross_processes,
+            reuse_share=args.reuse_share,
         )
         if measurer is None and objective.measures:
             measurer = LazyMeasurer(cfg)

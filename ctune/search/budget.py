@@ -73,11 +73,12 @@ class Budget:
         left = self.compiles_left
         return remaining if left is None else min(remaining, left)
 
-    def warm_start_share(self) -> int:
-        """A warm start takes at most a quarter of the budget: the search still explores."""
+    def warm_start_share(self, share: float = 0.25) -> int:
+        """How many warm-start configurations to measure: ``share`` of the budget (a quarter
+        by default, so the search still explores), at least one."""
         if self.limit is None:
             return WARM_START_MAX
-        return min(max(1, self.limit // 4), self.limit - self.asked)
+        return min(max(1, int(self.limit * share)), self.limit - self.asked)
 
     def eta(self, elapsed: float, session_evals: int) -> float | None:
         """Seconds left at this session's rate, or to the time budget, whichever is less."""

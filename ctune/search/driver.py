@@ -137,6 +137,9 @@ class SearchOptions:
     # configurations to measure first (a T4 file's best, exchange/t4.py), and where from
     warm_start: tuple[Mapping[str, Any], ...] = ()
     warm_start_source: str = ""
+    # the share of --budget a warm start may take (the rest explores); a problem set's later
+    # shapes may take more: their seeds are builds the set already compiled
+    warm_start_share: float = 0.25
     # a candidate whose first samples' median is this far above the leader stops there
     # (search/pruning.py); None: every candidate gets the full sampling plan
     prune_margin: float | None = DEFAULT_PRUNE_MARGIN

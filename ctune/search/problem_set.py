@@ -8,8 +8,10 @@ each fit a wall-time step (``step_s``; a GPU lent for minutes at a time):
    registry's), its result file under ``artifacts/`` (``ctune registry import`` takes
    them). Builds do not depend on
    the shape when the shape's sizes are launcher arguments (only a problem's ``defines`` are
-   compiled in), so later shapes hit the build cache; each search is warm-started with the
-   earlier shapes' winners of its group, measured first.
+   compiled in), so later shapes hit the build cache; each search is warm-started with what
+   the earlier shapes of its group measured (their winners first, then the rest by how far
+   each beat its shape's default), measured first: up to ``reuse_share`` of the budget, so
+   that with a share of 1 a later shape spends its budget on builds that need no compile.
 2. **cross**: every finalist (each shape's winner, and the default build) measured on every
    shape of its group, shape by shape, all of a shape's finalists interleaved in the same
    fresh processes (``Measurer.remeasure``): one harness and one run per shape, so the cells
@@ -63,6 +65,7 @@ class SetOptions:
     margin: float = 0.03
     step_s: float | None = None  # wall time for this call; None: to the end
     cross_processes: int = 1  # fresh processes per shape in the cross phase
+    reuse_share: float = 0.25  # of a shape's budget, at most this for the group's earlier builds
 
 
 @dataclass(frozen=True)
@@ -268,11 +271,12 @@ def _search_phase(
 
     done = read_winners(opts)
     pending = [p.name for p in problems if p.name not in done]
+    _build_defaults_ahead(spec, [p for p in problems if p.name in pending], compiler)
     for problem in problems:
         if problem.name not in pending or not step.may_start():
             continue
         began = step.clock()
-        seeds = [c.as_dict() for c in finalists(spec, opts, problems).get(group_of(problem), [])]
+        seeds = group_seeds(spec, opts, problems, problem)
         left = step.left()
         time_s = search.time_s
         if left is not None:
@@ -283,8 +287,9 @@ def _search_phase(
             journal=_journal_path(opts, problem),
             resume=None,
             time_s=time_s,
-            warm_start=tuple(seeds[1:]),  # the default build is every search's baseline
+            warm_start=tuple(seeds),
             warm_start_source=f"earlier shapes of {opts.set_name}",
+            warm_start_share=opts.reuse_share,
         )
         result = run_search(
             settings,
@@ -305,6 +310,61 @@ def _search_phase(
             _record_winner(opts, problem.name, (pinned or result.baseline).candidate)
             pending.remove(problem.name)
     return pending
+
+
+def group_seeds(
+    spec: KernelSpec, opts: SetOptions, problems: Sequence[Problem], problem: Problem
+) -> list[dict[str, Any]]:
+    """What the earlier shapes of ``problem``'s compile group measured, best first: their
+    winners, then every other candidate that ran correctly, by its best ratio to its own
+    shape's default (each is a cache hit: no compile). The default build is left out: it is
+    every search's baseline anyway."""
+    from ctune.search import journal as journal_mod
+
+    group = group_of(problem)
+    default_key = spec.default_candidate().key()
+    winners = [c for c in finalists(spec, opts, problems).get(group, []) if c.key() != default_key]
+    ratio: dict[str, float] = {}
+    by_key: dict[str, Candidate] = {}
+    for p in problems:
+        if group_of(p) != group or p.name == problem.name:
+            continue
+        for path in sorted((opts.set_dir / "journals").glob(f"{p.name}.*.jsonl")):
+            try:
+                replay, _ = journal_mod.read(path)
+            except UserError:
+                continue  # a damaged attempt's journal: its shape is searched again anyway
+            values = {
+                t.candidate.key(): t.values[0] for t in replay.trials if t.feasible and t.values
+            }
+            base = values.get(default_key)
+            if not base:
+                continue
+            for t in replay.trials:
+                key = t.candidate.key()
+                if key in values and key != default_key:
+                    ratio[key] = min(ratio.get(key, values[key] / base), values[key] / base)
+                    by_key[key] = t.candidate
+    seeds = [c.as_dict() for c in winners]
+    taken = {c.key() for c in winners}
+    seeds += [by_key[k].as_dict() for k in sorted(ratio, key=ratio.__getitem__) if k not in taken]
+    return seeds
+
+
+def _build_defaults_ahead(spec: KernelSpec, pending: Sequence[Problem], compiler: Any) -> None:
+    """Start the default build of every compile group still to search, side by side, so that
+    a group's first shape finds its baseline compiled instead of waiting a whole build for it
+    (a CUTLASS build is ~1 min of one core; the groups' defaults are independent)."""
+    submit = getattr(compiler, "submit", None)
+    if submit is None:
+        return
+    default = spec.default_candidate()
+    first_of_group: dict[str, Problem] = {}
+    for p in pending:
+        if not _invalid(spec, default, p):
+            first_of_group.setdefault(group_of(p), p)
+    for problem in first_of_group.values():
+        submit(default, problem)
 
 
 def _journal_path(opts: SetOptions, problem: Problem) -> Path:
@@ -502,14 +562,18 @@ def best_rows(
 def _write_finalists(
     spec: KernelSpec, opts: SetOptions, problems: Sequence[Problem], compiler: Any
 ) -> None:
-    """The finalists and their build-cache keys: what the next call needs from the cache
-    (a cache hit each: every finalist was built by its search or the cross phase)."""
+    """The finalists and their build-cache keys: what the next call needs from the cache.
+
+    Only a cache lookup: a group not searched yet has no build of its default, and compiling
+    it here (one build after another) would spend the step on what the search compiles
+    side by side anyway. Its key stays empty until a later step built it."""
     entries = []
+    lookup = getattr(compiler, "lookup", None)
     for group, cands in finalists(spec, opts, problems).items():
         members = [p for p in problems if group_of(p) == group]
         for c in cands:
             valid = [p for p in members if not _invalid(spec, c, p)]
-            build = compiler.build(c, valid[0]) if valid else None
+            build = lookup(c, valid[0]) if valid and lookup is not None else None
             ok = build is not None and build.outcome.is_ok
             entries.append(
                 {

@@ -204,8 +204,9 @@ class SessionJournal:
         """Measure the given configurations first, as one generation told to the strategy.
 
         They enter its selection pool like its own trials (a GA breeds from the best of
-        them), count against the budget, and take at most a quarter of it: the search
-        still explores. Those that are not valid points of this space are skipped.
+        them), count against the budget, and take at most ``warm_start_share`` of it (a
+        quarter unless a problem set says more): the search still explores. Those that
+        are not valid points of this space are skipped.
         """
         run = self.run
         given = run.opts.warm_start
@@ -215,7 +216,7 @@ class SessionJournal:
 
         found, skipped = candidates(run.spec.name, run.space, given, run.problem.dims)
         fresh = [c for c in found if c.key() not in run.book.cache]
-        chosen = fresh[: max(0, run.budget.warm_start_share())]
+        chosen = fresh[: max(0, run.budget.warm_start_share(run.opts.warm_start_share))]
         if chosen:
             run.generation += 1
             finished = run.pipeline.evaluate_batch(chosen, run.generation)

@@ -81,11 +81,14 @@ def _run(
     step_s: float | None = None,
     clock: Any = None,
     objectives: tuple[str, ...] = ("p50",),
+    reuse_share: float = 0.25,
 ) -> SetProgress:
     settings = Settings(cache_dir=tmp_path / "cache", registry=tmp_path / "registry")
     objective = parse_objective_spec(list(objectives), [], spec.metrics)
     search = SearchOptions(budget=8, seed=1, confirm_processes=2, journal_fsync=False)
-    opts = SetOptions("all", set_dir, margin=0.03, step_s=step_s, cross_processes=2)
+    opts = SetOptions(
+        "all", set_dir, margin=0.03, step_s=step_s, cross_processes=2, reuse_share=reuse_share
+    )
     extra = {"clock": clock} if clock is not None else {}
     return run_problem_set(
         settings,
@@ -145,6 +148,117 @@ def test_builds_are_shared_across_shapes_of_a_group(spec: KernelSpec) -> None:
     assert build_id(spec, cand, m16) != build_id(spec, cand, m16b)  # defines differ
     runtime = spec.candidate({**cand.as_dict(), "SPLIT_K": 4})
     assert build_id(spec, runtime, m16) == build_id(spec, cand, m16)  # runtime gene: same build
+
+
+def _measured(set_dir: Path, shape: str) -> set[str]:
+    from ctune.search import journal
+
+    keys: set[str] = set()
+    for path in (set_dir / "journals").glob(f"{shape}.*.jsonl"):
+        keys |= {t.candidate.key() for t in journal.read(path)[0].trials}
+    return keys
+
+
+def test_later_shapes_spend_their_budget_on_the_groups_builds(
+    spec: KernelSpec, tmp_path: Path
+) -> None:
+    """reuse_share 1: a later shape of a compile group measures what the earlier shapes of the
+    group measured (cache hits, best first) before it compiles anything new; the default
+    share leaves three quarters of the budget to explore."""
+    reused = _run(spec, tmp_path / "r", tmp_path / "reuse", reuse_share=1.0)
+    assert reused.complete
+    earlier = _measured(tmp_path / "reuse", "m1")
+    later = _measured(tmp_path / "reuse", "m16")
+    assert len(earlier) >= 8 and later <= earlier  # nothing new compiled for m16
+    # the other group's first shape starts from nothing of this one
+    from ctune.search.problem_set import group_seeds
+
+    problems = [spec.problem(n) for n in spec.problem_sets["all"]]
+    opts = SetOptions("all", tmp_path / "reuse")
+    for shape, other in (("m16-b", "m2048-b"), ("m2048-b", "m16-b")):
+        seeds = group_seeds(spec, opts, problems, spec.problem(shape))
+        assert seeds and {spec.candidate(v).key() for v in seeds} <= _measured(
+            tmp_path / "reuse", other
+        )
+    # the warm start is m16's first generation: the whole budget but the baseline with a
+    # share of 1, a quarter of it by default
+    assert _warm_start(tmp_path / "reuse", "m16") == 8 - 1
+    explored = _run(spec, tmp_path / "e", tmp_path / "explore")
+    assert explored.complete
+    assert _warm_start(tmp_path / "explore", "m16") == 8 // 4
+
+
+def _warm_start(set_dir: Path, shape: str) -> int:
+    from ctune.search import journal
+
+    (path,) = (set_dir / "journals").glob(f"{shape}.*.jsonl")
+    return sum(t.generation == 1 for t in journal.read(path)[0].trials)
+
+
+def test_group_seeds_rank_earlier_builds_by_their_gain(spec: KernelSpec, tmp_path: Path) -> None:
+    from ctune.search import journal
+    from ctune.search.problem_set import group_seeds
+
+    _run(spec, tmp_path / "r", tmp_path / "set")
+    opts = SetOptions("all", tmp_path / "set")
+    problems = [spec.problem(n) for n in spec.problem_sets["all"]]
+    seeds = group_seeds(spec, opts, problems, spec.problem("m2048"))
+    keys = [spec.candidate(v).key() for v in seeds]
+    default = spec.default_candidate().key()
+    assert default not in keys and len(keys) == len(set(keys))
+    winners = [c.key() for c in finalists(spec, opts, problems)[group_of(problems[0])][1:]]
+    assert keys[: len(winners)] == winners  # the earlier shapes' winners first
+    # then by the best ratio to the own shape's default, smallest first
+    ratio: dict[str, float] = {}
+    for shape in ("m1", "m16"):
+        for path in (tmp_path / "set" / "journals").glob(f"{shape}.*.jsonl"):
+            trials = journal.read(path)[0].trials
+            value = {t.candidate.key(): t.values[0] for t in trials if t.feasible and t.values}
+            for k, v in value.items():
+                ratio[k] = min(ratio.get(k, v / value[default]), v / value[default])
+    rest = keys[len(winners) :]
+    assert rest and [ratio[k] for k in rest] == sorted(ratio[k] for k in rest)
+
+
+class _NoCompiles(StandInCompiler):
+    """A stand-in that refuses to compile and looks builds up only in what it was given."""
+
+    def __init__(self, spec: KernelSpec, cached: dict[str, Any]) -> None:
+        super().__init__(spec, fail_every=None)
+        self.cached = cached
+        self.submitted: list[str] = []
+
+    def build(self, candidate: Any, problem: Any) -> Any:
+        raise AssertionError("writing the finalists must not compile")
+
+    def lookup(self, candidate: Any, problem: Any) -> Any:
+        return self.cached.get(candidate.key())
+
+    def submit(self, candidate: Any, problem: Any) -> Any:
+        self.submitted.append(problem.name)
+        return None
+
+
+def test_finalists_name_cached_builds_without_compiling(spec: KernelSpec, tmp_path: Path) -> None:
+    from ctune.search.problem_set import FINALISTS, _write_finalists
+
+    problems = [spec.problem(n) for n in spec.problem_sets["all"]]
+    default = spec.default_candidate()
+    built = StandInCompiler(spec, fail_every=None).build(default, problems[0])
+    opts = SetOptions("all", tmp_path / "set")
+    opts.set_dir.mkdir()
+    _write_finalists(spec, opts, problems, _NoCompiles(spec, {default.key(): built}))
+    entries = json.loads((opts.set_dir / FINALISTS).read_text())["finalists"]
+    assert len(entries) == 2  # each group's default build, nothing searched yet
+    assert {e["build_key"] for e in entries} == {built.build_key}  # a cache hit: named
+
+
+def test_each_groups_default_build_starts_ahead(spec: KernelSpec) -> None:
+    from ctune.search.problem_set import _build_defaults_ahead
+
+    compiler = _NoCompiles(spec, {})
+    _build_defaults_ahead(spec, [spec.problem(n) for n in spec.problem_sets["all"]], compiler)
+    assert compiler.submitted == ["m1", "m16-b"]  # one per compile group, its first shape
 
 
 class SteppedClock:
