@@ -206,6 +206,22 @@ class KernelSpec:
     def candidate(self, values: Mapping[str, GeneValue]) -> Candidate:
         return Candidate.of(self.name, values)
 
+    def in_space(self, recorded: Candidate) -> Candidate:
+        """A recorded candidate (an artifact's member) in today's space: a gene added since it
+        was recorded takes its default, which keeps the code it had (a rebuild's SASS digest
+        against the recorded one checks that); a gene the space no longer has cannot be
+        honoured."""
+        values = recorded.as_dict()
+        gone = sorted(set(values) - set(self.space.names))
+        if gone:
+            raise UserError(
+                f"{self.name}: recorded candidate {recorded.key()} sets {', '.join(gone)}, "
+                f"which {self.yaml_path.name} no longer has; retune it (ctune registry retune)"
+            )
+        if len(values) == len(self.space.names):
+            return recorded
+        return self.candidate({**self.space.default_values(), **values})
+
     def launch_geometry(self, candidate: Candidate, problem: Problem) -> dict[str, Any]:
         """grid / block / dynamic shared memory of ``candidate`` on ``problem`` ({} for a
         launcher, which launches itself), as the artifact records it.

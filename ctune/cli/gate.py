@@ -87,6 +87,7 @@ def gate_command(
         canary=canary,
         confirm_failures=confirm,
         strict=strict,
+        on_report=render.gate_progress(len(chosen)),
     )
     unchecked = sorted({n for r in reports for n in r.not_checked})
     render.gate(reports, fingerprint.not_checked_reason(unchecked, True))

@@ -8,7 +8,7 @@ grepped without parsing tables.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rich.table import Column, Table
 
@@ -425,6 +425,19 @@ def _regression(label: str, r: Regression) -> str:
         f"T={e.threshold:.2%}, p={e.p_value:.3g}, processes {e.processes[0]}/{e.processes[1]},"
         f" predicted FPR {e.predicted_fpr:.2g}"
     )
+
+
+def gate_progress(total: int) -> Callable[[GateReport], None]:
+    """One line per artifact as its verdict lands, before the full report (stderr is kept for
+    the one error line)."""
+    done = 0
+
+    def report(r: GateReport) -> None:
+        nonlocal done
+        done += 1
+        line(f"gate [{done}/{total}] {r.verdict.value} {r.key}")
+
+    return report
 
 
 def gate(reports: Sequence[GateReport], not_checked_line: str) -> None:

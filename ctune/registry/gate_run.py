@@ -81,21 +81,24 @@ def default_remeasurer(settings: Any, kernels_dir: Path) -> Remeasurer:
         plan = plan_from_json(dict(artifact.protocol["plan"]))
         out = Remeasured({})
         built = []
+        member_key: dict[str, str] = {}  # built candidate's key -> the member's recorded key
         # rebuild for the arch the artifact was tuned for
         arch = artifact.fingerprint.get("arch", settings.arch)
         rebuild = dataclasses.replace(settings, arch=arch)
         with NvccCompiler.from_settings(spec, probe_toolchain(settings.nvcc), rebuild) as compiler:
             for m in members:
-                build = compiler.build(m.candidate, problem)
+                candidate = spec.in_space(m.candidate)  # genes added since: their defaults
+                member_key[candidate.key()] = m.key
+                build = compiler.build(candidate, problem)
                 out.sass_sha256[m.key] = build.sass_sha256
                 if build.outcome.is_ok:
-                    built.append((m.candidate, build))
+                    built.append((candidate, build))
                 else:
                     failed = Measurement(m.key, problem.name, build.outcome, error=build.log_tail)
                     out.measurements[m.key] = [failed]
         if built:
             measured = measure_interleaved(spec, built, problem, plan, k, settings=settings)
-            out.measurements.update({key: list(ms) for key, ms in measured.items()})
+            out.measurements.update({member_key[key]: list(ms) for key, ms in measured.items()})
         return out
 
     return remeasure
@@ -190,20 +193,16 @@ def run_gate(
     canary: bool = True,
     confirm_failures: bool = True,
     strict: bool = False,
+    on_report: Callable[[GateReport], None] | None = None,
 ) -> list[GateReport]:
-    """Gate each artifact's pinned member; an artifact whose spec cannot load is STALE."""
+    """Gate each artifact's pinned member; an artifact whose spec cannot load, or whose
+    members today's spec cannot build as recorded, is STALE. ``on_report`` hears each verdict
+    as it lands (a gate of many artifacts takes minutes; a CI log shows them as they come)."""
     reports = []
     for key, artifact in artifacts:
         try:
             current = current_for(artifact)
-        except ToolchainError:
-            raise
-        except CtuneError as exc:
-            change = FieldChange("kernel_spec", "(recorded)", str(exc), "hard")
-            reports.append(GateReport(str(key), Verdict.STALE, str(exc), (change,)))
-            continue
-        reports.append(
-            gate_artifact(
+            report = gate_artifact(
                 key,
                 artifact,
                 current,
@@ -214,7 +213,14 @@ def run_gate(
                 confirm_failures=confirm_failures,
                 strict=strict,
             )
-        )
+        except ToolchainError:
+            raise
+        except CtuneError as exc:
+            change = FieldChange("kernel_spec", "(recorded)", str(exc), "hard")
+            report = GateReport(str(key), Verdict.STALE, str(exc), (change,))
+        reports.append(report)
+        if on_report is not None:
+            on_report(report)
     return reports
 
 

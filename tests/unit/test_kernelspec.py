@@ -305,3 +305,16 @@ def test_runtime_genes_load_and_stay_out_of_the_build(saxpy: Path) -> None:
     spec = load_spec(saxpy)
     assert spec.runtime_names == {"BLOCK"}
     assert spec.space.violations({**spec.space.default_values(), "BLOCK": 1024, "UNROLL": 8}, {})
+
+
+def test_a_recorded_candidate_in_todays_space() -> None:
+    """An artifact's member recorded before a gene was added builds with that gene's default;
+    one that sets a gene the spec dropped cannot be honoured (one line: retune)."""
+    spec = load_spec(Path(__file__).parents[2] / "kernels" / "cutlass_gemm.cu")
+    current = spec.default_candidate()
+    assert spec.in_space(current) is current
+    older = spec.candidate({k: v for k, v in current.as_dict().items() if k != "SWAP_AB"})
+    assert spec.in_space(older).as_dict() == current.as_dict()
+    dropped = spec.candidate({**current.as_dict(), "OLD_GENE": 1})
+    with pytest.raises(UserError, match=r"OLD_GENE.*retune"):
+        spec.in_space(dropped)

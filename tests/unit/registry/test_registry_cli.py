@@ -401,7 +401,8 @@ def test_gate_verdicts_and_exit_codes(
     gpu_machine["remeasure"] = StandInRemeasurer(rng, scale)
     got, out, err = cli("gate", "--processes", "5", "--registry", str(registry))
     assert got == code, out + err
-    assert out.startswith(f"{word} {KEY}: ")
+    # each verdict as it lands, then the report
+    assert out.startswith(f"gate [1/1] {word} {KEY}\n{word} {KEY}: ")
     assert "predicted false-alarm rate for this run" in out
     if code:
         one_line_error(err, "gate")
@@ -414,7 +415,7 @@ def test_gate_stale_outranks_regressed(cli: Run, registry: Path, gpu_machine: di
     gpu_machine["remeasure"] = stand_in
     gpu_machine["fingerprint"] = {**FINGERPRINT, "spec_problem_sha256": "f" * 64}
     code, out, _ = cli("gate", "--registry", str(registry))
-    assert code == 1 and out.startswith(f"STALE {KEY}: stale: spec_problem_sha256 changed")
+    assert code == 1 and f"\nSTALE {KEY}: stale: spec_problem_sha256 changed" in out
     assert stand_in.calls == []
 
 
