@@ -1,5 +1,6 @@
 """kernels/cutlass_attention beyond its default build (which test_kernels_correct checks):
-split-KV with its merge, the plain TMA kernel (clusters, two CTAs per SM), the persistent
+split-KV with its merge, the plain TMA kernel (clusters, two CTAs per SM; at D 64 only, causal
+ruled out: kernels/cutlass_attention.yaml says why), the persistent
 warp-specialized kernel with every option on, three consumer warpgroups and a tile size that
 divides neither S nor the other tile, each against the reference on a ragged problem."""
 
@@ -30,7 +31,6 @@ CASES = [
         "ragged-b2-h3-s333-d64",
         {"KERNEL": 4, "TILE_Q": 64, "STAGES": 4},
     ),
-    ("ragged-b2-h3-s333-d128-causal", {"KERNEL": 2, "TILE_Q": 64, "STAGES": 3}),
     (
         "gqa-b2-h8-kv2-s333-d128-causal",
         {"KERNEL": 1, "Q_SEPARATE": 1, "Q_EXTRA": 1, "LOCKED": 1, "STAGES": 4},

@@ -42,7 +42,7 @@ def test_default_build_is_correct(path: Path, load, builder):
             m = measurer.measure(spec, *builder(spec, problem), problem, PLAN)
             print(
                 f"{spec.name}/{name}: {m.outcome.value} rel_l2={m.rel_l2_error} "
-                f"max_abs={m.max_abs_error}"
+                f"max_abs={m.max_abs_error} wall={m.wall_s:.2f} s"
             )
             if m.outcome is not Outcome.OK:
                 failures.append(f"{name}: {m.outcome.value}: {m.error}")
