@@ -38,8 +38,10 @@
 #   dispatch  one step of the CUTLASS problem-set search (ctune search --problem-set): the set's
 #             state in .device/sets/$DISPATCH_SET, its finalist builds in .device/carry/builds.tgz
 #             (carry both back and forth); run it again until the summary says complete
-#   setbench  bench/kernels_vs_vendor.py --problem-set: per-shape tuned vs default vs cuBLAS
-#             (torch) from the finished set, and bench/results/dispatch-<gpu>.json
+#             (DISPATCH_KERNEL: another kernel's set, e.g. kernels/cutlass_attention.cu with
+#             DISPATCH_SET=prefill; the whole set state comes back in $OUT/sets.tgz)
+#   setbench  bench/kernels_vs_vendor.py --problem-set: per-shape default and tuned re-measured
+#             beside cuBLAS (torch) or SDPA in this run, and bench/results/dispatch-<gpu>.json
 #   scaleout  bench/scale_out.py: CUTLASS compile throughput on 1-16 Dask compile workers,
 #             GPU busy of a CUTLASS search through the engine, engine vs local front
 #             (SCALEOUT_ARGS, e.g. "--part compile" and "--part search,front" in two calls)
@@ -50,7 +52,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 OUT=${OUT:-/tmp/ctune-device-out}
-LOGS="$OUT/logs"
+# the logs stay out of $OUT (at most 8 files come back: the results and builds come first)
+LOGS=${CTUNE_DEVICE_LOGS:-/tmp/ctune-device-logs}
 mkdir -p "$LOGS" bench/results
 # CUTLASS 3.x candidates take 45-60 s and ~3.5 GB each to compile: give them room
 export PYTHONUNBUFFERED=1 CTUNE_CACHE_DIR=${CTUNE_CACHE_DIR:-/tmp/ctune-cache} \
@@ -137,16 +140,19 @@ for stage in "${STAGES[@]}"; do
       set_name=${DISPATCH_SET:-llm8b-fp16}
       LIMIT_DISPATCH=${LIMIT_DISPATCH:-560}
       run dispatch bash -c "$PY bench/carry_builds.py unpack .device/carry/builds.tgz; \
-        ctune search kernels/cutlass_gemm.cu --objective p99 --problem-set $set_name \
+        ctune search ${DISPATCH_KERNEL:-kernels/cutlass_gemm.cu} --objective p99 \
+        --problem-set $set_name \
         --set-dir .device/sets/$set_name --budget ${DISPATCH_BUDGET:-10} --seed 0 --jobs 16 \
         --step-time ${DISPATCH_STEP:-390} --dispatch-margin ${DISPATCH_MARGIN:-3%} \
-        --cross-processes ${DISPATCH_CROSS:-1} --json >$LOGS/dispatch-step.json; rc=\$?; \
+        --cross-processes ${DISPATCH_CROSS:-1} --reuse-share ${DISPATCH_REUSE:-0.25} --json >$LOGS/dispatch-step.json; rc=\$?; \
         $PY bench/carry_builds.py pack .device/carry/builds.tgz .device/sets/*/finalists.json; \
         cat $LOGS/dispatch-step.json; exit \$rc" ;;
     setbench)
       set_name=${DISPATCH_SET:-llm8b-fp16}
-      run setbench $PY bench/kernels_vs_vendor.py --out bench/results --problem-set $set_name \
-        --set-dir .device/sets/$set_name ${KERNELS_ARGS:-} ;;
+      run setbench bash -c "$PY bench/carry_builds.py unpack .device/carry/builds.tgz; \
+        $PY bench/kernels_vs_vendor.py --out bench/results --problem-set $set_name \
+        --set-dir .device/sets/$set_name --kernel ${DISPATCH_KERNEL:-kernels/cutlass_gemm.cu} \
+        --merge ${KERNELS_ARGS:-}" ;;
     scaleout)
       run scaleout $PY bench/scale_out.py --out bench/results ${SCALEOUT_ARGS:-} ;;
     *)
@@ -156,6 +162,12 @@ done
 
 tar czf "$OUT/results.tgz" bench/results registry tests/data/ground_truth docs \
   $(ls -d .device/sets/*/dispatch.* .device/sets/*/matrix.json 2>/dev/null) 2>/dev/null
-tar czf "$OUT/logs.tgz" -C "$OUT" logs
+# a problem-set search's whole state (journals, winners, result files), and its carried builds
+# in parts of 15 MiB (a file over 16 MiB does not come back). Here:
+#   tar xzf sets.tgz; mkdir -p .device/carry; cat builds.part.* >.device/carry/builds.tgz
+# and carry .device on the next call
+[ -d .device/sets ] && tar czf "$OUT/sets.tgz" .device/sets
+[ -f .device/carry/builds.tgz ] && split -b 15m .device/carry/builds.tgz "$OUT/builds.part."
+tar czf "$OUT/logs.tgz" -C "$(dirname "$LOGS")" "$(basename "$LOGS")"
 cat "$LOGS/summary.txt"
 exit $STATUS
