@@ -18,6 +18,7 @@ import typer
 
 from ctune.cli import app
 from ctune.errors import EXIT_INTERRUPTED, SearchInconclusive, UserError
+from ctune.search.budget import WARM_START_SHARE
 
 if TYPE_CHECKING:
     from ctune.config import Settings
@@ -263,7 +264,7 @@ def search_command(
             help="--problem-set: share of each shape's --budget first spent on the builds the "
             "earlier shapes of its compile group measured (no compile: cache hits), best first"
         ),
-    ] = 0.25,
+    ] = WARM_START_SHARE,
     device_genes: Annotated[
         str | None,
         typer.Option(

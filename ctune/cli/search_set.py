@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctune.errors import UserError
+from ctune.search.budget import WARM_START_SHARE
 
 if TYPE_CHECKING:
     from ctune.config import Settings
@@ -28,7 +29,7 @@ class SetArgs:
     margin: str
     step_time: str | None
     cross_processes: int
-    reuse_share: float = 0.25
+    reuse_share: float = WARM_START_SHARE
 
 
 class LazyMeasurer:

@@ -22,8 +22,10 @@ if TYPE_CHECKING:
 MAX_BATCH = 256
 #: improvements smaller than this (relative) do not reset the patience counter
 IMPROVEMENT_EPS = 1e-9
-#: a warm start measures at most this many configurations without a budget (else a quarter)
+#: a warm start measures at most this many configurations without a budget
 WARM_START_MAX = 16
+#: ... and with one, at most this share of it by default (so that the search still explores)
+WARM_START_SHARE = 0.25
 
 
 class Budget:
@@ -73,9 +75,9 @@ class Budget:
         left = self.compiles_left
         return remaining if left is None else min(remaining, left)
 
-    def warm_start_share(self, share: float = 0.25) -> int:
-        """How many warm-start configurations to measure: ``share`` of the budget (a quarter
-        by default, so the search still explores), at least one."""
+    def warm_start_share(self, share: float) -> int:
+        """How many warm-start configurations to measure: ``share`` of the budget
+        (``WARM_START_SHARE`` unless a problem set says more), at least one."""
         if self.limit is None:
             return WARM_START_MAX
         return min(max(1, int(self.limit * share)), self.limit - self.asked)
@@ -108,4 +110,4 @@ class Budget:
         return improved
 
 
-__all__ = ["IMPROVEMENT_EPS", "MAX_BATCH", "WARM_START_MAX", "Budget"]
+__all__ = ["IMPROVEMENT_EPS", "MAX_BATCH", "WARM_START_MAX", "WARM_START_SHARE", "Budget"]

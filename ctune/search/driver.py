@@ -71,7 +71,7 @@ from ctune.errors import ToolchainError, UserError
 from ctune.records import Candidate, Trial
 from ctune.search import Compiler, Publisher, Strategy, make_strategy
 from ctune.search import journal as journal_mod
-from ctune.search.budget import MAX_BATCH, Budget
+from ctune.search.budget import MAX_BATCH, WARM_START_SHARE, Budget
 from ctune.search.confirm_stage import ConfirmStage
 from ctune.search.events import (
     BaselineMeasured,
@@ -139,7 +139,7 @@ class SearchOptions:
     warm_start_source: str = ""
     # the share of --budget a warm start may take (the rest explores); a problem set's later
     # shapes may take more: their seeds are builds the set already compiled
-    warm_start_share: float = 0.25
+    warm_start_share: float = WARM_START_SHARE
     # a candidate whose first samples' median is this far above the leader stops there
     # (search/pruning.py); None: every candidate gets the full sampling plan
     prune_margin: float | None = DEFAULT_PRUNE_MARGIN

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from ctune.errors import UserError
 from ctune.records import Candidate, canonical_json, sha256_hex
 from ctune.search import dispatch
+from ctune.search.budget import WARM_START_SHARE
 
 if TYPE_CHECKING:
     from ctune.config import Settings
@@ -65,7 +66,7 @@ class SetOptions:
     margin: float = 0.03
     step_s: float | None = None  # wall time for this call; None: to the end
     cross_processes: int = 1  # fresh processes per shape in the cross phase
-    reuse_share: float = 0.25  # of a shape's budget, at most this for the group's earlier builds
+    reuse_share: float = WARM_START_SHARE  # of a shape's budget: the group's earlier builds
 
 
 @dataclass(frozen=True)
