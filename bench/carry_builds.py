@@ -19,6 +19,8 @@ import sys
 import tarfile
 from pathlib import Path
 
+from ctune.search import journal as journal_mod
+
 # A call carries 64 MiB in all: the tree (~5 MB) and the wheels (~17 MB) travel too
 LIMIT_BYTES = 38 * 1024 * 1024
 
@@ -42,15 +44,10 @@ def wanted(finalists: list[Path]) -> list[str]:
             (path.parent / "journals").glob("*.jsonl"), key=lambda j: j.stat().st_mtime
         )
         for journal in reversed(journals):
-            for line in journal.read_text().splitlines():
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    continue  # a torn last line
-                trial = record.get("trial") or {}
-                measured = (trial.get("measurement") or {}).get("outcome")
-                key = (trial.get("build") or {}).get("build_key") or ""
-                if measured == "ok" and key and key not in keys:
+            for trial in journal_mod.read(journal)[0].trials:
+                key = trial.build.build_key if trial.build is not None else ""
+                measured = trial.measurement is not None and trial.measurement.outcome.is_ok
+                if measured and key and key not in keys:
                     keys.append(key)
     return keys
 
