@@ -52,7 +52,7 @@ def gate_command(
     from ctune.cli.check import probe_for
     from ctune.evidence import identity as fingerprint
     from ctune.registry.gate import exit_code
-    from ctune.registry.gate_run import default_remeasurer, run_gate
+    from ctune.registry.gate_run import RebuildingRemeasurer, run_gate
     from ctune.registry.layout import parse_key
     from ctune.registry.store import ArtifactStore, require_registry
 
@@ -78,17 +78,18 @@ def gate_command(
         max_threshold=max_threshold,
         alpha=alpha / comparisons,
     )
-    reports = run_gate(
-        chosen,
-        probe.for_artifact,
-        default_remeasurer(cfg, kernels),
-        rule=rule,
-        processes=processes,
-        canary=canary,
-        confirm_failures=confirm,
-        strict=strict,
-        on_report=render.gate_progress(len(chosen)),
-    )
+    with RebuildingRemeasurer(cfg, kernels) as remeasurer:
+        reports = run_gate(
+            chosen,
+            probe.for_artifact,
+            remeasurer,
+            rule=rule,
+            processes=processes,
+            canary=canary,
+            confirm_failures=confirm,
+            strict=strict,
+            on_report=render.gate_progress(len(chosen)),
+        )
     unchecked = sorted({n for r in reports for n in r.not_checked})
     render.gate(reports, fingerprint.not_checked_reason(unchecked, True))
     code = exit_code(reports)

@@ -61,47 +61,104 @@ class Remeasured:
 Remeasurer = Callable[[Artifact, Sequence[FrontMember], int], Remeasured]
 
 
-def default_remeasurer(settings: Any, kernels_dir: Path) -> Remeasurer:
-    """Rebuild with nvcc and measure in fresh processes on this machine's GPU."""
+class RebuildingRemeasurer:
+    """Rebuild with nvcc and measure in fresh processes on this machine's GPU.
 
-    def remeasure(artifact: Artifact, members: Sequence[FrontMember], k: int) -> Remeasured:
-        refuse_device_members(artifact, members)
+    One compiler per kernel and arch serves every artifact, so :meth:`build_ahead` can start
+    the builds of all artifacts to gate together (``jobs`` at a time): a gate of many CUTLASS
+    artifacts (~40 s per build) then waits for one compile wave, not one build per artifact.
+    """
+
+    def __init__(self, settings: Any, kernels_dir: Path) -> None:
+        self.settings = settings
+        self.kernels_dir = kernels_dir
+        self._compilers: dict[tuple[str, str], tuple[Any, Any]] = {}  # (kernel, arch) -> both
+
+    def _compiler(self, artifact: Artifact) -> tuple[Any, Any]:
+        """(spec, compiler) for the arch the artifact was tuned for."""
         try:
             from ctune.compile.nvcc import NvccCompiler
             from ctune.compile.toolchain import probe_toolchain
+        except ImportError as exc:
+            raise ToolchainError(
+                f"ctune gate needs the measuring harness, and {exc.name} is missing"
+            ) from None
+        arch = artifact.fingerprint.get("arch", self.settings.arch)
+        key = (artifact.kernel, arch)
+        if key not in self._compilers:
+            spec = load_kernel_spec(self.kernels_dir, artifact.kernel, self.settings.nvcc)
+            rebuild = dataclasses.replace(self.settings, arch=arch)
+            toolchain = probe_toolchain(self.settings.nvcc)
+            compiler = NvccCompiler.from_settings(spec, toolchain, rebuild)
+            self._compilers[key] = (spec, compiler)
+        return self._compilers[key]
+
+    def build_ahead(self, work: Sequence[tuple[Artifact, Sequence[FrontMember]]]) -> None:
+        """Start every member's build in the background; :meth:`__call__` then finds each
+        under way or cached. An artifact whose spec or members no longer load is skipped
+        here: gating it reports why."""
+        for artifact, members in work:
+            try:
+                spec, compiler = self._compiler(artifact)
+                problem = spec.problem(artifact.problem)
+                for m in members:
+                    compiler.submit(spec.in_space(m.candidate), problem)
+            except CtuneError:
+                continue
+
+    def __call__(self, artifact: Artifact, members: Sequence[FrontMember], k: int) -> Remeasured:
+        refuse_device_members(artifact, members)
+        try:
             from ctune.measure.plan import plan_from_json
             from ctune.measure.session import remeasure as measure_interleaved
         except ImportError as exc:
             raise ToolchainError(
                 f"ctune gate needs the measuring harness, and {exc.name} is missing"
             ) from None
-        spec = load_kernel_spec(kernels_dir, artifact.kernel, settings.nvcc)
+        spec, compiler = self._compiler(artifact)
         problem = spec.problem(artifact.problem)
         # the plan the artifact's numbers were taken with, so old and new compare like for like
         plan = plan_from_json(dict(artifact.protocol["plan"]))
         out = Remeasured({})
         built = []
         member_key: dict[str, str] = {}  # built candidate's key -> the member's recorded key
-        # rebuild for the arch the artifact was tuned for
-        arch = artifact.fingerprint.get("arch", settings.arch)
-        rebuild = dataclasses.replace(settings, arch=arch)
-        with NvccCompiler.from_settings(spec, probe_toolchain(settings.nvcc), rebuild) as compiler:
-            for m in members:
-                candidate = spec.in_space(m.candidate)  # genes added since: their defaults
-                member_key[candidate.key()] = m.key
-                build = compiler.build(candidate, problem)
-                out.sass_sha256[m.key] = build.sass_sha256
-                if build.outcome.is_ok:
-                    built.append((candidate, build))
-                else:
-                    failed = Measurement(m.key, problem.name, build.outcome, error=build.log_tail)
-                    out.measurements[m.key] = [failed]
+        for m in members:
+            candidate = spec.in_space(m.candidate)  # genes added since: their defaults
+            member_key[candidate.key()] = m.key
+            build = compiler.build(candidate, problem)  # waits for a build started ahead
+            out.sass_sha256[m.key] = build.sass_sha256
+            if build.outcome.is_ok:
+                built.append((candidate, build))
+            else:
+                failed = Measurement(m.key, problem.name, build.outcome, error=build.log_tail)
+                out.measurements[m.key] = [failed]
         if built:
-            measured = measure_interleaved(spec, built, problem, plan, k, settings=settings)
+            measured = measure_interleaved(spec, built, problem, plan, k, settings=self.settings)
             out.measurements.update({member_key[key]: list(ms) for key, ms in measured.items()})
         return out
 
-    return remeasure
+    def close(self) -> None:
+        for _, compiler in self._compilers.values():
+            compiler.close()
+        self._compilers.clear()
+
+    def __enter__(self) -> RebuildingRemeasurer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def gate_members(artifact: Artifact, canary: bool) -> list[FrontMember]:
+    """What the gate re-measures: the pinned member, then the default build (the canary)
+    when it differs and was measured; nothing when no member is pinned."""
+    member = artifact.pinned_member()
+    if member is None:
+        return []
+    members = [member]
+    if canary and artifact.baseline.key != member.key and artifact.baseline.process_medians_ms:
+        members.append(artifact.baseline)
+    return members
 
 
 def refuse_device_members(artifact: Artifact, members: Sequence[FrontMember]) -> None:
@@ -153,12 +210,10 @@ def gate_artifact(
     stale = decide(name, changes, unchecked, None, strict=strict)
     if stale.verdict is Verdict.STALE:
         return stale
-    member = artifact.pinned_member()
-    if member is None:
+    members = gate_members(artifact, canary)
+    if not members:
         return GateReport(name, Verdict.INCONCLUSIVE, "no pinned member", tuple(changes))
-    members = [member]
-    if canary and artifact.baseline.key != member.key and artifact.baseline.process_medians_ms:
-        members.append(artifact.baseline)
+    member = members[0]
     measured = remeasure(artifact, members, processes)
     sass = _sass_changes(members, measured)
     if sass:
@@ -196,8 +251,14 @@ def run_gate(
     on_report: Callable[[GateReport], None] | None = None,
 ) -> list[GateReport]:
     """Gate each artifact's pinned member; an artifact whose spec cannot load, or whose
-    members today's spec cannot build as recorded, is STALE. ``on_report`` hears each verdict
-    as it lands (a gate of many artifacts takes minutes; a CI log shows them as they come)."""
+    members today's spec cannot build as recorded, is STALE. A remeasurer with
+    ``build_ahead`` (:class:`RebuildingRemeasurer`) is handed every artifact's members first.
+    ``on_report`` hears each verdict as it lands (a gate of many artifacts takes minutes; a
+    CI log shows them as they come)."""
+    artifacts = list(artifacts)
+    ahead = getattr(remeasure, "build_ahead", None)
+    if ahead is not None:
+        ahead([(a, gate_members(a, canary)) for _, a in artifacts])
     reports = []
     for key, artifact in artifacts:
         try:
@@ -225,9 +286,10 @@ def run_gate(
 
 
 __all__ = [
+    "RebuildingRemeasurer",
     "Remeasured",
     "Remeasurer",
-    "default_remeasurer",
     "gate_artifact",
+    "gate_members",
     "run_gate",
 ]

@@ -13,7 +13,7 @@ from registry_support import make_artifact
 from ctune.errors import EXIT_INCONCLUSIVE, GateInconclusive, RegistryError
 from ctune.records import Candidate, canonical_json, sha256_hex
 from ctune.registry import export, schema
-from ctune.registry.gate_run import default_remeasurer, refuse_device_members
+from ctune.registry.gate_run import RebuildingRemeasurer, refuse_device_members
 from ctune.registry.schema import Artifact
 
 DEVICE = {"sm_clock_mhz": 1410, "power_limit_w": 450}
@@ -75,7 +75,7 @@ def test_the_gate_refuses_rather_than_compare_at_another_setting(tmp_path: Path)
     a = _tuned()
     refuse_device_members(a, [a.baseline])  # nothing set: fine
     with pytest.raises(GateInconclusive) as err:
-        default_remeasurer(object(), tmp_path)(a, list(a.front), 3)
+        RebuildingRemeasurer(object(), tmp_path)(a, list(a.front), 3)
     assert err.value.exit_code == EXIT_INCONCLUSIVE
     assert "SM clock locked at 1410 MHz, power limit 450 W" in str(err.value)
     assert "\n" not in str(err.value)

@@ -27,7 +27,7 @@ from ctune.registry.gate import (
     decide_regression,
     exit_code,
 )
-from ctune.registry.gate_run import gate_artifact
+from ctune.registry.gate_run import gate_artifact, run_gate
 from ctune.registry.layout import parse_key
 from ctune.registry.schema import Artifact
 
@@ -221,3 +221,35 @@ def test_gate_unrecorded_processes_is_inconclusive() -> None:
     assert report.verdict is Verdict.INCONCLUSIVE and "insufficient baseline" in report.reason
     assert report.candidate is not None and report.candidate.evidence is not None
     assert math.isnan(report.candidate.evidence.change)
+
+
+class BuildAheadStandIn(StandInRemeasurer):
+    """A stand-in for the GPU that also records what it was asked to build ahead."""
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        super().__init__(rng, [1.0])
+        self.events: list[tuple[str, list[str]]] = []
+
+    def build_ahead(self, work: list[tuple[Artifact, list]]) -> None:
+        self.events.append(("ahead", [m.key for _, members in work for m in members]))
+
+    def __call__(self, artifact, members, k):  # type: ignore[no-untyped-def]
+        self.events.append(("measure", [m.key for m in members]))
+        return super().__call__(artifact, members, k)
+
+
+def test_gate_builds_every_artifact_ahead_before_measuring_the_first() -> None:
+    rng = np.random.default_rng(9)
+    first, second = artifact_with_samples(rng), artifact_with_samples(rng)
+    stand_in = BuildAheadStandIn(rng)
+    reports = run_gate(
+        [(KEY, first), (KEY, second)],
+        lambda a: Current(dict(FINGERPRINT)),
+        stand_in,
+        rule=NoiseRule(),
+        processes=5,
+    )
+    assert [r.verdict for r in reports] == [Verdict.PASS, Verdict.PASS]
+    members = [first.front[0].key, first.baseline.key, second.front[0].key, second.baseline.key]
+    assert stand_in.events[0] == ("ahead", members)
+    assert [kind for kind, _ in stand_in.events] == ["ahead", "measure", "measure"]
