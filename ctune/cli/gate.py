@@ -7,7 +7,7 @@ INCONCLUSIVE 4 (never forced into pass or fail), 3 without a GPU.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -47,6 +47,14 @@ def gate_command(
     kernels: Annotated[Path, typer.Option("--kernels", help="directory of specs")] = Path(
         "kernels"
     ),
+    build_only: Annotated[
+        bool,
+        typer.Option(
+            "--build-only",
+            help="build what the gate would measure into the build cache and stop (no GPU): "
+            "compile on a CPU runner, carry the cache (CTUNE_CACHE_DIR) to the GPU runner",
+        ),
+    ] = False,
 ) -> None:
     """Re-measure pinned artifacts in k processes: PASS/REGRESSED/IMPROVED/INCONCLUSIVE."""
     from ctune.cli.check import probe_for
@@ -60,9 +68,6 @@ def gate_command(
         raise UserError(f"--processes {processes}: the gate needs k >= 3 processes")
     cfg = resolve_settings({"registry": registry})
     require_registry(cfg.registry)
-    probe = probe_for(cfg, kernels, gpu=True)
-    if not probe.gpu_probed:
-        raise ToolchainError("ctune gate needs a GPU (NVML found none); use `ctune check` here")
     store = ArtifactStore(cfg.registry)
     if keys:
         chosen = [(k.artifact, store.read(k)) for k in map(parse_key, keys)]
@@ -70,6 +75,12 @@ def gate_command(
         listing = store.list()
         render.quarantined(listing.quarantined)
         chosen = [(k, a) for k, a in listing.artifacts if a.pinned is not None]
+    if build_only:
+        _build_only(cfg, kernels, chosen, canary)
+        return
+    probe = probe_for(cfg, kernels, gpu=True)
+    if not probe.gpu_probed:
+        raise ToolchainError("ctune gate needs a GPU (NVML found none); use `ctune check` here")
     comparisons = max(1, len(chosen)) * (2 if canary else 1)
     rule = NoiseRule(
         min_processes=_RULE.min_processes,
@@ -101,3 +112,18 @@ def gate_command(
         raise GateFailure(f"gate failed: {summary}")
     if code:
         raise GateInconclusive(f"gate inconclusive: {summary}")
+
+
+def _build_only(cfg: Any, kernels: Path, chosen: list[Any], canary: bool) -> None:
+    from ctune.registry.gate_run import RebuildingRemeasurer, prebuild_gate
+
+    with RebuildingRemeasurer(cfg, kernels) as builder:
+        reports = prebuild_gate(
+            chosen, builder, canary=canary, on_report=render.prebuild_progress(len(chosen))
+        )
+    failed = [r for r in reports if not r.ok]
+    if failed:
+        raise GateFailure(
+            f"gate --build-only: {len(failed)} of {len(reports)} artifact(s) cannot be built "
+            f"as recorded (see above); the gate would call them STALE or REGRESSED"
+        )

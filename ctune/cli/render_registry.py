@@ -18,6 +18,7 @@ from ctune.records import FieldChange
 from ctune.registry.check import FRESH, STALE, WARN, CheckReport, CheckResult
 from ctune.registry.diff import ArtifactDiff
 from ctune.registry.gate import GateReport, Regression, Verdict
+from ctune.registry.gate_run import Prebuilt
 from ctune.registry.git import CommitResult
 from ctune.registry.layout import ArtifactKey
 from ctune.registry.locks import StaleLock
@@ -436,6 +437,24 @@ def gate_progress(total: int) -> Callable[[GateReport], None]:
         nonlocal done
         done += 1
         line(f"gate [{done}/{total}] {r.verdict.value} {r.key}")
+
+    return report
+
+
+def prebuild_progress(total: int) -> Callable[[Prebuilt], None]:
+    """``gate --build-only``: one line per artifact as its builds land."""
+    done = 0
+
+    def report(r: Prebuilt) -> None:
+        nonlocal done
+        done += 1
+        if r.error:
+            line(f"build [{done}/{total}] FAILED {r.key}: {r.error}")
+            return
+        what = f"{r.builds} build(s) in the cache" + (", SASS as recorded" if r.ok else "")
+        line(f"build [{done}/{total}] {'ok' if r.ok else 'FAILED'} {r.key}: {what}")
+        for problem in r.problems:
+            line(f"  {problem}")
 
     return report
 

@@ -106,6 +106,19 @@ class RebuildingRemeasurer:
             except CtuneError:
                 continue
 
+    def build_members(
+        self, artifact: Artifact, members: Sequence[FrontMember]
+    ) -> list[tuple[FrontMember, Any, Any]]:
+        """(member, candidate, Build) for each member, built as today's spec builds it: genes
+        added since tuning take their defaults. Waits for builds started ahead."""
+        spec, compiler = self._compiler(artifact)
+        problem = spec.problem(artifact.problem)
+        out = []
+        for m in members:
+            candidate = spec.in_space(m.candidate)
+            out.append((m, candidate, compiler.build(candidate, problem)))
+        return out
+
     def __call__(self, artifact: Artifact, members: Sequence[FrontMember], k: int) -> Remeasured:
         refuse_device_members(artifact, members)
         try:
@@ -115,17 +128,15 @@ class RebuildingRemeasurer:
             raise ToolchainError(
                 f"ctune gate needs the measuring harness, and {exc.name} is missing"
             ) from None
-        spec, compiler = self._compiler(artifact)
+        spec, _ = self._compiler(artifact)
         problem = spec.problem(artifact.problem)
         # the plan the artifact's numbers were taken with, so old and new compare like for like
         plan = plan_from_json(dict(artifact.protocol["plan"]))
         out = Remeasured({})
         built = []
         member_key: dict[str, str] = {}  # built candidate's key -> the member's recorded key
-        for m in members:
-            candidate = spec.in_space(m.candidate)  # genes added since: their defaults
+        for m, candidate, build in self.build_members(artifact, members):
             member_key[candidate.key()] = m.key
-            build = compiler.build(candidate, problem)  # waits for a build started ahead
             out.sass_sha256[m.key] = build.sass_sha256
             if build.outcome.is_ok:
                 built.append((candidate, build))
@@ -147,6 +158,57 @@ class RebuildingRemeasurer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@dataclass(frozen=True, slots=True)
+class Prebuilt:
+    """What ``ctune gate --build-only`` did for one artifact: every member the gate would
+    measure, built into the cache (or found there), its SASS compared with the recorded one."""
+
+    key: str
+    builds: int = 0  # members whose build is now in the cache
+    #: "member: why" for a build that failed, or whose SASS differs from the recorded one
+    problems: tuple[str, ...] = ()
+    error: str = ""  # the spec or the members could not load
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and not self.error
+
+
+def prebuild_gate(
+    artifacts: Iterable[tuple[ArtifactKey, Artifact]],
+    builder: RebuildingRemeasurer,
+    *,
+    canary: bool = True,
+    on_report: Callable[[Prebuilt], None] | None = None,
+) -> list[Prebuilt]:
+    """Build what a gate of these artifacts would measure, without a GPU: a CPU runner
+    compiles, the build cache travels to the GPU runner, and the gate there measures at once.
+    All builds start together (``builder``'s jobs at a time)."""
+    artifacts = list(artifacts)
+    builder.build_ahead([(a, gate_members(a, canary)) for _, a in artifacts])
+    reports = []
+    for key, artifact in artifacts:
+        try:
+            results = builder.build_members(artifact, gate_members(artifact, canary))
+        except ToolchainError:
+            raise
+        except CtuneError as exc:
+            report = Prebuilt(str(key), error=str(exc))
+        else:
+            problems = []
+            for m, _, build in results:
+                if not build.outcome.is_ok:
+                    problems.append(f"{m.key}: {build.outcome.value}")
+                elif m.sass_sha256 and build.sass_sha256 != m.sass_sha256:
+                    problems.append(f"{m.key}: SASS differs from the recorded build")
+            built = sum(b.outcome.is_ok for _, _, b in results)
+            report = Prebuilt(str(key), builds=built, problems=tuple(problems))
+        reports.append(report)
+        if on_report is not None:
+            on_report(report)
+    return reports
 
 
 def gate_members(artifact: Artifact, canary: bool) -> list[FrontMember]:
@@ -286,10 +348,12 @@ def run_gate(
 
 
 __all__ = [
+    "Prebuilt",
     "RebuildingRemeasurer",
     "Remeasured",
     "Remeasurer",
     "gate_artifact",
     "gate_members",
+    "prebuild_gate",
     "run_gate",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -142,6 +143,39 @@ def test_ctune_check_end_to_end(kernels: Path, tmp_path: Path, monkeypatch) -> N
     assert done.stderr.strip().startswith("error: 1 of 1 artifact(s) stale")
     # a refresh refuses what is stale
     assert ctune("registry", "refresh").returncode == 1
+
+
+def test_gate_build_only_fills_the_cache_without_a_gpu(
+    kernels: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """A CPU runner builds what the gate would measure; the GPU runner then finds it cached."""
+    support = _support()
+    for name, value in support.GIT_IDENTITY.items():
+        monkeypatch.setenv(name, value)
+    repo = support.init_repo(tmp_path / "project")
+    publish_artifact(repo / "registry", _real_artifact(kernels, tmp_path / "tuned"))
+    cache = tmp_path / "carried"
+
+    def ctune(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "ctune", *args, "--kernels", str(kernels)]
+        argv += ["--registry", str(repo / "registry")]
+        env = {**os.environ, "CTUNE_CACHE_DIR": str(cache)}
+        return subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=env)
+
+    done = ctune("gate", "--build-only")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("build [1/1] ok saxpy/n1m/"), done.stdout
+    assert "2 build(s) in the cache, SASS as recorded" in done.stdout
+    builds = sorted(p.name for p in (cache / "builds").iterdir() if not p.name.startswith("."))
+    assert len(builds) == 2
+    # a kernel edit that changes the code: the builds no longer match what was measured
+    source = kernels / "saxpy.cu"
+    source.write_text(source.read_text().replace("a * x[i] + y[i]", "a * x[i] - y[i]"))
+    done = ctune("gate", "--build-only")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "build [1/1] FAILED saxpy/n1m/" in done.stdout
+    assert done.stdout.count("SASS differs from the recorded build") == 2
+    assert done.stderr.strip().startswith("error: gate --build-only: 1 of 1 artifact(s)")
 
 
 def _nvcc_object(tmp_path: Path, name: str, code: str) -> subprocess.CompletedProcess[str]:
