@@ -47,6 +47,7 @@ from ctune.measure.plan import (
     sample_count,
     timing_method,
     warmup_batch_size,
+    warmup_spin_ms,
 )
 
 log = logging.getLogger(__name__)
@@ -191,7 +192,7 @@ class EventTimer:
         launches = 2
         kernel_ms, host_per_launch = first_ms, host_ms
         if first_ms < 1.0:
-            gpu_ms, host_ms = self._timed(launch, 5, SPIN_MS)
+            gpu_ms, host_ms = self._timed(launch, 5, warmup_spin_ms(5, host_ms))
             kernel_ms, host_per_launch = gpu_ms / 5, host_ms / 5
             launches += 5
         means: list[float] = []
@@ -200,7 +201,7 @@ class EventTimer:
         converged = False
         while True:
             batch = warmup_batch_size(kernel_ms, host_per_launch)
-            spin = SPIN_MS if batch > 1 else 0.0
+            spin = warmup_spin_ms(batch, host_per_launch) if batch > 1 else 0.0
             gpu_ms, host_ms = self._timed(launch, batch, spin)
             launches += batch
             total_gpu_ms += gpu_ms

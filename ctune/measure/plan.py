@@ -167,6 +167,25 @@ def warmup_batch_size(kernel_ms: float, host_ms_per_launch: float, spin_ms: floa
     return max(1, min(by_gpu, by_host, WARMUP_BATCH_MAX))
 
 
+#: the shortest spin in front of a warm-up batch: long enough to hide a launch's host latency
+WARMUP_SPIN_MIN_MS = 1.0
+#: the spin outlasts the host's enqueue of the batch by this factor (the host's pace is measured
+#: on the batch before; a slower one only makes the next batch's mean disagree and repeat)
+WARMUP_SPIN_MARGIN = 2.0
+
+
+def warmup_spin_ms(batch: int, host_ms_per_launch: float) -> float:
+    """The spin in front of a warm-up batch: as long as enqueueing the batch takes, twice over.
+
+    A fixed 10 ms spin (the sampling chunks' floor) made the warm-up of a 0.2 ms kernel
+    60% spin: ~90 ms per candidate where ~35 ms of launches settle the clock as well. The
+    agreement rule, not the spin, decides when the warm-up ends; the spin only keeps the
+    batch back to back.
+    """
+    wanted = WARMUP_SPIN_MARGIN * batch * max(host_ms_per_launch, 0.0)
+    return min(SPIN_MS, max(WARMUP_SPIN_MIN_MS, wanted))
+
+
 def batches_agree(means: Sequence[float]) -> bool:
     """True when the last three batch means agree within 3% (the clock has settled)."""
     if len(means) < WARMUP_BATCHES:

@@ -99,6 +99,19 @@ def test_warmup_batch_size():
     assert P.warmup_batch_size(100.0, 0.01) == 1
 
 
+def test_warmup_spin_covers_the_batch_enqueue_and_no_more():
+    # 25 launches of a 0.2 ms kernel at 15 us each: 0.75 ms to enqueue -> the 1 ms floor
+    assert P.warmup_spin_ms(25, 0.015) == P.WARMUP_SPIN_MIN_MS
+    # a slow host (launcher kernels through ctypes): twice its enqueue time
+    assert P.warmup_spin_ms(20, 0.1) == pytest.approx(4.0)
+    # never longer than the sampling chunks' spin
+    assert P.warmup_spin_ms(800, 0.01) == P.SPIN_MS
+    # a warm-up batch's enqueue always fits inside its spin
+    for kernel_ms, host_ms in [(0.2, 0.015), (0.001, 0.01), (0.05, 0.2), (3.0, 0.02)]:
+        batch = P.warmup_batch_size(kernel_ms, host_ms)
+        assert batch * host_ms <= P.warmup_spin_ms(batch, host_ms)
+
+
 @pytest.mark.parametrize(
     ("means", "agree"),
     [
