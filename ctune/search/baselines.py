@@ -71,19 +71,46 @@ class ExhaustiveStrategy(BaseStrategy):
         super().__init__(context, options)
         check_at_least(self.name, self.options, "batch_size", 1)
         self._it: Iterator[dict[str, GeneValue]] | None = None
+        self._ahead: list[dict[str, GeneValue]] = []  # read from the iterator, not asked yet
 
-    def ask(self, n: int) -> list[Candidate]:
+    def _next(self) -> dict[str, GeneValue] | None:
+        if self._ahead:
+            return self._ahead.pop(0)
         if self._it is None:
             self._it = self.space.iter_valid(self.context.dims)
+        return next(self._it, None)
+
+    def ask(self, n: int) -> list[Candidate]:
         m = min(n, int(self.options["batch_size"]))
         out: list[Candidate] = []
-        for values in self._it:
+        while len(out) < m:
+            values = self._next()
+            if values is None:
+                break
             cand = self.candidate(values)
             if not self.seen(cand.key()):
                 out.append(cand)
                 self.asked.add(cand.key())
-            if len(out) >= m:
-                break
+        return out
+
+    def upcoming(self, n: int) -> list[Candidate]:
+        """The next ``n`` candidates :meth:`ask` will propose, without asking them: what it
+        proposes never depends on results, so the driver compiles them while this generation
+        is measured (no compile wait at a generation's start)."""
+        if self._it is None:
+            self._it = self.space.iter_valid(self.context.dims)
+        out: list[Candidate] = []
+        i = 0
+        while len(out) < n:
+            if i == len(self._ahead):
+                values = next(self._it, None)
+                if values is None:
+                    break
+                self._ahead.append(values)
+            cand = self.candidate(self._ahead[i])
+            i += 1
+            if not self.seen(cand.key()):
+                out.append(cand)
         return out
 
 

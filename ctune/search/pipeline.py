@@ -44,6 +44,8 @@ class Pipeline:
         # compile-only objectives cannot tell runtime variants apart: nothing to fill with
         self.filling = run.search_plan.fill and self.filler.active and run.objective.measures
         self._plans: tuple[int, SamplingPlan] | None = None  # (generation, its plan)
+        # builds of the strategy's next generation, started while this one is measured
+        self._ahead: dict[BuildGroup, Future[Build]] = {}
 
     # --- one candidate ----------------------------------------------------------------------
     def make_trial(
@@ -193,9 +195,33 @@ class Pipeline:
                 continue
             group = run.spec.space.build_group(new[j].genes)
             if group not in shared:
-                shared[group] = run.compiler.submit(new[j], run.problem)
+                ahead = self._ahead.pop(group, None)
+                shared[group] = ahead or run.compiler.submit(new[j], run.problem)
             futures[j] = shared[group]
             requested.add(id(futures[j]))
+        self.compile_next_generation(len(left), self.jobs + 1 - len(requested), shared)
+
+    def compile_next_generation(
+        self, left: int, slots: int, shared: dict[BuildGroup, Future[Build]]
+    ) -> None:
+        """Start the builds of the next generation when compile slots are free and the
+        strategy can say what it will propose (:meth:`ExhaustiveStrategy.upcoming`): the
+        measurer then finds them built when the generation starts. Never past the budget."""
+        run = self.run
+        upcoming = getattr(run.strategy, "upcoming", None)
+        room = min(slots, run.budget.remaining() - left)
+        if upcoming is None or room <= 0 or run.budget.out_of_time():
+            return
+        for cand in upcoming(room + len(self._ahead)):
+            if len(self._ahead) >= room:
+                return
+            group = run.spec.space.build_group(cand.genes)
+            if (
+                group not in self._ahead
+                and group not in shared
+                and cand.key() not in run.book.cache
+            ):
+                self._ahead[group] = run.compiler.submit(cand, run.problem)
 
     # --- fillers ----------------------------------------------------------------------------
     def pick_filler(self, pending: set[str]) -> Candidate | None:

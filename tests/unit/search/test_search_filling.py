@@ -291,3 +291,37 @@ def test_reports_keep_fillers_apart_from_the_budget(rt_spec: KernelSpec, tmp_pat
     text = " ".join(captured.get().split())
     assert f"evaluations 40/40 + {result.fillers} fillers" in text
     assert f"+ {last.progress.fillers} fillers" in text
+
+
+def test_exhaustive_next_generation_compiles_while_this_one_is_measured(
+    spec: KernelSpec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Measuring-bound (a build takes 2 s on 4 slots, a measurement 1 s): without looking
+    ahead every generation starts with a compile wave the GPU waits for."""
+    from ctune.search.baselines import ExhaustiveStrategy
+
+    def search(folder: Path) -> tuple[SearchResult, SlowStandInCompiler]:
+        clock = FakeClock()
+        result, compiler, _ = _search(
+            spec,
+            folder,
+            clock=clock,
+            compiler=SlowStandInCompiler(spec, clock, compile_s=2.0, jobs=4),
+            strategy="exhaustive",
+            strategy_options={"batch_size": 4},
+            budget=24,
+        )
+        return result, compiler
+
+    ahead, ahead_compiler = search(tmp_path / "ahead")
+    monkeypatch.setattr(ExhaustiveStrategy, "upcoming", None)  # a strategy that cannot say
+    plain, plain_compiler = search(tmp_path / "plain")
+    order = [t.candidate.key() for t in read(ahead.journal)[0].trials]
+    assert order == [t.candidate.key() for t in read(plain.journal)[0].trials]
+    assert ahead.evaluations == plain.evaluations == 24
+    # the same builds, each compiled once, none beyond the budget, no slot held to wait
+    assert sorted(ahead_compiler.nvcc_runs) == sorted(plain_compiler.nvcc_runs)
+    assert ahead_compiler.slot_waits == 0
+    # a generation's builds are ready when it starts: far less waiting on the compiler
+    assert ahead.timing.compile_wait_s < 0.5 * plain.timing.compile_wait_s
+    assert ahead.timing.wall_s < plain.timing.wall_s
