@@ -5,7 +5,9 @@
 #   bash bench/device.sh [STAGE ...]      default: install doctor tests aa
 #
 # Stages:
-#   install   pip install the wheels in .device/wheels (make wheels) and ctune itself
+#   install   pip install the wheels in .device/wheels (make wheels) and ctune itself, then
+#             unpack every carried build archive .device/carry/*.tgz into the build cache
+#             (builds made on a CPU machine, e.g. `ctune gate --build-only`, tarred by key)
 #   doctor    ctune doctor + nvidia-smi
 #   tests     the GPU and NVML tiers, required (a missing GPU fails, never skips)
 #   aa        bench/aa_repeatability.py          (A/A noise, overhead, fault recovery)
@@ -23,6 +25,7 @@
 #   quality   bench/search_quality.py (CPU only: the replay of the recorded ground truths)
 #   overhead  bench/search_overhead.py: ctune vs Kernel Tuner brute force, s per candidate
 #             (needs the kernel_tuner wheels; ~2-3 min)
+#   profile   bench/measure_profile.py: where one measurement's time goes, by phase (~1 min)
 #   search    ctune search on the GEMM, end to end, plus a two-objective search
 #   kernels   bench/kernels_vs_vendor.py          (tuned vs default vs cuBLAS / SDPA)
 #   own       bench/own_kernels.py                (kernels written elsewhere, tuned unmodified)
@@ -58,6 +61,9 @@ mkdir -p "$LOGS" bench/results
 # CUTLASS 3.x candidates take 45-60 s and ~3.5 GB each to compile: give them room
 export PYTHONUNBUFFERED=1 CTUNE_CACHE_DIR=${CTUNE_CACHE_DIR:-/tmp/ctune-cache} \
   CTUNE_COMPILE_TIMEOUT_S=${CTUNE_COMPILE_TIMEOUT_S:-600}
+# CuPy's JIT cache (the references' and the harness's helper kernels: 13-17 s per new problem
+# on a bare machine) comes back in $OUT/cupy.tgz; carry .device on the next call
+export CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-$PWD/.device/cupy-cache}
 PY=${PY:-python3}
 PATH="$(dirname "$(command -v "$PY")"):$PATH"  # where pip puts the `ctune` script
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # the checkout, even if the install failed
@@ -87,7 +93,8 @@ for stage in "${STAGES[@]}"; do
       run install bash -c "$PY -m pip install --no-index --no-deps .device/wheels/*.whl \
         && $PY -m pip install --no-deps --no-build-isolation -e . \
         && $PY -c 'import ctune, deap, git, cupy, pynvml, cutlass_library, distributed' \
-        && command -v ctune" ;;
+        && command -v ctune \
+        && { for a in .device/carry/*.tgz; do [ ! -f \"\$a\" ] || $PY bench/carry_builds.py unpack \"\$a\"; done; }" ;;
     doctor)
       run doctor bash -c "nvidia-smi; $PY -m ctune doctor" ;;
     tests)
@@ -110,7 +117,7 @@ for stage in "${STAGES[@]}"; do
         --json >$LOGS/busy.json; rc=\$?; $PY bench/busy_summary.py $LOGS/busy.json \
         bench/results; exit \$rc" ;;
     gate)
-      run gate bash -c "ctune check --gpu; ctune gate" ;;
+      run gate bash -c "ctune check --gpu; ctune gate ${GATE_ARGS:-}" ;;
     retune)
       run retune ctune registry retune --run --results bench/results/retuned ${RETUNE_ARGS:-} ;;
     import)
@@ -133,7 +140,9 @@ for stage in "${STAGES[@]}"; do
     quality)
       run quality $PY bench/search_quality.py ${QUALITY_ARGS:-} ;;
     overhead)
-      run overhead $PY bench/search_overhead.py ;;
+      run overhead $PY bench/search_overhead.py ${OVERHEAD_ARGS:-} ;;
+    profile)
+      run profile $PY bench/measure_profile.py --out bench/results --profile ${PROFILE_ARGS:-} ;;
     dispatch)
       # DISPATCH_STEP: the search's own wall budget (s); the stage limit leaves room for the
       # shape in flight and the packing. Builds: ~40 s and ~3.4 GB each, 16 at a time.
@@ -168,6 +177,7 @@ tar czf "$OUT/results.tgz" bench/results registry tests/data/ground_truth docs \
 # and carry .device on the next call
 [ -d .device/sets ] && tar czf "$OUT/sets.tgz" .device/sets
 [ -f .device/carry/builds.tgz ] && split -b 15m .device/carry/builds.tgz "$OUT/builds.part."
+[ -d "$CUPY_CACHE_DIR" ] && tar czf "$OUT/cupy.tgz" -C "$(dirname "$CUPY_CACHE_DIR")" "$(basename "$CUPY_CACHE_DIR")"
 tar czf "$OUT/logs.tgz" -C "$(dirname "$LOGS")" "$(basename "$LOGS")"
 cat "$LOGS/summary.txt"
 exit $STATUS

@@ -8,7 +8,7 @@ through a worker process (the pipe and the parent's bookkeeping included), as a 
 does. Each pass runs with the default plan and with a pruning threshold that prunes
 every candidate, the two paths a search takes.
 
-    python bench/measure_profile.py [--count 24] [--profile top.txt]
+    python bench/measure_profile.py [--count 24] [--profile]
 
 Writes ``bench/results/measure_profile-<gpu_id>.json``.
 """
@@ -79,7 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--problem", default="sq1024")
     parser.add_argument("--count", type=int, default=24, help="candidates (structures) measured")
-    parser.add_argument("--profile", type=Path, help="write cProfile's top functions here")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also write cProfile's top functions to measure_profile-top-<gpu_id>.txt",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args(argv)
 
@@ -142,8 +146,6 @@ def main(argv: list[str] | None = None) -> int:
     device = service.info
     text = io.StringIO()
     pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(45)
-    if args.profile:
-        args.profile.write_text(text.getvalue())
     report = {
         "benchmark": "measure_profile",
         "kernel": spec.name,
@@ -161,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(json.dumps(report, indent=2))
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.profile:
+        (args.out / f"measure_profile-top-{gpu_id(device)}.txt").write_text(text.getvalue())
     path = args.out / f"measure_profile-{gpu_id(device)}.json"
     path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
     print(f"wrote {path}")
