@@ -42,7 +42,8 @@
 #             state in .device/sets/$DISPATCH_SET, its finalist builds in .device/carry/builds.tgz
 #             (carry both back and forth); run it again until the summary says complete
 #             (DISPATCH_KERNEL: another kernel's set, e.g. kernels/cutlass_attention.cu with
-#             DISPATCH_SET=prefill; the whole set state comes back in $OUT/sets.tgz)
+#             DISPATCH_SET=prefill; the whole set state comes back in $OUT/sets.tgz;
+#             DISPATCH_ARGS: more options, e.g. "--warm-start bench/pools/cutlass_gemm-decode.t4.json")
 #   setbench  bench/kernels_vs_vendor.py --problem-set: per-shape default and tuned re-measured
 #             beside cuBLAS (torch) or SDPA in this run, and bench/results/dispatch-<gpu>.json
 #   scaleout  bench/scale_out.py: CUTLASS compile throughput on 1-16 Dask compile workers,
@@ -153,7 +154,8 @@ for stage in "${STAGES[@]}"; do
         --problem-set $set_name \
         --set-dir .device/sets/$set_name --budget ${DISPATCH_BUDGET:-10} --seed 0 --jobs 16 \
         --step-time ${DISPATCH_STEP:-390} --dispatch-margin ${DISPATCH_MARGIN:-3%} \
-        --cross-processes ${DISPATCH_CROSS:-1} --reuse-share ${DISPATCH_REUSE:-0.25} --json >$LOGS/dispatch-step.json; rc=\$?; \
+        --cross-processes ${DISPATCH_CROSS:-1} --reuse-share ${DISPATCH_REUSE:-0.25} ${DISPATCH_ARGS:-} \
+        --json >$LOGS/dispatch-step.json; rc=\$?; \
         $PY bench/carry_builds.py pack .device/carry/builds.tgz .device/sets/*/finalists.json; \
         cat $LOGS/dispatch-step.json; exit \$rc" ;;
     setbench)

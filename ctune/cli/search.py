@@ -229,7 +229,8 @@ def search_command(
         typer.Option(
             "--warm-start",
             help="a T4 results file (Kernel Tuner's, or ctune export --as t4): its best "
-            "correct configurations are measured first (up to a quarter of the budget)",
+            "correct configurations are measured first (up to a quarter of the budget; with "
+            "--problem-set, --reuse-share of it, after the compile group's earlier builds)",
         ),
     ] = None,
     problem_set: Annotated[

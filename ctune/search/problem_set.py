@@ -277,7 +277,12 @@ def _search_phase(
         if problem.name not in pending or not step.may_start():
             continue
         began = step.clock()
-        seeds = group_seeds(spec, opts, problems, problem)
+        # the group's earlier builds first, then the caller's own (--warm-start: a pool
+        # compiled ahead, an earlier tuning), so the first shape of a group starts from those
+        seeds = [*group_seeds(spec, opts, problems, problem), *search.warm_start]
+        source = f"earlier shapes of {opts.set_name}"
+        if search.warm_start:
+            source += f" and {search.warm_start_source or 'the given configurations'}"
         left = step.left()
         time_s = search.time_s
         if left is not None:
@@ -289,7 +294,7 @@ def _search_phase(
             resume=None,
             time_s=time_s,
             warm_start=tuple(seeds),
-            warm_start_source=f"earlier shapes of {opts.set_name}",
+            warm_start_source=source,
             warm_start_share=opts.reuse_share,
         )
         result = run_search(

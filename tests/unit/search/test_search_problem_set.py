@@ -358,3 +358,51 @@ def test_cli_problem_set_refusals(cli: Any, args: tuple[str, ...], needle: str) 
     assert result.exit_code == 2, result.output
     assert needle in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_given_warm_start_seeds_every_group_after_its_own_builds(
+    spec: KernelSpec, tmp_path: Path
+) -> None:
+    """--warm-start with a problem set: the first shape of each compile group measures the
+    given configurations first; a later shape measures its group's builds, then those."""
+    import dataclasses
+
+    from ctune.search import journal
+
+    pool = [{"TILE_M": 16, "TILE_N": 32, "STAGES": 3}, {"TILE_M": 128, "TILE_N": 64}]
+    keys = {spec.candidate({**spec.space.default_values(), **c}).key() for c in pool}
+    settings = Settings(cache_dir=tmp_path / "cache", registry=tmp_path / "registry")
+    search = SearchOptions(
+        budget=8,
+        seed=1,
+        confirm_processes=2,
+        journal_fsync=False,
+        warm_start=tuple(pool),
+        warm_start_source="pool.json",
+    )
+    set_dir = tmp_path / "set"
+    progress = run_problem_set(
+        settings,
+        spec,
+        parse_objective_spec(["p50"], [], spec.metrics),
+        search,
+        dataclasses.replace(SetOptions("all", set_dir), reuse_share=1.0),
+        compiler=StandInCompiler(spec, fail_every=None),
+        measurer=StandInMeasurer(seed=3, samples=40, fault_corner=None, wrong_every=None),
+        publish_for=lambda out: ResultPublisher(settings.registry, settings.cache_dir, out),
+    )
+    assert progress.complete
+
+    def first_generation(shape: str) -> list[str]:
+        (path,) = (set_dir / "journals").glob(f"{shape}.*.jsonl")
+        return [t.candidate.key() for t in journal.read(path)[0].trials if t.generation == 1]
+
+    for first_of_group in ("m1", "m16-b"):  # the pool is all they have to start from
+        assert set(first_generation(first_of_group)) == keys
+    later = first_generation("m16")
+    assert keys <= set(later) and len(later) == 8 - 1  # the group's builds and the pool
+    from ctune.search.problem_set import read_winners
+
+    winner = read_winners(SetOptions("all", set_dir))["m1"]
+    if winner.key() != spec.default_candidate().key():
+        assert later[0] == winner.key()  # the group's own winner comes before the pool
