@@ -43,7 +43,7 @@ from pathlib import Path
 
 import ctune.compile.entry as entry_mod
 from ctune.compile.command import build_argv, key_argv, ptx_argv, split_genes
-from ctune.compile.deps import source_closure_sha256
+from ctune.compile.deps import closure_roots, source_closure_sha256
 from ctune.compile.logs import CTUNE_ERROR
 from ctune.compile.resources import entry_resources
 from ctune.compile.sass import NotAnElf, entry_functions, sass_digest
@@ -248,9 +248,25 @@ class NvccCompiler:
             self._closures[key] = source_closure_sha256(self.spec, self.toolchain.nvcc, defines)
         return self._closures[key]
 
+    @cached_property
+    def _include_labels(self) -> list[tuple[str, str]]:
+        """(an -I folder as argv spells it, its closure label): the CUTLASS wheel lives under
+        each machine's own site-packages, and a key that held that path would never match a
+        build compiled on another machine (a CPU farm, a carried cache)."""
+        labels = {path: label for label, path in closure_roots(self.spec) if label}
+        out = [
+            (str(d), f"<{labels[d.resolve()]}>")
+            for d in self.spec.include_dirs
+            if d.resolve() in labels
+        ]
+        return sorted(out, key=lambda pair: -len(pair[0]))
+
     def _portable(self, item: str) -> str:
-        """An argv item without the paths that depend on where the checkout and cache live."""
+        """An argv item without the paths that depend on where the checkout, the cache and
+        the include folders live (their contents are keyed by the closure digest)."""
         item = item.replace(str(self.entries_dir), "<entries>")
+        for path, label in self._include_labels:
+            item = item.replace(path, label)
         return item.replace(str(self.spec.source_path.parent), "<src>")
 
     def build_key(self, argv: list[str], problem: Problem) -> str:

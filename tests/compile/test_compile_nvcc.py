@@ -283,3 +283,39 @@ def test_controls_files_are_keyed_by_content_not_by_location(toolchain, tmp_path
     assert keys[0] == keys[1]  # same content, other checkout: same candidate and build
     (tmp_path / "b" / "tuned.acf").write_text("controls v2\n")
     assert compiler.build_key(argv, spec.problem()) != keys[1][1]
+
+
+def test_build_key_is_the_same_wherever_the_cutlass_wheel_is_installed(
+    toolchain, tmp_path, monkeypatch
+):
+    """A pool compiled on a CPU machine (CUTLASS under python3.11's site-packages) must be a
+    cache hit on the GPU machine (python3.12's): the key names the -I folder by its token,
+    the closure digest covers the headers' contents."""
+    from ctune.compile import deps
+
+    source = tmp_path / "k.cu"
+    source.write_text(
+        '#include "tile.h"\nextern "C" __global__ void k(float* y) { y[0] = TILE; }\n'
+    )
+    (tmp_path / "k_ref.py").write_text("def k(xp, inputs, dims):\n    return {}\n")
+    (tmp_path / "k.yaml").write_text(
+        "name: k\nsource: k.cu\nentry: k\ninclude_dirs: ['@cutlass']\n"
+        "launch: {grid: [1], block: [1]}\n"
+        "args:\n  - {name: y, role: output, dtype: float32, shape: [1]}\n"
+        "problems:\n  - {name: one, dims: {N: 1}}\nreference: {python: k_ref.py:k}\n"
+    )
+    keys = []
+    for machine, tile in (("cpu-farm/python3.11", 4), ("gpu-host/python3.12", 4), ("edited", 8)):
+        wheel = tmp_path / machine / "cutlass_library" / "source" / "include"
+        wheel.mkdir(parents=True)
+        (wheel / "tile.h").write_text(f"#define TILE {tile}\n")
+        monkeypatch.setitem(deps.INCLUDE_TOKENS, "@cutlass", lambda w=wheel: w)
+        spec = load_spec(tmp_path / "k.yaml", toolchain.help_text)
+        assert "@cutlass/tile.h" in deps.source_closure(spec)
+        compiler = _compiler(spec, toolchain, tmp_path / machine)
+        cand, problem = spec.default_candidate(), spec.problem()
+        argv = compiler.argv(cand, problem, tmp_path / "out.cubin")
+        assert f"-I{wheel}" in argv
+        keys.append(compiler.build_key(argv, problem))
+    assert keys[0] == keys[1]  # the same headers in another place: the same build
+    assert keys[2] != keys[1]  # other header contents: another build
