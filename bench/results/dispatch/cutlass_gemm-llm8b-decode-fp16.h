@@ -16,22 +16,23 @@ struct Entry { std::int64_t dims[kDims]; const char* dtype; int build; std::int6
 
 inline constexpr Build kBuilds[] = {
     {"b95262de42a2", "--generate-code=arch=compute_90a,code=sm_90a -shared -Xcompiler -fPIC --no-compress -std=c++17 -DCLUSTER_M=2 -DCLUSTER_N=1 -DEPILOGUE=0 -DSCHEDULE=1 -DSTAGES=0 -DSWAP_AB=1 -DTILE_K=128 -DTILE_M=64 -DTILE_N=16 -DTILE_SCHED=0 --expt-relaxed-constexpr"},
+    {"b4e81ee66920", "--generate-code=arch=compute_90a,code=sm_90a -shared -Xcompiler -fPIC --no-compress -std=c++17 -DCLUSTER_M=1 -DCLUSTER_N=1 -DEPILOGUE=0 -DSCHEDULE=1 -DSTAGES=0 -DSWAP_AB=1 -DTILE_K=64 -DTILE_M=64 -DTILE_N=64 -DTILE_SCHED=0 --expt-relaxed-constexpr"},
     {"ba756aa26eea", "--generate-code=arch=compute_90a,code=sm_90a -shared -Xcompiler -fPIC --no-compress -std=c++17 -DCLUSTER_M=1 -DCLUSTER_N=1 -DEPILOGUE=0 -DSCHEDULE=1 -DSTAGES=0 -DSWAP_AB=1 -DTILE_K=128 -DTILE_M=64 -DTILE_N=32 -DTILE_SCHED=0 --expt-relaxed-constexpr"},
-    {"be24e0768747", "--generate-code=arch=compute_90a,code=sm_90a -shared -Xcompiler -fPIC --no-compress -std=c++17 -DCLUSTER_M=2 -DCLUSTER_N=1 -DEPILOGUE=0 -DSCHEDULE=0 -DSTAGES=0 -DSWAP_AB=0 -DTILE_K=64 -DTILE_M=128 -DTILE_N=256 -DTILE_SCHED=0 --expt-relaxed-constexpr"},
+    {"b4c9cd07f66a", "--generate-code=arch=compute_90a,code=sm_90a -shared -Xcompiler -fPIC --no-compress -std=c++17 -DCLUSTER_M=2 -DCLUSTER_N=1 -DEPILOGUE=0 -DSCHEDULE=1 -DSTAGES=0 -DSWAP_AB=1 -DTILE_K=64 -DTILE_M=128 -DTILE_N=128 -DTILE_SCHED=0 --expt-relaxed-constexpr"},
 };
 inline constexpr Entry kEntries[] = {
-    {{1, 6144, 4096}, "float16", 0, {1, 2, 8}},  // llm8b-qkv-t1
-    {{16, 6144, 4096}, "float16", 0, {1, 2, 8}},  // llm8b-qkv-t16
+    {{1, 6144, 4096}, "float16", 0, {1, 1, 1}},  // llm8b-qkv-t1
+    {{16, 6144, 4096}, "float16", 0, {1, 2, 4}},  // llm8b-qkv-t16
     {{128, 6144, 4096}, "float16", 1, {1, 0, 1}},  // llm8b-qkv-t128
-    {{1, 4096, 4096}, "float16", 0, {1, 1, 1}},  // llm8b-o-t1
-    {{16, 4096, 4096}, "float16", 1, {1, 1, 4}},  // llm8b-o-t16
+    {{1, 4096, 4096}, "float16", 0, {1, 1, 2}},  // llm8b-o-t1
+    {{16, 4096, 4096}, "float16", 2, {1, 1, 2}},  // llm8b-o-t16
     {{128, 4096, 4096}, "float16", 1, {1, 1, 4}},  // llm8b-o-t128
-    {{1, 28672, 4096}, "float16", 0, {1, 2, 8}},  // llm8b-gateup-t1
+    {{1, 28672, 4096}, "float16", 0, {1, 2, 4}},  // llm8b-gateup-t1
     {{16, 28672, 4096}, "float16", 0, {1, 2, 1}},  // llm8b-gateup-t16
-    {{128, 28672, 4096}, "float16", 2, {1, 0, 1}},  // llm8b-gateup-t128
-    {{1, 4096, 14336}, "float16", 0, {1, 2, 1}},  // llm8b-down-t1
-    {{16, 4096, 14336}, "float16", 1, {1, 1, 4}},  // llm8b-down-t16
-    {{128, 4096, 14336}, "float16", 1, {1, 0, 1}},  // llm8b-down-t128
+    {{128, 28672, 4096}, "float16", 3, {1, 0, 8}},  // llm8b-gateup-t128
+    {{1, 4096, 14336}, "float16", 2, {1, 1, 4}},  // llm8b-down-t1
+    {{16, 4096, 14336}, "float16", 2, {1, 2, 1}},  // llm8b-down-t16
+    {{128, 4096, 14336}, "float16", 1, {1, 1, 4}},  // llm8b-down-t128
 };
 constexpr int kEntries_n = 12;
 
