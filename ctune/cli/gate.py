@@ -7,7 +7,7 @@ INCONCLUSIVE 4 (never forced into pass or fail), 3 without a GPU.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -22,6 +22,13 @@ from ctune.errors import (
     UserError,
 )
 from ctune.evidence.compare import NoiseRule
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ctune.config import Settings
+    from ctune.registry.layout import ArtifactKey
+    from ctune.registry.schema import Artifact
 
 _RULE = NoiseRule()  # the search's confirmation uses the same rule and defaults
 
@@ -114,7 +121,13 @@ def gate_command(
         raise GateInconclusive(f"gate inconclusive: {summary}")
 
 
-def _build_only(cfg: Any, kernels: Path, chosen: list[Any], canary: bool) -> None:
+def _build_only(
+    cfg: Settings,
+    kernels: Path,
+    chosen: Sequence[tuple[ArtifactKey, Artifact]],
+    canary: bool,
+) -> None:
+    """``--build-only``: compile what the gate would measure; exit 1 names what cannot be."""
     from ctune.registry.gate_run import RebuildingRemeasurer, prebuild_gate
 
     with RebuildingRemeasurer(cfg, kernels) as builder:

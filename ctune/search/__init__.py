@@ -39,6 +39,11 @@ class Strategy(Protocol):
     restores the strategy on ``--resume`` so that it proposes what it would
     have. ``options`` are the resolved options (defaults filled in), recorded
     in the artifact. ``ctune.testing.contract_strategy`` is the contract suite.
+
+    Optional: a strategy whose proposals never depend on results may offer
+    ``upcoming(n)``, the next ``n`` candidates ``ask`` will return, without asking them;
+    the driver then compiles the next generation while this one is measured
+    (``ExhaustiveStrategy`` does).
     """
 
     OPTIONS: OptionTable
