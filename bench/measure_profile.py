@@ -156,9 +156,13 @@ def main(argv: list[str] | None = None) -> int:
         "phase_s_per_candidate": phases,
         "samples_per_candidate": samples,
         "plan": dataclasses.asdict(SamplingPlan()),
-        "device": device.name,
-        "driver": device.driver,
-        "nvcc": toolchain.describe(),
+        "fingerprint": {
+            "gpu_name": device.name,
+            "uuid": device.uuid,
+            "sm": device.sm,
+            "driver": device.driver,
+            "nvcc": toolchain.describe(),
+        },
         "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
     print(json.dumps(report, indent=2))
