@@ -53,13 +53,19 @@ def wanted(finalists: list[Path]) -> list[str]:
 
 
 def pack(archive: Path, finalists: list[Path]) -> int:
-    builds = cache_builds()
+    return pack_keys(archive, wanted(finalists))
+
+
+def pack_keys(archive: Path, keys: list[str], builds: Path | None = None) -> int:
+    """The cache folders of ``keys`` (build keys) into ``archive``, in order, until the size
+    limit; what did not fit or was not in the cache is counted and said."""
+    builds = builds or cache_builds()
     archive.parent.mkdir(parents=True, exist_ok=True)
     tmp = archive.with_name(archive.name + ".tmp")
     packed, missing = 0, 0
     full = 0
     with tarfile.open(tmp, "w:gz") as tar:
-        for key in wanted(finalists):
+        for key in keys:
             folder = builds / key
             if not folder.is_dir():
                 missing += 1

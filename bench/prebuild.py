@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tarfile
 import time
 from pathlib import Path
 
@@ -68,12 +67,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {build.log_tail.strip().splitlines()[-1] if build.log_tail else ''}")
     print(f"built {len(keys)}, failed {failed} in {time.monotonic() - start:.0f} s", flush=True)
     if args.pack:
-        builds = cfg.cache_dir / "builds"
-        args.pack.parent.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(args.pack, "w:gz") as tar:
-            for key in keys:
-                tar.add(builds / key, arcname=key)
-        print(f"packed {len(keys)} builds into {args.pack} ({args.pack.stat().st_size >> 20} MiB)")
+        from carry_builds import pack_keys
+
+        pack_keys(args.pack, keys, cfg.cache_dir / "builds")
     return 1 if failed else 0
 
 
