@@ -235,6 +235,39 @@ class StrategyContract:
             strategy.tell(trials)
             json.dumps(strategy.state())
 
+    def test_upcoming_names_what_ask_will_return(
+        self,
+        spec: KernelSpec,
+        objective: ObjectiveSpec,
+        strategy_name: str,
+        strategy_options: dict[str, Any],
+    ) -> None:
+        """Optional ``upcoming(n)`` (the driver compiles those ahead): the next ``ask``
+        returns exactly them, in that order, and looking ahead changes nothing else."""
+        problem = spec.problem()
+        context = StrategyContext(
+            spec.name, spec.space, dict(problem.dims), objective.directions, seed=5
+        )
+        strategy = make_strategy(strategy_name, context, strategy_options)
+        upcoming = getattr(strategy, "upcoming", None)
+        if upcoming is None:
+            pytest.skip(f"{strategy_name} does not look ahead")
+        plain = make_strategy(strategy_name, context, strategy_options)
+        measurer, compiler = StandInMeasurer(samples=30), StandInCompiler(spec)
+        number = 0
+        for size in (4, 7, 16):
+            ahead = [c.key() for c in upcoming(size)]
+            assert ahead == [c.key() for c in upcoming(size)]  # looking is free
+            batch = strategy.ask(size)
+            assert [c.key() for c in batch] == ahead
+            assert [c.key() for c in plain.ask(size)] == ahead
+            trials = []
+            for cand in batch:
+                trials.append(self.trial(spec, objective, cand, number, compiler, measurer))
+                number += 1
+            strategy.tell(trials)
+            plain.tell(trials)
+
     def test_tell_takes_trials_it_never_asked_for(
         self,
         spec: KernelSpec,
