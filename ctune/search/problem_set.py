@@ -9,8 +9,8 @@ each fit a wall-time step (``step_s``; a GPU lent for minutes at a time):
    them). Builds do not depend on
    the shape when the shape's sizes are launcher arguments (only a problem's ``defines`` are
    compiled in), so later shapes hit the build cache; each search is warm-started with what
-   the earlier shapes of its group measured (their winners first, then the rest by how far
-   each beat its shape's default), measured first: up to ``reuse_share`` of the budget, so
+   the earlier shapes of its group measured (nearest shapes first: their winners, then the
+   rest by how far each beat the default on the nearest shape it ran on), measured first: up to ``reuse_share`` of the budget, so
    that with a share of 1 a later shape spends its budget on builds that need no compile.
 2. **cross**: every finalist (each shape's winner, and the default build) measured on every
    shape of its group, shape by shape, all of a shape's finalists interleaved in the same
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -318,23 +319,41 @@ def _search_phase(
     return pending
 
 
+def shape_distance(a: Problem, b: Problem) -> float:
+    """How far apart two shapes are: the summed |log2| differences of their dims (M, N, K)."""
+    names = set(a.dims) & set(b.dims)
+    return sum(
+        abs(math.log2(max(a.dims[n], 1)) - math.log2(max(b.dims[n], 1))) for n in sorted(names)
+    )
+
+
 def group_seeds(
     spec: KernelSpec, opts: SetOptions, problems: Sequence[Problem], problem: Problem
 ) -> list[dict[str, Any]]:
-    """What the earlier shapes of ``problem``'s compile group measured, best first: their
-    winners, then every other candidate that ran correctly, by its best ratio to its own
-    shape's default (each is a cache hit: no compile). The default build is left out: it is
-    every search's baseline anyway."""
+    """What the earlier shapes of ``problem``'s compile group measured, nearest shapes first:
+    their winners (the nearest shape's first), then every other candidate that ran correctly,
+    by its ratio to the default on the nearest shape it was measured on (each is a cache
+    hit: no compile). Nearest, not best anywhere: a 128-token GEMM starts from what won at
+    128 tokens on another projection, not from what won at 1 token. The default build is
+    left out: it is every search's baseline anyway."""
     from ctune.search import journal as journal_mod
 
     group = group_of(problem)
     default_key = spec.default_candidate().key()
-    winners = [c for c in finalists(spec, opts, problems).get(group, []) if c.key() != default_key]
-    ratio: dict[str, float] = {}
+    earlier = sorted(
+        (p for p in problems if group_of(p) == group and p.name != problem.name),
+        key=lambda p: shape_distance(p, problem),
+    )
+    distance = {p.name: shape_distance(p, problem) for p in earlier}
+    winners = read_winners(opts)
+    seeds: list[Candidate] = []
+    for p in earlier:
+        won = winners.get(p.name)
+        if won is not None and won.key() != default_key and won not in seeds:
+            seeds.append(won)
+    rank: dict[str, tuple[float, float]] = {}  # key -> (its nearest shape's distance, ratio)
     by_key: dict[str, Candidate] = {}
-    for p in problems:
-        if group_of(p) != group or p.name == problem.name:
-            continue
+    for p in earlier:
         for path in sorted((opts.set_dir / "journals").glob(f"{p.name}.*.jsonl")):
             try:
                 replay, _ = journal_mod.read(path)
@@ -349,12 +368,13 @@ def group_seeds(
             for t in replay.trials:
                 key = t.candidate.key()
                 if key in values and key != default_key:
-                    ratio[key] = min(ratio.get(key, values[key] / base), values[key] / base)
+                    rank[key] = min(
+                        rank.get(key, (math.inf, math.inf)), (distance[p.name], values[key] / base)
+                    )
                     by_key[key] = t.candidate
-    seeds = [c.as_dict() for c in winners]
-    taken = {c.key() for c in winners}
-    seeds += [by_key[k].as_dict() for k in sorted(ratio, key=ratio.__getitem__) if k not in taken]
-    return seeds
+    taken = {c.key() for c in seeds}
+    seeds += [by_key[k] for k in sorted(rank, key=rank.__getitem__) if k not in taken]
+    return [c.as_dict() for c in seeds]
 
 
 def _build_defaults_ahead(spec: KernelSpec, pending: Sequence[Problem], compiler: Any) -> None:

@@ -195,29 +195,39 @@ def _warm_start(set_dir: Path, shape: str) -> int:
     return sum(t.generation == 1 for t in journal.read(path)[0].trials)
 
 
-def test_group_seeds_rank_earlier_builds_by_their_gain(spec: KernelSpec, tmp_path: Path) -> None:
+def test_group_seeds_rank_earlier_builds_nearest_shape_first(
+    spec: KernelSpec, tmp_path: Path
+) -> None:
     from ctune.search import journal
-    from ctune.search.problem_set import group_seeds
+    from ctune.search.problem_set import group_seeds, read_winners, shape_distance
 
     _run(spec, tmp_path / "r", tmp_path / "set")
     opts = SetOptions("all", tmp_path / "set")
     problems = [spec.problem(n) for n in spec.problem_sets["all"]]
-    seeds = group_seeds(spec, opts, problems, spec.problem("m2048"))
+    target = spec.problem("m2048")
+    seeds = group_seeds(spec, opts, problems, target)
     keys = [spec.candidate(v).key() for v in seeds]
     default = spec.default_candidate().key()
     assert default not in keys and len(keys) == len(set(keys))
-    winners = [c.key() for c in finalists(spec, opts, problems)[group_of(problems[0])][1:]]
-    assert keys[: len(winners)] == winners  # the earlier shapes' winners first
-    # then by the best ratio to the own shape's default, smallest first
-    ratio: dict[str, float] = {}
+    # the earlier shapes' winners first, the nearest shape's (m16: M 16 vs 2048) before m1's
+    assert shape_distance(spec.problem("m16"), target) < shape_distance(spec.problem("m1"), target)
+    won = read_winners(opts)
+    winners = list(dict.fromkeys(won[s].key() for s in ("m16", "m1") if won[s].key() != default))
+    assert keys[: len(winners)] == winners
+    # then by the ratio to the default on the nearest shape each was measured on
+    ratio: dict[str, dict[str, float]] = {}
     for shape in ("m1", "m16"):
         for path in (tmp_path / "set" / "journals").glob(f"{shape}.*.jsonl"):
             trials = journal.read(path)[0].trials
             value = {t.candidate.key(): t.values[0] for t in trials if t.feasible and t.values}
             for k, v in value.items():
-                ratio[k] = min(ratio.get(k, v / value[default]), v / value[default])
+                ratio.setdefault(k, {})[shape] = v / value[default]
     rest = keys[len(winners) :]
-    assert rest and [ratio[k] for k in rest] == sorted(ratio[k] for k in rest)
+
+    def nearest(k: str) -> tuple[int, float]:
+        return (0, ratio[k]["m16"]) if "m16" in ratio[k] else (1, ratio[k]["m1"])
+
+    assert rest and [nearest(k) for k in rest] == sorted(nearest(k) for k in rest)
 
 
 class _NoCompiles(StandInCompiler):
@@ -406,3 +416,42 @@ def test_a_given_warm_start_seeds_every_group_after_its_own_builds(
     winner = read_winners(SetOptions("all", set_dir))["m1"]
     if winner.key() != spec.default_candidate().key():
         assert later[0] == winner.key()  # the group's own winner comes before the pool
+
+
+def test_group_seeds_prefer_the_nearest_shapes_measurements(
+    spec: KernelSpec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build that won far away (M = 1) ranks below what the nearest shape (M = 16) measured
+    for an M = 2048 shape: winners by their shape's distance, the rest by the ratio on the
+    nearest shape they ran on."""
+    from types import SimpleNamespace
+
+    from ctune.search import journal
+    from ctune.search.problem_set import WINNERS, group_seeds
+
+    values = list(spec.space.iter_valid(spec.problem("m16").dims))
+    default = spec.default_candidate()
+    a, b, c, d, e = [spec.candidate(v) for v in values if spec.candidate(v) != default][:5]
+    measured = {  # shape -> candidate -> p50 (the default at 1.0)
+        "m1": {default: 1.0, a: 0.5, b: 0.9, d: 0.3},
+        "m16": {default: 1.0, a: 0.95, b: 0.6, c: 0.8, e: 0.7},
+    }
+    set_dir = tmp_path / "set"
+    (set_dir / "journals").mkdir(parents=True)
+    for shape in measured:
+        (set_dir / "journals" / f"{shape}.0.jsonl").write_text("")
+    winners = {"m1": a.to_json(), "m16": b.to_json()}
+    (set_dir / WINNERS).write_text(json.dumps({"winners": winners}))
+
+    def fake_read(path: Path) -> tuple[Any, Any]:
+        shape = path.name.split(".")[0]
+        trials = [
+            SimpleNamespace(candidate=cand, feasible=True, values=(v,))
+            for cand, v in measured[shape].items()
+        ]
+        return SimpleNamespace(trials=trials), None
+
+    monkeypatch.setattr(journal, "read", fake_read)
+    problems = [spec.problem(n) for n in ("m1", "m16", "m2048")]
+    seeds = group_seeds(spec, SetOptions("all", set_dir), problems, spec.problem("m2048"))
+    assert [spec.candidate(v) for v in seeds] == [b, a, e, c, d]
