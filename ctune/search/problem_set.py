@@ -10,8 +10,9 @@ each fit a wall-time step (``step_s``; a GPU lent for minutes at a time):
    the shape when the shape's sizes are launcher arguments (only a problem's ``defines`` are
    compiled in), so later shapes hit the build cache; each search is warm-started with what
    the earlier shapes of its group measured (nearest shapes first: their winners, then the
-   rest by how far each beat the default on the nearest shape it ran on), measured first: up to ``reuse_share`` of the budget, so
-   that with a share of 1 a later shape spends its budget on builds that need no compile.
+   rest by how far each beat the default on the nearest shape it ran on), measured first: up
+   to ``reuse_share`` of the budget, so that with a share of 1 a later shape spends its
+   budget on builds that need no compile.
 2. **cross**: every finalist (each shape's winner, and the default build) measured on every
    shape of its group, shape by shape, all of a shape's finalists interleaved in the same
    fresh processes (``Measurer.remeasure``): one harness and one run per shape, so the cells
