@@ -34,7 +34,7 @@ from typing import Any
 
 from ctune.errors import CtuneError, GateInconclusive, ToolchainError
 from ctune.evidence.compare import NoiseRule, SampleSet
-from ctune.records import FieldChange, Measurement
+from ctune.records import Build, Candidate, FieldChange, Measurement
 from ctune.registry.check import Current, check_artifact, load_kernel_spec
 from ctune.registry.gate import (
     GateReport,
@@ -108,12 +108,12 @@ class RebuildingRemeasurer:
 
     def build_members(
         self, artifact: Artifact, members: Sequence[FrontMember]
-    ) -> list[tuple[FrontMember, Any, Any]]:
+    ) -> list[tuple[FrontMember, Candidate, Build]]:
         """(member, candidate, Build) for each member, built as today's spec builds it: genes
         added since tuning take their defaults. Waits for builds started ahead."""
         spec, compiler = self._compiler(artifact)
         problem = spec.problem(artifact.problem)
-        out = []
+        out: list[tuple[FrontMember, Candidate, Build]] = []
         for m in members:
             candidate = spec.in_space(m.candidate)
             out.append((m, candidate, compiler.build(candidate, problem)))
