@@ -123,6 +123,12 @@ class StrategyContract:
         return [t.candidate.key() for t in replay.trials]
 
     # --- the contract ------------------------------------------------------------
+    @staticmethod
+    def context(spec: KernelSpec, objective: ObjectiveSpec, seed: int = 0) -> StrategyContext:
+        """What a strategy is made with for the spec's first problem."""
+        dims = dict(spec.problem().dims)
+        return StrategyContext(spec.name, spec.space, dims, objective.directions, seed=seed)
+
     def test_budget_is_respected(
         self,
         spec: KernelSpec,
@@ -214,10 +220,7 @@ class StrategyContract:
         strategy_name: str,
         strategy_options: dict[str, Any],
     ) -> None:
-        problem = spec.problem()
-        context = StrategyContext(
-            spec.name, spec.space, dict(problem.dims), objective.directions, seed=5
-        )
+        context = self.context(spec, objective, seed=5)
         strategy = make_strategy(strategy_name, context, strategy_options)
         measurer, compiler = StandInMeasurer(samples=30), StandInCompiler(spec)
         number = 0
@@ -228,7 +231,7 @@ class StrategyContract:
             assert len({c.key() for c in batch}) == len(batch), "a batch repeats a candidate"
             trials = []
             for cand in batch:
-                assert spec.space.is_valid(cand.as_dict(), problem.dims), cand
+                assert spec.space.is_valid(cand.as_dict(), spec.problem().dims), cand
                 assert set(cand.as_dict()) == set(spec.space.names)
                 trials.append(self.trial(spec, objective, cand, number, compiler, measurer))
                 number += 1
@@ -244,10 +247,7 @@ class StrategyContract:
     ) -> None:
         """Optional ``upcoming(n)`` (the driver compiles those ahead): the next ``ask``
         returns exactly them, in that order, and looking ahead changes nothing else."""
-        problem = spec.problem()
-        context = StrategyContext(
-            spec.name, spec.space, dict(problem.dims), objective.directions, seed=5
-        )
+        context = self.context(spec, objective, seed=5)
         strategy = make_strategy(strategy_name, context, strategy_options)
         upcoming = getattr(strategy, "upcoming", None)
         if upcoming is None:
@@ -280,10 +280,7 @@ class StrategyContract:
         A twin with the same seed says what the strategy would propose next; told
         those as fillers, the strategy must propose none of them.
         """
-        problem = spec.problem()
-        context = StrategyContext(
-            spec.name, spec.space, dict(problem.dims), objective.directions, seed=3
-        )
+        context = self.context(spec, objective, seed=3)
         strategy = make_strategy(strategy_name, context, strategy_options)
         twin = make_strategy(strategy_name, context, strategy_options)
         measurer, compiler = StandInMeasurer(samples=30), StandInCompiler(spec)
@@ -318,10 +315,7 @@ class StrategyContract:
     ) -> None:
         """What ``--resume`` does: a fresh strategy told the same trials, then given the
         saved ``state()`` (through JSON), proposes what the original proposes next."""
-        problem = spec.problem()
-        context = StrategyContext(
-            spec.name, spec.space, dict(problem.dims), objective.directions, seed=5
-        )
+        context = self.context(spec, objective, seed=5)
         original = make_strategy(strategy_name, context, strategy_options)
         measurer, compiler = StandInMeasurer(samples=30), StandInCompiler(spec)
         told: list[list[Trial]] = []
