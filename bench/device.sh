@@ -43,7 +43,8 @@
 #             (carry both back and forth); run it again until the summary says complete
 #             (DISPATCH_KERNEL: another kernel's set, e.g. kernels/cutlass_attention.cu with
 #             DISPATCH_SET=prefill; the whole set state comes back in $OUT/sets.tgz;
-#             DISPATCH_ARGS: more options, e.g. "--warm-start bench/pools/cutlass_gemm-decode.t4.json")
+#             DISPATCH_ARGS: more options, e.g. "--warm-start bench/pools/cutlass_gemm-decode.t4.json";
+#             DEADLINE_S: the call's limit in s, the step shrinks to end 70 s before it)
 #   setbench  bench/kernels_vs_vendor.py --problem-set: per-shape default and tuned re-measured
 #             beside cuBLAS (torch) or SDPA in this run, and bench/results/dispatch-<gpu>.json
 #   scaleout  bench/scale_out.py: CUTLASS compile throughput on 1-16 Dask compile workers,
@@ -149,11 +150,19 @@ for stage in "${STAGES[@]}"; do
       # shape in flight and the packing. Builds: ~40 s and ~3.4 GB each, 16 at a time.
       set_name=${DISPATCH_SET:-llm8b-fp16}
       LIMIT_DISPATCH=${LIMIT_DISPATCH:-560}
+      step=${DISPATCH_STEP:-390}
+      if [ -n "${DEADLINE_S:-}" ]; then  # the call's own limit: leave 70 s to finish and pack
+        left=$((DEADLINE_S - SECONDS - 70))
+        [ "$left" -lt "$step" ] && step=$left
+        [ "$step" -lt 30 ] && step=30
+        [ "$((step + 60))" -lt "$LIMIT_DISPATCH" ] && LIMIT_DISPATCH=$((step + 60))
+        echo "dispatch: step ${step} s (DEADLINE_S ${DEADLINE_S}, ${SECONDS} s gone)"
+      fi
       run dispatch bash -c "$PY bench/carry_builds.py unpack .device/carry/builds.tgz; \
         ctune search ${DISPATCH_KERNEL:-kernels/cutlass_gemm.cu} --objective p99 \
         --problem-set $set_name \
         --set-dir .device/sets/$set_name --budget ${DISPATCH_BUDGET:-10} --seed 0 --jobs 16 \
-        --step-time ${DISPATCH_STEP:-390} --dispatch-margin ${DISPATCH_MARGIN:-3%} \
+        --step-time $step --dispatch-margin ${DISPATCH_MARGIN:-3%} \
         --cross-processes ${DISPATCH_CROSS:-1} --reuse-share ${DISPATCH_REUSE:-0.25} ${DISPATCH_ARGS:-} \
         --json >$LOGS/dispatch-step.json; rc=\$?; \
         $PY bench/carry_builds.py pack .device/carry/builds.tgz .device/sets/*/finalists.json; \

@@ -60,11 +60,12 @@ def ctune_side(problem_name: str, cache: Path, subspace: dict[str, list[Any]]) -
     spec, toolchain = load(KERNEL, cfg)
     space = BinaryTruth(spec.name, problem_name, "p50", False, subspace).restrict(spec)
     start = time.monotonic()
+    options = SearchOptions(problem=problem_name, strategy="exhaustive")
     result = run_search(
         cfg,
         space,
         parse_objective_spec(["p50"], [], space.metrics),
-        SearchOptions(problem=problem_name, strategy="exhaustive"),
+        options,
         toolchain=toolchain,
     )
     wall = time.monotonic() - start
@@ -83,6 +84,8 @@ def ctune_side(problem_name: str, cache: Path, subspace: dict[str, list[Any]]) -
         "confirmation": result.confirmation.to_json() if result.confirmation else None,
         "best_ms": result.front[0].values[0] if result.front else None,
         "pruned": result.pruned,
+        # the search phase's policy (search/pruning.py): what it measured of each candidate
+        "search_phase": {"prune_margin": options.prune_margin, "rep_ms": options.search_rep_ms},
     }
 
 

@@ -19,6 +19,7 @@ import typer
 from ctune.cli import app
 from ctune.errors import EXIT_INTERRUPTED, SearchInconclusive, UserError
 from ctune.search.budget import WARM_START_SHARE
+from ctune.search.pruning import DEFAULT_PRUNE_MARGIN, DEFAULT_SEARCH_REP_MS
 
 if TYPE_CHECKING:
     from ctune.config import Settings
@@ -207,11 +208,21 @@ def search_command(
     prune_margin: Annotated[
         str,
         typer.Option(
-            help="one objective on latency or throughput: a candidate whose first ~10 samples' "
-            "median is this far above the leader's value stops there, measured but pruned "
-            "(the full sampling plan goes to candidates that could lead); off: never"
+            help="one objective on latency or throughput: a candidate whose screen (a short "
+            "warm-up and ~10 samples) has a median this far above the leader's value stops "
+            "there, measured but pruned and not checked (the full sampling plan goes to "
+            "candidates that could lead); off: never"
         ),
-    ] = "25%",
+    ] = f"{DEFAULT_PRUNE_MARGIN:.0%}",
+    search_rep_ms: Annotated[
+        str,
+        typer.Option(
+            help="GPU time (ms) each candidate that is not pruned is sampled for during the "
+            "search (never under the plan's minimum samples or its quantile's floor); what "
+            "the search reports is re-measured with the protocol's full plan in fresh "
+            "processes; full: the protocol's rep_ms for every candidate"
+        ),
+    ] = f"{DEFAULT_SEARCH_REP_MS:g}",
     fill: Annotated[
         bool | None,
         typer.Option(
@@ -290,7 +301,7 @@ def search_command(
     from ctune.registry.assemble import ResultPublisher
     from ctune.search import run_search
     from ctune.search.driver import SearchOptions
-    from ctune.search.pruning import parse_prune_margin
+    from ctune.search.pruning import parse_prune_margin, parse_search_rep
     from ctune.search.strategy import parse_option_items
 
     if plot is not None:  # before anything runs: a search must not end in a missing extra
@@ -323,6 +334,7 @@ def search_command(
         journal=journal,
         confirm_processes=confirm_processes,
         prune_margin=parse_prune_margin(prune_margin),
+        search_rep_ms=parse_search_rep(search_rep_ms),
         fill=fill,
         warm_start=seeds,
         warm_start_source=str(warm_start or ""),

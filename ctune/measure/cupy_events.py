@@ -36,15 +36,17 @@ from ctune.measure.device import (
     excluding,
 )
 from ctune.measure.plan import (
+    SCREEN_WARMUP_MS,
     SPIN_MS,
     WARMUP_CAP_MS,
     batches_agree,
     chunk_size,
-    first_chunk_size,
     graph_launches,
     next_spin_ms,
     prunes,
     sample_count,
+    screen_size,
+    screen_spin_ms,
     timing_method,
     warmup_batch_size,
     warmup_spin_ms,
@@ -123,11 +125,37 @@ class Timing:
     note: str
     method: str = "events"  # what a sample is (ctune.measure.protocol)
     launches_per_sample: int = 1
-    pruned: bool = False  # stopped after the first chunk (plan.prune_above_ms)
+    pruned: bool = False  # stopped after the screen (plan.prune_above_ms)
 
     @property
     def sw_power_capped(self) -> bool:
         return bool(self.reasons & SW_POWER_CAP)
+
+
+@dataclass(frozen=True, slots=True)
+class Sampler:
+    """What one sample launches (a single launch, or a captured graph's replay of ``per``)."""
+
+    launch: Launch
+    method: str
+    per: int
+    fallback: str  # why graph timing fell back to events, or ""
+    cold: bool  # flush the L2 before every sample
+    flush_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class Screen:
+    """A candidate's screen (:meth:`EventTimer.screen`): its timing (pruned or not), what
+    its samples launched, and the GPU time it spent, which counts towards the warm-up."""
+
+    timing: Timing
+    sampler: Sampler
+    gpu_ms: float
+
+    @property
+    def pruned(self) -> bool:
+        return self.timing.pruned
 
 
 class EventTimer:
@@ -185,7 +213,10 @@ class EventTimer:
         return best
 
     # --- warm-up ------------------------------------------------------------------
-    def warmup(self, launch: Launch, plan: SamplingPlan) -> Warmup:
+    def warmup(self, launch: Launch, plan: SamplingPlan, floor_ms: float | None = None) -> Warmup:
+        """Batches of back-to-back launches until ``floor_ms`` (the plan's warm-up unless
+        given) of them ran and three batch means agree within 3%."""
+        floor = plan.warmup_ms if floor_ms is None else floor_ms
         launch()  # the first launch is dropped (module load, lazy init: 2-3x slow)
         self._stream.synchronize()
         first_ms, host_ms = self._timed(launch, 1)
@@ -208,7 +239,7 @@ class EventTimer:
             host_per_launch = host_ms / batch
             means.append(gpu_ms / batch)
             kernel_ms = means[-1]
-            if total_gpu_ms >= plan.warmup_ms and batches_agree(means):
+            if total_gpu_ms >= floor and batches_agree(means):
                 converged = True
                 break
             if (time.perf_counter() - started) * 1e3 >= WARMUP_CAP_MS:
@@ -240,56 +271,146 @@ class EventTimer:
         stream.synchronize()
         return replay
 
-    # --- sampling ------------------------------------------------------------------
-    def measure(
-        self, launch: Launch, plan: SamplingPlan, restore: Callable[[], None] | None = None
-    ) -> Timing:
-        """The sampling protocol's steps in order (warm-up, chunks behind the spin kernel, cold-L2
-        flush, clock reads at chunk edges); kept in one function so the order is visible."""
-        warm = self.warmup(launch, plan)
+    def _prepare(self, launch: Launch, plan: SamplingPlan, warm: Warmup) -> Sampler:
+        """What a sample is (events or a graph replay, decided from the warm-up) and the
+        cold-L2 flush's cost."""
         method = timing_method(plan.timing, warm.kernel_ms)
         per, fallback = 1, ""
+        sample = launch
         if method == "graph":
             per = graph_launches(warm.kernel_ms)
             try:
-                launch = self.capture(launch, per)
+                sample = self.capture(launch, per)
             except Exception as exc:  # CuPy/CUDA raise their own types; any: single launches
                 self._stream.synchronize()
-                method, per = "events", 1
+                method, per, sample = "events", 1, launch
                 fallback = f"graph capture failed ({type(exc).__name__}: {str(exc)[:80]}): events"
         cold = plan.l2_policy == "cold"
         flush_ms = self.flush_cost_ms() if cold else 0.0
-        sample_ms = warm.kernel_ms * per
+        return Sampler(sample, method, per, fallback, cold, flush_ms)
+
+    # --- sampling ------------------------------------------------------------------
+    def _chunk(
+        self,
+        sampler: Sampler,
+        k: int,
+        spin_ms: float,
+        first_index: int,
+        restore: Callable[[], None] | None,
+    ) -> tuple[list[float], float, bool]:
+        """``k`` samples behind one spin: (their times in ms, the host's enqueue ms, whether
+        the spin ended before the host finished enqueueing)."""
+        stream = self._stream
+        pairs = [self._pair(j) for j in range(k)]
+        if restore is not None:
+            restore()  # inout buffers back to their initial values, outside the samples
+        self._helpers.spin(spin_ms)
+        self._spin_end.record(stream)
+        t = time.perf_counter()
+        for j, (start, end) in enumerate(pairs):
+            if sampler.cold:
+                self._enqueue_flush(first_index + j)
+            start.record(stream)
+            sampler.launch()
+            end.record(stream)
+        enqueue_ms = (time.perf_counter() - t) * 1e3
+        # the spin ended before the host finished enqueueing: the GPU may have waited
+        was_starved = bool(self._spin_end.done)
+        pairs[-1][1].synchronize()
+        return [self._elapsed(p) / sampler.per for p in pairs], enqueue_ms, was_starved
+
+    def screen(
+        self, launch: Launch, plan: SamplingPlan, restore: Callable[[], None] | None = None
+    ) -> Screen:
+        """A search's first look at a candidate (``plan.prune_above_ms`` set): a short
+        warm-up, then one short chunk whose median decides whether it goes on.
+
+        The screen is search policy, not the protocol: its spin is sized to the host's
+        enqueue time, its warm-up to the agreement rule alone, so a pruned candidate costs
+        a few milliseconds. A candidate that goes on is warmed up to the plan's warm-up and
+        sampled afresh (:meth:`measure` with ``screened``); its screen samples are dropped.
+        """
+        assert plan.prune_above_ms is not None
+        warm = self.warmup(launch, plan, floor_ms=min(plan.warmup_ms, SCREEN_WARMUP_MS))
+        sampler = self._prepare(launch, plan, warm)
+        per_sample_ms = warm.kernel_ms * sampler.per + sampler.flush_ms
+        k = screen_size(per_sample_ms)
+        spin = screen_spin_ms(k, warm.host_ms_per_launch)
+        telemetry = self._telemetry
+        edge = telemetry.edge() if telemetry else None
+        times, _, _ = self._chunk(sampler, k, spin, 0, restore)
+        after = telemetry.edge() if telemetry else None
+        bits = ((edge.reasons if edge else 0) | (after.reasons if after else 0)) & ~GPU_IDLE
+        kept = [] if excluding(bits) else times
+        pruned = prunes(kept, plan)
+        notes = [
+            f"pruned after {k} screening samples: median {statistics.median(kept):.4g} ms > "
+            f"{plan.prune_above_ms:.4g} ms"
+            if pruned
+            else f"screened: {k} samples",
+            f"warm-up {warm.launches} launches, {warm.gpu_ms:.0f} ms",
+        ]
+        clocks = [e.sm_clock_mhz for e in (edge, after) if e and e.sm_clock_mhz]
+        timing = Timing(
+            samples_ms=tuple(kept),
+            excluded=k - len(kept),
+            total=k,
+            warmup=warm,
+            flush_ms=sampler.flush_ms,
+            flush_bytes=self.flush_bytes if sampler.cold else 0,
+            sm_clock_mhz=round(statistics.fmean(clocks), 1) if clocks else None,
+            reasons=bits,
+            note="; ".join(notes),
+            method=sampler.method,
+            launches_per_sample=sampler.per,
+            pruned=pruned,
+        )
+        gpu_ms = warm.gpu_ms + sum(times) * sampler.per
+        return Screen(timing, sampler, gpu_ms)
+
+    def measure(
+        self,
+        launch: Launch,
+        plan: SamplingPlan,
+        restore: Callable[[], None] | None = None,
+        screened: Screen | None = None,
+    ) -> Timing:
+        """The sampling protocol's steps in order (warm-up, chunks behind the spin kernel, cold-L2
+        flush, clock reads at chunk edges); kept in one function so the order is visible.
+
+        A plan that may prune is screened first (:meth:`screen`, unless ``screened`` is
+        its result already); a pruned candidate's timing is the screen's."""
+        if screened is None and plan.prune_above_ms is not None:
+            screened = self.screen(launch, plan, restore)
+        if screened is not None and screened.pruned:
+            return screened.timing
+        if screened is None:
+            warm = self.warmup(launch, plan)
+            sampler = self._prepare(launch, plan, warm)
+        else:  # the rest of the plan's warm-up, counting the screen's GPU time
+            rest = self.warmup(launch, plan, floor_ms=max(0.0, plan.warmup_ms - screened.gpu_ms))
+            first = screened.timing.warmup
+            warm = Warmup(
+                first.launches + rest.launches,
+                rest.kernel_ms,
+                screened.gpu_ms + rest.gpu_ms,
+                rest.converged,
+                rest.host_ms_per_launch,
+            )
+            sampler = screened.sampler
+        sample_ms = warm.kernel_ms * sampler.per
+        flush_ms = sampler.flush_ms
         count = sample_count(sample_ms + flush_ms, warm.kernel_ms, plan)
-        full_chunk = chunk_size(sample_ms + flush_ms)
-        chunk = first_chunk_size(sample_ms + flush_ms, plan)  # short when it may prune
+        chunk = chunk_size(sample_ms + flush_ms)
         telemetry = self._telemetry
         edge = telemetry.edge() if telemetry else None
         kept: list[float] = []
         clocks: list[float] = []
         excluded = starved = reasons = done = 0
-        pruned = False
         spin_ms = SPIN_MS
-        stream = self._stream
         while done < count.n:
             k = min(chunk, count.n - done)
-            pairs = [self._pair(j) for j in range(k)]
-            if restore is not None:
-                restore()  # inout buffers back to their initial values, outside the samples
-            self._helpers.spin(spin_ms)
-            self._spin_end.record(stream)
-            t = time.perf_counter()
-            for j, (start, end) in enumerate(pairs):
-                if cold:
-                    self._enqueue_flush(done + j)
-                start.record(stream)
-                launch()
-                end.record(stream)
-            enqueue_ms = (time.perf_counter() - t) * 1e3
-            # the spin ended before the host finished enqueueing: the GPU may have waited
-            was_starved = bool(self._spin_end.done)
-            pairs[-1][1].synchronize()
-            times = [self._elapsed(p) / per for p in pairs]
+            times, enqueue_ms, was_starved = self._chunk(sampler, k, spin_ms, done, restore)
             after = telemetry.edge() if telemetry else None
             # edges are read with the GPU just idle (after the sync): its idle bit is ours
             bits = ((edge.reasons if edge else 0) | (after.reasons if after else 0)) & ~GPU_IDLE
@@ -303,22 +424,16 @@ class EventTimer:
             spin_ms = next_spin_ms(spin_ms, enqueue_ms, was_starved)
             edge = after
             done += k
-            if done == k and prunes(kept, plan):
-                pruned = True
-                break
-            chunk = full_chunk
         notes = [count.note]
-        if pruned:
+        if screened is not None:
+            notes.append(f"screened first ({screened.timing.total} samples, dropped)")
+        if sampler.method == "graph":
             notes.append(
-                f"pruned after {done} samples: median {statistics.median(kept):.4g} ms > "
-                f"{plan.prune_above_ms:.4g} ms"
+                f"graph timing: a sample is one replay of {sampler.per} launches, divided by "
+                f"{sampler.per}"
             )
-        if method == "graph":
-            notes.append(
-                f"graph timing: a sample is one replay of {per} launches, divided by {per}"
-            )
-        if fallback:
-            notes.append(fallback)
+        if sampler.fallback:
+            notes.append(sampler.fallback)
         notes.append(
             f"warm-up {warm.launches} launches, {warm.gpu_ms:.0f} ms"
             + ("" if warm.converged else f", clock not settled within {WARMUP_CAP_MS:.0f} ms")
@@ -335,14 +450,22 @@ class EventTimer:
             total=done,
             warmup=warm,
             flush_ms=flush_ms,
-            flush_bytes=self.flush_bytes if cold else 0,
+            flush_bytes=self.flush_bytes if sampler.cold else 0,
             sm_clock_mhz=round(statistics.fmean(clocks), 1) if clocks else None,
             reasons=reasons,
             note="; ".join(notes),
-            method=method,
-            launches_per_sample=per,
-            pruned=pruned,
+            method=sampler.method,
+            launches_per_sample=sampler.per,
         )
 
 
-__all__ = ["FLUSH_MIN_BYTES", "HELPER_SOURCE", "EventTimer", "Helpers", "Timing", "Warmup"]
+__all__ = [
+    "FLUSH_MIN_BYTES",
+    "HELPER_SOURCE",
+    "EventTimer",
+    "Helpers",
+    "Sampler",
+    "Screen",
+    "Timing",
+    "Warmup",
+]

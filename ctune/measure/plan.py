@@ -195,23 +195,35 @@ def batches_agree(means: Sequence[float]) -> bool:
     return low > 0 and high / low - 1.0 <= WARMUP_AGREEMENT + 1e-12
 
 
-#: a pruning chunk: at least this many samples and this much GPU time, so that its median
-#: is not one outlier (the threshold it is held to is 25% above the leader by default)
+#: a screen (a search's first look at a candidate that may be pruned): at least this many
+#: samples and this much GPU time, so that its median is not one outlier (the threshold it
+#: is held to is 10% above the leader by default)
 PRUNE_MIN_SAMPLES = 10
 PRUNE_CHUNK_MS = 5.0
+#: the screen's warm-up: the agreement rule (three batch means within 3%) with this floor
+#: instead of the plan's 25 ms. In a search the GPU has just run the candidate before, so
+#: its clock is up: the rule settles within a few batches. Only a candidate that goes on
+#: gets the rest of the plan's warm-up, and its screen samples are dropped
+SCREEN_WARMUP_MS = 3.0
+#: host time to enqueue one screen sample (an L2 flush, two events and the launch), in
+#: launches of the warm-up's measured pace
+SCREEN_HOST_LAUNCHES = 4
 
 
-def first_chunk_size(per_sample_ms: float, plan: SamplingPlan) -> int:
-    """The first chunk: short when the plan may prune (its median decides), else a full one."""
+def screen_size(per_sample_ms: float) -> int:
+    """Samples in a screen: ~5 ms of samples, at least 10, at most a full chunk."""
     full = chunk_size(per_sample_ms)
-    if plan.prune_above_ms is None:
-        return full
     wanted = max(PRUNE_MIN_SAMPLES, math.ceil(PRUNE_CHUNK_MS / max(per_sample_ms, 1e-6)))
     return min(full, wanted)
 
 
+def screen_spin_ms(samples: int, host_ms_per_launch: float) -> float:
+    """The spin in front of a screen: the warm-up's rule for the host time of ``samples``."""
+    return warmup_spin_ms(samples * SCREEN_HOST_LAUNCHES, host_ms_per_launch)
+
+
 def prunes(kept_ms: list[float], plan: SamplingPlan) -> bool:
-    """Is this candidate, on its first samples, clearly slower than the plan's threshold?"""
+    """Is this candidate, on its screen samples, clearly slower than the plan's threshold?"""
     if plan.prune_above_ms is None or len(kept_ms) < PRUNE_MIN_SAMPLES:
         return False
     return bool(statistics.median(kept_ms) > plan.prune_above_ms)
@@ -345,6 +357,8 @@ __all__ = [
     "plan_to_json",
     "quantile_min_samples",
     "sample_count",
+    "screen_size",
+    "screen_spin_ms",
     "timing_method",
     "too_many_excluded",
     "validate",

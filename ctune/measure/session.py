@@ -352,6 +352,12 @@ class WorkerMeasurer:
                 spare.close()
         self._spares = ready
 
+    def _settle_spares(self) -> None:
+        """Wait until every spare started beside this worker is up, so that none creates
+        its CUDA context while this one measures (they start together: ~no wait)."""
+        if any(message is None for _, message in self._spares):
+            self.prestart(len(self._spares), wait=True)
+
     def _spawn(self, timeout_s: float) -> tuple[WorkerProcess, DeviceInfo]:
         worker, ready = (
             self._spares.pop(0) if self._spares else (WorkerProcess(self._argv, worker_env()), None)
@@ -406,6 +412,7 @@ class WorkerMeasurer:
             time.sleep(0.25)
         self._worker, self._info = worker, info
         self.workers_started += 1
+        self._settle_spares()
         if self._fault_at is not None:
             self.recoveries_s.append(time.monotonic() - self._fault_at)
             log.info("worker replaced; healthy %.2f s after the fault", self.recoveries_s[-1])

@@ -388,11 +388,26 @@ class WorkerService:
         # runtime genes the spec passes as scalar arguments (no rebuild for them)
         runtime = {k: v for k, v in request.candidate.genes if k in spec.runtime_names}
         seeds = check_seeds(problem.name)
-        rel_l2 = max_abs = None
-        if plan.check:
+        buffers = make_buffers(cp, spec, problem, seeds[0], runtime)
+        inout = buffers.names("inout")
+        saved = buffers.snapshot(cp, inout) if inout else {}
 
-            def run(buffers: Any) -> None:
-                launch.bind(buffers, stream)()
+        def restore() -> None:
+            buffers.restore(cp, saved)
+
+        go = launch.bind(buffers, stream)
+        # a search's candidate that may be pruned is screened before its correctness check:
+        # one it prunes is never reported or pinned, so the check would buy nothing
+        screened = (
+            self.timer.screen(go, plan, restore if saved else None)
+            if plan.prune_above_ms is not None
+            else None
+        )
+        rel_l2 = max_abs = None
+        if plan.check and not (screened is not None and screened.pruned):
+
+            def run(check_buffers: Any) -> None:
+                launch.bind(check_buffers, stream)()
                 stream.synchronize()
 
             reference = self._reference(spec, problem)
@@ -406,15 +421,7 @@ class WorkerService:
                     max_abs_error=max_abs,
                     error=report.error,
                 )
-        buffers = make_buffers(cp, spec, problem, seeds[0], runtime)
-        inout = buffers.names("inout")
-        saved = buffers.snapshot(cp, inout) if inout else {}
-
-        def restore() -> None:
-            buffers.restore(cp, saved)
-
-        go = launch.bind(buffers, stream)
-        timing = self.timer.measure(go, plan, restore if saved else None)
+        timing = self.timer.measure(go, plan, restore if saved else None, screened)
         energy = None
         if plan.energy:
             if self.telemetry is None:

@@ -97,6 +97,14 @@ class ConfirmStage:
             )
         return out
 
+    def sure_rounds(self) -> int:
+        """Fresh processes confirmation will surely use (0 when it will not run)."""
+        from ctune.search.confirm import min_processes
+
+        if not self.can_confirm():
+            return 0
+        return min(min_processes(), self.run.opts.confirm_processes)
+
     def can_confirm(self) -> bool:
         run = self.run
         return (
@@ -214,7 +222,7 @@ class ConfirmStage:
         self, items: Sequence[tuple[Trial, Build]], processes: int
     ) -> dict[str, list[Measurement]]:
         """Fresh processes, one round at a time, until the decision is made (confirm.py)."""
-        from ctune.search.confirm import confirm_in_proportion, min_processes
+        from ctune.search.confirm import confirm_in_proportion
         from ctune.search.report import pool
 
         run = self.run
@@ -236,8 +244,8 @@ class ConfirmStage:
 
         start = run.clock()
         prestart = getattr(measurer, "prestart", None)
-        if callable(prestart):  # the rounds that will surely run start side by side
-            prestart(min(min_processes(), processes))
+        if callable(prestart):  # the rounds that will surely run: started with the search
+            prestart(self.sure_rounds())
         runs, cost = confirm_in_proportion(
             items,
             run.book.baseline.candidate.key(),

@@ -84,7 +84,7 @@ from ctune.search.events import (
 )
 from ctune.search.pipeline import Pipeline
 from ctune.search.plan import DEFAULT_BUDGET, SearchPlan, new_plan, resume_plan
-from ctune.search.pruning import DEFAULT_PRUNE_MARGIN
+from ctune.search.pruning import DEFAULT_PRUNE_MARGIN, DEFAULT_SEARCH_REP_MS
 from ctune.search.result import ResultRecord, SearchResult
 from ctune.search.run_result import search_result
 from ctune.search.session_journal import SessionJournal
@@ -143,6 +143,9 @@ class SearchOptions:
     # a candidate whose first samples' median is this far above the leader stops there
     # (search/pruning.py); None: every candidate gets the full sampling plan
     prune_margin: float | None = DEFAULT_PRUNE_MARGIN
+    # GPU time a candidate that was not pruned is sampled for while confirmation will
+    # re-measure the result (search/pruning.py); None: the protocol's rep_ms
+    search_rep_ms: float | None = DEFAULT_SEARCH_REP_MS
 
 
 # --- capabilities --------------------------------------------------------------------------
@@ -543,7 +546,9 @@ def _execute(
 ) -> SearchResult:
     prestart = getattr(run.measurer, "prestart", None)
     if callable(prestart) and run.objective.measures:
-        prestart(1, wait=False)  # the worker starts while the baseline compiles
+        # the worker starts while the baseline compiles, and beside it the processes of
+        # the confirmation rounds that will surely run: they wait, fresh, until then
+        prestart(1 + run.confirmation.sure_rounds(), wait=False)
     try:
         if opts.resume is not None:
             run.session.open_resume(Path(opts.resume))

@@ -22,7 +22,7 @@ from ctune.records import Build, Candidate, Measurement, Outcome, Trial
 from ctune.search.dedup import shared_trial
 from ctune.search.events import TrialFinished
 from ctune.search.filling import Filler
-from ctune.search.pruning import prune_threshold_ms
+from ctune.search.pruning import prune_threshold_ms, search_phase_plan
 from ctune.space.limits import launch_violation
 from ctune.space.params import BuildGroup
 
@@ -90,9 +90,9 @@ class Pipeline:
             run.opts.prune_margin,
             run.objective.context(run.problem.dims),
         )
-        plan = run.plan
-        if threshold is not None:
-            plan = dataclasses.replace(plan, prune_above_ms=threshold)
+        plan = search_phase_plan(
+            run.plan, threshold, run.opts.search_rep_ms, run.confirmation.can_confirm()
+        )
         self._plans = (generation, plan)
         return plan
 

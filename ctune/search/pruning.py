@@ -1,38 +1,54 @@
-"""Pruning: a candidate clearly slower than the search's leader stops after a short chunk.
+"""What a search measures of a candidate: less than the protocol, where the decision allows.
 
-A search spends most of its GPU time confirming what it already knows: a candidate whose
-first ten-odd samples sit well above the leader will not lead. Like Optuna's pruners, the
-search stops such a trial early; unlike them, the rule is one threshold known before the
-candidate runs, so the measuring worker applies it itself, after its first chunk (a few
-milliseconds), with no round trip. The trial keeps its (short) measurement, marked
-``pruned``, and the strategy is told its value: it is a real measurement, only shorter.
+A search spends most of its GPU time confirming what it already knows. Two rules cut it,
+and both stay out of the protocol: what a search reports (and an artifact records) is
+re-measured in fresh processes with the protocol's full plan.
+
+Pruning. A candidate whose screen (a short warm-up and ten-odd samples,
+``EventTimer.screen``) sits well above the leader will not lead. Like Optuna's pruners,
+the search stops such a trial early; unlike them, the rule is one threshold known before
+the candidate runs, so the measuring worker applies it itself, with no round trip. The
+trial keeps its (short) measurement, marked ``pruned``, and the strategy is told its
+value: it is a real measurement, only shorter. A pruned candidate is not checked for
+correctness: it is never reported or pinned.
 
 Only one-objective searches on a latency statistic (p50, p95, p99, mean) or on a
 throughput from the median prune: with several objectives a slow candidate can still be
 on the front (less energy, fewer registers). The threshold is the leader's own statistic
 times (1 + margin): a candidate's median above it means its p99 (>= its median) is too,
-so a p99 search never prunes a candidate that could lead. The default margin, 25%, is
-well above run-to-run noise (a few % on a busy GPU; docs/design.md's measured facts).
+so a p99 search never prunes a candidate that could lead. The default margin, 10%, is
+twice the largest between-process spread of any binary in the recorded ground truths
+(5.2% max, 0.25% median; tests/data/ground_truth/README.md).
+
+The search phase's sampling budget. A candidate that is not pruned is sampled for
+``search_rep_ms`` (25 ms, Triton's ``rep`` is 100) instead of the protocol's rep_ms, never
+under the plan's minimum samples or its quantile's floor: its value only has to choose
+which few go to confirmation. Only when confirmation runs: a search that reports its own
+measurements (``--confirm-processes 0``) samples every candidate by the protocol.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from ctune.errors import UserError
 from ctune.objective.terms import LatencyTerm, ThroughputTerm
 
 if TYPE_CHECKING:
+    from ctune.measure import SamplingPlan
     from ctune.objective.spec import ObjectiveSpec
     from ctune.objective.terms import TermContext
     from ctune.records import Trial
 
 #: a candidate whose first samples' median is this much above the leader stops there
-DEFAULT_PRUNE_MARGIN = 0.25
+DEFAULT_PRUNE_MARGIN = 0.10
+#: GPU time (ms) a search samples a candidate that was not pruned, when confirmation runs
+DEFAULT_SEARCH_REP_MS = 25.0
 
 
 def parse_prune_margin(text: str) -> float | None:
-    """``--prune-margin``: ``25%``, ``0.25``, or ``off`` (None: never prune)."""
+    """``--prune-margin``: ``10%``, ``0.1``, or ``off`` (None: never prune)."""
     from ctune.search.dispatch import parse_margin
 
     if text.strip().lower() in ("off", "none", "no"):
@@ -65,4 +81,39 @@ def prune_threshold_ms(
     return value * (1.0 + margin)
 
 
-__all__ = ["DEFAULT_PRUNE_MARGIN", "parse_prune_margin", "prune_threshold_ms"]
+def search_phase_plan(
+    plan: SamplingPlan, threshold_ms: float | None, search_rep_ms: float | None, confirms: bool
+) -> SamplingPlan:
+    """The plan a search measures a new candidate with: ``plan`` with the pruning threshold,
+    and with the search phase's sampling budget when confirmation re-measures the result."""
+    if threshold_ms is not None:
+        plan = dataclasses.replace(plan, prune_above_ms=threshold_ms)
+    if confirms and search_rep_ms is not None and search_rep_ms < plan.rep_ms:
+        plan = dataclasses.replace(plan, rep_ms=search_rep_ms)
+    return plan
+
+
+def parse_search_rep(text: str) -> float | None:
+    """``--search-rep-ms``: milliseconds (> 0), or ``full`` (None: the protocol's rep_ms)."""
+    if text.strip().lower() in ("full", "off", "none"):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise UserError(
+            f"--search-rep-ms {text!r}: expected milliseconds above 0, or full (the "
+            "protocol's rep_ms for every candidate)"
+        )
+    return value
+
+
+__all__ = [
+    "DEFAULT_PRUNE_MARGIN",
+    "DEFAULT_SEARCH_REP_MS",
+    "parse_prune_margin",
+    "parse_search_rep",
+    "prune_threshold_ms",
+    "search_phase_plan",
+]

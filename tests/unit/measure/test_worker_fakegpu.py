@@ -246,7 +246,9 @@ def test_reference_errors_surface_as_user_errors(tmp_path, fake_gpu):
         assert measurer.worker_pid is not None  # a spec problem does not cost the worker
 
 
-def test_a_plan_that_may_prune_stops_after_its_first_short_chunk(tmp_path, fake_gpu, saxpy):
+def test_a_plan_that_may_prune_is_screened_and_a_pruned_one_is_not_checked(
+    tmp_path, fake_gpu, saxpy
+):
     problem = saxpy.problem("ragged")
     cand, build = binary(tmp_path, saxpy, problem, {}, {"kernel": "saxpy"})
     with WorkerMeasurer() as measurer:
@@ -258,10 +260,14 @@ def test_a_plan_that_may_prune_stops_after_its_first_short_chunk(tmp_path, fake_
             saxpy, cand, build, problem, dataclasses.replace(PLAN, prune_above_ms=1e-9)
         )
     assert full.outcome is Outcome.OK and not full.pruned
+    assert "screened" not in full.sampling_note  # no threshold: no screen
     assert not kept.pruned and len(kept.samples_ms) == len(full.samples_ms)
+    assert "screened first" in kept.sampling_note and kept.rel_l2_error is not None
+    assert kept.n_warmup > full.n_warmup  # the screen's warm-up, then the rest of the plan's
     assert cut.outcome is Outcome.OK and cut.pruned and cut.summary is not None
     assert 10 <= len(cut.samples_ms) < len(full.samples_ms)
     assert "pruned after" in cut.sampling_note
+    assert cut.rel_l2_error is None and full.rel_l2_error is not None  # pruned: not checked
 
 
 def test_fresh_processes_start_side_by_side_and_each_measures_once(tmp_path, fake_gpu, saxpy):
@@ -281,3 +287,19 @@ def test_fresh_processes_start_side_by_side_and_each_measures_once(tmp_path, fak
         runs = measurer.remeasure(saxpy, [(cand, build)], problem, PLAN, 3)
         assert [m.outcome for m in runs[cand.key()]] == [Outcome.OK] * 3
         assert measurer.workers_started == 6 and not measurer._spares
+
+
+def test_spares_started_with_the_worker_are_up_before_it_measures_and_serve_confirmation(
+    tmp_path, fake_gpu, saxpy
+):
+    problem = saxpy.problem("ragged")
+    cand, build = binary(tmp_path, saxpy, problem, {}, {"kernel": "saxpy"})
+    with WorkerMeasurer() as measurer:
+        measurer.prestart(4, wait=False)  # as a search does: its worker and three rounds
+        assert measurer.measure(saxpy, cand, build, problem, PLAN).outcome is Outcome.OK
+        # no spare may still be creating its context while the worker measures
+        assert len(measurer._spares) == 3 and all(ready for _, ready in measurer._spares)
+        spares = {w.pid for w, _ in measurer._spares}
+        runs = measurer.remeasure(saxpy, [(cand, build)], problem, PLAN, 3)
+        assert [m.outcome for m in runs[cand.key()]] == [Outcome.OK] * 3
+        assert measurer.workers_started == 4 and measurer.worker_pid in spares

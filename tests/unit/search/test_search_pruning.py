@@ -1,4 +1,5 @@
-"""Pruning: the threshold rule, the first chunk, and the search's use of both."""
+"""Pruning and the search phase's plan: the threshold rule, the screen, the lighter
+sampling budget, and the search's use of them."""
 
 from __future__ import annotations
 
@@ -9,12 +10,24 @@ import pytest
 from ctune.errors import UserError
 from ctune.kernelspec import KernelSpec
 from ctune.measure import SamplingPlan
-from ctune.measure.plan import PRUNE_MIN_SAMPLES, first_chunk_size, prunes
+from ctune.measure.plan import (
+    PRUNE_MIN_SAMPLES,
+    prunes,
+    screen_size,
+    screen_spin_ms,
+    warmup_spin_ms,
+)
 from ctune.objective import parse_objective_spec
 from ctune.objective.terms import TermContext
 from ctune.records import Candidate, Measurement, Outcome, Trial
 from ctune.search.journal import read
-from ctune.search.pruning import parse_prune_margin, prune_threshold_ms
+from ctune.search.pruning import (
+    DEFAULT_PRUNE_MARGIN,
+    parse_prune_margin,
+    parse_search_rep,
+    prune_threshold_ms,
+    search_phase_plan,
+)
 from ctune.testing.standins import StandInMeasurer, summarize_samples
 
 
@@ -52,15 +65,32 @@ def test_no_threshold_where_a_slow_candidate_may_still_matter() -> None:
     assert prune_threshold_ms(spec, None, 0.25, CTX) is None  # no leader yet
 
 
-def test_first_chunk_is_short_only_when_the_plan_may_prune() -> None:
+def test_a_screen_is_short_and_its_spin_covers_the_hosts_enqueue() -> None:
     plan = SamplingPlan()
-    assert first_chunk_size(0.2, plan) == 100  # a full chunk: 100 ms, at most 100 samples
     pruning = dataclasses.replace(plan, prune_above_ms=1.0)
-    assert first_chunk_size(0.2, pruning) == 25  # 5 ms of samples
-    assert first_chunk_size(5.0, pruning) == PRUNE_MIN_SAMPLES  # never fewer than 10
+    assert screen_size(0.2) == 25  # 5 ms of samples
+    assert screen_size(5.0) == PRUNE_MIN_SAMPLES  # never fewer than 10
+    assert screen_size(0.001) == 100  # never more than a full chunk
     assert not prunes([2.0] * 9, pruning)  # too few to decide
     assert prunes([2.0] * 10, pruning)
     assert not prunes([0.9] * 10, pruning) and not prunes([2.0] * 10, plan)
+    # a sample enqueues a flush, two events and the launch: four launches of host time
+    assert screen_spin_ms(25, 0.01) == warmup_spin_ms(100, 0.01) > warmup_spin_ms(25, 0.01)
+
+
+def test_the_search_phase_samples_less_only_when_confirmation_re_measures() -> None:
+    plan = SamplingPlan()
+    lighter = search_phase_plan(plan, 0.5, 25.0, confirms=True)
+    assert lighter.prune_above_ms == 0.5 and lighter.rep_ms == 25.0
+    assert lighter.min_samples == plan.min_samples  # the floors stay
+    reported = search_phase_plan(plan, 0.5, 25.0, confirms=False)
+    assert reported.rep_ms == plan.rep_ms and reported.prune_above_ms == 0.5
+    assert search_phase_plan(plan, None, None, confirms=True) == plan
+    assert search_phase_plan(plan, None, 500.0, confirms=True).rep_ms == plan.rep_ms  # never more
+    assert parse_search_rep("25") == 25.0 and parse_search_rep("full") is None
+    for bad in ("0", "-3", "fast"):
+        with pytest.raises(UserError, match="--search-rep-ms"):
+            parse_search_rep(bad)
 
 
 def test_prune_margin_option() -> None:
@@ -88,9 +118,9 @@ def test_search_prunes_slow_candidates_but_never_the_baseline_or_the_winner(
     assert all(len(t.measurement.samples_ms) == PRUNE_MIN_SAMPLES for t in pruned)  # type: ignore[union-attr]
     assert not measured[0].measurement.pruned  # type: ignore[union-attr]  # the baseline
     assert result.front and not any(m.trial.measurement.pruned for m in result.front)  # type: ignore[union-attr]
-    # each pruned one was, on its own short measurement, > 25% above the best found
+    # each pruned one was, on its own short measurement, above the best found by the margin
     best = min(t.values[0] for t in measured if t.values)
-    assert all(t.values[0] > 1.25 * best for t in pruned)
+    assert all(t.values[0] > (1 + DEFAULT_PRUNE_MARGIN) * best for t in pruned)
 
 
 def test_no_pruning_when_switched_off_or_with_several_objectives(search) -> None:
@@ -104,3 +134,36 @@ def test_no_pruning_when_switched_off_or_with_several_objectives(search) -> None
         )
         replay, _ = read(result.journal)
         assert not any(t.measurement and t.measurement.pruned for t in replay.trials)
+
+
+class _PlanRecorder(StandInMeasurer):
+    """A stand-in that records the plan of each measurement and each prestart asked for."""
+
+    def __init__(self) -> None:
+        super().__init__(samples=200, wrong_every=None, fault_corner=None)
+        self.plans: list[SamplingPlan] = []
+        self.prestarts: list[tuple[int, bool]] = []
+
+    def measure(self, spec, candidate, build, problem, plan):  # type: ignore[no-untyped-def]
+        self.plans.append(plan)
+        return super().measure(spec, candidate, build, problem, plan)
+
+    def prestart(self, count: int, wait: bool = True) -> None:
+        self.prestarts.append((count, wait))
+
+
+def test_the_search_samples_its_candidates_lighter_but_its_baseline_by_the_protocol(
+    search,
+) -> None:
+    recorder = _PlanRecorder()
+    search(measurer=recorder, budget=20, seed=1, journal_fsync=False)
+    baseline, *rest = recorder.plans
+    assert baseline.rep_ms == SamplingPlan().rep_ms and baseline.prune_above_ms is None
+    assert rest and all(p.rep_ms == 25.0 for p in rest)
+    # the worker and the three confirmation rounds start together, before anything runs
+    assert recorder.prestarts[0] == (4, False)
+
+    reported = _PlanRecorder()
+    search(measurer=reported, budget=20, seed=1, journal_fsync=False, confirm_processes=0)
+    assert all(p.rep_ms == SamplingPlan().rep_ms for p in reported.plans)
+    assert reported.prestarts[0] == (1, False)  # no confirmation: no spares
