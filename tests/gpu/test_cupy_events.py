@@ -128,3 +128,26 @@ def test_graph_timing_replays_many_launches_per_sample(saxpy, builder, measurer)
         f"saxpy n1m p50: events {events.summary.p50_ms * 1e3:.2f} us, graph "
         f"{graph.summary.p50_ms * 1e3:.2f} us ({graph.launches_per_sample} launches per sample)"
     )
+
+
+def test_a_screen_prunes_unchecked_or_hands_over_to_the_full_warm_up(saxpy, builder, measurer):
+    import dataclasses
+    import re
+
+    problem = saxpy.problem("n1m")
+    candidate, build = builder(saxpy, problem)
+    plan = SamplingPlan(rep_ms=10, timing="events")
+    cut = measurer.measure(
+        saxpy, candidate, build, problem, dataclasses.replace(plan, prune_above_ms=1e-6)
+    )
+    kept = measurer.measure(
+        saxpy, candidate, build, problem, dataclasses.replace(plan, prune_above_ms=1e3)
+    )
+    assert cut.outcome is Outcome.OK and cut.pruned and cut.rel_l2_error is None
+    assert 10 <= len(cut.samples_ms) + cut.excluded_samples <= 100
+    assert kept.outcome is Outcome.OK and not kept.pruned and kept.rel_l2_error is not None
+    assert "screened first" in kept.sampling_note
+    assert len(kept.samples_ms) + kept.excluded_samples >= plan.min_samples
+    warmed = re.search(r"warm-up \d+ launches, (\d+) ms", kept.sampling_note)
+    assert warmed and int(warmed.group(1)) >= plan.warmup_ms - 1  # the screen's time counts
+    print(f"pruned: {cut.sampling_note}\nkept: {kept.sampling_note}")
