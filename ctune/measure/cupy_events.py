@@ -36,8 +36,10 @@ from ctune.measure.device import (
     excluding,
 )
 from ctune.measure.plan import (
+    SCREEN_BATCH_MS,
     SCREEN_WARMUP_MS,
     SPIN_MS,
+    WARMUP_BATCH_MS,
     WARMUP_CAP_MS,
     batches_agree,
     chunk_size,
@@ -213,9 +215,15 @@ class EventTimer:
         return best
 
     # --- warm-up ------------------------------------------------------------------
-    def warmup(self, launch: Launch, plan: SamplingPlan, floor_ms: float | None = None) -> Warmup:
-        """Batches of back-to-back launches until ``floor_ms`` (the plan's warm-up unless
-        given) of them ran and three batch means agree within 3%."""
+    def warmup(
+        self,
+        launch: Launch,
+        plan: SamplingPlan,
+        floor_ms: float | None = None,
+        batch_ms: float = WARMUP_BATCH_MS,
+    ) -> Warmup:
+        """Batches of ``batch_ms`` of back-to-back launches until ``floor_ms`` (the plan's
+        warm-up unless given) of them ran and three batch means agree within 3%."""
         floor = plan.warmup_ms if floor_ms is None else floor_ms
         launch()  # the first launch is dropped (module load, lazy init: 2-3x slow)
         self._stream.synchronize()
@@ -231,7 +239,7 @@ class EventTimer:
         started = time.perf_counter()
         converged = False
         while True:
-            batch = warmup_batch_size(kernel_ms, host_per_launch)
+            batch = warmup_batch_size(kernel_ms, host_per_launch, batch_ms=batch_ms)
             spin = warmup_spin_ms(batch, host_per_launch) if batch > 1 else 0.0
             gpu_ms, host_ms = self._timed(launch, batch, spin)
             launches += batch
@@ -326,12 +334,15 @@ class EventTimer:
         warm-up, then one short chunk whose median decides whether it goes on.
 
         The screen is search policy, not the protocol: its spin is sized to the host's
-        enqueue time, its warm-up to the agreement rule alone, so a pruned candidate costs
-        a few milliseconds. A candidate that goes on is warmed up to the plan's warm-up and
+        enqueue time, its warm-up is the agreement rule over 1 ms batches with a 3 ms floor
+        (the GPU ran the candidate before a moment ago), so a pruned candidate costs a few
+        milliseconds. A candidate that goes on is warmed up to the plan's warm-up and
         sampled afresh (:meth:`measure` with ``screened``); its screen samples are dropped.
         """
         assert plan.prune_above_ms is not None
-        warm = self.warmup(launch, plan, floor_ms=min(plan.warmup_ms, SCREEN_WARMUP_MS))
+        warm = self.warmup(
+            launch, plan, min(plan.warmup_ms, SCREEN_WARMUP_MS), batch_ms=SCREEN_BATCH_MS
+        )
         sampler = self._prepare(launch, plan, warm)
         per_sample_ms = warm.kernel_ms * sampler.per + sampler.flush_ms
         k = screen_size(per_sample_ms)

@@ -155,14 +155,20 @@ def graph_launches(kernel_ms: float) -> int:
     return max(2, min(GRAPH_MAX_LAUNCHES, wanted))
 
 
-def warmup_batch_size(kernel_ms: float, host_ms_per_launch: float, spin_ms: float = SPIN_MS) -> int:
-    """Launches per warm-up batch: about 5 ms of GPU work, enqueued within 80% of the spin.
+def warmup_batch_size(
+    kernel_ms: float,
+    host_ms_per_launch: float,
+    spin_ms: float = SPIN_MS,
+    batch_ms: float = WARMUP_BATCH_MS,
+) -> int:
+    """Launches per warm-up batch: about ``batch_ms`` (5 ms) of GPU work, enqueued within
+    80% of the spin.
 
     The spin kernel in front of each batch keeps the GPU busy while the host
     enqueues, so the batch runs back to back and its mean is the kernel's time,
     not the host's launch rate.
     """
-    by_gpu = math.ceil(WARMUP_BATCH_MS / max(kernel_ms, 1e-6))
+    by_gpu = math.ceil(batch_ms / max(kernel_ms, 1e-6))
     by_host = math.floor(0.8 * spin_ms / max(host_ms_per_launch, 1e-4))
     return max(1, min(by_gpu, by_host, WARMUP_BATCH_MAX))
 
@@ -205,6 +211,8 @@ PRUNE_CHUNK_MS = 5.0
 #: its clock is up: the rule settles within a few batches. Only a candidate that goes on
 #: gets the rest of the plan's warm-up, and its screen samples are dropped
 SCREEN_WARMUP_MS = 3.0
+#: GPU time per batch of the screen's warm-up (the protocol's is 5 ms: three would be 15 ms)
+SCREEN_BATCH_MS = 1.0
 #: host time to enqueue one screen sample (an L2 flush, two events and the launch), in
 #: launches of the warm-up's measured pace
 SCREEN_HOST_LAUNCHES = 4
