@@ -76,7 +76,9 @@ STATUS=0
 run() {  # run NAME CMD...: log to $LOGS/NAME.log, remember failures, keep going
   local name=$1; shift
   local limit_var="LIMIT_${name^^}"
-  local limit=${!limit_var:-1800}  # per-stage wall limit (s), e.g. LIMIT_TESTS=200
+  limit_var=${limit_var//[^A-Z0-9_]/_}
+  # per-stage wall limit (s), e.g. LIMIT_TESTS=200; STAGE_LIMIT: set by the stage itself
+  local limit=${STAGE_LIMIT:-${!limit_var:-1800}}
   echo "=== $name (limit ${limit} s): $*" | tee -a "$LOGS/summary.txt"
   local start=$SECONDS
   timeout --signal=INT --kill-after=15 "$limit" "$@" >"$LOGS/$name.log" 2>&1
@@ -145,31 +147,40 @@ for stage in "${STAGES[@]}"; do
       run overhead $PY bench/search_overhead.py ${OVERHEAD_ARGS:-} ;;
     profile)
       run profile $PY bench/measure_profile.py --out bench/results --profile ${PROFILE_ARGS:-} ;;
-    dispatch)
+    dispatch|dispatch:*)
       # DISPATCH_STEP: the search's own wall budget (s); the stage limit leaves room for the
       # shape in flight and the packing. Builds: ~40 s and ~3.4 GB each, 16 at a time.
+      # dispatch:SET names the set in the stage (several sets in one call); DISPATCH_ARGS_SET
+      # DISPATCH_BUDGET_SET and DISPATCH_STEP_SET (SET with - as _) override the plain ones
       set_name=${DISPATCH_SET:-llm8b-fp16}
-      LIMIT_DISPATCH=${LIMIT_DISPATCH:-560}
-      step=${DISPATCH_STEP:-390}
+      [ "$stage" = dispatch ] || set_name=${stage#dispatch:}
+      suffix=${set_name//-/_}
+      args_var="DISPATCH_ARGS_$suffix" budget_var="DISPATCH_BUDGET_$suffix"
+      set_args=${!args_var:-${DISPATCH_ARGS:-}}
+      set_budget=${!budget_var:-${DISPATCH_BUDGET:-10}}
+      stage_limit=${LIMIT_DISPATCH:-560}
+      step_var="DISPATCH_STEP_$suffix"
+      step=${!step_var:-${DISPATCH_STEP:-390}}
       if [ -n "${DEADLINE_S:-}" ]; then  # the call's own limit: leave 70 s to finish and pack
         left=$((DEADLINE_S - SECONDS - 70))
         [ "$left" -lt "$step" ] && step=$left
         [ "$step" -lt 30 ] && step=30
-        [ "$((step + 60))" -lt "$LIMIT_DISPATCH" ] && LIMIT_DISPATCH=$((step + 60))
+        [ "$((step + 60))" -lt "$stage_limit" ] && stage_limit=$((step + 60))
         echo "dispatch: step ${step} s (DEADLINE_S ${DEADLINE_S}, ${SECONDS} s gone)"
       fi
-      run dispatch bash -c "$PY bench/carry_builds.py unpack .device/carry/builds.tgz; \
+      STAGE_LIMIT=$stage_limit run "dispatch-$set_name" bash -c "$PY bench/carry_builds.py unpack .device/carry/builds.tgz; \
         ctune search ${DISPATCH_KERNEL:-kernels/cutlass_gemm.cu} --objective p99 \
         --problem-set $set_name \
-        --set-dir .device/sets/$set_name --budget ${DISPATCH_BUDGET:-10} --seed 0 --jobs 16 \
+        --set-dir .device/sets/$set_name --budget $set_budget --seed 0 --jobs 16 \
         --step-time $step --dispatch-margin ${DISPATCH_MARGIN:-3%} \
-        --cross-processes ${DISPATCH_CROSS:-1} --reuse-share ${DISPATCH_REUSE:-0.25} ${DISPATCH_ARGS:-} \
-        --json >$LOGS/dispatch-step.json; rc=\$?; \
+        --cross-processes ${DISPATCH_CROSS:-1} --reuse-share ${DISPATCH_REUSE:-0.25} $set_args \
+        --json >$LOGS/dispatch-$set_name.json; rc=\$?; \
         $PY bench/carry_builds.py pack .device/carry/builds.tgz .device/sets/*/finalists.json; \
-        cat $LOGS/dispatch-step.json; exit \$rc" ;;
-    setbench)
+        cat $LOGS/dispatch-$set_name.json; exit \$rc" ;;
+    setbench|setbench:*)
       set_name=${DISPATCH_SET:-llm8b-fp16}
-      run setbench bash -c "$PY bench/carry_builds.py unpack .device/carry/builds.tgz; \
+      [ "$stage" = setbench ] || set_name=${stage#setbench:}
+      run "setbench-$set_name" bash -c "$PY bench/carry_builds.py unpack .device/carry/builds.tgz; \
         $PY bench/kernels_vs_vendor.py --out bench/results --problem-set $set_name \
         --set-dir .device/sets/$set_name --kernel ${DISPATCH_KERNEL:-kernels/cutlass_gemm.cu} \
         --merge ${KERNELS_ARGS:-}" ;;
