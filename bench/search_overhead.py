@@ -133,9 +133,16 @@ def kernel_tuner_side(dims: dict[str, int], subspace: dict[str, list[Any]]) -> d
             os.environ["CUPY_CACHE_DIR"] = saved
         shutil.rmtree(cold, ignore_errors=True)
     timed = [r for r in results if isinstance(r.get("time"), (int, float))]
+    failed = [r for r in results if not isinstance(r.get("time"), (int, float))]
+    # Kernel Tuner's own accounting per configuration (ms), summed: where its time went
+    phases = ("compile_time", "verification_time", "benchmark_time", "framework_time")
     return {
         "wall_s": wall,
         "candidates": len(results),
+        "timed": len(timed),
+        "failed": len(failed),
+        "failed_example": str(failed[0].get("time"))[:200] if failed else None,
+        "phases_s": {p: sum(float(r.get(p) or 0.0) for r in results) / 1e3 for p in phases},
         "s_per_candidate": wall / max(1, len(results)),
         "best_ms": min(r["time"] for r in timed) if timed else None,
         "compile_cache": "cold (a fresh CUPY_CACHE_DIR)",
