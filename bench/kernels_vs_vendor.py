@@ -472,14 +472,40 @@ def set_main(args: argparse.Namespace) -> int:
         name = load_spec(ROOT / kernel).name
         fingerprint = {**gpu, **probe_toolchain()}
         out = {**table, "fingerprint": fingerprint, "target": dispatch_target(table)}
-        suffix = "" if name == "cutlass_gemm" else f"-{name}-{args.problem_set}"
-        path = args.out / f"dispatch{suffix}-{slug}.json"
+        path = args.out / f"dispatch-{name}-{args.problem_set}-{slug}.json"
         path.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
         print(
             f"{path}: {len(table['builds'])} builds, worst loss "
             f"{table['max_loss_vs_per_shape_best']:.2%}"
         )
+        if name == "cutlass_gemm":
+            merged = merge_dispatch(args.out / f"dispatch-{slug}.json", args.problem_set, out)
+            print(
+                f"dispatch-{slug}.json: {len(merged['sets'])} sets, {len(merged['shapes'])} "
+                f"shapes, {len(merged['builds'])} builds, worst loss "
+                f"{merged['max_loss_vs_per_shape_best']:.2%}"
+            )
     return 0
+
+
+def merge_dispatch(path: Path, set_name: str, table: dict[str, Any]) -> dict[str, Any]:
+    """The GEMM's dispatch summary over every set tuned so far: each set's table under
+    ``sets``, their shapes, the union of their builds and the worst loss of any shape."""
+    old = json.loads(path.read_text()) if path.is_file() else {}
+    sets = {**(old.get("sets") or {}), set_name: table}
+    shapes = [s for t in sets.values() for s in t.get("shapes", [])]
+    builds = sorted({b["id"] for t in sets.values() for b in t.get("builds", [])})
+    merged = {
+        "sets": sets,
+        "shapes": shapes,
+        "builds": builds,
+        "max_loss_vs_per_shape_best": max(
+            (t["max_loss_vs_per_shape_best"] for t in sets.values()), default=0.0
+        ),
+        "note": "each set's table is chosen within its set; builds: their union",
+    }
+    path.write_text(json.dumps(merged, indent=1, sort_keys=True) + "\n")
+    return merged
 
 
 def _fmt(v: float | None, digits: int = 4) -> str:
