@@ -362,20 +362,7 @@ class EventTimer:
             f"warm-up {warm.launches} launches, {warm.gpu_ms:.0f} ms",
         ]
         clocks = [e.sm_clock_mhz for e in (edge, after) if e and e.sm_clock_mhz]
-        timing = Timing(
-            samples_ms=tuple(kept),
-            excluded=k - len(kept),
-            total=k,
-            warmup=warm,
-            flush_ms=sampler.flush_ms,
-            flush_bytes=self.flush_bytes if sampler.cold else 0,
-            sm_clock_mhz=round(statistics.fmean(clocks), 1) if clocks else None,
-            reasons=bits,
-            note="; ".join(notes),
-            method=sampler.method,
-            launches_per_sample=sampler.per,
-            pruned=pruned,
-        )
+        timing = self._timing(sampler, warm, kept, k, clocks, bits, notes, pruned)
         gpu_ms = warm.gpu_ms + sum(times) * sampler.per
         return Screen(timing, sampler, gpu_ms)
 
@@ -455,18 +442,33 @@ class EventTimer:
             notes.append("NVML unavailable: throttling not checked")
         elif excluded:
             notes.append(f"excluded {excluded} samples under {describe_reasons(reasons)}")
+        return self._timing(sampler, warm, kept, done, clocks, reasons, notes)
+
+    def _timing(
+        self,
+        sampler: Sampler,
+        warm: Warmup,
+        kept: list[float],
+        total: int,
+        clocks: list[float],
+        reasons: int,
+        notes: list[str],
+        pruned: bool = False,
+    ) -> Timing:
+        """A screen's or a measurement's samples as a :class:`Timing`."""
         return Timing(
             samples_ms=tuple(kept),
-            excluded=excluded,
-            total=done,
+            excluded=total - len(kept),
+            total=total,
             warmup=warm,
-            flush_ms=flush_ms,
+            flush_ms=sampler.flush_ms,
             flush_bytes=self.flush_bytes if sampler.cold else 0,
             sm_clock_mhz=round(statistics.fmean(clocks), 1) if clocks else None,
             reasons=reasons,
             note="; ".join(notes),
             method=sampler.method,
             launches_per_sample=sampler.per,
+            pruned=pruned,
         )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -259,11 +260,21 @@ def test_a_plan_that_may_prune_is_screened_and_a_pruned_one_is_not_checked(
         cut = measurer.measure(
             saxpy, cand, build, problem, dataclasses.replace(PLAN, prune_above_ms=1e-9)
         )
+        longer = measurer.measure(
+            saxpy,
+            cand,
+            build,
+            problem,
+            dataclasses.replace(PLAN, prune_above_ms=1e6, warmup_ms=20),
+        )
     assert full.outcome is Outcome.OK and not full.pruned
     assert "screened" not in full.sampling_note  # no threshold: no screen
     assert not kept.pruned and len(kept.samples_ms) == len(full.samples_ms)
     assert "screened first" in kept.sampling_note and kept.rel_l2_error is not None
-    assert kept.n_warmup > full.n_warmup  # the screen's warm-up, then the rest of the plan's
+    # the screen's warm-up (3 ms at most), then the rest of the plan's 20 ms
+    assert "warm-up" in longer.sampling_note and "screened first" in longer.sampling_note
+    warmed = re.search(r"warm-up \d+ launches, (\d+) ms", longer.sampling_note)
+    assert warmed and int(warmed.group(1)) >= 19
     assert cut.outcome is Outcome.OK and cut.pruned and cut.summary is not None
     assert 10 <= len(cut.samples_ms) < len(full.samples_ms)
     assert "pruned after" in cut.sampling_note
