@@ -226,8 +226,9 @@ class WorkerService:
         """Load now what every first measurement of a process loads: CuPy's random, cast
         and comparison kernels (from its disk cache) and a cuBLAS handle. A worker starts
         while nothing is measured (beside the baseline's compile, or as a confirmation
-        round's spare), so this time is off the measuring path; ~0.3-0.5 s a process was
-        on it. Nothing measured depends on it; a failure only leaves the cost where it was."""
+        round's spare), so this time leaves the measuring path, where a fresh process's
+        first measurement paid it. Nothing measured depends on it; a failure only leaves
+        the cost where it was."""
         from ctune.kernelspec import Tolerance
         from ctune.measure.arrays import generate_input
         from ctune.measure.correctness import compare
