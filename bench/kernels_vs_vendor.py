@@ -503,6 +503,8 @@ def merge_dispatch(path: Path, set_name: str, table: dict[str, Any]) -> dict[str
             (t["max_loss_vs_per_shape_best"] for t in sets.values()), default=0.0
         ),
         "note": "each set's table is chosen within its set; builds: their union",
+        # the GPU of the newest set: the file is named by it, and every set ran on one
+        "fingerprint": table.get("fingerprint", {}),
     }
     path.write_text(json.dumps(merged, indent=1, sort_keys=True) + "\n")
     return merged
