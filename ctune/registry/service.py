@@ -245,9 +245,12 @@ def _check_pin(reg: History, tag: str, head: str | None, shallow: bool) -> PinCh
 
 
 def verify_registry(root: Path, *, ref: str | None = None, fsck: bool = True) -> VerifyReport:
-    """Every artifact's digest, every pin tag, and ``git fsck`` (rules G4, X4, G10)."""
-    listing = ArtifactStore(root).list()
+    """Every artifact's digest, every pin tag, and ``git fsck`` (rules G4, X4, G10).
+
+    The ref is checked (opening the history) before the artifacts are read: a bad ref is
+    one line at once, not after reading every file of a registry that keeps growing."""
     with open_history(root, ref) as reg:
+        listing = ArtifactStore(root).list()
         shallow = reg.is_shallow
         head = reg.resolve(ref or "HEAD")
         pins = tuple(_check_pin(reg, t, head, shallow) for t in reg.tags(PIN_PREFIX + "/"))
