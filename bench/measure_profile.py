@@ -42,6 +42,7 @@ PHASES = {
     ("ctune.measure.correctness", "run_checks"): "checks",
     ("ctune.measure.arrays", "make_buffers"): "buffers",
     ("ctune.measure.cupy_events", "EventTimer.warmup"): "warmup",
+    ("ctune.measure.cupy_events", "EventTimer.screen"): "screen (warm-up included)",
     ("ctune.measure.cupy_events", "EventTimer.measure"): "timing (warm-up included)",
 }
 
@@ -112,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     pairs = [(c, b) for c, b in zip(cands, builds, strict=True) if b.outcome.is_ok]
     plans = {
         "full": SamplingPlan(),
-        "pruned": SamplingPlan(prune_above_ms=1e-6),  # every candidate stops after its first chunk
+        "pruned": SamplingPlan(prune_above_ms=1e-6),  # every candidate stops after its screen
     }
 
     phases: dict[str, dict[str, float]] = {}

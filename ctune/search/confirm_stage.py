@@ -160,9 +160,14 @@ class ConfirmStage:
         if any(v > 0 for v in violations):
             return members
         first = sign(run.objective.directions[0])
-        if first * base.values[0] <= min(first * m.values[0] for m in members):
+        if first * base.values[0] <= first * self.best(members).values[0]:
             return [base, *members]
         return members
+
+    def best(self, front: Sequence[MemberResult]) -> MemberResult:
+        """The member best on the first objective (the first of equals)."""
+        first = sign(self.run.objective.directions[0])
+        return min(front, key=lambda m: first * m.values[0])
 
     def rebuilt(
         self, trials: Sequence[Trial], dropped: list[tuple[str, str]]
@@ -288,8 +293,7 @@ class ConfirmStage:
         nothing better than the (infeasible) default build."""
         if not front or (feasibility is not None and feasibility.dominated):
             return None
-        first = sign(self.run.objective.directions[0])
-        return min(front, key=lambda m: first * m.values[0]).key
+        return self.best(front).key
 
 
 __all__ = ["CONFIRM_TOP_SINGLE", "ConfirmStage"]
