@@ -89,11 +89,20 @@ _REQUIRED = ("entry", "problems", "args", "reference")
 
 
 @dataclass(frozen=True)
+class Tolerance:
+    rel_l2: float
+    max_abs: float
+
+
+@dataclass(frozen=True)
 class Problem:
     name: str
     dims: dict[str, int]
     defines: dict[str, GeneValue] = field(default_factory=dict)
     dtypes: dict[str, str] = field(default_factory=dict)
+    #: this problem's own tolerance, ahead of the spec's: an output's size grows with the
+    #: problem (a long reduction's values reach where a 16-bit type's rounding step is larger)
+    tolerance: dict[str, Tolerance] = field(default_factory=dict)
 
     def key(self) -> str:
         return self.name
@@ -117,12 +126,6 @@ class LaunchRule:
     grid: tuple[Expr, Expr, Expr]
     block: tuple[Expr, Expr, Expr]
     dynamic_smem_bytes: Expr
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    rel_l2: float
-    max_abs: float
 
 
 @dataclass(frozen=True)
@@ -243,8 +246,15 @@ class KernelSpec:
             ) from None
         return {"grid": g.grid, "block": g.block, "dynamic_smem_bytes": g.smem_bytes}
 
-    def tolerance_for(self, output: str) -> Tolerance:
-        return self.tolerance.get(output) or self.tolerance["default"]
+    def tolerance_for(self, output: str, problem: Problem | None = None) -> Tolerance:
+        """The problem's own entry for this output or its default, else the spec's."""
+        own = problem.tolerance if problem is not None else {}
+        return (
+            own.get(output)
+            or own.get("default")
+            or self.tolerance.get(output)
+            or self.tolerance["default"]
+        )
 
     def outputs(self) -> list[ArgSpec]:
         return [a for a in self.args if a.role in ("output", "inout")]
@@ -412,6 +422,12 @@ def _build(
     if not outputs:
         raise ctx.fail("args", "no output arg (role: output or inout) to check")
     tolerance = _tolerance(ctx, data.get("tolerance"), outputs)
+    for problem in problems:
+        for name in set(problem.tolerance) - {"default", *outputs}:
+            raise ctx.fail(
+                f"problems.{problem.name}.tolerance.{name}",
+                f"not an output (outputs: {', '.join(outputs)})",
+            )
     metrics = {
         str(k): _expr_over(ctx, f"metrics.{k}", v, dim_names)
         for k, v in (data.get("metrics") or {}).items()
@@ -664,8 +680,14 @@ def _problems(ctx: _Ctx, data: Any) -> tuple[Problem, ...]:
     problems, seen = [], set()
     for i, body in enumerate(data):
         key = f"problems[{i}]"
-        if not isinstance(body, dict) or set(body) - {"name", "dims", "defines", "dtypes"}:
-            raise ctx.fail(key, "expected {name, dims, defines?, dtypes?}")
+        if not isinstance(body, dict) or set(body) - {
+            "name",
+            "dims",
+            "defines",
+            "dtypes",
+            "tolerance",
+        }:
+            raise ctx.fail(key, "expected {name, dims, defines?, dtypes?, tolerance?}")
         name = _name(ctx, f"{key}.name", body.get("name"))
         if name in seen:
             raise ctx.fail(f"{key}.name", f"{name!r} appears twice")
@@ -688,7 +710,12 @@ def _problems(ctx: _Ctx, data: Any) -> tuple[Problem, ...]:
         dtypes = body.get("dtypes") or {}
         if not isinstance(dtypes, dict) or not all(v in DTYPES for v in dtypes.values()):
             raise ctx.fail(f"problems.{name}.dtypes", f"expected ARG: dtype ({', '.join(DTYPES)})")
-        problems.append(Problem(name, dict(dims), dict(defines), dict(dtypes)))
+        tolerance = (
+            _tolerance(ctx, body["tolerance"], None, f"problems.{name}.tolerance")
+            if "tolerance" in body
+            else {}
+        )
+        problems.append(Problem(name, dict(dims), dict(defines), dict(dtypes), tolerance))
     return tuple(problems)
 
 
@@ -876,25 +903,32 @@ def _reference(ctx: _Ctx, folder: Path, data: Any) -> tuple[Path, str]:
     return path, func
 
 
-def _tolerance(ctx: _Ctx, data: Any, outputs: list[str]) -> dict[str, Tolerance]:
-    data = data or {"default": {"rel_l2": 1e-2, "max_abs": 1e-1}}
-    if not isinstance(data, dict):
-        raise ctx.fail("tolerance", "expected {default: {rel_l2, max_abs}, OUTPUT: {...}}")
+def _tolerance(
+    ctx: _Ctx, data: Any, outputs: list[str] | None, key: str = "tolerance"
+) -> dict[str, Tolerance]:
+    """The spec's tolerance (``outputs`` given: every output covered), or a problem's own
+    (``outputs`` None: its names are checked once the args are read)."""
+    if outputs is not None:
+        data = data or {"default": {"rel_l2": 1e-2, "max_abs": 1e-1}}
+    if not isinstance(data, dict) or not data:
+        raise ctx.fail(key, "expected {default: {rel_l2, max_abs}, OUTPUT: {...}}")
     out = {}
     for name, body in data.items():
-        if name != "default" and name not in outputs:
-            raise ctx.fail(f"tolerance.{name}", f"not an output (outputs: {', '.join(outputs)})")
+        if outputs is not None and name != "default" and name not in outputs:
+            raise ctx.fail(f"{key}.{name}", f"not an output (outputs: {', '.join(outputs)})")
         if not isinstance(body, dict) or set(body) != {"rel_l2", "max_abs"}:
-            raise ctx.fail(f"tolerance.{name}", "expected {rel_l2: number, max_abs: number}")
+            raise ctx.fail(f"{key}.{name}", "expected {rel_l2: number, max_abs: number}")
         try:
             rel_l2, max_abs = float(body["rel_l2"]), float(body["max_abs"])
         except (TypeError, ValueError):
-            raise ctx.fail(f"tolerance.{name}", "rel_l2 and max_abs must be numbers") from None
+            raise ctx.fail(f"{key}.{name}", "rel_l2 and max_abs must be numbers") from None
         if not (rel_l2 > 0 and max_abs > 0):
-            raise ctx.fail(f"tolerance.{name}", "tolerances must be positive")
+            raise ctx.fail(f"{key}.{name}", "tolerances must be positive")
         out[name] = Tolerance(rel_l2, max_abs)
+    if outputs is None:
+        return out
     if "default" not in out and set(outputs) - set(out):
-        raise ctx.fail("tolerance", "give a default or one entry per output")
+        raise ctx.fail(key, "give a default or one entry per output")
     if "default" not in out:
         out["default"] = next(iter(out.values()))
     return out

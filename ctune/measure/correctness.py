@@ -94,7 +94,11 @@ def _worst(errors: list[OutputError]) -> tuple[float | None, float | None]:
 
 
 def check_outputs(
-    xp: ModuleType, spec: KernelSpec, buffers: Buffers, reference: Mapping[str, Any]
+    xp: ModuleType,
+    spec: KernelSpec,
+    problem: Problem,
+    buffers: Buffers,
+    reference: Mapping[str, Any],
 ) -> list[OutputError]:
     errors = []
     for name in buffers.names("output", "inout"):
@@ -104,7 +108,7 @@ def check_outputs(
                 f"(returned: {', '.join(sorted(reference)) or 'nothing'})"
             )
         values = to_float32(xp, buffers.arrays[name], buffers.dtypes[name])
-        errors.append(compare(xp, name, values, reference[name], spec.tolerance_for(name)))
+        errors.append(compare(xp, name, values, reference[name], spec.tolerance_for(name, problem)))
     return errors
 
 
@@ -125,12 +129,12 @@ def run_checks(
         pristine = buffers.snapshot(xp, buffers.names("input", "inout"))
         expected = reference(seed, buffers)
         run(buffers)
-        errors = check_outputs(xp, spec, buffers, expected)
+        errors = check_outputs(xp, spec, problem, buffers, expected)
         all_errors.extend(errors)
         rel, max_abs = _worst(all_errors)
         bad = [e for e in errors if not e.ok]
         if bad:
-            text = "; ".join(e.describe(spec.tolerance_for(e.name)) for e in bad)
+            text = "; ".join(e.describe(spec.tolerance_for(e.name, problem)) for e in bad)
             return CheckReport(
                 Outcome.WRONG_RESULT,
                 rel,

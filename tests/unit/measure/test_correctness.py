@@ -194,4 +194,41 @@ def test_reference_errors_are_spec_errors(faults):
     with pytest.raises(SpecError, match="must return a dict"):
         C.reference_outputs(np, faults, lambda xp, i, d: 3, problem, buffers)
     with pytest.raises(SpecError, match="returned no 'y'"):
-        C.check_outputs(np, faults, buffers, {"z": np.ones(1)})
+        C.check_outputs(np, faults, problem, buffers, {"z": np.ones(1)})
+
+
+def saxpy_with_a_problem_tolerance(tmp_path: Path, problem: int, tolerance: dict) -> Path:
+    """saxpy.yaml copied with one problem's own tolerance."""
+    import shutil
+
+    import yaml
+
+    raw = yaml.safe_load((DATA / "saxpy.yaml").read_text())
+    raw["problems"][problem]["tolerance"] = tolerance
+    for name in ("saxpy_ref.py", "saxpy.cu"):
+        shutil.copy(DATA / name, tmp_path / name)
+    (tmp_path / "saxpy.yaml").write_text(yaml.safe_dump(raw))
+    return tmp_path / "saxpy.yaml"
+
+
+def test_a_problems_own_tolerance_decides_for_that_problem_only(tmp_path):
+    """A long reduction's outputs reach where a 16-bit type rounds coarser: that problem
+    carries a wider tolerance of its own, and the spec's still holds for the others."""
+    wider = {"y": {"rel_l2": 1e-2, "max_abs": 0.5}}
+    spec = load_spec(saxpy_with_a_problem_tolerance(tmp_path, 1, wider))
+
+    def off_by_a_quarter(b: Buffers) -> None:
+        saxpy_kernel(b)
+        b.arrays["y"][7] += 0.25
+
+    own = spec.problem("ragged")
+    assert spec.tolerance_for("y", own) == Tolerance(1e-2, 0.5)
+    assert run_checks(spec, own, off_by_a_quarter).outcome is Outcome.OK
+    plain = run_checks(spec, spec.problem("n1m"), off_by_a_quarter)
+    assert plain.outcome is Outcome.WRONG_RESULT and "tolerance 1e-05" in plain.error
+
+
+def test_a_problems_tolerance_names_an_output(tmp_path):
+    path = saxpy_with_a_problem_tolerance(tmp_path, 0, {"x": {"rel_l2": 1e-2, "max_abs": 0.5}})
+    with pytest.raises(SpecError, match=r"problems\.n1m\.tolerance\.x.*not an output"):
+        load_spec(path)
