@@ -480,34 +480,50 @@ def set_main(args: argparse.Namespace) -> int:
         )
         if name == "cutlass_gemm":
             merged = merge_dispatch(args.out / f"dispatch-{slug}.json", args.problem_set, out)
-            print(
-                f"dispatch-{slug}.json: {len(merged['sets'])} sets, {len(merged['shapes'])} "
-                f"shapes, {len(merged['builds'])} builds, worst loss "
-                f"{merged['max_loss_vs_per_shape_best']:.2%}"
-            )
+            for label, part in [("all", merged), *merged["by_dtype"].items()]:
+                print(
+                    f"dispatch-{slug}.json, {label}: {len(part['shapes'])} shapes, "
+                    f"{len(part['builds'])} builds, worst loss "
+                    f"{part['max_loss_vs_per_shape_best']:.2%}"
+                )
     return 0
 
 
 def merge_dispatch(path: Path, set_name: str, table: dict[str, Any]) -> dict[str, Any]:
     """The GEMM's dispatch summary over every set tuned so far: each set's table under
-    ``sets``, their shapes, the union of their builds and the worst loss of any shape."""
+    ``sets``, their shapes, the union of their builds and the worst loss of any shape, and
+    the same per output dtype (``by_dtype``: a build is compiled for one dtype, so a serving
+    engine ships one dispatch set per dtype)."""
     old = json.loads(path.read_text()) if path.is_file() else {}
     sets = {**(old.get("sets") or {}), set_name: table}
-    shapes = [s for t in sets.values() for s in t.get("shapes", [])]
-    builds = sorted({b["id"] for t in sets.values() for b in t.get("builds", [])})
+    by_dtype: dict[str, dict[str, Any]] = {}
+    for name, t in sets.items():
+        dtypes = {s.get("dtype", "unknown") for s in t.get("shapes", [])}
+        key = dtypes.pop() if len(dtypes) == 1 else "mixed"
+        by_dtype.setdefault(key, {})[name] = t
     merged = {
+        **_union(sets),
         "sets": sets,
-        "shapes": shapes,
-        "builds": builds,
-        "max_loss_vs_per_shape_best": max(
-            (t["max_loss_vs_per_shape_best"] for t in sets.values()), default=0.0
-        ),
+        "by_dtype": {
+            dtype: {**_union(group), "sets": sorted(group)} for dtype, group in by_dtype.items()
+        },
         "note": "each set's table is chosen within its set; builds: their union",
         # the GPU of the newest set: the file is named by it, and every set ran on one
         "fingerprint": table.get("fingerprint", {}),
     }
     path.write_text(json.dumps(merged, indent=1, sort_keys=True) + "\n")
     return merged
+
+
+def _union(sets: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Shapes, the union of builds and the worst loss over some sets' dispatch tables."""
+    return {
+        "shapes": [s for t in sets.values() for s in t.get("shapes", [])],
+        "builds": sorted({b["id"] for t in sets.values() for b in t.get("builds", [])}),
+        "max_loss_vs_per_shape_best": max(
+            (t["max_loss_vs_per_shape_best"] for t in sets.values()), default=0.0
+        ),
+    }
 
 
 def _fmt(v: float | None, digits: int = 4) -> str:

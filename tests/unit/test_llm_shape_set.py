@@ -129,3 +129,33 @@ def test_bench_reads_tokens_and_judges_the_dispatch_target() -> None:
     assert kv.dispatch_target(table)["met"]
     assert not kv.dispatch_target({**table, "builds": [{}] * 9})["met"]
     assert not kv.dispatch_target({**table, "max_loss_vs_per_shape_best": 0.031})["met"]
+
+
+def test_dispatch_summary_counts_builds_per_dtype(tmp_path: Path) -> None:
+    """A build is compiled for one dtype: the summary's union over both dtypes is not what a
+    serving engine ships, its per-dtype parts are."""
+    kv = _bench("kernels_vs_vendor")
+
+    def table(shapes: dict[str, str], builds: list[str], loss: float) -> dict:
+        return {
+            "shapes": [{"problem": name, "dtype": dtype} for name, dtype in shapes.items()],
+            "builds": [{"id": b} for b in builds],
+            "max_loss_vs_per_shape_best": loss,
+        }
+
+    path = tmp_path / "dispatch.json"
+    fp16 = {"llm8b-o-t1": "float16", "llm8b-o-t16": "float16"}
+    kv.merge_dispatch(path, "a", table(fp16, ["b1", "b2"], 0.01))
+    merged = kv.merge_dispatch(
+        path, "b", table({"llm8b-o-t1-bf16": "bfloat16"}, ["b3", "b1"], 0.02)
+    )
+    assert merged["builds"] == ["b1", "b2", "b3"] and len(merged["shapes"]) == 3
+    assert merged["max_loss_vs_per_shape_best"] == 0.02
+    half, brain = merged["by_dtype"]["float16"], merged["by_dtype"]["bfloat16"]
+    assert (half["sets"], half["builds"], half["max_loss_vs_per_shape_best"]) == (
+        ["a"],
+        ["b1", "b2"],
+        0.01,
+    )
+    assert (brain["sets"], brain["builds"], len(brain["shapes"])) == (["b"], ["b1", "b3"], 1)
+    assert json.loads(path.read_text())["by_dtype"] == merged["by_dtype"]
