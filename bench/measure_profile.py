@@ -76,6 +76,32 @@ def _instrument(table: dict[str, float]) -> None:
     correctness.make_buffers = arrays.make_buffers
 
 
+def fresh_rounds(
+    measurer: Any, spec: Any, pairs: list[Any], problem: Any, plan: Any, rounds: int = 3
+) -> dict[str, float]:
+    """A confirmation round as a search runs it, by step, averaged over ``rounds``: the
+    last worker's exit, a prestarted spare's take-over (its health check), then each item
+    measured by the full plan; to set beside ``worker/full`` (the same in a warm worker)."""
+    steps: dict[str, float] = defaultdict(float)
+    t = time.perf_counter()
+    measurer.prestart(rounds)  # as the search does: the spares start together, ahead
+    starting = time.perf_counter() - t
+    for _ in range(rounds):
+        t = time.perf_counter()
+        measurer.restart()
+        steps["exit of the last worker"] += time.perf_counter() - t
+        t = time.perf_counter()
+        measurer.device_info()
+        steps["spare takes over (health check)"] += time.perf_counter() - t
+        for i, (cand, build) in enumerate(pairs):
+            t = time.perf_counter()
+            measurer.measure(spec, cand, build, problem, plan)
+            steps[f"measurement {i + 1} (full plan)"] += time.perf_counter() - t
+    return {f"{rounds} spares started together (once)": starting} | {
+        k: v / rounds for k, v in steps.items()
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--problem", default="sq1024")
@@ -144,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             for cand, build in pairs:
                 measurer.measure(space, cand, build, problem, plan)
             walls[f"worker/{name}"] = (time.perf_counter() - started) / len(pairs)
+        fresh = fresh_rounds(measurer, space, pairs[:2], problem, plans["full"])
     device = service.info
     text = io.StringIO()
     pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(45)
@@ -156,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         "s_per_candidate": walls,
         "phase_s_per_candidate": phases,
         "samples_per_candidate": samples,
+        "fresh_round_s": fresh,
         "plan": dataclasses.asdict(SamplingPlan()),
         "fingerprint": {
             "gpu_name": device.name,

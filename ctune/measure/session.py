@@ -169,6 +169,7 @@ class WorkerProcess:
         self._next_id = 1
         self._stderr_mark = 0
         self.requests = 0
+        self._exit_id: int | None = None  # the exit request's id, once asked (begin_exit)
         self.started = time.monotonic()
         self._finalizer = weakref.finalize(self, _cleanup, self.proc, self._stderr)
 
@@ -266,10 +267,29 @@ class WorkerProcess:
             self.kill()
 
     def close(self, timeout_s: float = 5.0) -> None:
+        self.begin_exit()
+        self.finish_exit(timeout_s)
+
+    def begin_exit(self) -> None:
+        """Ask the worker to exit without waiting: :meth:`finish_exit` waits (it may run
+        meanwhile, e.g. a fresh worker's set-up)."""
+        if not self.alive or self.proc.stdin is None:
+            return
+        self._exit_id = self._next_id
+        self._next_id += 1
+        with contextlib.suppress(OSError):
+            self.proc.stdin.write(encode({"op": "exit", "id": self._exit_id}))
+            self.proc.stdin.flush()
+
+    def finish_exit(self, timeout_s: float = 5.0) -> None:
+        """Wait for the exit :meth:`begin_exit` asked for (kill the worker if it does not
+        come in ``timeout_s``), and release the pipes."""
         if self.alive:
+            deadline = time.monotonic() + timeout_s
             with contextlib.suppress(WorkerTimeout, WorkerDied, HarnessError):
-                self.request({"op": "exit"}, timeout_s)
-            self.reap(timeout_s)
+                while self._read(deadline).get("id") != self._exit_id:
+                    pass  # a stale answer
+            self.reap(max(0.1, deadline - time.monotonic()))
         self._selector.close()
         self._finalizer()
 
@@ -531,12 +551,48 @@ class WorkerMeasurer:
         results: dict[str, list[Measurement]] = {c.key(): [] for c, _ in items}
         self.prestart(processes)  # all start side by side, before any of them measures
         for _ in range(processes):
-            self.restart()
             order = list(items)
             rng.shuffle(order)
+            if order:
+                self._take_fresh_worker(spec, *order[0], problem, plan)
             for candidate, build in order:
                 results[candidate.key()].append(self.measure(spec, candidate, build, problem, plan))
         return results
+
+    def _take_fresh_worker(
+        self,
+        spec: KernelSpec,
+        candidate: Candidate,
+        build: Build,
+        problem: Problem,
+        plan: SamplingPlan,
+    ) -> None:
+        """Retire the live worker and start the next measurement in a fresh one, which
+        sets up that measurement (``prepare``) while the old one exits: neither times
+        anything, and the old one is gone before anything is timed. A prepare that fails
+        changes nothing: the measurement does the same work and reports what goes wrong."""
+        old, self._worker = self._worker, None
+        if old is not None:
+            old.begin_exit()
+        try:
+            worker = self._ensure_worker()
+            request = MeasureRequest(spec.yaml_path, candidate, build, problem.name, plan)
+            limit = hang_timeout_s(
+                plan,
+                self._typical.seconds,
+                self.settings.run_timeout_floor_s,
+                self._typical.slowest,
+            )
+            try:
+                answer = worker.request(measure_message(0, request, op="prepare"), limit)
+            except (WorkerTimeout, WorkerDied, HarnessError):
+                self._retire(kill=True)  # the measurement starts another
+            else:
+                if answer.get("fatal"):
+                    self._retire(kill=False)
+        finally:
+            if old is not None:
+                old.finish_exit()
 
     def close(self) -> None:
         if self._worker is not None:

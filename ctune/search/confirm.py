@@ -83,10 +83,13 @@ class ConfirmationCost:
     limit: int
     stopped: str
     members: int = 0  # front members (baseline not included) that were re-measured
+    #: each round's wall time: a fresh process's start, its measurements, the last one's exit
+    round_seconds: tuple[float, ...] = ()
 
     def to_json(self) -> dict[str, object]:
         return {
             "seconds": round(self.seconds, 3),
+            "round_seconds": [round(s, 3) for s in self.round_seconds],
             "processes": self.processes,
             "measurements": self.measurements,
             "limit": self.limit,
@@ -154,11 +157,14 @@ def confirm_in_proportion(
     floor = min(min_processes(), limit)
     rng = random.Random(seed)
     rounds = measurements = 0
+    round_seconds: list[float] = []
     stopped = "limit" if limit > 0 and members else "nothing to confirm"
     while rounds < limit and (members or rounds < floor):
         batch = [by_key[k] for k in state.active]
         rng.shuffle(batch)  # interleaved, in a different order in every process
+        began = clock()
         got = run_round(batch)
+        round_seconds.append(clock() - began)
         rounds += 1
         state.rounds_left = limit - rounds
         for key in state.active:
@@ -176,6 +182,7 @@ def confirm_in_proportion(
         limit,
         stopped,
         sum(1 for k in runs if k != baseline_key),
+        tuple(round_seconds),
     )
     return runs, cost
 

@@ -10,6 +10,7 @@ scripts what happens, like the real tests/data/kernels/faults.yaml on a GPU:
   3 hangs (and starts a grandchild that must die with it)
 
 ``--health FILE``: a health request fails while FILE contains "bad".
+A ``prepare`` request is counted; an ok measurement's note says how many came before it.
 ``--pidfile FILE``: the hang's grandchild writes its pid there.
 """
 
@@ -62,13 +63,17 @@ def main() -> int:
         send({"id": 0, "ok": False, "ready": False, "error": "CUDARuntimeError: no CUDA GPU"})
         return 2
     send({"id": 0, "ok": True, "ready": True, "pid": os.getpid(), "device": device()})
-    seq = 0
+    seq = prepared = 0
     for line in sys.stdin:
         request = json.loads(line)
         rid, op = request["id"], request.get("op")
         if op == "exit":
             send({"id": rid, "ok": True})
             return 0
+        if op == "prepare":
+            prepared += 1
+            send({"id": rid, "ok": True})
+            continue
         if op == "health":
             bad = False
             if args.health and os.path.exists(args.health):
@@ -92,7 +97,7 @@ def main() -> int:
         problem = request["problem"]
         seq += 1
         if mode == 0:
-            note = f"pid={os.getpid()} seq={seq}"
+            note = f"pid={os.getpid()} seq={seq} prepared={prepared}"
             m = measurement(key, problem, "ok", samples_ms=[1.0, 1.1, 1.2], sampling_note=note)
             send({"id": rid, "ok": True, "measurement": m, "fatal": False})
         elif mode == 1:

@@ -169,6 +169,10 @@ def test_remeasure_uses_fresh_processes_and_shuffles_order(tmp_path, spec):
         orders.append(sorted(keys, key=lambda k: int(notes[k]["seq"])))
     assert len(pids) == 3  # a fresh process per round
     assert len({tuple(o) for o in orders}) > 1  # interleaved: not the same order every round
+    # each fresh process set up its first measurement before it (once), while the last
+    # one exited; and every process that exited is gone
+    assert all(results[o[0]][p].sampling_note.endswith("prepared=1") for p, o in enumerate(orders))
+    assert not any(alive(int(pid)) for pid in pids)
 
 
 def test_remeasure_order_is_seeded(tmp_path, spec):
@@ -179,7 +183,10 @@ def test_remeasure_order_is_seeded(tmp_path, spec):
             results = m.remeasure(spec, items, spec.problem(), PLAN, processes=2, seed=7)
         out = []
         for process in range(2):
-            seq = {k: int(r[process].sampling_note.split("seq=")[1]) for k, r in results.items()}
+            seq = {
+                k: int(r[process].sampling_note.split("seq=")[1].split()[0])
+                for k, r in results.items()
+            }
             out.append(sorted(seq, key=seq.__getitem__))
         return out
 

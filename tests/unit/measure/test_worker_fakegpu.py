@@ -314,3 +314,24 @@ def test_spares_started_with_the_worker_are_up_before_it_measures_and_serve_conf
         runs = measurer.remeasure(saxpy, [(cand, build)], problem, PLAN, 3)
         assert [m.outcome for m in runs[cand.key()]] == [Outcome.OK] * 3
         assert measurer.workers_started == 4 and measurer.worker_pid in spares
+
+
+def test_prepare_sets_up_a_measurement_without_timing_it(tmp_path, fake_gpu, saxpy):
+    """What a confirmation round's fresh worker does while the last one exits: the spec,
+    the check's references, the module and the flush buffer, answered ok, nothing timed."""
+    from ctune.measure.worker import MeasureRequest, measure_message
+
+    problem = saxpy.problem("ragged")
+    cand, build = binary(tmp_path, saxpy, problem, {}, {"kernel": "saxpy"})
+    request = MeasureRequest(saxpy.yaml_path, cand, build, problem.name, PLAN)
+    with WorkerMeasurer() as measurer:
+        measurer.device_info()
+        worker = measurer._worker
+        assert worker is not None
+        answer = worker.request(measure_message(0, request, op="prepare"), 30.0)
+        assert answer == {"id": answer["id"], "ok": True}
+        missing = dataclasses.replace(build, binary_path=str(tmp_path / "gone.cubin"))
+        bad = MeasureRequest(saxpy.yaml_path, cand, missing, problem.name, PLAN)
+        refused = worker.request(measure_message(0, bad, op="prepare"), 30.0)
+        assert not refused["ok"] and refused["kind"] == "user" and not refused.get("fatal")
+        assert measurer.measure(saxpy, cand, build, problem, PLAN).outcome is Outcome.OK

@@ -110,3 +110,22 @@ def test_a_search_reports_what_confirming_cost(search) -> None:
         measurer.remeasured
     )
     assert result.to_json()["confirmation"]["processes"] == cost.processes
+
+
+def test_the_cost_names_each_rounds_wall_time() -> None:
+    items = [_trial("base", 1.0, 0), _trial("lead", 0.7, 1)]
+    keys = [t.candidate.key() for t, _ in items]
+    runner = ScriptedProcesses({keys[0]: 1.0, keys[1]: 0.7})
+    ticks = iter(range(100))  # the clock advances 1 s per reading
+
+    _, cost = confirm_in_proportion(
+        items,
+        keys[0],
+        runner,
+        _median,
+        directions=("min",),
+        limit=5,
+        clock=lambda: float(next(ticks)),
+    )
+    assert cost.round_seconds == (1.0,) * cost.processes
+    assert cost.to_json()["round_seconds"] == [1.0] * cost.processes

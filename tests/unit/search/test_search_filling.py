@@ -223,7 +223,7 @@ def test_without_runtime_genes_nothing_changes(spec: KernelSpec, tmp_path: Path)
 
 
 def test_candidates_sharing_a_build_share_one_compile(rt_spec: KernelSpec, tmp_path: Path) -> None:
-    # exhaustive order varies the runtime genes fastest: a batch of 16 is a handful of builds
+    # exhaustive order varies the runtime genes fastest: a batch is a build or two
     result, compiler, measurer = _search(
         rt_spec,
         tmp_path,

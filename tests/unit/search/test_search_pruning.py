@@ -4,6 +4,7 @@ sampling budget, and the search's use of them."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 
@@ -13,6 +14,8 @@ from ctune.measure import SamplingPlan
 from ctune.measure.plan import (
     PRUNE_MIN_SAMPLES,
     prunes,
+    quantile_min_samples,
+    sample_count,
     screen_size,
     screen_spin_ms,
     warmup_spin_ms,
@@ -23,6 +26,7 @@ from ctune.records import Candidate, Measurement, Outcome, Trial
 from ctune.search.journal import read
 from ctune.search.pruning import (
     DEFAULT_PRUNE_MARGIN,
+    SEARCH_MIN_SAMPLES,
     parse_prune_margin,
     parse_search_rep,
     prune_threshold_ms,
@@ -82,9 +86,17 @@ def test_the_search_phase_samples_less_only_when_confirmation_re_measures() -> N
     plan = SamplingPlan()
     lighter = search_phase_plan(plan, 0.5, 25.0, confirms=True)
     assert lighter.prune_above_ms == 0.5 and lighter.rep_ms == 25.0
-    assert lighter.min_samples == plan.min_samples  # the floors stay
+    assert lighter.min_samples == SEARCH_MIN_SAMPLES < plan.min_samples
+    # the quantile's floor is not the plan's: p99 of a 0.2 ms kernel still takes 200 samples
+    p99 = dataclasses.replace(plan, quantile=0.99)
+    count = sample_count(0.3, 0.2, search_phase_plan(p99, 0.5, 25.0, confirms=True))
+    assert count.n == quantile_min_samples(0.99, 0.2) == 200
+    assert sample_count(0.3, 0.2, lighter).n == max(SEARCH_MIN_SAMPLES, math.ceil(25.0 / 0.3))
+    few = dataclasses.replace(plan, min_samples=10)  # a plan asking fewer keeps its own
+    assert search_phase_plan(few, 0.5, 25.0, confirms=True).min_samples == 10
     reported = search_phase_plan(plan, 0.5, 25.0, confirms=False)
     assert reported.rep_ms == plan.rep_ms and reported.prune_above_ms == 0.5
+    assert reported.min_samples == plan.min_samples
     assert search_phase_plan(plan, None, None, confirms=True) == plan
     assert search_phase_plan(plan, None, 500.0, confirms=True).rep_ms == plan.rep_ms  # never more
     assert parse_search_rep("25") == 25.0 and parse_search_rep("full") is None
