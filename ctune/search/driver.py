@@ -549,6 +549,10 @@ def _execute(
         # the worker starts while the baseline compiles, and beside it the processes of
         # the confirmation rounds that will surely run: they wait, fresh, until then
         prestart(1 + run.confirmation.sure_rounds(), wait=False)
+    if run.confirmation.can_confirm():
+        from ctune.evidence.stats import import_tests_in_background
+
+        import_tests_in_background()
     try:
         if opts.resume is not None:
             run.session.open_resume(Path(opts.resume))

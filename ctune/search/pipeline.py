@@ -30,6 +30,11 @@ if TYPE_CHECKING:
     from ctune.search.driver import _Run
 
 
+#: builds of later generations queued per compile job, beyond this generation's (only for
+#: a strategy that names its next candidates: ``ExhaustiveStrategy.upcoming``)
+AHEAD_PER_JOB = 4
+
+
 class Pipeline:
     """The path of a candidate through compile, measure, score and the journal."""
 
@@ -180,16 +185,20 @@ class Pipeline:
         futures: dict[int, Future[Build]],
         shared: dict[BuildGroup, Future[Build]],
     ) -> None:
-        """Keep ``jobs + 1`` distinct builds requested ahead of the measurer.
+        """Keep ``jobs + 1`` distinct builds of this generation compiling (or queued), and
+        up to ``AHEAD_PER_JOB x jobs`` of the next ones where the strategy can name them.
 
-        A candidate whose build another one already requested (they differ only
-        in runtime genes) gets that future: submitting it again would hold a
+        A build that is done no longer counts: nothing runs here while a measurement
+        blocks (the first one waits for its worker, ~1.7 s on an H200), so the queue must
+        be deep enough to keep the compiler busy through it, not stop at jobs + 1 with
+        finished builds. A candidate whose build another one already requested (they
+        differ only in runtime genes) gets that future: submitting it again would hold a
         compile slot while it waits for the same build.
         """
         run = self.run
-        requested = {id(futures[j]) for j in left if j in futures}
+        busy = {id(futures[j]) for j in left if j in futures and not futures[j].done()}
         for j in left:
-            if len(requested) > self.jobs:
+            if len(busy) > self.jobs:
                 return
             if j in futures:
                 continue
@@ -198,22 +207,30 @@ class Pipeline:
                 ahead = self._ahead.pop(group, None)
                 shared[group] = ahead or run.compiler.submit(new[j], run.problem)
             futures[j] = shared[group]
-            requested.add(id(futures[j]))
-        self.compile_next_generation(len(left), self.jobs + 1 - len(requested), shared)
+            if not futures[j].done():
+                busy.add(id(futures[j]))
+        self.queue_ahead(len(left), shared)
+
+    def queue_ahead(self, left: int, shared: dict[BuildGroup, Future[Build]] | None = None) -> None:
+        """Keep ``AHEAD_PER_JOB x jobs`` builds of later generations compiling or queued
+        (``left``: candidates of this generation, or the baseline, still to measure)."""
+        pending = sum(1 for f in self._ahead.values() if not f.done())
+        self.compile_next_generation(left, AHEAD_PER_JOB * self.jobs - pending, shared or {})
 
     def compile_next_generation(
         self, left: int, slots: int, shared: dict[BuildGroup, Future[Build]]
     ) -> None:
-        """Start the builds of the next generation when compile slots are free and the
-        strategy can say what it will propose (:meth:`ExhaustiveStrategy.upcoming`): the
-        measurer then finds them built when the generation starts. Never past the budget."""
+        """Queue up to ``slots`` more builds of the next generations when the strategy can
+        say what it will propose (:meth:`ExhaustiveStrategy.upcoming`): the measurer then
+        finds them built when a generation starts. Never past the budget."""
         run = self.run
         upcoming = getattr(run.strategy, "upcoming", None)
-        room = min(slots, run.budget.remaining() - left)
-        if upcoming is None or room <= 0 or run.budget.out_of_time():
+        # never past the budget: what is ahead already, done or not, counts
+        total = min(len(self._ahead) + slots, run.budget.remaining() - left)
+        if upcoming is None or total <= len(self._ahead) or run.budget.out_of_time():
             return
-        for cand in upcoming(room + len(self._ahead)):
-            if len(self._ahead) >= room:
+        for cand in upcoming(total):
+            if len(self._ahead) >= total:
                 return
             group = run.spec.space.build_group(cand.genes)
             if (

@@ -105,6 +105,10 @@ class SessionJournal:
                 f"{spec.source_path.name}: the default build cannot launch: "
                 f"{build.log_tail}; change the genes' defaults"
             )
+        if run.objective.measures:
+            # the first measurement waits for its worker (and the confirmation's spares):
+            # the compiler goes on with the builds the strategy will ask for meanwhile
+            pipeline.queue_ahead(left=1)
         measurement = pipeline.measure(cand, build)
         if measurement is not None and not measurement.outcome.is_ok:
             raise UserError(

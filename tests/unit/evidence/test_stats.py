@@ -115,3 +115,17 @@ def test_mann_whitney_needs_two_samples():
 
 def test_mann_whitney_all_ties():
     assert stats.mann_whitney([1.0, 1.0], [1.0, 1.0]).p_value == 1.0
+
+
+def test_the_tests_module_can_be_imported_ahead_in_the_background() -> None:
+    """A search starts the import of scipy.stats as it begins (its confirmation needs it)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, threading; from ctune.evidence.stats import import_tests_in_background; "
+        "assert 'scipy.stats' not in sys.modules; import_tests_in_background(); "
+        "[t.join() for t in threading.enumerate() if t.name == 'ctune-import-scipy']; "
+        "assert 'scipy.stats' in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

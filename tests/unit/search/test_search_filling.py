@@ -325,3 +325,41 @@ def test_exhaustive_next_generation_compiles_while_this_one_is_measured(
     # a generation's builds are ready when it starts: far less waiting on the compiler
     assert ahead.timing.compile_wait_s < 0.5 * plain.timing.compile_wait_s
     assert ahead.timing.wall_s < plain.timing.wall_s
+
+
+class _SlowFirstMeasurement(TimedStandInMeasurer):
+    """NOT A GPU: the first measurement waits ``first_s`` (a worker starting), then
+    ``measure_s`` each."""
+
+    def __init__(self, clock: FakeClock, first_s: float, **options: Any) -> None:
+        super().__init__(clock, **options)
+        self.first_s = first_s
+
+    def measure(self, *args: Any) -> Any:
+        if self.first_s:
+            self.clock.advance(self.first_s)
+            self.first_s = 0.0
+        return super().measure(*args)
+
+
+def test_finished_builds_do_not_hold_the_compilers_slots(spec: KernelSpec, tmp_path: Path) -> None:
+    """While the first measurement waits for its worker (8 s), the compiler goes on ahead
+    (4 slots, 1 s a build) through a queue of 4 x jobs later builds, where it stopped at
+    jobs + 1 requested builds, done or not, and queued none before the baseline was
+    measured; and it compiles nothing past the budget."""
+    clock = FakeClock()
+    result, compiler, _ = _search(
+        spec,
+        tmp_path,
+        clock=clock,
+        compiler=SlowStandInCompiler(spec, clock, compile_s=1.0, jobs=4),
+        measurer=_SlowFirstMeasurement(clock, 8.0, measure_s=0.05, samples=30),
+        strategy="exhaustive",
+        budget=36,
+    )
+    assert result.evaluations == 36
+    assert len(compiler.nvcc_runs) == len(set(compiler.nvcc_runs)) <= 36
+    assert compiler.slot_waits == 0
+    # the baseline's build (1 s), then 16 builds done while its measurement waits: 4.4 s
+    # of compile wait in all, 8.4 s when the compiler stopped at jobs + 1 builds
+    assert result.timing.compile_wait_s < 5.0, result.timing
