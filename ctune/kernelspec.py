@@ -710,11 +710,8 @@ def _problems(ctx: _Ctx, data: Any) -> tuple[Problem, ...]:
         dtypes = body.get("dtypes") or {}
         if not isinstance(dtypes, dict) or not all(v in DTYPES for v in dtypes.values()):
             raise ctx.fail(f"problems.{name}.dtypes", f"expected ARG: dtype ({', '.join(DTYPES)})")
-        tolerance = (
-            _tolerance(ctx, body["tolerance"], None, f"problems.{name}.tolerance")
-            if "tolerance" in body
-            else {}
-        )
+        own = body.get("tolerance") or {}  # an empty one, like dtypes: {}, changes nothing
+        tolerance = _tolerance(ctx, own, None, f"problems.{name}.tolerance") if own else {}
         problems.append(Problem(name, dict(dims), dict(defines), dict(dtypes), tolerance))
     return tuple(problems)
 

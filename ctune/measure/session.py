@@ -454,6 +454,12 @@ class WorkerMeasurer:
             worker.close()
         return tail
 
+    def _hang_limit(self, plan: SamplingPlan) -> float:
+        """How long a request of this plan may take before the worker counts as hung."""
+        return hang_timeout_s(
+            plan, self._typical.seconds, self.settings.run_timeout_floor_s, self._typical.slowest
+        )
+
     def restart(self) -> None:
         """Close the live worker; the next measurement runs in a fresh process."""
         if self._worker is not None:
@@ -485,9 +491,7 @@ class WorkerMeasurer:
                 error=f"not measured: the build ended {build.outcome.value}",
             )
         worker = self._ensure_worker()
-        limit = hang_timeout_s(
-            plan, self._typical.seconds, self.settings.run_timeout_floor_s, self._typical.slowest
-        )
+        limit = self._hang_limit(plan)
         request = MeasureRequest(spec.yaml_path, candidate, build, problem.name, plan)
         started = time.monotonic()
         failed = Measurement(
@@ -577,12 +581,7 @@ class WorkerMeasurer:
         try:
             worker = self._ensure_worker()
             request = MeasureRequest(spec.yaml_path, candidate, build, problem.name, plan)
-            limit = hang_timeout_s(
-                plan,
-                self._typical.seconds,
-                self.settings.run_timeout_floor_s,
-                self._typical.slowest,
-            )
+            limit = self._hang_limit(plan)
             try:
                 answer = worker.request(measure_message(0, request, op="prepare"), limit)
             except (WorkerTimeout, WorkerDied, HarnessError):

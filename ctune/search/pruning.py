@@ -24,11 +24,11 @@ The search phase's sampling budget. A candidate that is not pruned is sampled fo
 ``search_rep_ms`` (25 ms, Triton's ``rep`` is 100) instead of the protocol's rep_ms, with at
 least ``SEARCH_MIN_SAMPLES`` (30, the protocol's minimum is 100) and never under its
 quantile's floor (p99 keeps its 200-1,000): its value only has to choose which few go to
-confirmation. A median of 30 samples is within ~0.2 of a within-process standard deviation
-(~0.2% on a GPU kernel), a twentieth of the prune margin; on a 0.2 ms kernel behind a cold-L2
-flush the 70 samples left out are ~35 ms of a ~130 ms measurement. Only when confirmation
-runs: a search that reports its own measurements (``--confirm-processes 0``) samples every
-candidate by the protocol.
+confirmation. The median of 30 samples has a standard error of 1.25 / sqrt(30) ~ 0.23 of
+the samples' standard deviation; on a 0.2 ms kernel behind a cold-L2 flush the 70 samples
+left out are ~35 ms of a ~130 ms measurement. Only when confirmation runs: a search that
+reports its own measurements (``--confirm-processes 0``) samples every candidate by the
+protocol.
 """
 
 from __future__ import annotations

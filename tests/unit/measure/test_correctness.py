@@ -232,3 +232,9 @@ def test_a_problems_tolerance_names_an_output(tmp_path):
     path = saxpy_with_a_problem_tolerance(tmp_path, 0, {"x": {"rel_l2": 1e-2, "max_abs": 0.5}})
     with pytest.raises(SpecError, match=r"problems\.n1m\.tolerance\.x.*not an output"):
         load_spec(path)
+
+
+def test_an_empty_problem_tolerance_changes_nothing(tmp_path):
+    spec = load_spec(saxpy_with_a_problem_tolerance(tmp_path, 0, {}))
+    assert spec.problem("n1m").tolerance == {}
+    assert spec.tolerance_for("y", spec.problem("n1m")) == spec.tolerance["default"]
