@@ -179,6 +179,10 @@ class KernelSpec:
         """Genes of family runtime: never compiled in, so they never change a build."""
         return frozenset(g.name for g in self.genes if g.runtime)
 
+    def runtime_values(self, candidate: Candidate) -> dict[str, GeneValue]:
+        """The candidate's runtime genes: they reach the kernel at launch, never nvcc."""
+        return {k: v for k, v in candidate.genes if k in self.runtime_names}
+
     @cached_property
     def spec_sha256(self) -> str:
         """Digest of the canonical spec content (not the YAML bytes or comments), taken on

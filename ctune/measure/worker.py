@@ -362,7 +362,7 @@ class WorkerService:
 
         spec = self._spec(request.spec_path)
         problem = spec.problem(request.problem)
-        runtime = {k: v for k, v in request.candidate.genes if k in spec.runtime_names}
+        runtime = spec.runtime_values(request.candidate)
         if request.plan.check:
             reference = self._reference(spec, problem)
             for seed in check_seeds(problem.name):
@@ -444,7 +444,7 @@ class WorkerService:
         cp, stream = self.cp, self.stream
         launch = self._load(spec, request, problem)
         # runtime genes the spec passes as scalar arguments (no rebuild for them)
-        runtime = {k: v for k, v in request.candidate.genes if k in spec.runtime_names}
+        runtime = spec.runtime_values(request.candidate)
         seeds = check_seeds(problem.name)
         buffers = make_buffers(cp, spec, problem, seeds[0], runtime)
         inout = buffers.names("inout")

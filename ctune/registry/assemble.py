@@ -115,11 +115,6 @@ def _device(spec: KernelSpec, candidate: Candidate) -> dict[str, int]:
     return {k: int(v) for k, v in candidate.genes if k in names and v}
 
 
-def _runtime(spec: KernelSpec, candidate: Candidate) -> dict[str, Any]:
-    """Runtime genes: a build reproduces them at launch, not with -D (they are not in argv)."""
-    return {k: v for k, v in candidate.genes if k in spec.runtime_names}
-
-
 def front_member(
     spec: KernelSpec, problem: Problem, m: MemberResult, keep_samples: bool
 ) -> FrontMember:
@@ -151,7 +146,7 @@ def front_member(
         defines=_defines(spec, m.candidate, problem),
         launch=launch_of(spec, m.candidate, problem),
         resources=m.resources(),
-        runtime=_runtime(spec, m.candidate),
+        runtime=spec.runtime_values(m.candidate),
         device=_device(spec, m.candidate),
     )
 
