@@ -79,9 +79,12 @@ def _instrument(table: dict[str, float]) -> None:
 def fresh_rounds(
     measurer: Any, spec: Any, pairs: list[Any], problem: Any, plan: Any, rounds: int = 3
 ) -> dict[str, float]:
-    """A confirmation round as a search runs it, by step, averaged over ``rounds``: the
-    last worker's exit, a prestarted spare's take-over (its health check), then each item
-    measured by the full plan; to set beside ``worker/full`` (the same in a warm worker)."""
+    """A confirmation round's steps one after another, averaged over ``rounds``: the last
+    worker's exit, a prestarted spare's take-over (its health check), then each item
+    measured by the full plan; to set beside ``worker/full`` (the same in a warm worker).
+    A search's round (``WorkerMeasurer.remeasure``) overlaps the exit with the first
+    measurement's set-up (``prepare``); the confirmation cost's ``round_seconds`` give
+    what a round takes then."""
     steps: dict[str, float] = defaultdict(float)
     t = time.perf_counter()
     measurer.prestart(rounds)  # as the search does: the spares start together, ahead
