@@ -25,6 +25,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -88,9 +89,18 @@
 #ifndef LOCKED
 #define LOCKED 0  // warp-specialized: 1 = consumer warpgroups take turns in the softmax
 #endif
+// Tile order (warp-specialized): 0 the example's (query blocks fastest, first block first);
+// 1 longest first: the causal rows' heavy query blocks (the last ones, which see the most
+// keys) start first and the light ones fill the tail, heads fastest. One CTA per tile is then
+// the hardware's greedy dispatch in that order; persistent CTAs walk it in a snake (round r
+// goes right to left when r is odd), so each CTA's sum of tile lengths stays near the mean.
+#ifndef ORDER
+#define ORDER 0
+#endif
 // The split count is the launcher's `splits` argument (a runtime gene): one build serves all.
 
 static_assert(KERNEL >= 0 && KERNEL <= 4, "KERNEL must be 0..4");
+static_assert(ORDER == 0 || (SCHEDULE == 0 && CAUSAL), "ORDER 1: causal, warp-specialized");
 static_assert(HEAD_DIM == 64 || HEAD_DIM == 128, "HEAD_DIM must be 64 or 128");
 static_assert(TILE_KV % 16 == 0, "TILE_KV: whole k16 steps of the P V product");
 
@@ -133,10 +143,94 @@ using Fusion = fmha_collective::ResidualFusion;  // masks the keys past SK in th
 template <bool B>
 using Flag = std::integral_constant<bool, B>;
 
+namespace ctune_attention {
+
+// The tile scheduler of ORDER 1 (see the define): the example's schedulers' interface, tiles
+// numbered heavy query blocks first. Tile t is query block nm - 1 - t / bh of (batch, second
+// mode) t % bh, where bh = batches x second modes.
+template <bool Persistent>
+struct LongestFirstScheduler {
+  struct Params {
+    int num_blocks;
+    int num_m_blocks;
+    cutlass::FastDivmod divmod_bh;
+    cutlass::FastDivmod divmod_second;
+    int ctas;
+  };
+
+  int round = 0;
+  int tile = 0;
+  Params params;
+
+  CUTLASS_DEVICE
+  explicit LongestFirstScheduler(Params const& p) : params(p) { tile = tile_of(0); }
+
+  template <class ProblemSize, class ClusterShape, class Tile>
+  static Params to_underlying_arguments(ProblemSize const& problem_size,
+                                        cutlass::KernelHardwareInfo hw_info, ClusterShape const&,
+                                        Tile const& tile_shape) {
+    const int num_m_blocks = int(ceil_div(size<2>(problem_size), size<0>(tile_shape)));
+    const int bh = int(size<0>(problem_size)) * int(size<1>(problem_size));
+    const int num_blocks = num_m_blocks * bh;
+    int ctas = num_blocks;
+    if (Persistent) {
+      int sm_count = hw_info.sm_count;
+      if (sm_count <= 0) {
+        sm_count = cutlass::KernelHardwareInfo::query_device_multiprocessor_count(hw_info.device_id);
+      }
+      ctas = std::min(num_blocks, sm_count);
+    }
+    return Params{num_blocks, num_m_blocks, cutlass::FastDivmod(bh),
+                  cutlass::FastDivmod(int(size<1>(problem_size))), ctas};
+  }
+
+  static dim3 get_grid_shape(Params const& p) { return dim3(p.ctas, 1, 1); }
+
+  CUTLASS_DEVICE
+  int tile_of(int r) const {
+    const int lane = int(blockIdx.x);
+    return r * params.ctas + ((r & 1) ? params.ctas - 1 - lane : lane);
+  }
+
+  CUTLASS_DEVICE
+  bool is_valid() const { return tile < params.num_blocks; }
+
+  CUTLASS_DEVICE
+  auto get_block_coord() const {
+    int heavy_rank, bh, batch, second;
+    params.divmod_bh(heavy_rank, bh, tile);
+    params.divmod_second(batch, second, bh);
+    return make_coord(params.num_m_blocks - 1 - heavy_rank, _0{}, make_coord(batch, second));
+  }
+
+  CUTLASS_DEVICE
+  LongestFirstScheduler& operator++() {
+    if (Persistent) {
+      tile = tile_of(++round);
+    } else {
+      tile = params.num_blocks;  // one tile per CTA
+    }
+    return *this;
+  }
+};
+
+// The example's cooperative builder, with the tile scheduler chosen by ORDER.
+template <class... Options>
+struct WarpSpecialized {
+  using Built = typename fmha_kernel::FmhaBuilder<
+      Element, Accum, Accum, TileShape, StrideQ, StrideKV, StrideKV, Fusion,
+      cutlass::gemm::KernelTmaWarpSpecializedCooperative, Options...>;
+  using Scheduler = std::conditional_t<ORDER == 1, LongestFirstScheduler<PERSISTENT>,
+                                       typename Built::TileScheduler>;
+  using Kernel = fmha_kernel::FmhaKernelTmaWarpSpecialized<
+      typename Built::CollectiveMainloop, typename Built::CollectiveEpilogue, Scheduler,
+      Options...>;
+};
+
+}  // namespace ctune_attention
+
 #if SCHEDULE == 0
-using Kernel = typename fmha_kernel::FmhaBuilder<
-    Element, Accum, Accum, TileShape, StrideQ, StrideKV, StrideKV, Fusion,
-    cutlass::gemm::KernelTmaWarpSpecializedCooperative,
+using Kernel = typename ctune_attention::WarpSpecialized<
     fmha_kernel::Option<fmha_kernel::Tag::kNumMmaWarpGroups, Int<MMA_WG>>,
     fmha_kernel::Option<fmha_kernel::Tag::kStagesKV, Int<STAGES>>,
     fmha_kernel::Option<fmha_kernel::Tag::kStagesQ, Int<MMA_WG + Q_EXTRA>>,
