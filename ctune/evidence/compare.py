@@ -6,8 +6,14 @@ comparisons once run-to-run noise was 1-3% (docs/design.md, "The evidence").
 So a difference is called only when all of these hold:
 
 1. both sides have at least ``min_processes`` separate processes;
-2. the threshold ``T = max(floor, cv_factor x between-process CV)`` is at most
-   ``max_threshold`` (beyond it the noise cannot resolve a change that matters);
+2. the threshold ``T = max(floor, cv_factor x noise)`` is at most ``max_threshold``
+   (beyond it the noise cannot resolve a change that matters). ``noise`` is
+   ``sqrt((cv_old^2 / k_old + cv_new^2 / k_new) / (2/3))``: the standard error of the
+   difference of the two medians of process medians (each narrows as cv / sqrt(k); Welch's
+   form, so a quiet side does not hide a noisy one) in units of its value at 3 and 3
+   processes. At 3 and 3 processes of equal CV it is that CV, where the factor was set;
+   with more processes it shrinks, so measuring more processes is what resolves a noisy
+   comparison, and T stays 4.9 standard errors at any k;
 3. the relative change of the median of process medians exceeds ``T``, and
 4. Mann-Whitney U on the pooled samples (the process medians when no samples
    were kept) rejects "no difference" at ``alpha`` (asv's ``_is_result_better``:
@@ -46,7 +52,22 @@ class NoiseRule:
         return (
             f"Mann-Whitney p < {self.alpha:g} and change > max({self.floor:.0%}, "
             f"{self.cv_factor:g} x between-process CV) over >= {self.min_processes} processes"
+            f" (the CV term narrows with more processes)"
         )
+
+    def threshold(self, cv_old: float, cv_new: float, k_old: int, k_new: int) -> float:
+        """``T`` for these between-process CVs and process counts (module docstring, rule
+        2); infinite when either CV is unknown."""
+        if math.isnan(cv_old) or math.isnan(cv_new):
+            return math.inf
+        reference = 2 / REFERENCE_PROCESSES
+        noise = math.sqrt((cv_old**2 / k_old + cv_new**2 / k_new) / reference)
+        return max(self.floor, self.cv_factor * noise)
+
+
+#: The process count per side at which ``cv_factor`` applies unscaled (the search's
+#: confirmation and the gate's default).
+REFERENCE_PROCESSES = 3
 
 
 class Difference(enum.StrEnum):
@@ -111,17 +132,17 @@ class Comparison:
         return self.difference in (Difference.LOWER, Difference.HIGHER)
 
 
-def predicted_fpr(threshold: float, noise_cv: float, k_old: int, k_new: int) -> float:
+def predicted_fpr(threshold: float, cv_old: float, cv_new: float, k_old: int, k_new: int) -> float:
     """Chance that a no-change comparison crosses ``threshold`` (normal model).
 
     The median of k process medians has sd about cv * sqrt(pi/2) / sqrt(k)
-    (efficiency of the median); the difference of two such has the root sum.
+    (efficiency of the median); the difference of the two sides has the root sum.
     """
-    if not math.isfinite(noise_cv) or noise_cv < 0:
+    if not (math.isfinite(cv_old) and math.isfinite(cv_new)) or min(cv_old, cv_new) < 0:
         return 1.0
-    if noise_cv == 0:
+    sd = math.sqrt(math.pi / 2) * math.sqrt(cv_old**2 / k_old + cv_new**2 / k_new)
+    if sd == 0:
         return 0.0
-    sd = noise_cv * math.sqrt(math.pi / 2) * math.sqrt(1 / k_old + 1 / k_new)
     return math.erfc(threshold / sd / math.sqrt(2))
 
 
@@ -136,8 +157,7 @@ def compare(old: SampleSet, new: SampleSet, rule: NoiseRule | None = None) -> Co
             processes=(k_old, k_new),
         )
     cv_old, cv_new = cv(old.process_medians_ms), cv(new.process_medians_ms)
-    noise = math.inf if math.isnan(cv_old) or math.isnan(cv_new) else max(cv_old, cv_new)
-    threshold = max(r.floor, r.cv_factor * noise)
+    threshold = r.threshold(cv_old, cv_new, k_old, k_new)
     old_med = float(np.median(old.process_medians_ms))
     new_med = float(np.median(new.process_medians_ms))
     change = new_med / old_med - 1.0
@@ -154,7 +174,7 @@ def compare(old: SampleSet, new: SampleSet, rule: NoiseRule | None = None) -> Co
         cv_old=cv_old,
         cv_new=cv_new,
         p_value=p_value,
-        predicted_fpr=predicted_fpr(threshold, noise, k_old, k_new),
+        predicted_fpr=predicted_fpr(threshold, cv_old, cv_new, k_old, k_new),
         old_median_ms=old_med,
         new_median_ms=new_med,
         processes=(k_old, k_new),
@@ -163,11 +183,12 @@ def compare(old: SampleSet, new: SampleSet, rule: NoiseRule | None = None) -> Co
 
 
 def _decided(e: Comparison, r: NoiseRule) -> Comparison:
-    noise = e.noise_cv
     if e.threshold > r.max_threshold:
+        k_old, k_new = e.processes
         return replace(
             e,
-            reason=f"noise too large: between-process CV {noise:.1%} gives T={e.threshold:.1%} "
+            reason=f"noise too large: between-process CV {e.cv_old:.1%} old ({k_old} "
+            f"processes), {e.cv_new:.1%} new ({k_new}) gives T={e.threshold:.1%} "
             f"> {r.max_threshold:.0%}; measure with more processes",
         )
     if abs(e.change) <= e.threshold:

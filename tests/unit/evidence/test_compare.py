@@ -62,6 +62,26 @@ def test_threshold_is_the_floor_or_five_times_the_noise() -> None:
     assert noisy.threshold == pytest.approx(5 * noisy.noise_cv) and noisy.threshold > 0.02
 
 
+def test_more_processes_narrow_the_threshold_as_the_standard_error() -> None:
+    """At 3 and 3 processes of equal CV, T is 5 x CV; the median of k medians narrows as
+    1/sqrt(k), and so does T, so a comparison too noisy at 3 processes resolves with more.
+    Each side counts with its own CV and k (a quiet side does not hide a noisy one)."""
+    rule = NoiseRule()
+    assert rule.threshold(0.01, 0.01, 3, 3) == pytest.approx(0.05)
+    assert rule.threshold(0.01, 0.01, 12, 12) == pytest.approx(0.025)
+    assert rule.threshold(0.01, 0.01, 5, 8) == pytest.approx(
+        0.05 * math.sqrt((1 / 5 + 1 / 8) / (2 / 3))
+    )
+    assert rule.threshold(0.04, 0.0, 3, 100) == pytest.approx(5 * 0.04 * math.sqrt(0.5))
+    assert rule.threshold(0.001, 0.001, 12, 12) == pytest.approx(0.02)  # never below the floor
+    assert rule.threshold(math.nan, 0.01, 3, 3) == math.inf
+    old = (1.0, 1.035, 0.965)
+    few = compare(SampleSet(old), SampleSet((1.0, 1.035, 0.965)))
+    assert few.difference is Difference.UNRESOLVED and "noise too large" in few.reason
+    many = compare(SampleSet(old * 3), SampleSet((1.0, 1.035, 0.965) * 3))
+    assert many.difference is Difference.SAME and many.threshold < 0.15
+
+
 def test_noise_beyond_the_largest_threshold_is_unresolved() -> None:
     rule = NoiseRule(max_threshold=0.05)
     got = compare(SampleSet((1.0, 1.1, 0.9)), SampleSet((1.5, 1.6, 1.4)), rule)
@@ -69,10 +89,19 @@ def test_noise_beyond_the_largest_threshold_is_unresolved() -> None:
 
 
 def test_predicted_false_alarm_rate() -> None:
-    assert predicted_fpr(0.02, 0.003, 3, 3) < 1e-9
-    assert predicted_fpr(0.02, 0.02, 3, 3) > 0.1
-    assert predicted_fpr(0.02, 0.0, 3, 3) == 0.0
-    assert predicted_fpr(0.02, math.nan, 3, 3) == 1.0
+    assert predicted_fpr(0.02, 0.003, 0.003, 3, 3) < 1e-9
+    assert predicted_fpr(0.02, 0.02, 0.02, 3, 3) > 0.1
+    assert predicted_fpr(0.02, 0.0, 0.0, 3, 3) == 0.0
+    assert predicted_fpr(0.02, math.nan, 0.01, 3, 3) == 1.0
+    # T = 5 x noise is 4.9 standard errors of the difference at any k: the same small rate
+    rule = NoiseRule()
+    for k_old, k_new, cv_old, cv_new in [
+        (3, 3, 0.01, 0.01),
+        (3, 10, 0.04, 0.03),
+        (5, 8, 0.02, 0.01),
+    ]:
+        t = rule.threshold(cv_old, cv_new, k_old, k_new)
+        assert predicted_fpr(t, cv_old, cv_new, k_old, k_new) == pytest.approx(1.0e-6, rel=0.05)
 
 
 def test_replayed_records_compare_by_their_summaries() -> None:

@@ -40,8 +40,12 @@ def test_no_change_passes(seed: int) -> None:
     r = decide_regression(synthetic(rng, 1.0), synthetic(rng, 1.0))
     assert r.verdict is Verdict.PASS, r.reason
     assert r.evidence is not None
-    assert r.evidence.threshold == pytest.approx(max(0.02, 5 * r.evidence.noise_cv))
-    assert r.evidence.predicted_fpr < 1e-6
+    # 5 processes a side: the noise term is 5 x sqrt((cv_old^2 + cv_new^2) / 5 / (2/3)),
+    # the same 4.9 standard errors of the difference as 5 x CV at 3 and 3
+    e = r.evidence
+    noise = math.sqrt((e.cv_old**2 + e.cv_new**2) / 5 / (2 / 3))
+    assert e.threshold == pytest.approx(max(0.02, 5 * noise))
+    assert r.evidence.predicted_fpr < 2e-6
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -71,9 +75,10 @@ def test_huge_noise_is_inconclusive(seed: int) -> None:
 
 def test_threshold_grows_with_measured_noise() -> None:
     rng = np.random.default_rng(0)
-    r = decide_regression(synthetic(rng, 1.0, between_cv=0.01), synthetic(rng, 1.0))
+    r = decide_regression(synthetic(rng, 1.0, between_cv=0.02), synthetic(rng, 1.0))
     assert r.evidence is not None
-    assert r.evidence.threshold == pytest.approx(5 * r.evidence.noise_cv)
+    e = r.evidence
+    assert e.threshold == pytest.approx(NoiseRule().threshold(e.cv_old, e.cv_new, 5, 5))
     assert r.evidence.threshold > 0.02
 
 
