@@ -493,9 +493,18 @@ def merge_dispatch(path: Path, set_name: str, table: dict[str, Any]) -> dict[str
     """The GEMM's dispatch summary over every set tuned so far: each set's table under
     ``sets``, their shapes, the union of their builds and the worst loss of any shape, and
     the same per output dtype (``by_dtype``: a build is compiled for one dtype, so a serving
-    engine ships one dispatch set per dtype)."""
+    engine ships one dispatch set per dtype).
+
+    A shape searched again in another set (``t128-fp16`` after ``llm8b-decode-fp16``) is
+    served by the table merged last: the other sets' entries for it are dropped, with the
+    builds that then serve nothing, and each such set names them under ``superseded``."""
     old = json.loads(path.read_text()) if path.is_file() else {}
-    sets = {**(old.get("sets") or {}), set_name: table}
+    sets = {
+        name: _without_shapes(t, set_name, table)
+        for name, t in (old.get("sets") or {}).items()
+        if name != set_name
+    }
+    sets[set_name] = table
     by_dtype: dict[str, dict[str, Any]] = {}
     for name, t in sets.items():
         dtypes = {s.get("dtype", "unknown") for s in t.get("shapes", [])}
@@ -513,6 +522,31 @@ def merge_dispatch(path: Path, set_name: str, table: dict[str, Any]) -> dict[str
     }
     path.write_text(json.dumps(merged, indent=1, sort_keys=True) + "\n")
     return merged
+
+
+def _without_shapes(
+    table: dict[str, Any], newer_name: str, newer: dict[str, Any]
+) -> dict[str, Any]:
+    """``table`` less the shapes that ``newer`` serves: their builds go if nothing else uses
+    them, and the worst loss is that of the shapes left."""
+    taken = {s["problem"] for s in newer.get("shapes", [])}
+    gone = [s["problem"] for s in table.get("shapes", []) if s["problem"] in taken]
+    if not gone:
+        return table
+    shapes = [s for s in table.get("shapes", []) if s["problem"] not in taken]
+    used = {s.get("build") for s in shapes}
+    return {
+        **table,
+        "shapes": shapes,
+        "builds": [b for b in table.get("builds", []) if b["id"] in used],
+        "max_loss_vs_per_shape_best": max(
+            (s["loss_vs_per_shape_best"] for s in shapes), default=0.0
+        ),
+        "superseded": {
+            **(table.get("superseded") or {}),
+            **{problem: newer_name for problem in gone},
+        },
+    }
 
 
 def _union(sets: dict[str, dict[str, Any]]) -> dict[str, Any]:

@@ -138,7 +138,15 @@ def test_dispatch_summary_counts_builds_per_dtype(tmp_path: Path) -> None:
 
     def table(shapes: dict[str, str], builds: list[str], loss: float) -> dict:
         return {
-            "shapes": [{"problem": name, "dtype": dtype} for name, dtype in shapes.items()],
+            "shapes": [
+                {
+                    "problem": name,
+                    "dtype": dtype,
+                    "build": builds[i % len(builds)],
+                    "loss_vs_per_shape_best": loss,
+                }
+                for i, (name, dtype) in enumerate(shapes.items())
+            ],
             "builds": [{"id": b} for b in builds],
             "max_loss_vs_per_shape_best": loss,
         }
@@ -159,3 +167,39 @@ def test_dispatch_summary_counts_builds_per_dtype(tmp_path: Path) -> None:
     )
     assert (brain["sets"], brain["builds"], len(brain["shapes"])) == (["b"], ["b1", "b3"], 1)
     assert json.loads(path.read_text())["by_dtype"] == merged["by_dtype"]
+
+
+def test_dispatch_summary_serves_a_shape_from_the_set_merged_last(tmp_path: Path) -> None:
+    """A shape searched again in a later set leaves the earlier set's table, and so does a
+    build that served only it: the summary counts what a serving engine would ship."""
+    kv = _bench("kernels_vs_vendor")
+    path = tmp_path / "dispatch.json"
+
+    def shape(problem: str, build: str, loss: float) -> dict:
+        return {
+            "problem": problem,
+            "dtype": "float16",
+            "build": build,
+            "loss_vs_per_shape_best": loss,
+        }
+
+    decode = {
+        "shapes": [shape("o-t1", "b1", 0.01), shape("o-t128", "b2", 0.025)],
+        "builds": [{"id": "b1"}, {"id": "b2"}],
+        "max_loss_vs_per_shape_best": 0.025,
+    }
+    t128 = {
+        "shapes": [shape("o-t128", "b3", 0.0)],
+        "builds": [{"id": "b3"}],
+        "max_loss_vs_per_shape_best": 0.0,
+    }
+    kv.merge_dispatch(path, "decode", decode)
+    merged = kv.merge_dispatch(path, "t128", t128)
+    left = merged["sets"]["decode"]
+    assert [s["problem"] for s in left["shapes"]] == ["o-t1"]
+    assert [b["id"] for b in left["builds"]] == ["b1"]
+    assert left["max_loss_vs_per_shape_best"] == 0.01
+    assert left["superseded"] == {"o-t128": "t128"}
+    assert merged["builds"] == ["b1", "b3"] and len(merged["shapes"]) == 2
+    again = kv.merge_dispatch(path, "t128", t128)  # the same set merged twice: no change
+    assert again["builds"] == ["b1", "b3"]
