@@ -97,10 +97,14 @@
 #ifndef ORDER
 #define ORDER 0
 #endif
+#ifndef HEAD_GROUP
+#define HEAD_GROUP 0  // ORDER 1: query heads walked together, longest first (0: all of them)
+#endif
 // The split count is the launcher's `splits` argument (a runtime gene): one build serves all.
 
 static_assert(KERNEL >= 0 && KERNEL <= 4, "KERNEL must be 0..4");
 static_assert(ORDER == 0 || (SCHEDULE == 0 && CAUSAL), "ORDER 1: causal, warp-specialized");
+static_assert(HEAD_GROUP >= 0 && (HEAD_GROUP == 0 || ORDER == 1), "HEAD_GROUP: ORDER 1 only");
 static_assert(HEAD_DIM == 64 || HEAD_DIM == 128, "HEAD_DIM must be 64 or 128");
 static_assert(TILE_KV % 16 == 0, "TILE_KV: whole k16 steps of the P V product");
 
@@ -146,14 +150,20 @@ using Flag = std::integral_constant<bool, B>;
 namespace ctune_attention {
 
 // The tile scheduler of ORDER 1 (see the define): the example's schedulers' interface, tiles
-// numbered heavy query blocks first. Tile t is query block nm - 1 - t / bh of (batch, second
-// mode) t % bh, where bh = batches x second modes.
-template <bool Persistent>
+// numbered heavy query blocks first. The bh = batches x second modes (query heads) go in
+// groups of HEAD_GROUP (0: one group of all): group by group, and within a group query block
+// nm - 1 first, its heads fastest. One group of all balances best; smaller groups keep fewer
+// heads' K and V streaming through L2 at a time (at S = 8192 one head's K and V are 4 MiB).
+template <bool Persistent, int HeadGroup>
 struct LongestFirstScheduler {
   struct Params {
     int num_blocks;
     int num_m_blocks;
-    cutlass::FastDivmod divmod_bh;
+    int group_tiles;  // tiles of the whole groups (the last group may be smaller)
+    int tail_first;   // first bh of that last group
+    cutlass::FastDivmod divmod_group_tiles;  // group x num_m_blocks
+    cutlass::FastDivmod divmod_group;
+    cutlass::FastDivmod divmod_tail;  // the last group's size (1 when there is none)
     cutlass::FastDivmod divmod_second;
     int ctas;
   };
@@ -172,6 +182,9 @@ struct LongestFirstScheduler {
     const int num_m_blocks = int(ceil_div(size<2>(problem_size), size<0>(tile_shape)));
     const int bh = int(size<0>(problem_size)) * int(size<1>(problem_size));
     const int num_blocks = num_m_blocks * bh;
+    const int group = HeadGroup > 0 && HeadGroup < bh ? HeadGroup : bh;
+    const int tail_first = bh / group * group;
+    const int tail = bh - tail_first;
     int ctas = num_blocks;
     if (Persistent) {
       int sm_count = hw_info.sm_count;
@@ -180,8 +193,15 @@ struct LongestFirstScheduler {
       }
       ctas = std::min(num_blocks, sm_count);
     }
-    return Params{num_blocks, num_m_blocks, cutlass::FastDivmod(bh),
-                  cutlass::FastDivmod(int(size<1>(problem_size))), ctas};
+    return Params{num_blocks,
+                  num_m_blocks,
+                  tail_first * num_m_blocks,
+                  tail_first,
+                  cutlass::FastDivmod(group * num_m_blocks),
+                  cutlass::FastDivmod(group),
+                  cutlass::FastDivmod(tail > 0 ? tail : 1),
+                  cutlass::FastDivmod(int(size<1>(problem_size))),
+                  ctas};
   }
 
   static dim3 get_grid_shape(Params const& p) { return dim3(p.ctas, 1, 1); }
@@ -198,7 +218,16 @@ struct LongestFirstScheduler {
   CUTLASS_DEVICE
   auto get_block_coord() const {
     int heavy_rank, bh, batch, second;
-    params.divmod_bh(heavy_rank, bh, tile);
+    if (tile < params.group_tiles) {
+      int group_index, in_group_tile, in_group;
+      params.divmod_group_tiles(group_index, in_group_tile, tile);
+      params.divmod_group(heavy_rank, in_group, in_group_tile);
+      bh = group_index * params.divmod_group.divisor + in_group;
+    } else {
+      int in_tail;
+      params.divmod_tail(heavy_rank, in_tail, tile - params.group_tiles);
+      bh = params.tail_first + in_tail;
+    }
     params.divmod_second(batch, second, bh);
     return make_coord(params.num_m_blocks - 1 - heavy_rank, _0{}, make_coord(batch, second));
   }
@@ -220,7 +249,7 @@ struct WarpSpecialized {
   using Built = typename fmha_kernel::FmhaBuilder<
       Element, Accum, Accum, TileShape, StrideQ, StrideKV, StrideKV, Fusion,
       cutlass::gemm::KernelTmaWarpSpecializedCooperative, Options...>;
-  using Scheduler = std::conditional_t<ORDER == 1, LongestFirstScheduler<PERSISTENT>,
+  using Scheduler = std::conditional_t<ORDER == 1, LongestFirstScheduler<PERSISTENT, HEAD_GROUP>,
                                        typename Built::TileScheduler>;
   using Kernel = fmha_kernel::FmhaKernelTmaWarpSpecialized<
       typename Built::CollectiveMainloop, typename Built::CollectiveEpilogue, Scheduler,

@@ -38,11 +38,14 @@ CASES = [
     ),
     ("tiny-b1-h2-s17-d64-causal", {"MMA_WG": 3, "TILE_Q": 192, "TILE_KV": 64, "STAGES": 4}),
     ("gqa-b2-h8-kv2-s333-d128", {"TILE_KV": 176, "STAGES": 4}),
-    # longest first, one CTA per tile: heavy query blocks first, the last one partial
-    ("ragged-b2-h3-s333-d128-causal", {"KERNEL": 0, "ORDER": 1}),
+    # longest first, one CTA per tile: heavy query blocks first, the last one partial; 6 heads
+    # in groups of 4, so the last group has 2
+    ("ragged-b2-h3-s333-d128-causal", {"KERNEL": 0, "ORDER": 1, "HEAD_GROUP": 4}),
     # longest first, persistent: 256 tiles on 132 SMs, so the second round walks back
     ("prefill-s1024-d128-causal", {"KERNEL": 1, "ORDER": 1}),
+    ("prefill-s1024-d128-causal", {"KERNEL": 1, "ORDER": 1, "HEAD_GROUP": 8}),
 ]
+IDS = [f"{name}-" + "-".join(f"{k}{v}" for k, v in genes.items()) for name, genes in CASES]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -55,12 +58,12 @@ def builds_ahead(request, load, builder):
         if item.module is request.module and hasattr(item, "callspec")
     }
     spec = load(SPEC)
-    for problem_name, genes in CASES:
-        if problem_name in selected:
+    for case_id, (problem_name, genes) in zip(IDS, CASES, strict=True):
+        if case_id in selected:
             builder.ahead(spec, [spec.problem(problem_name)], **genes)
 
 
-@pytest.mark.parametrize(("problem_name", "genes"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(("problem_name", "genes"), CASES, ids=IDS)
 def test_variant_matches_the_reference(problem_name, genes, load, builder):
     spec = load(SPEC)
     problem = spec.problem(problem_name)
