@@ -122,6 +122,19 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
+def _binary_in(folder: Path, recorded: str | None) -> Path | None:
+    """The binary of the cache entry in ``folder``: the folder's own file of the recorded
+    name, else the recorded path. An entry is keyed by content, so a folder compiled under
+    another cache directory (a CPU machine's, carried to the GPU machine) is the same build;
+    a path into that directory would miss there."""
+    if not recorded:
+        return None
+    own = folder / Path(recorded).name
+    if own.is_file():
+        return own
+    return Path(recorded) if Path(recorded).is_file() else None
+
+
 class NvccCompiler:
     """Compiles candidates of one kernel spec; thread-safe; ``jobs`` compiles at once."""
 
@@ -363,13 +376,14 @@ class NvccCompiler:
         except (ValueError, KeyError, TypeError):
             log.warning("ignoring unreadable cache entry %s", folder)
             return None
-        if build.outcome.is_ok and not (build.binary_path and Path(build.binary_path).is_file()):
+        binary = _binary_in(folder, build.binary_path)
+        if build.outcome.is_ok and binary is None:
             return None
         symbol = build.entry_symbol
         if build.outcome.is_ok and self.entry is not None and not symbol:
             # recorded before builds named their entry symbol: resolve it from the cubin
-            assert build.binary_path is not None
-            outcome, _, _, symbol = self._inspect(Path(build.binary_path), candidate, problem)
+            assert binary is not None
+            outcome, _, _, symbol = self._inspect(binary, candidate, problem)
             if not outcome.is_ok:
                 return None
         return Build(
@@ -377,7 +391,7 @@ class NvccCompiler:
             build.argv,
             build.toolchain,
             build.outcome,
-            build.binary_path,
+            str(binary) if binary is not None else build.binary_path,
             build.sass_sha256,
             build.compile_s,
             build.resources,

@@ -241,6 +241,23 @@ def test_include_closure_covers_headers_whatever_the_working_directory(tmp_path,
     assert (tmp_path / "inc" / "tile.h").resolve() in files
 
 
+def test_a_cache_folder_carried_to_another_cache_directory_is_a_hit(toolchain, tmp_path):
+    """Builds made on a CPU machine under one cache directory and unpacked under another (the
+    GPU machine's) are hits: the recorded binary path names the first directory."""
+    spec = load_spec(DATA / "saxpy.yaml", toolchain.help_text)
+    first = NvccCompiler(spec, toolchain, tmp_path / "cpu").build(
+        spec.default_candidate(), spec.problem()
+    )
+    shutil.copytree(tmp_path / "cpu" / "builds", tmp_path / "gpu" / "builds")
+    shutil.rmtree(tmp_path / "cpu")
+    carried = NvccCompiler(spec, toolchain, tmp_path / "gpu").build(
+        spec.default_candidate(), spec.problem()
+    )
+    assert carried.cache_hit and carried.sass_sha256 == first.sass_sha256
+    assert Path(carried.binary_path).is_file()
+    assert Path(carried.binary_path).is_relative_to(tmp_path / "gpu")
+
+
 def test_a_broken_cache_entry_is_rebuilt_not_reused(toolchain, tmp_path):
     spec = load_spec(DATA / "saxpy.yaml", toolchain.help_text)
     first = _compiler(spec, toolchain, tmp_path).build(spec.default_candidate(), spec.problem())
