@@ -36,6 +36,10 @@ import numpy as np
 from ctune.evidence.stats import cv, mann_whitney
 from ctune.records import Measurement, Outcome
 
+#: The process count per side at which ``cv_factor`` applies unscaled (the search's
+#: confirmation and the gate's default).
+REFERENCE_PROCESSES = 3
+
 
 @dataclass(frozen=True, slots=True)
 class NoiseRule:
@@ -63,11 +67,6 @@ class NoiseRule:
         reference = 2 / REFERENCE_PROCESSES
         noise = math.sqrt((cv_old**2 / k_old + cv_new**2 / k_new) / reference)
         return max(self.floor, self.cv_factor * noise)
-
-
-#: The process count per side at which ``cv_factor`` applies unscaled (the search's
-#: confirmation and the gate's default).
-REFERENCE_PROCESSES = 3
 
 
 class Difference(enum.StrEnum):
