@@ -43,7 +43,8 @@ CASES = [
     ("ragged-b2-h3-s333-d128-causal", {"KERNEL": 0, "ORDER": 1, "HEAD_GROUP": 4}),
     # longest first, persistent: 256 tiles on 132 SMs, so the second round walks back
     ("prefill-s1024-d128-causal", {"KERNEL": 1, "ORDER": 1}),
-    ("prefill-s1024-d128-causal", {"KERNEL": 1, "ORDER": 1, "HEAD_GROUP": 8}),
+    # heads in groups of 8 over 256 tiles, one CTA per tile (the persistent kernel takes none)
+    ("prefill-s1024-d128-causal", {"KERNEL": 0, "ORDER": 1, "HEAD_GROUP": 8}),
 ]
 IDS = [f"{name}-" + "-".join(f"{k}{v}" for k, v in genes.items()) for name, genes in CASES]
 
