@@ -18,6 +18,7 @@ import typer
 
 from ctune.cli import app
 from ctune.errors import EXIT_INTERRUPTED, SearchInconclusive, UserError
+from ctune.search import strategy_names_help
 from ctune.search.budget import WARM_START_SHARE
 from ctune.search.pruning import DEFAULT_PRUNE_MARGIN, DEFAULT_SEARCH_REP_MS
 
@@ -113,10 +114,7 @@ def search_command(
     problem: Annotated[str | None, typer.Option(help="problem name (default: the spec's)")] = None,
     strategy: Annotated[
         str | None,
-        typer.Option(
-            help="auto (ga for one objective, nsga2 for several), nsga2, ga, random, exhaustive "
-            "(default auto; on --resume the journal's)"
-        ),
+        typer.Option(help=f"{strategy_names_help()} (default auto; on --resume the journal's)"),
     ] = None,
     option: Annotated[list[str] | None, typer.Option("--option", help=_strategy_help())] = None,
     budget: Annotated[

@@ -93,8 +93,23 @@ _REQUIRES = {"nsga2": "deap", "ga": "deap", "staged": "deap"}
 _EXTRAS = {"tpe": ("optuna", "optuna")}
 
 
+#: what ``auto`` resolves to, by number of objectives (one, several)
+AUTO_STRATEGY = ("staged", "nsga2")
+
+
 def strategy_names() -> list[str]:
     return ["auto", *STRATEGIES]
+
+
+def strategy_names_help() -> str:
+    """The ``--strategy`` help: every name, and what ``auto`` picks (from ``AUTO_STRATEGY``,
+    so the help cannot drift from ``resolve_name``)."""
+    one, several = AUTO_STRATEGY
+    names = ", ".join(
+        f"{name} (needs the optional package {_EXTRAS[name][0]})" if name in _EXTRAS else name
+        for name in STRATEGIES
+    )
+    return f"auto ({one} for one objective, {several} for several), {names}"
 
 
 def resolve_name(name: str, n_objectives: int) -> str:
@@ -102,7 +117,7 @@ def resolve_name(name: str, n_objectives: int) -> str:
     flags of the leading builds; the plain GA where there are no flag genes) and nsga2
     for several."""
     if name == "auto":
-        return "staged" if n_objectives == 1 else "nsga2"
+        return AUTO_STRATEGY[0] if n_objectives == 1 else AUTO_STRATEGY[1]
     return name
 
 

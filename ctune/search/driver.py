@@ -118,7 +118,7 @@ class SearchOptions:
     """
 
     problem: str | None = None
-    strategy: str | None = None  # auto: ga for one objective, nsga2 for several
+    strategy: str | None = None  # auto: search.resolve_name
     strategy_options: Mapping[str, Any] = field(default_factory=dict)
     budget: int | None = None
     time_s: float | None = None

@@ -265,6 +265,16 @@ def test_help_documents_syntax_terms_and_options() -> None:
         "--no-fill",
     ):
         assert needle in text, needle
+    # --strategy names every strategy and what auto resolves to (it once said "ga" after
+    # auto had become staged, and left out staged and tpe)
+    from ctune.search import STRATEGIES, resolve_name
+
+    strategy_help = text[text.index("--strategy") : text.index("--option")]
+    assert f"auto ({resolve_name('auto', 1)} for one objective, " in strategy_help
+    assert f"{resolve_name('auto', 2)} for several)" in strategy_help
+    for name in STRATEGIES:
+        assert re.search(rf"[ ,(]{name}[ ,)]", strategy_help), name
+    assert "tpe (needs the optional package optuna)" in strategy_help
 
 
 def test_no_fill_reaches_the_search(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
