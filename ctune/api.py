@@ -116,11 +116,13 @@ def tune(
         tune_params,
         reference=reference,
         restrictions=restrictions,
-        grid_div=(grid_div_x, grid_div_y, grid_div_z),
+        grid_div_x=grid_div_x,
+        grid_div_y=grid_div_y,
+        grid_div_z=grid_div_z,
         block_size_names=block_size_names,
         flags=flags,
         tolerance=tolerance,
-        workdir=Path(workdir) if workdir else None,
+        workdir=workdir,
         cache_dir=settings.cache_dir,
     )
     toolchain = None
@@ -206,14 +208,17 @@ def write_spec(
     *,
     reference: Callable[..., Mapping[str, Any]] | str,
     restrictions: Sequence[str] = (),
-    grid_div: Sequence[Sequence[str] | None] = (None, None, None),
+    grid_div_x: Sequence[str] | None = None,
+    grid_div_y: Sequence[str] | None = None,
+    grid_div_z: Sequence[str] | None = None,
     block_size_names: Sequence[str] | None = None,
     flags: Sequence[str] = (),
     tolerance: tuple[float, float] | None = None,
-    workdir: Path | None = None,
+    workdir: str | Path | None = None,
     cache_dir: Path = Path(".ctune"),
 ) -> Path:
-    """Write the sidecar (with the kernel and the reference) that :func:`tune` searches.
+    """Write the sidecar (with the kernel and the reference) that :func:`tune` searches;
+    :func:`tune`'s spec arguments, so that a call moves between the two unchanged.
 
     The folder is ``workdir``, else ``<cache_dir>/api/<kernel>-<digest>``: the same call
     finds the same folder, so its journal and builds are reused.
@@ -230,6 +235,7 @@ def write_spec(
     extra = [f"-D{n}={d}" for n, d in zip(names, BLOCK_DEFAULTS, strict=True) if n not in genes]
     block = [n if n in genes else str(d) for n, d in zip(names, BLOCK_DEFAULTS, strict=True)]
     grid = []
+    grid_div = (grid_div_x, grid_div_y, grid_div_z)
     for axis in range(len(sizes)):
         given = grid_div[axis]
         divisors = list(given) if given is not None else [names[axis]]
@@ -270,7 +276,7 @@ def write_spec(
     ref_file, ref_text, function = _reference(reference)
     spec["reference"] = {"python": f"{ref_file}:{function}"}
     digest = sha256_hex(canonical_json({"spec": spec, "source": source_text, "ref": ref_text}))
-    folder = workdir or Path(cache_dir) / "api" / f"{name}-{digest[:12]}"
+    folder = Path(workdir) if workdir else Path(cache_dir) / "api" / f"{name}-{digest[:12]}"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "kernel.cu").write_text(source_text)
     if ref_text is not None:

@@ -42,7 +42,7 @@ def plot_command(
     """Plot a search: convergence (best so far vs evaluations and time), the Pareto front
     with the baseline, per-gene sensitivity and the front's measured distributions.
 
-    Writes <source>-<figure>.png into --out. Needs matplotlib (pip install 'ctune[plot]');
+    Writes <source>-<figure>.png into --out. Needs matplotlib (pip install 'ctune\\[plot]');
     --as csv|json needs nothing more.
     """
     from ctune.cli import render, tables

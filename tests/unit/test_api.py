@@ -42,7 +42,7 @@ def test_the_spec_says_what_tune_kernel_would(tmp_path: Path) -> None:
         {"block_size_x": [64, 128, 256], "tile": [1, 2, 4]},
         reference=vector_add,
         restrictions=["block_size_x * tile <= 512"],
-        grid_div=(["block_size_x", "tile"], None, None),
+        grid_div_x=["block_size_x", "tile"],
         flags=["ptxas_opt"],
         tolerance=(1e-6, 1e-5),
         workdir=tmp_path / "w",
