@@ -21,12 +21,12 @@ from typing import Any
 from ctune import l2policy
 from ctune.errors import SpecError, UserError
 from ctune.expr import Expr, ExprError, parse
+from ctune.names import NAME_RE
 from ctune.records import Candidate, GeneValue, canonical_json, sha256_hex
 from ctune.space.nvcc import CATALOGUE
 from ctune.space.params import SPEC_FAMILIES, Gene, Space
 from ctune.strict_yaml import StrictYamlError, load_file
 
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 LAUNCHER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,1023}$")
 DTYPES = (

@@ -28,7 +28,8 @@ from ctune.draft.guess import (
 from ctune.draft.source import Kernel, Param, Source
 from ctune.draft.undefined import Probe
 from ctune.errors import UserError
-from ctune.kernelspec import DTYPE_BYTES, NAME_RE
+from ctune.kernelspec import DTYPE_BYTES
+from ctune.names import NAME_RE
 
 AXES = ("x", "y", "z")
 #: problem sizes by how many grid axes the data spans: about 16 MiB per float buffer

@@ -51,8 +51,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ctune.names import validate_name
 from ctune.records import DeviceInfo, FieldChange, canonical_json, sha256_hex
-from ctune.registry.layout import validate_name
 
 HARD = "hard"
 BUILD = "build"

@@ -268,7 +268,7 @@ class _Checker:
         return v
 
     def name(self, v: Any, path: str) -> str:
-        from ctune.registry.layout import validate_name
+        from ctune.names import validate_name
 
         try:
             return validate_name(v, path)
