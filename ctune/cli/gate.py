@@ -14,6 +14,7 @@ import typer
 from ctune.cli import app
 from ctune.cli import render_registry as render
 from ctune.cli.invocation import resolve_settings
+from ctune.cli.registry import KEYS_HELP
 from ctune.errors import (
     EXIT_GATE_FAILED,
     GateFailure,
@@ -36,7 +37,7 @@ _RULE = NoiseRule()  # the search's confirmation uses the same rule and defaults
 @app.command("gate")
 def gate_command(
     keys: Annotated[
-        list[str] | None, typer.Argument(help="artifact KEYs (default: every pinned one)")
+        list[str] | None, typer.Argument(help=f"{KEYS_HELP} (default: every pinned one)")
     ] = None,
     processes: Annotated[int, typer.Option(help="separate measuring processes (k >= 3)")] = 3,
     strict: Annotated[bool, typer.Option("--strict", help="soft changes count as stale")] = False,
@@ -68,7 +69,6 @@ def gate_command(
     from ctune.evidence import identity as fingerprint
     from ctune.registry.gate import exit_code
     from ctune.registry.gate_run import RebuildingRemeasurer, run_gate
-    from ctune.registry.layout import parse_key
     from ctune.registry.store import ArtifactStore, require_registry
 
     if processes < 3:
@@ -77,7 +77,9 @@ def gate_command(
     require_registry(cfg.registry)
     store = ArtifactStore(cfg.registry)
     if keys:
-        chosen = [(k.artifact, store.read(k)) for k in map(parse_key, keys)]
+        selected = store.select(keys)
+        render.quarantined(selected.quarantined)
+        chosen = list(selected.artifacts)
     else:
         listing = store.list()
         render.quarantined(listing.quarantined)

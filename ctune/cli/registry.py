@@ -53,6 +53,12 @@ RefOpt = Annotated[
     typer.Option("--ref", help="branch to commit to (default: the checked-out branch)"),
 ]
 KeyArg = Annotated[str, typer.Argument(help="<kernel>/<problem>/<device-class>\\[@<member>]")]
+#: KEYs or glob patterns over them (ArtifactStore.select), for commands over several artifacts
+KEYS_HELP = (
+    "artifact KEYs, a kernel or <kernel>/<problem> (every artifact below it), or glob "
+    "patterns over <kernel>/<problem>/<device-class> such as "
+    "'cutlass_attention/*/sm90-nvidia-h200' (quoted from the shell)"
+)
 RemoteOpt = Annotated[
     str | None,
     typer.Option("--remote", help="git remote (default: \\[tool.ctune] registry-remote, origin)"),
@@ -79,6 +85,9 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="the same as --as json")]
 
 @registry_app.command("list")
 def list_command(
+    patterns: Annotated[
+        list[str] | None, typer.Argument(help=f"{KEYS_HELP} (default: every artifact)")
+    ] = None,
     registry: RegistryOpt = None,
     pinned: Annotated[bool, typer.Option("--pinned", help="only pinned artifacts")] = False,
     fmt: TableOpt = None,
@@ -89,7 +98,8 @@ def list_command(
     from ctune.registry.store import ArtifactStore, Listing
 
     fmt = tables.check_format(fmt) if fmt is not None else ("json" if json_out else None)
-    result = ArtifactStore(_settings(registry).registry).list()
+    store = ArtifactStore(_settings(registry).registry)
+    result = store.select(patterns) if patterns else store.list()
     if pinned:
         chosen = tuple((k, a) for k, a in result.artifacts if a.pinned is not None)
         result = Listing(chosen, result.quarantined)
@@ -239,9 +249,7 @@ def migrate_command(
 
 @registry_app.command("refresh")
 def refresh_command(
-    keys: Annotated[
-        list[str] | None, typer.Argument(help="artifacts (KERNEL/PROBLEM/DEVICE); default all")
-    ] = None,
+    keys: Annotated[list[str] | None, typer.Argument(help=f"{KEYS_HELP} (default: all)")] = None,
     registry: RegistryOpt = None,
     ref: RefOpt = None,
     kernels: Annotated[Path, typer.Option("--kernels", help="directory of specs")] = Path(
@@ -253,18 +261,18 @@ def refresh_command(
     unchanged, in one commit, without re-measuring; stale artifacts are left for a re-tune."""
     from ctune.cli.check import probe_for
     from ctune.registry.check import nvcc_verifier
-    from ctune.registry.layout import parse_key
     from ctune.registry.service import refresh_registry
-    from ctune.registry.store import require_registry
+    from ctune.registry.store import ArtifactStore, require_registry
 
     settings = _settings(registry)
     require_registry(settings.registry)
+    chosen = ArtifactStore(settings.registry).select(keys).artifacts if keys else ()
     probe = probe_for(settings, kernels, gpu=False)
     outcomes, commit = refresh_registry(
         settings.registry,
         probe,
         nvcc_verifier(settings),
-        [parse_key(k).artifact for k in keys or ()],
+        [k for k, _ in chosen],
         ref=ref,
         dry_run=dry_run,
     )
@@ -373,7 +381,7 @@ def status_command(
 def retune_command(
     keys: Annotated[
         list[str] | None,
-        typer.Argument(help="artifact KEYs (default: every one `ctune check` calls stale)"),
+        typer.Argument(help=f"{KEYS_HELP} (default: every one `ctune check` calls stale)"),
     ] = None,
     every: Annotated[bool, typer.Option("--all", help="every artifact, stale or not")] = False,
     budget: Annotated[
@@ -440,12 +448,11 @@ def _retune_targets(
     """KEYS as given, else every artifact (--all), else the ones `ctune check` calls stale."""
     from ctune.cli.check import probe_for
     from ctune.registry.check import STALE, check_all, nvcc_verifier
-    from ctune.registry.layout import parse_key
     from ctune.registry.store import ArtifactStore
 
     store = ArtifactStore(settings.registry)
     if keys:
-        return [(k, store.read(k)) for k in (parse_key(text) for text in keys)]
+        return list(store.select(keys).artifacts)
     listing = store.list()
     if every:
         return list(listing.artifacts)

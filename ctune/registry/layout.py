@@ -10,6 +10,9 @@ KEY syntax, used by every ``ctune registry`` command::
 
     <kernel>/<problem>/<device-class>[@<member>]
 
+Commands over several artifacts (list, gate, refresh, retune) take glob patterns too
+(:func:`is_key_pattern`, ``ArtifactStore.select``).
+
 where ``<member>`` is a 16-hex candidate key, ``pinned`` or ``baseline``
 (default: the artifact's pinned member). Example:
 ``gemm/sq4096/sm90-nvidia-h100-80gb-hbm3@3fa9c0de12345678``.
@@ -78,6 +81,12 @@ def parse_key(text: str) -> ArtifactKey:
         )
     kernel, problem, device = parts
     return ArtifactKey(kernel, problem, device, member=member if sep else None)
+
+
+def is_key_pattern(text: str) -> bool:
+    """A glob over keys (``cutlass_gemm/*-bf16/*``) rather than one KEY: a name may not
+    hold ``*``, ``?`` or ``[`` (:func:`ctune.names.validate_name`), so nothing is both."""
+    return any(c in text for c in "*?[")
 
 
 def key_from_relpath(rel: PurePosixPath) -> ArtifactKey:

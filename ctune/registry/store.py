@@ -18,13 +18,21 @@ import contextlib
 import os
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 
 from ctune.errors import RegistryError, UserError
 from ctune.registry import schema
-from ctune.registry.layout import SUFFIX, ArtifactKey, artifact_path, key_from_relpath
+from ctune.registry.layout import (
+    SUFFIX,
+    ArtifactKey,
+    artifact_path,
+    is_key_pattern,
+    key_from_relpath,
+    parse_key,
+)
 from ctune.registry.schema import Artifact
 
 
@@ -181,6 +189,38 @@ class ArtifactStore:
                 "registry folder (--registry, CTUNE_REGISTRY or [tool.ctune] registry)"
             )
         return Listing(tuple(sorted(found, key=lambda ka: str(ka[0]))), tuple(bad))
+
+    def select(self, texts: Sequence[str]) -> Listing:
+        """The artifacts that KEYs and glob patterns name, each once, in the order given.
+
+        A KEY (``kernel/problem/device-class[@member]``) reads its file; a missing one is an
+        error. A kernel, or ``kernel/problem``, names every artifact below it. A text with
+        ``*``, ``?`` or ``[`` is a pattern (``fnmatch``, ``*`` crossing
+        ``/`` too) over every listed artifact's ``kernel/problem/device-class``, such as
+        ``cutlass_attention/*/sm90-nvidia-h200``; one that matches nothing is an error, since
+        a gate or re-tune over nothing would pass while doing nothing. Keys come back
+        without a member.
+        """
+        chosen: dict[ArtifactKey, Artifact] = {}
+        listing: Listing | None = None
+        for given in texts:
+            text = given
+            if text and "@" not in text and text.count("/") < 2 and not is_key_pattern(text):
+                text = text.rstrip("/") + "/*"  # a kernel, or kernel/problem: all below it
+            if not is_key_pattern(text):
+                key = parse_key(text).artifact
+                chosen.setdefault(key, self.read(key))
+                continue
+            listing = listing or self.list()
+            matched = [(k, a) for k, a in listing.artifacts if fnmatchcase(str(k), text)]
+            if not matched:
+                raise UserError(
+                    f"no artifact matches {ascii(given)[:80]}: a pattern is matched against "
+                    "<kernel>/<problem>/<device-class> (`ctune registry list` shows them)"
+                )
+            for key, artifact in matched:
+                chosen.setdefault(key, artifact)
+        return Listing(tuple(chosen.items()), listing.quarantined if listing else ())
 
     def _looks_like_artifact(self, q: Quarantined) -> bool:
         """Is this unreadable file a damaged artifact (worth a line of its own) rather than

@@ -57,6 +57,25 @@ def test_list_show_and_quarantine(cli: Run, registry: Path) -> None:
     assert out.encode() == encode(make_artifact())
 
 
+def test_list_takes_kernels_and_patterns(cli: Run, registry: Path) -> None:
+    publish_artifact(registry, make_artifact())
+    publish_artifact(registry, make_artifact(problem="other", pinned=False))
+    publish_artifact(registry, make_artifact(kernel="attn", problem="s1024"))
+
+    def listed(*patterns: str) -> list[str]:
+        code, out, err = cli("registry", "list", *patterns, "--registry", str(registry))
+        assert code == 0 and err == "", err
+        return [line.split()[0] for line in out.splitlines()]
+
+    assert listed("gemm") == ["gemm/other/sm90-nvidia-h100-80gb-hbm3", KEY]
+    assert listed("*4096*", "attn/s1024") == [KEY, "attn/s1024/sm90-nvidia-h100-80gb-hbm3"]
+    assert len(listed("*/s*")) == 3  # '*' crosses '/', as in fnmatch and git's pathspecs
+    assert len(listed()) == 3
+    code, _, err = cli("registry", "list", "gemm/*/sm80*", "--registry", str(registry))
+    assert code == 2
+    one_line_error(err, "no artifact matches 'gemm/*/sm80*'")
+
+
 def test_list_and_show_as_tables(cli: Run, registry: Path) -> None:
     import csv
     import io
@@ -415,6 +434,19 @@ def test_gate_verdicts_and_exit_codes(
     assert "predicted false-alarm rate for this run" in out
     if code:
         one_line_error(err, "gate")
+
+
+def test_gate_takes_a_pattern(cli: Run, registry: Path, gpu_machine: dict) -> None:
+    rng = np.random.default_rng(13)
+    publish_artifact(registry, artifact_with_samples(rng))
+    publish_artifact(registry, make_artifact(problem="other"))  # not measurable: not chosen
+    gpu_machine["remeasure"] = StandInRemeasurer(rng, [1.0])
+    code, out, err = cli("gate", "gemm/sq*", "--registry", str(registry))
+    assert code == 0, out + err
+    assert out.startswith(f"gate [1/1] PASS {KEY}\n")
+    code, _, err = cli("gate", "gemm/*-bf16/*", "--registry", str(registry))
+    assert code == 2
+    one_line_error(err, "no artifact matches 'gemm/*-bf16/*'")
 
 
 def test_gate_stale_outranks_regressed(cli: Run, registry: Path, gpu_machine: dict) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from registry_support import make_artifact
 
-from ctune.errors import RegistryError
+from ctune.errors import RegistryError, UserError
 from ctune.registry.layout import parse_key
 from ctune.registry.schema import encode
 from ctune.registry.store import ArtifactStore, read_result, write_result
@@ -111,3 +111,39 @@ def test_an_emptied_artifact_is_damaged_not_foreign(tmp_path: Path) -> None:
     assert not listing.artifacts and [q.path for q in listing.quarantined] == [str(path)]
     path.write_text('{"kernel": "gemm", "front": [')  # truncated mid-write
     assert [q.path for q in store.list().quarantined] == [str(path)]
+
+
+def test_select_takes_keys_kernels_and_patterns_each_once_in_order(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path / "reg")
+    for kernel, problem, device in [
+        ("gemm", "sq4096", "sm90-nvidia-h200"),
+        ("gemm", "t128", "sm90-nvidia-h200"),
+        ("gemm", "t128", "sm90-nvidia-h100-80gb-hbm3"),
+        ("gemm2", "sq4096", "sm90-nvidia-h200"),
+        ("attn", "s1024-causal", "sm90-nvidia-h200"),
+    ]:
+        store.write(make_artifact(kernel, problem, device))
+
+    def names(*texts: str) -> list[str]:
+        return [str(k) for k, _ in store.select(texts).artifacts]
+
+    assert names("gemm/*/sm90-nvidia-h200") == [
+        "gemm/sq4096/sm90-nvidia-h200",
+        "gemm/t128/sm90-nvidia-h200",
+    ]
+    assert names("gemm") == names("gemm/") == names("gemm/*")  # not gemm2
+    assert len(names("gemm")) == 3
+    assert names("gemm/t128") == [
+        "gemm/t128/sm90-nvidia-h100-80gb-hbm3",
+        "gemm/t128/sm90-nvidia-h200",
+    ]
+    assert names("attn/s1024-causal/sm90-nvidia-h200@pinned", "*causal*", "gemm2/[s]*") == [
+        "attn/s1024-causal/sm90-nvidia-h200",  # a key comes back without its member, once
+        "gemm2/sq4096/sm90-nvidia-h200",
+    ]
+    with pytest.raises(UserError, match=r"no artifact matches '\*h100\*-bf16'.*registry list"):
+        store.select(["*h100*-bf16"])
+    with pytest.raises(UserError, match="no artifact matches 'gem'"):
+        store.select(["gem"])
+    with pytest.raises(RegistryError, match="no artifact gemm/x/y"):
+        store.select(["gemm/x/y"])
