@@ -95,10 +95,12 @@ def list_command(
 ) -> None:
     """List artifacts; unreadable files are reported (quarantined) and skipped."""
     from ctune.cli import tables
-    from ctune.registry.store import ArtifactStore, Listing
+    from ctune.registry.store import ArtifactStore, Listing, require_registry_dir
 
     fmt = tables.check_format(fmt) if fmt is not None else ("json" if json_out else None)
-    store = ArtifactStore(_settings(registry).registry)
+    root = _settings(registry).registry
+    require_registry_dir(root)
+    store = ArtifactStore(root)
     result = store.select(patterns) if patterns else store.list()
     if pinned:
         chosen = tuple((k, a) for k, a in result.artifacts if a.pinned is not None)

@@ -116,13 +116,18 @@ def read_result(path: Path) -> Artifact:
     return read_artifact_file(path, allow_symlink=True)
 
 
-def require_registry(root: Path) -> None:
-    """A check or gate over a missing or empty folder would pass while checking nothing."""
+def require_registry_dir(root: Path) -> None:
+    """A listing of a folder that is not there is a wrong path, not an empty registry."""
     if not Path(root).is_dir():
         raise UserError(
             f"registry {root}: no such directory (give --registry DIR or set `registry` "
-            "in [tool.ctune])"
+            "in [tool.ctune]; `ctune registry import` creates it)"
         )
+
+
+def require_registry(root: Path) -> None:
+    """A check or gate over a missing or empty folder would pass while checking nothing."""
+    require_registry_dir(root)
     if next(ArtifactStore(root).files(), None) is None:
         raise UserError(
             f"registry {root}: no artifact files in it, so there is nothing to check "
@@ -165,11 +170,17 @@ class ArtifactStore:
         atomic_write(path, data)
         return path
 
-    def list(self) -> Listing:
-        """Every artifact that reads cleanly; the rest quarantined with a reason."""
+    def list(self, pattern: str | None = None) -> Listing:
+        """Every artifact that reads cleanly; the rest quarantined with a reason. With a
+        ``pattern`` (``fnmatch`` over ``kernel/problem/device-class``), only the files at a
+        matching place are read."""
         found: list[tuple[ArtifactKey, Artifact]] = []
         bad: list[Quarantined] = []
         for rel, problem in self.files():
+            if pattern is not None and not fnmatchcase(
+                rel.as_posix().removesuffix(SUFFIX), pattern
+            ):
+                continue
             path = self.root / rel
             if problem:
                 bad.append(Quarantined(str(path), problem))
@@ -182,7 +193,7 @@ class ArtifactStore:
                 bad.append(Quarantined(str(path), str(exc)))
                 continue
             found.append((key, artifact))
-        if not found and bad and not any(self._looks_like_artifact(q) for q in bad):
+        if pattern is None and not found and bad and not any(map(self._looks_like_artifact, bad)):
             raise RegistryError(
                 f"{self.root}: not a ctune registry: none of its {len(bad)} JSON file(s) or "
                 "links is an artifact at <kernel>/<problem>/<device-class>.json; name the "
@@ -202,7 +213,7 @@ class ArtifactStore:
         without a member.
         """
         chosen: dict[ArtifactKey, Artifact] = {}
-        listing: Listing | None = None
+        quarantined: dict[str, Quarantined] = {}
         for given in texts:
             text = given
             if text and "@" not in text and text.count("/") < 2 and not is_key_pattern(text):
@@ -211,16 +222,16 @@ class ArtifactStore:
                 key = parse_key(text).artifact
                 chosen.setdefault(key, self.read(key))
                 continue
-            listing = listing or self.list()
-            matched = [(k, a) for k, a in listing.artifacts if fnmatchcase(str(k), text)]
-            if not matched:
+            listing = self.list(text)
+            quarantined.update((q.path, q) for q in listing.quarantined)
+            if not listing.artifacts:
                 raise UserError(
                     f"no artifact matches {ascii(given)[:80]}: a pattern is matched against "
                     "<kernel>/<problem>/<device-class> (`ctune registry list` shows them)"
                 )
-            for key, artifact in matched:
+            for key, artifact in listing.artifacts:
                 chosen.setdefault(key, artifact)
-        return Listing(tuple(chosen.items()), listing.quarantined if listing else ())
+        return Listing(tuple(chosen.items()), tuple(quarantined.values()))
 
     def _looks_like_artifact(self, q: Quarantined) -> bool:
         """Is this unreadable file a damaged artifact (worth a line of its own) rather than

@@ -126,6 +126,16 @@ def test_bad_input_is_one_line_exit_2(cli: Run, registry: Path, args: list[str],
     one_line_error(err, *needles)
 
 
+def test_listing_a_folder_that_is_not_there_is_a_wrong_path(cli: Run, tmp_path: Path) -> None:
+    """`registry list --registry /typo` said "no artifacts", exit 0, like an empty registry."""
+    code, out, err = cli("registry", "list", "--registry", str(tmp_path / "nope"))
+    assert code == 2 and out == ""
+    one_line_error(err, "nope: no such directory")
+    (tmp_path / "empty").mkdir()
+    code, out, _ = cli("registry", "list", "--registry", str(tmp_path / "empty"))
+    assert code == 0 and "no artifacts" in out
+
+
 def test_corrupt_artifact_is_named(cli: Run, registry: Path) -> None:
     path = publish_artifact(registry, make_artifact()).path
     path.write_bytes(path.read_bytes().replace(b'"seed": 7', b'"seed": 1'))
