@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
     for ``CTUNE_DEBUG``): a caller in this process passes settings without mutating the
     process's environment (``cli/invocation.py``)."""
     from ctune.cli.invocation import invoked_with
-    from ctune.cli.render import error_line
+    from ctune.cli.render import error_line, stop_for_closed_pipe
 
     env = os.environ if environ is None else environ
     try:
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
     except SystemExit:
         raise
     except BrokenPipeError:
-        _quiet_broken_pipe()
+        stop_for_closed_pipe()
     except Exception as exc:  # click usage errors, OS errors on a path, bugs
         click_exc = _click_outcome(exc)
         if click_exc is not None:
@@ -116,16 +116,6 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
             sys.exit(EXIT_USER_ERROR)
         error_line(f"internal error: {type(exc).__name__}: {exc} (rerun with CTUNE_DEBUG=1)")
         sys.exit(EXIT_INTERNAL)
-
-
-def _quiet_broken_pipe() -> None:
-    """The reader went away (``ctune registry list | head``): stop without a traceback."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # stdout is not a real file (tests): nothing to redirect
-        pass
-    sys.exit(141)  # what a shell reports for a process ended by SIGPIPE
 
 
 def _click_classes(name: str) -> tuple[type, ...]:

@@ -8,8 +8,10 @@ as itself. Styled parts are :class:`rich.text.Text` spans built by
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from rich.console import Console
 from rich.text import Text
@@ -22,8 +24,26 @@ if TYPE_CHECKING:
     from ctune.records import Build, Candidate, GeneValue
 
 
+def stop_for_closed_pipe() -> NoReturn:
+    """The reader went away (``ctune registry list | head``): stop without a traceback and
+    exit as a process ended by SIGPIPE (141), never 1, the "check or gate failed" code that
+    rich and click would give."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # nothing more to flush at exit
+    except (OSError, ValueError):  # stdout is not a real file (tests): nothing to redirect
+        pass
+    sys.exit(141)
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        stop_for_closed_pipe()
+
+
 def _console(stderr: bool = False) -> Console:
-    made = Console(stderr=stderr, highlight=False, markup=False, emoji=False)
+    made = _Console(stderr=stderr, highlight=False, markup=False, emoji=False)
     # rich fixes the width from COLUMNS when the console is made (at import); read the
     # terminal (or COLUMNS) at each print instead, as a fresh process would
     made._width = None
@@ -67,13 +87,21 @@ def log_block(title: str, body: str) -> None:
     console.print(Text(block(body)), soft_wrap=True)
 
 
-def print_json(data: Any) -> None:
-    """JSON on stdout as one document, never wrapped or styled (ASCII, so any terminal)."""
-    import json
-    import sys
+def write_out(text: str) -> None:
+    """Text for another program on stdout as it is (JSON, CSV, T4): never wrapped or
+    styled; a reader that stops early (``| head``) ends the command as SIGPIPE does."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # click would turn it into exit 1
+        stop_for_closed_pipe()
 
-    sys.stdout.write(json.dumps(data, default=str, indent=2) + "\n")
-    sys.stdout.flush()
+
+def print_json(data: Any) -> None:
+    """JSON on stdout as one document (ASCII, so any terminal)."""
+    import json
+
+    write_out(json.dumps(data, default=str, indent=2) + "\n")
 
 
 def _kv_table() -> Any:

@@ -36,6 +36,7 @@ def export_command(
     import json
 
     from ctune.cli.common import settings
+    from ctune.cli.render import write_out
     from ctune.exchange.records import load
     from ctune.exchange.t4 import to_t4
     from ctune.exchange.table import to_csv
@@ -46,7 +47,7 @@ def export_command(
     export = load(source, cfg.registry)
     text = json.dumps(to_t4(export), indent=1) + "\n" if as_ == "t4" else to_csv(export)
     if out is None:
-        typer.echo(text, nl=False)
+        write_out(text)
     else:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text)

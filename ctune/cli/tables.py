@@ -8,8 +8,8 @@ are: never wrapped, styled or sanitised, since a program reads them.
 from __future__ import annotations
 
 import csv
+import io
 import json
-import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -54,16 +54,19 @@ def write(
     document: Mapping[str, Any] | None = None,
 ) -> None:
     """Rows as CSV, or as JSON: ``document`` with the rows under ``"rows"`` (else a list)."""
+    from ctune.cli.render import write_out
+
     check_format(fmt)
     if fmt == "csv":
-        writer = csv.writer(sys.stdout, lineterminator="\n")
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
         writer.writerow(header)
         for row in rows:
             writer.writerow([_cell(row.get(h)) for h in header])
+        write_out(buffer.getvalue())
     else:
         body: Any = list(rows) if document is None else {**document, "rows": list(rows)}
-        sys.stdout.write(json.dumps(_finite(body), indent=2, default=str, allow_nan=False) + "\n")
-    sys.stdout.flush()
+        write_out(json.dumps(_finite(body), indent=2, default=str, allow_nan=False) + "\n")
 
 
 __all__ = ["FORMATS", "check_format", "write"]
