@@ -44,6 +44,7 @@ VOLATILE = (
     (re.compile(r"builds/[0-9a-f]{32}"), "builds/HASH"),
     (re.compile(r"\d+(\.\d+)?s wall.*"), "TIME"),
     (re.compile(r" \(cached\)"), ""),  # a second run finds the build in the cache
+    (re.compile(r"^\S*/nvcc ", re.M), "nvcc "),  # where this machine's nvcc lives
 )
 
 
