@@ -31,10 +31,9 @@ def init_command(
     from ctune.cli.common import settings
     from ctune.compile.toolchain import probe_toolchain
     from ctune.draft.guess import default_for
-    from ctune.draft.sidecar import draft_sidecar, pick_kernel
+    from ctune.draft.sidecar import check_loads, draft_sidecar, pick_kernel
     from ctune.draft.source import read_source
     from ctune.draft.undefined import find_undefined
-    from ctune.kernelspec import load_spec
 
     if not kernel.is_file():
         raise UserError(f"{kernel}: no such file")
@@ -61,7 +60,7 @@ def init_command(
             raise UserError(f"{path}: already exists; pass --force to overwrite it")
     if not probe.builds:
         draft.checks.insert(0, f"{kernel.name} does not compile alone: {probe.error}")
+    check_loads(draft, kernel, toolchain.help_text)  # the draft loads as it is, or nothing
     yaml_path.write_text(draft.yaml)
     reference.write_text(draft.reference)
-    load_spec(yaml_path, toolchain.help_text)  # the draft loads as it is, or this is a bug
     render_kernel.init_report(yaml_path, reference, draft)

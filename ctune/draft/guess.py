@@ -5,13 +5,13 @@ The conventions are the ones kernels are written with: ``BLOCK_SIZE``, ``block_s
 (Kernel Tuner's names), ``BLOCK_X``/``BLOCK_DIM_Y`` and ``__launch_bounds__`` arguments
 size thread blocks, ``BLOCK_ROWS`` its y; ``TILE``/``TILE_WIDTH`` is a square block;
 ``UNROLL``, ``ITEMS``, ``*_PER_THREAD`` and Kernel Tuner's ``tile_size_x`` are work per
-thread; ``USE_*`` switches are 0/1.
+thread; ``USE_*`` switches, and every name an ``#if`` tests, are 0/1.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 BLOCK_X_VALUES = (32, 64, 128, 256, 512, 1024)
 BLOCK_YZ_VALUES = (1, 2, 4, 8, 16, 32)
@@ -97,8 +97,9 @@ def is_tile(name: str) -> bool:
 
 
 def work_axis(name: str) -> str | None:
-    """The axis a work-per-thread name multiplies (x unless it says y or z), or None."""
-    if not _WORK.search(name) or block_axis(name) is not None:
+    """The axis a work-per-thread name multiplies (x unless it says y or z), or None.
+    A switch's name is never work (``USE_VEC`` is on or off, not a vector width)."""
+    if not _WORK.search(name) or block_axis(name) is not None or _SWITCH.match(name):
         return None
     match = _WORK_AXIS.search(name)
     if match:
@@ -135,10 +136,12 @@ class GeneGuess:
     values: tuple[int, ...]
     default: int
     why: str  # where it came from, for the draft's comment
+    #: the grid axis it multiplies work per thread on: the grid there is divided by it
+    work: str | None = None
 
     def with_default(self, default: int) -> GeneGuess:
         values = self.values if default in self.values else tuple(sorted({*self.values, default}))
-        return GeneGuess(self.name, values, default, self.why)
+        return replace(self, values=values, default=default)
 
 
 def gene_values(name: str, default: int) -> tuple[int, ...]:
@@ -150,10 +153,10 @@ def gene_values(name: str, default: int) -> tuple[int, ...]:
         values = BLOCK_YZ_VALUES
     elif is_tile(name):
         values = TILE_VALUES
-    elif work_axis(name) is not None:
-        values = WORK_VALUES
     elif _SWITCH.match(name) or default == 0:
         values = SWITCH_VALUES
+    elif work_axis(name) is not None:
+        values = WORK_VALUES
     elif default > 1 and default & (default - 1) == 0:
         values = tuple(v for v in (default // 4, default // 2, default, default * 2, default * 4))
         values = tuple(v for v in values if v >= 1)
@@ -163,7 +166,16 @@ def gene_values(name: str, default: int) -> tuple[int, ...]:
 
 
 def gene(name: str, default: int, why: str) -> GeneGuess:
-    return GeneGuess(name, gene_values(name, default), default, why)
+    values = gene_values(name, default)
+    # a value of 0 is off, not a count: as a grid divisor it would divide by zero
+    work = work_axis(name) if 0 not in values else None
+    return GeneGuess(name, values, default, why, work)
+
+
+def switch(name: str, why: str) -> GeneGuess:
+    """A name ``#if NAME`` or ``#if defined(NAME)`` tests: 0/1 whatever it is called
+    (``#if USE_VEC`` is on or off), never a size or work per thread."""
+    return GeneGuess(name, SWITCH_VALUES, 0, why)
 
 
 _X_DIMS = ("nx", "width", "w", "cols", "ncols", "n", "size", "len", "length", "count")
@@ -193,5 +205,6 @@ __all__ = [
     "gene_values",
     "is_tile",
     "parse_int",
+    "switch",
     "work_axis",
 ]

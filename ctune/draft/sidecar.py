@@ -1,15 +1,20 @@
-"""Assemble the sidecar draft and the reference stub from what the source says. Pure.
+"""Assemble the sidecar draft and the reference stub from what the source says. Pure,
+but for ``check_loads``.
 
 Every value ``ctune init`` had to guess carries a ``# check:`` comment saying what
 it guessed from; what it could read (the entry, parameter types, macro defaults) does
 not. The draft loads as it is (``ctune space`` runs on it), so the author edits a
-working spec rather than filling in a blank one.
+working spec rather than filling in a blank one; ``check_loads`` makes sure of it before
+anything is written.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ctune.draft.guess import (
     BLOCK_X_VALUES,
@@ -23,12 +28,12 @@ from ctune.draft.guess import (
     gene,
     is_tile,
     parse_int,
-    work_axis,
+    switch,
 )
 from ctune.draft.source import Kernel, Param, Source
 from ctune.draft.undefined import Probe
 from ctune.errors import UserError
-from ctune.kernelspec import DTYPE_BYTES
+from ctune.kernelspec import DTYPE_BYTES, load_spec
 from ctune.names import NAME_RE
 
 AXES = ("x", "y", "z")
@@ -81,7 +86,7 @@ def _genes(source: Source, kernel: Kernel, probe: Probe | None) -> list[GeneGues
             genes[name] = gene(name, default, f"#ifndef {name}, default {default}")
     for name in sorted(source.conditions):
         if name not in genes:
-            genes[name] = gene(name, 0, f"#if {name}, defined nowhere")
+            genes[name] = switch(name, f"#if {name}, defined nowhere")
     for name, default in (probe.undefined if probe else {}).items():
         if name not in genes:
             genes[name] = gene(name, default, "used, defined nowhere")
@@ -184,7 +189,7 @@ def draft_sidecar(
             continue
         spans = dim_for_axis(axis, list(dims), taken)
         size = block[AXES.index(axis)] if AXES.index(axis) < len(block) else "1"
-        per = [g.name for g in genes if work_axis(g.name) == axis]
+        per = [g.name for g in genes if g.work == axis]
         step = " * ".join([size, *per]) if size != "1" or per else "1"
         if spans is None:
             grid.append("1")
@@ -202,7 +207,7 @@ def draft_sidecar(
     dim_values = {dim: macro_dims.get(dim, sizes) for dim in dims}
     shape = list(reversed(covered)) or list(dims)
     launch_names = {b for b in block if b in gene_names}
-    launch_names |= {g.name for g in genes if work_axis(g.name) is not None}
+    launch_names |= {g.name for g in genes if g.work is not None}
 
     # args, in the kernel's order
     arg_lines: list[str] = []
@@ -293,6 +298,27 @@ def draft_sidecar(
     )
 
 
+def check_loads(draft: Draft, kernel: Path, nvcc_help: str | None = None) -> None:
+    """Load the draft as ``ctune space`` would, from a scratch folder beside a copy of the
+    kernel: a draft that does not load is refused in one line before any file is written
+    (written, it would stand in the way of the next ``ctune init`` until ``--force``)."""
+    with tempfile.TemporaryDirectory(prefix="ctune-init-") as scratch:
+        folder = Path(scratch)
+        shutil.copyfile(kernel, folder / kernel.name)
+        (folder / kernel.with_suffix(".yaml").name).write_text(draft.yaml)
+        (folder / draft.reference_file).write_text(draft.reference)
+        try:
+            load_spec(folder / kernel.name, nvcc_help)
+        except UserError as exc:
+            reason = str(exc)
+            for prefix in (f"{folder.resolve()}/", f"{folder}/"):
+                reason = reason.replace(prefix, "")
+            raise UserError(
+                f"{kernel.name}: the draft would not load ({reason}); nothing written "
+                "(a guess of ctune init is wrong: please report it with the kernel)"
+            ) from None
+
+
 def _family(g: GeneGuess, runtime: list[GeneGuess], launch_names: set[str]) -> str:
     if g.why == "template parameter":
         return "template"
@@ -336,4 +362,4 @@ def {function}(xp, inputs, dims):
 '''
 
 
-__all__ = ["Draft", "draft_sidecar", "pick_kernel"]
+__all__ = ["Draft", "check_loads", "draft_sidecar", "pick_kernel"]

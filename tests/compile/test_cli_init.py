@@ -68,3 +68,31 @@ def test_init_refuses_in_one_line(tmp_path: Path) -> None:
     assert again.returncode == 2 and "two.yaml: already exists; pass --force" in again.stderr
     assert ctune("init", "two.cu", "--entry", "a", "--force", cwd=tmp_path).returncode == 0
     assert "entry: a\n" in (tmp_path / "two.yaml").read_text()
+
+
+def test_an_if_switch_drafts_a_spec_that_loads(tmp_path: Path) -> None:
+    # #if USE_VEC read as work per thread gave grid ceil_div(N, BLOCK_X * USE_VEC) with
+    # USE_VEC's default 0: the draft was written, then failed to load
+    (tmp_path / "dyn.cu").write_text(
+        "#ifndef BLOCK_X\n#define BLOCK_X 256\n#endif\n"
+        "#if USE_VEC\n#define W 4\n#else\n#define W 1\n#endif\n"
+        'extern "C" __global__ void dyn(float* y, const float* x, int n) {\n'
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  if (i * W < n) { for (int k = 0; k < W; ++k) y[i*W+k] = 2.f * x[i*W+k]; }\n}\n"
+    )
+    done = ctune("init", "dyn.cu", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "gene    USE_VEC [0, 1] default 0" in done.stdout
+    assert 'grid: ["ceil_div(N, BLOCK_X)"]' in (tmp_path / "dyn.yaml").read_text()
+    assert ctune("space", "dyn.cu", cwd=tmp_path).returncode == 0
+
+
+def test_a_draft_that_would_not_load_is_not_written(tmp_path: Path) -> None:
+    # the sidecar's source defaults to STEM.cu: a .cuh kernel's draft does not load as it is
+    (tmp_path / "k.cuh").write_text("__global__ void k(float* y) { y[threadIdx.x] = 1.f; }\n")
+    done = ctune("init", "k.cuh", cwd=tmp_path)
+    errors = [ln for ln in done.stderr.splitlines() if ln.startswith("error:")]
+    assert done.returncode == 2 and len(errors) == 1, done.stderr
+    assert "k.cuh: the draft would not load (k.yaml: source: " in errors[0]
+    assert "nothing written" in errors[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k.cuh"]

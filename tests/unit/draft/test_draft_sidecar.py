@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ctune.draft.guess import block_axis, default_for, gene_values, parse_int, work_axis
-from ctune.draft.sidecar import draft_sidecar
+from ctune.draft.sidecar import check_loads, draft_sidecar
 from ctune.draft.source import read_source, strip_comments
 from ctune.draft.undefined import Probe
 from ctune.errors import UserError
@@ -189,6 +189,48 @@ def test_macro_sizes_become_the_problem(tmp_path: Path) -> None:
     _, spec = _draft_and_load(tmp_path, text)
     assert spec.problem().dims == {"WIDTH": 1024, "HEIGHT": 512}
     assert [e.source for e in spec.launch.block[:2]] == ["TILE", "TILE"]
+
+
+SWITCHED = """\
+#ifndef BLOCK_X
+#define BLOCK_X 256
+#endif
+#ifndef VEC_WIDTH
+#define VEC_WIDTH 0
+#endif
+#if USE_VEC
+#define W 4
+#else
+#define W 1
+#endif
+extern "C" __global__ void dyn(float* y, const float* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i * W < n) { for (int k = 0; k < W; ++k) y[i*W+k] = 2.f * x[i*W+k]; }
+}
+"""
+
+
+def test_a_switch_is_0_or_1_and_never_divides_the_grid(tmp_path: Path) -> None:
+    # USE_VEC reads like work per thread ("vec"), but #if tests it: it is on or off, and
+    # as a grid divisor its default 0 divided by zero, so the draft did not load
+    draft, spec = _draft_and_load(tmp_path, SWITCHED)
+    assert spec.space.gene("USE_VEC").values == (0, 1)
+    assert spec.space.gene("VEC_WIDTH").values == (0, 1)  # a default of 0 is off, not a count
+    assert [e.source for e in spec.launch.grid[:1]] == ["ceil_div(N, BLOCK_X)"]
+    assert [g.work for g in draft.genes] == [None, None, None]
+    assert work_axis("USE_VEC") is None and gene_values("USE_VEC", 0) == (0, 1)
+    assert gene_values("VEC_WIDTH", 4) == (1, 2, 4, 8) and work_axis("VEC_WIDTH") == "x"
+
+
+def test_a_draft_that_would_not_load_writes_nothing(tmp_path: Path) -> None:
+    text = "__global__ void k(float* y, int n) { y[blockIdx.x] = n; }\n"
+    cu = _write(tmp_path, text)
+    draft = draft_sidecar(read_source(text), stem="k", source_name=cu.name)
+    check_loads(draft, cu)  # the draft as drafted loads
+    draft.yaml = draft.yaml.replace("ceil_div(N, 256)", "ceil_div(N, 0)")
+    with pytest.raises(UserError, match=r"^k\.cu: the draft would not load \(k\.yaml: launch: "):
+        check_loads(draft, cu)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k.cu"]
 
 
 def test_what_a_draft_cannot_be_is_one_line(tmp_path: Path) -> None:
