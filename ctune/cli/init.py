@@ -16,7 +16,10 @@ def init_command(
     kernel: Annotated[Path, typer.Argument(help="the kernel's .cu file, as its author wrote it")],
     entry: Annotated[
         str | None,
-        typer.Option(help="the kernel to tune when the file has several (its name)"),
+        typer.Option(
+            help="the kernel to tune when the file has several: its name, or an overload "
+            'with its parameter list ("add(float*, const float*, int)")'
+        ),
     ] = None,
     arch: Annotated[str, typer.Option(help="target the draft compiles for, e.g. sm_90")] = "sm_90",
     force: Annotated[

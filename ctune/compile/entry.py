@@ -166,14 +166,23 @@ def _norm_targ(arg: str) -> str:
 
 
 def _norm_param(param: str) -> str:
-    """``const float*`` and ``float const*`` are one type; demanglers write the second."""
+    """``const float*`` and ``float const*`` are one type; demanglers write the second.
+    A top-level const (``const int n``, ``float* const p``) is no part of the signature."""
     words = _norm_space(param)
     if words.startswith("const "):
         rest = words[len("const ") :]
         match = re.match(r"^((?:unsigned |signed |long |short )*[\w:]+(?:<.*>)?)", rest)
         if match:
             words = f"{match.group(1)} const{rest[match.end() :]}"
-    return words.replace(" *", "*").replace(" &", "&")
+    words = words.replace(" *", "*").replace(" &", "&")
+    return re.sub(r"(?:(?<=[*&])| )const$", "", words)
+
+
+def same_params(wanted: Sequence[str], found: Sequence[str]) -> bool:
+    """Do two parameter lists (as written, or as demangled) name one overload?"""
+    if len(wanted) != len(found):
+        return False
+    return [_norm_param(p) for p in wanted] == [_norm_param(p) for p in found]
 
 
 def _targs_match(wanted: Sequence[str], found: Sequence[str], loose: bool) -> bool:
@@ -195,10 +204,7 @@ def _matches(wanted: EntryName, found: EntryName, loose: bool) -> bool:
     ):
         return False
     if wanted.params is not None:
-        if found.params is None or len(found.params) != len(wanted.params):
-            return False
-        if [_norm_param(p) for p in wanted.params] != [_norm_param(p) for p in found.params]:
-            return False
+        return found.params is not None and same_params(wanted.params, found.params)
     return True
 
 
@@ -373,6 +379,7 @@ __all__ = [
     "no_demangler_note",
     "parse_entry",
     "resolve",
+    "same_params",
     "split_name",
     "substitute",
     "template_parameters",

@@ -11,11 +11,13 @@ anything is written.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ctune.compile.entry import parse_entry, same_params
 from ctune.draft.guess import (
     BLOCK_X_VALUES,
     BLOCK_YZ_VALUES,
@@ -39,6 +41,7 @@ from ctune.names import NAME_RE
 AXES = ("x", "y", "z")
 #: problem sizes by how many grid axes the data spans: about 16 MiB per float buffer
 SIZES = {0: 1 << 22, 1: 1 << 22, 2: 2048, 3: 256}
+_IDENT = re.compile(r"[A-Za-z_]\w*")
 _SIZE_NAMES = ("n", "m", "k", "size", "width", "height", "depth", "nx", "ny", "nz", "len")
 
 
@@ -56,20 +59,46 @@ class Draft:
 
 
 def pick_kernel(source: Source, entry: str | None, where: str) -> Kernel:
-    """The kernel to tune: the only one, or the one ``entry`` names; else one line."""
-    names = [k.name for k in source.kernels]
-    if not names:
+    """The kernel to tune: the only one, or the one ``entry`` names as a spec's ``entry:``
+    would (an overload by its parameter list); else one line that lists them."""
+    kernels = source.kernels
+    if not kernels:
         raise UserError(f"{where}: no __global__ function found; is this a CUDA kernel file?")
     if entry is not None:
-        for kernel in source.kernels:
-            if kernel.name == entry or entry.startswith(f"{kernel.name}<"):
-                return kernel
-        raise UserError(f"{where}: no kernel '{entry}' (kernels: {', '.join(names)})")
-    if len(names) > 1:
-        raise UserError(
-            f"{where}: {len(names)} kernels ({', '.join(names)}); pick one with --entry NAME"
+        try:
+            wanted = parse_entry(entry)
+        except ValueError as exc:
+            raise UserError(f"{where}: --entry {exc}") from None
+        kernels = [
+            k
+            for k in kernels
+            if k.name == wanted.name
+            and (wanted.params is None or same_params(wanted.params, k.types))
+        ]
+        if not kernels:
+            listed = ", ".join(_shown(source, k) for k in source.kernels)
+            raise UserError(f"{where}: no kernel '{entry}' (kernels: {listed})")
+    if len(kernels) > 1:
+        listed = ", ".join(_shown(source, k) for k in kernels)
+        overload = next((k for k in kernels if _overloaded(source, k)), None)
+        how = (
+            ""
+            if overload is None
+            else f' (an overload by its parameters: --entry "{overload.signature()}")'
         )
-    return source.kernels[0]
+        raise UserError(
+            f"{where}: {len(kernels)} kernels ({listed}); pick one with --entry NAME{how}"
+        )
+    return kernels[0]
+
+
+def _overloaded(source: Source, kernel: Kernel) -> bool:
+    return sum(k.name == kernel.name for k in source.kernels) > 1
+
+
+def _shown(source: Source, kernel: Kernel) -> str:
+    """A kernel as a listing names it: by its name, an overload with its parameters."""
+    return kernel.signature() if _overloaded(source, kernel) else kernel.name
 
 
 def _genes(source: Source, kernel: Kernel, probe: Probe | None) -> list[GeneGuess]:
@@ -242,13 +271,21 @@ def draft_sidecar(
             "nothing to check against a reference"
         )
 
-    # the entry: a template's value parameters are its genes, its types float
-    entry_text = entry or kernel.name
-    if kernel.template and "<" not in entry_text:
-        targs = [p.name if p.kind == "value" else "float" for p in kernel.template]
-        entry_text = f"{kernel.name}<{', '.join(targs)}>"
-        if any(p.kind == "type" for p in kernel.template):
-            checks.append("entry: type template arguments are float; change them if not")
+    # the entry: a template's value parameters are its genes, its types float; an
+    # overload's parameter list picks it (with the template's types filled in)
+    targs = parse_entry(entry).template_args if entry else None
+    entry_text = kernel.name
+    if kernel.template:
+        if targs is None:
+            targs = tuple(p.name if p.kind == "value" else "float" for p in kernel.template)
+            if any(p.kind == "type" for p in kernel.template):
+                checks.append("entry: type template arguments are float; change them if not")
+        entry_text += f"<{', '.join(targs)}>"
+    if _overloaded(source, kernel):
+        given = zip(kernel.template, targs or (), strict=False)  # defaults may be left out
+        types = {p.name: a for p, a in given if p.kind == "type"}
+        params = [_IDENT.sub(lambda m: types.get(m[0], m[0]), t) for t in kernel.types]
+        entry_text += f"({', '.join(params)})"
 
     name = stem.lower() if NAME_RE.match(stem.lower()) else "kernel"
     function = kernel.name if kernel.name.isidentifier() else "reference"

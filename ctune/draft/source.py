@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ctune.compile.entry import split_top
+from ctune.compile.entry import same_params, split_top
 
 _STRING = re.compile(r'"(?:\\.|[^"\\\n])*"')
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -80,6 +80,16 @@ class Kernel:
     template: tuple[TemplateParam, ...] = ()
     extern_c: bool = False
     launch_bounds: str | None = None  # the first __launch_bounds__ argument, as written
+
+    @property
+    def types(self) -> list[str]:
+        """The parameter types as written: what tells overloads apart."""
+        return [p.ctype for p in self.params]
+
+    def signature(self) -> str:
+        """``add(float*, const float*, int)``: the name as ``--entry`` and ``entry:`` take
+        it to pick one overload."""
+        return f"{self.name}({', '.join(self.types)})"
 
 
 @dataclass
@@ -167,7 +177,8 @@ def _template_before(text: str, pos: int) -> tuple[TemplateParam, ...]:
 
 
 def _kernels(text: str) -> list[Kernel]:
-    found: dict[str, Kernel] = {}
+    """Each kernel once: overloads apart, a declaration and its definition as one."""
+    found: list[Kernel] = []
     for match in _GLOBAL.finditer(text):
         # the name: the first identifier followed by "(" that is not a qualifier or attribute
         pos = match.end()
@@ -203,9 +214,14 @@ def _kernels(text: str) -> list[Kernel]:
         line_start = text.rfind("\n", 0, match.start()) + 1
         extern_c = 'extern "C"' in text[max(0, line_start - 80) : match.start()]
         kernel = Kernel(name, params, _template_before(text, match.start()), extern_c, bounds)
-        if name not in found or (body is not None and body.group(1) == "{"):
-            found[name] = kernel
-    return list(found.values())
+        same = [
+            i for i, k in enumerate(found) if k.name == name and same_params(k.types, kernel.types)
+        ]
+        if not same:
+            found.append(kernel)
+        elif body is not None and body.group(1) == "{":
+            found[same[0]] = kernel
+    return found
 
 
 def read_source(raw: str) -> Source:

@@ -96,3 +96,26 @@ def test_a_draft_that_would_not_load_is_not_written(tmp_path: Path) -> None:
     assert "k.cuh: the draft would not load (k.yaml: source: " in errors[0]
     assert "nothing written" in errors[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["k.cuh"]
+
+
+def test_an_overload_is_picked_by_its_parameter_list(tmp_path: Path) -> None:
+    # overloads were one kernel: init drafted entry: add with float64 args, which compile
+    # found ambiguous, and --entry took no parameter list
+    (tmp_path / "ov.cu").write_text(
+        "__global__ void add(float* a, const float* b, int n) { a[threadIdx.x] += b[0]; }\n"
+        "__global__ void add(double* a, const double* b, int n) { a[threadIdx.x] += b[0]; }\n"
+    )
+    done = ctune("init", "ov.cu", cwd=tmp_path)
+    errors = [ln for ln in done.stderr.splitlines() if ln.startswith("error:")]
+    assert done.returncode == 2 and len(errors) == 1, done.stderr
+    assert (
+        "ov.cu: 2 kernels (add(float*, const float*, int), add(double*, const double*, int)); "
+        "pick one with --entry NAME" in errors[0]
+    )
+    assert not (tmp_path / "ov.yaml").exists()
+    done = ctune("init", "ov.cu", "--entry", "add(float*, const float*, int)", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert 'entry: "add(float*, const float*, int)"' in (tmp_path / "ov.yaml").read_text()
+    built = ctune("compile", "ov.cu", "--json", cwd=tmp_path)
+    assert built.returncode == 0, built.stderr
+    assert json.loads(built.stdout)["build"]["entry_symbol"] == "_Z3addPfPKfi"

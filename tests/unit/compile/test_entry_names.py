@@ -42,6 +42,7 @@ KERNELS = {
         ("axpy", "_ZN4blas4axpyEPfPKffi"),  # unqualified, when only one namespace has it
         ("add(float*, const float*, int)", "_Z3addPfPKfi"),  # an overload by its parameters
         ("add(double *, double const *, int)", "_Z3addPdPKdi"),
+        ("add(float* const, const float*, const int)", "_Z3addPfPKfi"),  # top-level const
         ("gemm<128, 64>", "_Z4gemmILi128ELi64EEvPKfPfi"),
         ("gemm<128,64>", "_Z4gemmILi128ELi64EEvPKfPfi"),
         ("tile<32, 1>", "_Z4tileILj32ELb1EEvPf"),  # 32u and 32, true and 1 are the same

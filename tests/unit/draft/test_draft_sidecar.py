@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ctune.compile.entry import parse_entry, resolve
 from ctune.draft.guess import block_axis, default_for, gene_values, parse_int, work_axis
 from ctune.draft.sidecar import check_loads, draft_sidecar
 from ctune.draft.source import read_source, strip_comments
@@ -231,6 +232,44 @@ def test_a_draft_that_would_not_load_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=r"^k\.cu: the draft would not load \(k\.yaml: launch: "):
         check_loads(draft, cu)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["k.cu"]
+
+
+OVERLOADED = """\
+__global__ void add(float* a, const float* b, int n);
+__global__ void add(float* a, const float* b, int n) { a[blockIdx.x] += b[blockIdx.x]; }
+__global__ void add(double* a, const double* b, const int n) { a[blockIdx.x] += b[blockIdx.x]; }
+"""
+
+
+def test_an_overload_is_picked_and_named_by_its_parameter_list(tmp_path: Path) -> None:
+    # overloads were one kernel: the draft said entry: add with float64 args
+    source = read_source(OVERLOADED)
+    assert [k.signature() for k in source.kernels] == [
+        "add(float*, const float*, int)",
+        "add(double*, const double*, const int)",
+    ]
+    with pytest.raises(
+        UserError,
+        match=r"k\.cu: 2 kernels \(add\(float\*, const float\*, int\), add\(double\*, "
+        r"const double\*, const int\)\); pick one with --entry NAME \(an overload by its "
+        r'parameters: --entry "add\(float\*, const float\*, int\)"\)$',
+    ):
+        draft_sidecar(source, stem="k", source_name="k.cu")
+    with pytest.raises(UserError, match=r"k\.cu: 2 kernels"):
+        draft_sidecar(source, stem="k", source_name="k.cu", entry="add")
+    with pytest.raises(UserError, match=r"no kernel 'add\(int\)' \(kernels: add\(float"):
+        draft_sidecar(source, stem="k", source_name="k.cu", entry="add(int)")
+    cubin = {  # what the cubin's kernels demangle to
+        "_Z3addPfPKfi": "add(float*, float const*, int)",
+        "_Z3addPdPKdi": "add(double*, double const*, int)",
+    }
+    for entry, symbol, dtype in [
+        ("add(float*, const float*, int)", "_Z3addPfPKfi", "float32"),
+        ("add(double *, double const*, int)", "_Z3addPdPKdi", "float64"),
+    ]:
+        draft, spec = _draft_and_load(tmp_path, OVERLOADED, entry=entry)
+        assert spec.args[0].dtype == dtype and draft.entry == spec.entry_symbol
+        assert resolve(parse_entry(spec.entry_symbol), cubin) == symbol
 
 
 def test_what_a_draft_cannot_be_is_one_line(tmp_path: Path) -> None:
