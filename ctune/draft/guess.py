@@ -5,7 +5,8 @@ The conventions are the ones kernels are written with: ``BLOCK_SIZE``, ``block_s
 (Kernel Tuner's names), ``BLOCK_X``/``BLOCK_DIM_Y`` and ``__launch_bounds__`` arguments
 size thread blocks, ``BLOCK_ROWS`` its y; ``TILE``/``TILE_WIDTH`` is a square block;
 ``UNROLL``, ``ITEMS``, ``*_PER_THREAD`` and Kernel Tuner's ``tile_size_x`` are work per
-thread; ``USE_*`` switches, and every name an ``#if`` tests, are 0/1.
+thread; ``USE_*`` switches, and every name an ``#if`` tests, are 0/1. A literal
+``__launch_bounds__(256)`` caps the block: a bigger one cannot launch.
 """
 
 from __future__ import annotations
@@ -142,6 +143,12 @@ class GeneGuess:
     def with_default(self, default: int) -> GeneGuess:
         values = self.values if default in self.values else tuple(sorted({*self.values, default}))
         return replace(self, values=values, default=default)
+
+    def at_most(self, bound: int) -> GeneGuess:
+        """The values a kernel with ``__launch_bounds__(bound)`` can launch with: a block of
+        more threads fails to launch, so a default over the bound becomes the largest."""
+        values = tuple(v for v in self.values if v <= bound) or (bound,)
+        return replace(self, values=values).with_default(min(self.default, values[-1]))
 
 
 def gene_values(name: str, default: int) -> tuple[int, ...]:

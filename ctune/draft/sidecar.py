@@ -11,6 +11,7 @@ anything is written.
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 import tempfile
@@ -131,11 +132,20 @@ class _Launch:
     launch_genes: set[str]
 
 
+def _launch_bound(source: Source, kernel: Kernel) -> int | None:
+    """The threads per block ``__launch_bounds__`` fixes: a literal, or a ``#define`` no
+    build sets (a guarded name is a gene, and sizes the block itself)."""
+    written = kernel.launch_bounds or ""
+    if written in source.defines and written not in source.guarded:
+        written = source.defines[written]
+    return parse_int(written)
+
+
 def _block(
-    source: Source, kernel: Kernel, genes: list[GeneGuess]
+    source: Source, kernel: Kernel, genes: list[GeneGuess], bound: int | None
 ) -> tuple[list[str], list[GeneGuess], list[str]]:
     """Block dimensions: a gene that sizes each axis, else a runtime gene where the kernel
-    reads blockDim (any block works), else 1 (256 for x, to check)."""
+    reads blockDim (any block works), else 1 (256 for x, to check; at most ``bound``)."""
     names = {g.name for g in genes}
     by_axis: dict[str, str] = {}
     if kernel.launch_bounds in names:
@@ -160,16 +170,39 @@ def _block(
             while name in names:
                 name += "_"
             values, default = (BLOCK_X_VALUES, 256) if axis == "x" else (BLOCK_YZ_VALUES, 1)
+            default = default if bound is None else min(default, bound)
             runtime.append(GeneGuess(name, values, default, f"the kernel reads blockDim.{axis}"))
             block.append(name)
         elif axis == "x":
-            block.append("256")
-            checks.append("launch.block: 256 threads is a guess (no gene, no blockDim read)")
+            threads = 256 if bound is None else min(256, bound)
+            block.append(str(threads))
+            checks.append(f"launch.block: {threads} threads is a guess (no gene, no blockDim read)")
         else:
             block.append("1")
     while len(block) > 1 and block[-1] == "1":
         block.pop()
     return block, runtime, checks
+
+
+def _cap_block(
+    genes: list[GeneGuess], sized: list[str], bound: int, checks: list[str]
+) -> tuple[list[GeneGuess], list[str]]:
+    """The genes with those that size the block capped at ``__launch_bounds__(bound)``,
+    and the restriction that holds their product to it where several size the block."""
+    out = []
+    for g in genes:
+        capped = g.at_most(bound) if g.name in sized else g
+        if capped.default != g.default:
+            checks.append(
+                f"{g.name}: default {g.default} is over __launch_bounds__({bound}); "
+                f"{capped.default} instead"
+            )
+        out.append(capped)
+    defaults = {g.name: g.default for g in out}
+    if math.prod(defaults[b] for b in sized) > bound:
+        checks.append(f"launch.block: the default block is over __launch_bounds__({bound})")
+        return out, []
+    return out, [f"{' * '.join(sized)} <= {bound}"] if len(sized) > 1 else []
 
 
 def draft_sidecar(
@@ -183,7 +216,13 @@ def draft_sidecar(
     """The YAML draft and the reference stub for one kernel of ``source``."""
     kernel = pick_kernel(source, entry, source_name)
     genes = _genes(source, kernel, probe)
-    block, runtime, checks = _block(source, kernel, genes)
+    bound = _launch_bound(source, kernel)
+    block, runtime, checks = _block(source, kernel, genes, bound)
+    restrictions: list[str] = []
+    sized = [b for b in block if b in {g.name for g in genes + runtime}]
+    if bound is not None and sized:
+        capped, restrictions = _cap_block(genes + runtime, sized, bound, checks)
+        genes, runtime = capped[: len(genes)], capped[len(genes) :]
     all_genes = genes + runtime
     gene_names = {g.name for g in all_genes}
 
@@ -305,6 +344,9 @@ def draft_sidecar(
                 f"  {g.name}: {{values: [{values}], default: {g.default}, family: {family}}}"
                 f"  # {g.why}"
             )
+    if restrictions:
+        lines.append(f"restrictions:  # __launch_bounds__({bound})")
+        lines += [f'  - "{r}"' for r in restrictions]
     lines.append("launch:")
     lines.append(f"  grid: [{', '.join(_quote(g) for g in grid)}]")
     lines.append(f"  block: [{', '.join(block)}]")

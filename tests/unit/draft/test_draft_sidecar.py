@@ -272,6 +272,34 @@ def test_an_overload_is_picked_and_named_by_its_parameter_list(tmp_path: Path) -
         assert resolve(parse_entry(spec.entry_symbol), cubin) == symbol
 
 
+def test_a_literal_launch_bound_caps_the_block(tmp_path: Path) -> None:
+    # a block over __launch_bounds__(N) cannot launch: the draft's BLOCK_X went to 1024
+    hk = (
+        "__global__ void __launch_bounds__(256) hk(float* y, const float* x, int n) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = x[i]; }\n"
+    )
+    _, spec = _draft_and_load(tmp_path, hk)
+    assert spec.space.gene("BLOCK_X").values == (32, 64, 128, 256)
+    tiled = (  # a #define no build sets is as literal; two axes share the bound
+        "#define MAXT 128\n#ifndef block_size_y\n#define block_size_y 4\n#endif\n"
+        "__global__ void __launch_bounds__(MAXT, 2) t(float* y, int w, int h) {\n"
+        "  int i = blockIdx.x * block_size_x + threadIdx.x;\n"
+        "  y[(blockIdx.y * block_size_y + threadIdx.y) * w + i] = 1.f; }\n"
+    )
+    _, spec = _draft_and_load(tmp_path, tiled, probe=Probe({"block_size_x": 32}, builds=True))
+    assert spec.space.gene("block_size_x").values == (32, 64, 128)
+    assert spec.space.gene("block_size_y").values == (1, 2, 4, 8, 16, 32)
+    assert [r.source for r in spec.restrictions] == ["block_size_x * block_size_y <= 128"]
+    draft, spec = _draft_and_load(tmp_path, tiled, probe=Probe({"block_size_x": 256}))
+    assert spec.space.gene("block_size_x").default == 128  # 256 could not launch
+    assert "block_size_x: default 256 is over __launch_bounds__(128); 128 instead" in draft.checks
+    assert not spec.restrictions  # 128 x 4 by default: the author's to settle
+    assert "launch.block: the default block is over __launch_bounds__(128)" in draft.checks
+    fixed = "__global__ void __launch_bounds__(64) f(float* y) { y[threadIdx.x] = 1.f; }\n"
+    _, spec = _draft_and_load(tmp_path, fixed)
+    assert [e.source for e in spec.launch.block[:1]] == ["64"]
+
+
 def test_what_a_draft_cannot_be_is_one_line(tmp_path: Path) -> None:
     several = "__global__ void a(float* x) {}\n__global__ void b(float* x) {}\n"
     with pytest.raises(UserError, match=r"k\.cu: 2 kernels \(a, b\); pick one with --entry"):
