@@ -133,6 +133,10 @@ def tune(
         toolchain = probe_toolchain(settings.nvcc)
         help_text = toolchain.help_text
     spec = load_spec(spec_path, help_text)
+    if toolchain is not None:
+        from ctune.compile.toolchain import target_arch
+
+        target_arch(settings.arch, spec, toolchain)
     seeds: tuple[dict[str, Any], ...] = ()
     if warm_start is not None:
         from ctune.exchange.t4 import read_t4

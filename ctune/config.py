@@ -18,12 +18,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ctune import l2policy
+from ctune import arch, l2policy
 from ctune.errors import UserError
 
 
@@ -76,6 +76,11 @@ def _coerce(name: str, raw: Any, where: str) -> Any:
         raise UserError(f"{where} {name}={raw!r} is not a valid {target}") from None
 
 
+#: a setting's own rule, checked in the layer its value came from so the error names it
+#: (--arch, CTUNE_ARCH or the file's [tool.ctune] arch); empty means the spec's
+_RULES: dict[str, Callable[[Any], Any]] = {"arch": arch.check}
+
+
 def _coerce_all(values: Mapping[str, Any], where: str) -> dict[str, Any]:
     known = {f.name for f in fields(Settings)}
     out: dict[str, Any] = {}
@@ -85,7 +90,21 @@ def _coerce_all(values: Mapping[str, Any], where: str) -> dict[str, Any]:
         if name not in known:
             raise UserError(f"unknown {where} '{name}' (allowed: {', '.join(sorted(known))})")
         out[name] = _coerce(name, raw, where)
+        if name in _RULES and out[name]:
+            try:
+                _RULES[name](out[name])
+            except ValueError as exc:
+                raise UserError(f"{_origin(name, where)} {exc} (or empty for the spec's)") from None
     return out
+
+
+def _origin(name: str, where: str) -> str:
+    """The setting as the user wrote it: ``--arch``, ``CTUNE_ARCH``, ``... [tool.ctune] arch``."""
+    if where == "option":
+        return f"--{name.replace('_', '-')}"
+    if where == "env":
+        return f"CTUNE_{name.upper()}"
+    return f"{where.removesuffix(' key')} {name}"
 
 
 def find_pyproject(start: Path) -> Path | None:
@@ -139,8 +158,10 @@ def resolve(
     cwd: Path | None = None,
 ) -> Settings:
     """Merge the four layers in the documented order into one Settings."""
+    start = cwd or Path.cwd()
     merged: dict[str, Any] = {}
-    merged.update(_coerce_all(file_settings(cwd or Path.cwd()), "[tool.ctune] key"))
+    file_where = f"{find_pyproject(start) or 'pyproject.toml'} [tool.ctune] key"
+    merged.update(_coerce_all(file_settings(start), file_where))
     merged.update(_coerce_all(env_settings(os.environ if environ is None else environ), "env"))
     merged.update(_coerce_all(cli_overrides or {}, "option"))
     return _validated(Settings(**merged))

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ctune import l2policy
+from ctune.arch import check as check_arch
 from ctune.errors import SpecError, UserError
 from ctune.expr import Expr, ExprError, parse
 from ctune.names import NAME_RE
@@ -377,9 +378,10 @@ def _build(
     name = _name(ctx, "name", data.get("name", yaml_path.stem))
     source_path = _source(ctx, folder, data.get("source", f"{yaml_path.stem}.cu"), cu_path)
     symbol, kind = _entry(ctx, data["entry"])
-    arch = str(data.get("arch", "sm_90"))
-    if not re.match(r"^(sm|compute)_\d{2,3}[a-z]?$", arch):
-        raise ctx.fail("arch", f"{arch!r} is not like sm_90 or sm_90a")
+    try:
+        arch = check_arch(str(data.get("arch", "sm_90")))
+    except ValueError as exc:
+        raise ctx.fail("arch", str(exc)) from None
     std = str(data.get("std", "c++17"))
     if std not in ("c++14", "c++17", "c++20"):
         raise ctx.fail("std", f"{std!r} (allowed: c++14, c++17, c++20)")

@@ -8,8 +8,13 @@ import subprocess
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ctune.errors import ToolchainError
+from ctune.arch import check_offered
+from ctune.errors import ToolchainError, UserError
+
+if TYPE_CHECKING:
+    from ctune.kernelspec import KernelSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,3 +69,17 @@ def probe_toolchain(nvcc: str = "nvcc") -> Toolchain:
         nvcc_version_line=line,
         help_text=_run([path, "--help"]),
     )
+
+
+def target_arch(setting: str, spec: KernelSpec, toolchain: Toolchain) -> str:
+    """The arch candidates are built for: the setting, else the spec's. One this nvcc does
+    not compile for (``sm_12``, an old ``sm_70``) is refused before any build, naming where
+    it came from, rather than failing every candidate with ``nvcc fatal``."""
+    arch = setting or spec.arch
+    try:
+        return check_offered(arch, toolchain.help_text)
+    except ValueError as exc:
+        where = (
+            "arch (--arch, CTUNE_ARCH or [tool.ctune])" if setting else f"{spec.yaml_path}: arch"
+        )
+        raise UserError(f"{where}: {exc}; use one it lists") from None

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ctune.arch import capability
 from ctune.expr import Expr, parse
 from ctune.space.params import Space
 
@@ -55,7 +56,6 @@ _SMEM_OPTIN = {
     (12, 1): 99 * 1024,
 }
 _DEFAULT_SMEM = 48 * 1024  # older or unknown architectures: no opt-in above 48 KiB
-_ARCH = re.compile(r"^(?:sm|compute)_(\d+?)(\d)[a-z]?$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,15 +166,15 @@ def _term(expr: Expr) -> str:
     return text if re.match(r"^[A-Za-z_][A-Za-z0-9_]*$|^\d+$", text) else f"({text})"
 
 
-def _capability(arch: str) -> tuple[int, int] | None:
-    match = _ARCH.match(arch)
-    return (int(match.group(1)), int(match.group(2))) if match else None
-
-
 def table_limits(arch: str) -> DeviceLimits:
-    """The limits of ``arch`` (sm_90, sm_90a, compute_80) from the compute-capability table."""
-    capability = _capability(arch)
-    smem = _SMEM_OPTIN.get(capability, _DEFAULT_SMEM) if capability else _DEFAULT_SMEM
+    """The limits of ``arch`` (sm_90, sm_90a, compute_80) from the compute-capability table.
+
+    An architecture the table has no row for gets the defaults every GPU meets (48 KiB of
+    shared memory, no opt-in), and ``source`` says so rather than name a table.
+    """
+    smem = _SMEM_OPTIN.get(capability(arch) or (0, 0))
+    if smem is None:
+        return DeviceLimits(source=f"defaults, no {arch} table", smem_per_block=_DEFAULT_SMEM)
     return DeviceLimits(source=f"{arch} table", smem_per_block=smem)
 
 
@@ -197,8 +197,7 @@ def probe_device_limits(arch: str, device: int = 0) -> DeviceLimits | None:
         def attr(name: str) -> int:
             return int(rt.deviceGetAttribute(getattr(rt, f"cudaDevAttr{name}"), device))
 
-        capability = (attr("ComputeCapabilityMajor"), attr("ComputeCapabilityMinor"))
-        if capability != _capability(arch):
+        if (attr("ComputeCapabilityMajor"), attr("ComputeCapabilityMinor")) != capability(arch):
             return None
         name = rt.getDeviceProperties(device)["name"]
         name = name.decode() if isinstance(name, bytes) else str(name)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -94,6 +95,11 @@ def test_space_counts_what_the_device_rules_out(tmp_path):
         (["compile", "{d}/broken.cu"], 2, "did not build: compile_error"),
         (["compile", "{d}/nosymbol.cu"], 2, "compile_error: entry 'nosymbol' is not a kernel"),
         (["space", "{d}/saxpy.cu", "--problem", "x y"], 2, "no problem 'x y'"),
+        (["compile", "{d}/saxpy.cu", "--arch", "foo"], 2, "--arch 'foo' is not like sm_90"),
+        (["search", "{d}/saxpy.cu", "-O", "regs", "--arch", "sm90"], 2, "--arch 'sm90' is not"),
+        (["space", "{d}/saxpy.cu", "--arch", "foo"], 2, "--arch 'foo' is not like sm_90"),
+        (["space", "{d}/saxpy.cu", "--arch", "sm_12"], 2, "'sm_12' is not an architecture"),
+        (["compile", "{d}/saxpy.cu", "--arch", "sm_12"], 2, "this nvcc compiles for"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_code(tmp_path, args, code, message):
@@ -103,6 +109,33 @@ def test_bad_input_is_one_line_and_exit_code(tmp_path, args, code, message):
     assert "Traceback" not in done.stderr + done.stdout
     error_lines = [ln for ln in done.stderr.splitlines() if ln.startswith("error:")]
     assert len(error_lines) == 1
+
+
+def test_an_arch_from_the_environment_or_the_spec_names_where_it_came_from(tmp_path):
+    """CTUNE_ARCH=foo crashed with IndexError (exit 70); a spec's sm_12 failed every build."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CTUNE_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "ctune", "compile", str(DATA / "saxpy.cu")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**env, "CTUNE_ARCH": "foo"},
+        timeout=600,
+    )
+    assert done.returncode == 2
+    assert done.stderr == (
+        "error: CTUNE_ARCH 'foo' is not like sm_90 or sm_90a (or empty for the spec's)\n"
+    )
+    for name in ("saxpy.cu", "saxpy_ref.py"):
+        (tmp_path / name).write_text((DATA / name).read_text())
+    (tmp_path / "saxpy.yaml").write_text("arch: sm_12\n" + (DATA / "saxpy.yaml").read_text())
+    done = ctune("compile", "saxpy.cu", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.startswith(
+        f"error: {tmp_path / 'saxpy.yaml'}: arch: 'sm_12' is not an architecture this nvcc "
+        "compiles for (nvcc --list-gpu-arch: "
+    )
+    assert len(done.stderr.splitlines()) == 1
 
 
 def test_missing_nvcc_is_a_toolchain_error(tmp_path):

@@ -58,7 +58,6 @@ def spec(tmp_path: Path):
         ("compute_90", 227 * 1024),
         ("sm_100a", 227 * 1024),
         ("sm_120", 99 * 1024),
-        ("sm_52", 48 * 1024),
     ],
 )
 def test_the_table_follows_the_compute_capabilities(arch: str, smem: int) -> None:
@@ -66,6 +65,14 @@ def test_the_table_follows_the_compute_capabilities(arch: str, smem: int) -> Non
     assert limits.smem_per_block == smem and limits.source == f"{arch} table"
     assert limits.threads_per_block == 1024 and limits.block_dims == (1024, 1024, 64)
     assert limits.regs_per_block == 65536
+
+
+@pytest.mark.parametrize("arch", ["sm_52", "sm_88", "sm_12"])
+def test_an_arch_the_table_lacks_gets_the_defaults_and_says_so(arch: str) -> None:
+    """`ctune space --arch sm_12` said "device limits (sm_12 table)": there is no such row."""
+    limits = table_limits(arch)
+    assert limits.source == f"defaults, no {arch} table" and limits.smem_per_block == 48 * 1024
+    assert limits.threads_per_block == 1024 and limits.regs_per_block == 65536
 
 
 def test_the_launch_rule_becomes_restrictions(spec) -> None:
