@@ -398,13 +398,13 @@ def _build(
         raise ctx.fail("extra_flags", str(exc)) from None
     flag_genes = _flag_genes(ctx, folder, data.get("flags"), data.get("acf_files"), nvcc_help)
     genes = _genes(ctx, data.get("genes") or {})
-    _check_entry_genes(ctx, symbol, kind, genes)
     gene_names = {g.name for g in genes}
     clash = gene_names & {g.name for g in flag_genes}
     if clash:
         raise ctx.fail(f"genes.{sorted(clash)[0]}", "clashes with a flag gene of the catalogue")
     problems = _problems(ctx, data["problems"])
     dim_names = set().union(*(p.dims for p in problems))
+    _check_entry_args(ctx, symbol, kind, genes, problems, extra_flags, source_path)
     derived = _derived(ctx, data.get("derived") or {}, gene_names | dim_names)
     known = gene_names | {g.name for g in flag_genes} | dim_names | {n for n, _ in derived}
     restrictions = tuple(
@@ -534,18 +534,45 @@ def _entry(ctx: _Ctx, value: Any) -> tuple[str, str]:
     return symbol, kind
 
 
-def _check_entry_genes(ctx: _Ctx, symbol: str, kind: str, genes: tuple[Gene, ...]) -> None:
-    """Genes may feed a template entry's arguments, through nvcc's -D: never runtime ones."""
+def _check_entry_args(
+    ctx: _Ctx,
+    symbol: str,
+    kind: str,
+    genes: tuple[Gene, ...],
+    problems: tuple[Problem, ...],
+    extra_flags: tuple[str, ...],
+    source: Path,
+) -> None:
+    """A template entry's bare arguments must reach nvcc: a compiled gene or problem
+    define (both -D), a literal or type, or a name the kernel's file declares. A typo
+    (``UNROLLK`` for the gene ``UNROLL_K``) is refused here, in the spec's words, not
+    left for nvcc to report in the file's template header."""
     if kind != "kernel":
         return
-    from ctune.compile.entry import parse_entry
+    from ctune.compile.entry import parse_entry, undeclared_arguments
 
+    entry = parse_entry(symbol)
     runtime = {g.name for g in genes if not g.compiled}
-    for name in sorted(parse_entry(symbol).genes_used() & runtime):
+    for name in sorted(entry.genes_used() & runtime):
         raise ctx.fail(
             "entry",
             f"'{name}' is a runtime gene: it never reaches nvcc, so it cannot be a template "
             "argument (make it family: template)",
+        )
+    defines = set().union(*(p.defines for p in problems))
+    flags = {f[2:].split("=", 1)[0] for f in extra_flags if f.startswith("-D")}
+    compiled = sorted(g.name for g in genes if g.compiled)
+    for name in undeclared_arguments(entry, {*compiled, *defines, *flags}, source):
+        dims = set().union(*(p.dims for p in problems))
+        fix = (
+            "problem dims are not -D: add it to the problems' defines"
+            if name in dims
+            else f"fix the name, or qualify a type another folder declares (::{name})"
+        )
+        raise ctx.fail(
+            "entry",
+            f"'{name}' in {entry.display()} is neither a gene ({', '.join(compiled) or 'none'}), "
+            f"a problem define nor a literal, and {source.name} does not declare it; {fix}",
         )
 
 

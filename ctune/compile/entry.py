@@ -157,7 +157,7 @@ def _norm_space(text: str) -> str:
 
 
 def _norm_targ(arg: str) -> str:
-    arg = _norm_space(arg)
+    arg = _norm_space(arg).removeprefix("::")  # ::Config, qualified as written, is Config
     cast = _CAST.match(arg)
     if cast:
         arg = cast.group(1)
@@ -298,6 +298,61 @@ def template_parameters(source: str) -> set[str]:
     return names
 
 
+#: bare template arguments that mean something before any file of the kernel is read:
+#: C++ literals and built-in types, and the number and vector types of the CUDA headers
+_BUILTIN_ARG = re.compile(
+    r"^(?:true|false|nullptr|bool|char(?:8|16|32)?(?:_t)?|wchar_t|short|int|long|signed"
+    r"|unsigned|float|double|void|u?int(?:8|16|32|64|ptr)_t|size_t|ptrdiff_t|dim3"
+    r"|(?:__)?half2?|(?:__)?nv_bfloat162?|__nv_fp\d+(?:x\d)?_\w+"
+    r"|(?:u?(?:char|short|int|long|longlong)|float|double)[1-4])$"
+)
+_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+#: how many files of the kernel's folder :func:`declared_names` reads at most
+_MAX_FILES = 64
+
+
+def declared_names(source: Path) -> set[str]:
+    """The identifiers of ``source`` and of the headers it includes from its own folder
+    (``#include "tile.cuh"``): its types, constants and macros, which a template argument
+    may name. Template parameters are left out: where the entry is instantiated they
+    mean nothing."""
+    root = source.parent.resolve()
+    todo = [source.resolve()]
+    seen: set[Path] = set()
+    words: set[str] = set()
+    parameters: set[str] = set()
+    while todo and len(seen) < _MAX_FILES:
+        path = todo.pop()
+        if path in seen or not path.is_relative_to(root) or not path.is_file():
+            continue
+        seen.add(path)
+        try:
+            text = _COMMENTS.sub(" ", path.read_text(errors="replace"))
+        except OSError:
+            continue
+        words |= set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+        parameters |= template_parameters(text)
+        todo += [(path.parent / name).resolve() for name in _INCLUDE.findall(text)]
+    return words - parameters
+
+
+def undeclared_arguments(entry: EntryName, known: Iterable[str], source: Path) -> list[str]:
+    """The bare names among ``entry``'s template arguments that nothing defines.
+
+    Defined are ``known`` (the macros nvcc gets: compiled genes, problem defines, ``-D``
+    flags), literals and built-in types, and :func:`declared_names` of the kernel's file.
+    Anything else is a typo that nvcc would report far from it: ``tmm<TILE, UNROLLK>``
+    for the gene ``UNROLL_K`` left ``-DUNROLL_K=1`` to turn the file's
+    ``template <int TILE, int UNROLL_K>`` into ``template <int TILE, int 1>``.
+    """
+    names = set(known)
+    bare = [a for a in entry.genes_used() if a not in names and not _BUILTIN_ARG.match(a)]
+    if not bare:
+        return []
+    declared = declared_names(source)
+    return [a for a in entry.template_args or () if a in bare and a not in declared]
+
+
 def instantiation_source(source: Path, entry: EntryName, hidden: Iterable[str] = ()) -> str:
     """A translation unit that includes ``source`` and instantiates ``entry``'s template.
 
@@ -373,6 +428,7 @@ def no_demangler_note(symbols: Iterable[str], tool: str | None) -> str:
 __all__ = [
     "EntryError",
     "EntryName",
+    "declared_names",
     "demangle",
     "find_demangler",
     "instantiation_source",
@@ -383,4 +439,5 @@ __all__ = [
     "split_name",
     "substitute",
     "template_parameters",
+    "undeclared_arguments",
 ]

@@ -96,6 +96,38 @@ def test_genes_feed_a_template_the_file_never_instantiates(toolchain, tmp_path):
     assert builds[64].build_key != builds[256].build_key
 
 
+def test_a_typo_in_the_template_arguments_is_refused_when_the_spec_loads(toolchain, tmp_path):
+    """tiled_copy<TILES, float> with the gene TILE loaded, and nvcc's first error was
+    -DTILE=64 turning the file's template <int TILE, typename T> into template <int 64, ...>."""
+    genes = "genes:\n  TILE: {values: [64, 256], default: 64, family: template}\n"
+    path = _spec(tmp_path / "k", "tiled_copy<TILES, float>", ARGS, genes)
+    with pytest.raises(SpecError) as err:
+        load_spec(path, toolchain.help_text)
+    assert str(err.value) == (
+        f"{path}: entry: 'TILES' in tiled_copy<TILES, float> is neither a gene (TILE), a problem "
+        "define nor a literal, and cxx_kernels.cu does not declare it; fix the name, or qualify "
+        "a type another folder declares (::TILES)"
+    )
+
+
+def test_names_the_files_declare_still_instantiate(toolchain, tmp_path):
+    """A constant and a type from the kernel's own header, a qualified type from elsewhere."""
+    path = _spec(tmp_path / "k", "tiled_copy<kTile, Acc>")
+    (tmp_path / "far.cuh").write_text("struct Far { float v; };\n")
+    (path.parent / "cfg.cuh").write_text(
+        '#include "../far.cuh"\nconstexpr int kTile = 32;\nusing Acc = float;\n'
+    )
+    source = path.with_suffix(".cu")
+    source.write_text('#include "cfg.cuh"\n' + source.read_text().replace("T(0)", "T()"))
+    build = _build(path, toolchain, tmp_path)
+    assert build.outcome is Outcome.OK, build.log_tail
+    assert build.entry_symbol == "_Z10tiled_copyILi32EfEvPT0_PKS0_i"
+    path.write_text(path.read_text().replace("Acc>", "::Far>"))
+    build = _build(path, toolchain, tmp_path)
+    assert build.outcome is Outcome.OK, build.log_tail
+    assert build.entry_symbol == "_Z10tiled_copyILi32E3FarEvPT0_PKS1_i"
+
+
 def test_overloads_and_missing_names_are_one_line(toolchain, tmp_path):
     ambiguous = _build(_spec(tmp_path / "a", "add"), toolchain, tmp_path)
     assert ambiguous.outcome is Outcome.COMPILE_ERROR

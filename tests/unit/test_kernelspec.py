@@ -50,11 +50,34 @@ def test_loads_and_builds_space(saxpy: Path) -> None:
         "saxpy_t<BLOCK, UNROLL>",
         "saxpy_t<128, float>",
         "saxpy(const float*, float*, float, int)",
+        "saxpy_t<UNROLL, half, true, __nv_bfloat16, uint8_t, float4>",  # literals, CUDA types
+        "saxpy_t<BLOCK * 2, (UNROLL + 1), Tile<2, 4>, ::ns::Acc>",  # expressions, qualified
+        "saxpy_t<BLOCK, n>",  # a name the file declares (its parameter)
     ],
 )
 def test_entry_names_a_kernel_as_written(saxpy: Path, entry: str) -> None:
     _edit(saxpy, lambda d: d.update(entry=entry))
     assert load_spec(saxpy).entry_symbol == entry
+
+
+def test_template_arguments_may_name_the_kernels_own_headers_and_defines(saxpy: Path) -> None:
+    """Names a macro can set (problem defines, -D flags) or the file's own headers declare."""
+    (saxpy.parent / "tile.cuh").write_text("struct Acc { float v; };\nconstexpr int kTile = 8;\n")
+    saxpy.with_suffix(".cu").write_text(
+        '#include "tile.cuh"\n' + saxpy.with_suffix(".cu").read_text()
+    )
+    entry = "saxpy_t<kTile, Acc, USE_X, WIDE>"
+    _edit(
+        saxpy,
+        lambda d: (
+            d.update(entry=entry, extra_flags=["-DUSE_X=1"]),
+            d["problems"][0].update(defines={"WIDE": 1}),
+        ),
+    )
+    assert load_spec(saxpy).entry_symbol == entry
+    (saxpy.parent / "tile.cuh").write_text("template <typename Acc> struct Box {};\n")
+    with pytest.raises(SpecError, match="'kTile' in saxpy_t"):
+        load_spec(saxpy)  # a template parameter's name means nothing at the instantiation
 
 
 def test_cu_path_finds_sidecar(saxpy: Path) -> None:
@@ -149,6 +172,18 @@ BAD = [
             d.update(entry="saxpy_t<BLOCK, UNROLL>"),
         ),
         "entry: 'BLOCK' is a runtime gene: it never reaches nvcc",
+    ),
+    (
+        "template argument naming nothing",
+        lambda d: d.update(entry="saxpy_t<BLOCK, UNROLLK>"),
+        "entry: 'UNROLLK' in saxpy_t<BLOCK, UNROLLK> is neither a gene (BLOCK, UNROLL), a "
+        "problem define nor a literal, and saxpy.cu does not declare it; fix the name, or "
+        "qualify a type another folder declares (::UNROLLK)",
+    ),
+    (
+        "template argument naming a problem dim",
+        lambda d: d.update(entry="saxpy_t<BLOCK, N>"),
+        "saxpy.cu does not declare it; problem dims are not -D: add it to the problems' defines",
     ),
     ("bad entry kind", lambda d: d.update(entry={"symbol": "saxpy", "kind": "host"}), "entry.kind"),
     ("launch missing grid", lambda d: d["launch"].pop("grid"), "launch.grid"),

@@ -15,6 +15,7 @@ from ctune.compile.entry import (
     split_name,
     substitute,
     template_parameters,
+    undeclared_arguments,
 )
 from ctune.compile.logs import first_error_line
 
@@ -123,6 +124,30 @@ def test_template_parameters_of_a_source() -> None:
     template<int N> struct Tile { float v[N]; };
     """
     assert template_parameters(source) == {"BM", "T", "BN", "Policy", "N"}
+
+
+def test_template_arguments_that_nothing_defines(tmp_path) -> None:
+    (tmp_path / "k.cu").write_text(
+        '#include "cfg.cuh"\n#include "../outside.cuh"\n// NOT_CODE\n'
+        "template <int TILE, int UNROLL_K> __global__ void tmm(float* x) {}\n"
+    )
+    (tmp_path / "cfg.cuh").write_text("struct Acc {};\nconstexpr int kTile = 64;\n")
+    (tmp_path.parent / "outside.cuh").write_text("struct Far {};\n")
+    known = {"TILE", "UNROLL_K"}
+
+    def undeclared(entry: str) -> list[str]:
+        return undeclared_arguments(parse_entry(entry), known, tmp_path / "k.cu")
+
+    assert undeclared("tmm<TILE, UNROLLK>") == ["UNROLLK"]  # the typo nvcc reported far away
+    assert undeclared("tmm<TILE, UNROLL_K, kTile, Acc, float, half, true, int4>") == []
+    assert undeclared("tmm<TILE * 2, (kTile + 1), ::Far, Box<2, 4>>") == []  # not bare: as is
+    assert undeclared("tmm<Far, NOT_CODE, TILEE>") == ["Far", "NOT_CODE", "TILEE"]
+    assert undeclared_arguments(parse_entry("tmm<UNROLLK>"), {"UNROLLK"}, tmp_path / "k.cu") == []
+
+
+def test_a_qualified_type_matches_its_demangled_name() -> None:
+    kernels = {"_Z3fooI3AccEvPf": "void foo<Acc>(float*)"}
+    assert resolve(parse_entry("foo<::Acc>"), kernels) == "_Z3fooI3AccEvPf"
 
 
 def test_the_instantiation_source_includes_the_kernel_and_takes_the_address(tmp_path) -> None:
