@@ -108,18 +108,22 @@ def member_rows(a: Artifact) -> tuple[list[str], list[dict[str, object]]]:
     """``registry show --as csv``: the front and the baseline, one row each, genes as columns."""
     names = [o.name for o in a.objectives]
     genes = [k for k, _ in a.baseline.candidate.genes]
-    fixed = ["key", "role", *names, "p50_ms", "p95_ms", "p99_ms", "energy_j", "avg_power_w"]
-    fixed += ["regs", "spills_bytes", "smem_bytes", "processes", "sass_sha256"]
+    measured = ["p50_ms", "p95_ms", "p99_ms", "energy_j", "avg_power_w"]
+    measured += ["regs", "spills_bytes", "smem_bytes", "processes", "sass_sha256"]
+    # an objective named like a measured column (regs) is that column, not a second one
+    fixed = ["key", "role", *(n for n in names if n not in measured), *measured]
     columns = {g: (f"gene.{g}" if g in fixed else g) for g in genes}
     rows: list[dict[str, object]] = []
     for m in (*a.front, a.baseline):
         role = "baseline" if m is a.baseline else ("pinned" if m.key == a.pinned else "front")
         row: dict[str, object] = {"key": m.key, "role": role}
-        row.update(dict(zip(names, m.values, strict=True)))
         for field in ("p50_ms", "p95_ms", "p99_ms", "energy_j", "avg_power_w"):
             row[field] = m.summary.get(field)
         for field in ("regs", "spills_bytes", "smem_bytes"):
             row[field] = m.resources.get(field)
+        for name, value in zip(names, m.values, strict=True):
+            if row.get(name) is None:  # the measured fact, where there is one
+                row[name] = value
         row["processes"] = len(m.process_medians_ms)
         row["sass_sha256"] = m.sass_sha256
         genes_of = m.candidate.as_dict()

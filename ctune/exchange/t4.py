@@ -58,14 +58,19 @@ def _result(row: Row, export: Export) -> dict[str, Any]:
         for o in export.objectives
         if _finite(row.values.get(o.name))
     ]
+    facts: list[tuple[str, Any, str]] = []
     if _finite(row.stats_ms.get("mean_ms")):  # Kernel Tuner's own objective, "time" in ms
-        measurements.append({"name": "time", "value": row.stats_ms["mean_ms"], "unit": "ms"})
-    for name, value in row.stats_ms.items():
-        if _finite(value) and name != "mean_ms":
-            measurements.append({"name": name.removesuffix("_ms"), "value": value, "unit": "ms"})
-    for name, value in row.resources.items():
-        if _finite(value):
-            measurements.append({"name": name, "value": value, "unit": ""})
+        facts.append(("time", row.stats_ms["mean_ms"], "ms"))
+    facts += [(n.removesuffix("_ms"), v, "ms") for n, v in row.stats_ms.items() if n != "mean_ms"]
+    facts += [(name, value, "") for name, value in row.resources.items()]
+    # an objective named like a statistic or resource (p50, regs) is that measurement: a
+    # second entry of the same name would leave a reader to guess which one it meant
+    named = {m["name"] for m in measurements}
+    measurements += [
+        {"name": name, "value": value, "unit": unit}
+        for name, value, unit in facts
+        if _finite(value) and name not in named
+    ]
     return {
         "configuration": dict(row.configuration),
         "times": times,

@@ -20,16 +20,25 @@ def _cell(value: Any) -> Any:
 
 
 def to_csv(export: Export) -> str:
-    """Columns: role, key, outcome, every parameter, every objective, latency, resources."""
+    """Columns: role, key, outcome, every parameter, every objective, latency, resources.
+
+    Each name heads one column (pandas renames a second ``regs`` to ``regs.1``;
+    csv.DictReader keeps one of the two): an objective named like a latency or resource
+    column (``regs``) is that column, and a gene named like another column is
+    ``gene.<name>``, as in ``ctune plot --as csv``.
+    """
     genes: list[str] = []
     for row in export.rows:
         genes += [g for g in row.configuration if g not in genes]
-    objectives = [o.name for o in export.objectives]
-    header = ["role", "key", "outcome", *genes, *objectives, *STATS, *RESOURCES, "compile_s"]
+    measured = [*STATS, *RESOURCES, "compile_s"]
+    objectives = [o.name for o in export.objectives if o.name not in measured]
+    fixed = ["role", "key", "outcome", *objectives, *measured]
+    header = [*fixed[:3], *(f"gene.{g}" if g in fixed else g for g in genes), *fixed[3:]]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
     for row in export.rows:
+        facts: dict[str, Any] = {**row.stats_ms, **row.resources, "compile_s": row.compile_s}
         writer.writerow(
             [
                 row.role,
@@ -37,12 +46,15 @@ def to_csv(export: Export) -> str:
                 row.outcome,
                 *(_cell(row.configuration.get(g)) for g in genes),
                 *(_cell(row.values.get(o)) for o in objectives),
-                *(_cell(row.stats_ms.get(s)) for s in STATS),
-                *(_cell(row.resources.get(r)) for r in RESOURCES),
-                _cell(row.compile_s),
+                *(_cell(_first(facts.get(m), row.values.get(m))) for m in measured),
             ]
         )
     return buffer.getvalue()
+
+
+def _first(*values: Any) -> Any:
+    """The first value that is there (an objective fills its column where the fact is not)."""
+    return next((v for v in values if v is not None), None)
 
 
 __all__ = ["to_csv"]

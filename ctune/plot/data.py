@@ -341,6 +341,17 @@ def distribution(source: Source) -> list[tuple[Point, bool]]:
 def rows(source: Source) -> tuple[list[str], list[dict[str, Any]]]:
     """The table ``--as csv`` writes: one row per point, genes as columns."""
     genes = list(source.defaults) or sorted({g for p in source.points for g in p.genes})
+    measured = [
+        "p50_ms",
+        "p95_ms",
+        "p99_ms",
+        "energy_j",
+        "avg_power_w",
+        "regs",
+        "spills_bytes",
+        "smem_bytes",
+    ]
+    # an objective named like a measured column (regs) is that column, not a second one
     names = [o.name for o in source.objectives]
     fixed = [
         "number",
@@ -353,15 +364,8 @@ def rows(source: Source) -> tuple[list[str], list[dict[str, Any]]]:
         "pinned",
         "filler",
         "elapsed_s",
-        *names,
-        "p50_ms",
-        "p95_ms",
-        "p99_ms",
-        "energy_j",
-        "avg_power_w",
-        "regs",
-        "spills_bytes",
-        "smem_bytes",
+        *(n for n in names if n not in measured),
+        *measured,
     ]
     # a gene named like a fixed column keeps a prefix, so no column is ambiguous
     columns = {g: (f"gene.{g}" if g in fixed else g) for g in genes}
@@ -384,12 +388,13 @@ def rows(source: Source) -> tuple[list[str], list[dict[str, Any]]]:
             "energy_j": p.energy_j,
             "avg_power_w": p.avg_power_w,
         }
-        for i, n in enumerate(names):
-            row[n] = p.values[i] if p.values is not None else None
         for q in ("p50_ms", "p95_ms", "p99_ms"):
             row[q] = p.quantiles.get(q)
         for r in ("regs", "spills_bytes", "smem_bytes"):
             row[r] = p.resources.get(r)
+        for i, n in enumerate(names):
+            if row.get(n) is None:  # the measured fact, where there is one
+                row[n] = p.values[i] if p.values is not None else None
         for g, column in columns.items():
             row[column] = p.genes.get(g)
         out.append(row)

@@ -266,6 +266,16 @@ def test_journal_as_csv_and_json() -> None:
     assert code == 0 and len(members) == 3 and members[-1]["baseline"] == "True"
 
 
+def test_an_objective_named_like_a_column_is_that_column() -> None:
+    """The journal's regs objective once made a second ``regs`` column (pandas: ``regs.1``)."""
+    code, out, _ = run_cli("plot", str(JOURNAL), "--as", "csv")
+    header, *body = list(csv.reader(io.StringIO(out)))
+    assert code == 0 and len(header) == len(set(header)) and header.count("regs") == 1
+    replay, _ = read(JOURNAL)
+    regs = [int(dict(zip(header, row, strict=True))["regs"]) for row in body[:5]]
+    assert regs == [t.build.resources.regs for t in replay.trials[:5]]
+
+
 def test_docs_show_every_figure() -> None:
     from ctune.plot.figures import FIGURES
 

@@ -104,6 +104,22 @@ def test_list_and_show_as_tables(cli: Run, registry: Path) -> None:
     assert out.encode() == encode(a)
 
 
+def test_show_as_csv_names_each_column_once(cli: Run, registry: Path) -> None:
+    """An objective named like a resource column (regs) once made a second ``regs``."""
+    import csv
+    import dataclasses
+    import io
+
+    from ctune.registry.schema import ObjectiveInfo
+
+    regs = (ObjectiveInfo("p50", "min", "ms"), ObjectiveInfo("regs", "min", "regs"))
+    publish_artifact(registry, dataclasses.replace(make_artifact(), objectives=regs))
+    code, out, _ = cli("registry", "show", KEY, "--as", "csv", "--registry", str(registry))
+    header, *body = list(csv.reader(io.StringIO(out)))
+    assert code == 0 and len(header) == len(set(header)) and header.count("regs") == 1
+    assert [dict(zip(header, row, strict=True))["regs"] for row in body] == ["128"] * 3
+
+
 @pytest.mark.parametrize(
     ("args", "needles"),
     [

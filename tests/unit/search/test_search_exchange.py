@@ -68,6 +68,23 @@ def test_a_journal_as_t4_and_csv(search, spec: KernelSpec) -> None:
     assert float(ok["p50"]) > 0 and int(ok["regs"]) > 0
 
 
+def test_an_objective_named_like_a_column_is_that_column() -> None:
+    """The committed journal's objectives are p50 and regs: CSV once wrote two ``regs``
+    columns (pandas reads ``regs.1``), T4 two ``p50`` and two ``regs`` measurements."""
+    journal = Path(__file__).parents[3] / "tests" / "data" / "journals" / "saxpy-n1m-replay.jsonl"
+    export = from_journal(journal)
+    assert [o.name for o in export.objectives] == ["p50", "regs"]
+    header, *body = list(csv.reader(io.StringIO(to_csv(export))))
+    assert len(header) == len(set(header)) and {"p50", "p50_ms", "regs"} <= set(header)
+    first = dict(zip(header, body[0], strict=True))
+    assert int(first["regs"]) == export.rows[0].resources["regs"] == export.rows[0].values["regs"]
+    for result in to_t4(export)["results"]:
+        names = [m["name"] for m in result["measurements"]]
+        assert len(names) == len(set(names)) and result["objectives"] == ["p50", "regs"]
+        if result["invalidity"] == "correct":
+            assert {"p50", "regs", "time", "p99", "spills_bytes"} <= set(names)
+
+
 def test_an_artifact_as_t4(search, settings) -> None:
     result, *_ = search(budget=12, seed=1, confirm_processes=3)
     assert result.artifact_path is not None
