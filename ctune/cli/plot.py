@@ -42,8 +42,9 @@ def plot_command(
     """Plot a search: convergence (best so far vs evaluations and time), the Pareto front
     with the baseline, per-gene sensitivity and the front's measured distributions.
 
-    Writes <source>-<figure>.png into --out. Needs matplotlib (pip install 'ctune\\[plot]');
-    --as csv|json needs nothing more.
+    Writes <journal>-<figure>.png (a journal, by its file name) or
+    <kernel>-<problem>-<device-class>-<figure>.png (a result file) into --out. Needs
+    matplotlib (pip install 'ctune\\[plot]'); --as csv|json needs nothing more.
     """
     from ctune.cli import render, tables
 

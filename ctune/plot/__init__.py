@@ -50,10 +50,10 @@ def plot_source(
                 f"{source_path}: {needs[0]} needs every evaluation, which only a journal has; "
                 "plot the search's journal (its path is in the result's first lines)"
             )
-    stem = Path(source_path).name.split(".")[0] or "ctune"
     written = []
     for name in wanted:
-        written.append((name, save(FIGURES[name](source), Path(out_dir) / f"{stem}-{name}.png")))
+        path = Path(out_dir) / f"{source.stem}-{name}.png"
+        written.append((name, save(FIGURES[name](source), path)))
     return written
 
 

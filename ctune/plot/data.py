@@ -75,6 +75,16 @@ class Source:
         return f"{self.kernel} / {self.problem} ({self.device})"
 
     @property
+    def stem(self) -> str:
+        """What its figure files are called, ``<stem>-<figure>.png``: a journal by its own
+        file name (one per search), an artifact by kernel, problem and device class, since
+        the registry files every artifact as ``<device-class>.json`` and a name taken from
+        that file would be every kernel's on the device class."""
+        if self.kind == "artifact":
+            return f"{self.kernel}-{self.problem}-{self.device}"
+        return self.path.stem or "ctune"
+
+    @property
     def star_label(self) -> str:
         if self.kind == "artifact":
             return "pinned"

@@ -225,7 +225,38 @@ def test_plot_command_writes_every_figure(figures: Any, tmp_path: Path) -> None:
         assert (tmp_path / f"saxpy-n1m-replay-{name}.png").read_bytes()[:4] == b"\x89PNG"
     assert [line.split()[0] for line in out.splitlines()] == list(names)
     code, out, _ = run_cli("plot", str(PARETO), "-o", str(tmp_path), "-f", "front")
-    assert code == 0 and (tmp_path / "attention-pareto-front.png").is_file()
+    front = "attention-prefill-s4096-d128-causal-sm90-nvidia-h200-front.png"
+    assert code == 0 and (tmp_path / front).is_file()
+
+
+#: two registry artifacts, both filed as sm90-nvidia-h200.json
+ARTIFACTS = [
+    ROOT / "registry" / "gemm" / "sq4096" / "sm90-nvidia-h200.json",
+    ROOT / "registry" / "attention" / "prefill-s2048-d128" / "sm90-nvidia-h200.json",
+]
+
+
+def test_figure_files_are_named_by_kernel_problem_and_device_class() -> None:
+    """An artifact's file stem is its device class: naming figures by it made every
+    artifact of the device class write (and overwrite) the same files."""
+    stems = [data.load(path).stem for path in ARTIFACTS]
+    assert stems == [
+        "gemm-sq4096-sm90-nvidia-h200",
+        "attention-prefill-s2048-d128-sm90-nvidia-h200",
+    ]
+    assert data.load(JOURNAL).stem == "saxpy-n1m-replay"  # a journal's name is its search's
+
+
+def test_plotting_two_artifacts_of_one_device_class_keeps_both(
+    figures: Any, tmp_path: Path
+) -> None:
+    for path in ARTIFACTS:
+        code, _, err = run_cli("plot", str(path), "-o", str(tmp_path), "-f", "front")
+        assert code == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "attention-prefill-s2048-d128-sm90-nvidia-h200-front.png",
+        "gemm-sq4096-sm90-nvidia-h200-front.png",
+    ]
 
 
 def test_plot_command_refusals_are_one_line(figures: Any, tmp_path: Path) -> None:
