@@ -119,19 +119,26 @@ def show_command(
     key: KeyArg,
     registry: RegistryOpt = None,
     release: ReleaseOpt = None,
-    json_out: Annotated[bool, typer.Option("--json", help="the file's JSON")] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="the file's JSON (KEY@member: the member's)")
+    ] = False,
     fmt: Annotated[
         str | None,
         typer.Option(
             "--as",
             metavar="csv|json",
-            help="csv: the front and the baseline, one row each; json: the file's JSON",
+            help="csv: the front and the baseline, one row each (KEY@member: its row); "
+            "json: as --json",
         ),
     ] = None,
 ) -> None:
-    """Show one artifact: front, pinned member, fingerprint, provenance."""
+    """Show one artifact: front, pinned member, fingerprint, provenance. KEY@member shows
+    that member: its values, genes, resources and build flags."""
+    import json
+
     from ctune.cli import tables
     from ctune.registry import schema
+    from ctune.registry.export import resolve_member
     from ctune.registry.layout import parse_key
     from ctune.registry.service import load_artifact, load_pinned
 
@@ -141,10 +148,15 @@ def show_command(
         artifact = load_pinned(root, parsed, release)[0]
     else:
         parsed, artifact = load_artifact(root, key)
+    member = None if parsed.member is None else resolve_member(artifact, parsed.member)
     if fmt is not None and tables.check_format(fmt) == "csv":
-        tables.write("csv", *render.member_rows(artifact))
+        tables.write("csv", *render.member_rows(artifact, member))
+    elif (json_out or fmt == "json") and member is not None:
+        render.text(json.dumps(schema.member_json(member), indent=2, sort_keys=True) + "\n")
     elif json_out or fmt == "json":
         render.text(schema.encode(artifact).decode())
+    elif member is not None:
+        render.member(parsed, artifact, member)
     else:
         render.artifact(parsed, artifact)
 

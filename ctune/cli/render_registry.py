@@ -31,7 +31,7 @@ from ctune.registry.remote import (
     Tracking,
     short_ref,
 )
-from ctune.registry.schema import Artifact
+from ctune.registry.schema import Artifact, FrontMember
 from ctune.registry.service import Migration, Pin, Published, VerifyReport
 from ctune.registry.store import Listing, Quarantined
 
@@ -104,8 +104,11 @@ def listing_rows(result: Listing) -> tuple[list[str], list[dict[str, object]]]:
     return header, rows
 
 
-def member_rows(a: Artifact) -> tuple[list[str], list[dict[str, object]]]:
-    """``registry show --as csv``: the front and the baseline, one row each, genes as columns."""
+def member_rows(
+    a: Artifact, only: FrontMember | None = None
+) -> tuple[list[str], list[dict[str, object]]]:
+    """``registry show --as csv``: the front and the baseline (or ``only``, KEY@member),
+    one row each, genes as columns."""
     names = [o.name for o in a.objectives]
     genes = [k for k, _ in a.baseline.candidate.genes]
     measured = ["p50_ms", "p95_ms", "p99_ms", "energy_j", "avg_power_w"]
@@ -115,6 +118,8 @@ def member_rows(a: Artifact) -> tuple[list[str], list[dict[str, object]]]:
     columns = {g: (f"gene.{g}" if g in fixed else g) for g in genes}
     rows: list[dict[str, object]] = []
     for m in (*a.front, a.baseline):
+        if only is not None and m is not only:
+            continue
         role = "baseline" if m is a.baseline else ("pinned" if m.key == a.pinned else "front")
         row: dict[str, object] = {"key": m.key, "role": role}
         for field in ("p50_ms", "p95_ms", "p99_ms", "energy_j", "avg_power_w"):
@@ -136,15 +141,11 @@ def _fmt(v: float) -> str:
     return f"{v:.6g}"
 
 
-def artifact(key: ArtifactKey, a: Artifact) -> None:
-    _line(f"{key.artifact}  digest sha256:{a.digest()}  schema {a.schema_version}")
-    prov = ", ".join(f"{k}={v}" for k, v in sorted(a.provenance.items()))
-    if prov:
-        _line(f"provenance: {prov}")
+def _members(a: Artifact, members: Sequence[FrontMember]) -> Table:
     # registry content is data: the consoles never read it as markup
     heads = [f"{o.name} [{o.unit}, {o.direction}]" for o in a.objectives]
     table = Table(Column("member", no_wrap=True), *heads, "processes", "sass", box=None)
-    for m in (*a.front, a.baseline):
+    for m in members:
         mark = " (pinned)" if m.key == a.pinned else ""
         mark += " (baseline)" if m is a.baseline else ""
         table.add_row(
@@ -153,14 +154,39 @@ def artifact(key: ArtifactKey, a: Artifact) -> None:
             str(len(m.process_medians_ms)),
             m.sass_sha256[:12] or "-",
         )
-    console.print(table)
-    member = a.pinned_member()
-    if member is not None:
-        _line("pinned genes: " + " ".join(f"{k}={v}" for k, v in member.candidate.genes))
+    return table
+
+
+def _genes(m: FrontMember) -> str:
+    return " ".join(f"{k}={v}" for k, v in m.candidate.genes)
+
+
+def artifact(key: ArtifactKey, a: Artifact) -> None:
+    _line(f"{key.artifact}  digest sha256:{a.digest()}  schema {a.schema_version}")
+    prov = ", ".join(f"{k}={v}" for k, v in sorted(a.provenance.items()))
+    if prov:
+        _line(f"provenance: {prov}")
+    console.print(_members(a, (*a.front, a.baseline)))
+    pinned = a.pinned_member()
+    if pinned is not None:
+        _line("pinned genes: " + _genes(pinned))
     fp = Table("fingerprint", Column("value", overflow="fold"), box=None)
     for name, value in sorted(a.fingerprint.items()):
         fp.add_row(name, one_line(value))
     console.print(fp)
+
+
+def member(key: ArtifactKey, a: Artifact, m: FrontMember) -> None:
+    """``registry show KEY@member``: the member's row of the artifact view and what builds
+    it (the flags are ``registry export --as flags``'s)."""
+    from ctune.registry.export import flags_line
+
+    _line(f"{key.artifact}@{m.key}  digest sha256:{a.digest()}  schema {a.schema_version}")
+    console.print(_members(a, (m,)))
+    _line("genes: " + _genes(m))
+    resources = " ".join(f"{k}={v}" for k, v in sorted(m.resources.items()) if v is not None)
+    _line("resources: " + (resources or "-"))
+    _line("build flags: " + (flags_line(m) or "-"))
 
 
 def _change(c: FieldChange) -> str:

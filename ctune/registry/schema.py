@@ -132,7 +132,8 @@ class Artifact:
 # --- encoding ---------------------------------------------------------------
 
 
-def _member_json(m: FrontMember) -> dict[str, Any]:
+def member_json(m: FrontMember) -> dict[str, Any]:
+    """A member as the artifact file holds it (``registry show KEY@member --json``)."""
     out = {
         "candidate": m.candidate.to_json(),
         "key": m.key,
@@ -166,8 +167,8 @@ def to_json(a: Artifact) -> dict[str, Any]:
         "objectives": [
             {"name": o.name, "direction": o.direction, "unit": o.unit} for o in a.objectives
         ],
-        "front": [_member_json(m) for m in a.front],
-        "baseline": _member_json(a.baseline),
+        "front": [member_json(m) for m in a.front],
+        "baseline": member_json(a.baseline),
         "pinned": a.pinned,
         "provenance": dict(a.provenance),
         "extensions": dict(a.extensions),
@@ -564,6 +565,7 @@ __all__ = [
     "decode",
     "encode",
     "from_json",
+    "member_json",
     "parse_json_bytes",
     "to_json",
     "with_pinned",

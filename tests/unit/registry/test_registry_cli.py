@@ -120,6 +120,40 @@ def test_show_as_csv_names_each_column_once(cli: Run, registry: Path) -> None:
     assert [dict(zip(header, row, strict=True))["regs"] for row in body] == ["128"] * 3
 
 
+def test_show_a_member(cli: Run, registry: Path) -> None:
+    """``show KEY@member`` once printed the whole artifact and ignored the member."""
+    import csv
+    import io
+
+    from ctune.registry.export import flags_line
+    from ctune.registry.schema import member_json
+
+    a = make_artifact()
+    publish_artifact(registry, a)
+    other = a.front[1]
+    code, out, err = cli("registry", "show", f"{KEY}@{other.key}", "--registry", str(registry))
+    assert code == 0 and err == ""
+    assert out.splitlines()[0].startswith(f"{KEY}@{other.key}  digest sha256:{a.digest()}")
+    assert a.front[0].key not in out and a.baseline.key not in out and "fingerprint" not in out
+    genes = " ".join(f"{k}={v}" for k, v in other.candidate.genes)
+    assert f"genes: {genes}" in out and f"build flags: {flags_line(other)}" in out
+    assert "resources: regs=128 spills_bytes=0\n" in out  # smem_bytes unknown
+    code, out, _ = cli("registry", "show", f"{KEY}@baseline", "--registry", str(registry))
+    assert code == 0 and f"{a.baseline.key} (baseline)" in out and a.front[1].key not in out
+    code, out, _ = cli(
+        "registry", "show", f"{KEY}@pinned", "--as", "csv", "--registry", str(registry)
+    )
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert code == 0 and [(r["key"], r["role"]) for r in rows] == [(a.front[0].key, "pinned")]
+    code, out, _ = cli(
+        "registry", "show", f"{KEY}@{other.key}", "--json", "--registry", str(registry)
+    )
+    assert code == 0 and json.loads(out) == member_json(other)
+    code, _, err = cli("registry", "show", f"{KEY}@{'0' * 16}", "--registry", str(registry))
+    assert code == 2
+    one_line_error(err, f"no member {'0' * 16}", a.front[0].key, other.key, a.baseline.key)
+
+
 @pytest.mark.parametrize(
     ("args", "needles"),
     [
