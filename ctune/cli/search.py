@@ -314,12 +314,6 @@ def search_command(
         seeds = tuple(read_t4(warm_start))
     spec, toolchain = load_kernel(kernel, cfg)
     objectives = parse_objective_spec(objective, constraint or [], spec.metrics)
-    control = None
-    wanted = device_genes if device_genes is not None else ",".join(spec.device_genes)
-    if wanted and wanted.strip().lower() != "none":
-        from ctune.cli.search_device import open_device_genes
-
-        spec, control = open_device_genes(wanted, spec, cfg, problem_set)
     options = SearchOptions(
         problem=problem,
         strategy=strategy,
@@ -337,6 +331,12 @@ def search_command(
         warm_start=seeds,
         warm_start_source=str(warm_start or ""),
     )
+    control = None  # after parsing every flag: opening device genes needs the GPU (exit 3)
+    wanted = device_genes if device_genes is not None else ",".join(spec.device_genes)
+    if wanted and wanted.strip().lower() != "none":
+        from ctune.cli.search_device import open_device_genes
+
+        spec, control = open_device_genes(wanted, spec, cfg, problem_set)
     compiler = make_compiler(spec, toolchain, cfg)
     if problem_set is not None:
         from ctune.cli.search_set import SetArgs, run_set

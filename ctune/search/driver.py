@@ -29,11 +29,13 @@ What does raise: a baseline (default build) that does not compile or does
 not run, before anything is written (rule I1); the first N searched
 candidates all failing to compile (a broken kernel or toolchain, not a bad
 region); a term that needs NVML or a GPU this machine lacks, before
-anything is compiled. The first Ctrl-C lets the candidate in flight finish
-(its measurement is journaled), starts nothing new and returns what the
-search has, marked ``interrupted`` (``--resume`` goes on from there); a
-second Ctrl-C abandons the candidate in flight at once. Either way every
-finished trial is already on disk.
+anything is compiled but after the request itself is checked (problem,
+strategy, options, a journal to resume): a typo is found without a GPU.
+The first Ctrl-C lets the candidate in flight finish (its measurement is
+journaled), starts nothing new and returns what the search has, marked
+``interrupted`` (``--resume`` goes on from there); a second Ctrl-C abandons
+the candidate in flight at once. Either way every finished trial is
+already on disk.
 
 Budget: ``budget`` counts GPU measurements, i.e. distinct binaries (baseline,
 failed builds and resumed trials included): a candidate that compiles to a
@@ -87,7 +89,7 @@ from ctune.search.plan import DEFAULT_BUDGET, SearchPlan, new_plan, resume_plan
 from ctune.search.pruning import DEFAULT_PRUNE_MARGIN, DEFAULT_SEARCH_REP_MS
 from ctune.search.result import ResultRecord, SearchResult
 from ctune.search.run_result import search_result
-from ctune.search.session_journal import SessionJournal
+from ctune.search.session_journal import SessionJournal, request_identity
 from ctune.search.strategy import StrategyContext
 from ctune.search.timers import Timers
 from ctune.search.trial_book import TrialBook
@@ -464,14 +466,10 @@ def run_search(
     _check_options(opts)
     if publish is not None:
         publish.check()
-    if opts.resume is not None and not Path(opts.resume).is_file():
-        raise UserError(f"{opts.resume}: no such journal to resume")
-    n_objectives = len(objective.objectives)
-    if opts.resume is not None:
-        header = journal_mod.read_header(Path(opts.resume))
-        plan, conflict = resume_plan(opts, header, n_objectives, Path(opts.resume))
-    else:
-        plan, conflict = new_plan(opts, n_objectives), None
+    known = getattr(measurer, "device_name", None)  # a worker's, a stand-in's: never probed
+    plan = _check_request(
+        spec, objective, opts, known if isinstance(known, str) and known else None
+    )
     caps = capabilities
     if caps is None:
         caps = getattr(measurer, "capabilities", None)
@@ -487,9 +485,7 @@ def run_search(
         if limits is None:
             probe = measurer is None and objective.measures
             limits = device_limits(settings.arch or spec.arch, probe=probe)
-        # the strategy and its options are validated here, before a worker starts
         run = _Run(settings, spec, objective, opts, compiler, measurer, emit, clock, limits, plan)
-        run.session.plan_conflict = conflict
         if measurer is None and objective.measures:
             run.measurer = _default_measurer(settings)
             owned.append(run.measurer)
@@ -512,6 +508,38 @@ def _check_options(opts: SearchOptions) -> None:
         raise UserError("--confirm-processes must be 0 or more")
     if opts.fill is not None and not isinstance(opts.fill, bool):
         raise UserError(f"fill must be true or false, got {opts.fill!r}")
+
+
+def _check_request(
+    spec: KernelSpec, objective: ObjectiveSpec, opts: SearchOptions, device: str | None
+) -> SearchPlan:
+    """The search's plan, once every part of the request that needs no GPU or toolchain is
+    checked: the problem, the strategy and its options, a journal to resume (its search,
+    then its flags; its build is checked when the journal opens). Called before the
+    capability check, so that a typo is found on a machine without a GPU too (exit 2),
+    not first on the GPU machine."""
+    problem = spec.problem(opts.problem)
+    n_objectives = len(objective.objectives)
+    if opts.resume is None:
+        plan = new_plan(opts, n_objectives)
+    else:
+        path = Path(opts.resume)
+        if not path.is_file():
+            raise UserError(f"{path}: no such journal to resume")
+        header = journal_mod.read_header(path)
+        plan, conflict = resume_plan(opts, header, n_objectives, path)
+        # is it this search's journal at all, before which of its flags differs
+        identity = request_identity(spec, problem.name, objective, device)
+        journal_mod.check_identity(path, header, identity)
+        if conflict is not None:
+            raise UserError(conflict)
+    # a strategy checks its options when it is made: once here on the spec's space, and
+    # again in _Run on the space within the device's limits (known only after the probe)
+    context = StrategyContext(
+        spec.name, spec.space, dict(problem.dims), objective.directions, plan.seed
+    )
+    make_strategy(plan.strategy, context, plan.options)
+    return plan
 
 
 @contextlib.contextmanager

@@ -21,6 +21,8 @@ from ctune.search import journal as journal_mod
 from ctune.search.result import COMPILE_ONLY
 
 if TYPE_CHECKING:
+    from ctune.kernelspec import KernelSpec
+    from ctune.objective.spec import ObjectiveSpec
     from ctune.search.driver import _Run
 
 
@@ -33,6 +35,23 @@ def device_label(measurement: Measurement | None) -> str | None:
     return gpu_label(measurement.device)
 
 
+def request_identity(
+    spec: KernelSpec, problem: str, objective: ObjectiveSpec, device: str | None = None
+) -> dict[str, Any]:
+    """What a resumed journal must match that needs no toolchain: kernel, problem, space,
+    objectives, and the device where it is known. The driver checks a journal against it
+    before it asks for a GPU, and before a flag the journal's search did not run with."""
+    out: dict[str, Any] = {
+        "kernel": spec.name,
+        "problem": problem,
+        "space": journal_mod.space_identity(spec.space),
+        "objectives": objective.identity(),
+    }
+    if device is not None:
+        out["device"] = device
+    return out
+
+
 class SessionJournal:
     """The journal of one search session and the device it measures on."""
 
@@ -42,20 +61,12 @@ class SessionJournal:
         self.header: dict[str, Any] = {}
         self.device: str | None = None
         self.device_checked = True
-        self.plan_conflict: str | None = None  # a flag --resume cannot honour (plan.py)
 
     def identity(self) -> dict[str, Any]:
-        """What a resumed journal must match: kernel, problem, space, objectives, build."""
+        """What a resumed journal must match: the request's identity, the build, the device."""
         run = self.run
-        out: dict[str, Any] = {
-            "kernel": run.spec.name,
-            "problem": run.problem.name,
-            "space": journal_mod.space_identity(run.spec.space),
-            "objectives": run.objective.identity(),
-            "fingerprint": run.build_fingerprint(),
-        }
-        if self.device is not None:
-            out["device"] = self.device
+        out = request_identity(run.spec, run.problem.name, run.objective, self.device)
+        out["fingerprint"] = run.build_fingerprint()
         return out
 
     # --- writing ----------------------------------------------------------------------------
@@ -173,8 +184,6 @@ class SessionJournal:
         self.device = known if isinstance(known, str) else None
         for change in journal_mod.check_identity(path, replay.header, self.identity()):
             run.note(change, "info")
-        if self.plan_conflict is not None:
-            raise UserError(self.plan_conflict)
         if self.device is None:
             self.device = str(replay.header.get("device", "unknown"))
             self.device_checked = not run.objective.measures
@@ -235,4 +244,4 @@ class SessionJournal:
         )
 
 
-__all__ = ["SessionJournal", "device_label"]
+__all__ = ["SessionJournal", "device_label", "request_identity"]

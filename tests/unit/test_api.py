@@ -170,3 +170,23 @@ def test_tune_returns_results_the_front_and_the_best(tmp_path: Path, monkeypatch
     assert ctune.load_artifact(key, registry=tmp_path / "reg").digest() == artifact.digest()
     with pytest.raises(CtuneError, match="no artifact vector_add/nope"):
         ctune.load_artifact(f"vector_add/nope/{artifact.device_class}", registry=tmp_path / "reg")
+
+
+def test_tune_reports_a_typo_before_the_missing_gpu(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = ctune.write_spec(
+        "vector_add", KERNEL, N, _arguments(), {"block_size_x": [64, 128]},
+        reference=vector_add, workdir=tmp_path / "w",
+    )  # fmt: skip
+
+    class NoGpu(StandInMeasurer):
+        capabilities = frozenset()
+
+    compiler = StandInCompiler(load_spec(path))
+    with pytest.raises(UserError, match="unknown strategy 'gaa'"):
+        ctune.tune(
+            "vector_add", KERNEL, N, _arguments(), {"block_size_x": [64, 128]},
+            reference=vector_add, objective="p99", strategy="gaa", workdir=tmp_path / "w",
+            compiler=compiler, measurer=NoGpu(),
+        )  # fmt: skip
+    assert compiler.calls == 0

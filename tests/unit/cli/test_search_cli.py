@@ -137,6 +137,31 @@ def test_bad_input_is_one_line_and_exit_2(
     assert all(c.calls == 0 for c in boundary.compilers)  # nothing was compiled
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--strategy", "gaa"], "unknown strategy 'gaa' (allowed: auto"),
+        (["--option", "foo=1"], "unknown option 'foo' for staged"),
+        (["--problem", "nope"], "no problem 'nope'"),
+    ],
+)
+def test_without_a_gpu_a_typo_is_still_exit_2(
+    run: Run, boundary: Boundary, args: list[str], message: str
+) -> None:
+    """p99 needs a GPU, but the typo is what a laptop must report: the GPU would not fix it."""
+
+    class NoGpu(StandInMeasurer):
+        capabilities = frozenset()
+
+    boundary.measurer = NoGpu()
+    result = run("--objective", "p99", *args)
+    assert result.exit_code == 2, result.output
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and message in lines[0]
+    assert all(c.calls == 0 for c in boundary.compilers)
+    assert run("--objective", "p99").exit_code == 3  # no typo: the missing GPU is the answer
+
+
 def test_energy_without_nvml_fails_before_compiling(run: Run, boundary: Boundary) -> None:
     class NoNvml(StandInMeasurer):
         capabilities = frozenset({"gpu"})

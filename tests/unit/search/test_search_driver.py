@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -116,6 +117,55 @@ def test_a_missing_capability_fails_before_anything_is_compiled(
             capabilities=set(),
         )
     assert compiler.calls == 0
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"strategy": "gaa"}, "unknown strategy 'gaa' (allowed: auto"),
+        ({"strategy_options": {"foo": "1"}}, "unknown option 'foo' for staged"),
+        ({"strategy": "ga", "strategy_options": {"population_size": "1"}}, "must be an integer"),
+        ({"problem": "nope"}, "no problem 'nope'"),
+    ],
+)
+def test_a_typo_is_found_on_a_machine_without_a_gpu(
+    spec: KernelSpec, settings: Settings, options: dict, message: str
+) -> None:
+    """The request is checked before the GPU is asked for: a laptop finds the typo (exit 2),
+    not the GPU machine later."""
+    compiler = StandInCompiler(spec)
+    with pytest.raises(UserError) as err:
+        run_search(
+            settings,
+            spec,
+            parse_objective_spec(["p99"], [], spec.metrics),
+            SearchOptions(budget=5, **options),
+            compiler=compiler,
+            capabilities=set(),
+        )
+    assert message in str(err.value) and "\n" not in str(err.value)
+    assert compiler.calls == 0 and not Path(settings.cache_dir).exists()
+
+
+def test_a_journal_that_cannot_resume_is_refused_without_a_gpu(search, spec, settings) -> None:
+    first, *_ = search(budget=6, journal_fsync=False, confirm_processes=0)
+
+    def resume(objective: str, **options: Any) -> None:
+        run_search(
+            settings,
+            spec,
+            parse_objective_spec([objective], [], spec.metrics),
+            SearchOptions(resume=first.journal, **options),
+            compiler=StandInCompiler(spec),
+            capabilities=set(),
+        )
+
+    with pytest.raises(UserError, match="cannot resume: the journal's objectives differs"):
+        resume("p99")
+    with pytest.raises(UserError, match="cannot resume with --seed 4: the journal's search ran"):
+        resume("p50", seed=4)
+    with pytest.raises(ToolchainError, match="p50 needs a CUDA GPU"):
+        resume("p50")  # the journal fits: only then is the missing GPU the answer
 
 
 def test_compile_only_objectives_never_touch_the_gpu(search, spec: KernelSpec) -> None:
