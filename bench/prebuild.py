@@ -41,10 +41,12 @@ def main(argv: list[str] | None = None) -> int:
     cfg = resolve({"jobs": args.jobs})
     spec, toolchain = load(args.kernel, cfg)
     problem = spec.problem(args.problem)
-    found, skipped = candidates(spec.name, spec.space, read_t4(args.pool), problem.dims)
+    mapped = candidates(spec.name, spec.space, read_t4(args.pool), problem.dims)
+    found = mapped.candidates
     wanted = {spec.space.build_group(c.genes): c for c in [spec.default_candidate(), *found]}
     print(
-        f"{len(found)} configurations ({skipped} not valid here), {len(wanted)} builds "
+        f"{len(found)} configurations ({mapped.invalid} not valid here, {mapped.repeated} "
+        f"repeated), {len(wanted)} builds "
         f"(the default included), {args.jobs} at a time",
         flush=True,
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -139,13 +140,26 @@ def _match(values: Sequence[GeneValue], given: Any) -> GeneValue | None:
     return None
 
 
+@dataclass(frozen=True)
+class Mapped:
+    """T4 configurations as candidates of one space, every configuration accounted for:
+    ``len(candidates) + invalid + repeated`` is how many were given."""
+
+    candidates: list[Candidate] = field(default_factory=list)
+    invalid: int = 0  # a value not among its gene's values, or a point outside the space
+    # the candidate of an earlier configuration: a duplicate in the file, or one that
+    # differs only in names that are not genes or in genes left at their defaults
+    repeated: int = 0
+    partial: int = 0  # of all given: configurations that leave genes out (defaults for them)
+
+
 def candidates(
     kernel: str,
     space: Space,
     configurations: Iterable[Mapping[str, Any]],
     dims: Mapping[str, int],
-) -> tuple[list[Candidate], int]:
-    """(the configurations that are valid points of ``space``, how many were not).
+) -> Mapped:
+    """The configurations that are valid points of ``space``, and what became of the rest.
 
     Genes a configuration does not name keep their defaults; names that are not genes
     (another tool's bookkeeping) are ignored; a value that is not among a gene's values,
@@ -155,10 +169,11 @@ def candidates(
 
     out: list[Candidate] = []
     seen: set[str] = set()
-    skipped = 0
+    invalid = repeated = partial = 0
     for configuration in configurations:
         values = space.default_values()
         fits = True
+        partial += any(name not in configuration for name in space.names)
         for name, given in configuration.items():
             if name not in space:
                 continue
@@ -168,13 +183,43 @@ def candidates(
                 break
             values[name] = value
         if not fits or not space.is_valid(values, dims):
-            skipped += 1
+            invalid += 1
             continue
         candidate = Candidate.of(kernel, values)
-        if candidate.key() not in seen:
-            seen.add(candidate.key())
-            out.append(candidate)
-    return out, skipped
+        if candidate.key() in seen:
+            repeated += 1
+            continue
+        seen.add(candidate.key())
+        out.append(candidate)
+    return Mapped(out, invalid, repeated, partial)
 
 
-__all__ = ["INVALIDITY", "SCHEMA_VERSION", "candidates", "read_t4", "to_t4"]
+def check_shares_genes(
+    configurations: Sequence[Mapping[str, Any]], space: Space, kernel: str, source: str
+) -> None:
+    """Refuse configurations none of which names a gene of ``space``: each would be the
+    default build, and the file is almost certainly another kernel's results."""
+    names = sorted({str(name) for configuration in configurations for name in configuration})
+    if not configurations or any(name in space for name in names):
+        return
+
+    def listed(items: Sequence[str]) -> str:
+        return ", ".join(items[:6]) + (", ..." if len(items) > 6 else "") or "none"
+
+    genes = [g.name for g in sorted(space.genes, key=lambda g: g.flag)]  # the kernel's first
+    raise UserError(
+        f"{source or 'the warm start'}: no parameter of its configurations ({listed(names)}) "
+        f"is a gene of {kernel} ({listed(genes)}); it is almost certainly another "
+        f"kernel's results: give a T4 file of {kernel} (ctune export JOURNAL --as t4)"
+    )
+
+
+__all__ = [
+    "INVALIDITY",
+    "SCHEMA_VERSION",
+    "Mapped",
+    "candidates",
+    "check_shares_genes",
+    "read_t4",
+    "to_t4",
+]

@@ -514,10 +514,10 @@ def _check_request(
     spec: KernelSpec, objective: ObjectiveSpec, opts: SearchOptions, device: str | None
 ) -> SearchPlan:
     """The search's plan, once every part of the request that needs no GPU or toolchain is
-    checked: the problem, the strategy and its options, a journal to resume (its search,
-    then its flags; its build is checked when the journal opens). Called before the
-    capability check, so that a typo is found on a machine without a GPU too (exit 2),
-    not first on the GPU machine."""
+    checked: the problem, a journal to resume (its search, then its flags; its build is
+    checked when the journal opens), warm-start configurations (of this kernel at all?),
+    the strategy and its options. Called before the capability check, so that a typo is
+    found on a machine without a GPU too (exit 2), not first on the GPU machine."""
     problem = spec.problem(opts.problem)
     n_objectives = len(objective.objectives)
     if opts.resume is None:
@@ -533,6 +533,10 @@ def _check_request(
         journal_mod.check_identity(path, header, identity)
         if conflict is not None:
             raise UserError(conflict)
+    if opts.warm_start:
+        from ctune.exchange.t4 import check_shares_genes
+
+        check_shares_genes(opts.warm_start, spec.space, spec.name, opts.warm_start_source)
     # a strategy checks its options when it is made: once here on the spec's space, and
     # again in _Run on the space within the device's limits (known only after the probe)
     context = StrategyContext(

@@ -219,6 +219,10 @@ def run_problem_set(
     ``ResultPublisher`` writing its result file to ``path``); None writes no artifacts.
     """
     problems = check_set(spec, opts.set_name, objective)
+    if search.warm_start:  # before the set's seeds join them, and before anything compiles
+        from ctune.exchange.t4 import check_shares_genes
+
+        check_shares_genes(search.warm_start, spec.space, spec.name, search.warm_start_source)
     opts.set_dir.mkdir(parents=True, exist_ok=True)
     step = _Clock(opts.step_s, clock)
     notes: list[str] = []

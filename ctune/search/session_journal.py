@@ -218,8 +218,9 @@ class SessionJournal:
 
         They enter its selection pool like its own trials (a GA breeds from the best of
         them), count against the budget, and take at most ``warm_start_share`` of it (a
-        quarter unless a problem set says more): the search still explores. Those that
-        are not valid points of this space are skipped.
+        quarter unless a problem set says more): the search still explores. The note
+        accounts for every configuration: measured, not valid here, already tried, the
+        same candidate as an earlier one, or over that share.
         """
         run = self.run
         given = run.opts.warm_start
@@ -227,9 +228,10 @@ class SessionJournal:
             return
         from ctune.exchange.t4 import candidates
 
-        found, skipped = candidates(run.spec.name, run.space, given, run.problem.dims)
-        fresh = [c for c in found if c.key() not in run.book.cache]
-        chosen = fresh[: max(0, run.budget.warm_start_share(run.opts.warm_start_share))]
+        mapped = candidates(run.spec.name, run.space, given, run.problem.dims)
+        fresh = [c for c in mapped.candidates if c.key() not in run.book.cache]
+        limit = max(0, run.budget.warm_start_share(run.opts.warm_start_share))
+        chosen = fresh[:limit]
         if chosen:
             run.generation += 1
             finished = run.pipeline.evaluate_batch(chosen, run.generation)
@@ -237,11 +239,18 @@ class SessionJournal:
             assert self.journal is not None
             self.journal.append_state(run.generation, run.strategy.state())
         where = f" from {run.opts.warm_start_source}" if run.opts.warm_start_source else ""
-        run.note(
-            f"warm start{where}: {len(chosen)} of {len(given)} configurations measured first "
-            f"({skipped} not valid here, {len(found) - len(fresh)} already tried)",
-            "info",
-        )
+        rest = [
+            (mapped.invalid, "not valid here"),
+            (len(mapped.candidates) - len(fresh), "already tried"),
+            (mapped.repeated, "the same candidate as an earlier one"),
+            (len(fresh) - len(chosen), f"over the warm start's limit of {limit}"),
+        ]
+        why = ", ".join(f"{n} {what}" for n, what in rest if n)
+        text = f"warm start{where}: {len(chosen)} of {len(given)} configurations measured first"
+        text += f" ({why})" if why else ""
+        if mapped.partial:
+            text += f"; {mapped.partial} name only some genes (the rest at their defaults)"
+        run.note(text, "info")
 
 
 __all__ = ["SessionJournal", "device_label", "request_identity"]

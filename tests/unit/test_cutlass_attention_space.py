@@ -46,8 +46,8 @@ def test_every_pool_entry_serves_some_problem_of_its_set(
     usable = [0] * len(configurations)
     for name in spec.problem_sets[problem_set]:
         for i, configuration in enumerate(configurations):
-            found, _ = candidates(spec.name, spec.space, [configuration], spec.problem(name).dims)
-            usable[i] += len(found)
+            found = candidates(spec.name, spec.space, [configuration], spec.problem(name).dims)
+            usable[i] += len(found.candidates)
     assert all(usable), [c for c, n in zip(configurations, usable, strict=True) if not n]
 
 

@@ -355,6 +355,14 @@ def test_warm_start_takes_a_t4_file(run: Run, boundary: Boundary, tmp_path: Path
     assert any(n.startswith(f"warm start from {t4}: 3 of ") for n in notes)
     missing = run("--objective", "p50", "--warm-start", str(tmp_path / "nope.json"))
     assert missing.exit_code == 2 and "not a T4 results file" in missing.stderr
+    # another kernel's file: no parameter is a gene here; refused, GPU or not
+    other = tmp_path / "gemm.t4.json"
+    results = [{"configuration": {"BLOCK_M": m}, "invalidity": "correct"} for m in (64, 128)]
+    other.write_text(json.dumps({"schema_version": "1.0.0", "results": results}))
+    wrong = run("--objective", "regs", "--warm-start", str(other))
+    lines = [ln for ln in wrong.stderr.splitlines() if ln.strip()]
+    assert wrong.exit_code == 2 and len(lines) == 1, wrong.output
+    assert "no parameter of its configurations (BLOCK_M) is a gene of standin" in lines[0]
 
 
 def _invoke(columns: int, *args: str) -> Any:

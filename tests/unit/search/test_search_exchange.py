@@ -9,13 +9,16 @@ from pathlib import Path
 
 import pytest
 
+from ctune.config import Settings
 from ctune.errors import UserError
 from ctune.exchange.records import from_artifact, from_journal, load
 from ctune.exchange.t4 import INVALIDITY, candidates, read_t4, to_t4
 from ctune.exchange.table import to_csv
 from ctune.kernelspec import KernelSpec
+from ctune.objective import parse_objective_spec
 from ctune.registry.store import read_result
 from ctune.search import events as ev
+from ctune.search.driver import SearchOptions, run_search
 from ctune.search.journal import read
 from ctune.testing.standins import StandInCompiler, StandInMeasurer
 
@@ -125,9 +128,10 @@ def test_t4_reads_back_best_first_and_maps_onto_the_space(tmp_path: Path, spec: 
     )  # fmt: skip
     configurations = read_t4(path)
     assert [c["TILE_M"] for c in configurations] == [48, 32, 128.0, 256]  # time ascending
-    found, skipped = candidates(spec.name, spec.space, configurations, spec.problem().dims)
+    mapped = candidates(spec.name, spec.space, configurations, spec.problem().dims)
+    found = mapped.candidates
     # 48 is not a TILE_M value; 256 x 256 breaks TILE_M * TILE_N <= 16384
-    assert skipped == 2
+    assert mapped.invalid == 2 and mapped.repeated == 0
     assert [c.as_dict()["TILE_M"] for c in found] == [32, 128]
     assert found[1].as_dict()["TILE_N"] == 64 and found[0].as_dict()["SCHEDULE"] == "row"
     bad = tmp_path / "bad.json"
@@ -155,6 +159,64 @@ def test_a_t4_export_warm_starts_another_search(search, tmp_path: Path) -> None:
     notes = [e.message for e in events if isinstance(e, ev.Note)]
     assert any(n.startswith(f"warm start from {t4}: 7 of ") for n in notes)
     assert second.evaluations == 28
+
+
+def _t4(path: Path, *configurations: dict) -> tuple[dict, ...]:
+    """A T4 file of correct configurations, in this order (no measurements: file order)."""
+    results = [
+        {"configuration": c, "times": {}, "invalidity": "correct", "correctness": 1}
+        for c in configurations
+    ]
+    path.write_text(json.dumps({"schema_version": "1.0.0", "results": results}))
+    return tuple(read_t4(path))
+
+
+def test_a_warm_start_accounts_for_every_configuration(search, tmp_path: Path) -> None:
+    t4 = tmp_path / "mixed.json"
+    configurations = _t4(
+        t4,
+        {"TILE_M": 32, "TILE_N": 32, "STAGES": 2, "SPLIT_K": 1, "SCHEDULE": "row"},
+        {"TILE_M": 32, "TILE_N": 32, "STAGES": 2, "SPLIT_K": 1, "SCHEDULE": "row"},  # again
+        {"TILE_M": 32, "TILE_N": 32, "block_size_x": 7},  # the first, but for a name: repeated
+        {"TILE_M": 64},  # the default build: already tried (the baseline)
+        {"TILE_M": 48},  # not a TILE_M value
+        {"TILE_M": 16, "TILE_N": 16},
+        {"TILE_M": 16, "TILE_N": 32},
+        {"TILE_M": 32, "TILE_N": 16},  # over the limit: a quarter of 12 is 3
+    )
+    _, _, _, events = search(
+        budget=12, confirm_processes=0, warm_start=configurations, warm_start_source=str(t4)
+    )
+    notes = [e.message for e in events if isinstance(e, ev.Note)]
+    assert (
+        f"warm start from {t4}: 3 of 8 configurations measured first (1 not valid here, "
+        "1 already tried, 2 the same candidate as an earlier one, 1 over the warm start's "
+        "limit of 3); 6 name only some genes (the rest at their defaults)"
+    ) in notes
+
+
+def test_a_t4_file_of_another_kernel_is_refused_before_anything_runs(
+    spec: KernelSpec, settings: Settings, tmp_path: Path
+) -> None:
+    """No parameter of the file is a gene here: each configuration would be the default
+    build, and the counts would say nothing of why. Refused, GPU or not."""
+    t4 = tmp_path / "gemm.t4.json"
+    configurations = _t4(t4, {"BLOCK_M": 128, "BLOCK_N": 64}, {"BLOCK_M": 64, "BLOCK_N": 64})
+    compiler = StandInCompiler(spec)
+    with pytest.raises(UserError) as err:
+        run_search(
+            settings,
+            spec,
+            parse_objective_spec(["regs"], [], spec.metrics),
+            SearchOptions(budget=8, warm_start=configurations, warm_start_source=str(t4)),
+            compiler=compiler,
+            capabilities=set(),
+        )
+    text = str(err.value)
+    assert text.startswith(f"{t4}: no parameter of its configurations (BLOCK_M, BLOCK_N) is ")
+    assert "a gene of standin (TILE_M, TILE_N, STAGES, SPLIT_K, SCHEDULE)" in text
+    assert "another kernel's results" in text and "\n" not in text
+    assert compiler.calls == 0 and not Path(settings.cache_dir).exists()
 
 
 def test_the_export_command(tmp_path: Path, monkeypatch, capsys) -> None:

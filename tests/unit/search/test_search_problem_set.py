@@ -370,6 +370,18 @@ def test_cli_problem_set_refusals(cli: Any, args: tuple[str, ...], needle: str) 
     assert "Traceback" not in result.output
 
 
+def test_cli_problem_set_refuses_a_t4_file_of_another_kernel(cli: Any, tmp_path: Path) -> None:
+    """The set's own seeds name every gene: the file is checked alone, before they join it
+    (and before the set's default builds compile)."""
+    t4 = tmp_path / "gemm.t4.json"
+    result = {"configuration": {"BLOCK_M": 64}, "invalidity": "correct", "correctness": 1}
+    t4.write_text(json.dumps({"schema_version": "1.0.0", "results": [result]}))
+    done = cli("--problem-set", "all", "--warm-start", str(t4))
+    assert done.exit_code == 2, done.output
+    assert "no parameter of its configurations (BLOCK_M) is a gene of setk" in done.stderr
+    assert not (tmp_path / ".ctune").exists()
+
+
 def test_a_given_warm_start_seeds_every_group_after_its_own_builds(
     spec: KernelSpec, tmp_path: Path
 ) -> None:
