@@ -202,6 +202,20 @@ def check_needs(objective: ObjectiveSpec, capabilities: set[str] | frozenset[str
             )
 
 
+def require_capabilities(
+    objective: ObjectiveSpec,
+    measurer: Any,
+    capabilities: set[str] | frozenset[str] | None = None,
+) -> None:
+    """:func:`check_needs` against ``capabilities``, else the measurer's, else the probes'."""
+    caps = capabilities
+    if caps is None:
+        caps = getattr(measurer, "capabilities", None)
+    if caps is None and objective.needs:
+        caps = probe_capabilities()
+    check_needs(objective, set(caps or ()))
+
+
 # --- helpers ----------------------------------------------------------------------------
 
 
@@ -467,15 +481,10 @@ def run_search(
     if publish is not None:
         publish.check()
     known = getattr(measurer, "device_name", None)  # a worker's, a stand-in's: never probed
-    plan = _check_request(
+    plan = check_request(
         spec, objective, opts, known if isinstance(known, str) and known else None
     )
-    caps = capabilities
-    if caps is None:
-        caps = getattr(measurer, "capabilities", None)
-    if caps is None and objective.needs:
-        caps = probe_capabilities()
-    check_needs(objective, set(caps or ()))
+    require_capabilities(objective, measurer, capabilities)
 
     owned: list[Any] = []
     try:
@@ -510,7 +519,7 @@ def _check_options(opts: SearchOptions) -> None:
         raise UserError(f"fill must be true or false, got {opts.fill!r}")
 
 
-def _check_request(
+def check_request(
     spec: KernelSpec, objective: ObjectiveSpec, opts: SearchOptions, device: str | None
 ) -> SearchPlan:
     """The search's plan, once every part of the request that needs no GPU or toolchain is
@@ -717,7 +726,9 @@ __all__ = [
     "DEFAULT_BUDGET",
     "SearchOptions",
     "check_needs",
+    "check_request",
     "gpu_available",
     "probe_capabilities",
+    "require_capabilities",
     "run_search",
 ]

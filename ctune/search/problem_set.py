@@ -218,11 +218,14 @@ def run_problem_set(
     ``publish_for(path)`` gives the publisher of a shape's finished search (the registry's
     ``ResultPublisher`` writing its result file to ``path``); None writes no artifacts.
     """
-    problems = check_set(spec, opts.set_name, objective)
-    if search.warm_start:  # before the set's seeds join them, and before anything compiles
-        from ctune.exchange.t4 import check_shares_genes
+    from ctune.search.driver import check_request, require_capabilities
 
-        check_shares_genes(search.warm_start, spec.space, spec.name, search.warm_start_source)
+    problems = check_set(spec, opts.set_name, objective)
+    # before anything compiles: the request as each shape's search will check it (strategy,
+    # options, the warm-start file), then what this machine can measure
+    first = dataclasses.replace(search, problem=problems[0].name, resume=None)
+    check_request(spec, objective, first, None)
+    require_capabilities(objective, measurer)
     opts.set_dir.mkdir(parents=True, exist_ok=True)
     step = _Clock(opts.step_s, clock)
     notes: list[str] = []

@@ -467,3 +467,34 @@ def test_group_seeds_prefer_the_nearest_shapes_measurements(
     problems = [spec.problem(n) for n in ("m1", "m16", "m2048")]
     seeds = group_seeds(spec, SetOptions("all", set_dir), problems, spec.problem("m2048"))
     assert [spec.candidate(v) for v in seeds] == [b, a, e, c, d]
+
+
+def test_a_set_checks_the_request_and_the_gpu_before_anything_compiles(
+    spec: KernelSpec, tmp_path: Path
+) -> None:
+    """It compiled the shapes' default builds first and then said "p99 needs a CUDA GPU
+    ...; nothing was compiled"; a strategy typo was found only after that, too."""
+    from ctune.errors import ToolchainError
+
+    settings = Settings(cache_dir=tmp_path / "cache", registry=tmp_path / "registry")
+    compiler = StandInCompiler(spec, fail_every=None)
+
+    class NoGpu:  # the measurer of a machine without a GPU (never called)
+        capabilities: frozenset[str] = frozenset()
+
+    def run(objective: str, **options: Any) -> None:
+        run_problem_set(
+            settings,
+            spec,
+            parse_objective_spec([objective], [], spec.metrics),
+            SearchOptions(budget=8, seed=1, **options),
+            SetOptions("all", tmp_path / "set"),
+            compiler=compiler,
+            measurer=NoGpu(),
+        )
+
+    with pytest.raises(UserError, match="unknown strategy 'gaa'"):
+        run("p99", strategy="gaa")
+    with pytest.raises(ToolchainError, match=r"p99 needs a CUDA GPU.*nothing was compiled"):
+        run("p99")
+    assert compiler.calls == 0 and not (tmp_path / "set").exists()
