@@ -481,9 +481,7 @@ def run_search(
     if publish is not None:
         publish.check()
     known = getattr(measurer, "device_name", None)  # a worker's, a stand-in's: never probed
-    plan = check_request(
-        spec, objective, opts, known if isinstance(known, str) and known else None
-    )
+    plan = check_request(spec, objective, opts, known if isinstance(known, str) and known else None)
     require_capabilities(objective, measurer, capabilities)
 
     owned: list[Any] = []
