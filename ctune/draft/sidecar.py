@@ -335,6 +335,8 @@ def draft_sidecar(
         f"name: {name}",
         f"entry: {json.dumps(entry_text) if not entry_text.isidentifier() else entry_text}",
     ]
+    if source_name != f"{stem}.cu":  # a spec's source defaults to <stem>.cu (a .cuh, a .cu.h)
+        lines.append(f"source: {json.dumps(source_name)}")
     if all_genes:
         lines.append("genes:")
         for g in all_genes:
