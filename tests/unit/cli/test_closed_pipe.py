@@ -29,10 +29,12 @@ def test_tables_stop_as_sigpipe(monkeypatch: pytest.MonkeyPatch, fmt: str) -> No
 def test_rich_output_stops_as_sigpipe(monkeypatch: pytest.MonkeyPatch) -> None:
     from ctune.cli import render
 
+    console = render._console()  # not the shared one: rich leaves a console quiet after
     monkeypatch.setattr(sys, "stdout", _ClosedPipe())
     with pytest.raises(SystemExit) as stopped:
-        render.console.print("gemm/sq4096/x  front=1")
+        console.print("gemm/sq4096/x  front=1")
     assert stopped.value.code == 141
+    assert not render.console.quiet
 
 
 def test_the_entry_point_exits_141(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
