@@ -14,6 +14,7 @@ from rich.table import Column, Table
 
 from ctune.cli.render import console, line, warn_line
 from ctune.cli.sanitize import one_line
+from ctune.exchange.columns import fill_objectives, gene_columns, objective_columns
 from ctune.records import FieldChange
 from ctune.registry.check import FRESH, STALE, WARN, CheckReport, CheckResult
 from ctune.registry.diff import ArtifactDiff
@@ -113,9 +114,8 @@ def member_rows(
     genes = [k for k, _ in a.baseline.candidate.genes]
     measured = ["p50_ms", "p95_ms", "p99_ms", "energy_j", "avg_power_w"]
     measured += ["regs", "spills_bytes", "smem_bytes", "processes", "sass_sha256"]
-    # an objective named like a measured column (regs) is that column, not a second one
-    fixed = ["key", "role", *(n for n in names if n not in measured), *measured]
-    columns = {g: (f"gene.{g}" if g in fixed else g) for g in genes}
+    fixed = ["key", "role", *objective_columns(names, measured), *measured]
+    columns = gene_columns(genes, fixed)
     rows: list[dict[str, object]] = []
     for m in (*a.front, a.baseline):
         if only is not None and m is not only:
@@ -126,9 +126,7 @@ def member_rows(
             row[field] = m.summary.get(field)
         for field in ("regs", "spills_bytes", "smem_bytes"):
             row[field] = m.resources.get(field)
-        for name, value in zip(names, m.values, strict=True):
-            if row.get(name) is None:  # the measured fact, where there is one
-                row[name] = value
+        fill_objectives(row, names, m.values)
         row["processes"] = len(m.process_medians_ms)
         row["sass_sha256"] = m.sass_sha256
         genes_of = m.candidate.as_dict()

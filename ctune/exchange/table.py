@@ -7,6 +7,7 @@ import io
 import math
 from typing import Any
 
+from ctune.exchange.columns import fill_objectives, gene_columns, objective_columns
 from ctune.exchange.records import Export
 
 STATS = ("p50_ms", "p95_ms", "p99_ms", "mean_ms", "min_ms")
@@ -20,41 +21,26 @@ def _cell(value: Any) -> Any:
 
 
 def to_csv(export: Export) -> str:
-    """Columns: role, key, outcome, every parameter, every objective, latency, resources.
-
-    Each name heads one column (pandas renames a second ``regs`` to ``regs.1``;
-    csv.DictReader keeps one of the two): an objective named like a latency or resource
-    column (``regs``) is that column, and a gene named like another column is
-    ``gene.<name>``, as in ``ctune plot --as csv``.
-    """
+    """Columns: role, key, outcome, every parameter, every objective, latency, resources;
+    each name once (``exchange/columns.py``), as in ``ctune plot --as csv``."""
     genes: list[str] = []
     for row in export.rows:
         genes += [g for g in row.configuration if g not in genes]
     measured = [*STATS, *RESOURCES, "compile_s"]
-    objectives = [o.name for o in export.objectives if o.name not in measured]
-    fixed = ["role", "key", "outcome", *objectives, *measured]
-    header = [*fixed[:3], *(f"gene.{g}" if g in fixed else g for g in genes), *fixed[3:]]
+    objectives = objective_columns((o.name for o in export.objectives), measured)
+    lead = ["role", "key", "outcome"]
+    columns = gene_columns(genes, [*lead, *objectives, *measured])
+    header = [*lead, *columns.values(), *objectives, *measured]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
     for row in export.rows:
-        facts: dict[str, Any] = {**row.stats_ms, **row.resources, "compile_s": row.compile_s}
-        writer.writerow(
-            [
-                row.role,
-                row.key,
-                row.outcome,
-                *(_cell(row.configuration.get(g)) for g in genes),
-                *(_cell(row.values.get(o)) for o in objectives),
-                *(_cell(_first(facts.get(m), row.values.get(m))) for m in measured),
-            ]
-        )
+        cells: dict[str, Any] = {"role": row.role, "key": row.key, "outcome": row.outcome}
+        cells.update({column: row.configuration.get(g) for g, column in columns.items()})
+        cells.update({**row.stats_ms, **row.resources, "compile_s": row.compile_s})
+        fill_objectives(cells, row.values, row.values.values())
+        writer.writerow([_cell(cells.get(h)) for h in header])
     return buffer.getvalue()
-
-
-def _first(*values: Any) -> Any:
-    """The first value that is there (an objective fills its column where the fact is not)."""
-    return next((v for v in values if v is not None), None)
 
 
 __all__ = ["to_csv"]

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ctune.errors import UserError
+from ctune.exchange.columns import fill_objectives, gene_columns, objective_columns
 from ctune.objective.pareto import as_minimization, sign
 from ctune.objective.pareto import non_dominated as mask_of
 from ctune.records import GeneValue, Measurement, Trial
@@ -361,7 +362,6 @@ def rows(source: Source) -> tuple[list[str], list[dict[str, Any]]]:
         "spills_bytes",
         "smem_bytes",
     ]
-    # an objective named like a measured column (regs) is that column, not a second one
     names = [o.name for o in source.objectives]
     fixed = [
         "number",
@@ -374,11 +374,10 @@ def rows(source: Source) -> tuple[list[str], list[dict[str, Any]]]:
         "pinned",
         "filler",
         "elapsed_s",
-        *(n for n in names if n not in measured),
+        *objective_columns(names, measured),
         *measured,
     ]
-    # a gene named like a fixed column keeps a prefix, so no column is ambiguous
-    columns = {g: (f"gene.{g}" if g in fixed else g) for g in genes}
+    columns = gene_columns(genes, fixed)
     header = [*fixed, *columns.values()]
     front = {p.key for p in source.front}
     base = source.baseline.key if source.baseline is not None else None
@@ -402,9 +401,7 @@ def rows(source: Source) -> tuple[list[str], list[dict[str, Any]]]:
             row[q] = p.quantiles.get(q)
         for r in ("regs", "spills_bytes", "smem_bytes"):
             row[r] = p.resources.get(r)
-        for i, n in enumerate(names):
-            if row.get(n) is None:  # the measured fact, where there is one
-                row[n] = p.values[i] if p.values is not None else None
+        fill_objectives(row, names, p.values if p.values is not None else [None] * len(names))
         for g, column in columns.items():
             row[column] = p.genes.get(g)
         out.append(row)
