@@ -3,7 +3,8 @@
 CI runs ``ctune check`` (or ``ctune check --pinned --strict``) on the
 GPU-less compile machine: exit 0 when every artifact is fresh (soft changes
 only warn), 1 when any is stale, 2 when an artifact file cannot be read,
-3 when nvcc is missing. GPU fields are checked only where a GPU is found.
+3 when nvcc is missing. GPU fields are checked only where a GPU is found, and only
+for artifacts measured on a GPU of its class (a registry holds several GPUs' artifacts).
 """
 
 from __future__ import annotations
@@ -71,8 +72,13 @@ def check_command(
     probe = probe_for(cfg, kernels, gpu=gpu)
     verify = nvcc_verifier(cfg) if rebuild else None
     report = check_registry(cfg.registry, probe, pinned_only=pinned, verify=verify)
-    unchecked = sorted({n for r in report.results for n in r.not_checked})
+    here = [r for r in report.results if not r.other_gpu]
+    unchecked = sorted({n for r in here for n in r.not_checked})
     render.check(report, strict, fingerprint.not_checked_reason(unchecked, report.gpu_probed))
+    elsewhere = [r for r in report.results if r.other_gpu]
+    if elsewhere:
+        classes = sorted({r.key.device_class for r in elsewhere})
+        render.other_gpus(len(elsewhere), classes, "GPU fields not compared")
     if report.quarantined:
         raise RegistryError(f"{len(report.quarantined)} artifact file(s) could not be read")
     if report.exit_code(strict):

@@ -90,6 +90,7 @@ def gate_command(
     probe = probe_for(cfg, kernels, gpu=True)
     if not probe.gpu_probed:
         raise ToolchainError("ctune gate needs a GPU (NVML found none); use `ctune check` here")
+    chosen = _of_this_gpu(chosen, probe.device_class or "")
     comparisons = max(1, len(chosen)) * (2 if canary else 1)
     rule = NoiseRule(
         min_processes=_RULE.min_processes,
@@ -121,6 +122,25 @@ def gate_command(
         raise GateFailure(f"gate failed: {summary}")
     if code:
         raise GateInconclusive(f"gate inconclusive: {summary}")
+
+
+def _of_this_gpu(
+    chosen: Sequence[tuple[ArtifactKey, Artifact]], here: str
+) -> list[tuple[ArtifactKey, Artifact]]:
+    """The selected artifacts measured on a GPU of this one's class: another GPU's
+    timings say nothing about this one (a registry holds several GPUs' artifacts; CI gates
+    each on its own runner). Says what it leaves out; none left is one line, exit 2."""
+    mine = [(k, a) for k, a in chosen if a.device_class == here]
+    others = sorted({a.device_class for _, a in chosen if a.device_class != here})
+    if others and mine:
+        render.other_gpus(len(chosen) - len(mine), others, "gate: left out")
+    if chosen and not mine:
+        raise UserError(
+            f"no selected artifact was measured on this GPU ({here}): they are of "
+            f"{', '.join(others)}; gate them on that GPU, or select this GPU's, e.g. "
+            f"'*/*/{here}'"
+        )
+    return mine
 
 
 def _build_only(

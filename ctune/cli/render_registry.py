@@ -434,6 +434,11 @@ def check_result(r: CheckResult, strict: bool) -> list[str]:
     return [f"{word} {r.key}", *(f"  {reason}" for reason in reasons)]
 
 
+def other_gpus(count: int, classes: Sequence[str], what: str) -> None:
+    """``count`` artifacts measured on other GPUs than this one (``classes``)."""
+    _line(f"{what}: {count} artifact(s) of other GPUs ({', '.join(classes)})")
+
+
 def check(report: CheckReport, strict: bool, not_checked_line: str) -> None:
     for r in report.results:
         for text in check_result(r, strict):

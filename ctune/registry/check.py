@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,8 @@ class CheckResult:
     error: str = ""  # the kernel spec could not be loaded: nothing to compare with
     inputs_changed: tuple[str, ...] = ()  # closure files: "gemm.cu (changed)", "x.h (added)"
     binaries: BinaryCheck | None = None  # set when build inputs changed and members were rebuilt
+    #: measured on another GPU than the one probed here: its GPU fields were not compared
+    other_gpu: bool = False
 
     @property
     def build_changes(self) -> tuple[FieldChange, ...]:
@@ -272,26 +274,39 @@ class FingerprintProbe:
         self.toolchain = fingerprint.probe_toolchain(nvcc)
         self.gpu_fields = fingerprint.probe_gpu_machine() if gpu else None
         self._specs: dict[str, Any] = {}
-        self._cache: dict[tuple[str, str], Current] = {}
+        self._cache: dict[tuple[str, str, bool], Current] = {}
 
     @property
     def gpu_probed(self) -> bool:
         return self.gpu_fields is not None
+
+    @property
+    def device_class(self) -> str | None:
+        """This GPU's registry device class (``sm90-nvidia-h200``); None without a GPU."""
+        return fingerprint.gpu_id(self.gpu_fields) if self.gpu_fields is not None else None
+
+    def of_this_gpu(self, artifact: Artifact) -> bool:
+        """Was ``artifact`` measured on a GPU of this one's class? Only then do its GPU
+        fields mean anything here: an H100 artifact checked on an H200 is not stale, it is
+        another GPU's (a registry holds artifacts of several)."""
+        return self.gpu_fields is not None and artifact.device_class == self.device_class
 
     def spec(self, kernel: str) -> Any:
         if kernel not in self._specs:
             self._specs[kernel] = load_kernel_spec(self.kernels_dir, kernel, self.nvcc)
         return self._specs[kernel]
 
-    def current(self, kernel: str, problem: str) -> Current:
-        if (kernel, problem) not in self._cache:
+    def current(self, kernel: str, problem: str, gpu: bool = True) -> Current:
+        """``gpu``: compare the GPU fields (when a GPU was probed)."""
+        gpu = gpu and self.gpu_fields is not None
+        if (kernel, problem, gpu) not in self._cache:
             from ctune.compile.deps import source_closure
 
             spec = self.spec(kernel)
             spec.problem(problem)  # a problem the spec no longer has: one line, STALE
             fields = fingerprint.current_fingerprint(
                 spec,
-                self.gpu_fields is not None,
+                gpu,
                 problem=problem,
                 nvcc=self.nvcc,
                 l2_policy=self.l2_policy,
@@ -300,11 +315,11 @@ class FingerprintProbe:
                 gpu_fields=self.gpu_fields,
             )
             closure = source_closure(spec, self.nvcc)
-            self._cache[(kernel, problem)] = Current(fields, closure, spec, self.plan)
-        return self._cache[(kernel, problem)]
+            self._cache[(kernel, problem, gpu)] = Current(fields, closure, spec, self.plan)
+        return self._cache[(kernel, problem, gpu)]
 
     def for_artifact(self, artifact: Artifact) -> Current:
-        return self.current(artifact.kernel, artifact.problem)
+        return self.current(artifact.kernel, artifact.problem, gpu=self.of_this_gpu(artifact))
 
 
 def check_all(
@@ -321,7 +336,10 @@ def check_all(
         except CtuneError as exc:
             results.append(CheckResult(key, (), (), error=str(exc)))
             continue
-        results.append(check_artifact(key, artifact, current, verify))
+        result = check_artifact(key, artifact, current, verify)
+        if probe.gpu_probed and not probe.of_this_gpu(artifact):
+            result = replace(result, other_gpu=True)
+        results.append(result)
     return results
 
 

@@ -354,7 +354,8 @@ def machine(monkeypatch: pytest.MonkeyPatch) -> dict:
         return {k: state["fingerprint"][k] for k in ("nvcc_version", "ptxas_version")}
 
     def current(spec, gpu, **kw) -> dict[str, str]:
-        return {**state["fingerprint"], **(kw.get("gpu_fields") or {})}
+        fields = {**state["fingerprint"], **(kw.get("gpu_fields") or {})}
+        return fields if gpu else {k: v for k, v in fields.items() if FIELDS[k][1] != "gpu"}
 
     monkeypatch.setattr(fingerprint_module, "probe_toolchain", probe_toolchain)
     monkeypatch.setattr(fingerprint_module, "probe_gpu_machine", lambda: state["gpu"])
@@ -428,10 +429,26 @@ def test_check_pinned_only_and_gpu_fields(cli: Run, registry: Path, machine: dic
     publish_artifact(registry, make_artifact())
     publish_artifact(registry, make_artifact(problem="unpinned", pinned=False))
     machine["gpu"] = {k: v for k, v in FINGERPRINT.items() if FIELDS[k][1] == "gpu"}
-    machine["gpu"]["gpu_name"] = "NVIDIA H200"
+    machine["gpu"]["memory_bytes"] = "1"  # the same GPU model, another memory size
     code, out, _ = cli("check", "--pinned", "--registry", str(registry))
-    assert code == 1 and "gpu_name: NVIDIA H100 80GB HBM3 -> NVIDIA H200 (hard)" in out
+    assert code == 1 and f"memory_bytes: {FINGERPRINT['memory_bytes']} -> 1 (hard)" in out
     assert "unpinned" not in out and "no GPU" not in out
+
+
+def test_check_on_another_gpu_compares_no_gpu_field(
+    cli: Run, registry: Path, machine: dict
+) -> None:
+    """An H100 artifact on an H200 runner is another GPU's, not a stale one: a registry
+    holds several GPUs' artifacts, and `ctune check` on any GPU runner must not fail on them."""
+    publish_artifact(registry, make_artifact())
+    machine["gpu"] = {k: v for k, v in FINGERPRINT.items() if FIELDS[k][1] == "gpu"}
+    machine["gpu"]["gpu_name"] = "NVIDIA H200"
+    machine["gpu"]["memory_bytes"] = "1"
+    code, out, _ = cli("check", "--registry", str(registry))
+    assert code == 0 and f"fresh {KEY}" in out
+    assert "gpu_name" not in out and "memory_bytes" not in out
+    others = "GPU fields not compared: 1 artifact(s) of other GPUs (sm90-nvidia-h100-80gb-hbm3)"
+    assert others in out
 
 
 def test_check_without_nvcc_is_exit_3(cli: Run, registry: Path, machine: dict) -> None:
@@ -507,6 +524,24 @@ def test_gate_takes_a_pattern(cli: Run, registry: Path, gpu_machine: dict) -> No
     code, _, err = cli("gate", "gemm/*-bf16/*", "--registry", str(registry))
     assert code == 2
     one_line_error(err, "no artifact matches 'gemm/*-bf16/*'")
+
+
+def test_gate_measures_only_this_gpus_artifacts(
+    cli: Run, registry: Path, gpu_machine: dict
+) -> None:
+    """An H200 artifact's timings say nothing about this H100: left out, and said so; a
+    selection of only other GPUs' artifacts is one line, exit 2, not an empty pass."""
+    rng = np.random.default_rng(14)
+    publish_artifact(registry, artifact_with_samples(rng))
+    publish_artifact(registry, make_artifact(device_class="sm90-nvidia-h200"))
+    gpu_machine["remeasure"] = StandInRemeasurer(rng, [1.0])
+    code, out, err = cli("gate", "--registry", str(registry))
+    assert code == 0, out + err
+    assert out.startswith("gate: left out: 1 artifact(s) of other GPUs (sm90-nvidia-h200)\n")
+    assert f"gate [1/1] PASS {KEY}\n" in out and "sm90-nvidia-h200:" not in out
+    code, out, err = cli("gate", "gemm/sq4096/sm90-nvidia-h200", "--registry", str(registry))
+    assert code == 2 and out == ""
+    one_line_error(err, "no selected artifact was measured on this GPU (sm90-nvidia-h100-80gb")
 
 
 def test_gate_stale_outranks_regressed(cli: Run, registry: Path, gpu_machine: dict) -> None:
