@@ -186,9 +186,17 @@ def _closure(
 
 
 def source_closure(
-    spec: KernelSpec, nvcc: str = "nvcc", defines: Mapping[str, GeneValue] | None = None
+    spec: KernelSpec,
+    nvcc: str = "nvcc",
+    defines: Mapping[str, GeneValue] | None = None,
+    *,
+    arch: str = "",
 ) -> dict[str, str]:
-    """The kernel's source and include closure as ``{label: sha256}`` (default-build defines)."""
+    """The kernel's source and include closure as ``{label: sha256}`` (default-build defines).
+
+    ``arch`` is the arch the builds are for (``--arch``, ``CTUNE_ARCH`` or ``[tool.ctune]``;
+    the spec's when empty): headers behind ``__CUDA_ARCH__`` belong to one arch's closure and
+    not another's, so a closure taken for the spec's arch would miss an edit that matters."""
     stat = spec.source_path.stat()
     if defines is None:
         defines = {g.name: g.default for g in spec.genes if g.compiled}
@@ -199,7 +207,7 @@ def source_closure(
             spec.include_dirs,
             tuple(sorted(defines.items())),
             spec.std,
-            spec.arch,
+            arch or spec.arch,
             tuple(closure_roots(spec)),
             (stat.st_mtime, stat.st_size),
         )
@@ -207,7 +215,11 @@ def source_closure(
 
 
 def source_closure_sha256(
-    spec: KernelSpec, nvcc: str = "nvcc", defines: Mapping[str, GeneValue] | None = None
+    spec: KernelSpec,
+    nvcc: str = "nvcc",
+    defines: Mapping[str, GeneValue] | None = None,
+    *,
+    arch: str = "",
 ) -> str:
     """Digest of :func:`source_closure`: what the build cache keys a build's sources by."""
-    return closure_sha256(source_closure(spec, nvcc, defines))
+    return closure_sha256(source_closure(spec, nvcc, defines, arch=arch))

@@ -258,7 +258,9 @@ class NvccCompiler:
         if key not in self._closures:
             compiled = {g.name: g.default for g in self.spec.genes if g.compiled}
             defines = {**compiled, **problem.defines}
-            self._closures[key] = source_closure_sha256(self.spec, self.toolchain.nvcc, defines)
+            self._closures[key] = source_closure_sha256(
+                self.spec, self.toolchain.nvcc, defines, arch=self.arch
+            )
         return self._closures[key]
 
     @cached_property

@@ -378,7 +378,7 @@ def spec_fields(
 
     on_cutlass = uses_cutlass(tuple(getattr(spec, "include_dirs", ())))
     return {
-        "kernel_source_sha256": closure_sha256(source_closure(spec, nvcc)),
+        "kernel_source_sha256": closure_sha256(source_closure(spec, nvcc, arch=arch or "")),
         "arch": arch or spec.arch,
         "l2_policy": l2_policy or spec.l2_policy,
         "cutlass_version": cutlass_version() if on_cutlass else "none",

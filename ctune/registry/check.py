@@ -314,7 +314,7 @@ class FingerprintProbe:
                 toolchain=self.toolchain,
                 gpu_fields=self.gpu_fields,
             )
-            closure = source_closure(spec, self.nvcc)
+            closure = source_closure(spec, self.nvcc, arch=self.arch or "")
             self._cache[(kernel, problem, gpu)] = Current(fields, closure, spec, self.plan)
         return self._cache[(kernel, problem, gpu)]
 

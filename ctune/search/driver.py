@@ -694,7 +694,7 @@ def _inputs(run: _Run) -> dict[str, Any]:
         return {}
     from ctune.compile.deps import source_closure
 
-    return {"closure": source_closure(run.spec, run.settings.nvcc)}
+    return {"closure": source_closure(run.spec, run.settings.nvcc, arch=run.settings.arch)}
 
 
 def _default_compiler(settings: Settings, spec: KernelSpec, toolchain: Toolchain | None) -> Any:

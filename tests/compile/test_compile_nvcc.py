@@ -241,6 +241,59 @@ def test_include_closure_covers_headers_whatever_the_working_directory(tmp_path,
     assert (tmp_path / "inc" / "tile.h").resolve() in files
 
 
+def _arch_kernel(folder: Path) -> Path:
+    """An sm_90 spec whose source reads ``ampere.h`` only when compiled for an arch below
+    sm_90 (the host pass defines no ``__CUDA_ARCH__``, so only the arch decides)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "ampere.h").write_text("#define TILE 4\n")
+    (folder / "k.cu").write_text(
+        "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900\n"
+        '#include "ampere.h"\n#else\n#define TILE 8\n#endif\n'
+        'extern "C" __global__ void k(float* y) { y[0] = TILE; }\n'
+    )
+    (folder / "k_ref.py").write_text("def k(xp, inputs, dims):\n    return {}\n")
+    (folder / "k.yaml").write_text(
+        "name: k\nsource: k.cu\nentry: k\narch: sm_90\nflags: [ptxas_opt]\n"
+        "launch: {grid: [1], block: [1]}\n"
+        "args:\n  - {name: y, role: output, dtype: float32, shape: [1]}\n"
+        "problems:\n  - {name: one, dims: {N: 1}}\nreference: {python: k_ref.py:k}\n"
+    )
+    return folder / "k.yaml"
+
+
+def test_the_source_closure_is_the_one_of_the_arch_built_for(toolchain, tmp_path):
+    """With --arch sm_80 on an sm_90 spec, every closure (build key, fingerprint, the
+    recorded inputs, ctune check) is the sm_80 build's: taken for the spec's arch, it missed
+    ampere.h, so an edit there kept serving the old sm_80 build from the cache."""
+    from types import SimpleNamespace
+
+    from ctune.compile import deps
+    from ctune.config import Settings
+    from ctune.evidence import identity
+    from ctune.registry.check import FingerprintProbe
+    from ctune.search.driver import _inputs
+
+    spec = load_spec(_arch_kernel(tmp_path / "kernels"), toolchain.help_text)
+    sm80 = deps.source_closure(spec, arch="sm_80")
+    assert "ampere.h" in sm80 and "ampere.h" not in deps.source_closure(spec)
+    assert identity.spec_fields(spec, arch="sm_80")["kernel_source_sha256"] == (
+        deps.closure_sha256(sm80)
+    )
+    probe = FingerprintProbe(tmp_path / "kernels", gpu=False, arch="sm_80")
+    assert probe.current("k", "one").closure == sm80
+    run = SimpleNamespace(compiler=object(), spec=spec, settings=Settings(arch="sm_80"))
+    assert _inputs(run) == {"closure": sm80}  # type: ignore[arg-type]
+
+    cand, problem = spec.default_candidate(), spec.problem()
+    first = _compiler(spec, toolchain, tmp_path, arch="sm_80").build(cand, problem)
+    assert first.outcome is Outcome.OK, first.log_tail
+    (tmp_path / "kernels" / "ampere.h").write_text("#define TILE 5\n")
+    deps._closure.cache_clear()  # as a new process would find it
+    again = _compiler(spec, toolchain, tmp_path, arch="sm_80").build(cand, problem)
+    assert again.outcome is Outcome.OK and not again.cache_hit
+    assert again.sass_sha256 != first.sass_sha256
+
+
 def test_a_cache_folder_carried_to_another_cache_directory_is_a_hit(toolchain, tmp_path):
     """Builds made on a CPU machine under one cache directory and unpacked under another (the
     GPU machine's) are hits: the recorded binary path names the first directory."""

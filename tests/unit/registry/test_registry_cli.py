@@ -367,7 +367,7 @@ def machine(monkeypatch: pytest.MonkeyPatch) -> dict:
         space=types.SimpleNamespace(default_values=dict),
     )
     monkeypatch.setattr(check_module, "load_kernel_spec", lambda d, k, nvcc="nvcc": spec)
-    monkeypatch.setattr(deps_module, "source_closure", lambda spec, nvcc="nvcc": {})
+    monkeypatch.setattr(deps_module, "source_closure", lambda spec, nvcc="nvcc", **_: {})
 
     def rebuild_standin(settings: object) -> object:
         def verify(artifact: object, spec: object) -> check_module.BinaryCheck:

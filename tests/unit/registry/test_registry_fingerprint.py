@@ -260,7 +260,7 @@ def test_current_fingerprint_composes_and_keeps_only_known_fields(
     )
     import ctune.compile.deps as deps
 
-    monkeypatch.setattr(deps, "source_closure", lambda spec, nvcc="nvcc": {"k.cu": "c" * 64})
+    monkeypatch.setattr(deps, "source_closure", lambda spec, nvcc="nvcc", **_: {"k.cu": "c" * 64})
     toolchain = {"nvcc_version": "V", "ptxas_version": "P", "host_compiler": "G"}
     gpu = {"gpu_name": "G", "sm": "sm_90", "unknown_field": "x"}
     got = fingerprint.current_fingerprint(
