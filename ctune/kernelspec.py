@@ -559,6 +559,12 @@ def _check_entry_args(
             f"'{name}' is a runtime gene: it never reaches nvcc, so it cannot be a template "
             "argument (make it family: template)",
         )
+    for name in sorted(entry.genes_used() & {g.name for g in genes if g.ifdef}):
+        raise ctx.fail(
+            "entry",
+            f"'{name}' is an #ifdef switch: off, it is not defined, so it cannot be a "
+            "template argument (drop ifdef: true and test its value with #if)",
+        )
     defines = set().union(*(p.defines for p in problems))
     flags = {f[2:].split("=", 1)[0] for f in extra_flags if f.startswith("-D")}
     compiled = sorted(g.name for g in genes if g.compiled)
@@ -630,7 +636,7 @@ def _flag_genes(
     return tuple(genes)
 
 
-_GENE_KEYS = {"values", "pow2", "range", "default", "family", "suggest", "description"}
+_GENE_KEYS = {"values", "pow2", "range", "default", "family", "suggest", "description", "ifdef"}
 
 
 def _genes(ctx: _Ctx, data: Any) -> tuple[Gene, ...]:
@@ -662,10 +668,25 @@ def _genes(ctx: _Ctx, data: Any) -> tuple[Gene, ...]:
         bad = [s for s in suggest if s not in values]
         if bad:
             raise ctx.fail(f"{key}.suggest", f"{bad[0]!r} is not among the values")
-        genes.append(
-            Gene(name, values, default, family, False, suggest, str(body.get("description", "")))
-        )
+        ifdef = _ifdef(ctx, key, body.get("ifdef", False), values, family)
+        description = str(body.get("description", ""))
+        genes.append(Gene(name, values, default, family, False, suggest, description, ifdef))
     return tuple(genes)
+
+
+def _ifdef(ctx: _Ctx, key: str, value: Any, values: tuple[GeneValue, ...], family: str) -> bool:
+    """``ifdef: true``: the source tests the macro with ``#ifdef``/``#ifndef``/``defined()``,
+    so 1 passes ``-DNAME=1`` and 0 passes nothing (``-DNAME=0`` would be defined, hence on)."""
+    if not isinstance(value, bool):
+        raise ctx.fail(f"{key}.ifdef", "expected true or false")
+    if value and set(values) != {0, 1}:
+        raise ctx.fail(f"{key}.ifdef", "an #ifdef switch is off or on: give it values: [0, 1]")
+    if value and family != "define":
+        raise ctx.fail(
+            f"{key}.ifdef",
+            f"an #ifdef switch is family define (not {family}): off, its macro is not defined",
+        )
+    return value
 
 
 def _gene_values(ctx: _Ctx, key: str, body: dict[str, Any]) -> tuple[GeneValue, ...]:

@@ -6,6 +6,7 @@ catalogue flags (catalogue order), the spec's fixed flags, output, source.
 The same candidate always gives the same argv, which is part of the build key.
 Runtime genes are not rendered at all (:func:`split_genes`): candidates that
 differ only in them have one argv, hence one build key and one cached binary.
+Nor is an ``#ifdef`` switch that is off: its macro is left undefined.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from ctune.space.nvcc import render_flags
 from ctune.space.params import Gene
 
 
-def _define(name: str, value: GeneValue) -> str:
+def define_flag(name: str, value: GeneValue) -> str:
+    """``-DNAME=VALUE`` (a bool as 0/1): how a define reaches nvcc, for builds and ``-M``."""
     if isinstance(value, bool):
         value = int(value)
     return f"-D{name}={value}"
@@ -30,7 +32,8 @@ def split_genes(
     """A candidate's values for nvcc: (``-D`` genes, catalogue flag genes).
 
     Runtime genes are in neither: they reach the kernel through its launch rule,
-    so leaving them out lets their candidates share a build.
+    so leaving them out lets their candidates share a build. An ``ifdef`` switch that is
+    off is in neither too (:meth:`Gene.defines`): ``-DNAME=0`` would turn ``#ifdef NAME`` on.
     """
     by_name = {g.name: g for g in genes}
     defines: dict[str, GeneValue] = {}
@@ -39,9 +42,14 @@ def split_genes(
         gene = by_name[name]
         if gene.flag:
             flags[name] = value
-        elif gene.compiled:
+        elif gene.defines(value):
             defines[name] = value
     return defines, flags
+
+
+def default_defines(genes: Sequence[Gene]) -> dict[str, GeneValue]:
+    """The ``-D`` genes of the default build: what the source closure is taken with."""
+    return split_genes(genes, {g.name: g.default for g in genes})[0]
 
 
 def target_flags(arch: str, entry_kind: str) -> list[str]:
@@ -70,8 +78,8 @@ def build_argv(
 ) -> list[str]:
     argv = [nvcc, *target_flags(arch, entry_kind), f"-std={std}", "-Xptxas", "-v"]
     argv += [f"-I{d}" for d in include_dirs]
-    argv += [_define(k, v) for k, v in sorted(problem_defines.items())]
-    argv += [_define(k, v) for k, v in sorted(define_genes.items())]
+    argv += [define_flag(k, v) for k, v in sorted(problem_defines.items())]
+    argv += [define_flag(k, v) for k, v in sorted(define_genes.items())]
     argv += render_flags(dict(flag_genes))
     argv += list(extra_flags)
     argv += ["-o", str(output), str(source)]

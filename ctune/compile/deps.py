@@ -22,6 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ctune.compile.command import default_defines, define_flag
 from ctune.errors import UserError
 from ctune.records import GeneValue
 
@@ -90,7 +91,7 @@ def include_closure(
 ) -> list[Path]:
     """Files the translation unit reads, from ``nvcc -M`` (toolkit headers excluded)."""
     argv = [nvcc, "-M", f"-std={std}", f"-arch={arch}", *(f"-I{d}" for d in include_dirs)]
-    argv += [f"-D{k}={int(v) if isinstance(v, bool) else v}" for k, v in sorted(defines.items())]
+    argv += [define_flag(k, v) for k, v in sorted(defines.items())]
     argv.append(str(source))
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
@@ -199,7 +200,7 @@ def source_closure(
     not another's, so a closure taken for the spec's arch would miss an edit that matters."""
     stat = spec.source_path.stat()
     if defines is None:
-        defines = {g.name: g.default for g in spec.genes if g.compiled}
+        defines = default_defines(spec.genes)
     return dict(
         _closure(
             nvcc,

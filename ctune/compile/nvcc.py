@@ -42,7 +42,13 @@ from functools import cached_property
 from pathlib import Path
 
 import ctune.compile.entry as entry_mod
-from ctune.compile.command import build_argv, key_argv, ptx_argv, split_genes
+from ctune.compile.command import (
+    build_argv,
+    default_defines,
+    key_argv,
+    ptx_argv,
+    split_genes,
+)
 from ctune.compile.deps import closure_roots, source_closure_sha256
 from ctune.compile.logs import CTUNE_ERROR
 from ctune.compile.resources import entry_resources
@@ -256,8 +262,7 @@ class NvccCompiler:
         """Source + include-closure digest for a problem's defines (computed once each)."""
         key = tuple(sorted(problem.defines.items()))
         if key not in self._closures:
-            compiled = {g.name: g.default for g in self.spec.genes if g.compiled}
-            defines = {**compiled, **problem.defines}
+            defines = {**default_defines(self.spec.genes), **problem.defines}
             self._closures[key] = source_closure_sha256(
                 self.spec, self.toolchain.nvcc, defines, arch=self.arch
             )

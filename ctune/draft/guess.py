@@ -5,7 +5,8 @@ The conventions are the ones kernels are written with: ``BLOCK_SIZE``, ``block_s
 (Kernel Tuner's names), ``BLOCK_X``/``BLOCK_DIM_Y`` and ``__launch_bounds__`` arguments
 size thread blocks, ``BLOCK_ROWS`` its y; ``TILE``/``TILE_WIDTH`` is a square block;
 ``UNROLL``, ``ITEMS``, ``*_PER_THREAD`` and Kernel Tuner's ``tile_size_x`` are work per
-thread; ``USE_*`` switches, and every name an ``#if`` tests, are 0/1. A literal
+thread; ``USE_*`` switches, and every name an ``#if`` tests, are 0/1; a name ``#ifdef``
+(``#ifndef``, ``defined()``) tests is an ``ifdef`` switch, left undefined when 0. A literal
 ``__launch_bounds__(256)`` caps the block: a bigger one cannot launch.
 """
 
@@ -139,6 +140,7 @@ class GeneGuess:
     why: str  # where it came from, for the draft's comment
     #: the grid axis it multiplies work per thread on: the grid there is divided by it
     work: str | None = None
+    ifdef: bool = False  # tested by being defined: 0 must leave it undefined (spec ifdef: true)
 
     def with_default(self, default: int) -> GeneGuess:
         values = self.values if default in self.values else tuple(sorted({*self.values, default}))
@@ -179,10 +181,11 @@ def gene(name: str, default: int, why: str) -> GeneGuess:
     return GeneGuess(name, values, default, why, work)
 
 
-def switch(name: str, why: str) -> GeneGuess:
-    """A name ``#if NAME`` or ``#if defined(NAME)`` tests: 0/1 whatever it is called
-    (``#if USE_VEC`` is on or off), never a size or work per thread."""
-    return GeneGuess(name, SWITCH_VALUES, 0, why)
+def switch(name: str, why: str, *, ifdef: bool = False) -> GeneGuess:
+    """A name ``#if NAME`` or ``#ifdef NAME`` tests: 0/1 whatever it is called (``#if
+    USE_VEC`` is on or off), never a size or work per thread. ``ifdef``: the source asks
+    whether it is defined, so off must not define it (``-DNAME=0`` would be on)."""
+    return GeneGuess(name, SWITCH_VALUES, 0, why, ifdef=ifdef)
 
 
 _X_DIMS = ("nx", "width", "w", "cols", "ncols", "n", "size", "len", "length", "count")

@@ -114,9 +114,11 @@ def _genes(source: Source, kernel: Kernel, probe: Probe | None) -> list[GeneGues
         default = parse_int(value)
         if default is not None and name not in genes:
             genes[name] = gene(name, default, f"#ifndef {name}, default {default}")
-    for name in sorted(source.conditions):
+    for name in sorted(source.conditions | source.ifdefs):
         if name not in genes:
-            genes[name] = switch(name, f"#if {name}, defined nowhere")
+            ifdef = name in source.ifdefs  # off undefined also reads as 0 in an #if
+            how = "#ifdef" if ifdef else "#if"
+            genes[name] = switch(name, f"{how} {name}, defined nowhere", ifdef=ifdef)
     for name, default in (probe.undefined if probe else {}).items():
         if name not in genes:
             genes[name] = gene(name, default, "used, defined nowhere")
@@ -342,9 +344,10 @@ def draft_sidecar(
         for g in all_genes:
             family = _family(g, runtime, launch_names)
             values = ", ".join(str(v) for v in g.values)
+            ifdef = ", ifdef: true" if g.ifdef else ""
             lines.append(
-                f"  {g.name}: {{values: [{values}], default: {g.default}, family: {family}}}"
-                f"  # {g.why}"
+                f"  {g.name}: {{values: [{values}], default: {g.default}, family: {family}"
+                f"{ifdef}}}  # {g.why}"
             )
     if restrictions:
         lines.append(f"restrictions:  # __launch_bounds__({bound})")

@@ -3,10 +3,11 @@
 ``ctune init`` drafts a spec from the kernel: its ``__global__`` functions with their
 parameters (names, C types, constness), template parameters, the macros the file
 defines (``#define N 4096``), guards for the build to set (``#ifndef BLOCK`` /
-``#define BLOCK 256``), names its preprocessor conditions test but nothing defines
-(``#if USE_LDG``), and whether it reads ``blockDim`` or ``blockIdx`` per axis or uses
-``extern __shared__``. Identifiers the code uses without defining anywhere are found
-by compiling (``undefined.py``): only the compiler knows what a name is.
+``#define BLOCK 256``), names its preprocessor conditions test but nothing defines, by
+value (``#if USE_LDG``) or by being defined (``#ifdef USE_LDG``), and whether it reads
+``blockDim`` or ``blockIdx`` per axis or uses ``extern __shared__``. Identifiers the code
+uses without defining anywhere are found by compiling (``undefined.py``): only the compiler
+knows what a name is.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ _IFNDEF = re.compile(
     re.M,
 )
 _CONDITION = re.compile(r"^[ \t]*#[ \t]*(?:if|elif)\b(.*)$", re.M)
+_IFDEF = re.compile(r"^[ \t]*#[ \t]*(?:el)?ifn?def[ \t]+([A-Za-z_]\w*)", re.M)
+_DEFINED = re.compile(r"\bdefined\s*\(?\s*([A-Za-z_]\w*)")
 _GLOBAL = re.compile(r"\b__global__\b")
 _QUALIFIERS = {
     "void",
@@ -100,6 +103,8 @@ class Source:
     defines: dict[str, str] = field(default_factory=dict)  # every #define NAME value
     guarded: dict[str, str] = field(default_factory=dict)  # #ifndef NAME + #define NAME v
     conditions: set[str] = field(default_factory=set)  # names #if tests, defined nowhere
+    #: names #ifdef, #ifndef or defined() tests, defined nowhere: on or off by being defined
+    ifdefs: set[str] = field(default_factory=set)
     reads: set[str] = field(default_factory=set)  # blockDim.x, blockIdx.y, ... as used
     dynamic_shared: bool = False  # extern __shared__
     text: str = ""  # without comments
@@ -237,13 +242,18 @@ def read_source(raw: str) -> Source:
         name = match.group(1) or match.group(2)
         if name in source.defines:
             source.guarded[name] = source.defines[name]
+
+    def free(name: str) -> bool:  # __CUDA_ARCH__ and friends are the compiler's
+        known = name in source.defines or name in _PREPROCESSOR_WORDS
+        return not known and not name.startswith("__")
+
     for match in _CONDITION.finditer(text):
         expression = _STRING.sub(" ", match.group(1))
-        for name in _IDENT.findall(expression):
-            # __CUDA_ARCH__ and friends are the compiler's
-            known = name in source.defines or name in _PREPROCESSOR_WORDS
-            if not known and not name.startswith("__"):
-                source.conditions.add(name)
+        source.ifdefs.update(filter(free, _DEFINED.findall(expression)))
+        source.conditions.update(
+            n for n in _IDENT.findall(_DEFINED.sub(" ", expression)) if free(n)
+        )
+    source.ifdefs.update(filter(free, _IFDEF.findall(text)))
     for match in re.finditer(r"\b(blockDim|blockIdx|threadIdx|gridDim)\s*\.\s*([xyz])\b", code):
         source.reads.add(f"{match.group(1)}.{match.group(2)}")
     source.dynamic_shared = re.search(r"\bextern\s+__shared__\b", code) is not None

@@ -102,11 +102,12 @@ def _flags(build: Build | None) -> tuple[str, ...]:
 
 
 def _defines(spec: KernelSpec, candidate: Candidate, problem: Problem) -> dict[str, Any]:
-    # flags are in argv, runtime genes at launch, device genes (clock, power) on the GPU
-    skip = {g.name for g in spec.flag_genes} | {g.name for g in spec.genes if not g.compiled}
-    out: dict[str, Any] = dict(problem.defines)
-    out.update({k: v for k, v in candidate.genes if k not in skip})
-    return out
+    # flags are in argv, runtime genes at launch, device genes (clock, power) on the GPU,
+    # and an #ifdef switch that is off nowhere: the defines are what the build passed
+    from ctune.compile.command import split_genes
+
+    defines, _ = split_genes(spec.space.genes, candidate.as_dict())
+    return {**problem.defines, **defines}
 
 
 def _device(spec: KernelSpec, candidate: Candidate) -> dict[str, int]:

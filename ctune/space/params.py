@@ -41,6 +41,8 @@ class Gene:
     numerics: bool = False  # changes floating-point results (fast-math and its parts)
     suggest: tuple[GeneValue, ...] = ()
     description: str = ""
+    #: an ``#ifdef`` switch: the source tests whether the macro is defined, not its value
+    ifdef: bool = False
 
     def __post_init__(self) -> None:
         if not self.values:
@@ -51,6 +53,8 @@ class Gene:
             raise ValueError(f"gene {self.name}: default {self.default!r} is not among its values")
         if self.family not in FAMILIES:
             raise ValueError(f"gene {self.name}: family {self.family!r} not in {FAMILIES}")
+        if self.ifdef and not set(self.values) <= {0, 1}:
+            raise ValueError(f"gene {self.name}: an #ifdef switch is 0 (off) or 1 (on)")
 
     def index(self, value: GeneValue) -> int:
         return self.values.index(value)
@@ -64,6 +68,13 @@ class Gene:
         the artifact's defines and runtime values all ask this).
         """
         return not (self.runtime or self.device)
+
+    def defines(self, value: GeneValue) -> bool:
+        """Is the macro defined in a build with this value? Every compiled gene's is, but for
+        an ``ifdef`` switch's 0: ``#ifdef NAME`` asks whether NAME is defined, and
+        ``-DNAME=0`` defines it, so off must pass nothing. The one home of that rule (argv,
+        the source closure and the artifact's defines all ask this)."""
+        return self.compiled and not (self.ifdef and not value)
 
     @property
     def device(self) -> bool:

@@ -294,6 +294,36 @@ def test_the_source_closure_is_the_one_of_the_arch_built_for(toolchain, tmp_path
     assert again.sass_sha256 != first.sass_sha256
 
 
+def test_an_ifdef_switch_that_is_off_is_not_defined(toolchain, tmp_path):
+    """``#ifdef TRAP`` with ``-DTRAP=0`` is on: the off build failed on the #error, and the
+    closure held a header only the on build reads."""
+    from ctune.compile import deps
+
+    (tmp_path / "extra.h").write_text("#define EXTRA 1\n")
+    (tmp_path / "k.cu").write_text(
+        '#ifdef TRAP\n#error "TRAP is on"\n#endif\n'
+        '#ifdef USE_EXTRA\n#include "extra.h"\n#endif\n'
+        'extern "C" __global__ void k(float* y) { y[0] = 1.f; }\n'
+    )
+    (tmp_path / "k_ref.py").write_text("def k(xp, inputs, dims):\n    return {}\n")
+    (tmp_path / "k.yaml").write_text(
+        "name: k\nsource: k.cu\nentry: k\n"
+        "genes:\n  TRAP: {values: [0, 1], default: 0, ifdef: true}\n"
+        "  USE_EXTRA: {values: [0, 1], default: 0, ifdef: true}\n"
+        "launch: {grid: [1], block: [1]}\n"
+        "args:\n  - {name: y, role: output, dtype: float32, shape: [1]}\n"
+        "problems:\n  - {name: one, dims: {N: 1}}\nreference: {python: k_ref.py:k}\n"
+    )
+    spec = load_spec(tmp_path / "k.yaml", toolchain.help_text)
+    compiler, problem = _compiler(spec, toolchain, tmp_path), spec.problem()
+    off = compiler.build(spec.default_candidate(), problem)
+    assert off.outcome is Outcome.OK, off.log_tail
+    on = compiler.build(spec.candidate({**spec.space.default_values(), "TRAP": 1}), problem)
+    assert on.outcome is Outcome.COMPILE_ERROR and "TRAP is on" in on.log_tail
+    assert "extra.h" not in deps.source_closure(spec)
+    assert "extra.h" in deps.source_closure(spec, defines={"USE_EXTRA": 1})
+
+
 def test_a_cache_folder_carried_to_another_cache_directory_is_a_hit(toolchain, tmp_path):
     """Builds made on a CPU machine under one cache directory and unpacked under another (the
     GPU machine's) are hits: the recorded binary path names the first directory."""

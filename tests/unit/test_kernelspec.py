@@ -246,6 +246,29 @@ BAD = [
         lambda d: d["args"][3].update(value="maxrregcount"),
         "args.n.value: unknown name 'maxrregcount'",
     ),
+    (
+        "ifdef switch with values other than 0 and 1",
+        lambda d: d["genes"].update(USE_LDG={"values": [0, 2], "ifdef": True}),
+        "genes.USE_LDG.ifdef: an #ifdef switch is off or on: give it values: [0, 1]",
+    ),
+    (
+        "ifdef switch of another family",
+        lambda d: d["genes"].update(USE_LDG={"values": [0, 1], "ifdef": True, "family": "launch"}),
+        "genes.USE_LDG.ifdef: an #ifdef switch is family define (not launch)",
+    ),
+    (
+        "ifdef not a boolean",
+        lambda d: d["genes"].update(USE_LDG={"values": [0, 1], "ifdef": "yes"}),
+        "genes.USE_LDG.ifdef: expected true or false",
+    ),
+    (
+        "ifdef switch as a template argument",
+        lambda d: (
+            d["genes"].update(USE_LDG={"values": [0, 1], "ifdef": True}),
+            d.update(entry="saxpy_t<BLOCK, USE_LDG>"),
+        ),
+        "entry: 'USE_LDG' is an #ifdef switch: off, it is not defined",
+    ),
 ]
 
 
@@ -340,6 +363,36 @@ def test_runtime_genes_load_and_stay_out_of_the_build(saxpy: Path) -> None:
     spec = load_spec(saxpy)
     assert spec.runtime_names == {"BLOCK"}
     assert spec.space.violations({**spec.space.default_values(), "BLOCK": 1024, "UNROLL": 8}, {})
+
+
+def test_an_ifdef_switch_off_is_not_defined_anywhere_a_build_is(saxpy: Path) -> None:
+    """``#ifdef USE_LDG`` with ``-DUSE_LDG=0`` is on: an ifdef switch's 0 passes no -D at all
+    (argv, the closure's defines, the artifact's exported defines); a plain 0/1 gene keeps
+    ``-DNAME=0`` as before."""
+    from ctune.compile.command import default_defines, split_genes
+    from ctune.registry.assemble import front_member
+    from ctune.search.result import MemberResult
+
+    _edit(
+        saxpy,
+        lambda d: d["genes"].update(
+            USE_LDG={"values": [0, 1], "default": 0, "ifdef": True},
+            SWZ={"values": [0, 1], "default": 0},
+        ),
+    )
+    spec = load_spec(saxpy)
+    assert spec.space.gene("USE_LDG").ifdef and not spec.space.gene("SWZ").ifdef
+    off = spec.space.default_values()
+    assert split_genes(spec.space.genes, off)[0] == {"BLOCK": 256, "UNROLL": 1, "SWZ": 0}
+    on = split_genes(spec.space.genes, {**off, "USE_LDG": 1})[0]
+    assert on == {"BLOCK": 256, "UNROLL": 1, "USE_LDG": 1, "SWZ": 0}
+    assert default_defines(spec.genes) == {"BLOCK": 256, "UNROLL": 1, "SWZ": 0}
+    problem = spec.problem()
+    for values, defines in ((off, {}), ({**off, "USE_LDG": 1}, {"USE_LDG": 1})):
+        cand = spec.candidate(values)
+        result = MemberResult(cand, cand.key(), {}, (1.0,), None, False, None, None)
+        m = front_member(spec, problem, result, keep_samples=False)
+        assert m.defines == {"BLOCK": 256, "UNROLL": 1, "SWZ": 0, **defines}
 
 
 def test_a_recorded_candidate_in_todays_space() -> None:

@@ -1,5 +1,6 @@
 """compile.command: the exact argv for a candidate, table-driven; runtime genes stay out."""
 
+import dataclasses
 import threading
 import time
 from pathlib import Path
@@ -188,6 +189,22 @@ def test_split_genes_leaves_runtime_genes_out(values, defines, flags):
         CATALOGUE["ptxas_opt"].gene,
     )
     assert split_genes(genes, values) == (defines, flags)
+
+
+def test_an_ifdef_switch_is_in_argv_when_on_and_absent_when_off(tmp_path):
+    """``-DUSE_LDG=0`` defines USE_LDG, so ``#ifdef USE_LDG`` code was on in every build."""
+    spec = load_spec(DATA / "saxpy.yaml")
+    genes = (*spec.genes, Gene("USE_LDG", (0, 1), 0, "define", ifdef=True))
+    spec = dataclasses.replace(spec, genes=genes)
+    compiler = NvccCompiler(spec, FAKE_TOOLCHAIN, tmp_path / "cache")
+    problem, out = spec.problem(), Path("/c/kernel.cubin")
+    values = spec.space.default_values()
+    off = compiler.argv(spec.candidate(values), problem, out)
+    on = compiler.argv(spec.candidate({**values, "USE_LDG": 1}), problem, out)
+    assert not any("USE_LDG" in item for item in off)
+    assert "-DUSE_LDG=1" in on and [a for a in on if a != "-DUSE_LDG=1"] == off
+    with pytest.raises(ValueError, match=r"an #ifdef switch is 0 \(off\) or 1 \(on\)"):
+        Gene("USE_LDG", (0, 2), 0, "define", ifdef=True)
 
 
 @pytest.fixture

@@ -223,6 +223,46 @@ def test_a_switch_is_0_or_1_and_never_divides_the_grid(tmp_path: Path) -> None:
     assert gene_values("VEC_WIDTH", 4) == (1, 2, 4, 8) and work_axis("VEC_WIDTH") == "x"
 
 
+IFDEFS = """\
+#ifdef USE_LDG
+#define LOAD(p) __ldg(p)
+#else
+#define LOAD(p) (*(p))
+#endif
+#ifndef NO_TAIL
+#define TAIL 1
+#endif
+#if defined(USE_FMA) || USE_VEC
+#elifdef USE_ELIF
+#endif
+#ifndef BLOCK
+#define BLOCK 128
+#endif
+#ifdef __CUDA_ARCH__
+#endif
+__global__ void k(float* y, const float* x, int n) {
+  int i = blockIdx.x * BLOCK + threadIdx.x;
+  if (i < n) y[i] = LOAD(x + i);
+}
+"""
+
+
+def test_a_name_tested_by_ifdef_drafts_an_ifdef_switch(tmp_path: Path) -> None:
+    # #ifdef USE_LDG drafted nothing, #if defined(USE_FMA) a plain 0/1 gene: its 0 passed
+    # -DUSE_FMA=0, which defines USE_FMA, so the "off" build was on
+    source = read_source(IFDEFS)
+    assert source.ifdefs == {"USE_LDG", "NO_TAIL", "USE_FMA", "USE_ELIF"}
+    assert source.conditions == {"USE_VEC"}
+    draft, spec = _draft_and_load(tmp_path, IFDEFS)
+    assert "  USE_LDG: {values: [0, 1], default: 0, family: define, ifdef: true}" in draft.yaml
+    assert "  USE_VEC: {values: [0, 1], default: 0, family: define}  # #if USE_VEC" in draft.yaml
+    switches = {g.name: g.ifdef for g in spec.genes if g.name != "BLOCK"}
+    assert switches == {
+        "NO_TAIL": True, "USE_ELIF": True, "USE_FMA": True, "USE_LDG": True, "USE_VEC": False,
+    }  # fmt: skip
+    assert spec.space.gene("USE_LDG").defines(1) and not spec.space.gene("USE_LDG").defines(0)
+
+
 def test_a_draft_that_would_not_load_writes_nothing(tmp_path: Path) -> None:
     text = "__global__ void k(float* y, int n) { y[blockIdx.x] = n; }\n"
     cu = _write(tmp_path, text)
