@@ -33,6 +33,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -299,7 +300,7 @@ def _search_phase(
         options = dataclasses.replace(
             search,
             problem=problem.name,
-            journal=_journal_path(opts, problem),
+            journal=_journal_path(opts, spec, problem),
             resume=None,
             time_s=time_s,
             warm_start=tuple(seeds),
@@ -362,7 +363,7 @@ def group_seeds(
     rank: dict[str, tuple[float, float]] = {}  # key -> (its nearest shape's distance, ratio)
     by_key: dict[str, Candidate] = {}
     for p in earlier:
-        for path in sorted((opts.set_dir / "journals").glob(f"{p.name}.*.jsonl")):
+        for path in journal_paths(opts, spec, p):
             try:
                 replay, _ = journal_mod.read(path)
             except UserError:
@@ -401,12 +402,30 @@ def _build_defaults_ahead(spec: KernelSpec, pending: Sequence[Problem], compiler
         submit(default, problem)
 
 
-def _journal_path(opts: SetOptions, problem: Problem) -> Path:
-    """A fresh journal per attempt: an attempt cut off by the step leaves its journal."""
+def _attempts(opts: SetOptions, spec: KernelSpec, problem: Problem) -> list[tuple[int, Path]]:
+    """(attempt number, journal) of each of ``problem``'s searches in the set's folder:
+    ``<kernel>-<problem>.<n>.jsonl``, or ``<problem>.<n>.jsonl`` as a folder written before
+    journals named their kernel has them. Matched whole: ``m16.*`` would also take ``m16.b``'s."""
+    named = re.compile(
+        rf"(?:{re.escape(spec.name)}-)?{re.escape(problem.name)}\.(\d+)\.jsonl", re.ASCII
+    )
+    found = ((named.fullmatch(p.name), p) for p in (opts.set_dir / "journals").glob("*.jsonl"))
+    return sorted((int(m.group(1)), p) for m, p in found if m is not None)
+
+
+def journal_paths(opts: SetOptions, spec: KernelSpec, problem: Problem) -> list[Path]:
+    """The journals of ``problem``'s searches in the set's folder, old names included."""
+    return [path for _, path in _attempts(opts, spec, problem)]
+
+
+def _journal_path(opts: SetOptions, spec: KernelSpec, problem: Problem) -> Path:
+    """A fresh journal per attempt (an attempt cut off by the step leaves its journal), named
+    by kernel and problem: two kernels' sets may have the same problem names, and a journal
+    taken out of its folder still says whose it is."""
     folder = opts.set_dir / "journals"
     folder.mkdir(parents=True, exist_ok=True)
-    n = sum(1 for _ in folder.glob(f"{problem.name}.*.jsonl"))
-    return folder / f"{problem.name}.{n}.jsonl"
+    n = max((n for n, _ in _attempts(opts, spec, problem)), default=-1) + 1
+    return folder / f"{spec.name}-{problem.name}.{n}.jsonl"
 
 
 # --- cross-measurement ----------------------------------------------------------------------

@@ -27,6 +27,7 @@ from ctune.search.problem_set import (
     build_id,
     finalists,
     group_of,
+    journal_paths,
     read_rows,
     run_problem_set,
 )
@@ -150,11 +151,15 @@ def test_builds_are_shared_across_shapes_of_a_group(spec: KernelSpec) -> None:
     assert build_id(spec, runtime, m16) == build_id(spec, cand, m16)  # runtime gene: same build
 
 
-def _measured(set_dir: Path, shape: str) -> set[str]:
+def _journals(spec: KernelSpec, set_dir: Path, shape: str) -> list[Path]:
+    return journal_paths(SetOptions("all", set_dir), spec, spec.problem(shape))
+
+
+def _measured(spec: KernelSpec, set_dir: Path, shape: str) -> set[str]:
     from ctune.search import journal
 
     keys: set[str] = set()
-    for path in (set_dir / "journals").glob(f"{shape}.*.jsonl"):
+    for path in _journals(spec, set_dir, shape):
         keys |= {t.candidate.key() for t in journal.read(path)[0].trials}
     return keys
 
@@ -167,8 +172,8 @@ def test_later_shapes_spend_their_budget_on_the_groups_builds(
     share leaves three quarters of the budget to explore."""
     reused = _run(spec, tmp_path / "r", tmp_path / "reuse", reuse_share=1.0)
     assert reused.complete
-    earlier = _measured(tmp_path / "reuse", "m1")
-    later = _measured(tmp_path / "reuse", "m16")
+    earlier = _measured(spec, tmp_path / "reuse", "m1")
+    later = _measured(spec, tmp_path / "reuse", "m16")
     assert len(earlier) >= 8 and later <= earlier  # nothing new compiled for m16
     # the other group's first shape starts from nothing of this one
     from ctune.search.problem_set import group_seeds
@@ -178,20 +183,20 @@ def test_later_shapes_spend_their_budget_on_the_groups_builds(
     for shape, other in (("m16-b", "m2048-b"), ("m2048-b", "m16-b")):
         seeds = group_seeds(spec, opts, problems, spec.problem(shape))
         assert seeds and {spec.candidate(v).key() for v in seeds} <= _measured(
-            tmp_path / "reuse", other
+            spec, tmp_path / "reuse", other
         )
     # the warm start is m16's first generation: the whole budget but the baseline with a
     # share of 1, a quarter of it by default
-    assert _warm_start(tmp_path / "reuse", "m16") == 8 - 1
+    assert _warm_start(spec, tmp_path / "reuse", "m16") == 8 - 1
     explored = _run(spec, tmp_path / "e", tmp_path / "explore")
     assert explored.complete
-    assert _warm_start(tmp_path / "explore", "m16") == 8 // 4
+    assert _warm_start(spec, tmp_path / "explore", "m16") == 8 // 4
 
 
-def _warm_start(set_dir: Path, shape: str) -> int:
+def _warm_start(spec: KernelSpec, set_dir: Path, shape: str) -> int:
     from ctune.search import journal
 
-    (path,) = (set_dir / "journals").glob(f"{shape}.*.jsonl")
+    (path,) = _journals(spec, set_dir, shape)
     return sum(t.generation == 1 for t in journal.read(path)[0].trials)
 
 
@@ -217,7 +222,7 @@ def test_group_seeds_rank_earlier_builds_nearest_shape_first(
     # then by the ratio to the default on the nearest shape each was measured on
     ratio: dict[str, dict[str, float]] = {}
     for shape in ("m1", "m16"):
-        for path in (tmp_path / "set" / "journals").glob(f"{shape}.*.jsonl"):
+        for path in _journals(spec, tmp_path / "set", shape):
             trials = journal.read(path)[0].trials
             value = {t.candidate.key(): t.values[0] for t in trials if t.feasible and t.values}
             for k, v in value.items():
@@ -295,6 +300,51 @@ def test_stepped_calls_end_where_one_whole_call_does(spec: KernelSpec, tmp_path:
     last = calls[-1]
     assert last.cover is not None and whole.cover is not None
     assert last.cover.builds == whole.cover.builds
+    assert last.cover.assignment == whole.cover.assignment
+
+
+def test_journals_name_their_kernel_and_a_folder_of_old_names_resumes(
+    spec: KernelSpec, tmp_path: Path
+) -> None:
+    """Set journals were ``<problem>.<n>.jsonl``: two kernels' sets with the same problem
+    names (``prefill``) wrote journals of the same names. New ones are
+    ``<kernel>-<problem>.<n>.jsonl``; a folder written with the old names resumes from them
+    (the later shapes' seeds are read there)."""
+    import shutil
+
+    from ctune.search.problem_set import _journal_path, group_seeds
+
+    whole = _run(spec, tmp_path / "w", tmp_path / "whole")
+    names = sorted(p.name for p in (tmp_path / "whole" / "journals").iterdir())
+    assert len(names) == 5 and all(n.startswith("setk-m") for n in names), names
+
+    def old_names(folder: Path) -> None:
+        for path in (folder / "journals").iterdir():
+            path.rename(path.with_name(path.name.removeprefix("setk-")))
+
+    problems = [spec.problem(n) for n in spec.problem_sets["all"]]
+    target = spec.problem("m2048")
+    shutil.copytree(tmp_path / "whole", tmp_path / "old")
+    old_names(tmp_path / "old")
+    old = SetOptions("all", tmp_path / "old")
+    assert group_seeds(spec, old, problems, target) == group_seeds(
+        spec, SetOptions("all", tmp_path / "whole"), problems, target
+    )
+    assert _journal_path(old, spec, spec.problem("m16")).name == "setk-m16.1.jsonl"
+    journals = tmp_path / "old" / "journals"
+    (journals / "m16.0.jsonl").rename(journals / "m16.3.jsonl")  # numbers after the highest
+    (journals / "m16.b.0.jsonl").write_text("")  # a shape m16.b's, not m16's
+    assert _journal_path(old, spec, spec.problem("m16")).name == "setk-m16.4.jsonl"
+    assert journal_paths(old, spec, spec.problem("m16")) == [journals / "m16.3.jsonl"]
+    # a set stopped after its first step, its journals under the old names, goes on from them
+    first = _run(spec, tmp_path / "s", tmp_path / "stepped", step_s=120, clock=SteppedClock())
+    assert first.pending and first.searched
+    old_names(tmp_path / "stepped")
+    for _ in range(20):
+        last = _run(spec, tmp_path / "s", tmp_path / "stepped", step_s=120, clock=SteppedClock())
+        if last.complete:
+            break
+    assert last.cover is not None and whole.cover is not None
     assert last.cover.assignment == whole.cover.assignment
 
 
@@ -416,7 +466,7 @@ def test_a_given_warm_start_seeds_every_group_after_its_own_builds(
     assert progress.complete
 
     def first_generation(shape: str) -> list[str]:
-        (path,) = (set_dir / "journals").glob(f"{shape}.*.jsonl")
+        (path,) = _journals(spec, set_dir, shape)
         return [t.candidate.key() for t in journal.read(path)[0].trials if t.generation == 1]
 
     for first_of_group in ("m1", "m16-b"):  # the pool is all they have to start from
