@@ -336,7 +336,7 @@ def search_command(
     if wanted and wanted.strip().lower() != "none":
         from ctune.cli.search_device import open_device_genes
 
-        spec, control = open_device_genes(wanted, spec, cfg, problem_set)
+        spec, control = open_device_genes(wanted, spec, cfg, problem_set, objectives, options)
     compiler = make_compiler(spec, toolchain, cfg)
     if problem_set is not None:
         from ctune.cli.search_set import SetArgs, run_set

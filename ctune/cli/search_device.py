@@ -1,10 +1,12 @@
 """``ctune search --device-genes``: probe the GPU, add the device genes, wrap the measurer.
 
 Everything that can refuse does so before anything compiles or changes: an
-unknown name or an option device genes do not combine with is a UserError
-(exit 2); a GPU whose clocks and power limit ctune may not change (no root, a
-shared GPU, MIG) is a ToolchainError (exit 3) whose line says to run without
-``--device-genes``. Only a user who asks for device genes reaches NVML's setters.
+unknown name, an option device genes do not combine with, or a bad search request
+(``--strategy gaa``, a missing journal: ``driver.check_request``) is a UserError
+(exit 2), found before the GPU is opened; a GPU whose clocks and power limit ctune
+may not change (no root, a shared GPU, MIG) is a ToolchainError (exit 3) whose line
+says to run without ``--device-genes``. Only a user who asks for device genes reaches
+NVML's setters.
 """
 
 from __future__ import annotations
@@ -17,16 +19,24 @@ if TYPE_CHECKING:
     from ctune.config import Settings
     from ctune.kernelspec import KernelSpec
     from ctune.measure.device_control import DeviceControl
+    from ctune.objective.spec import ObjectiveSpec
+    from ctune.search.driver import SearchOptions
 
 
 def open_device_genes(
-    text: str, spec: KernelSpec, cfg: Settings, problem_set: str | None
+    text: str,
+    spec: KernelSpec,
+    cfg: Settings,
+    problem_set: str | None,
+    objective: ObjectiveSpec,
+    options: SearchOptions,
 ) -> tuple[KernelSpec, DeviceControl]:
     """The spec with device genes and the entered DeviceControl that will apply them."""
     from ctune.measure.device_control import DeviceControl
     from ctune.measure.device_genes import device_genes, with_device_genes
     from ctune.measure.device_settings import parse_device_genes
     from ctune.scale import measurer_for
+    from ctune.search.driver import check_request
 
     kinds = parse_device_genes(text)
     if problem_set is not None:
@@ -38,6 +48,9 @@ def open_device_genes(
             "--device-genes sets GPU 0 of this host, where ctune measures itself; "
             "leave out --executor/--gpus"
         )
+    # the request before the GPU: a typo is the same line (exit 2) with device genes as
+    # without; run_search checks it again, journal included, with the device genes' space
+    check_request(spec, objective, options, None, identity=False)
     control = DeviceControl(kinds, device=0, nvml_spec=cfg.nvml_library)
     control.__enter__()  # refuses (exit 3) before anything changes
     try:

@@ -477,7 +477,6 @@ def run_search(
     """
     opts = options or SearchOptions()
     emit = on_event or (lambda event: None)
-    _check_options(opts)
     if publish is not None:
         publish.check()
     known = getattr(measurer, "device_name", None)  # a worker's, a stand-in's: never probed
@@ -518,13 +517,24 @@ def _check_options(opts: SearchOptions) -> None:
 
 
 def check_request(
-    spec: KernelSpec, objective: ObjectiveSpec, opts: SearchOptions, device: str | None
+    spec: KernelSpec,
+    objective: ObjectiveSpec,
+    opts: SearchOptions,
+    device: str | None,
+    *,
+    identity: bool = True,
 ) -> SearchPlan:
     """The search's plan, once every part of the request that needs no GPU or toolchain is
-    checked: the problem, a journal to resume (its search, then its flags; its build is
-    checked when the journal opens), warm-start configurations (of this kernel at all?),
-    the strategy and its options. Called before the capability check, so that a typo is
-    found on a machine without a GPU too (exit 2), not first on the GPU machine."""
+    checked: the options' ranges, the problem, a journal to resume (its search, then its
+    flags; its build is checked when the journal opens), warm-start configurations (of this
+    kernel at all?), the strategy and its options. Called before the capability check, so
+    that a typo is found on a machine without a GPU too (exit 2), not first on the GPU
+    machine.
+
+    ``identity=False`` leaves out whether the journal is this search's: before device genes
+    are opened (their values come from the GPU) the space is not the search's yet, and the
+    rest of the request is checked before the GPU is asked for them."""
+    _check_options(opts)
     problem = spec.problem(opts.problem)
     n_objectives = len(objective.objectives)
     if opts.resume is None:
@@ -536,8 +546,9 @@ def check_request(
         header = journal_mod.read_header(path)
         plan, conflict = resume_plan(opts, header, n_objectives, path)
         # is it this search's journal at all, before which of its flags differs
-        identity = request_identity(spec, problem.name, objective, device)
-        journal_mod.check_identity(path, header, identity)
+        if identity:
+            ours = request_identity(spec, problem.name, objective, device)
+            journal_mod.check_identity(path, header, ours)
         if conflict is not None:
             raise UserError(conflict)
     if opts.warm_start:

@@ -135,6 +135,43 @@ def test_bad_device_gene_options_exit_2(setup: dict[str, Any], args: list[str], 
     assert setup["nvml"].load().calls == []
 
 
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["--strategy", "gaa"], "unknown strategy 'gaa'"),
+        (["--option", "bogus=1"], "unknown option 'bogus'"),
+        (["--budget", "0"], "--budget must be at least 1, got 0"),
+        (["--problem", "nope"], "no problem 'nope' (known: small, large)"),
+        (["--resume", "missing.jsonl"], "missing.jsonl: no such journal to resume"),
+    ],
+)
+def test_a_bad_request_is_its_own_line_before_the_gpu_is_opened(
+    setup: dict[str, Any], tmp_path: Path, args: list[str], line: str
+) -> None:
+    """With --device-genes, NVML was opened before the request was checked: a typo such as
+    --strategy gaa came back as the GPU's refusal (exit 3), not as itself (exit 2)."""
+    refusing = StandInNvmlLibrary.create(tmp_path / "refusing.json", permitted=False)
+    result = _run(refusing, "-O", "p50", "--device-genes", "clocks", *args)
+    assert result.exit_code == 2, result.output
+    errors = [ln for ln in result.output.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and line in errors[0], result.output
+    assert "NVML" not in result.output and "Traceback" not in result.output
+    assert setup["compilers"] == [] and refusing.load().calls == []
+
+
+def test_a_device_gene_search_resumes_with_device_genes(
+    setup: dict[str, Any], tmp_path: Path
+) -> None:
+    """The request is checked before the GPU gives the device genes' values, so its journal
+    check waits for them: the journal's space has them, the spec's alone does not."""
+    nvml: StandInNvmlLibrary = setup["nvml"]
+    args = ["-O", "p50", "--device-genes", "clocks", "--confirm-processes", "0", "--seed", "3"]
+    first = _run(nvml, *args, "--budget", "4", "--journal", "j.jsonl")
+    assert first.exit_code in (0, 4), first.output
+    again = _run(nvml, *args, "--resume", "j.jsonl")
+    assert again.exit_code in (0, 4), again.output
+
+
 def test_the_specs_device_genes_are_the_default_and_none_leaves_them_out(
     setup: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
