@@ -44,6 +44,10 @@ HANG_FACTOR = 20.0  # rule R3: max(10 s, 20x a typical measurement, 2x the slowe
 #: helper kernels JIT-compiled by CuPy: 13-17 s on a fresh machine, against ~0.3-2 s after)
 SLOWEST_FACTOR = 2.0
 UNKNOWN_BASELINE_TIMEOUT_S = 120.0  # before any candidate of the run has been measured
+#: setting a new problem up in a worker (inputs, the reference's outputs, the check's
+#: helper kernels, the module), before anything is launched or timed: CuPy JIT-compiles what
+#: a new shape needs here, 13-17 s on a bare machine, so no hang limit may count it
+SETUP_TIMEOUT_S = 120.0
 EXCLUDED_MAX_FRACTION = 0.10  # more excluded than this -> INCONCLUSIVE (rule M2)
 TIMING_METHODS = ("auto", "events", "graph")
 GRAPH_BELOW_MS = 0.010  # auto: kernels under 10 µs are timed as graph replays
@@ -263,6 +267,12 @@ def hang_timeout_s(
     if baseline_s is None:
         return max(floor_s, UNKNOWN_BASELINE_TIMEOUT_S)
     return max(floor_s, HANG_FACTOR * baseline_s, SLOWEST_FACTOR * (slowest_s or 0.0))
+
+
+def setup_timeout_s(hang_limit_s: float) -> float:
+    """Limit for setting a problem up in a worker (the ``prepare`` request): never below the
+    measurement's own hang limit, never below :data:`SETUP_TIMEOUT_S`."""
+    return max(hang_limit_s, SETUP_TIMEOUT_S)
 
 
 class TypicalWall:

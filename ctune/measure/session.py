@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 from ctune.config import Settings
 from ctune.errors import CtuneError, DeviceUnhealthy, ToolchainError, UserError
 from ctune.measure import SamplingPlan
-from ctune.measure.plan import TypicalWall, hang_timeout_s, validate
+from ctune.measure.plan import TypicalWall, hang_timeout_s, setup_timeout_s, validate
 from ctune.measure.worker import MeasureRequest, decode, encode, measure_message, parse_measurement
 from ctune.records import DeviceInfo, Measurement, Outcome
 
@@ -331,6 +331,8 @@ class WorkerMeasurer:
         # processes started ahead (prestart), with their ready message once read: each is
         # fresh, it has measured nothing yet
         self._spares: list[tuple[WorkerProcess, dict[str, Any] | None]] = []
+        # (spec, problem) set up in the live worker (its pid): a new one is set up first
+        self._set_up: tuple[int | None, set[tuple[str, str]]] = (None, set())
 
     # --- state ------------------------------------------------------------------
     @property
@@ -460,6 +462,49 @@ class WorkerMeasurer:
             plan, self._typical.seconds, self.settings.run_timeout_floor_s, self._typical.slowest
         )
 
+    def _set_up_problem(self, request: MeasureRequest, failed: Measurement) -> Measurement | None:
+        """Set ``request``'s problem up in the live worker before it is measured there: the
+        reference's outputs and the check's helper kernels, which CuPy compiles for a new
+        shape (13-17 s on a bare machine), then count against :func:`setup_timeout_s`, not
+        the hang limit (a correct kernel on a new problem was killed as hung at 10 s). Once
+        per problem and worker. None when set up (or when the setup reported an error: the
+        measurement does the same work and reports it); else the failed measurement."""
+        worker = self._ensure_worker()
+        pid, done = self._set_up
+        if pid != worker.pid:
+            pid, done = worker.pid, set()
+            self._set_up = (pid, done)
+        key = (str(request.spec_path), request.problem)
+        if key in done:
+            return None
+        limit = setup_timeout_s(self._hang_limit(request.plan))
+        started = time.monotonic()
+        try:
+            answer = worker.request(measure_message(0, request, op="prepare"), limit)
+        except WorkerTimeout:
+            tail = self._retire(kill=True)
+            return dataclasses.replace(
+                failed,
+                outcome=Outcome.RUN_TIMEOUT,
+                wall_s=time.monotonic() - started,
+                error=f"setting up problem {request.problem} (inputs, reference outputs, module) "
+                f"took over {limit:.0f} s; the worker's process group was killed"
+                + (f"; worker stderr: {tail}" if tail else ""),
+            )
+        except WorkerDied as exc:
+            self._retire(kill=True)
+            return dataclasses.replace(
+                failed,
+                wall_s=time.monotonic() - started,
+                error=f"the worker {exc.status} while setting up problem {request.problem}"
+                + (f"; worker stderr: {exc.stderr_tail}" if exc.stderr_tail else ""),
+            )
+        if answer.get("fatal"):
+            self._retire(kill=False)
+        elif answer.get("ok"):
+            done.add(key)
+        return None
+
     def restart(self) -> None:
         """Close the live worker; the next measurement runs in a fresh process."""
         if self._worker is not None:
@@ -490,13 +535,16 @@ class WorkerMeasurer:
                 l2_policy=plan.l2_policy,
                 error=f"not measured: the build ended {build.outcome.value}",
             )
-        worker = self._ensure_worker()
-        limit = self._hang_limit(plan)
         request = MeasureRequest(spec.yaml_path, candidate, build, problem.name, plan)
-        started = time.monotonic()
         failed = Measurement(
             key, problem.name, Outcome.RUNTIME_FAULT, device=self._info, l2_policy=plan.l2_policy
         )
+        setup_failed = self._set_up_problem(request, failed)
+        if setup_failed is not None:
+            return setup_failed
+        worker = self._ensure_worker()
+        limit = self._hang_limit(plan)
+        started = time.monotonic()
         try:
             answer = worker.request(measure_message(0, request), limit)
         except WorkerTimeout:
@@ -579,16 +627,12 @@ class WorkerMeasurer:
         if old is not None:
             old.begin_exit()
         try:
-            worker = self._ensure_worker()
             request = MeasureRequest(spec.yaml_path, candidate, build, problem.name, plan)
-            limit = self._hang_limit(plan)
+            failed = Measurement(candidate.key(), problem.name, Outcome.RUNTIME_FAULT)
             try:
-                answer = worker.request(measure_message(0, request, op="prepare"), limit)
-            except (WorkerTimeout, WorkerDied, HarnessError):
+                self._set_up_problem(request, failed)  # a failure: the measurement says it
+            except HarnessError:
                 self._retire(kill=True)  # the measurement starts another
-            else:
-                if answer.get("fatal"):
-                    self._retire(kill=False)
         finally:
             if old is not None:
                 old.finish_exit()

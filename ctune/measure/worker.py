@@ -13,9 +13,11 @@ answers each request line with exactly one response line carrying the same
 - ``{"id", "op": "measure", "spec", "candidate", "build", "problem", "plan"}``
   -> ``{"id", "ok": true, "measurement": {...}, "fatal": bool}``
 - ``{"id", "op": "prepare", ...}`` (a measure request's fields) -> ``{"id", "ok": true}``:
-  what a fresh process's first measurement sets up, without timing anything (the
-  spec, the check's reference outputs, the module, the cold-L2 buffer), so that it
-  overlaps the last worker's exit instead of following it
+  what a measurement of a new problem sets up, without timing anything (the spec, the
+  check's reference outputs and helper kernels, the module, the cold-L2 buffer): sent
+  once per problem and process under a setup limit, so that CuPy's compiling for a new
+  shape never counts against the hang limit, and in a fresh process while the last one
+  exits
 - ``{"id", "op": "health"}`` -> ``{"id", "ok": true, "healthy": bool, "detail", "fatal"}``
 - ``{"id", "op": "info"}`` -> ``{"id", "ok": true, "device": {...}}``
 - ``{"id", "op": "exit"}`` -> ``{"id", "ok": true}``, then the worker exits at once
@@ -358,6 +360,7 @@ class WorkerService:
         the spec, the reference outputs of the check's seeds (cached), the module and, for
         a cold-L2 plan, the flush buffer. :meth:`measure` then finds them ready."""
         from ctune.measure.arrays import make_buffers
+        from ctune.measure.correctness import warm_checks
         from ctune.measure.plan import check_seeds
 
         spec = self._spec(request.spec_path)
@@ -366,9 +369,19 @@ class WorkerService:
         if request.plan.check:
             reference = self._reference(spec, problem)
             for seed in check_seeds(problem.name):
-                reference(seed, make_buffers(self.cp, spec, problem, seed, runtime))
+                buffers = make_buffers(self.cp, spec, problem, seed, runtime)
+                expected = reference(seed, buffers)
+            warm_checks(self.cp, spec, problem, buffers, expected)
         if request.build.outcome.is_ok:
-            self._load(spec, request, problem)
+            # a module that does not load is the candidate's failure, not the problem's: the
+            # measurement loads it again and reports it (a launch error, a fault), and the
+            # worker stays up for the problem's other candidates
+            try:
+                self._load(spec, request, problem)
+            except CtuneError:
+                raise  # a missing binary, a bad spec: the user's, said now
+            except Exception:
+                log.debug("prepare: %s did not load; its measurement reports it", request.build)
         if request.plan.l2_policy == "cold":
             self.timer.flush_cost_ms()  # allocates and first writes the flush buffer
         self.stream.synchronize()

@@ -11,6 +11,8 @@ scripts what happens, like the real tests/data/kernels/faults.yaml on a GPU:
 
 ``--health FILE``: a health request fails while FILE contains "bad".
 A ``prepare`` request is counted; an ok measurement's note says how many came before it.
+``--setup-s S``: the first request (prepare or measure) for a problem takes S seconds more,
+as the real worker's does while CuPy compiles a new shape's reference and check kernels.
 ``--pidfile FILE``: the hang's grandchild writes its pid there.
 """
 
@@ -58,12 +60,20 @@ def main() -> int:
     parser.add_argument("--health", default="")
     parser.add_argument("--pidfile", default="")
     parser.add_argument("--no-gpu", action="store_true")
+    parser.add_argument("--setup-s", type=float, default=0.0)
     args = parser.parse_args()
     if args.no_gpu:
         send({"id": 0, "ok": False, "ready": False, "error": "CUDARuntimeError: no CUDA GPU"})
         return 2
     send({"id": 0, "ok": True, "ready": True, "pid": os.getpid(), "device": device()})
     seq = prepared = 0
+    set_up: set[str] = set()
+
+    def set_up_problem(problem: str) -> None:
+        if problem not in set_up:
+            time.sleep(args.setup_s)
+            set_up.add(problem)
+
     for line in sys.stdin:
         request = json.loads(line)
         rid, op = request["id"], request.get("op")
@@ -72,6 +82,7 @@ def main() -> int:
             return 0
         if op == "prepare":
             prepared += 1
+            set_up_problem(request["problem"])
             send({"id": rid, "ok": True})
             continue
         if op == "health":
@@ -95,6 +106,7 @@ def main() -> int:
         mode = int(genes.get("MODE", 0))
         key = str(genes.get("KEY", "k"))
         problem = request["problem"]
+        set_up_problem(problem)
         seq += 1
         if mode == 0:
             note = f"pid={os.getpid()} seq={seq} prepared={prepared}"

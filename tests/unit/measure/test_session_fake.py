@@ -99,6 +99,21 @@ def test_hang_kills_the_whole_process_group(tmp_path, spec):
         assert m.measure(spec, *make(0), spec.problem(), PLAN).outcome is Outcome.OK
 
 
+def test_a_new_problem_is_set_up_outside_the_hang_limit(tmp_path, spec):
+    """A new shape's first request pays CuPy's compiling (13-17 s on a bare machine): it is
+    set up under its own limit, once per problem and worker, so a correct kernel is not
+    killed as hung (on an H200, S = 1 attention was, at the 10 s hang limit)."""
+    plan = SamplingPlan(timeout_s=1.0)  # the hang limit: 1 s
+    problem = spec.problem()
+    with measurer(tmp_path, "--setup-s", "1.5") as m:
+        first = m.measure(spec, *make(0), problem, plan)
+        assert first.outcome is Outcome.OK, first.error
+        second = m.measure(spec, *make(0, KEY="b"), problem, plan)
+        assert second.outcome is Outcome.OK, second.error
+        assert second.sampling_note.endswith("prepared=1")  # set up once, not per candidate
+        assert second.wall_s < 1.0
+
+
 def test_launch_error_keeps_the_worker(tmp_path, spec):
     with measurer(tmp_path) as m:
         assert m.measure(spec, *make(0), spec.problem(), PLAN).outcome is Outcome.OK
