@@ -462,6 +462,40 @@ class WorkerMeasurer:
             plan, self._typical.seconds, self.settings.run_timeout_floor_s, self._typical.slowest
         )
 
+    def _ask(
+        self,
+        worker: WorkerProcess,
+        message: dict[str, Any],
+        limit: float,
+        failed: Measurement,
+        timed_out: str,
+        doing: str,
+    ) -> dict[str, Any] | Measurement:
+        """``worker``'s answer to ``message``, or ``failed`` with the evidence when it hangs
+        past ``limit`` (its process group killed: RUN_TIMEOUT, ``timed_out`` says what) or
+        dies (``doing`` says when): the one home of how a request to a worker fails."""
+        started = time.monotonic()
+        try:
+            return worker.request(message, limit)
+        except WorkerTimeout:
+            elapsed = time.monotonic() - started  # the kill's own time is not the request's
+            tail = self._retire(kill=True)
+            return dataclasses.replace(
+                failed,
+                outcome=Outcome.RUN_TIMEOUT,
+                wall_s=elapsed,
+                error=f"{timed_out}; the worker's process group was killed"
+                + (f"; worker stderr: {tail}" if tail else ""),
+            )
+        except WorkerDied as exc:
+            self._retire(kill=True)
+            return dataclasses.replace(
+                failed,
+                wall_s=time.monotonic() - started,
+                error=f"the worker {exc.status} while {doing}"
+                + (f"; worker stderr: {exc.stderr_tail}" if exc.stderr_tail else ""),
+            )
+
     def _set_up_problem(self, request: MeasureRequest, failed: Measurement) -> Measurement | None:
         """Set ``request``'s problem up in the live worker before it is measured there: the
         reference's outputs and the check's helper kernels, which CuPy compiles for a new
@@ -478,27 +512,17 @@ class WorkerMeasurer:
         if key in done:
             return None
         limit = setup_timeout_s(self._hang_limit(request.plan))
-        started = time.monotonic()
-        try:
-            answer = worker.request(measure_message(0, request, op="prepare"), limit)
-        except WorkerTimeout:
-            tail = self._retire(kill=True)
-            return dataclasses.replace(
-                failed,
-                outcome=Outcome.RUN_TIMEOUT,
-                wall_s=time.monotonic() - started,
-                error=f"setting up problem {request.problem} (inputs, reference outputs, module) "
-                f"took over {limit:.0f} s; the worker's process group was killed"
-                + (f"; worker stderr: {tail}" if tail else ""),
-            )
-        except WorkerDied as exc:
-            self._retire(kill=True)
-            return dataclasses.replace(
-                failed,
-                wall_s=time.monotonic() - started,
-                error=f"the worker {exc.status} while setting up problem {request.problem}"
-                + (f"; worker stderr: {exc.stderr_tail}" if exc.stderr_tail else ""),
-            )
+        answer = self._ask(
+            worker,
+            measure_message(0, request, op="prepare"),
+            limit,
+            failed,
+            f"setting up problem {request.problem} (inputs, reference outputs, module) took "
+            f"over {limit:.0f} s",
+            f"setting up problem {request.problem}",
+        )
+        if isinstance(answer, Measurement):
+            return answer
         if answer.get("fatal"):
             self._retire(kill=False)
         elif answer.get("ok"):
@@ -545,26 +569,16 @@ class WorkerMeasurer:
         worker = self._ensure_worker()
         limit = self._hang_limit(plan)
         started = time.monotonic()
-        try:
-            answer = worker.request(measure_message(0, request), limit)
-        except WorkerTimeout:
-            elapsed = time.monotonic() - started
-            tail = self._retire(kill=True)
-            return dataclasses.replace(
-                failed,
-                outcome=Outcome.RUN_TIMEOUT,
-                wall_s=elapsed,
-                error=f"no result within {limit:.1f} s (hang limit); the worker's process group "
-                "was killed" + (f"; worker stderr: {tail}" if tail else ""),
-            )
-        except WorkerDied as exc:
-            self._retire(kill=True)
-            return dataclasses.replace(
-                failed,
-                wall_s=time.monotonic() - started,
-                error=f"the worker {exc.status} while measuring"
-                + (f"; worker stderr: {exc.stderr_tail}" if exc.stderr_tail else ""),
-            )
+        answer = self._ask(
+            worker,
+            measure_message(0, request),
+            limit,
+            failed,
+            f"no result within {limit:.1f} s (hang limit)",
+            "measuring",
+        )
+        if isinstance(answer, Measurement):
+            return answer
         wall = time.monotonic() - started
         fatal = bool(answer.get("fatal"))
         if not answer.get("ok"):
