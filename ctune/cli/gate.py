@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ctune.config import Settings
+    from ctune.registry.check import FingerprintProbe
     from ctune.registry.layout import ArtifactKey
     from ctune.registry.schema import Artifact
 
@@ -90,7 +91,7 @@ def gate_command(
     probe = probe_for(cfg, kernels, gpu=True)
     if not probe.gpu_probed:
         raise ToolchainError("ctune gate needs a GPU (NVML found none); use `ctune check` here")
-    chosen = _of_this_gpu(chosen, probe.device_class or "")
+    chosen = _of_this_gpu(chosen, probe)
     comparisons = max(1, len(chosen)) * (2 if canary else 1)
     rule = NoiseRule(
         min_processes=_RULE.min_processes,
@@ -125,13 +126,15 @@ def gate_command(
 
 
 def _of_this_gpu(
-    chosen: Sequence[tuple[ArtifactKey, Artifact]], here: str
+    chosen: Sequence[tuple[ArtifactKey, Artifact]], probe: FingerprintProbe
 ) -> list[tuple[ArtifactKey, Artifact]]:
-    """The selected artifacts measured on a GPU of this one's class: another GPU's
-    timings say nothing about this one (a registry holds several GPUs' artifacts; CI gates
-    each on its own runner). Says what it leaves out; none left is one line, exit 2."""
-    mine = [(k, a) for k, a in chosen if a.device_class == here]
-    others = sorted({a.device_class for _, a in chosen if a.device_class != here})
+    """The selected artifacts measured on a GPU of this one's class (``probe.of_this_gpu``):
+    another GPU's timings say nothing about this one (a registry holds several GPUs'
+    artifacts; CI gates each on its own runner). Says what it leaves out; none left is one
+    line, exit 2."""
+    here = probe.device_class
+    mine = [(k, a) for k, a in chosen if probe.of_this_gpu(a)]
+    others = sorted({a.device_class for _, a in chosen if not probe.of_this_gpu(a)})
     if others and mine:
         render.other_gpus(len(chosen) - len(mine), others, "gate: left out")
     if chosen and not mine:

@@ -273,17 +273,16 @@ class FingerprintProbe:
         self.plan = dict(plan or {})
         self.toolchain = fingerprint.probe_toolchain(nvcc)
         self.gpu_fields = fingerprint.probe_gpu_machine() if gpu else None
+        #: this GPU's registry device class (``sm90-nvidia-h200``); None without a GPU
+        self.device_class = (
+            fingerprint.gpu_id(self.gpu_fields) if self.gpu_fields is not None else None
+        )
         self._specs: dict[str, Any] = {}
         self._cache: dict[tuple[str, str, bool], Current] = {}
 
     @property
     def gpu_probed(self) -> bool:
         return self.gpu_fields is not None
-
-    @property
-    def device_class(self) -> str | None:
-        """This GPU's registry device class (``sm90-nvidia-h200``); None without a GPU."""
-        return fingerprint.gpu_id(self.gpu_fields) if self.gpu_fields is not None else None
 
     def of_this_gpu(self, artifact: Artifact) -> bool:
         """Was ``artifact`` measured on a GPU of this one's class? Only then do its GPU
