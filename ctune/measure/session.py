@@ -375,8 +375,9 @@ class WorkerMeasurer:
         self._spares = ready
 
     def _settle_spares(self) -> None:
-        """Wait until every spare started beside this worker is up, so that none creates
-        its CUDA context while this one measures (they start together: ~no wait)."""
+        """Wait until every spare is up before anything is timed: a process creating its
+        CUDA context beside a measurement inflates its tail (on an H200, p99 2-22x for
+        ~2 s when a problem set's next shape topped the spares up beside a live worker)."""
         if any(message is None for _, message in self._spares):
             self.prestart(len(self._spares), wait=True)
 
@@ -434,7 +435,6 @@ class WorkerMeasurer:
             time.sleep(0.25)
         self._worker, self._info = worker, info
         self.workers_started += 1
-        self._settle_spares()
         if self._fault_at is not None:
             self.recoveries_s.append(time.monotonic() - self._fault_at)
             log.info("worker replaced; healthy %.2f s after the fault", self.recoveries_s[-1])
@@ -567,6 +567,7 @@ class WorkerMeasurer:
         if setup_failed is not None:
             return setup_failed
         worker = self._ensure_worker()
+        self._settle_spares()
         limit = self._hang_limit(plan)
         started = time.monotonic()
         answer = self._ask(
