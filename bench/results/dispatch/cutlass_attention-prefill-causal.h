@@ -16,7 +16,7 @@ struct Entry { std::int64_t dims[kDims]; const char* dtype; int build; std::int6
 
 inline constexpr Build kBuilds[] = {
     {"b2f79f4b12c9", "--generate-code=arch=compute_90a,code=sm_90a -shared -Xcompiler -fPIC --no-compress -std=c++17 -DCAUSAL=1 -DHEAD_DIM=128 -DHEAD_GROUP=0 -DKERNEL=1 -DLOCKED=0 -DMMA_WG=2 -DORDER=1 -DQ_EXTRA=0 -DQ_SEPARATE=0 -DSTAGES=5 -DTILE_KV=128 -DTILE_Q=128 --expt-relaxed-constexpr"},
-    {"bf15472dbfd0", "--generate-code=arch=compute_90a,code=sm_90a -shared -Xcompiler -fPIC --no-compress -std=c++17 -DCAUSAL=1 -DHEAD_DIM=64 -DHEAD_GROUP=0 -DKERNEL=1 -DLOCKED=0 -DMMA_WG=2 -DORDER=1 -DQ_EXTRA=1 -DQ_SEPARATE=1 -DSTAGES=5 -DTILE_KV=128 -DTILE_Q=128 --expt-relaxed-constexpr"},
+    {"b027cee119ee", "--generate-code=arch=compute_90a,code=sm_90a -shared -Xcompiler -fPIC --no-compress -std=c++17 -DCAUSAL=1 -DHEAD_DIM=64 -DHEAD_GROUP=0 -DKERNEL=1 -DLOCKED=0 -DMMA_WG=2 -DORDER=1 -DQ_EXTRA=0 -DQ_SEPARATE=0 -DSTAGES=5 -DTILE_KV=128 -DTILE_Q=128 --expt-relaxed-constexpr"},
     {"bae4fbb7b69e", "--generate-code=arch=compute_90a,code=sm_90a -shared -Xcompiler -fPIC --no-compress -std=c++17 -DCAUSAL=1 -DHEAD_DIM=128 -DHEAD_GROUP=4 -DKERNEL=0 -DLOCKED=0 -DMMA_WG=2 -DORDER=1 -DQ_EXTRA=0 -DQ_SEPARATE=0 -DSTAGES=5 -DTILE_KV=128 -DTILE_Q=128 --expt-relaxed-constexpr"},
     {"be0e0c171758", "--generate-code=arch=compute_90a,code=sm_90a -shared -Xcompiler -fPIC --no-compress -std=c++17 -DCAUSAL=1 -DCTUNE_BF16=1 -DHEAD_DIM=128 -DHEAD_GROUP=8 -DKERNEL=0 -DLOCKED=0 -DMMA_WG=2 -DORDER=1 -DQ_EXTRA=0 -DQ_SEPARATE=0 -DSTAGES=5 -DTILE_KV=128 -DTILE_Q=128 --expt-relaxed-constexpr"},
 };

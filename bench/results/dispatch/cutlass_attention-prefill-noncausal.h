@@ -15,7 +15,7 @@ struct Build { const char* id; const char* nvcc_flags; };
 struct Entry { std::int64_t dims[kDims]; const char* dtype; int build; std::int64_t runtime[kRuntime]; };
 
 inline constexpr Build kBuilds[] = {
-    {"b355f2411f26", "--generate-code=arch=compute_90a,code=sm_90a -shared -Xcompiler -fPIC --no-compress -std=c++17 -DCAUSAL=0 -DHEAD_DIM=128 -DHEAD_GROUP=0 -DKERNEL=1 -DLOCKED=0 -DMMA_WG=2 -DORDER=0 -DQ_EXTRA=0 -DQ_SEPARATE=0 -DSTAGES=5 -DTILE_KV=128 -DTILE_Q=128 --expt-relaxed-constexpr"},
+    {"b1cf0c489e46", "--generate-code=arch=compute_90a,code=sm_90a -shared -Xcompiler -fPIC --no-compress -std=c++17 -DCAUSAL=0 -DHEAD_DIM=128 -DHEAD_GROUP=0 -DKERNEL=1 -DLOCKED=0 -DMMA_WG=2 -DORDER=0 -DQ_EXTRA=1 -DQ_SEPARATE=1 -DSTAGES=5 -DTILE_KV=128 -DTILE_Q=128 --expt-relaxed-constexpr"},
     {"bf1b2d0ae78d", "--generate-code=arch=compute_90a,code=sm_90a -shared -Xcompiler -fPIC --no-compress -std=c++17 -DCAUSAL=0 -DHEAD_DIM=64 -DHEAD_GROUP=0 -DKERNEL=1 -DLOCKED=0 -DMMA_WG=2 -DORDER=0 -DQ_EXTRA=1 -DQ_SEPARATE=1 -DSTAGES=5 -DTILE_KV=128 -DTILE_Q=128 --expt-relaxed-constexpr"},
     {"bed1091e2442", "--generate-code=arch=compute_90a,code=sm_90a -shared -Xcompiler -fPIC --no-compress -std=c++17 -DCAUSAL=0 -DCTUNE_BF16=1 -DHEAD_DIM=128 -DHEAD_GROUP=0 -DKERNEL=0 -DLOCKED=0 -DMMA_WG=2 -DORDER=0 -DQ_EXTRA=0 -DQ_SEPARATE=0 -DSTAGES=5 -DTILE_KV=128 -DTILE_Q=128 --expt-relaxed-constexpr"},
 };
