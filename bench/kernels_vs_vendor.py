@@ -342,7 +342,11 @@ def targets(rows: list[Row]) -> list[dict[str, Any]]:
     add("tuned vs default p99, geomean over all", geomean(all_p99), 1.15)
     fmha = [r for r in rows if r.kernel == "cutlass_attention"]
     if fmha:
-        prefill = [r.tuned_vs_vendor for r in fmha if r.problem.startswith("prefill-")]
+        prefill = [
+            r.tuned_vs_vendor
+            for r in fmha
+            if r.problem.startswith("prefill-") and r.tuned_vs_vendor is not None
+        ]
         add("tuned CUTLASS attention vs SDPA, geomean over prefill", geomean(prefill), 1.0)
         add(
             "share of prefill problems where tuned CUTLASS attention >= 1.10x SDPA",
@@ -512,6 +516,8 @@ def merge_dispatch(path: Path, set_name: str, table: dict[str, Any]) -> dict[str
     by_dtype: dict[str, dict[str, Any]] = {}
     for name, t in sets.items():
         dtypes = {s.get("dtype", "unknown") for s in t.get("shapes", [])}
+        if not dtypes:
+            continue  # every shape went to a later set: it serves nothing, ships nothing
         key = dtypes.pop() if len(dtypes) == 1 else "mixed"
         by_dtype.setdefault(key, {})[name] = t
     merged = {

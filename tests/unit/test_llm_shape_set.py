@@ -203,6 +203,13 @@ def test_dispatch_summary_serves_a_shape_from_the_set_merged_last(tmp_path: Path
     assert merged["builds"] == ["b1", "b3"] and len(merged["shapes"]) == 2
     again = kv.merge_dispatch(path, "t128", t128)  # the same set merged twice: no change
     assert again["builds"] == ["b1", "b3"]
+    # a set whose every shape a later one took serves nothing: it is in no dtype's summary
+    whole = {**decode, "shapes": [shape("o-t1", "b4", 0.0), shape("o-t128", "b4", 0.0)]}
+    whole["builds"] = [{"id": "b4"}]
+    merged = kv.merge_dispatch(path, "decode-again", whole)
+    assert all(merged["sets"][name]["shapes"] == [] for name in ("decode", "t128"))
+    assert set(merged["by_dtype"]) == {"float16"}  # not a "mixed" group of empty sets
+    assert merged["by_dtype"]["float16"]["sets"] == ["decode-again"]
 
 
 def test_a_run_lists_only_the_targets_it_measured() -> None:

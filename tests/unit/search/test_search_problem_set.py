@@ -232,7 +232,21 @@ def test_group_seeds_rank_earlier_builds_nearest_shape_first(
     def nearest(k: str) -> tuple[int, float]:
         return (0, ratio[k]["m16"]) if "m16" in ratio[k] else (1, ratio[k]["m1"])
 
-    assert rest and [nearest(k) for k in rest] == sorted(nearest(k) for k in rest)
+    # each build's best variant first, then the runtime variants of builds already listed,
+    # each part by that ranking
+    def build(k: str) -> Any:
+        return spec.space.build_group(spec.candidate(seeds[keys.index(k)]).as_dict().items())
+
+    seen = {build(k) for k in keys[: len(winners)]}
+    firsts = []
+    for k in rest:
+        if build(k) not in seen:
+            firsts.append(k)
+            seen.add(build(k))
+    repeats = [k for k in rest if k not in firsts]
+    assert rest == firsts + repeats
+    for part in (firsts, repeats):
+        assert [nearest(k) for k in part] == sorted(nearest(k) for k in part)
 
 
 class _NoCompiles(StandInCompiler):
@@ -517,6 +531,41 @@ def test_group_seeds_prefer_the_nearest_shapes_measurements(
     problems = [spec.problem(n) for n in ("m1", "m16", "m2048")]
     seeds = group_seeds(spec, SetOptions("all", set_dir), problems, spec.problem("m2048"))
     assert [spec.candidate(v) for v in seeds] == [b, a, e, c, d]
+
+
+def test_group_seeds_list_each_build_before_more_runtime_variants(
+    spec: KernelSpec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On an H200 the 128-token shapes of a decode set spent their whole reuse budget on
+    runtime variants of the 1- and 16-token winners' builds and never measured a build that
+    fills 128 tokens: a build's best variant comes before more variants of listed builds."""
+    from types import SimpleNamespace
+
+    from ctune.search import journal
+    from ctune.search.problem_set import group_seeds
+
+    default = spec.default_candidate()
+    x1, x2, x4 = (
+        spec.candidate({**default.as_dict(), "TILE_M": 16, "SPLIT_K": s}) for s in (1, 2, 4)
+    )
+    y = spec.candidate({**default.as_dict(), "TILE_M": 128})
+    z = spec.candidate({**default.as_dict(), "STAGES": 4})
+    measured = {default: 1.0, x1: 0.5, x2: 0.55, x4: 0.6, y: 0.9, z: 0.95}
+    set_dir = tmp_path / "set"
+    (set_dir / "journals").mkdir(parents=True)
+    (set_dir / "journals" / "m16.0.jsonl").write_text("")
+
+    def fake_read(path: Path) -> tuple[Any, Any]:
+        trials = [
+            SimpleNamespace(candidate=cand, feasible=True, values=(v,))
+            for cand, v in measured.items()
+        ]
+        return SimpleNamespace(trials=trials), None
+
+    monkeypatch.setattr(journal, "read", fake_read)
+    problems = [spec.problem(n) for n in ("m16", "m2048")]
+    seeds = group_seeds(spec, SetOptions("all", set_dir), problems, spec.problem("m2048"))
+    assert [spec.candidate(v) for v in seeds] == [x1, y, z, x2, x4]
 
 
 def test_a_set_checks_the_request_and_the_gpu_before_anything_compiles(
