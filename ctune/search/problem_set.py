@@ -388,11 +388,11 @@ def group_seeds(
     # already listed: on an H200 the 128-token shapes of decode-fp16 spent a budget of 40 on
     # runtime variants of the 1- and 16-token winners and never reached a build that fills
     # 128 tokens (0.58-0.89x cuBLAS, where the t128 set's builds ran 0.95-1.14x).
-    listed = {spec.space.build_group(c.as_dict().items()) for c in seeds}
+    listed = {spec.space.build_group(c.genes) for c in seeds}
     first: list[Candidate] = []
     more: list[Candidate] = []
     for cand in ranked:
-        build = spec.space.build_group(cand.as_dict().items())
+        build = spec.space.build_group(cand.genes)
         (more if build in listed else first).append(cand)
         listed.add(build)
     return [c.as_dict() for c in seeds + first + more]
