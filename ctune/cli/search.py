@@ -258,6 +258,15 @@ def search_command(
     dispatch_margin: Annotated[
         str, typer.Option(help="--problem-set: a build covers a shape within this of its best")
     ] = "3%",
+    dispatch_shipped: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--dispatch-shipped",
+            help="--problem-set: a dispatch table (JSON) whose builds are shipped already; "
+            "the cover takes them first and adds builds only for shapes they do not serve "
+            "within --dispatch-margin (repeatable)",
+        ),
+    ] = None,
     step_time: Annotated[
         str | None,
         typer.Option(
@@ -344,7 +353,13 @@ def search_command(
         given: dict[str, Any] = {"--problem": problem, "--resume": resume, "--out": out}
         given.update({"--journal": journal, "--commit": commit or None, "--plot": plot})
         set_args = SetArgs(
-            problem_set, set_dir, dispatch_margin, step_time, cross_processes, reuse_share
+            problem_set,
+            set_dir,
+            dispatch_margin,
+            step_time,
+            cross_processes,
+            reuse_share,
+            tuple(dispatch_shipped or ()),
         )
         run_set(
             cfg, spec, objectives, options, set_args, given, compiler, make_measurer(cfg), json_out

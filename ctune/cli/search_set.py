@@ -30,6 +30,7 @@ class SetArgs:
     step_time: str | None
     cross_processes: int
     reuse_share: float = WARM_START_SHARE
+    shipped: tuple[Path, ...] = ()  # dispatch tables whose builds the cover takes first
 
 
 class LazyMeasurer:
@@ -69,6 +70,7 @@ def run_set(
     from ctune.cli.search import parse_duration
     from ctune.registry.assemble import ResultPublisher
     from ctune.search.dispatch import parse_margin
+    from ctune.search.dispatch_table import shipped_builds
     from ctune.search.problem_set import SetOptions, run_problem_set
 
     owned = [compiler, measurer]
@@ -92,6 +94,7 @@ def run_set(
             step_s=parse_duration(args.step_time) if args.step_time else None,
             cross_processes=args.cross_processes,
             reuse_share=args.reuse_share,
+            shipped=shipped_builds(args.shipped, spec.name),
         )
         if measurer is None and objective.measures:
             measurer = LazyMeasurer(cfg)

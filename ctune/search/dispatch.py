@@ -13,6 +13,11 @@ shape is covered; then drop any chosen build the others make redundant (latest f
 is within a factor ln(shapes) of the minimum and, on matrices this small, usually at it. Each
 shape is then served by its fastest chosen build (ties: the earlier chosen).
 
+Builds already shipped (``shipped``: another set's table serves them) cost nothing: they are
+taken first for the shapes they serve within the margin, and the greedy step adds builds only
+for the rest, so that re-searching part of a shape list does not grow what an engine ships
+when the builds it has are good enough. A shipped build that serves nothing here is left out.
+
 Cells are times (lower is better). A cell absent from the matrix is unmeasured: the cover
 refuses to run while an eligible cell is missing (``missing``), because a missing cell could
 hide a build that covers more. A cell of ``None`` is a measured failure (wrong result, fault,
@@ -23,8 +28,9 @@ group, and other pairs are neither missing nor failures.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ctune.errors import UserError
@@ -122,13 +128,14 @@ class Cover:
     losses: dict[str, float]  # shape -> relative loss vs its per-shape best
     best: dict[str, str]  # shape -> its per-shape best build
     unservable: tuple[str, ...]  # shapes no build ran on
+    shipped: tuple[str, ...] = ()  # chosen builds that were shipped already
 
     @property
     def max_loss(self) -> float:
         return max(self.losses.values(), default=0.0)
 
 
-def greedy_cover(matrix: Matrix, margin: float) -> Cover:
+def greedy_cover(matrix: Matrix, margin: float, shipped: Collection[str] = frozenset()) -> Cover:
     """The greedy cover described in the module docstring; refuses a matrix with holes."""
     holes = matrix.missing()
     if holes:
@@ -149,15 +156,21 @@ def greedy_cover(matrix: Matrix, margin: float) -> Cover:
 
     chosen: list[str] = []
     todo = set(coverable)
+    while free := [b for b in matrix.builds if b in shipped and b not in chosen and sets[b] & todo]:
+        pick = min(free, key=lambda b: gain(b, todo))  # shipped first: they cost nothing
+        chosen.append(pick)
+        todo -= sets[pick]
     while todo:
         pick = min((b for b in matrix.builds if b not in chosen), key=lambda b: gain(b, todo))
         chosen.append(pick)
         todo -= sets[pick]
-    for b in reversed(list(chosen)):
+    # redundant builds leave, new ones first (latest first), then shipped ones
+    for b in sorted(reversed(chosen), key=lambda c: c in shipped):
         rest = [c for c in chosen if c != b]
         if coverable <= set().union(*(sets[c] for c in rest)):
             chosen = rest
-    return _assign(matrix, margin, tuple(chosen), bests)
+    cover = _assign(matrix, margin, tuple(chosen), bests)
+    return dataclasses.replace(cover, shipped=tuple(b for b in chosen if b in shipped))
 
 
 def _loss_at(

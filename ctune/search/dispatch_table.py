@@ -168,6 +168,7 @@ def to_json(
         "shapes": shapes,
         "unservable": list(cover.unservable),
         "max_loss_vs_per_shape_best": cover.max_loss,
+        "shipped": list(cover.shipped),
     }
 
 
@@ -195,6 +196,34 @@ def from_json(data: Mapping[str, Any]) -> Table:
         for s in data["shapes"]
     )
     return Table(str(data["kernel"]), dim_names, runtime_names, tuple(data["builds"]), entries)
+
+
+def shipped_builds(paths: Sequence[Path], kernel: str) -> frozenset[str]:
+    """The build ids that these dispatch tables (JSON) already ship, for ``kernel``."""
+    ids: set[str] = set()
+    for path in paths:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise UserError(
+                f"--dispatch-shipped {path}: not a readable dispatch table ({exc}); give a "
+                "dispatch.json that a problem-set search wrote"
+            ) from None
+        try:
+            table = from_json(data) if isinstance(data, dict) else None
+        except (KeyError, TypeError, ValueError) as exc:
+            raise UserError(
+                f"--dispatch-shipped {path}: a dispatch table without {exc}; give a "
+                "dispatch.json that a problem-set search wrote"
+            ) from None
+        if table is None or table.kernel != kernel:
+            found = table.kernel if table else type(data).__name__
+            raise UserError(
+                f"--dispatch-shipped {path}: a table of {found}, not of {kernel}; give "
+                f"a dispatch.json of {kernel}"
+            )
+        ids.update(str(b["id"]) for b in table.builds)
+    return frozenset(ids)
 
 
 def _c_string(text: str) -> str:
@@ -340,4 +369,13 @@ def write_table(
     return json_path, header_path
 
 
-__all__ = ["RULE", "Entry", "Table", "build_table", "from_json", "header", "to_json"]
+__all__ = [
+    "RULE",
+    "Entry",
+    "Table",
+    "build_table",
+    "from_json",
+    "header",
+    "shipped_builds",
+    "to_json",
+]

@@ -18,7 +18,8 @@ each fit a wall-time step (``step_s``; a GPU lent for minutes at a time):
    fresh processes (``Measurer.remeasure``): one harness and one run per shape, so the cells
    of a row compare. Rows are appended to ``matrix.json``.
 3. **cover**: the fewest compiled builds within ``margin`` of each shape's best
-   (``dispatch.greedy_cover``), written as ``dispatch.json`` and ``dispatch.h``.
+   (``dispatch.greedy_cover``; builds that other tables ship, ``shipped``, first), written as
+   ``dispatch.json`` and ``dispatch.h``.
 
 A phase stops starting new shapes when the step's time left is under the longest shape it
 has taken so far (the first shape of a call always runs); the next call goes on from the
@@ -70,6 +71,7 @@ class SetOptions:
     step_s: float | None = None  # wall time for this call; None: to the end
     cross_processes: int = 1  # fresh processes per shape in the cross phase
     reuse_share: float = WARM_START_SHARE  # of a shape's budget: the group's earlier builds
+    shipped: frozenset[str] = frozenset()  # build ids other tables ship: the cover takes them first
 
 
 @dataclass(frozen=True)
@@ -226,7 +228,8 @@ def run_problem_set(
     # options, the warm-start file), then what this machine can measure
     first = dataclasses.replace(search, problem=problems[0].name, resume=None)
     check_request(spec, objective, first, None)
-    require_capabilities(objective, measurer)
+    if _measuring_left(spec, opts, problems):  # a finished set re-covers from its files alone
+        require_capabilities(objective, measurer)
     opts.set_dir.mkdir(parents=True, exist_ok=True)
     step = _Clock(opts.step_s, clock)
     notes: list[str] = []
@@ -252,7 +255,7 @@ def run_problem_set(
     holes = matrix.missing()
     if holes:
         return SetProgress(opts.set_name, opts.set_dir, searched, (), len(holes), None)
-    cover = dispatch.greedy_cover(matrix, opts.margin)
+    cover = dispatch.greedy_cover(matrix, opts.margin, opts.shipped)
     if cover.unservable:
         notes.append(f"no finalist ran on: {', '.join(cover.unservable)}")
     from ctune.search.dispatch_table import write_table
@@ -260,6 +263,19 @@ def run_problem_set(
     table, header = write_table(spec, objective, opts, problems, matrix, cover, compiler, measurer)
     return SetProgress(
         opts.set_name, opts.set_dir, searched, (), 0, cover, table, header, tuple(notes)
+    )
+
+
+def _measuring_left(spec: KernelSpec, opts: SetOptions, problems: Sequence[Problem]) -> bool:
+    """Whether a shape is still to search or a finalist x shape cell still to measure."""
+    if not {p.name for p in problems} <= set(read_winners(opts)):
+        return True
+    rows = read_rows(opts.set_dir / MATRIX)
+    final = finalists(spec, opts, problems)
+    return any(
+        c.key() not in {r["candidate"] for r in rows if r["shape"] == p.name}
+        for p in problems
+        for c in final[group_of(p)]
     )
 
 

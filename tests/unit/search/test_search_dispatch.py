@@ -191,3 +191,32 @@ def test_greedy_is_a_valid_cover_near_the_minimum(seed: int) -> None:
         assert not set(shapes) <= set().union(*(sets[x] for x in rest))
     low = _minimum_size(m, margin)
     assert low <= len(c.builds) <= low * 2  # H(8) ~ 2.7; pruning keeps these small cases tight
+
+
+def test_shipped_builds_are_taken_first_and_new_ones_only_for_the_rest() -> None:
+    """A re-searched part of a shape list: alone, its generalist g and the specialist n make
+    the cover; the engine already ships a and b, which serve s1 and s2 within the margin, so
+    only s3 needs a build (n), and c, shipped too but serving nothing here, stays out."""
+    m = grid(
+        {
+            "s1": {"a": 1.02, "b": 1.50, "g": 1.00, "n": 1.40, "c": 2.0},
+            "s2": {"a": 1.50, "b": 1.01, "g": 1.00, "n": 1.40, "c": 2.0},
+            "s3": {"a": 1.50, "b": 1.50, "g": 1.50, "n": 1.00, "c": 2.0},
+        }
+    )
+    assert set(greedy_cover(m, 0.03).builds) == {"g", "n"}  # two new builds
+    c = greedy_cover(m, 0.03, shipped={"a", "b", "c"})
+    assert set(c.builds) == {"a", "b", "n"}  # one new build
+    assert set(c.shipped) == {"a", "b"}
+    assert c.assignment == {"s1": "a", "s2": "b", "s3": "n"}
+    assert c.losses == pytest.approx({"s1": 0.02, "s2": 0.01, "s3": 0.0})
+    # shipped builds that serve every shape: nothing new at all
+    every = greedy_cover(m, 0.03, shipped={"a", "b", "n"})
+    assert set(every.builds) == set(every.shipped) == {"a", "b", "n"}
+
+
+def test_a_redundant_new_build_leaves_before_a_shipped_one() -> None:
+    m = grid({"s1": {"n": 1.0, "a": 1.01}, "s2": {"n": 1.0, "a": 1.02}})
+    c = greedy_cover(m, 0.03, shipped={"a"})
+    assert c.builds == ("a",) and c.shipped == ("a",)
+    assert c.losses == pytest.approx({"s1": 0.01, "s2": 0.02})

@@ -3,6 +3,7 @@ compiler) answering every query of a grid exactly as the Python lookup does."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ctune.errors import UserError
-from ctune.search.dispatch_table import Entry, Table, from_json, header
+from ctune.search.dispatch_table import Entry, Table, from_json, header, shipped_builds
 
 BUILDS = ({"id": "b0", "flags_line": "-DTILE_M=64"}, {"id": "b1", "flags_line": '-DX="q"'})
 TABLE = Table(
@@ -53,8 +54,8 @@ def test_other_rows_fall_back_to_the_nearest_shape_of_the_dtype() -> None:
     assert name((1, 4096, 4096), "float32") is None  # no entry of that dtype
 
 
-def test_json_round_trip_and_refusal() -> None:
-    data = {
+def table_json() -> dict[str, object]:
+    return {
         "kind": "ctune-dispatch",
         "kernel": "cutlass_gemm",
         "dims": ["M", "N", "K"],
@@ -71,9 +72,33 @@ def test_json_round_trip_and_refusal() -> None:
             for e in TABLE.entries
         ],
     }
-    assert from_json(data) == TABLE
+
+
+def test_json_round_trip_and_refusal() -> None:
+    assert from_json(table_json()) == TABLE
     with pytest.raises(UserError, match="not a dispatch table"):
         from_json({"kind": "other"})
+
+
+def test_shipped_builds_read_tables_of_the_kernel_and_refuse_others(tmp_path: Path) -> None:
+    table = tmp_path / "dispatch.json"
+    table.write_text(json.dumps(table_json()))
+    assert shipped_builds([table], "cutlass_gemm") == {str(b["id"]) for b in BUILDS}
+    with pytest.raises(UserError, match=r"a table of cutlass_gemm, not of gemm; give a"):
+        shipped_builds([table], "gemm")
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    with pytest.raises(UserError, match=r"--dispatch-shipped .*broken.json: not a readable"):
+        shipped_builds([broken], "cutlass_gemm")
+    with pytest.raises(UserError, match=r"--dispatch-shipped .*absent.json: not a readable"):
+        shipped_builds([tmp_path / "absent.json"], "cutlass_gemm")
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"kind": "other"}))
+    with pytest.raises(UserError, match="not a dispatch table"):
+        shipped_builds([other], "cutlass_gemm")
+    other.write_text(json.dumps({"kind": "ctune-dispatch", "kernel": "cutlass_gemm"}))
+    with pytest.raises(UserError, match="a dispatch table without 'dims'"):
+        shipped_builds([other], "cutlass_gemm")
 
 
 QUERIES = [

@@ -425,6 +425,7 @@ def test_cli_problem_set_writes_the_table(cli: Any, tmp_path: Path) -> None:
         (("--out", "x.json"), "--problem-set with --out"),
         (("--dispatch-margin", "lots"), "--dispatch-margin 'lots'"),
         (("--cross-processes", "0"), "--cross-processes must be 1"),
+        (("--dispatch-shipped", "absent.json"), "--dispatch-shipped absent.json: not a"),
     ],
 )
 def test_cli_problem_set_refusals(cli: Any, args: tuple[str, ...], needle: str) -> None:
@@ -597,3 +598,40 @@ def test_a_set_checks_the_request_and_the_gpu_before_anything_compiles(
     with pytest.raises(ToolchainError, match=r"p99 needs a CUDA GPU.*nothing was compiled"):
         run("p99")
     assert compiler.calls == 0 and not (tmp_path / "set").exists()
+
+
+def test_a_finished_set_covers_again_without_a_gpu_taking_shipped_builds_first(
+    spec: KernelSpec, tmp_path: Path
+) -> None:
+    """A set re-searched beside others: its cover is redone from its files on a machine
+    without a GPU, with the builds other tables ship (here: every build it measured but
+    its own first cover's) taken first."""
+    first = _run(spec, tmp_path, tmp_path / "set")
+    assert first.cover is not None
+    rows = read_rows(tmp_path / "set" / MATRIX)
+    others = frozenset(r["build"] for r in rows) - set(first.cover.builds)
+    assert others, "the stand-in set measures more builds than its cover takes"
+
+    class NoGpu:  # the measurer of a machine without a GPU: never asked to measure
+        capabilities: frozenset[str] = frozenset()
+
+    settings = Settings(cache_dir=tmp_path / "cache", registry=tmp_path / "registry")
+    again = run_problem_set(
+        settings,
+        spec,
+        parse_objective_spec(["p50"], [], spec.metrics),
+        SearchOptions(budget=8, seed=1, confirm_processes=2, journal_fsync=False),
+        SetOptions("all", tmp_path / "set", margin=0.03, shipped=others),
+        compiler=StandInCompiler(spec, fail_every=None),
+        measurer=NoGpu(),
+    )
+    cover = again.cover
+    assert cover is not None and read_rows(tmp_path / "set" / MATRIX) == rows
+    assert set(cover.shipped) == set(cover.builds) & others
+    new = set(cover.builds) - others
+    # no more new builds than the first cover, every shape still within the margin
+    assert len(new) <= len(first.cover.builds)
+    assert cover.max_loss <= 0.03 + EDGE_EPS
+    table = json.loads((tmp_path / "set" / "dispatch.json").read_text())
+    assert set(table["shipped"]) == set(cover.shipped)
+    assert [b["id"] for b in table["builds"]] == list(cover.builds)
