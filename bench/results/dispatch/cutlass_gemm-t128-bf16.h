@@ -15,19 +15,19 @@ struct Build { const char* id; const char* nvcc_flags; };
 struct Entry { std::int64_t dims[kDims]; const char* dtype; int build; std::int64_t runtime[kRuntime]; };
 
 inline constexpr Build kBuilds[] = {
+    {"b8498b541a08", "--generate-code=arch=compute_90a,code=sm_90a -shared -Xcompiler -fPIC --no-compress -std=c++17 -DCTUNE_BF16=1 -DCLUSTER_M=2 -DCLUSTER_N=1 -DEPILOGUE=0 -DSCHEDULE=1 -DSTAGES=0 -DSWAP_AB=1 -DTILE_K=64 -DTILE_M=128 -DTILE_N=128 -DTILE_SCHED=0 --expt-relaxed-constexpr"},
     {"b4f341413dab", "--generate-code=arch=compute_90a,code=sm_90a -shared -Xcompiler -fPIC --no-compress -std=c++17 -DCTUNE_BF16=1 -DCLUSTER_M=1 -DCLUSTER_N=1 -DEPILOGUE=0 -DSCHEDULE=1 -DSTAGES=0 -DSWAP_AB=1 -DTILE_K=64 -DTILE_M=128 -DTILE_N=64 -DTILE_SCHED=0 --expt-relaxed-constexpr"},
     {"b5d4cf37501c", "--generate-code=arch=compute_90a,code=sm_90a -shared -Xcompiler -fPIC --no-compress -std=c++17 -DCTUNE_BF16=1 -DCLUSTER_M=1 -DCLUSTER_N=1 -DEPILOGUE=0 -DSCHEDULE=1 -DSTAGES=0 -DSWAP_AB=0 -DTILE_K=64 -DTILE_M=64 -DTILE_N=64 -DTILE_SCHED=0 --expt-relaxed-constexpr"},
-    {"b8498b541a08", "--generate-code=arch=compute_90a,code=sm_90a -shared -Xcompiler -fPIC --no-compress -std=c++17 -DCTUNE_BF16=1 -DCLUSTER_M=2 -DCLUSTER_N=1 -DEPILOGUE=0 -DSCHEDULE=1 -DSTAGES=0 -DSWAP_AB=1 -DTILE_K=64 -DTILE_M=128 -DTILE_N=128 -DTILE_SCHED=0 --expt-relaxed-constexpr"},
 };
 inline constexpr Entry kEntries[] = {
-    {{128, 6144, 4096}, "bfloat16", 0, {1, 0, 1}},  // llm8b-qkv-t128-bf16
-    {{128, 4096, 4096}, "bfloat16", 1, {1, 0, 1}},  // llm8b-o-t128-bf16
-    {{128, 28672, 4096}, "bfloat16", 2, {1, 2, 4}},  // llm8b-gateup-t128-bf16
-    {{128, 4096, 14336}, "bfloat16", 1, {1, 0, 1}},  // llm8b-down-t128-bf16
-    {{128, 10240, 8192}, "bfloat16", 2, {1, 2, 4}},  // llm70b-qkv-t128-bf16
-    {{128, 8192, 8192}, "bfloat16", 0, {1, 0, 1}},  // llm70b-o-t128-bf16
-    {{128, 57344, 8192}, "bfloat16", 0, {1, 0, 1}},  // llm70b-gateup-t128-bf16
-    {{128, 8192, 28672}, "bfloat16", 0, {1, 0, 1}},  // llm70b-down-t128-bf16
+    {{128, 6144, 4096}, "bfloat16", 1, {1, 2, 1}},  // llm8b-qkv-t128-bf16
+    {{128, 4096, 4096}, "bfloat16", 2, {1, 1, 1}},  // llm8b-o-t128-bf16
+    {{128, 28672, 4096}, "bfloat16", 0, {1, 0, 2}},  // llm8b-gateup-t128-bf16
+    {{128, 4096, 14336}, "bfloat16", 2, {1, 1, 1}},  // llm8b-down-t128-bf16
+    {{128, 10240, 8192}, "bfloat16", 0, {1, 0, 2}},  // llm70b-qkv-t128-bf16
+    {{128, 8192, 8192}, "bfloat16", 1, {1, 1, 8}},  // llm70b-o-t128-bf16
+    {{128, 57344, 8192}, "bfloat16", 1, {1, 1, 8}},  // llm70b-gateup-t128-bf16
+    {{128, 8192, 28672}, "bfloat16", 1, {1, 2, 1}},  // llm70b-down-t128-bf16
 };
 constexpr int kEntries_n = 8;
 
