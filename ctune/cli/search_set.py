@@ -144,7 +144,8 @@ def report(progress: SetProgress, json_out: bool) -> None:
         )
         for build in cover.builds:
             shapes = sorted(s for s, b in cover.assignment.items() if b == build)
-            line(f"  {build}: {', '.join(shapes)}")
+            shipped = " (shipped already)" if build in cover.shipped else ""
+            line(f"  {build}{shipped}: {', '.join(shapes)}")
     else:
         line(
             ("incomplete", "yellow"), f": run the same command again (state in {progress.set_dir})"

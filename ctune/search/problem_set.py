@@ -102,6 +102,7 @@ class SetProgress:
             "pending": list(self.pending),
             "missing_cells": self.missing_cells,
             "builds": list(c.builds) if c else None,
+            "shipped": list(c.shipped) if c else None,
             "max_loss_vs_per_shape_best": c.max_loss if c else None,
             "table": str(self.table) if self.table else None,
             "header": str(self.header) if self.header else None,
