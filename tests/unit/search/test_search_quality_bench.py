@@ -29,3 +29,11 @@ def test_the_replay_benchmark_writes_its_fields(tmp_path: Path) -> None:
         assert row["budget_fraction"] == 0.1 and len(row["seeds"]) == 2
         assert 0.0 < row["median_of_optimum"] <= 1.0
     assert rows["default"]["joint_vs_params_only"]["seeds"] == 2
+    # the smaller budgets: default and random (and Kernel Tuner's GA where installed) each
+    curve = truth["budget_curve"]
+    assert [p["budget_fraction"] for p in curve] == [0.02, 0.03, 0.05]
+    assert [p["budget"] for p in curve] == sorted(p["budget"] for p in curve)
+    for point in curve:
+        assert {"default", "random"} <= set(point["median_of_optimum"])
+        assert all(0.0 < m <= 1.0 for m in point["median_of_optimum"].values())
+    assert isinstance(truth["meets_targets"]["beats_random_on_curve"], bool)
