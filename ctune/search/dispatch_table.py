@@ -211,6 +211,11 @@ def shipped_builds(paths: Sequence[Path], kernel: str) -> frozenset[str]:
             ) from None
         try:
             table = from_json(data) if isinstance(data, dict) else None
+        except UserError as exc:
+            raise UserError(
+                f"--dispatch-shipped {path}: {exc}; give a dispatch.json that a problem-set "
+                "search wrote"
+            ) from None
         except (KeyError, TypeError, ValueError) as exc:
             raise UserError(
                 f"--dispatch-shipped {path}: a dispatch table without {exc}; give a "
