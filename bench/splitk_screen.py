@@ -47,8 +47,6 @@ def bench(problem: str, genes: dict[str, Any], label: str) -> dict[str, Any]:
         "p99_ms": s.get("p99_ms"),
         "samples": len(m.get("samples_ms") or []),
         "temperature_c": m.get("temperature_c"),
-        "_device": m.get("device"),
-        "_toolchain": (result.get("build") or {}).get("toolchain"),
     }
 
 
@@ -73,8 +71,9 @@ def main(argv: list[str] | None = None) -> int:
                 variant = {**SPLITK, "TILE_N": tile_n, "SPLITS": splits}
                 rows.append(bench(problem, variant, f"splitk-n{tile_n}-s{splits}"))
         rows.append(bench(problem, genes, "pinned-again"))
-    device = next((r["_device"] for r in rows if r["_device"]), None) or {}
-    toolchain = next((r["_toolchain"] for r in rows if r["_toolchain"]), None)
+    from ctune.evidence.identity import gpu_id, probe_gpu_machine, probe_toolchain
+
+    gpu = probe_gpu_machine() or {}
     summary = {}
     for problem in args.problems:
         mine = [r for r in rows if r["problem"] == problem and r["p50_ms"]]
@@ -92,18 +91,11 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "splitk_screen",
         "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "what": __doc__.split("\n\n", 2)[1].replace("\n", " "),
-        "fingerprint": {
-            "gpu": device,
-            "driver": device.get("driver"),
-            "toolchain": toolchain,
-            "l2_policy": "cold",
-        },
+        "fingerprint": {**gpu, **probe_toolchain(), "l2_policy": "cold"},
         "summary": summary,
-        "rows": [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows],
+        "rows": rows,
     }
-    from ctune.evidence.identity import gpu_id, probe_gpu_machine
-
-    out = Path(args.out) / f"splitk_screen-{gpu_id(probe_gpu_machine() or {})}.json"
+    out = Path(args.out) / f"splitk_screen-{gpu_id(gpu)}.json"
     out.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     print(f"wrote {out}")
     return 0
