@@ -51,10 +51,13 @@ def bench(problem: str, genes: dict[str, Any], label: str) -> dict[str, Any]:
 
 
 def pinned_genes(problem: str) -> dict[str, Any]:
+    """The registry artifact's pinned build: its kernel genes (the flags at their defaults)."""
+    from ctune.registry.store import read_result
+
     path = ROOT / "registry" / "cutlass_gemm" / problem / "sm90-nvidia-h200.json"
-    art = json.loads(path.read_text())
-    member = next(m for m in art["front"] if m["key"] == art["pinned"])
-    return {k: v for k, v in member["candidate"]["genes"].items() if k.isupper()}
+    member = read_result(path).pinned_member()
+    assert member is not None, f"{path}: no pinned member"
+    return {k: v for k, v in member.candidate.as_dict().items() if k.isupper()}
 
 
 def main(argv: list[str] | None = None) -> int:

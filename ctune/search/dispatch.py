@@ -156,14 +156,12 @@ def greedy_cover(matrix: Matrix, margin: float, shipped: Collection[str] = froze
 
     chosen: list[str] = []
     todo = set(coverable)
-    while free := [b for b in matrix.builds if b in shipped and b not in chosen and sets[b] & todo]:
-        pick = min(free, key=lambda b: gain(b, todo))  # shipped first: they cost nothing
-        chosen.append(pick)
-        todo -= sets[pick]
-    while todo:
-        pick = min((b for b in matrix.builds if b not in chosen), key=lambda b: gain(b, todo))
-        chosen.append(pick)
-        todo -= sets[pick]
+    # shipped builds first (they cost nothing), then any build
+    for pool in ([b for b in matrix.builds if b in shipped], matrix.builds):
+        while free := [b for b in pool if b not in chosen and sets[b] & todo]:
+            pick = min(free, key=lambda b: gain(b, todo))
+            chosen.append(pick)
+            todo -= sets[pick]
     # redundant builds leave, new ones first (latest first), then shipped ones
     for b in sorted(reversed(chosen), key=lambda c: c in shipped):
         rest = [c for c in chosen if c != b]

@@ -200,33 +200,25 @@ def from_json(data: Mapping[str, Any]) -> Table:
 
 def shipped_builds(paths: Sequence[Path], kernel: str) -> frozenset[str]:
     """The build ids that these dispatch tables (JSON) already ship, for ``kernel``."""
+
+    def refuse(path: Path, why: str, fix: str = "that a problem-set search wrote") -> UserError:
+        return UserError(f"--dispatch-shipped {path}: {why}; give a dispatch.json {fix}")
+
     ids: set[str] = set()
     for path in paths:
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError) as exc:
-            raise UserError(
-                f"--dispatch-shipped {path}: not a readable dispatch table ({exc}); give a "
-                "dispatch.json that a problem-set search wrote"
-            ) from None
+            raise refuse(path, f"not a readable dispatch table ({exc})") from None
         try:
             table = from_json(data) if isinstance(data, dict) else None
         except UserError as exc:
-            raise UserError(
-                f"--dispatch-shipped {path}: {exc}; give a dispatch.json that a problem-set "
-                "search wrote"
-            ) from None
+            raise refuse(path, str(exc)) from None
         except (KeyError, TypeError, ValueError) as exc:
-            raise UserError(
-                f"--dispatch-shipped {path}: a dispatch table without {exc}; give a "
-                "dispatch.json that a problem-set search wrote"
-            ) from None
+            raise refuse(path, f"a dispatch table without {exc}") from None
         if table is None or table.kernel != kernel:
             found = table.kernel if table else type(data).__name__
-            raise UserError(
-                f"--dispatch-shipped {path}: a table of {found}, not of {kernel}; give "
-                f"a dispatch.json of {kernel}"
-            )
+            raise refuse(path, f"a table of {found}, not of {kernel}", f"of {kernel}")
         ids.update(str(b["id"]) for b in table.builds)
     return frozenset(ids)
 

@@ -273,11 +273,15 @@ def _measuring_left(spec: KernelSpec, opts: SetOptions, problems: Sequence[Probl
         return True
     rows = read_rows(opts.set_dir / MATRIX)
     final = finalists(spec, opts, problems)
-    return any(
-        c.key() not in {r["candidate"] for r in rows if r["shape"] == p.name}
-        for p in problems
-        for c in final[group_of(p)]
-    )
+    return any(_unmeasured(rows, final, p) for p in problems)
+
+
+def _unmeasured(
+    rows: Sequence[Mapping[str, Any]], final: Mapping[str, list[Candidate]], problem: Problem
+) -> list[Candidate]:
+    """The finalists of ``problem``'s group that no matrix row measured on it yet."""
+    done = {r["candidate"] for r in rows if r["shape"] == problem.name}
+    return [c for c in final[group_of(problem)] if c.key() not in done]
 
 
 def _search_phase(
@@ -496,8 +500,7 @@ def _cross_phase(
     rows = read_rows(path)
     final = finalists(spec, opts, problems)
     for problem in problems:
-        done = {r["candidate"] for r in rows if r["shape"] == problem.name}
-        todo = [c for c in final[group_of(problem)] if c.key() not in done]
+        todo = _unmeasured(rows, final, problem)
         if not todo:
             continue
         if not step.may_start():
