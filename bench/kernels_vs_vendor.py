@@ -47,7 +47,10 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ctune.kernelspec import KernelSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -487,7 +490,9 @@ def set_main(args: argparse.Namespace) -> int:
             f"{table['max_loss_vs_per_shape_best']:.2%}"
         )
         if name == "cutlass_gemm":
-            merged = merge_dispatch(args.out / f"dispatch-{slug}.json", args.problem_set, out)
+            merged = merge_dispatch(
+                args.out / f"dispatch-{slug}.json", args.problem_set, out, load_spec(ROOT / kernel)
+            )
             for label, part in [("all", merged), *merged["by_dtype"].items()]:
                 print(
                     f"dispatch-{slug}.json, {label}: {len(part['shapes'])} shapes, "
@@ -497,7 +502,9 @@ def set_main(args: argparse.Namespace) -> int:
     return 0
 
 
-def merge_dispatch(path: Path, set_name: str, table: dict[str, Any]) -> dict[str, Any]:
+def merge_dispatch(
+    path: Path, set_name: str, table: dict[str, Any], spec: KernelSpec
+) -> dict[str, Any]:
     """The GEMM's dispatch summary over every set tuned so far: each set's table under
     ``sets``, their shapes, the union of their builds and the worst loss of any shape, and
     the same per output dtype (``by_dtype``: a build is compiled for one dtype, so a serving
@@ -505,7 +512,9 @@ def merge_dispatch(path: Path, set_name: str, table: dict[str, Any]) -> dict[str
 
     A shape searched again in another set (``t128-fp16`` after ``llm8b-decode-fp16``) is
     served by the table merged last: the other sets' entries for it are dropped, with the
-    builds that then serve nothing, and each such set names them under ``superseded``."""
+    builds that then serve nothing, and each such set names them under ``superseded``.
+    Builds are counted by their ids in ``spec``'s space today: a table written before a gene
+    was added names the same build by another id."""
     old = json.loads(path.read_text()) if path.is_file() else {}
     sets = {
         name: _without_shapes(t, set_name, table)
@@ -521,10 +530,11 @@ def merge_dispatch(path: Path, set_name: str, table: dict[str, Any]) -> dict[str
         key = dtypes.pop() if len(dtypes) == 1 else "mixed"
         by_dtype.setdefault(key, {})[name] = t
     merged = {
-        **_union(sets),
+        **_union(sets, spec),
         "sets": sets,
         "by_dtype": {
-            dtype: {**_union(group), "sets": sorted(group)} for dtype, group in by_dtype.items()
+            dtype: {**_union(group, spec), "sets": sorted(group)}
+            for dtype, group in by_dtype.items()
         },
         "note": "each set's table is chosen within its set; builds: their union",
         # the GPU of the newest set: the file is named by it, and every set ran on one
@@ -559,11 +569,15 @@ def _without_shapes(
     }
 
 
-def _union(sets: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def _union(sets: dict[str, dict[str, Any]], spec: KernelSpec) -> dict[str, Any]:
     """Shapes, the union of builds and the worst loss over some sets' dispatch tables."""
+    from ctune.search.dispatch_table import build_ids_today
+
     return {
         "shapes": [s for t in sets.values() for s in t.get("shapes", [])],
-        "builds": sorted({b["id"] for t in sets.values() for b in t.get("builds", [])}),
+        "builds": sorted(
+            {b for t in sets.values() for b in build_ids_today(spec, t.get("builds", []))}
+        ),
         "max_loss_vs_per_shape_best": max(
             (t["max_loss_vs_per_shape_best"] for t in sets.values()), default=0.0
         ),

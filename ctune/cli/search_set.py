@@ -94,7 +94,7 @@ def run_set(
             step_s=parse_duration(args.step_time) if args.step_time else None,
             cross_processes=args.cross_processes,
             reuse_share=args.reuse_share,
-            shipped=shipped_builds(args.shipped, spec.name),
+            shipped=shipped_builds(args.shipped, spec),
         )
         if measurer is None and objective.measures:
             measurer = LazyMeasurer(cfg)

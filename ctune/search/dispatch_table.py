@@ -198,8 +198,28 @@ def from_json(data: Mapping[str, Any]) -> Table:
     return Table(str(data["kernel"]), dim_names, runtime_names, tuple(data["builds"]), entries)
 
 
-def shipped_builds(paths: Sequence[Path], kernel: str) -> frozenset[str]:
-    """The build ids that these dispatch tables (JSON) already ship, for ``kernel``."""
+def build_ids_today(spec: KernelSpec, builds: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Each table build's id as a search over today's space names it (a table written before
+    a gene was added recorded an id over the genes of its day); the recorded id where the
+    build lacks its genes or serves no problem the spec still has."""
+    from ctune.search.problem_set import compiled_build_id
+
+    known = set(spec.problem_names())
+    ids = []
+    for b in builds:
+        serves = [name for name in b.get("serves", ()) if name in known]
+        genes = b.get("genes")
+        if not serves or not isinstance(genes, Mapping):
+            ids.append(str(b["id"]))
+        else:
+            ids.append(compiled_build_id(spec, genes, spec.problem(serves[0]).defines))
+    return ids
+
+
+def shipped_builds(paths: Sequence[Path], spec: KernelSpec) -> frozenset[str]:
+    """The builds that these dispatch tables (JSON) of ``spec``'s kernel already ship, by
+    their ids in today's space (:func:`build_ids_today`)."""
+    kernel = spec.name
 
     def refuse(path: Path, why: str, fix: str = "that a problem-set search wrote") -> UserError:
         return UserError(f"--dispatch-shipped {path}: {why}; give a dispatch.json {fix}")
@@ -219,7 +239,7 @@ def shipped_builds(paths: Sequence[Path], kernel: str) -> frozenset[str]:
         if table is None or table.kernel != kernel:
             found = table.kernel if table else type(data).__name__
             raise refuse(path, f"a table of {found}, not of {kernel}", f"of {kernel}")
-        ids.update(str(b["id"]) for b in table.builds)
+        ids.update(build_ids_today(spec, table.builds))
     return frozenset(ids)
 
 
@@ -370,6 +390,7 @@ __all__ = [
     "RULE",
     "Entry",
     "Table",
+    "build_ids_today",
     "build_table",
     "from_json",
     "header",

@@ -131,7 +131,7 @@ def test_bench_reads_tokens_and_judges_the_dispatch_target() -> None:
     assert not kv.dispatch_target({**table, "max_loss_vs_per_shape_best": 0.031})["met"]
 
 
-def test_dispatch_summary_counts_builds_per_dtype(tmp_path: Path) -> None:
+def test_dispatch_summary_counts_builds_per_dtype(tmp_path: Path, spec: KernelSpec) -> None:
     """A build is compiled for one dtype: the summary's union over both dtypes is not what a
     serving engine ships, its per-dtype parts are."""
     kv = _bench("kernels_vs_vendor")
@@ -153,9 +153,9 @@ def test_dispatch_summary_counts_builds_per_dtype(tmp_path: Path) -> None:
 
     path = tmp_path / "dispatch.json"
     fp16 = {"llm8b-o-t1": "float16", "llm8b-o-t16": "float16"}
-    kv.merge_dispatch(path, "a", table(fp16, ["b1", "b2"], 0.01))
+    kv.merge_dispatch(path, "a", table(fp16, ["b1", "b2"], 0.01), spec)
     merged = kv.merge_dispatch(
-        path, "b", table({"llm8b-o-t1-bf16": "bfloat16"}, ["b3", "b1"], 0.02)
+        path, "b", table({"llm8b-o-t1-bf16": "bfloat16"}, ["b3", "b1"], 0.02), spec
     )
     assert merged["builds"] == ["b1", "b2", "b3"] and len(merged["shapes"]) == 3
     assert merged["max_loss_vs_per_shape_best"] == 0.02
@@ -169,7 +169,9 @@ def test_dispatch_summary_counts_builds_per_dtype(tmp_path: Path) -> None:
     assert json.loads(path.read_text())["by_dtype"] == merged["by_dtype"]
 
 
-def test_dispatch_summary_serves_a_shape_from_the_set_merged_last(tmp_path: Path) -> None:
+def test_dispatch_summary_serves_a_shape_from_the_set_merged_last(
+    tmp_path: Path, spec: KernelSpec
+) -> None:
     """A shape searched again in a later set leaves the earlier set's table, and so does a
     build that served only it: the summary counts what a serving engine would ship."""
     kv = _bench("kernels_vs_vendor")
@@ -193,20 +195,20 @@ def test_dispatch_summary_serves_a_shape_from_the_set_merged_last(tmp_path: Path
         "builds": [{"id": "b3"}],
         "max_loss_vs_per_shape_best": 0.0,
     }
-    kv.merge_dispatch(path, "decode", decode)
-    merged = kv.merge_dispatch(path, "t128", t128)
+    kv.merge_dispatch(path, "decode", decode, spec)
+    merged = kv.merge_dispatch(path, "t128", t128, spec)
     left = merged["sets"]["decode"]
     assert [s["problem"] for s in left["shapes"]] == ["o-t1"]
     assert [b["id"] for b in left["builds"]] == ["b1"]
     assert left["max_loss_vs_per_shape_best"] == 0.01
     assert left["superseded"] == {"o-t128": "t128"}
     assert merged["builds"] == ["b1", "b3"] and len(merged["shapes"]) == 2
-    again = kv.merge_dispatch(path, "t128", t128)  # the same set merged twice: no change
+    again = kv.merge_dispatch(path, "t128", t128, spec)  # the same set merged twice: no change
     assert again["builds"] == ["b1", "b3"]
     # a set whose every shape a later one took serves nothing: it is in no dtype's summary
     whole = {**decode, "shapes": [shape("o-t1", "b4", 0.0), shape("o-t128", "b4", 0.0)]}
     whole["builds"] = [{"id": "b4"}]
-    merged = kv.merge_dispatch(path, "decode-again", whole)
+    merged = kv.merge_dispatch(path, "decode-again", whole, spec)
     assert all(merged["sets"][name]["shapes"] == [] for name in ("decode", "t128"))
     assert set(merged["by_dtype"]) == {"float16"}  # not a "mixed" group of empty sets
     assert merged["by_dtype"]["float16"]["sets"] == ["decode-again"]
@@ -224,3 +226,34 @@ def test_a_run_lists_only_the_targets_it_measured() -> None:
     fmha = goals["tuned CUTLASS attention vs SDPA, geomean over prefill"]
     assert fmha["met"] and fmha["value"] == pytest.approx(1.048, abs=5e-4)
     assert all(g["value"] is not None for g in goals.values())
+
+
+def test_dispatch_summary_counts_a_build_once_across_a_gene_added_since(
+    tmp_path: Path, spec: KernelSpec
+) -> None:
+    """A table written before the GEMV genes existed and one written after name one build by
+    two ids; the summary counts what an engine ships: one build."""
+    from ctune.search.problem_set import build_id
+
+    kv = _bench("kernels_vs_vendor")
+    decode = {"SWAP_AB": 1, "TILE_M": 64, "TILE_N": 16, "TILE_K": 128, "SCHEDULE": 1}
+    today = spec.candidate({**spec.space.default_values(), **decode})
+    genes = {k: v for k, v in today.as_dict().items() if k not in spec.runtime_names}
+    then = {k: v for k, v in genes.items() if not k.startswith("GEMV")}
+    new_id = build_id(spec, today, spec.problem("llm8b-o-t1"))
+
+    def table(problem: str, build: dict) -> dict:
+        shape = {"problem": problem, "dtype": "float16", "build": build["id"]}
+        return {
+            "shapes": [{**shape, "loss_vs_per_shape_best": 0.0}],
+            "builds": [build],
+            "max_loss_vs_per_shape_best": 0.0,
+        }
+
+    path = tmp_path / "dispatch.json"
+    old = {"id": "b-written-then", "genes": then, "serves": ["llm8b-o-t16"]}
+    kv.merge_dispatch(path, "decode", table("llm8b-o-t16", old), spec)
+    now = {"id": new_id, "genes": genes, "serves": ["llm8b-o-t1"]}
+    merged = kv.merge_dispatch(path, "t1", table("llm8b-o-t1", now), spec)
+    assert merged["builds"] == [new_id]
+    assert merged["by_dtype"]["float16"]["builds"] == [new_id]

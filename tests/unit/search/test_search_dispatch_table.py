@@ -11,7 +11,11 @@ from pathlib import Path
 import pytest
 
 from ctune.errors import UserError
+from ctune.kernelspec import KernelSpec, load_spec
 from ctune.search.dispatch_table import Entry, Table, from_json, header, shipped_builds
+from ctune.search.problem_set import build_id
+
+ROOT = Path(__file__).parents[3]
 
 BUILDS = ({"id": "b0", "flags_line": "-DTILE_M=64"}, {"id": "b1", "flags_line": '-DX="q"'})
 TABLE = Table(
@@ -80,25 +84,53 @@ def test_json_round_trip_and_refusal() -> None:
         from_json({"kind": "other"})
 
 
-def test_shipped_builds_read_tables_of_the_kernel_and_refuse_others(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def spec() -> KernelSpec:
+    return load_spec(ROOT / "kernels" / "cutlass_gemm.yaml")
+
+
+def test_shipped_builds_read_tables_of_the_kernel_and_refuse_others(
+    tmp_path: Path, spec: KernelSpec
+) -> None:
     table = tmp_path / "dispatch.json"
     table.write_text(json.dumps(table_json()))
-    assert shipped_builds([table], "cutlass_gemm") == {str(b["id"]) for b in BUILDS}
+    # builds without their genes keep the ids they were written with
+    assert shipped_builds([table], spec) == {str(b["id"]) for b in BUILDS}
     with pytest.raises(UserError, match=r"a table of cutlass_gemm, not of gemm; give a"):
-        shipped_builds([table], "gemm")
+        shipped_builds([table], load_spec(ROOT / "kernels" / "gemm.yaml"))
     broken = tmp_path / "broken.json"
     broken.write_text("{")
     with pytest.raises(UserError, match=r"--dispatch-shipped .*broken.json: not a readable"):
-        shipped_builds([broken], "cutlass_gemm")
+        shipped_builds([broken], spec)
     with pytest.raises(UserError, match=r"--dispatch-shipped .*absent.json: not a readable"):
-        shipped_builds([tmp_path / "absent.json"], "cutlass_gemm")
+        shipped_builds([tmp_path / "absent.json"], spec)
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"kind": "other"}))
     with pytest.raises(UserError, match=r"--dispatch-shipped .*other.json: not a dispatch table"):
-        shipped_builds([other], "cutlass_gemm")
+        shipped_builds([other], spec)
     other.write_text(json.dumps({"kind": "ctune-dispatch", "kernel": "cutlass_gemm"}))
     with pytest.raises(UserError, match="a dispatch table without 'dims'"):
-        shipped_builds([other], "cutlass_gemm")
+        shipped_builds([other], spec)
+
+
+def test_a_table_written_before_a_gene_was_added_ships_the_builds_a_search_names_today(
+    tmp_path: Path, spec: KernelSpec
+) -> None:
+    """A decode build recorded without the GEMV genes (added later, default 0) is the build a
+    search over today's space compiles for that candidate: the same id, not a new build."""
+    decode = {"SWAP_AB": 1, "TILE_M": 64, "TILE_N": 16, "TILE_K": 128, "SCHEDULE": 1}
+    today = spec.candidate({**spec.space.default_values(), **decode})
+    problem = spec.problem("llm8b-qkv-t1-bf16")
+    genes = {k: v for k, v in today.as_dict().items() if k not in spec.runtime_names}
+    recorded = {k: v for k, v in genes.items() if not k.startswith("GEMV")}
+    assert recorded != genes  # the table's day had no GEMV genes
+    old = {"id": "b-written-then", "genes": recorded, "serves": [problem.name]}
+    data = {**table_json(), "builds": [old], "shapes": []}
+    table = tmp_path / "dispatch.json"
+    table.write_text(json.dumps(data))
+    assert shipped_builds([table], spec) == {build_id(spec, today, problem)}
+    # the same genes for the fp16 problem are another build (CTUNE_BF16 is compiled in)
+    assert build_id(spec, today, spec.problem("llm8b-qkv-t1")) != build_id(spec, today, problem)
 
 
 QUERIES = [
