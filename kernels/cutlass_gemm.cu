@@ -1,4 +1,5 @@
-// CUTLASS 3.x Hopper GEMM (TMA + wgmma, warp-specialized), exposed as a ctune launcher.
+// CUTLASS 3.x Hopper GEMM (TMA + wgmma, warp-specialized), exposed as a ctune launcher; with
+// GEMV=1, CUTLASS's SIMT GEMV instead (cutlass::gemm::kernel::Gemv, row-major weights).
 //
 // Layout "TN", same convention as the hand-written GEMM: A [M,K] row-major, B [N,K] row-major
 // (column-major KxN for CUTLASS), C [M,N] row-major; fp16 (bf16 with -DCTUNE_BF16=1) in and
@@ -15,10 +16,13 @@
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/epilogue/thread/linear_combination.h"
 #include "cutlass/gemm/collective/collective_builder.hpp"
 #include "cutlass/gemm/device/gemm_universal_adapter.h"
+#include "cutlass/gemm/device/gemv.h"
 #include "cutlass/gemm/dispatch_policy.hpp"
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "cutlass/gemm/kernel/gemv.h"
 #include "cutlass/gemm/kernel/tile_scheduler.hpp"
 
 // ---- genes (plain compile = default build) ------------------------------------------------
@@ -60,6 +64,19 @@
 #ifndef SWAP_AB
 #define SWAP_AB 0
 #endif
+// 1 = CUTLASS's SIMT GEMV (no tensor cores, no TMA): each weight row [K] is dotted with each
+// token by GEMV_ROW_THREADS threads of a GEMV_THREADS block, 16-byte loads, a warp-shuffle
+// sum. A decode step of one token is a pure weight stream, which this serves without the
+// 64-row tensor-core tile a GEMM fills with one row; M > 1 runs as M batches (weights re-read).
+#ifndef GEMV
+#define GEMV 0
+#endif
+#ifndef GEMV_THREADS
+#define GEMV_THREADS 128
+#endif
+#ifndef GEMV_ROW_THREADS
+#define GEMV_ROW_THREADS 16
+#endif
 // The scheduler's settings are launcher arguments, not macros (runtime genes: one build
 // serves every value): splits (stream-K only: 1 = CUTLASS's stream-K heuristic, > 1 = split-K
 // into that many slices), raster (0 heuristic, 1 along M, 2 along N) and swizzle (max swizzle
@@ -74,6 +91,40 @@ using Element = cutlass::half_t;
 #endif
 using Accum = float;
 constexpr int kAlign = 16 / sizeof(Element);  // elements per 16-byte TMA access
+
+#if GEMV
+// CUTLASS's GEMV computes D[n] = W[n, :] . x for row-major W: here W is B [N, K] and each token
+// (row of A) is one batch, its outputs row m of C.
+static_assert(GEMV_THREADS % 32 == 0 && 32 % GEMV_ROW_THREADS == 0,
+              "a row's threads share one warp (the sum is a warp shuffle)");
+using GemvEpilogue = cutlass::epilogue::thread::LinearCombination<Element, 1, Accum, Accum>;
+using GemvKernel = cutlass::gemm::kernel::Gemv<Element, cutlass::layout::RowMajor, Element, Element,
+                                               Accum, GemvEpilogue, kAlign, GEMV_THREADS,
+                                               GEMV_ROW_THREADS>;
+using Gemv = cutlass::gemm::device::Gemv<GemvKernel>;
+
+extern "C" int ctune_launch(void* const* params, cudaStream_t stream) {
+  const auto* A = *static_cast<const Element* const*>(params[0]);
+  const auto* B = *static_cast<const Element* const*>(params[1]);
+  auto* C = *static_cast<Element* const*>(params[2]);
+  const int M = *static_cast<const int*>(params[3]);
+  const int N = *static_cast<const int*>(params[4]);
+  const int K = *static_cast<const int*>(params[5]);
+  // A warp holds 32 / GEMV_ROW_THREADS whole rows only if N is a multiple of that (the
+  // shuffle needs the full warp); the grid's z (one token per batch) is 16 bits.
+  if (M < 1 || M >= 65536 || N % (32 / GEMV_ROW_THREADS) != 0) return cudaErrorInvalidValue;
+  typename Gemv::Arguments args(
+      cutlass::MatrixCoord(N, K), M, {1.0f, 0.0f},
+      cutlass::TensorRef<Element, cutlass::layout::RowMajor>(const_cast<Element*>(B),
+                                                             cutlass::layout::RowMajor(K)),
+      A, C, C, /*batch_stride_A (weights, shared)=*/0, /*x=*/K, /*C=*/N, /*D=*/N);
+  Gemv op;
+  if (op.can_implement(args) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
+  if (op.initialize(args, nullptr, stream) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
+  return op.run(stream) == cutlass::Status::kSuccess ? cudaSuccess : cudaGetLastError();
+}
+
+#else  // the CUTLASS 3.x GEMM
 
 using TileShape = Shape<Int<TILE_M>, Int<TILE_N>, Int<TILE_K>>;
 using ClusterShape = Shape<Int<CLUSTER_M>, Int<CLUSTER_N>, _1>;
@@ -277,3 +328,5 @@ extern "C" int ctune_launch(void* const* params, cudaStream_t stream) {
   cache.ready = true;
   return to_error(cache.op.run(stream));
 }
+
+#endif  // GEMV

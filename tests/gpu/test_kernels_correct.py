@@ -81,3 +81,27 @@ def test_runtime_gene_as_scalar_argument_shares_a_build(load, builder):
                 failures.append(f"ITEMS={items}: {m.outcome.value}: {m.error}")
     assert len(binaries) == 1
     assert not failures, "\n".join(failures)
+
+
+GEMV_SHAPES = [(128, 16), (64, 4), (512, 32)]  # the default, the narrowest, the widest
+
+
+@pytest.mark.parametrize(
+    "threads,row_threads", GEMV_SHAPES, ids=[f"{t}x{r}" for t, r in GEMV_SHAPES]
+)
+def test_cutlass_gemm_gemv_path_is_correct(load, builder, threads: int, row_threads: int):
+    """GEMV=1 (CUTLASS's SIMT GEMV) on the GEMM's correctness set: M = 333 as 333 batches, a
+    K of 128 below one row pass of 32 threads (the element-wise tail), one token, bf16."""
+    spec = load(ROOT / "kernels" / "cutlass_gemm.yaml")
+    genes = {"GEMV": 1, "GEMV_THREADS": threads, "GEMV_ROW_THREADS": row_threads}
+    names = spec.problem_sets["correctness"]
+    builder.ahead(spec, [spec.problem(n) for n in names], **genes)
+    failures = []
+    with WorkerMeasurer() as measurer:
+        for name in names:
+            problem = spec.problem(name)
+            m = measurer.measure(spec, *builder(spec, problem, **genes), problem, PLAN)
+            print(f"GEMV {threads}x{row_threads} {name}: {m.outcome.value} rel_l2={m.rel_l2_error}")
+            if m.outcome is not Outcome.OK:
+                failures.append(f"{name}: {m.outcome.value}: {m.error}")
+    assert not failures, "\n".join(failures)
