@@ -480,25 +480,73 @@ def set_main(args: argparse.Namespace) -> int:
         rows = [r for r in load_rows(previous) if (r.kernel, r.problem) not in ours] + rows
     print(write_report(args.out, slug, device, gpu, rows, started))
     if table:
-        name = load_spec(ROOT / kernel).name
         fingerprint = {**gpu, **probe_toolchain()}
-        out = {**table, "fingerprint": fingerprint, "target": dispatch_target(table)}
-        path = args.out / f"dispatch-{name}-{args.problem_set}-{slug}.json"
-        path.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+        publish_table(load_spec(ROOT / kernel), args.problem_set, table, fingerprint, args.out)
+    return 0
+
+
+def publish_table(
+    spec: KernelSpec, set_name: str, table: dict[str, Any], fingerprint: dict[str, Any], out: Path
+) -> None:
+    """A set's dispatch table as ``dispatch-<kernel>-<set>-<gpu>.json`` with its target, and,
+    for the GEMM, merged into the summary over every set (``dispatch-<gpu>.json``)."""
+    from ctune.evidence.identity import gpu_id
+
+    slug = gpu_id(fingerprint)
+    data = {**table, "fingerprint": fingerprint, "target": dispatch_target(table)}
+    path = out / f"dispatch-{spec.name}-{set_name}-{slug}.json"
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    print(
+        f"{path}: {len(table['builds'])} builds, worst loss "
+        f"{table['max_loss_vs_per_shape_best']:.2%}"
+    )
+    if spec.name != "cutlass_gemm":
+        return
+    merged = merge_dispatch(out / f"dispatch-{slug}.json", set_name, data, spec)
+    for label, part in [("all", merged), *merged["by_dtype"].items()]:
         print(
-            f"{path}: {len(table['builds'])} builds, worst loss "
-            f"{table['max_loss_vs_per_shape_best']:.2%}"
+            f"dispatch-{slug}.json, {label}: {len(part['shapes'])} shapes, "
+            f"{len(part['builds'])} builds, worst loss {part['max_loss_vs_per_shape_best']:.2%}"
         )
-        if name == "cutlass_gemm":
-            merged = merge_dispatch(
-                args.out / f"dispatch-{slug}.json", args.problem_set, out, load_spec(ROOT / kernel)
-            )
-            for label, part in [("all", merged), *merged["by_dtype"].items()]:
-                print(
-                    f"dispatch-{slug}.json, {label}: {len(part['shapes'])} shapes, "
-                    f"{len(part['builds'])} builds, worst loss "
-                    f"{part['max_loss_vs_per_shape_best']:.2%}"
-                )
+
+
+def table_only(kernel: str, set_name: str, set_dir: Path, out: Path) -> int:
+    """A finished set's dispatch table published without re-measuring its shapes (no GPU):
+    for a set searched to cover shapes whose rows stand (their numbers are the set's own cross
+    measurements). The GPU fingerprint is that of the set's result files, the machine that
+    measured the table; the report's rows of its shapes take the build and loss it gives."""
+    from ctune.evidence.identity import FIELDS, gpu_id
+    from ctune.kernelspec import load_spec
+    from ctune.registry.store import read_result
+
+    spec = load_spec(ROOT / kernel)
+    rows_of_set, table = set_rows(kernel, set_name, set_dir)
+    if not table or not rows_of_set:
+        print(
+            f"{set_dir}: no dispatch table or result files yet; run the set's search until "
+            "it prints its dispatch table",
+            file=sys.stderr,
+        )
+        return 2
+    first = set_dir / "artifacts" / f"{spec.name}-{rows_of_set[0].problem}.json"
+    measured = read_result(first).fingerprint
+    # the machine's fields (GPU and toolchain), as a set measured beside the vendor carries
+    machine = ("gpu", "toolchain")
+    fingerprint = {k: v for k, v in measured.items() if FIELDS.get(k, ("", ""))[1] in machine}
+    publish_table(spec, set_name, table, fingerprint, out)
+    slug = gpu_id(fingerprint)
+    report = out / f"kernels_vs_vendor-{slug}.json"
+    if report.is_file():
+        served = {r.problem: r for r in rows_of_set}
+        rows = load_rows(report)
+        for row in rows:
+            if row.kernel == spec.name and row.problem in served:
+                row.dispatch_build = served[row.problem].dispatch_build
+                row.dispatch_loss = served[row.problem].dispatch_loss
+        old = json.loads(report.read_text())
+        device = old["fingerprint"].get("gpu_name", "unknown GPU")
+        started = time.time() - old["wall_s"]
+        write_report(out, slug, device, old["fingerprint"], rows, started, True)
     return 0
 
 
@@ -685,6 +733,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--retarget", type=Path, help="recompute a report's targets from its stored rows (no GPU)"
     )
+    parser.add_argument(
+        "--table-only",
+        action="store_true",
+        help="--problem-set: publish the finished set's dispatch table without re-measuring "
+        "its shapes (no GPU); their rows in the report keep their numbers",
+    )
     args = parser.parse_args(argv)
     if args.rebuild:
         return rebuild(args.rebuild)
@@ -693,6 +747,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.problem_set:
         if args.set_dir is None:
             raise SystemExit("--problem-set needs --set-dir (the search's state folder)")
+        if args.table_only:
+            return table_only(args.kernel, args.problem_set, args.set_dir, args.out)
         return set_main(args)
 
     from ctune.evidence.identity import gpu_id, probe_gpu_machine

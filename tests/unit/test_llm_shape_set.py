@@ -257,3 +257,51 @@ def test_dispatch_summary_counts_a_build_once_across_a_gene_added_since(
     merged = kv.merge_dispatch(path, "t1", table("llm8b-o-t1", now), spec)
     assert merged["builds"] == [new_id]
     assert merged["by_dtype"]["float16"]["builds"] == [new_id]
+
+
+def test_a_table_published_without_measuring_keeps_the_rows_numbers(tmp_path: Path) -> None:
+    """--table-only: a finished set's table joins the summary with the fingerprint of the set's
+    own result files; the report's rows of its shapes change their dispatch fields only."""
+    import shutil
+
+    kv = _bench("kernels_vs_vendor")
+    results = ROOT / "bench" / "results"
+    out = tmp_path / "results"
+    out.mkdir()
+    for name in ("kernels_vs_vendor-sm90-nvidia-h200.json", "dispatch-sm90-nvidia-h200.json"):
+        shutil.copy(results / name, out / name)
+    set_dir = tmp_path / "set"
+    (set_dir / "artifacts").mkdir(parents=True)
+    artifact = ROOT / "registry" / "cutlass_gemm" / "llm8b-o-t16" / "sm90-nvidia-h200.json"
+    shutil.copy(artifact, set_dir / "artifacts" / "cutlass_gemm-llm8b-o-t16.json")
+    build = {"id": "bfeedfeed000", "serves": ["llm8b-o-t16"]}
+    shape = {"problem": "llm8b-o-t16", "dtype": "float16", "build": build["id"]}
+    table = {
+        "kind": "ctune-dispatch",
+        "kernel": "cutlass_gemm",
+        "shapes": [{**shape, "loss_vs_per_shape_best": 0.01}],
+        "builds": [build],
+        "max_loss_vs_per_shape_best": 0.01,
+    }
+    (set_dir / "dispatch.json").write_text(json.dumps(table))
+    report = out / "kernels_vs_vendor-sm90-nvidia-h200.json"
+    before = {r["problem"]: r for r in json.loads(report.read_text())["rows"]}
+    assert kv.main(["--problem-set", "t16-t128-fp16", "--set-dir", str(set_dir),
+                    "--table-only", "--out", str(out)]) == 0  # fmt: skip
+    written = json.loads(
+        (out / "dispatch-cutlass_gemm-t16-t128-fp16-sm90-nvidia-h200.json").read_text()
+    )
+    assert written["fingerprint"]["gpu_name"] == "NVIDIA H200"
+    assert "kernel_source_sha256" not in written["fingerprint"]  # the machine's fields only
+    merged = json.loads((out / "dispatch-sm90-nvidia-h200.json").read_text())
+    assert merged["sets"]["t16-t128-fp16"]["shapes"][0]["build"] == "bfeedfeed000"
+    after = {r["problem"]: r for r in json.loads(report.read_text())["rows"]}
+    assert after["llm8b-o-t16"]["dispatch_build"] == "bfeedfeed000"
+    assert after["llm8b-o-t16"]["dispatch_loss"] == 0.01
+    for name, row in after.items():
+        assert row["tuned_ms"] == before[name]["tuned_ms"]
+        assert row["vendor_ms"] == before[name]["vendor_ms"]
+    # a set not covered yet: one line, exit 2
+    (set_dir / "dispatch.json").unlink()
+    assert kv.main(["--problem-set", "t16-t128-fp16", "--set-dir", str(set_dir),
+                    "--table-only", "--out", str(out)]) == 2  # fmt: skip
