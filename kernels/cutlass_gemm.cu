@@ -92,6 +92,26 @@ using Element = cutlass::half_t;
 using Accum = float;
 constexpr int kAlign = 16 / sizeof(Element);  // elements per 16-byte TMA access
 
+namespace {
+
+// The launcher's arguments, in the order of the spec's `args`.
+struct LaunchArgs {
+  const Element* a;
+  const Element* b;
+  Element* c;
+  int m, n, k, splits, raster, swizzle;
+};
+
+LaunchArgs read_args(void* const* params) {
+  const auto scalar = [params](int i) { return *static_cast<const int*>(params[i]); };
+  return {*static_cast<const Element* const*>(params[0]),
+          *static_cast<const Element* const*>(params[1]),
+          *static_cast<Element* const*>(params[2]),
+          scalar(3), scalar(4), scalar(5), scalar(6), scalar(7), scalar(8)};
+}
+
+}  // namespace
+
 #if GEMV
 // CUTLASS's GEMV computes D[n] = W[n, :] . x for row-major W: here W is B [N, K] and each token
 // (row of A) is one batch, its outputs row m of C.
@@ -104,12 +124,8 @@ using GemvKernel = cutlass::gemm::kernel::Gemv<Element, cutlass::layout::RowMajo
 using Gemv = cutlass::gemm::device::Gemv<GemvKernel>;
 
 extern "C" int ctune_launch(void* const* params, cudaStream_t stream) {
-  const auto* A = *static_cast<const Element* const*>(params[0]);
-  const auto* B = *static_cast<const Element* const*>(params[1]);
-  auto* C = *static_cast<Element* const*>(params[2]);
-  const int M = *static_cast<const int*>(params[3]);
-  const int N = *static_cast<const int*>(params[4]);
-  const int K = *static_cast<const int*>(params[5]);
+  // the scheduler's settings (splits, raster, swizzle) do not reach the GEMV
+  const auto [A, B, C, M, N, K, splits, raster, swizzle] = read_args(params);
   // A warp holds 32 / GEMV_ROW_THREADS whole rows only if N is a multiple of that (the
   // shuffle needs the full warp); the grid's z (one token per batch) is 16 bits.
   if (M < 1 || M >= 65536 || N % (32 / GEMV_ROW_THREADS) != 0) return cudaErrorInvalidValue;
@@ -121,7 +137,8 @@ extern "C" int ctune_launch(void* const* params, cudaStream_t stream) {
   Gemv op;
   if (op.can_implement(args) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
   if (op.initialize(args, nullptr, stream) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
-  return op.run(stream) == cutlass::Status::kSuccess ? cudaSuccess : cudaGetLastError();
+  // run() has read (and so cleared) the launch error already: report a failure as one
+  return op.run(stream) == cutlass::Status::kSuccess ? cudaSuccess : cudaErrorLaunchFailure;
 }
 
 #else  // the CUTLASS 3.x GEMM
@@ -231,15 +248,7 @@ cudaError_t launch(cudaStream_t stream) {
 }  // namespace
 
 extern "C" int ctune_launch(void* const* params, cudaStream_t stream) {
-  const auto* A = *static_cast<const Element* const*>(params[0]);
-  const auto* B = *static_cast<const Element* const*>(params[1]);
-  auto* C = *static_cast<Element* const*>(params[2]);
-  const int M = *static_cast<const int*>(params[3]);
-  const int N = *static_cast<const int*>(params[4]);
-  const int K = *static_cast<const int*>(params[5]);
-  const int splits = *static_cast<const int*>(params[6]);
-  const int raster = *static_cast<const int*>(params[7]);
-  const int swizzle = *static_cast<const int*>(params[8]);
+  const auto [A, B, C, M, N, K, splits, raster, swizzle] = read_args(params);
 
   int device = 0;
   cudaError_t err = cudaGetDevice(&device);
