@@ -543,10 +543,7 @@ def table_only(kernel: str, set_name: str, set_dir: Path, out: Path) -> int:
             if row.kernel == spec.name and row.problem in served:
                 row.dispatch_build = served[row.problem].dispatch_build
                 row.dispatch_loss = served[row.problem].dispatch_loss
-        old = json.loads(report.read_text())
-        device = old["fingerprint"].get("gpu_name", "unknown GPU")
-        started = time.time() - old["wall_s"]
-        write_report(out, slug, device, old["fingerprint"], rows, started, True)
+        write_again(report, rows)
     return 0
 
 
@@ -810,15 +807,20 @@ def load_rows(report_path: Path) -> list[Row]:
 def retarget(report_path: Path) -> int:
     """The targets and tables again from a report's stored rows, as measured (no GPU): for a
     target added after the run."""
-    old = json.loads(report_path.read_text())
     rows = load_rows(report_path)
+    print(write_again(report_path, rows))
+    plot(rows, report_path.with_suffix(".png"))
+    return 0
+
+
+def write_again(report_path: Path, rows: list[Row]) -> str:
+    """The report written again from these rows, with its run's fingerprint and wall time."""
+    old = json.loads(report_path.read_text())
     fingerprint = old["fingerprint"]
     slug = report_path.stem.removeprefix("kernels_vs_vendor-")
     device = fingerprint.get("gpu_name", "unknown GPU")
     started = time.time() - old["wall_s"]
-    print(write_report(report_path.parent, slug, device, fingerprint, rows, started, True))
-    plot(rows, report_path.parent / f"kernels_vs_vendor-{slug}.png")
-    return 0
+    return write_report(report_path.parent, slug, device, fingerprint, rows, started, True)
 
 
 def rebuild(report_path: Path) -> int:
@@ -836,11 +838,8 @@ def rebuild(report_path: Path) -> int:
         row.vendor_p50_ms, row.vendor_p99_ms = stored["vendor_p50_ms"], stored["vendor_p99_ms"]
         row.run_started_utc = stored.get("run_started_utc", "")
         rows.append(row)
-    fingerprint = old["fingerprint"]
-    slug = report_path.stem.removeprefix("kernels_vs_vendor-")
-    device = fingerprint.get("gpu_name", "unknown GPU")
-    print(write_report(out, slug, device, fingerprint, rows, time.time() - old["wall_s"], True))
-    plot(rows, out / f"kernels_vs_vendor-{slug}.png")
+    print(write_again(report_path, rows))
+    plot(rows, report_path.with_suffix(".png"))
     return 0
 
 

@@ -109,9 +109,7 @@ Verifier = Callable[[Artifact, Any], BinaryCheck]
 def current_candidate(spec: Any, candidate: Candidate) -> Candidate:
     """The member's candidate in today's space: genes it lacks take their defaults, genes
     the space no longer has are dropped (the SASS comparison then says if that mattered)."""
-    values = candidate.as_dict()
-    defaults = spec.space.default_values()
-    return Candidate.of(candidate.kernel, {n: values.get(n, d) for n, d in defaults.items()})
+    return Candidate.of(candidate.kernel, spec.space.in_today(candidate.as_dict()))
 
 
 def _plain(value: Any) -> Any:

@@ -123,15 +123,11 @@ def build_id(spec: KernelSpec, candidate: Candidate, problem: Problem) -> str:
 def compiled_build_id(
     spec: KernelSpec, genes: Mapping[str, Any], defines: Mapping[str, Any]
 ) -> str:
-    """The id of the build these compiled genes make, in today's space: genes the space gained
-    since they were recorded take their defaults and genes it lost are dropped (as the
-    registry's check rebuilds a member), so a table written before a gene was added names
-    its builds as a search today does, not by an id no search gives any more."""
-    compiled = {
-        name: genes.get(name, default)
-        for name, default in spec.space.default_values().items()
-        if name not in spec.runtime_names
-    }
+    """The id of the build these compiled genes make, in today's space (``Space.in_today``):
+    a table written before a gene was added names its builds as a search today does, not by
+    an id no search gives any more."""
+    today = spec.space.in_today(genes)
+    compiled = {name: v for name, v in today.items() if name not in spec.runtime_names}
     digest = sha256_hex(canonical_json({"genes": compiled, "defines": dict(defines)}))
     return "b" + digest[:11]
 

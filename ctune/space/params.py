@@ -125,6 +125,12 @@ class Space:
     def default_values(self) -> dict[str, GeneValue]:
         return {g.name: g.default for g in self.genes}
 
+    def in_today(self, values: Mapping[str, GeneValue]) -> dict[str, GeneValue]:
+        """Values recorded in an earlier space, in this one: genes added since take their
+        defaults, genes no longer here are dropped (a recorded build is then the build a
+        search would make of it today)."""
+        return {g.name: values.get(g.name, g.default) for g in self.genes}
+
     def cardinality(self) -> int:
         """Size of the unrestricted product of all genes."""
         return math.prod(len(g.values) for g in self.genes)

@@ -364,7 +364,8 @@ def machine(monkeypatch: pytest.MonkeyPatch) -> dict:
     spec = types.SimpleNamespace(
         problem=lambda name: types.SimpleNamespace(name=name, dims={}),
         launch_geometry=lambda candidate, problem: launch,
-        space=types.SimpleNamespace(default_values=dict),
+        # an empty space: a member's genes in it are none
+        space=types.SimpleNamespace(default_values=dict, in_today=lambda values: {}),
     )
     monkeypatch.setattr(check_module, "load_kernel_spec", lambda d, k, nvcc="nvcc": spec)
     monkeypatch.setattr(deps_module, "source_closure", lambda spec, nvcc="nvcc", **_: {})
