@@ -52,12 +52,14 @@ def bench(problem: str, genes: dict[str, Any], label: str) -> dict[str, Any]:
 
 def pinned_genes(problem: str) -> dict[str, Any]:
     """The registry artifact's pinned build: its kernel genes (the flags at their defaults)."""
+    from ctune.kernelspec import load_spec
     from ctune.registry.store import read_result
 
+    flags = {g.name for g in load_spec(ROOT / "kernels" / "cutlass_gemm.yaml").flag_genes}
     path = ROOT / "registry" / "cutlass_gemm" / problem / "sm90-nvidia-h200.json"
     member = read_result(path).pinned_member()
     assert member is not None, f"{path}: no pinned member"
-    return {k: v for k, v in member.candidate.as_dict().items() if k.isupper()}
+    return {k: v for k, v in member.candidate.as_dict().items() if k not in flags}
 
 
 def main(argv: list[str] | None = None) -> int:
