@@ -83,12 +83,13 @@ STRATEGIES: dict[str, str] = {
     "nsga2": "ctune.search.nsga2:Nsga2Strategy",
     "ga": "ctune.search.ga:GaStrategy",
     "staged": "ctune.search.staged:StagedStrategy",
+    "parzen": "ctune.search.parzen:ParzenStrategy",
     "tpe": "ctune.search.tpe:TpeStrategy",
     "random": "ctune.search.baselines:RandomStrategy",
     "exhaustive": "ctune.search.baselines:ExhaustiveStrategy",
 }
 #: strategy -> the optional package its module needs
-_REQUIRES = {"nsga2": "deap", "ga": "deap", "staged": "deap"}
+_REQUIRES = {"nsga2": "deap", "ga": "deap"}
 #: strategy -> (package, extra) of an optional extra: missing, it is a toolchain gap (exit 3)
 _EXTRAS = {"tpe": ("optuna", "optuna")}
 
@@ -113,9 +114,9 @@ def strategy_names_help() -> str:
 
 
 def resolve_name(name: str, n_objectives: int) -> str:
-    """``auto`` is staged for one objective (the GA over the structure genes, then the
-    flags of the leading builds; the plain GA where there are no flag genes) and nsga2
-    for several."""
+    """``auto`` is staged for one objective (the Parzen-estimator model over the structure
+    genes, then the flags of the leading builds; the model alone where there are no flag
+    genes) and nsga2 for several."""
     if name == "auto":
         return AUTO_STRATEGY[0] if n_objectives == 1 else AUTO_STRATEGY[1]
     return name
@@ -155,6 +156,7 @@ def option_table(name: str) -> OptionTable:
     """A strategy's options; built-in tables are read without importing DEAP."""
     from ctune.search.baselines import ExhaustiveStrategy, RandomStrategy
     from ctune.search.evolution import GA_OPTIONS, NSGA2_OPTIONS
+    from ctune.search.parzen import PARZEN_OPTIONS
     from ctune.search.staged import STAGED_OPTIONS
     from ctune.search.tpe import TPE_OPTIONS
 
@@ -162,6 +164,7 @@ def option_table(name: str) -> OptionTable:
         "nsga2": NSGA2_OPTIONS,
         "ga": GA_OPTIONS,
         "staged": STAGED_OPTIONS,
+        "parzen": PARZEN_OPTIONS,
         "tpe": TPE_OPTIONS,
         "random": RandomStrategy.OPTIONS,
         "exhaustive": ExhaustiveStrategy.OPTIONS,

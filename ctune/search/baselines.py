@@ -17,6 +17,37 @@ from ctune.search.strategy import BaseStrategy, OptionTable, StrategyContext, ch
 _SAMPLE_ROUNDS = 4
 
 
+def unseen_uniform(strategy: BaseStrategy, m: int, taken: set[str]) -> list[Candidate]:
+    """Up to ``m`` valid candidates drawn uniformly that ``strategy`` has not seen and that
+    are not in ``taken`` (rejection sampling; a scan of what is left once that stalls).
+    ``taken`` gains their keys; marking them asked is the caller's."""
+    out: list[Candidate] = []
+
+    def take(values: Mapping[str, GeneValue]) -> None:
+        cand = strategy.candidate(values)
+        if len(out) < m and not strategy.seen(cand.key()) and cand.key() not in taken:
+            out.append(cand)
+            taken.add(cand.key())
+
+    dims = strategy.context.dims
+    for _ in range(_SAMPLE_ROUNDS):
+        if len(out) >= m:
+            break
+        for values in strategy.space.sample(strategy.rng, 2 * m + 8, dims):
+            take(values)
+    if len(out) < m:
+        # nearly exhausted: rejection sampling stalls, so scan for what is left
+        left = [
+            v
+            for v in strategy.space.iter_valid(dims)
+            if not strategy.seen(strategy.candidate(v).key())
+        ]
+        strategy.rng.shuffle(left)
+        for values in left:
+            take(values)
+    return out
+
+
 class RandomStrategy(BaseStrategy):
     """Distinct valid candidates drawn uniformly (rejection sampling), never repeated."""
 
@@ -30,32 +61,8 @@ class RandomStrategy(BaseStrategy):
         check_at_least(self.name, self.options, "batch_size", 1)
 
     def ask(self, n: int) -> list[Candidate]:
-        m = min(n, int(self.options["batch_size"]))
-        out: list[Candidate] = []
-        keys: set[str] = set()
-
-        def take(values: Mapping[str, GeneValue]) -> None:
-            cand = self.candidate(values)
-            if len(out) < m and not self.seen(cand.key()) and cand.key() not in keys:
-                out.append(cand)
-                keys.add(cand.key())
-
-        for _ in range(_SAMPLE_ROUNDS):
-            if len(out) >= m:
-                break
-            for values in self.space.sample(self.rng, 2 * m + 8, self.context.dims):
-                take(values)
-        if len(out) < m:
-            # nearly exhausted: rejection sampling stalls, so scan for what is left
-            left = [
-                v
-                for v in self.space.iter_valid(self.context.dims)
-                if not self.seen(self.candidate(v).key())
-            ]
-            self.rng.shuffle(left)
-            for values in left:
-                take(values)
-        self.asked.update(keys)
+        out = unseen_uniform(self, min(n, int(self.options["batch_size"])), set())
+        self.asked.update(c.key() for c in out)
         return out
 
 
@@ -119,4 +126,4 @@ class ExhaustiveStrategy(BaseStrategy):
         return out
 
 
-__all__ = ["ExhaustiveStrategy", "RandomStrategy"]
+__all__ = ["ExhaustiveStrategy", "RandomStrategy", "unseen_uniform"]

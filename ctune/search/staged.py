@@ -6,14 +6,16 @@ combinations of mediocre builds: on a tiled matmul with ``flags: all`` it ended
 the budget. Flags matter only on builds that are already good, and most flag
 changes leave the machine code unchanged. So this strategy alternates:
 
-- **structure**: a GA over the genes that are not compiler flags, every flag at its
-  no-op default (the default renders no flag at all). It is the structure-only GA
-  exactly, same seed, same proposals, so until the first flag phase the two
+- **structure**: a search over the genes that are not compiler flags, every flag at
+  its no-op default (the default renders no flag at all): the Parzen-estimator model
+  (``parzen.py``), or the GA with ``--option structure=ga``. It is the structure-only
+  search exactly, same seed, same proposals, so until the first flag phase the two
   searches are the same search;
 - **flags**: when the structure phase has not improved the best value for
-  ``patience`` generations, one-flag-at-a-time changes of the ``leaders`` best builds
-  (coordinate descent from each leader: every alternative value of every flag gene;
-  an improvement becomes the new starting point). Flag variants that compile to a
+  ``patience`` generations (of ``batch`` proposals, or ``population_size`` for the GA),
+  one-flag-at-a-time changes of the ``leaders`` best builds (coordinate descent
+  from each leader: every alternative value of every flag gene; an improvement
+  becomes the new starting point). Flag variants that compile to a
   binary the search measured already cost no GPU time (``dedup.py``). When a round of
   probes brings nothing, the structure phase resumes.
 
@@ -28,7 +30,9 @@ from typing import Any, ClassVar
 
 from ctune.errors import UserError
 from ctune.records import Candidate, GeneValue, Trial
+from ctune.search import make_strategy
 from ctune.search.evolution import GA_OPTIONS
+from ctune.search.parzen import PARZEN_OPTIONS
 from ctune.search.strategy import (
     BaseStrategy,
     OptionTable,
@@ -38,7 +42,11 @@ from ctune.search.strategy import (
 )
 from ctune.space.params import Gene, Space
 
+#: the strategies a structure phase can run, and their options
+STRUCTURE_STRATEGIES: dict[str, OptionTable] = {"parzen": PARZEN_OPTIONS, "ga": GA_OPTIONS}
 STAGED_OPTIONS: OptionTable = {
+    "structure": ("strategy of the structure phase: parzen (a model) or ga", "parzen"),
+    **PARZEN_OPTIONS,
     **GA_OPTIONS,
     "patience": ("structure generations without improvement before the flags are tried", 2),
     "leaders": ("best builds whose flags are tuned in a flag phase", 2),
@@ -60,7 +68,7 @@ def structure_space(space: Space) -> Space:
 
 
 class StagedStrategy(BaseStrategy):
-    """Structure GA with flags at their defaults, flag coordinate descent on stagnation."""
+    """Structure search with flags at their defaults, flag coordinate descent on stagnation."""
 
     name: ClassVar[str] = "staged"
     OPTIONS: ClassVar[OptionTable] = STAGED_OPTIONS
@@ -74,11 +82,16 @@ class StagedStrategy(BaseStrategy):
         super().__init__(context, options)
         check_at_least(self.name, self.options, "patience", 1)
         check_at_least(self.name, self.options, "leaders", 1)
-        from ctune.search.ga import GaStrategy
-
-        ga_options = {k: v for k, v in self.options.items() if k in GA_OPTIONS}
+        structure = str(self.options["structure"])
+        if structure not in STRUCTURE_STRATEGIES:
+            raise UserError(
+                f"option structure={structure} for staged: expected one of "
+                f"{', '.join(STRUCTURE_STRATEGIES)}"
+            )
+        table = STRUCTURE_STRATEGIES[structure]
+        inner_options = {k: v for k, v in self.options.items() if k in table}
         inner_context = dataclasses.replace(context, space=structure_space(context.space))
-        self.inner = GaStrategy(inner_context, ga_options)
+        self.inner = make_strategy(structure, inner_context, inner_options)
         self.flags = flag_genes(context.space)
         self.defaults = {g.name: g.default for g in self.flags}
         self.phase = "structure"
@@ -200,4 +213,10 @@ class StagedStrategy(BaseStrategy):
             self.probes = [pending[k] for k in keys if k in pending]
 
 
-__all__ = ["STAGED_OPTIONS", "StagedStrategy", "flag_genes", "structure_space"]
+__all__ = [
+    "STAGED_OPTIONS",
+    "STRUCTURE_STRATEGIES",
+    "StagedStrategy",
+    "flag_genes",
+    "structure_space",
+]

@@ -37,6 +37,26 @@ class TestAutoSingleObjective(StrategyContract):
         return "auto"
 
 
+class TestParzen(StrategyContract):
+    @pytest.fixture
+    def strategy_name(self) -> str:
+        return "parzen"
+
+    @pytest.fixture
+    def strategy_options(self) -> dict[str, str]:
+        return {"startup_trials": "4", "batch": "4"}  # the model proposes within the budgets
+
+
+class TestStagedOnTheGa(StrategyContract):
+    @pytest.fixture
+    def strategy_name(self) -> str:
+        return "staged"
+
+    @pytest.fixture
+    def strategy_options(self) -> dict[str, str]:
+        return {"structure": "ga", "population_size": "8"}
+
+
 class TestRandom(StrategyContract):
     @pytest.fixture
     def strategy_name(self) -> str:

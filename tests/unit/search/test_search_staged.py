@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from ctune.errors import ToolchainError
+from ctune.errors import ToolchainError, UserError
 from ctune.kernelspec import KernelSpec, load_spec
 from ctune.objective import parse_objective_spec
+from ctune.records import GeneValue, Outcome, Trial
 from ctune.search import make_strategy, strategy_class
 from ctune.search.journal import read
 from ctune.search.staged import flag_genes, structure_space
@@ -20,7 +21,7 @@ from ctune.testing.standins import ReplayCompiler, ReplayMeasurer
 
 KERNEL = Path(__file__).resolve().parents[3] / "kernels" / "tiled_matmul.yaml"
 #: small enough for a unit test: 66 structures x 16 flag settings
-SUBSPACE = {
+SUBSPACE: dict[str, list[GeneValue]] = {
     "BLOCK_X": [16, 32],
     "BLOCK_Y": [4, 8, 16],
     "WORK_X": [1, 2, 4],
@@ -67,10 +68,30 @@ def test_the_structure_space_pins_every_flag_to_its_no_op_default(matmul: Kernel
     assert flag_genes(pinned) == ()
 
 
-def test_without_flag_genes_staged_is_the_ga(spec: KernelSpec) -> None:
+@pytest.mark.parametrize(("structure", "options"), [("parzen", {}), ("ga", {"structure": "ga"})])
+def test_without_flag_genes_staged_is_its_structure_strategy(
+    spec: KernelSpec, structure: str, options: dict[str, str]
+) -> None:
+    """The Parzen model by default, the GA on request: the same proposals, generation after
+    generation (told the same trials)."""
     ctx = StrategyContext(spec.name, spec.space, spec.problem().dims, ("min",), 3)
-    staged, ga = make_strategy("staged", ctx), make_strategy("ga", ctx)
-    assert [c.key() for c in staged.ask(16)] == [c.key() for c in ga.ask(16)]
+    staged, alone = make_strategy("staged", ctx, options), make_strategy(structure, ctx)
+    for generation in range(3):
+        asked = staged.ask(16)
+        assert [c.key() for c in asked] == [c.key() for c in alone.ask(16)]
+        trials = [
+            Trial(i, generation, c, Outcome.OK, values=(1.0 + 0.1 * i,))
+            for i, c in enumerate(asked)
+        ]
+        staged.tell(trials)
+        alone.tell(trials)
+
+
+def test_an_unknown_structure_strategy_is_one_line(spec: KernelSpec) -> None:
+    ctx = StrategyContext(spec.name, spec.space, spec.problem().dims, ("min",))
+    with pytest.raises(UserError) as err:
+        make_strategy("staged", ctx, {"structure": "tpe"})
+    assert str(err.value) == "option structure=tpe for staged: expected one of parzen, ga"
 
 
 def test_the_synthetic_truth_is_one_value_per_binary(matmul: KernelSpec) -> None:
