@@ -22,19 +22,12 @@ def unseen_uniform(strategy: BaseStrategy, m: int, taken: set[str]) -> list[Cand
     are not in ``taken`` (rejection sampling; a scan of what is left once that stalls).
     ``taken`` gains their keys; marking them asked is the caller's."""
     out: list[Candidate] = []
-
-    def take(values: Mapping[str, GeneValue]) -> None:
-        cand = strategy.candidate(values)
-        if len(out) < m and not strategy.seen(cand.key()) and cand.key() not in taken:
-            out.append(cand)
-            taken.add(cand.key())
-
     dims = strategy.context.dims
     for _ in range(_SAMPLE_ROUNDS):
         if len(out) >= m:
             break
-        for values in strategy.space.sample(strategy.rng, 2 * m + 8, dims):
-            take(values)
+        drafts = strategy.space.sample(strategy.rng, 2 * m + 8, dims)
+        out += strategy.unseen(drafts, m - len(out), taken)
     if len(out) < m:
         # nearly exhausted: rejection sampling stalls, so scan for what is left
         left = [
@@ -43,8 +36,7 @@ def unseen_uniform(strategy: BaseStrategy, m: int, taken: set[str]) -> list[Cand
             if not strategy.seen(strategy.candidate(v).key())
         ]
         strategy.rng.shuffle(left)
-        for values in left:
-            take(values)
+        out += strategy.unseen(left, m - len(out), taken)
     return out
 
 

@@ -109,19 +109,11 @@ class EvolutionStrategy(BaseStrategy):
         dims = self.context.dims
         if self._seeds is None:
             self._seeds = seed_values(self.space, dims, self.rng)
-        out: list[Candidate] = []
         keys: set[str] = set()
-        for values in self._seeds:
-            cand = self.candidate(values)
-            if len(out) < m and not self.seen(cand.key()) and cand.key() not in keys:
-                out.append(cand)
-                keys.add(cand.key())
+        out = self.unseen(self._seeds, m, keys)
         if len(out) < m:
-            for values in self.space.sample(self.rng, 3 * (m - len(out)) + 8, dims):
-                cand = self.candidate(values)
-                if len(out) < m and not self.seen(cand.key()) and cand.key() not in keys:
-                    out.append(cand)
-                    keys.add(cand.key())
+            drafts = self.space.sample(self.rng, 3 * (m - len(out)) + 8, dims)
+            out += self.unseen(drafts, m - len(out), keys)
         return out
 
     def _offspring(self, m: int) -> list[Candidate]:

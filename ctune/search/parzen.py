@@ -132,13 +132,8 @@ class ParzenStrategy(BaseStrategy):
         """The default build and the spec's suggestions first, then uniform samples."""
         if self._seeds is None:
             self._seeds = seed_values(self.space, self.context.dims, self.rng)
-        out: list[Candidate] = []
         keys: set[str] = set()
-        for values in self._seeds:
-            cand = self.candidate(values)
-            if len(out) < m and not self.seen(cand.key()) and cand.key() not in keys:
-                out.append(cand)
-                keys.add(cand.key())
+        out = self.unseen(self._seeds, m, keys)
         return out + unseen_uniform(self, m - len(out), keys)
 
     def _modelled(self, m: int) -> list[Candidate]:

@@ -195,6 +195,21 @@ class BaseStrategy:
     def valid(self, values: Mapping[str, GeneValue]) -> bool:
         return self.space.is_valid(values, self.context.dims)
 
+    def unseen(
+        self, drafts: Iterable[Mapping[str, GeneValue]], m: int, taken: set[str]
+    ) -> list[Candidate]:
+        """Up to ``m`` of ``drafts``, in order, that this strategy has not seen and that are
+        not in ``taken`` (which gains their keys); marking them asked is the caller's."""
+        out: list[Candidate] = []
+        for values in drafts:
+            if len(out) >= m:
+                break
+            cand = self.candidate(values)
+            if not self.seen(cand.key()) and cand.key() not in taken:
+                out.append(cand)
+                taken.add(cand.key())
+        return out
+
     # --- protocol -------------------------------------------------------------
     def ask(self, n: int) -> list[Candidate]:
         raise NotImplementedError

@@ -11,16 +11,12 @@ import pytest
 
 from ctune.errors import UserError
 from ctune.kernelspec import KernelSpec, load_spec
-from ctune.objective import parse_objective_spec
 from ctune.records import Candidate, GeneValue, Outcome, Trial
 from ctune.search import make_strategy
-from ctune.search.journal import read
 from ctune.search.parzen import density, log_ratio, split_good_bad
 from ctune.search.strategy import StrategyContext, seed_values
-from ctune.testing.binary_truth import BinaryTruth, synthetic_binary_truth
-from ctune.testing.searches import quiet_search
-from ctune.testing.standins import ReplayCompiler, ReplayMeasurer
-from tests.unit.search.test_search_staged import SUBSPACE
+from ctune.testing.binary_truth import synthetic_binary_truth
+from tests.unit.search.test_search_staged import SUBSPACE, _best
 
 MATMUL = Path(__file__).resolve().parents[3] / "kernels" / "tiled_matmul.yaml"
 
@@ -138,24 +134,6 @@ def test_it_is_single_objective(spec: KernelSpec) -> None:
         make_strategy("parzen", ctx)
 
 
-def _best_at(truth: BinaryTruth, spec: KernelSpec, strategy: str, seed: int, tmp: Path) -> float:
-    """The best value one replayed search finds with 16 measurements."""
-    replay = truth.to_replay()
-    result = quiet_search(
-        spec,
-        parse_objective_spec(["p50"], [], spec.metrics),
-        tmp / f"{strategy}-{seed}",
-        strategy=strategy,
-        budget=16,
-        seed=seed,
-        compiler=ReplayCompiler(replay),
-        measurer=ReplayMeasurer(replay),
-        fingerprint=replay.fingerprint,
-    )
-    trials, _ = read(result.journal)
-    return min(t.values[0] for t in trials.trials if t.feasible and t.values is not None)
-
-
 def test_on_a_replay_it_beats_random_search_at_a_small_budget(tmp_path: Path) -> None:
     """A synthetic matmul landscape, 66 structures, 16 measurements, 7 seeds: the model's
     median best is faster than random search's (measured: 0.971 vs 0.838 of the optimum;
@@ -163,6 +141,10 @@ def test_on_a_replay_it_beats_random_search_at_a_small_budget(tmp_path: Path) ->
     matmul = load_spec(MATMUL)
     truth = synthetic_binary_truth(matmul, matmul.problem(), SUBSPACE, seed=0)
     params = truth.restrict(matmul, flags=False)
-    model = statistics.median(_best_at(truth, params, "parzen", s, tmp_path) for s in range(7))
-    uniform = statistics.median(_best_at(truth, params, "random", s, tmp_path) for s in range(7))
+    model = statistics.median(
+        _best(truth, params, "parzen", s, tmp_path, budget=16) for s in range(7)
+    )
+    uniform = statistics.median(
+        _best(truth, params, "random", s, tmp_path, budget=16) for s in range(7)
+    )
     assert model < uniform

@@ -39,14 +39,22 @@ def matmul() -> KernelSpec:
     return load_spec(KERNEL)
 
 
-def _best(truth: BinaryTruth, spec: KernelSpec, strategy: str, seed: int, tmp: Path) -> float:
+def _best(
+    truth: BinaryTruth,
+    spec: KernelSpec,
+    strategy: str,
+    seed: int,
+    tmp: Path,
+    budget: int | None = None,
+) -> float:
+    """The best value one replayed search finds (budget: 10% of the binaries unless given)."""
     replay = truth.to_replay()
     result = quiet_search(
         spec,
         parse_objective_spec(["p50"], [], spec.metrics),
         tmp / f"{strategy}-{seed}-{len(spec.space.genes)}-{spec.space.cardinality()}",
         strategy=strategy,
-        budget=max(2, truth.distinct_binaries() // 10),
+        budget=budget or max(2, truth.distinct_binaries() // 10),
         seed=seed,
         compiler=ReplayCompiler(replay),
         measurer=ReplayMeasurer(replay),
