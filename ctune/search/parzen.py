@@ -137,7 +137,8 @@ class ParzenStrategy(BaseStrategy):
         return out + unseen_uniform(self, m - len(out), keys)
 
     def _modelled(self, m: int) -> list[Candidate]:
-        """``m`` proposals, each the best of ``candidates`` draws from the good density."""
+        """``m`` proposals, each the best by l/g of ``candidates`` draws from the good density
+        that repairs to a candidate not seen yet."""
         good_trials, bad_trials = split_good_bad(
             list(self.told.values()), self.context.directions, float(self.options["gamma"])
         )
