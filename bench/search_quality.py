@@ -320,7 +320,8 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         nargs="*",
         default=[0.02, 0.03, 0.05],
-        help="smaller budget fractions at which default, random and Kernel Tuner's GA run too",
+        help="smaller budget fractions at which the default, --curve-strategies and Kernel "
+        "Tuner's GA run too",
     )
     parser.add_argument(
         "--strategies", nargs="*", default=["ga", "staged", "parzen", "random", "tpe"]
