@@ -8,7 +8,8 @@ For each ground truth (``tests/data/ground_truth/*.json.gz`` in format
 - ``params-only``: the same strategy over the structure genes alone (every flag at
   its no-op default), at the same budget;
 - every other ctune strategy (``ga``, ``staged``, ``parzen``, ``random``, ``tpe`` when
-  Optuna is installed) over the joint space;
+  Optuna is installed) over the joint space, and ``staged:structure=ga``, the default before
+  its structure search was the Parzen model;
 - ``kernel_tuner_ga``: Kernel Tuner's genetic algorithm in its simulation mode, fed
   the same ground truth as a cache file, with ``max_fevals`` = the budget (it has
   no binary dedup, so each distinct configuration is one of its measurements).
@@ -18,7 +19,7 @@ Writes ``bench/results/search_quality.json``: per ground truth and strategy
 ``budget_fraction``, ``median_of_optimum``, ``seeds`` (per-seed scores), and for
 the default strategy ``joint_vs_params_only`` (seeds where the joint search is at
 least as good as params-only at equal budget), and ``budget_curve``: the medians of the
-default strategy, random search, the GA and Kernel Tuner's GA at smaller budgets
+default strategy, random search, the former default and Kernel Tuner's GA at smaller budgets
 (``--curve``, 2, 3 and 5% by default), because at 10% a small ground truth lets several
 strategies reach the optimum and tie. Targets: >= 0.98 median at 10%, joint >= params-only
 in >= 8 of 10 seeds, above random and Kernel Tuner's GA (at 10%, or along the curve where
@@ -83,17 +84,22 @@ def _best(journal: Path) -> float | None:
 def ctune_run(
     truth: BinaryTruth, spec: KernelSpec, strategy: str, budget: int, seed: int, folder: Path
 ) -> float | None:
-    """One replayed ctune search: the best value it found."""
+    """One replayed ctune search: the best value it found. ``strategy`` is a name, or a name
+    and options as ``NAME:KEY=VALUE,...`` (``staged:structure=ga``: the GA-based default
+    this one replaced)."""
     from ctune.objective import parse_objective_spec
+    from ctune.search.strategy import parse_option_items
     from ctune.testing.searches import quiet_search
     from ctune.testing.standins import ReplayCompiler, ReplayMeasurer
 
+    name, _, items = strategy.partition(":")
     replay = truth.to_replay()
     result = quiet_search(
         spec,
         parse_objective_spec(["p50"], [], spec.metrics),
-        folder / f"{strategy}-{seed}-{len(spec.space.genes)}",
-        strategy=strategy,
+        folder / f"{strategy.replace(':', '-')}-{seed}-{len(spec.space.genes)}",
+        strategy=name,
+        strategy_options=parse_option_items(items.split(",")) if items else None,
         budget=budget,
         seed=seed,
         compiler=ReplayCompiler(replay),
@@ -324,13 +330,16 @@ def main(argv: list[str] | None = None) -> int:
         "Tuner's GA run too",
     )
     parser.add_argument(
-        "--strategies", nargs="*", default=["ga", "staged", "parzen", "random", "tpe"]
+        "--strategies",
+        nargs="*",
+        default=["ga", "staged", "staged:structure=ga", "parzen", "random", "tpe"],
     )
     parser.add_argument(
         "--curve-strategies",
         nargs="*",
-        default=["random", "ga"],
-        help="what runs beside the default along the curve (ga: the GA the default replaced)",
+        default=["random", "staged:structure=ga"],
+        help="what runs beside the default along the curve (staged:structure=ga: the default "
+        "before its structure search was the Parzen model)",
     )
     parser.add_argument("--no-kernel-tuner", dest="kernel_tuner", action="store_false")
     parser.add_argument("--out", default=str(RESULTS))
