@@ -60,12 +60,13 @@ Density = dict[str, list[float]]
 
 def density(space: Space, trials: Sequence[Trial]) -> Density:
     """Per gene, how often the trials chose each value, over a uniform prior of weight 1."""
+    chosen = [trial.candidate.as_dict() for trial in trials]
     out: Density = {}
     for gene in space.genes:
         k = len(gene.values)
         weights = [PRIOR_WEIGHT / k] * k
-        for trial in trials:
-            weights[gene.index(trial.candidate.as_dict()[gene.name])] += 1.0
+        for values in chosen:
+            weights[gene.index(values[gene.name])] += 1.0
         total = sum(weights)
         out[gene.name] = [w / total for w in weights]
     return out
