@@ -84,9 +84,18 @@ def test_an_undecided_comparison_goes_to_the_limit() -> None:
 
 def test_a_close_runner_up_joins_and_must_be_told_apart() -> None:
     items = [_trial("base", 1.0, 0), _trial("lead", 0.700, 1), _trial("close", 0.705, 2)]
-    runs, cost, _, keys = _run(items, {"base": 1.0, "lead": 0.70, "close": 0.80})
+    runs, cost, runner, keys = _run(items, {"base": 1.0, "lead": 0.70, "close": 0.80})
     assert keys[2] in runs and cost.members == 2  # within 2% in the search: measured
     assert cost.stopped == "settled" and len(runs[keys[2]]) >= min_processes()
+    # from the first round: it needs no process beyond the minimum the others need
+    assert cost.processes == min_processes() and all(keys[2] in r for r in runner.rounds)
+
+
+def test_a_runner_up_beyond_two_percent_waits_for_the_processes_threshold() -> None:
+    items = [_trial("base", 1.0, 0), _trial("lead", 0.700, 1), _trial("far", 0.72, 2)]
+    runs, cost, runner, keys = _run(items, {"base": 1.0, "lead": 0.70, "far": 0.80})
+    assert keys[2] not in runner.rounds[0] and keys[2] not in runs  # 2.9% behind: not needed
+    assert cost.stopped == "settled" and cost.processes == min_processes()
 
 
 def test_a_leader_that_fails_again_makes_way_for_the_next() -> None:
