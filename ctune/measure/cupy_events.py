@@ -385,8 +385,14 @@ class EventTimer:
         if screened is None:
             warm = self.warmup(launch, plan)
             sampler = self._prepare(launch, plan, warm)
-        else:  # the rest of the plan's warm-up, counting the screen's GPU time
-            rest = self.warmup(launch, plan, floor_ms=max(0.0, plan.warmup_ms - screened.gpu_ms))
+        else:  # the rest of the plan's warm-up, counting the screen's GPU time, in the
+            # screen's short batches: the GPU ran the candidate a moment ago
+            rest = self.warmup(
+                launch,
+                plan,
+                floor_ms=max(0.0, plan.warmup_ms - screened.gpu_ms),
+                batch_ms=SCREEN_BATCH_MS,
+            )
             first = screened.timing.warmup
             warm = Warmup(
                 first.launches + rest.launches,

@@ -26,9 +26,12 @@ least ``SEARCH_MIN_SAMPLES`` (30, the protocol's minimum is 100) and never under
 quantile's floor (p99 keeps its 200-1,000): its value only has to choose which few go to
 confirmation. The median of 30 samples has a standard error of 1.25 / sqrt(30) ~ 0.23 of
 the samples' standard deviation; on a 0.2 ms kernel behind a cold-L2 flush the 70 samples
-left out are ~35 ms of a ~130 ms measurement. Only when confirmation runs: a search that
-reports its own measurements (``--confirm-processes 0``) samples every candidate by the
-protocol.
+left out are ~35 ms of a ~130 ms measurement. Its warm-up is ``SEARCH_WARMUP_MS`` (5 ms,
+the screen's included; the protocol's is 25), still until three batch means agree: the
+screen ran the candidate a moment ago, on a GPU that has been measuring all along. On an
+H200 that took a tiled matmul's unpruned candidates from 93 to 75 ms each, and chose the
+same leader. Only when confirmation runs: a search that reports its own measurements
+(``--confirm-processes 0``) samples every candidate by the protocol.
 """
 
 from __future__ import annotations
@@ -52,6 +55,9 @@ DEFAULT_SEARCH_REP_MS = 25.0
 #: the fewest samples of such a candidate (the protocol's ``min_samples`` is 100), before
 #: the quantile's own floor
 SEARCH_MIN_SAMPLES = 30
+#: GPU time (ms) of warm-up before such a candidate's samples, screen included (the
+#: protocol's is 25), still until three batch means agree
+SEARCH_WARMUP_MS = 5.0
 
 
 def parse_prune_margin(text: str) -> float | None:
@@ -97,7 +103,10 @@ def search_phase_plan(
         plan = dataclasses.replace(plan, prune_above_ms=threshold_ms)
     if confirms and search_rep_ms is not None and search_rep_ms < plan.rep_ms:
         plan = dataclasses.replace(
-            plan, rep_ms=search_rep_ms, min_samples=min(plan.min_samples, SEARCH_MIN_SAMPLES)
+            plan,
+            rep_ms=search_rep_ms,
+            min_samples=min(plan.min_samples, SEARCH_MIN_SAMPLES),
+            warmup_ms=min(plan.warmup_ms, SEARCH_WARMUP_MS),
         )
     return plan
 
@@ -122,6 +131,7 @@ __all__ = [
     "DEFAULT_PRUNE_MARGIN",
     "DEFAULT_SEARCH_REP_MS",
     "SEARCH_MIN_SAMPLES",
+    "SEARCH_WARMUP_MS",
     "parse_prune_margin",
     "parse_search_rep",
     "prune_threshold_ms",

@@ -27,6 +27,7 @@ from ctune.search.journal import read
 from ctune.search.pruning import (
     DEFAULT_PRUNE_MARGIN,
     SEARCH_MIN_SAMPLES,
+    SEARCH_WARMUP_MS,
     parse_prune_margin,
     parse_search_rep,
     prune_threshold_ms,
@@ -87,6 +88,8 @@ def test_the_search_phase_samples_less_only_when_confirmation_re_measures() -> N
     lighter = search_phase_plan(plan, 0.5, 25.0, confirms=True)
     assert lighter.prune_above_ms == 0.5 and lighter.rep_ms == 25.0
     assert lighter.min_samples == SEARCH_MIN_SAMPLES < plan.min_samples
+    # a candidate the screen just ran needs no protocol warm-up (still until batches agree)
+    assert lighter.warmup_ms == SEARCH_WARMUP_MS < plan.warmup_ms
     # the quantile's floor is not the plan's: p99 of a 0.2 ms kernel still takes 200 samples
     p99 = dataclasses.replace(plan, quantile=0.99)
     count = sample_count(0.3, 0.2, search_phase_plan(p99, 0.5, 25.0, confirms=True))
@@ -96,7 +99,7 @@ def test_the_search_phase_samples_less_only_when_confirmation_re_measures() -> N
     assert search_phase_plan(few, 0.5, 25.0, confirms=True).min_samples == 10
     reported = search_phase_plan(plan, 0.5, 25.0, confirms=False)
     assert reported.rep_ms == plan.rep_ms and reported.prune_above_ms == 0.5
-    assert reported.min_samples == plan.min_samples
+    assert reported.min_samples == plan.min_samples and reported.warmup_ms == plan.warmup_ms
     assert search_phase_plan(plan, None, None, confirms=True) == plan
     assert search_phase_plan(plan, None, 500.0, confirms=True).rep_ms == plan.rep_ms  # never more
     assert parse_search_rep("25") == 25.0 and parse_search_rep("full") is None
