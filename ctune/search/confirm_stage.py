@@ -20,6 +20,7 @@ from ctune.search.events import Confirming
 from ctune.search.result import MemberResult
 
 if TYPE_CHECKING:
+    from ctune.objective.spec import ObjectiveSpec
     from ctune.search.confirm import ConfirmationCost
     from ctune.search.driver import _Run
     from ctune.search.feasibility import Feasibility
@@ -29,6 +30,26 @@ CONFIRM_TOP_SINGLE = 3
 
 #: (the baseline, the front, (candidate key, why dropped) of members left out)
 Confirmed = tuple[MemberResult | None, list[MemberResult], list[tuple[str, str]]]
+
+
+def can_confirm(processes: int, objective: ObjectiveSpec, measurer: object) -> bool:
+    """Will a search with ``--confirm-processes processes`` re-measure what it reports?"""
+    return (
+        processes > 0
+        and objective.measures
+        and measurer is not None
+        and hasattr(measurer, "remeasure")
+    )
+
+
+def sure_rounds(processes: int, objective: ObjectiveSpec, measurer: object) -> int:
+    """Fresh processes confirmation will surely use (0 when it will not run): known before
+    the search starts, so that they can start beside its worker."""
+    from ctune.search.confirm import min_processes
+
+    if not can_confirm(processes, objective, measurer):
+        return 0
+    return min(min_processes(), processes)
 
 
 class ConfirmStage:
@@ -99,20 +120,10 @@ class ConfirmStage:
 
     def sure_rounds(self) -> int:
         """Fresh processes confirmation will surely use (0 when it will not run)."""
-        from ctune.search.confirm import min_processes
-
-        if not self.can_confirm():
-            return 0
-        return min(min_processes(), self.run.opts.confirm_processes)
+        return sure_rounds(self.run.opts.confirm_processes, self.run.objective, self.run.measurer)
 
     def can_confirm(self) -> bool:
-        run = self.run
-        return (
-            run.opts.confirm_processes > 0
-            and run.objective.measures
-            and run.measurer is not None
-            and hasattr(run.measurer, "remeasure")
-        )
+        return can_confirm(self.run.opts.confirm_processes, self.run.objective, self.run.measurer)
 
     def confirm(self) -> Confirmed:
         """Re-measure the baseline and the chosen members; the reported baseline and front."""
@@ -296,4 +307,4 @@ class ConfirmStage:
         return self.best(front).key
 
 
-__all__ = ["CONFIRM_TOP_SINGLE", "ConfirmStage"]
+__all__ = ["CONFIRM_TOP_SINGLE", "ConfirmStage", "can_confirm", "sure_rounds"]

@@ -74,7 +74,7 @@ from ctune.records import Candidate, Trial
 from ctune.search import Compiler, Publisher, Strategy, make_strategy
 from ctune.search import journal as journal_mod
 from ctune.search.budget import MAX_BATCH, WARM_START_SHARE, Budget
-from ctune.search.confirm_stage import ConfirmStage
+from ctune.search.confirm_stage import ConfirmStage, sure_rounds
 from ctune.search.events import (
     BaselineMeasured,
     GenerationFinished,
@@ -485,22 +485,33 @@ def run_search(
 
     owned: list[Any] = []
     try:
+        own_gpu = measurer is None and objective.measures
+        if own_gpu:
+            measurer = _default_measurer(settings)
+            owned.append(measurer)
+        _start_workers(measurer, opts, objective)
         if compiler is None:
             compiler = _default_compiler(settings, spec, toolchain)
             owned.append(compiler)
         if limits is None:
-            probe = measurer is None and objective.measures
-            limits = device_limits(settings.arch or spec.arch, probe=probe)
+            limits = device_limits(settings.arch or spec.arch, probe=own_gpu)
         run = _Run(settings, spec, objective, opts, compiler, measurer, emit, clock, limits, plan)
-        if measurer is None and objective.measures:
-            run.measurer = _default_measurer(settings)
-            owned.append(run.measurer)
         return _execute(run, opts, fingerprint, emit, publish)
     finally:
         for part in reversed(owned):
             close = getattr(part, "close", None)
             if callable(close):
                 close()
+
+
+def _start_workers(measurer: Any, opts: SearchOptions, objective: ObjectiveSpec) -> None:
+    """Start the measuring worker now, and beside it the processes of the confirmation
+    rounds that will surely run (they wait, fresh, until then): a start takes ~2 s on an
+    H200 with its siblings, and the first measurement waits for all of them, so it
+    overlaps the device probe and the baseline's compile instead of following them."""
+    prestart = getattr(measurer, "prestart", None)
+    if callable(prestart) and objective.measures:
+        prestart(1 + sure_rounds(opts.confirm_processes, objective, measurer), wait=False)
 
 
 def _check_options(opts: SearchOptions) -> None:
@@ -594,11 +605,6 @@ def _execute(
     emit: EventSink,
     publish: Publisher | None,
 ) -> SearchResult:
-    prestart = getattr(run.measurer, "prestart", None)
-    if callable(prestart) and run.objective.measures:
-        # the worker starts while the baseline compiles, and beside it the processes of
-        # the confirmation rounds that will surely run: they wait, fresh, until then
-        prestart(1 + run.confirmation.sure_rounds(), wait=False)
     if run.confirmation.can_confirm():
         from ctune.evidence.stats import import_tests_in_background
 

@@ -182,3 +182,24 @@ def test_the_search_samples_its_candidates_lighter_but_its_baseline_by_the_proto
     search(measurer=reported, budget=20, seed=1, journal_fsync=False, confirm_processes=0)
     assert all(p.rep_ms == SamplingPlan().rep_ms for p in reported.plans)
     assert reported.prestarts[0] == (1, False)  # no confirmation: no spares
+
+
+def test_the_workers_start_before_the_device_is_probed(search, monkeypatch) -> None:
+    import ctune.search.driver as driver
+
+    order: list[str] = []
+    probe = driver.device_limits
+
+    def limits(*args, **kwargs):
+        order.append("device limits")
+        return probe(*args, **kwargs)
+
+    class Recorder(_PlanRecorder):
+        def prestart(self, count: int, wait: bool = True) -> None:
+            order.append("prestart")
+            super().prestart(count, wait)
+
+    monkeypatch.setattr(driver, "device_limits", limits)
+    search(measurer=Recorder(), budget=4, seed=1, journal_fsync=False)
+    # a worker's start (~2 s with its siblings) overlaps the probe and the baseline's compile
+    assert order[:2] == ["prestart", "device limits"]
