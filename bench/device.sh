@@ -25,6 +25,8 @@
 #   quality   bench/search_quality.py (CPU only: the replay of the recorded ground truths)
 #   overhead  bench/search_overhead.py: ctune vs Kernel Tuner brute force, s per candidate
 #             (needs the kernel_tuner wheels; ~2-3 min)
+#   timeline  bench/search_timeline.py: where those searches' wall time goes, step by step
+#             (TIMELINE_ARGS, e.g. "--runs 5"; ~1 min)
 #   profile   bench/measure_profile.py: where one measurement's time goes, by phase (~1 min)
 #   search    ctune search on the GEMM, end to end, plus a two-objective search
 #   kernels   bench/kernels_vs_vendor.py          (tuned vs default vs cuBLAS / SDPA)
@@ -145,6 +147,8 @@ for stage in "${STAGES[@]}"; do
       run quality $PY bench/search_quality.py ${QUALITY_ARGS:-} ;;
     overhead)
       run overhead $PY bench/search_overhead.py ${OVERHEAD_ARGS:-} ;;
+    timeline)
+      run timeline $PY bench/search_timeline.py ${TIMELINE_ARGS:-} ;;
     profile)
       run profile $PY bench/measure_profile.py --out bench/results --profile ${PROFILE_ARGS:-} ;;
     dispatch|dispatch:*)

@@ -1,0 +1,37 @@
+"""bench/search_timeline.py's summary over runs (the runs themselves need the GPU)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _run(worker_ready: float, walls: list[tuple[float, bool]], rounds: list[float]) -> dict:
+    return {
+        "steps": {"prestart": (0.05, 0.06), "worker ready": (0.06, worker_ready)},
+        "trials": [{"at_s": 1.0, "wall_s": w, "pruned": p} for w, p in walls],
+        "confirmation": {"round_seconds": rounds},
+    }
+
+
+def test_the_summary_takes_medians_over_runs_and_splits_pruned_candidates() -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import search_timeline
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    runs = [
+        _run(2.0, [(0.020, True), (0.080, False)], [0.6, 0.7]),
+        _run(3.0, [(0.022, True), (0.090, False), (0.100, False)], [0.8]),
+        _run(2.5, [(0.024, True)], [0.65]),
+    ]
+    got = search_timeline.summary(runs)
+    assert got["step_end_s_median"] == {"prestart": 0.06, "worker ready": 2.5}
+    assert got["measurement"]["pruned"] == {"candidates_per_run": 1.0, "median_ms": 22.0}
+    assert got["measurement"]["not pruned"] == {"candidates_per_run": 1.0, "median_ms": 90.0}
+    assert got["confirmation_round_s_median"] == 0.675
+    # a step missing from one run has no median
+    del runs[1]["steps"]["worker ready"]
+    assert "worker ready" not in search_timeline.summary(runs)["step_end_s_median"]
