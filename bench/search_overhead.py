@@ -155,6 +155,38 @@ def kernel_tuner_cold(problem: str, space: str) -> dict[str, Any]:
         return out
 
 
+def device_fingerprint(device: Any) -> dict[str, str]:
+    """The GPU and toolchain a result was measured with (``device``: the worker's)."""
+    from ctune.compile.toolchain import probe_toolchain
+    from ctune.config import resolve
+
+    return {
+        "gpu": device.name,
+        "uuid": device.uuid,
+        "sm": device.sm,
+        "driver": device.driver,
+        "nvcc": probe_toolchain(resolve().nvcc).describe(),
+    }
+
+
+def write_result(report: dict[str, Any], out: Path, device: Any) -> Path:
+    """``report`` as ``<out>/<benchmark>-<gpu_id>.json``, stamped with ctune's version and
+    the time."""
+    from ctune import __version__
+    from ctune.evidence.identity import gpu_id
+
+    report = {
+        **report,
+        "ctune_version": __version__,
+        "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{report['benchmark']}-{gpu_id(device)}.json"
+    path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    print(f"wrote {path}")
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--problem", default="sq1024")
@@ -168,10 +200,6 @@ def main(argv: list[str] | None = None) -> int:
         problem_dims = load_spec(KERNEL).problem(args.problem).dims
         print(json.dumps(kernel_tuner_side(problem_dims, SPACES[args.kernel_tuner_side])))
         return 0
-    from ctune import __version__
-    from ctune.compile.toolchain import probe_toolchain
-    from ctune.config import resolve
-    from ctune.evidence.identity import gpu_id
     from ctune.measure.session import WorkerMeasurer
 
     with WorkerMeasurer(0) as probe:
@@ -211,21 +239,12 @@ def main(argv: list[str] | None = None) -> int:
         "meets_target": all(r["ratio"] <= TARGET for r in rows.values()),
         "spaces": rows,
         "fingerprint": {
-            "gpu": device.name,
-            "uuid": device.uuid,
-            "sm": device.sm,
-            "driver": device.driver,
-            "nvcc": probe_toolchain(resolve().nvcc).describe(),
+            **device_fingerprint(device),
             "kernel_tuner": getattr(kernel_tuner, "__version__", "unknown"),
             "python": platform.python_version(),
         },
-        "ctune_version": __version__,
-        "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"search_overhead-{gpu_id(device)}.json"
-    path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
-    print(f"wrote {path}")
+    write_result(report, args.out, device)
     return 0
 
 

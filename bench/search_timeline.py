@@ -23,7 +23,6 @@ over the runs, and every run.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import functools
 import json
 import statistics
@@ -163,10 +162,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         print(json.dumps(child(args.child, args.problem)))
         return 0
-    from ctune import __version__
-    from ctune.compile.toolchain import probe_toolchain
-    from ctune.config import resolve
-    from ctune.evidence.identity import gpu_id
     from ctune.measure.session import WorkerMeasurer
 
     with WorkerMeasurer(0) as probe:
@@ -184,20 +179,9 @@ def main(argv: list[str] | None = None) -> int:
         "kernel": "tiled_matmul",
         "problem": args.problem,
         "spaces": spaces,
-        "fingerprint": {
-            "gpu": device.name,
-            "uuid": device.uuid,
-            "sm": device.sm,
-            "driver": device.driver,
-            "nvcc": probe_toolchain(resolve().nvcc).describe(),
-        },
-        "ctune_version": __version__,
-        "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "fingerprint": search_overhead.device_fingerprint(device),
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"search_timeline-{gpu_id(device)}.json"
-    path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
-    print(f"wrote {path}")
+    search_overhead.write_result(report, args.out, device)
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -35,3 +36,16 @@ def test_the_summary_takes_medians_over_runs_and_splits_pruned_candidates() -> N
     # a step missing from one run has no median
     del runs[1]["steps"]["worker ready"]
     assert "worker ready" not in search_timeline.summary(runs)["step_end_s_median"]
+
+
+def test_a_result_is_named_by_benchmark_and_gpu_and_stamped(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import search_overhead
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    device = {"sm": "sm_90", "gpu_name": "NVIDIA H200"}  # fingerprint fields, not a GPU
+    path = search_overhead.write_result({"benchmark": "search_timeline", "x": 1}, tmp_path, device)
+    assert path == tmp_path / "search_timeline-sm90-nvidia-h200.json"
+    got = json.loads(path.read_text())
+    assert got["x"] == 1 and got["ctune_version"] and got["created_utc"].startswith("20")
