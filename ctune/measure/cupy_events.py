@@ -46,6 +46,7 @@ from ctune.measure.plan import (
     graph_launches,
     next_spin_ms,
     prunes,
+    rest_batch_ms,
     sample_count,
     screen_size,
     screen_spin_ms,
@@ -385,13 +386,12 @@ class EventTimer:
         if screened is None:
             warm = self.warmup(launch, plan)
             sampler = self._prepare(launch, plan, warm)
-        else:  # the rest of the plan's warm-up, counting the screen's GPU time, in the
-            # screen's short batches: the GPU ran the candidate a moment ago
+        else:  # the rest of the plan's warm-up, counting the screen's GPU time
             rest = self.warmup(
                 launch,
                 plan,
                 floor_ms=max(0.0, plan.warmup_ms - screened.gpu_ms),
-                batch_ms=SCREEN_BATCH_MS,
+                batch_ms=rest_batch_ms(plan.warmup_ms),
             )
             first = screened.timing.warmup
             warm = Warmup(

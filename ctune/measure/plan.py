@@ -229,6 +229,14 @@ def screen_size(per_sample_ms: float) -> int:
     return min(full, wanted)
 
 
+def rest_batch_ms(warmup_ms: float) -> float:
+    """GPU time per batch of the warm-up a screened candidate still gets: the protocol's
+    5 ms batches for a plan whose warm-up holds three of them (a search that reports its
+    own measurements keeps the protocol), else the screen's 1 ms (the search phase's 5 ms
+    warm-up: the GPU ran the candidate a moment ago)."""
+    return WARMUP_BATCH_MS if warmup_ms >= 3 * WARMUP_BATCH_MS else SCREEN_BATCH_MS
+
+
 def screen_spin_ms(samples: int, host_ms_per_launch: float) -> float:
     """The spin in front of a screen: the warm-up's rule for the host time of ``samples``."""
     return warmup_spin_ms(samples * SCREEN_HOST_LAUNCHES, host_ms_per_launch)
@@ -374,6 +382,7 @@ __all__ = [
     "plan_from_json",
     "plan_to_json",
     "quantile_min_samples",
+    "rest_batch_ms",
     "sample_count",
     "screen_size",
     "screen_spin_ms",

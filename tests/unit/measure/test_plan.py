@@ -210,3 +210,11 @@ def test_plan_json_round_trip():
     assert P.plan_from_json(P.plan_to_json(plan)) == plan
     with pytest.raises(ValueError, match="unknown"):
         P.plan_from_json({**dataclasses.asdict(plan), "bogus": 1})
+
+
+def test_a_screened_candidate_keeps_the_protocols_batches_only_under_the_protocols_warmup():
+    from ctune.measure.plan import SCREEN_BATCH_MS, WARMUP_BATCH_MS, rest_batch_ms
+    from ctune.search.pruning import SEARCH_WARMUP_MS
+
+    assert rest_batch_ms(SamplingPlan().warmup_ms) == WARMUP_BATCH_MS  # 25 ms: the protocol
+    assert rest_batch_ms(SEARCH_WARMUP_MS) == SCREEN_BATCH_MS  # the search phase's 5 ms
