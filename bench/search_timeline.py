@@ -11,7 +11,9 @@ it). The steps are timed by wrapping ctune's own functions (instrumentation, not
 - ``device limits``: the probe of the GPU's launch limits;
 - ``closure digest``, ``baseline compile``, ``ptx args check``: the default build's path;
 - ``worker ready``: the first measurement's worker is up (then it waits for the spares);
-- ``baseline measured``, ``confirming``, ``done``.
+- ``baseline measured``, ``confirming``, ``done``;
+- in confirmation's rounds, each fresh worker's take-over (the last one's exit, the new
+  one's set-up of the problem) and each measurement.
 
 Each candidate's measurement wall time is split by pruned (screened only) and not.
 Writes ``bench/results/search_timeline-<gpu_id>.json``: per space the median of each step
@@ -50,30 +52,51 @@ STEPS = (
 )
 
 
-def _instrument(t0: float, marks: dict[str, tuple[float, float]]) -> None:
-    """Wrap each step so that its first call records (start, end) seconds since ``t0``."""
+#: (module, owner, function, what): every call of each is timed once confirmation began
+ROUND_STEPS = (
+    ("ctune.measure.session", "WorkerMeasurer", "_take_fresh_worker", "fresh worker takes over"),
+    ("ctune.measure.session", "WorkerMeasurer", "measure", "measurement"),
+)
+
+
+def _instrument(
+    t0: float, marks: dict[str, tuple[float, float]], rounds: list[tuple[str, float, float]]
+) -> None:
+    """Wrap each step so that its first call records (start, end) seconds since ``t0``, and
+    each round step so that its calls during confirmation do."""
     import importlib
 
-    for module_name, owner_name, name, step in STEPS:
+    def wrap(module_name: str, owner_name: str | None, name: str, record: Any) -> None:
         module = importlib.import_module(module_name)
         owner = getattr(module, owner_name) if owner_name else module
         original = getattr(owner, name)
 
-        def timed(*args: Any, _original: Any = original, _step: str = step, **kw: Any) -> Any:
+        def timed(*args: Any, **kw: Any) -> Any:
             start = time.monotonic() - t0
             try:
-                return _original(*args, **kw)
+                return original(*args, **kw)
             finally:
-                marks.setdefault(_step, (round(start, 4), round(time.monotonic() - t0, 4)))
+                record(round(start, 4), round(time.monotonic() - t0, 4))
 
         setattr(owner, name, functools.wraps(original)(timed))
+
+    for module_name, owner_name, name, step in STEPS:
+        wrap(module_name, owner_name, name, lambda a, b, s=step: marks.setdefault(s, (a, b)))
+    for module_name, owner_name, name, what in ROUND_STEPS:
+
+        def during_confirmation(a: float, b: float, what: str = what) -> None:
+            if "confirming" in marks:
+                rounds.append((what, a, b))
+
+        wrap(module_name, owner_name, name, during_confirmation)
 
 
 def child(space_name: str, problem: str) -> dict[str, Any]:
     """One search in this (fresh) process, its steps and candidates."""
     t0 = time.monotonic()
     marks: dict[str, tuple[float, float]] = {}
-    _instrument(t0, marks)
+    rounds: list[tuple[str, float, float]] = []
+    _instrument(t0, marks, rounds)
     from ctune.cli.common import load
     from ctune.config import resolve
     from ctune.objective import parse_objective_spec
@@ -109,7 +132,7 @@ def child(space_name: str, problem: str) -> dict[str, Any]:
     done = round(time.monotonic() - t0, 4)
     marks["done"] = (done, done)
     confirmation = result.confirmation.to_json() if result.confirmation else None
-    return {"steps": marks, "trials": trials, "confirmation": confirmation}
+    return {"steps": marks, "trials": trials, "confirmation": confirmation, "rounds": rounds}
 
 
 def _run_fresh(space_name: str, problem: str) -> dict[str, Any]:
@@ -142,7 +165,14 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         for kind in (True, False)
     }
     rounds = [s for r in runs if r["confirmation"] for s in r["confirmation"]["round_seconds"]]
+    in_rounds: dict[str, list[float]] = {}
+    for r in runs:
+        for what, start, end in r.get("rounds", []):
+            in_rounds.setdefault(what, []).append(end - start)
     return {
+        "confirmation_steps_ms_median": {
+            what: round(1e3 * statistics.median(took), 1) for what, took in in_rounds.items()
+        },
         "step_end_s_median": dict(sorted(steps.items(), key=lambda kv: kv[1])),
         "measurement": per_kind,
         "confirmation_round_s_median": round(statistics.median(rounds), 3) if rounds else None,

@@ -14,6 +14,7 @@ def _run(worker_ready: float, walls: list[tuple[float, bool]], rounds: list[floa
         "steps": {"prestart": (0.05, 0.06), "worker ready": (0.06, worker_ready)},
         "trials": [{"at_s": 1.0, "wall_s": w, "pruned": p} for w, p in walls],
         "confirmation": {"round_seconds": rounds},
+        "rounds": [("fresh worker takes over", 5.0, 5.0 + r / 4) for r in rounds],
     }
 
 
@@ -33,6 +34,9 @@ def test_the_summary_takes_medians_over_runs_and_splits_pruned_candidates() -> N
     assert got["measurement"]["pruned"] == {"candidates_per_run": 1.0, "median_ms": 22.0}
     assert got["measurement"]["not pruned"] == {"candidates_per_run": 1.0, "median_ms": 90.0}
     assert got["confirmation_round_s_median"] == 0.675
+    # the take-overs last a quarter of each round here: 150, 175, 200 and 162.5 ms
+    (took,) = got["confirmation_steps_ms_median"].values()
+    assert abs(took - 168.75) < 0.1
     # a step missing from one run has no median
     del runs[1]["steps"]["worker ready"]
     assert "worker ready" not in search_timeline.summary(runs)["step_end_s_median"]
