@@ -19,7 +19,13 @@ from ctune.errors import UserError
 from ctune.records import Trial
 from ctune.search.evolution import GA_OPTIONS, EvolutionStrategy
 from ctune.search.individual import Individual
-from ctune.search.strategy import OptionTable, StrategyContext, min_form, total_violation
+from ctune.search.strategy import (
+    OptionTable,
+    StrategyContext,
+    check_one_objective,
+    min_form,
+    total_violation,
+)
 
 
 class GaStrategy(EvolutionStrategy):
@@ -29,11 +35,9 @@ class GaStrategy(EvolutionStrategy):
     OPTIONS: ClassVar[OptionTable] = GA_OPTIONS
 
     def __init__(self, context: StrategyContext, options: Mapping[str, Any] | None = None) -> None:
-        if len(context.directions) != 1:
-            raise UserError(
-                f"strategy ga optimises one objective, not {len(context.directions)}; "
-                "use --strategy nsga2 or combine them into a weighted sum"
-            )
+        check_one_objective(
+            "ga", context.directions, "use --strategy nsga2 or combine them into a weighted sum"
+        )
         super().__init__(context, options)
         if int(self.options["tournament_size"]) < 1:
             raise UserError("option tournament_size for ga: must be an integer >= 1")

@@ -40,6 +40,7 @@ from ctune.search.strategy import (
     OptionTable,
     StrategyContext,
     check_at_least,
+    check_one_objective,
     min_form,
     seed_values,
 )
@@ -106,11 +107,7 @@ class ParzenStrategy(BaseStrategy):
     OPTIONS: ClassVar[OptionTable] = PARZEN_OPTIONS
 
     def __init__(self, context: StrategyContext, options: Mapping[str, Any] | None = None) -> None:
-        if len(context.directions) != 1:
-            raise UserError(
-                f"strategy parzen optimises one objective, not {len(context.directions)}; "
-                "use --strategy nsga2"
-            )
+        check_one_objective(self.name, context.directions)
         super().__init__(context, options)
         check_at_least(self.name, self.options, "startup_trials", 1)
         check_at_least(self.name, self.options, "batch", 1)

@@ -38,6 +38,7 @@ from ctune.search.strategy import (
     OptionTable,
     StrategyContext,
     check_at_least,
+    check_one_objective,
     min_form,
 )
 from ctune.space.params import Gene, Space
@@ -74,11 +75,7 @@ class StagedStrategy(BaseStrategy):
     OPTIONS: ClassVar[OptionTable] = STAGED_OPTIONS
 
     def __init__(self, context: StrategyContext, options: Mapping[str, Any] | None = None) -> None:
-        if len(context.directions) != 1:
-            raise UserError(
-                f"strategy staged optimises one objective, not {len(context.directions)}; "
-                "use --strategy nsga2"
-            )
+        check_one_objective(self.name, context.directions)
         super().__init__(context, options)
         check_at_least(self.name, self.options, "patience", 1)
         check_at_least(self.name, self.options, "leaders", 1)

@@ -91,6 +91,16 @@ def check_probability(strategy: str, options: Mapping[str, Any], *names: str) ->
             raise UserError(f"option {name}={value} for {strategy}: must be within [0, 1]")
 
 
+def check_one_objective(
+    strategy: str, directions: Sequence[str], advice: str = "use --strategy nsga2"
+) -> None:
+    """Refuse several objectives to a strategy that optimises one."""
+    if len(directions) != 1:
+        raise UserError(
+            f"strategy {strategy} optimises one objective, not {len(directions)}; {advice}"
+        )
+
+
 def check_at_least(strategy: str, options: Mapping[str, Any], name: str, low: int) -> None:
     value = options[name]
     if not isinstance(value, int) or value < low:
@@ -244,6 +254,7 @@ __all__ = [
     "OptionTable",
     "StrategyContext",
     "check_at_least",
+    "check_one_objective",
     "check_probability",
     "infeasible_order",
     "min_form",

@@ -16,13 +16,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from ctune.errors import UserError
 from ctune.records import Candidate, Trial
 from ctune.search.strategy import (
     BaseStrategy,
     OptionTable,
     StrategyContext,
     check_at_least,
+    check_one_objective,
     min_form,
 )
 
@@ -39,8 +39,7 @@ class TpeStrategy(BaseStrategy):
     OPTIONS: ClassVar[OptionTable] = TPE_OPTIONS
 
     def __init__(self, context: StrategyContext, options: Mapping[str, Any] | None = None) -> None:
-        if len(context.directions) != 1:
-            raise UserError("strategy tpe optimises one objective; use --strategy nsga2")
+        check_one_objective(self.name, context.directions)
         super().__init__(context, options)
         check_at_least(self.name, self.options, "startup_trials", 1)
         check_at_least(self.name, self.options, "batch", 1)
