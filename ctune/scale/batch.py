@@ -10,6 +10,12 @@ ready a free GPU measures a filler (a runtime-gene variant whose build is in the
 cache), journaled when it ends, as serially. The first Ctrl-C journals the candidates
 whose measurement had started and stops; the second abandons them.
 
+Each binary is measured once, as serially (``search/dedup.py``): a candidate whose
+binary the search measured already starts nothing; one whose binary another candidate
+of the batch is being measured for takes that measurement (the first of the two in batch
+order is journaled as measured, the other as "same binary as" it, as serially); one whose
+binary a filler is measuring waits for the filler's trial.
+
 Each candidate's GPU time (its measurement's wall time) is added to the run's
 ``measure_s``: with N GPUs the search's busy fraction can reach N.
 """
@@ -54,6 +60,9 @@ class ConcurrentBatch:
         self.fillers: list[_Filler] = []
         self.pending = {c.key() for c in new}
         self.done: list[Trial] = []
+        # binary identity -> the index measuring it; index -> the index whose run it takes
+        self.measuring: dict[str, int] = {}
+        self.twin_of: dict[int, int] = {}
 
     def run_batch(self) -> list[Trial]:
         try:
@@ -106,11 +115,32 @@ class ConcurrentBatch:
                 continue
             cand = self.new[j]
             build = self._prepared(cand, future.result())
+            cover = self._cover(j, cand, build) if self._measurable(build) else "nothing"
+            if cover == "wait":
+                continue
             self.started[j] = (
                 self.measurer.start(run.spec, cand, build, run.problem, self.plan)
-                if self._measurable(build)
+                if cover == "measure"
                 else None
             )
+
+    def _cover(self, j: int, cand: Candidate, build: Build) -> str:
+        """What measures candidate ``j``'s binary: "measure" (nothing yet: start it),
+        "covered" (a trial of the search, or another candidate's run started in this
+        batch) or "wait" (a filler that is being measured)."""
+        table = self.run.book.binaries
+        identity = table.identity(cand, build)
+        if identity is None:
+            return "measure"
+        if table.source(identity) is not None:
+            return "covered"
+        if any(table.identity(f.candidate, f.build) == identity for f in self.fillers):
+            return "wait"
+        first = self.measuring.setdefault(identity, j)
+        if first == j:
+            return "measure"
+        self.twin_of[j] = first
+        return "covered"
 
     def _start_fillers(self) -> None:
         """A free GPU and no build to measure: a filler whose build is already cached."""
@@ -131,17 +161,39 @@ class ConcurrentBatch:
             build = self._prepared(cand, build)
             if not self._measurable(build):
                 return
+            identity = run.book.binaries.identity(cand, build)
+            if run.book.binaries.source(identity) is not None:
+                self._evaluate(cand, build, filler=True)  # its binary's trial answers it
+                continue
+            if identity is not None and identity in self.measuring:
+                return  # a batch candidate's run will be its source
             future = self.measurer.start(run.spec, cand, build, run.problem, self.plan)
             self.fillers.append(_Filler(cand, build, future))
 
     # --- journaling ----------------------------------------------------------------------
-    def _evaluate(self, cand: Candidate, build: Build, filler: bool) -> None:
-        """``evaluate`` (its measure() answered by the started measurement), GPU time kept."""
-        before = self.run.timers.measure_s
-        trial = self.run.pipeline.evaluate(cand, build, self.generation, filler=filler)
-        if trial.measurement is not None:
-            self.run.timers.measure_s = before + (trial.measurement.wall_s or 0.0)
+    def _evaluate(
+        self, cand: Candidate, build: Build, filler: bool, measured: Measurement | None = None
+    ) -> None:
+        """``evaluate`` (its measure() answered by the started measurement, or ``measured``:
+        a twin's), GPU time kept once per run (a reuse of a binary's run spent none)."""
+        run = self.run
+        before = run.timers.measure_s
+        trial = run.pipeline.evaluate(cand, build, self.generation, filler, measured)
+        reused = cand.key() in run.book.binaries.same_as
+        if trial.measurement is not None and not reused:
+            run.timers.measure_s = before + (trial.measurement.wall_s or 0.0)
+        else:
+            run.timers.measure_s = before
         self.done.append(trial)
+
+    def _run_of(self, j: int) -> Future[Measurement] | None:
+        """The measurement candidate ``j`` is journaled with: its own, or that of a twin
+        later in the batch (not journaled yet); None: nothing to wait for."""
+        own = self.started.get(j)
+        twin = self.twin_of.get(j)
+        if own is None and twin is not None and twin in self.started:
+            return self.started[twin]
+        return own
 
     def _journal_finished(self) -> bool:
         """Journal finished fillers, then the batch's head while it is finished."""
@@ -152,12 +204,18 @@ class ConcurrentBatch:
             progressed = True
         while self.left and self.left[0] in self.started:
             head = self.left[0]
-            measuring = self.started[head]
+            measuring = self._run_of(head)
             if measuring is not None and not measuring.done():
                 break
             self.left.pop(0)
-            self.started.pop(head)
-            self._evaluate(self.new[head], self.futures.pop(head).result(), filler=False)
+            own = self.started.pop(head)
+            twins = measuring if own is None and measuring is not None else None
+            self._evaluate(
+                self.new[head],
+                self.futures.pop(head).result(),
+                filler=False,
+                measured=twins.result() if twins is not None else None,
+            )
             progressed = True
         return progressed
 

@@ -115,10 +115,17 @@ class Pipeline:
         return dataclasses.replace(build, outcome=Outcome.INVALID, log_tail=f"device limit: {why}")
 
     def evaluate(
-        self, cand: Candidate, build: Build, generation: int, filler: bool = False
+        self,
+        cand: Candidate,
+        build: Build,
+        generation: int,
+        filler: bool = False,
+        measured: Measurement | None = None,
     ) -> Trial:
         """Measure, score, journal and announce one candidate whose build is done; one
-        whose binary this search measured already takes that measurement instead."""
+        whose binary this search measured already takes that measurement instead.
+        ``measured``: this binary's measurement, taken under another candidate's key that
+        is not journaled yet (a twin on another GPU): it is this candidate's run."""
         run = self.run
         book = run.book
         if build.candidate_key != cand.key():  # another candidate's build, shared
@@ -129,7 +136,12 @@ class Pipeline:
             trial = shared_trial(source, cand, build, len(book.trials), generation)
             run.session.record(trial, filler, same_as=source.candidate.key())
         else:
-            measurement = self.measure(cand, build, generation)
+            if measured is not None:
+                measurement: Measurement | None = dataclasses.replace(
+                    measured, candidate_key=cand.key()
+                )
+            else:
+                measurement = self.measure(cand, build, generation)
             trial = self.make_trial(cand, build, measurement, generation)
             run.session.record(trial, filler)
         run.timers.session_evals += 1

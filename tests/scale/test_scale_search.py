@@ -12,15 +12,16 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ctune.config import Settings
-from ctune.kernelspec import KernelSpec
+from ctune.kernelspec import KernelSpec, Problem
 from ctune.objective import parse_objective_spec
-from ctune.records import Outcome
+from ctune.records import Build, Candidate, Outcome
 from ctune.scale.engine import GPU, Engine
 from ctune.scale.measurer import EngineMeasurer
 from ctune.scale.tasks import MeasurerFactory
@@ -45,16 +46,18 @@ def search(
     spec: KernelSpec,
     measurer: Any,
     on_event: Callable[[SearchEvent], None] | None = None,
+    compiler: StandInCompiler | None = None,
     **options: Any,
 ) -> SearchResult:
     options = {"budget": 14, "seed": 11, "fill": False, "journal_fsync": False, **options}
+    options.setdefault("confirm_processes", 2)
     objective = parse_objective_spec(["p50"], [], spec.metrics)
     return run_search(
         settings,
         spec,
         objective,
-        SearchOptions(confirm_processes=2, **options),
-        compiler=StandInCompiler(spec),
+        SearchOptions(**options),
+        compiler=compiler or StandInCompiler(spec),
         measurer=measurer,
         on_event=on_event,
     )
@@ -76,6 +79,56 @@ def test_two_gpu_workers_give_the_local_search_same_seed(
     assert journal_rows(remote.journal) == journal_rows(local.journal)
     assert [m.key for m in remote.front] == [m.key for m in local.front]
     assert remote.timing.measure_s >= 0.0
+
+
+class LateRowBuilds(StandInCompiler):
+    """NOT NVCC: the stand-in's builds, those with SCHEDULE "row" ready 0.15 s late, so a
+    batch's later candidates can reach the GPUs before an earlier twin's build is done."""
+
+    def submit(self, candidate: Candidate, problem: Problem) -> Future[Build]:
+        build = self.build(candidate, problem)  # now: request order decides the failures
+        if candidate.as_dict()["SCHEDULE"] != "row":
+            return super().submit(candidate, problem)
+        future: Future[Build] = Future()
+        threading.Timer(0.15, future.set_result, (build,)).start()
+        return future
+
+
+def gpu_runs_per_binary(markers: Path, replay: Any) -> tuple[list[str], int]:
+    """The candidate keys the GPU workers measured, and how many binaries they were (a
+    twin's key counts as its source's binary)."""
+    keys = [m.name.split("-")[0] for m in markers.iterdir()]
+    return keys, len({replay.same_binary.get(k, k) for k in keys})
+
+
+@pytest.mark.parametrize("compiler", [StandInCompiler, LateRowBuilds])
+def test_two_gpus_measure_each_binary_once(
+    engine: Engine,
+    spec: KernelSpec,
+    settings: Settings,
+    tmp_path: Path,
+    standin: Factory,
+    compiler: type[StandInCompiler],
+) -> None:
+    """Candidates whose binary was measured already, or is being measured on the other
+    GPU, take that measurement: the GPUs measure each binary once, as a local run does,
+    and the journal says what a local run's would (the first in ask order measured)."""
+    markers = tmp_path / "markers"  # one per measurement a GPU worker made
+    twins = compiler(spec, noop_genes=("SCHEDULE",))
+    factory = standin(4, sleep_s=0.02, marker_dir=str(markers))
+    with EngineMeasurer(settings, engine, factory) as pool:
+        result = search(
+            settings, spec, pool, compiler=twins, budget=30, seed=4, confirm_processes=0
+        )
+    replay, _ = journal_mod.read(result.journal)
+    assert replay.same_binary, "the search never proposed a SCHEDULE-only variant"
+    keys, binaries = gpu_runs_per_binary(markers, replay)
+    measured = [t for t in replay.trials if t.measurement is not None]
+    assert len(keys) == binaries == len(measured) - len(replay.same_binary)
+    number = {t.candidate.key(): t.number for t in replay.trials}
+    assert all(number[src] < number[twin] for twin, src in replay.same_binary.items())
+    if compiler is LateRowBuilds:  # a later twin measured first: its run was adopted
+        assert set(keys) & set(replay.same_binary)
 
 
 def _kill_twice(markers: Path, skip: str, killed: list[int], stop: threading.Event) -> None:
