@@ -177,6 +177,16 @@ def remeasure_task(
     return runs
 
 
+def prestart_task(factory: MeasurerFactory, settings: Settings, count: int) -> None:
+    """Start this GPU worker's measuring processes now (``count``: its worker and spares),
+    so that its first measurement and the confirmation's rounds do not wait for a start;
+    returns at once (they start in the background). Run by ``Client.run``, not a task."""
+    measurer = _measurer(factory, settings)
+    prestart = getattr(measurer, "prestart", None)
+    if callable(prestart):
+        prestart(count, wait=False)
+
+
 def probe_task(factory: MeasurerFactory, settings: Settings) -> dict[str, Any]:
     """What a GPU worker's measurer offers: capabilities and the device name if it says."""
     measurer = _measurer(factory, settings)
@@ -210,6 +220,7 @@ __all__ = [
     "close_task",
     "compile_task",
     "measure_task",
+    "prestart_task",
     "probe_task",
     "remeasure_task",
 ]

@@ -2,7 +2,8 @@
 
 - :class:`SleepingStandInMeasurer`: NOT A GPU. The analytic :class:`StandInMeasurer`,
   which first leaves a marker file naming the candidate and the process measuring it
-  (the engine's GPU worker) and then sleeps, so a test can kill that worker mid-measurement.
+  (the engine's GPU worker) and then sleeps, so a test can kill that worker mid-measurement;
+  with ``events_dir`` it also leaves one per ``prestart`` (the count) and ``remeasure``.
 - :func:`write_gated_nvcc`: a wrapper in front of the real nvcc that holds the first
   ``holds`` cubin compiles until the engine worker running them dies (it leaves a marker
   naming that worker's pid), then exits; later compiles run the real nvcc unchanged.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,10 +28,41 @@ if TYPE_CHECKING:
 class SleepingStandInMeasurer(StandInMeasurer):
     """NOT A GPU: a stand-in measurement that takes ``sleep_s`` and says who is taking it."""
 
-    def __init__(self, seed: int = 0, *, sleep_s: float = 0.0, marker_dir: str = "", **kw: object):
+    def __init__(
+        self,
+        seed: int = 0,
+        *,
+        sleep_s: float = 0.0,
+        marker_dir: str = "",
+        events_dir: str = "",
+        **kw: object,
+    ):
         super().__init__(seed, **kw)  # type: ignore[arg-type]
         self.sleep_s = sleep_s
         self.marker_dir = marker_dir
+        self.events_dir = events_dir
+
+    def _event(self, name: str) -> None:
+        """``NAME-PID-NS`` in ``events_dir``: what this process (a GPU worker) was asked."""
+        if self.events_dir:
+            folder = Path(self.events_dir)
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"{name}-{os.getpid()}-{time.monotonic_ns()}").touch()
+
+    def prestart(self, count: int, wait: bool = True) -> None:
+        """A real measurer starts ``count`` processes here; this one says it was asked."""
+        self._event(f"prestart{count}")
+
+    def remeasure(
+        self,
+        spec: KernelSpec,
+        items: Sequence[tuple[Candidate, Build]],
+        problem: Problem,
+        plan: SamplingPlan,
+        processes: int,
+    ) -> dict[str, list[Measurement]]:
+        self._event("remeasure")
+        return super().remeasure(spec, items, problem, plan, processes)
 
     def measure(
         self,

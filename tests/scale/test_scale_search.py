@@ -26,6 +26,7 @@ from ctune.scale.engine import GPU, Engine
 from ctune.scale.measurer import EngineMeasurer
 from ctune.scale.tasks import MeasurerFactory
 from ctune.search import journal as journal_mod
+from ctune.search.confirm import min_processes
 from ctune.search.driver import SearchOptions, run_search
 from ctune.search.events import SearchEvent, TrialFinished
 from ctune.search.result import SearchResult
@@ -129,6 +130,25 @@ def test_two_gpus_measure_each_binary_once(
     assert all(number[src] < number[twin] for twin, src in replay.same_binary.items())
     if compiler is LateRowBuilds:  # a later twin measured first: its run was adopted
         assert set(keys) & set(replay.same_binary)
+
+
+def test_measuring_processes_start_with_the_search_on_every_gpu(
+    engine: Engine, spec: KernelSpec, settings: Settings, tmp_path: Path, standin: Factory
+) -> None:
+    """Each GPU worker is asked, as the search starts, to start its measuring process and
+    the confirmation's spares; the confirmation rounds then find them up."""
+    events = tmp_path / "events"
+    with EngineMeasurer(settings, engine, standin(6, events_dir=str(events))) as pool:
+        result = search(settings, spec, pool, budget=10, confirm_processes=3)
+    assert result.confirmation is not None and result.confirmation.processes >= 2
+    seen = [e.name.split("-") for e in events.iterdir()]
+    started = f"prestart{1 + min(min_processes(), 3)}"  # its worker + the sure rounds' spares
+    workers = {pid for what, pid, _ in seen if what == started}
+    assert len(workers) == 2  # both GPU workers
+    first_round = min(int(ns) for what, _, ns in seen if what == "remeasure")
+    assert all(int(ns) < first_round for what, _, ns in seen if what == started)
+    rounds = [pid for what, pid, _ in seen if what == "remeasure"]
+    assert len(rounds) == result.confirmation.processes and set(rounds) <= workers
 
 
 def _kill_twice(markers: Path, skip: str, killed: list[int], stop: threading.Event) -> None:
