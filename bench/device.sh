@@ -52,6 +52,10 @@
 #   scaleout  bench/scale_out.py: CUTLASS compile throughput on 1-16 Dask compile workers,
 #             GPU busy of a CUTLASS search through the engine, engine vs local front
 #             (SCALEOUT_ARGS, e.g. "--part compile" and "--part search,front" in two calls)
+#   multigpu  bench/multi_gpu.py (>= 2 GPUs): the same CUTLASS search on GPU 0 and on all GPUs
+#             (scaling efficiency, fronts, each binary once), then one whose GPU worker is
+#             killed; its builds compile first, or come carried (.device/carry/multigpu.tgz,
+#             from `bench/multi_gpu.py --part prebuild --pack` on a CPU machine); MULTIGPU_ARGS
 #
 # Everything that should come back is packed into $OUT/results.tgz (the device tool
 # returns at most 8 files), the logs into $OUT/logs.tgz.
@@ -190,6 +194,8 @@ for stage in "${STAGES[@]}"; do
         --merge ${KERNELS_ARGS:-}" ;;
     scaleout)
       run scaleout $PY bench/scale_out.py --out bench/results ${SCALEOUT_ARGS:-} ;;
+    multigpu)
+      run multigpu $PY bench/multi_gpu.py --out bench/results ${MULTIGPU_ARGS:-} ;;
     *)
       echo "unknown stage $stage" | tee -a "$LOGS/summary.txt"; STATUS=1 ;;
   esac

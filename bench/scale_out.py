@@ -305,12 +305,13 @@ def compare_fronts(engine: Any, local: Any, keys: dict[str, list[str]]) -> dict[
         return next((m for m in result.front if m.key == result.pinned), None)
 
     e, lo = best(engine), best(local)
-    verdict = None
+    verdict, told_apart = None, True
     if e is not None and lo is not None and e.per_process and lo.per_process:
-        verdict = significance(e.per_process, lo.per_process).difference.value
+        compared = significance(e.per_process, lo.per_process)
+        verdict, told_apart = compared.difference.value, compared.significant
     first_gen = min(len(keys["engine"]), len(keys["local"]))
     same_winner = e is not None and lo is not None and e.key == lo.key
-    within = same_winner or verdict == "no significant difference"
+    within = same_winner or not told_apart
     return {
         "evaluations": [engine.evaluations, local.evaluations],
         "same_candidates": keys["engine"] == keys["local"],
