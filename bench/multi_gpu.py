@@ -1,10 +1,10 @@
 """One search across the GPUs of a multi-GPU host: scaling, fronts, a killed GPU worker (GPU).
 
 The same CUTLASS GEMM search (``kernels/cutlass_gemm.cu`` on sq8192, ``-O p99``, the
-default strategy, one seed and budget) runs with ``--gpus 0`` (the local worker on GPU 0)
-and with ``--gpus all`` (the engine: one Dask worker per GPU), each in a fresh process.
-Its space is a subspace whose template genes give ``BUILDS`` builds and whose runtime genes
-(SPLITS, RASTER, SWIZZLE) give several hundred candidates; ``prebuild`` compiles those
+default strategy, one seed and budget, filling off) runs with ``--gpus 0`` (the local
+worker on GPU 0) and with ``--gpus all`` (the engine: one Dask worker per GPU), each in a
+fresh process. Its space (``SUBSPACE``) has 12 builds, whose runtime genes (SPLITS,
+RASTER, SWIZZLE) make 432 candidates of them; ``prebuild`` compiles those
 builds into the build cache first (on the GPU host, or on a CPU machine and carried with
 ``--pack``), so compiles are never the bottleneck: both runs only measure, and the
 compile workers (``--jobs``) stay idle.
@@ -286,7 +286,8 @@ class Killer:
     def _gpu_workers(self) -> dict[str, int]:
         """Worker name (gpu-N) -> pid."""
         info = self.engine.client.scheduler_info(n_workers=-1)["workers"]
-        names = {a: w.get("name") for a, w in info.items() if (w.get("resources") or {}).get("GPU")}
+        gpu = self.engine_mod.GPU
+        names = {a: w.get("name") for a, w in info.items() if (w.get("resources") or {}).get(gpu)}
         pids = self.engine.client.run(os.getpid, workers=list(names))
         return {str(names[a]): int(pid) for a, pid in pids.items()}
 

@@ -209,12 +209,12 @@ class ConcurrentBatch:
                 break
             self.left.pop(0)
             own = self.started.pop(head)
-            twins = measuring if own is None and measuring is not None else None
+            adopted = measuring if own is None and measuring is not None else None  # a twin's
             self._evaluate(
                 self.new[head],
                 self.futures.pop(head).result(),
                 filler=False,
-                measured=twins.result() if twins is not None else None,
+                measured=adopted.result() if adopted is not None else None,
             )
             progressed = True
         return progressed
