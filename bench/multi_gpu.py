@@ -18,7 +18,7 @@ compile workers (``--jobs``) stay idle.
 - ``kill``: a third search on all GPUs whose last GPU's Dask worker is SIGKILLed after
   ``--kill-after`` trials; the engine restarts it and the search ends with its budget.
 
-Writes ``bench/results/multi_gpu-<gpu>-x<N>.json`` (``gpus``, ``wall_s``, ``efficiency``,
+Writes ``bench/results/multi_gpu-x<N>-<gpu>.json`` (``gpus``, ``wall_s``, ``efficiency``,
 ``fronts_agree`` and what is behind them). Needs >= 2 GPUs for the parts after prebuild.
 
     python bench/multi_gpu.py --part prebuild --pack .device/carry/multigpu.tgz  # CPU
@@ -452,7 +452,7 @@ def main(argv: list[str]) -> int:
     if gpus < 2:
         print(f"multi_gpu: {gpus} GPU visible; the scaling and kill parts need 2 or more")
         return 3
-    path = args.out / f"multi_gpu-{gpu_id(fp)}-x{gpus}.json"
+    path = args.out / f"multi_gpu-x{gpus}-{gpu_id(fp)}.json"  # ends in the gpu_id, as all do
     args.out.mkdir(parents=True, exist_ok=True)
 
     def save() -> None:  # after each search: a call cut short keeps what finished
