@@ -28,7 +28,6 @@ Writes ``bench/results/multi_gpu-x<N>-<gpu>.json`` (``gpus``, ``wall_s``, ``effi
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import signal
@@ -285,23 +284,19 @@ class Killer:
 
     def _gpu_workers(self) -> dict[str, int]:
         """Worker name (gpu-N) -> pid."""
-        info = self.engine.client.scheduler_info(n_workers=-1)["workers"]
-        gpu = self.engine_mod.GPU
-        names = {a: w.get("name") for a, w in info.items() if (w.get("resources") or {}).get(gpu)}
+        names = self.engine.offering(self.engine_mod.GPU)
         pids = self.engine.client.run(os.getpid, workers=list(names))
-        return {str(names[a]): int(pid) for a, pid in pids.items()}
+        return {names[a]: int(pid) for a, pid in pids.items()}
 
     def _trials(self) -> int:
-        """Trials journaled so far (a line being written is not one yet)."""
+        """Trials journaled so far (the journal's reader drops a line being written)."""
+        from ctune.errors import CtuneError
+        from ctune.search import journal as journal_mod
+
         try:
-            lines = self.journal.read_text().splitlines()
-        except OSError:
+            return len(journal_mod.read(self.journal)[0].trials)
+        except (OSError, CtuneError):  # not written yet, or only part of its header
             return 0
-        count = 0
-        for line in lines:
-            with contextlib.suppress(ValueError):
-                count += json.loads(line).get("kind") == "trial"
-        return count
 
     def _run(self) -> None:
         while not self.stop.is_set() and self._trials() < self.after:

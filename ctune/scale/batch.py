@@ -41,6 +41,7 @@ class _Filler:
     candidate: Candidate
     build: Build
     measurement: Future[Measurement]
+    identity: str | None  # its binary's (dedup.py), kept for the batch's candidates to see
 
 
 class ConcurrentBatch:
@@ -134,7 +135,7 @@ class ConcurrentBatch:
             return "measure"
         if table.source(identity) is not None:
             return "covered"
-        if any(table.identity(f.candidate, f.build) == identity for f in self.fillers):
+        if any(f.identity == identity for f in self.fillers):
             return "wait"
         first = self.measuring.setdefault(identity, j)
         if first == j:
@@ -168,7 +169,7 @@ class ConcurrentBatch:
             if identity is not None and identity in self.measuring:
                 return  # a batch candidate's run will be its source
             future = self.measurer.start(run.spec, cand, build, run.problem, self.plan)
-            self.fillers.append(_Filler(cand, build, future))
+            self.fillers.append(_Filler(cand, build, future, identity))
 
     # --- journaling ----------------------------------------------------------------------
     def _evaluate(

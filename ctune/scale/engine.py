@@ -181,6 +181,16 @@ class Engine:
         info = self.client.scheduler_info(n_workers=-1)
         return [dict(w.get("resources") or {}) for w in info["workers"].values()]
 
+    def offering(self, resource: str) -> dict[str, str]:
+        """The workers that offer ``resource`` now: address -> name (a GPU worker the
+        engine replaced keeps its name, not its address)."""
+        info = self.client.scheduler_info(n_workers=-1)["workers"]
+        return {
+            address: str(w.get("name"))
+            for address, w in info.items()
+            if (w.get("resources") or {}).get(resource)
+        }
+
     def total(self, resource: str) -> int:
         return int(sum(r.get(resource, 0) for r in self.resources()))
 

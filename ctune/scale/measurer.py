@@ -80,8 +80,7 @@ class EngineMeasurer:
         ``WorkerMeasurer.prestart`` does locally (a later call tops them up); they start in
         the background either way. Run on the workers directly, not as a task: a task
         would go to any GPU worker, and tasks pinned to one wait forever if it dies."""
-        info = self.engine.client.scheduler_info(n_workers=-1)["workers"]
-        gpus = [a for a, w in info.items() if (w.get("resources") or {}).get(engine_mod.GPU)]
+        gpus = list(self.engine.offering(engine_mod.GPU))
         if gpus:
             self.engine.client.run(
                 prestart_task, self.factory, self.settings, count, workers=gpus, on_error="return"
