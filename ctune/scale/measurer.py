@@ -75,15 +75,21 @@ class EngineMeasurer:
             pure=False,
         )
 
-    def prestart(self, count: int, wait: bool = False) -> None:
+    def prestart(self, count: int, wait: bool = True) -> None:
         """Start ``count`` measuring processes on every GPU worker now, as
-        ``WorkerMeasurer.prestart`` does locally (a later call tops them up); they start in
-        the background either way. Run on the workers directly, not as a task: a task
+        ``WorkerMeasurer.prestart`` does locally (a later call tops them up); ``wait``: return
+        once every GPU worker's are up. Run on the workers directly, not as a task: a task
         would go to any GPU worker, and tasks pinned to one wait forever if it dies."""
         gpus = list(self.engine.offering(engine_mod.GPU))
         if gpus:
             self.engine.client.run(
-                prestart_task, self.factory, self.settings, count, workers=gpus, on_error="return"
+                prestart_task,
+                self.factory,
+                self.settings,
+                count,
+                wait,
+                workers=gpus,
+                on_error="return",
             )
 
     def _binary(self, build: Build) -> bytes | None:

@@ -177,14 +177,16 @@ def remeasure_task(
     return runs
 
 
-def prestart_task(factory: MeasurerFactory, settings: Settings, count: int) -> None:
+def prestart_task(
+    factory: MeasurerFactory, settings: Settings, count: int, wait: bool = False
+) -> None:
     """Start this GPU worker's measuring processes now (``count``: its worker and spares),
     so that its first measurement and the confirmation's rounds do not wait for a start;
-    returns at once (they start in the background). Run by ``Client.run``, not a task."""
+    ``wait``: return once they are up, else at once. Run by ``Client.run``, not a task."""
     measurer = _measurer(factory, settings)
     prestart = getattr(measurer, "prestart", None)
     if callable(prestart):
-        prestart(count, wait=False)
+        prestart(count, wait=wait)
 
 
 def probe_task(factory: MeasurerFactory, settings: Settings) -> dict[str, Any]:

@@ -50,8 +50,9 @@ class SleepingStandInMeasurer(StandInMeasurer):
             (folder / f"{name}-{os.getpid()}-{time.monotonic_ns()}").touch()
 
     def prestart(self, count: int, wait: bool = True) -> None:
-        """A real measurer starts ``count`` processes here; this one says it was asked."""
-        self._event(f"prestart{count}")
+        """A real measurer starts ``count`` processes here; this one says it was asked (and
+        ``w`` when asked to wait for them)."""
+        self._event(f"prestart{count}{'w' if wait else ''}")
 
     def remeasure(
         self,

@@ -151,6 +151,20 @@ def test_measuring_processes_start_with_the_search_on_every_gpu(
     assert len(rounds) == result.confirmation.processes and set(rounds) <= workers
 
 
+def test_prestart_asked_to_wait_waits_on_every_gpu(
+    engine: Engine, settings: Settings, tmp_path: Path, standin: Factory
+) -> None:
+    """``prestart(wait=True)`` reaches each GPU worker's measurer as a wait (it returns once
+    their processes are up), as ``WorkerMeasurer.prestart`` does locally."""
+    events = tmp_path / "events"
+    with EngineMeasurer(settings, engine, standin(6, events_dir=str(events))) as pool:
+        pool.prestart(2, wait=True)
+        pool.prestart(3, wait=False)
+    seen = [e.name.split("-") for e in events.iterdir()]
+    assert len({pid for what, pid, _ in seen if what == "prestart2w"}) == 2
+    assert len({pid for what, pid, _ in seen if what == "prestart3"}) == 2
+
+
 def _kill_twice(markers: Path, skip: str, killed: list[int], stop: threading.Event) -> None:
     """SIGKILL the GPU worker measuring the first candidate other than ``skip``; when the
     engine runs that measurement again, kill that worker too."""
