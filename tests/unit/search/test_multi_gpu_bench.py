@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 import random
-import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -18,18 +17,10 @@ from ctune.records import Measurement, Outcome, to_json
 from ctune.search.driver import SearchOptions, run_search
 from ctune.testing.standins import StandInCompiler, StandInMeasurer, standin_spec
 
-ROOT = Path(__file__).resolve().parents[3]
-
 
 @pytest.fixture
-def bench() -> Iterator[ModuleType]:
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import multi_gpu
-
-        yield multi_gpu
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
+def bench(bench_module: Callable[[str], ModuleType]) -> ModuleType:
+    return bench_module("multi_gpu")
 
 
 def test_the_journal_check_finds_a_candidate_or_a_binary_measured_twice(

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -14,18 +13,10 @@ from ctune.objective import parse_objective_spec
 from ctune.search.driver import SearchOptions, run_search
 from ctune.testing.standins import StandInCompiler, StandInMeasurer, standin_spec
 
-ROOT = Path(__file__).resolve().parents[3]
-
 
 @pytest.fixture
-def bench() -> Iterator[ModuleType]:
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import search_overhead
-
-        yield search_overhead
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
+def bench(bench_module: Callable[[str], ModuleType]) -> ModuleType:
+    return bench_module("search_overhead")
 
 
 def _fixed(bench: ModuleType, tmp_path: Path, confirm: int) -> tuple[dict[str, float], float]:

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
-ROOT = Path(__file__).resolve().parents[3]
 
-
-def test_the_replay_benchmark_writes_its_fields(tmp_path: Path) -> None:
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import search_quality
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
+def test_the_replay_benchmark_writes_its_fields(
+    tmp_path: Path, bench_module: Callable[[str], ModuleType]
+) -> None:
+    search_quality = bench_module("search_quality")
     out = tmp_path / "q.json"
     kt = [] if importlib.util.find_spec("kernel_tuner") else ["--no-kernel-tuner"]
     argv = ["--synthetic", "--seeds", "2", "--strategies", "random", "--out", str(out), *kt]

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import sys
+from collections.abc import Callable
 from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[3]
+from types import ModuleType
 
 
 def _run(worker_ready: float, walls: list[tuple[float, bool]], rounds: list[float]) -> dict:
@@ -18,12 +17,10 @@ def _run(worker_ready: float, walls: list[tuple[float, bool]], rounds: list[floa
     }
 
 
-def test_the_summary_takes_medians_over_runs_and_splits_pruned_candidates() -> None:
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import search_timeline
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
+def test_the_summary_takes_medians_over_runs_and_splits_pruned_candidates(
+    bench_module: Callable[[str], ModuleType],
+) -> None:
+    search_timeline = bench_module("search_timeline")
     runs = [
         _run(2.0, [(0.020, True), (0.080, False)], [0.6, 0.7]),
         _run(3.0, [(0.022, True), (0.090, False), (0.100, False)], [0.8]),
@@ -42,12 +39,10 @@ def test_the_summary_takes_medians_over_runs_and_splits_pruned_candidates() -> N
     assert "worker ready" not in search_timeline.summary(runs)["step_end_s_median"]
 
 
-def test_a_result_is_named_by_benchmark_and_gpu_and_stamped(tmp_path: Path) -> None:
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import search_overhead
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
+def test_a_result_is_named_by_benchmark_and_gpu_and_stamped(
+    tmp_path: Path, bench_module: Callable[[str], ModuleType]
+) -> None:
+    search_overhead = bench_module("search_overhead")
     device = {"sm": "sm_90", "gpu_name": "NVIDIA H200"}  # fingerprint fields, not a GPU
     path = search_overhead.write_result({"benchmark": "search_timeline", "x": 1}, tmp_path, device)
     assert path == tmp_path / "search_timeline-sm90-nvidia-h200.json"
