@@ -177,9 +177,7 @@ def remeasure_task(
     return runs
 
 
-def prestart_task(
-    factory: MeasurerFactory, settings: Settings, count: int, wait: bool = False
-) -> None:
+def prestart_task(factory: MeasurerFactory, settings: Settings, count: int, wait: bool) -> None:
     """Start this GPU worker's measuring processes now (``count``: its worker and spares),
     so that its first measurement and the confirmation's rounds do not wait for a start;
     ``wait``: return once they are up, else at once. Run by ``Client.run``, not a task."""
