@@ -26,7 +26,7 @@ import dataclasses
 import time
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from ctune.records import Build, Candidate, Measurement, Trial
@@ -34,6 +34,10 @@ if TYPE_CHECKING:
     from ctune.space.params import BuildGroup
 
 POLL_S = 0.25  # how often a wait looks at the Ctrl-C flag
+
+
+#: what measures a batch candidate's binary (``ConcurrentBatch._cover``)
+Cover = Literal["measure", "covered", "wait", "nothing"]
 
 
 @dataclasses.dataclass
@@ -116,7 +120,7 @@ class ConcurrentBatch:
                 continue
             cand = self.new[j]
             build = self._prepared(cand, future.result())
-            cover = self._cover(j, cand, build) if self._measurable(build) else "nothing"
+            cover: Cover = self._cover(j, cand, build) if self._measurable(build) else "nothing"
             if cover == "wait":
                 continue
             self.started[j] = (
@@ -125,7 +129,7 @@ class ConcurrentBatch:
                 else None
             )
 
-    def _cover(self, j: int, cand: Candidate, build: Build) -> str:
+    def _cover(self, j: int, cand: Candidate, build: Build) -> Cover:
         """What measures candidate ``j``'s binary: "measure" (nothing yet: start it),
         "covered" (a trial of the search, or another candidate's run started in this
         batch) or "wait" (a filler that is being measured)."""
@@ -180,11 +184,9 @@ class ConcurrentBatch:
         run = self.run
         before = run.timers.measure_s
         trial = run.pipeline.evaluate(cand, build, self.generation, filler, measured)
-        reused = cand.key() in run.book.binaries.same_as
-        if trial.measurement is not None and not reused:
-            run.timers.measure_s = before + (trial.measurement.wall_s or 0.0)
-        else:
-            run.timers.measure_s = before
+        run.timers.measure_s = before  # evaluate timed the wait for the run, not the run
+        if trial.measurement is not None and cand.key() not in run.book.binaries.same_as:
+            run.timers.measure_s += trial.measurement.wall_s or 0.0
         self.done.append(trial)
 
     def _run_of(self, j: int) -> Future[Measurement] | None:
@@ -210,7 +212,7 @@ class ConcurrentBatch:
                 break
             self.left.pop(0)
             own = self.started.pop(head)
-            adopted = measuring if own is None and measuring is not None else None  # a twin's
+            adopted = measuring if own is None else None  # a twin's run, if it has one
             self._evaluate(
                 self.new[head],
                 self.futures.pop(head).result(),
