@@ -9,11 +9,16 @@ it). The steps are timed by wrapping ctune's own functions (instrumentation, not
 
 - ``prestart``: the worker and the confirmation's spares are asked for;
 - ``device limits``: the probe of the GPU's launch limits;
-- ``closure digest``, ``baseline compile``, ``ptx args check``: the default build's path;
-- ``worker ready``: the first measurement's worker is up (then it waits for the spares);
+- ``closure digest``, ``baseline compile``: the default build's path, beside the probe
+  (``ptx args check`` only where the cubin has no parameter table);
+- ``worker ready``: the first measurement's worker is up;
+- ``spares settled``: the wait for the confirmation's spares to be up;
+- ``problem set up``: the worker's set-up of the problem (inputs, reference outputs), with
+  the spares setting it up beside it;
 - ``baseline measured``, ``confirming``, ``done``;
-- in confirmation's rounds, each fresh worker's take-over (the last one's exit, the new
-  one's set-up of the problem) and each measurement.
+- in confirmation's rounds, each fresh worker's take-over (the last one's exit, and the
+  new one's set-up of the problem where it did not set it up beside the first worker) and
+  each measurement.
 
 Each candidate's measurement wall time is split by pruned (screened only) and not.
 Writes ``bench/results/search_timeline-<gpu_id>.json``: per space the median of each step
@@ -49,6 +54,8 @@ STEPS = (
     ("ctune.compile.nvcc", "NvccCompiler", "_compile", "baseline compile"),
     ("ctune.compile.nvcc", "NvccCompiler", "_ptx_sizes", "ptx args check"),
     ("ctune.measure.session", "WorkerMeasurer", "_ensure_worker", "worker ready"),
+    ("ctune.measure.session", "WorkerMeasurer", "_settle_spares", "spares settled"),
+    ("ctune.measure.session", "WorkerMeasurer", "_set_up_problem", "problem set up"),
 )
 
 

@@ -52,7 +52,7 @@ from ctune.compile.command import (
 from ctune.compile.deps import closure_roots, source_closure_sha256
 from ctune.compile.logs import CTUNE_ERROR
 from ctune.compile.resources import entry_resources
-from ctune.compile.sass import NotAnElf, entry_functions, sass_digest
+from ctune.compile.sass import NotAnElf, entry_functions, kernel_param_sizes, sass_digest
 from ctune.compile.signature import KernelParams, arg_mismatch, ptx_param_sizes
 from ctune.compile.toolchain import Toolchain
 from ctune.config import Settings
@@ -171,6 +171,7 @@ class NvccCompiler:
         self._inflight_lock = threading.Lock()
         self._args_checked = spec.entry_kind != "kernel"  # launchers take packed params
         self._args_lock = threading.Lock()
+        self._args_wrong: str | None = None  # what the check found wrong, said on each build
         self.entry = entry_mod.parse_entry(spec.entry_symbol) if not self._args_checked else None
         self.demangler = entry_mod.find_demangler(
             [toolchain.bin_dir, Path(toolchain.nvcc).resolve().parent]
@@ -342,7 +343,9 @@ class NvccCompiler:
         if pending is not None:
             # same argv, other runtime genes: the build is already under way (the driver
             # compiles ahead, so such candidates often arrive together); do not run nvcc twice
-            return self._for_candidate(pending.result(), candidate)
+            shared = self._for_candidate(pending.result(), candidate)
+            self._check_args_once(shared, candidate, problem)
+            return shared
         try:
             # looked up only once this thread owns the key, so a compile finishing in between
             # is found here rather than repeated
@@ -528,26 +531,27 @@ class NvccCompiler:
 
     # --- the kernel's parameters against the spec's args ----------------------------------
     def _check_args_once(self, build: Build, candidate: Candidate, problem: Problem) -> None:
-        """On the first good build: do ``args`` fit the kernel's parameters? (SpecError)"""
-        if self._args_checked or not build.outcome.is_ok or not build.binary_path:
-            return
-        with self._args_lock:
-            if self._args_checked:
-                return
-            params = self.kernel_params(build, candidate, problem)
-            self._args_checked = True
-        if params is None:
-            return
-        wrong = arg_mismatch(self.spec.args, params)
-        if wrong is not None:
-            raise SpecError(f"{self.spec.yaml_path}: {wrong}")
+        """On the first good build: do ``args`` fit the kernel's parameters? (SpecError, and
+        again on every later build: the first may have been built ahead, in a thread whose
+        error nobody reads)"""
+        if not self._args_checked and build.outcome.is_ok and build.binary_path:
+            with self._args_lock:
+                if not self._args_checked:
+                    params = self.kernel_params(build, candidate, problem)
+                    wrong = None if params is None else arg_mismatch(self.spec.args, params)
+                    if wrong is not None:
+                        self._args_wrong = f"{self.spec.yaml_path}: {wrong}"
+                    self._args_checked = True
+        if self._args_wrong is not None:
+            raise SpecError(self._args_wrong)
 
     def kernel_params(
         self, build: Build, candidate: Candidate, problem: Problem
     ) -> KernelParams | None:
-        """The built entry's parameters, from its PTX (kept next to the cubin once read).
+        """The built entry's parameters, from the cubin's own parameter table, else from its
+        PTX; what was read is kept next to the cubin (``params.json``).
 
-        None when the PTX cannot be had (the check is then skipped, with a warning): the
+        None when neither can be had (the check is then skipped, with a warning): the
         build itself is fine, and the GPU still rejects a launch that does not fit.
         """
         assert build.binary_path is not None
@@ -559,8 +563,11 @@ class NvccCompiler:
             if data["symbol"] == symbol:
                 sizes = tuple(int(n) for n in data["sizes"])
         if sizes is None:
-            self._write_instantiation(candidate, problem)
-            sizes = self._ptx_sizes(build, symbol)
+            with contextlib.suppress(OSError):
+                sizes = kernel_param_sizes(Path(build.binary_path).read_bytes(), symbol)
+            if sizes is None:
+                self._write_instantiation(candidate, problem)
+                sizes = self._ptx_sizes(build, symbol)
             if sizes is None:
                 return None
             with contextlib.suppress(OSError):

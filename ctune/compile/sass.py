@@ -1,4 +1,5 @@
-"""Fingerprint the machine code (SASS) in a cubin, not the cubin's bytes.
+"""Read a cubin's ELF: fingerprint its machine code (SASS), name its kernels, size their
+parameters.
 
 Identical compiles can differ in cubin bytes (``-lineinfo`` embeds the build
 path; measured), but their executable sections are the same SASS. The
@@ -6,6 +7,11 @@ digest covers the name and bytes of every executable ELF section, which is
 exactly the code ``cuobjdump -sass`` disassembles, without depending on a
 disassembler's version or text format. For a launcher's shared library the
 cubins are found inside the ``.nv_fatbin`` section (built with --no-compress).
+
+A kernel's parameters are in its ``.nv.info.<kernel>`` section: one EIATTR_KPARAM_INFO
+record per parameter, the table the driver lays a launch's arguments out by (what
+``cuobjdump -elf`` prints as ``Ordinal``, ``Offset``, ``Size``). Reading them costs no
+compile, where the PTX's ``.entry`` costs a second front-end pass.
 """
 
 from __future__ import annotations
@@ -20,6 +26,10 @@ _SHT_SYMTAB = 2
 _STT_FUNC = 2
 #: st_other flag of a CUDA kernel (an entry function, not a device function)
 _STO_CUDA_ENTRY = 0x10
+#: .nv.info records: (format, attribute, u16), then for EIFMT_SVAL that many bytes
+_EIFMT_SVAL = 0x04
+_EIATTR_KPARAM_INFO = 0x17
+_EIATTR_CBANK_PARAM_SIZE = 0x19
 
 
 @dataclass(frozen=True)
@@ -136,3 +146,35 @@ def entry_functions(blob: bytes) -> list[str]:
         for name, info, other in _symbols(blob)
         if info & 0xF == _STT_FUNC and other & _STO_CUDA_ENTRY
     )
+
+
+def kernel_param_sizes(blob: bytes, symbol: str) -> tuple[int, ...] | None:
+    """Byte size of each parameter of kernel ``symbol`` in this cubin, in order; None when
+    the cubin does not say it plainly (no such section, a record cut short, ordinals with
+    a gap, parameters past the size the cubin gives them): the caller then reads the PTX."""
+    try:
+        section = next(s for s in _sections(blob) if s.name == f".nv.info.{symbol}")
+    except (NotAnElf, struct.error, ValueError, IndexError, StopIteration):
+        return None
+    data = blob[section.offset : section.offset + section.size]
+    params: dict[int, tuple[int, int]] = {}  # ordinal -> (offset, size)
+    declared = 0  # EIATTR_CBANK_PARAM_SIZE: the bytes the parameters take, if given
+    pos = 0
+    while pos + 4 <= len(data):
+        fmt, attr, value = struct.unpack_from("<BBH", data, pos)
+        pos += 4
+        if fmt != _EIFMT_SVAL:
+            if attr == _EIATTR_CBANK_PARAM_SIZE:
+                declared = value
+            continue
+        if pos + value > len(data):
+            return None
+        if attr == _EIATTR_KPARAM_INFO and value >= 12:
+            _index, ordinal, offset, info = struct.unpack_from("<IHHI", data, pos)
+            params[ordinal] = (offset, info >> 18)
+        pos += value
+    if sorted(params) != list(range(len(params))):
+        return None
+    if any(offset + size > declared for offset, size in params.values()):
+        return None
+    return tuple(params[i][1] for i in range(len(params)))

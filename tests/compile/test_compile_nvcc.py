@@ -166,9 +166,9 @@ def test_runtime_variants_compiled_ahead_together_run_nvcc_once(toolchain, tmp_p
     ]
     with _compiler(spec, toolchain, tmp_path, jobs=3) as compiler:
         builds = [f.result() for f in [compiler.submit(c, problem) for c in variants]]
-    # one cubin build; the first good build's PTX (the args check) is the only other run
+    # one cubin build and no other nvcc run: the args check reads the cubin's own table
     assert len([argv for argv in started if "-cubin" in argv]) == 1
-    assert len([argv for argv in started if "-ptx" in argv]) == 1
+    assert len(started) == 1
     assert [b.candidate_key for b in builds] == [c.key() for c in variants]
     assert sum(not b.cache_hit for b in builds) == 1
     assert len({b.binary_path for b in builds}) == 1 and Path(builds[0].binary_path).is_file()

@@ -11,6 +11,8 @@ import pytest
 
 from ctune.compile import NvccCompiler, probe_toolchain
 from ctune.compile.logs import first_error_line
+from ctune.compile.sass import entry_functions, kernel_param_sizes
+from ctune.compile.signature import ptx_param_sizes
 from ctune.errors import SpecError
 from ctune.kernelspec import load_spec
 from ctune.records import Outcome
@@ -159,6 +161,56 @@ def test_args_are_checked_against_the_kernels_parameters_once(toolchain, tmp_pat
     build = _build(path, toolchain, tmp_path)
     params = Path(build.binary_path).parent / "params.json"
     assert params.is_file() and '"sizes": [8, 8, 4]' in params.read_text()
+
+
+PARAM_KERNELS = """\
+struct Wide { double a; int b; float c[3]; };
+extern "C" __global__ void mixed(float* x, int n, Wide w, double d, char c, short h,
+                                 const float* __restrict__ y) {
+  if (n) x[0] = w.a + d + c + h + y[0] + w.c[2];
+}
+template <int T> __global__ void templated(float* x, long long n) { x[n] = T; }
+template __global__ void templated<4>(float*, long long);
+__global__ void empty() {}
+"""
+
+
+def test_the_cubins_parameter_table_agrees_with_the_ptx(toolchain, tmp_path):
+    """Pointers, scalars of 1-8 bytes, a struct by value, a template, no parameters: the
+    sizes read from the cubin are the PTX .entry's, so the check needs no second compile."""
+    source = tmp_path / "params.cu"
+    source.write_text(PARAM_KERNELS)
+    for kind in ("cubin", "ptx"):
+        subprocess.run(
+            [toolchain.nvcc, "-arch=sm_90", f"-{kind}", "-o", f"params.{kind}", source.name],
+            cwd=tmp_path,
+            check=True,
+        )
+    cubin, ptx = (tmp_path / "params.cubin").read_bytes(), (tmp_path / "params.ptx").read_text()
+    symbols = entry_functions(cubin)
+    assert len(symbols) == 3
+    for symbol in symbols:
+        assert kernel_param_sizes(cubin, symbol) == ptx_param_sizes(ptx, symbol), symbol
+    assert kernel_param_sizes(cubin, "mixed") == (8, 4, 24, 8, 1, 2, 8)
+    assert kernel_param_sizes(cubin, "absent") is None
+    assert kernel_param_sizes(b"not an elf", "mixed") is None
+
+
+def test_the_args_check_compiles_no_ptx_unless_the_cubin_is_silent(
+    toolchain, tmp_path, monkeypatch
+):
+    def no_ptx(*args, **kw):
+        raise AssertionError("the PTX was compiled for a cubin that has its parameter table")
+
+    monkeypatch.setattr(NvccCompiler, "_ptx_sizes", no_ptx)
+    short = ARGS.replace("  - {name: n, role: scalar, dtype: int32, value: N}\n", "")
+    with pytest.raises(SpecError, match=r"takes 3 parameter\(s\) \(8 B, 8 B, 4 B\)"):
+        _build(_spec(tmp_path / "k", "add(float*, float const*, int)", short), toolchain, tmp_path)
+    monkeypatch.undo()
+    # a cubin without the table (another toolchain's layout): the PTX still tells
+    monkeypatch.setattr("ctune.compile.nvcc.kernel_param_sizes", lambda blob, symbol: None)
+    with pytest.raises(SpecError, match=r"takes 3 parameter\(s\) \(8 B, 8 B, 4 B\)"):
+        _build(_spec(tmp_path / "p", "add(float*, float const*, int)", short), toolchain, tmp_path)
 
 
 def test_the_cli_names_the_entry_problem_in_one_line(tmp_path):

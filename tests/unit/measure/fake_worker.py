@@ -10,7 +10,8 @@ scripts what happens, like the real tests/data/kernels/faults.yaml on a GPU:
   3 hangs (and starts a grandchild that must die with it)
 
 ``--health FILE``: a health request fails while FILE contains "bad".
-A ``prepare`` request is counted; an ok measurement's note says how many came before it.
+A ``prepare`` request is counted; an ok measurement's note says how many came before it,
+and when its problem was set up (``set_up_at``, time.monotonic, which all processes share).
 ``--setup-s S``: the first request (prepare or measure) for a problem takes S seconds more,
 as the real worker's does while CuPy compiles a new shape's reference and check kernels.
 ``--pidfile FILE``: the hang's grandchild writes its pid there.
@@ -67,12 +68,12 @@ def main() -> int:
         return 2
     send({"id": 0, "ok": True, "ready": True, "pid": os.getpid(), "device": device()})
     seq = prepared = 0
-    set_up: set[str] = set()
+    set_up: dict[str, float] = {}  # problem -> when its set-up ended (time.monotonic)
 
     def set_up_problem(problem: str) -> None:
         if problem not in set_up:
             time.sleep(args.setup_s)
-            set_up.add(problem)
+            set_up[problem] = time.monotonic()
 
     for line in sys.stdin:
         request = json.loads(line)
@@ -109,7 +110,7 @@ def main() -> int:
         set_up_problem(problem)
         seq += 1
         if mode == 0:
-            note = f"pid={os.getpid()} seq={seq} prepared={prepared}"
+            note = f"pid={os.getpid()} seq={seq} set_up_at={set_up[problem]} prepared={prepared}"
             m = measurement(key, problem, "ok", samples_ms=[1.0, 1.1, 1.2], sampling_note=note)
             send({"id": rid, "ok": True, "measurement": m, "fatal": False})
         elif mode == 1:

@@ -190,6 +190,32 @@ def test_remeasure_uses_fresh_processes_and_shuffles_order(tmp_path, spec):
     assert not any(alive(int(pid)) for pid in pids)
 
 
+def _note(measurement) -> dict[str, str]:
+    """The stand-in worker's note (pid, seq, set_up_at, prepared) as a dict."""
+    return dict(field.split("=") for field in measurement.sampling_note.split())
+
+
+def test_the_first_measurement_sets_the_spares_up_for_confirmation(tmp_path, spec):
+    """The spares started for confirmation are set up for the problem while the first
+    measurement's worker is (side by side, nothing timed): each round's fresh worker then
+    measures without setting the problem up first."""
+    items = [make(0, ORDER=i) for i in range(2)]
+    with measurer(tmp_path, "--setup-s", "0.5") as m:
+        m.prestart(1 + 3, wait=False)  # the worker and 3 spares, as a search starts them
+        first = m.measure(spec, *make(0), spec.problem(), PLAN)
+        assert first.outcome is Outcome.OK
+        confirming = time.monotonic()
+        results = m.remeasure(spec, items, spec.problem(), PLAN, processes=3)
+    runs = [run for each in results.values() for run in each]
+    notes = [_note(run) for run in runs]
+    assert len(notes) == 6 and len({n["pid"] for n in notes}) == 3
+    assert all(float(n["set_up_at"]) < confirming for n in notes)
+    # side by side: the four set-ups (0.5 s each) ended within one set-up of each other
+    ends = [float(n["set_up_at"]) for n in [*notes, _note(first)]]
+    assert max(ends) - min(ends) < 0.5
+    assert all(n["prepared"] == "1" for n in notes)  # once each, not again at the take-over
+
+
 def test_remeasure_order_is_seeded(tmp_path, spec):
     items = [make(0, ORDER=i) for i in range(5)]
 

@@ -1,0 +1,90 @@
+"""A search's start with the real nvcc: the default build compiles beside the device probe
+(the measurer is a stand-in, NOT A GPU)."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctune.compile import probe_toolchain
+from ctune.config import Settings
+from ctune.errors import SpecError
+from ctune.kernelspec import load_spec
+from ctune.objective import parse_objective_spec
+from ctune.search import driver
+from ctune.search.driver import SearchOptions, run_search
+from ctune.testing.standins import StandInMeasurer
+
+pytestmark = pytest.mark.nvcc
+
+DATA = Path(__file__).parents[2] / "tests" / "data" / "kernels"
+
+
+def _saxpy(folder: Path, args_edit: tuple[str, str] = ("", "")) -> Path:
+    folder.mkdir(parents=True)
+    for name in ("saxpy.cu", "saxpy_ref.py"):
+        shutil.copy(DATA / name, folder / name)
+    text = (DATA / "saxpy.yaml").read_text().replace(*args_edit)
+    (folder / "saxpy.yaml").write_text(text)
+    return folder / "saxpy.yaml"
+
+
+def _search(path: Path, settings: Settings) -> Any:
+    toolchain = probe_toolchain()
+    spec = load_spec(path, toolchain.help_text)
+    return run_search(
+        settings,
+        spec,
+        parse_objective_spec(["p50"], [], spec.metrics),
+        SearchOptions(budget=3, confirm_processes=0),
+        measurer=StandInMeasurer(samples=30),
+        toolchain=toolchain,
+    )
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(cache_dir=tmp_path / "cache", registry=tmp_path / "registry")
+
+
+@pytest.fixture
+def probed_after_the_build(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """The device probe lasts until the default build is in the cache (at most 60 s); the
+    list says, per probe, whether it came."""
+    builds = Path(settings.cache_dir) / "builds"
+    seen: list[bool] = []
+    probe = driver.device_limits
+
+    def slow_probe(*args: Any, **kw: Any) -> Any:
+        deadline = time.monotonic() + 60
+        while not any(builds.glob("*/build.json")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        seen.append(any(builds.glob("*/build.json")))
+        return probe(*args, **kw)
+
+    monkeypatch.setattr(driver, "device_limits", slow_probe)
+    return seen
+
+
+def test_the_default_build_compiles_while_the_device_is_probed(
+    tmp_path, settings, probed_after_the_build
+):
+    result = _search(_saxpy(tmp_path / "k"), settings)
+    assert probed_after_the_build == [True]
+    assert result.baseline is not None and result.baseline.build is not None
+    assert result.baseline.build.outcome.is_ok
+
+
+def test_an_args_error_of_the_build_made_ahead_is_the_baseline_s(
+    tmp_path, settings, probed_after_the_build
+):
+    """The build ahead runs in the compiler's thread and nobody reads its future: its args
+    error is said again when the baseline finds that build in the cache."""
+    short = ("  - {name: n, role: scalar, dtype: int32, value: N}\n", "")
+    with pytest.raises(SpecError, match=r"takes 4 parameter\(s\)"):
+        _search(_saxpy(tmp_path / "k", short), settings)
+    assert probed_after_the_build == [True]
