@@ -153,8 +153,10 @@ def kernel_param_sizes(blob: bytes, symbol: str) -> tuple[int, ...] | None:
     the cubin does not say it plainly (no such section, a record cut short, ordinals with
     a gap, parameters past the size the cubin gives them): the caller then reads the PTX."""
     try:
-        section = next(s for s in _sections(blob) if s.name == f".nv.info.{symbol}")
-    except (NotAnElf, struct.error, ValueError, IndexError, StopIteration):
+        section = next((s for s in _sections(blob) if s.name == f".nv.info.{symbol}"), None)
+    except (NotAnElf, struct.error, ValueError, IndexError):
+        return None
+    if section is None:
         return None
     data = blob[section.offset : section.offset + section.size]
     params: dict[int, tuple[int, int]] = {}  # ordinal -> (offset, size)

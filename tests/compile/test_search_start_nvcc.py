@@ -24,12 +24,13 @@ pytestmark = pytest.mark.nvcc
 DATA = Path(__file__).parents[2] / "tests" / "data" / "kernels"
 
 
-def _saxpy(folder: Path, args_edit: tuple[str, str] = ("", "")) -> Path:
+def _saxpy(folder: Path, drop_line: str = "") -> Path:
+    """The test saxpy kernel in ``folder``; ``drop_line``: a line its spec loses."""
     folder.mkdir(parents=True)
     for name in ("saxpy.cu", "saxpy_ref.py"):
         shutil.copy(DATA / name, folder / name)
-    text = (DATA / "saxpy.yaml").read_text().replace(*args_edit)
-    (folder / "saxpy.yaml").write_text(text)
+    text = (DATA / "saxpy.yaml").read_text()
+    (folder / "saxpy.yaml").write_text(text.replace(drop_line, "") if drop_line else text)
     return folder / "saxpy.yaml"
 
 
@@ -84,7 +85,7 @@ def test_an_args_error_of_the_build_made_ahead_is_the_baseline_s(
 ):
     """The build ahead runs in the compiler's thread and nobody reads its future: its args
     error is said again when the baseline finds that build in the cache."""
-    short = ("  - {name: n, role: scalar, dtype: int32, value: N}\n", "")
+    scalar_n = "  - {name: n, role: scalar, dtype: int32, value: N}\n"
     with pytest.raises(SpecError, match=r"takes 4 parameter\(s\)"):
-        _search(_saxpy(tmp_path / "k", short), settings)
+        _search(_saxpy(tmp_path / "k", scalar_n), settings)
     assert probed_after_the_build == [True]
