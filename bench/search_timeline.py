@@ -8,17 +8,20 @@ device probe, imports), only the CuPy kernel cache on disk (one unreported run f
 it). The steps are timed by wrapping ctune's own functions (instrumentation, not a stand-in):
 
 - ``prestart``: the worker and the confirmation's spares are asked for;
+- ``set-up asked ahead``: each of them asked to set the problem up once it is up;
 - ``device limits``: the probe of the GPU's launch limits;
 - ``closure digest``, ``baseline compile``: the default build's path, beside the probe
   (``ptx args check`` only where the cubin has no parameter table);
 - ``worker ready``: the first measurement's worker is up;
 - ``spares settled``: the wait for the confirmation's spares to be up;
-- ``problem set up``: the worker's set-up of the problem (inputs, reference outputs), with
-  the spares setting it up beside it;
-- ``baseline measured``, ``confirming``, ``done``;
-- in confirmation's rounds, each fresh worker's take-over (the last one's exit, and the
-  new one's set-up of the problem where it did not set it up beside the first worker) and
-  each measurement.
+- ``problem set up``: the wait for the worker's set-up of the problem (inputs, reference
+  outputs), with the spares setting it up beside it;
+- ``spares set up``: the wait for the spares' set-ups;
+- ``baseline's measurement`` (the request to the worker), ``baseline measured``,
+  ``confirming``, ``done``;
+- in confirmation's rounds, each fresh worker's take-over (its health check; its set-up of
+  the problem where it did not set it up ahead; the oldest parked worker's exit where too
+  many are parked) and each measurement.
 
 Each candidate's measurement wall time is split by pruned (screened only) and not.
 Writes ``bench/results/search_timeline-<gpu_id>.json``: per space the median of each step
@@ -49,6 +52,7 @@ import search_overhead  # noqa: E402  (the kernel, the problem and the spaces)
 #: (module, owner, function, step): the first call of each is timed
 STEPS = (
     ("ctune.measure.session", "WorkerMeasurer", "prestart", "prestart"),
+    ("ctune.measure.session", "WorkerMeasurer", "set_up_ahead", "set-up asked ahead"),
     ("ctune.search.driver", None, "device_limits", "device limits"),
     ("ctune.compile.nvcc", "NvccCompiler", "closure_digest", "closure digest"),
     ("ctune.compile.nvcc", "NvccCompiler", "_compile", "baseline compile"),
@@ -56,6 +60,7 @@ STEPS = (
     ("ctune.measure.session", "WorkerMeasurer", "_ensure_worker", "worker ready"),
     ("ctune.measure.session", "WorkerMeasurer", "_settle_spares", "spares settled"),
     ("ctune.measure.session", "WorkerMeasurer", "_set_up_problem", "problem set up"),
+    ("ctune.measure.session", "WorkerMeasurer", "_spares_set_up", "spares set up"),
 )
 
 
@@ -117,6 +122,9 @@ def child(space_name: str, problem: str) -> dict[str, Any]:
         now = round(time.monotonic() - t0, 4)
         if isinstance(event, BaselineMeasured):
             marks["baseline measured"] = (now, now)
+            if event.trial.measurement is not None:  # its worker's request, as the parent saw it
+                wall = event.trial.measurement.wall_s
+                marks["baseline's measurement"] = (round(now - wall, 4), now)
         elif isinstance(event, Confirming):
             marks["confirming"] = (now, now)
         elif isinstance(event, TrialFinished) and event.trial.measurement is not None:

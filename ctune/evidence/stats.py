@@ -38,6 +38,12 @@ def import_tests_in_background() -> None:
     threading.Thread(target=load, name="ctune-import-scipy", daemon=True).start()
 
 
+def import_summary() -> None:
+    """Import what :func:`summarize` needs (``scipy.special``) now: a measuring worker does
+    this while it sets a problem up, so that no measurement's wall time holds the import."""
+    from scipy.special import bdtr  # noqa: F401
+
+
 def quantile(samples: Sequence[float] | np.ndarray, q: float) -> float:
     """The sample quantile (numpy's default linear interpolation)."""
     data = np.asarray(samples, dtype=np.float64)

@@ -56,6 +56,11 @@ START_TIMEOUT_S = 60.0  # the first start of a run (cold caches, helper-kernel c
 MAX_REQUESTS_PER_WORKER = 256  # loaded modules and libraries accumulate; recycle
 STDERR_TAIL_CHARS = 1500
 MAX_LINE_BYTES = 256 * 1024 * 1024
+#: workers done with their fresh-process round, kept idle (an idle context does not slow a
+#: measurement, as the spares' do not) and exited together at close: an exit tears its
+#: context down, which must not overlap a measurement, so each round waited for it (0.12 s
+#: on an H200). Bounded, as each holds its problem's memory, as many as a spare does.
+PARKED_MAX = 4
 
 
 class WorkerTimeout(Exception):
@@ -167,6 +172,7 @@ class WorkerProcess:
         self._selector.register(self._fd, selectors.EVENT_READ)
         self._reader = LineReader()
         self._next_id = 1
+        self._early: dict[int, dict[str, Any]] = {}  # answers read while waiting for another
         self._stderr_mark = 0
         self.requests = 0
         self._exit_id: int | None = None  # the exit request's id, once asked (begin_exit)
@@ -252,14 +258,19 @@ class WorkerProcess:
         return request_id
 
     def receive(self, request_id: int, timeout_s: float) -> dict[str, Any]:
-        """The answer to the request :meth:`send` gave ``request_id``."""
+        """The answer to the request :meth:`send` gave ``request_id``. Answers to other
+        requests read meanwhile are kept for their own :meth:`receive` (several requests
+        may be in flight: a set-up sent ahead, then a health check)."""
         deadline = time.monotonic() + timeout_s
-        while True:
-            answer = self._read(deadline)
-            if answer.get("id") == request_id:
-                self.requests += 1
-                return answer
-            log.warning("ignoring a stale worker answer (id %s)", answer.get("id"))
+        answer = self._early.pop(request_id, None)
+        while answer is None:
+            got = self._read(deadline)
+            if got.get("id") == request_id:
+                answer = got
+            else:
+                self._early[int(got["id"])] = got
+        self.requests += 1
+        return answer
 
     def kill(self) -> None:
         """SIGKILL the worker's process group and reap it."""
@@ -300,6 +311,17 @@ class WorkerProcess:
             self.reap(max(0.1, deadline - time.monotonic()))
         self._selector.close()
         self._finalizer()
+
+
+@dataclasses.dataclass(frozen=True)
+class _SetUpAhead:
+    """A set-up sent to a process before it was needed (:meth:`WorkerMeasurer.set_up_ahead`):
+    for which (spec, problem), its prepare's request id and, for the process that becomes
+    the live worker, the id of the health check sent before it."""
+
+    key: tuple[str, str]
+    prepare_id: int
+    health_id: int | None
 
 
 class WorkerMeasurer:
@@ -344,6 +366,11 @@ class WorkerMeasurer:
         self._set_up: weakref.WeakKeyDictionary[WorkerProcess, set[tuple[str, str]]] = (
             weakref.WeakKeyDictionary()
         )
+        self._parked: list[WorkerProcess] = []  # see PARKED_MAX
+        # set-ups sent ahead and not yet answered, per process
+        self._ahead: weakref.WeakKeyDictionary[WorkerProcess, _SetUpAhead] = (
+            weakref.WeakKeyDictionary()
+        )
 
     # --- state ------------------------------------------------------------------
     @property
@@ -385,6 +412,31 @@ class WorkerMeasurer:
                 spare.close()
         self._spares = ready
 
+    def set_up_ahead(
+        self, spec: KernelSpec, candidate: Candidate, problem: Problem, plan: SamplingPlan
+    ) -> None:
+        """Ask each process started ahead (:meth:`prestart`) to set ``problem`` up as soon
+        as it is up, without a module (no build exists yet), and the one that becomes the
+        live worker to answer its health check first: the first measurement then waits for
+        neither the live worker's set-up nor the spares' after the first build (0.27 s and
+        ~0.3 s of a search's start on an H200). Nothing is waited for here; the answers are
+        collected before anything is timed, and a set-up that fails is done again where the
+        problem is first measured, which reports what goes wrong."""
+        validate(plan)
+        message = measure_message(
+            0, MeasureRequest(spec.yaml_path, candidate, None, problem.name, plan), op="prepare"
+        )
+        key = (str(spec.yaml_path), problem.name)
+        for index, (process, _) in enumerate(self._spares):
+            if process in self._set_up or process in self._ahead:
+                continue
+            try:
+                next_live = index == 0 and self._worker is None
+                health = process.send({"op": "health"}) if next_live else None
+                self._ahead[process] = _SetUpAhead(key, process.send(message), health)
+            except WorkerDied:
+                continue  # its start says what went wrong, when it is needed
+
     def _settle_spares(self, request: MeasureRequest) -> list[tuple[WorkerProcess, int | None]]:
         """Wait until every spare is up before anything is timed: a process creating its
         CUDA context beside a measurement inflates its tail (on an H200, p99 2-22x for
@@ -397,9 +449,14 @@ class WorkerMeasurer:
         if any(message is None for _, message in self._spares):
             self.prestart(len(self._spares), wait=True)
         message = measure_message(0, request, op="prepare")
+        key = (str(request.spec_path), request.problem)
         asked: list[tuple[WorkerProcess, int | None]] = []
         for spare, _ in self._spares:
             if spare not in self._set_up:
+                ahead = self._ahead.pop(spare, None)
+                if ahead is not None and ahead.key == key:
+                    asked.append((spare, ahead.prepare_id))  # asked already: collect it
+                    continue
                 try:
                     asked.append((spare, spare.send(message)))
                 except WorkerDied:
@@ -433,7 +490,13 @@ class WorkerMeasurer:
         deadline = time.monotonic() + timeout_s
         try:
             ready = ready or worker.wait_ready(timeout_s)
-            health = worker.request({"op": "health"}, max(0.5, deadline - time.monotonic()))
+            ahead = self._ahead.get(worker)
+            left = max(0.5, deadline - time.monotonic())
+            health = (
+                worker.receive(ahead.health_id, left)
+                if ahead is not None and ahead.health_id is not None
+                else worker.request({"op": "health"}, left)
+            )
             if not health.get("ok") or not health.get("healthy"):
                 raise WorkerStartError(
                     f"health check failed: {health.get('detail') or health.get('error')}", False
@@ -510,17 +573,20 @@ class WorkerMeasurer:
     def _ask(
         self,
         worker: WorkerProcess,
-        message: dict[str, Any],
+        message: dict[str, Any] | int,
         limit: float,
         failed: Measurement,
         timed_out: str,
         doing: str,
     ) -> dict[str, Any] | Measurement:
-        """``worker``'s answer to ``message``, or ``failed`` with the evidence when it hangs
-        past ``limit`` (its process group killed: RUN_TIMEOUT, ``timed_out`` says what) or
-        dies (``doing`` says when): the one home of how a request to a worker fails."""
+        """``worker``'s answer to ``message`` (or to the request sent ahead with that id), or
+        ``failed`` with the evidence when it hangs past ``limit`` (its process group killed:
+        RUN_TIMEOUT, ``timed_out`` says what) or dies (``doing`` says when): the one home of
+        how a request to a worker fails."""
         started = time.monotonic()
         try:
+            if isinstance(message, int):
+                return worker.receive(message, limit)
             return worker.request(message, limit)
         except WorkerTimeout:
             elapsed = time.monotonic() - started  # the kill's own time is not the request's
@@ -554,9 +620,12 @@ class WorkerMeasurer:
         if key in done:
             return None
         limit = setup_timeout_s(self._hang_limit(request.plan))
+        ahead = self._ahead.pop(worker, None)
         answer = self._ask(
             worker,
-            measure_message(0, request, op="prepare"),
+            ahead.prepare_id
+            if ahead is not None and ahead.key == key
+            else measure_message(0, request, op="prepare"),
             limit,
             failed,
             f"setting up problem {request.problem} (inputs, reference outputs, module) took "
@@ -681,12 +750,17 @@ class WorkerMeasurer:
         plan: SamplingPlan,
     ) -> None:
         """Retire the live worker and start the next measurement in a fresh one, which
-        sets up that measurement (``prepare``) while the old one exits: neither times
-        anything, and the old one is gone before anything is timed. A prepare that fails
-        changes nothing: the measurement does the same work and reports what goes wrong."""
-        old, self._worker = self._worker, None
-        if old is not None:
-            old.begin_exit()
+        sets up that measurement (``prepare``) unless it did so ahead. The retired worker
+        is parked, idle, until :meth:`close` (see ``PARKED_MAX``); where that would park
+        too many, the oldest one exits while the fresh one sets up, and is gone before
+        anything is timed. A prepare that fails changes nothing: the measurement does the
+        same work and reports what goes wrong."""
+        if self._worker is not None:
+            self._parked.append(self._worker)
+            self._worker = None
+        leaving = self._parked.pop(0) if len(self._parked) > PARKED_MAX else None
+        if leaving is not None:
+            leaving.begin_exit()
         try:
             request = MeasureRequest(spec.yaml_path, candidate, build, problem.name, plan)
             failed = Measurement(candidate.key(), problem.name, Outcome.RUNTIME_FAULT)
@@ -695,16 +769,18 @@ class WorkerMeasurer:
             except HarnessError:
                 self._retire(kill=True)  # the measurement starts another
         finally:
-            if old is not None:
-                old.finish_exit()
+            if leaving is not None:
+                leaving.finish_exit()
 
     def close(self) -> None:
-        if self._worker is not None:
-            self._worker.close()
-            self._worker = None
-        for spare, _ in self._spares:
-            spare.close()
-        self._spares = []
+        """End every process (live, parked, spare), their exits side by side."""
+        workers = [w for w in (self._worker, *self._parked) if w is not None]
+        workers += [spare for spare, _ in self._spares]
+        self._worker, self._parked, self._spares = None, [], []
+        for worker in workers:
+            worker.begin_exit()
+        for worker in workers:
+            worker.finish_exit()
 
     def __enter__(self) -> WorkerMeasurer:
         return self

@@ -14,10 +14,11 @@ answers each request line with exactly one response line carrying the same
   -> ``{"id", "ok": true, "measurement": {...}, "fatal": bool}``
 - ``{"id", "op": "prepare", ...}`` (a measure request's fields) -> ``{"id", "ok": true}``:
   what a measurement of a new problem sets up, without timing anything (the spec, the
-  check's reference outputs and helper kernels, the module, the cold-L2 buffer): sent
-  once per problem and process under a setup limit, so that CuPy's compiling for a new
-  shape never counts against the hang limit, and in a fresh process while the last one
-  exits
+  check's reference outputs and helper kernels, the statistics' imports, the module, the
+  cold-L2 buffer): sent once per problem and process under a setup limit, so that CuPy's
+  compiling for a new shape never counts against the hang limit, and in a fresh process
+  while the last one exits. ``"build": null`` sets the problem up without a module: a
+  search sends that as its processes start, before its first build exists
 - ``{"id", "op": "health"}`` -> ``{"id", "ok": true, "healthy": bool, "detail", "fatal"}``
 - ``{"id", "op": "info"}`` -> ``{"id", "ok": true, "device": {...}}``
 - ``{"id", "op": "exit"}`` -> ``{"id", "ok": true}``, then the worker exits at once
@@ -95,9 +96,12 @@ def decode(line: bytes | str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class MeasureRequest:
+    """What to measure (or, for ``prepare``, set up); ``build`` is None only in a set-up
+    sent before any build exists."""
+
     spec_path: Path
     candidate: Candidate
-    build: Build
+    build: Build | None
     problem: str
     plan: SamplingPlan
 
@@ -112,7 +116,7 @@ def measure_message(
         "protocol": PROTOCOL_VERSION,
         "spec": str(request.spec_path),
         "candidate": request.candidate.to_json(),
-        "build": to_json(request.build),
+        "build": None if request.build is None else to_json(request.build),
         "problem": request.problem,
         "plan": plan_to_json(request.plan),
     }
@@ -126,7 +130,7 @@ def parse_measure(message: Mapping[str, Any]) -> MeasureRequest:
     return MeasureRequest(
         spec_path=Path(message["spec"]),
         candidate=Candidate.from_json(message["candidate"]),
-        build=build_from_json(message["build"]),
+        build=None if message.get("build") is None else build_from_json(message["build"]),
         problem=str(message["problem"]),
         plan=plan_from_json(dict(message["plan"])),
     )
@@ -228,35 +232,10 @@ class WorkerService:
         )
         self.helpers = Helpers(cupy)
         self.timer = EventTimer(cupy, self.stream, self.helpers, self.info.l2_bytes, self.telemetry)
-        self._prime()
         self._specs: dict[str, tuple[int, KernelSpec]] = {}
         self._references = ReferenceCache()
         self._reference_funcs: dict[str, Any] = {}
         self._loaded: tuple[str, Any] | None = None
-
-    def _prime(self) -> None:
-        """Load now what every first measurement of a process loads: CuPy's random, cast
-        and comparison kernels (from its disk cache) and a cuBLAS handle. A worker starts
-        while nothing is measured (beside the baseline's compile, or as a confirmation
-        round's spare), so this time leaves the measuring path, where a fresh process's
-        first measurement paid it. Nothing measured depends on it; a failure only leaves
-        the cost where it was."""
-        from ctune.kernelspec import Tolerance
-        from ctune.measure.arrays import generate_input
-        from ctune.measure.correctness import compare
-
-        cp = self.cp
-        try:
-            for dtype in ("float32", "float16", "bfloat16"):
-                for init in (("uniform", -1.0, 1.0), ("normal", 0.0, 1.0)):
-                    generate_input(cp, dtype, (256,), init, 1)
-            a = generate_input(cp, "float32", (16, 16), ("uniform", -1.0, 1.0), 2)
-            for dtype in (cp.float32, cp.float16):
-                b = a.astype(dtype)
-                compare(cp, "prime", cp.matmul(b, b).astype(cp.float32), a, Tolerance(1.0, 1.0))
-            self.stream.synchronize()
-        except Exception as exc:  # priming is an optimisation: never a reason to fail
-            log.warning("worker priming failed (%s: %s)", type(exc).__name__, exc)
 
     # --- requests ----------------------------------------------------------------
     def handle(self, message: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
@@ -334,12 +313,14 @@ class WorkerService:
 
         return reference
 
-    def _load(self, spec: KernelSpec, request: MeasureRequest, problem: Problem) -> Any:
+    def _load(
+        self, spec: KernelSpec, request: MeasureRequest, build: Build, problem: Problem
+    ) -> Any:
         from ctune.measure.launch import load_candidate
 
-        path = request.build.binary_path
+        path = build.binary_path
         if not path or not Path(path).is_file():
-            raise UserError(f"build {request.build.build_key or '?'} has no binary at {path}")
+            raise UserError(f"build {build.build_key or '?'} has no binary at {path}")
         key = f"{path}|{problem.name}|{request.candidate.key()}"
         if self._loaded is None or self._loaded[0] != key:
             self._loaded = None
@@ -350,19 +331,24 @@ class WorkerService:
                 problem,
                 path,
                 self.smem_optin,
-                symbol=request.build.entry_symbol or None,
+                symbol=build.entry_symbol or None,
             )
             self._loaded = (key, launch)
         return self._loaded[1]
 
     def prepare(self, request: MeasureRequest) -> None:
         """Set up what measuring ``request`` first needs in this process, timing nothing:
-        the spec, the reference outputs of the check's seeds (cached), the module and, for
-        a cold-L2 plan, the flush buffer. :meth:`measure` then finds them ready."""
+        the spec, the reference outputs of the check's seeds (cached), the statistics'
+        imports, the module (where ``request`` has a build) and, for a cold-L2 plan, the
+        flush buffer. :meth:`measure` then finds them ready: a fresh process's first
+        measurement took 0.08 s longer than its second on an H200 while it imported
+        scipy.special for the summary."""
+        from ctune.evidence.stats import import_summary
         from ctune.measure.arrays import make_buffers
         from ctune.measure.correctness import warm_checks
         from ctune.measure.plan import check_seeds
 
+        import_summary()
         spec = self._spec(request.spec_path)
         problem = spec.problem(request.problem)
         runtime = spec.runtime_values(request.candidate)
@@ -372,12 +358,12 @@ class WorkerService:
                 buffers = make_buffers(self.cp, spec, problem, seed, runtime)
                 expected = reference(seed, buffers)
             warm_checks(self.cp, spec, problem, buffers, expected)
-        if request.build.outcome.is_ok:
+        if request.build is not None and request.build.outcome.is_ok:
             # a module that does not load is the candidate's failure, not the problem's: the
             # measurement loads it again and reports it (a launch error, a fault), and the
             # worker stays up for the problem's other candidates
             try:
-                self._load(spec, request, problem)
+                self._load(spec, request, request.build, problem)
             except CtuneError:
                 raise  # a missing binary, a bad spec: the user's, said now
             except Exception:
@@ -400,12 +386,15 @@ class WorkerService:
             device=self.info,
             l2_policy=request.plan.l2_policy,
         )
-        if not request.build.outcome.is_ok:
+        build = request.build
+        if build is None:
+            raise ValueError("a measure request needs a build (only prepare goes without)")
+        if not build.outcome.is_ok:
             return dataclasses.replace(
-                base, outcome=request.build.outcome, error="not measured: the build failed"
+                base, outcome=build.outcome, error="not measured: the build failed"
             ), False
         try:
-            measurement = self._measure(spec, problem, request, base)
+            measurement = self._measure(spec, problem, request, build, base)
             return dataclasses.replace(measurement, wall_s=time.perf_counter() - started), False
         except CtuneError:
             raise
@@ -444,7 +433,12 @@ class WorkerService:
             return False
 
     def _measure(
-        self, spec: KernelSpec, problem: Problem, request: MeasureRequest, base: Measurement
+        self,
+        spec: KernelSpec,
+        problem: Problem,
+        request: MeasureRequest,
+        build: Build,
+        base: Measurement,
     ) -> Measurement:
         """One candidate end to end in the worker (load, launch check, correctness, timing, energy),
         each step's failure mapped to its outcome; one function so the mapping is visible."""
@@ -455,7 +449,7 @@ class WorkerService:
 
         plan = request.plan
         cp, stream = self.cp, self.stream
-        launch = self._load(spec, request, problem)
+        launch = self._load(spec, request, build, problem)
         # runtime genes the spec passes as scalar arguments (no rebuild for them)
         runtime = spec.runtime_values(request.candidate)
         seeds = check_seeds(problem.name)

@@ -85,7 +85,7 @@ class ConfirmationCost:
     limit: int
     stopped: str
     members: int = 0  # front members (baseline not included) that were re-measured
-    #: each round's wall time: a fresh process's start, its measurements, the last one's exit
+    #: each round's wall time: a fresh process's take-over and its measurements
     round_seconds: tuple[float, ...] = ()
 
     def to_json(self) -> dict[str, object]:

@@ -10,8 +10,9 @@ scripts what happens, like the real tests/data/kernels/faults.yaml on a GPU:
   3 hangs (and starts a grandchild that must die with it)
 
 ``--health FILE``: a health request fails while FILE contains "bad".
-A ``prepare`` request is counted; an ok measurement's note says how many came before it,
-and when its problem was set up (``set_up_at``, time.monotonic, which all processes share).
+A ``prepare`` request is counted (``prepared``; ``ahead``: those without a build, sent before
+one existed); an ok measurement's note says how many came before it, and when its problem
+was set up (``set_up_at``, time.monotonic, which all processes share).
 ``--setup-s S``: the first request (prepare or measure) for a problem takes S seconds more,
 as the real worker's does while CuPy compiles a new shape's reference and check kernels.
 ``--pidfile FILE``: the hang's grandchild writes its pid there.
@@ -67,7 +68,7 @@ def main() -> int:
         send({"id": 0, "ok": False, "ready": False, "error": "CUDARuntimeError: no CUDA GPU"})
         return 2
     send({"id": 0, "ok": True, "ready": True, "pid": os.getpid(), "device": device()})
-    seq = prepared = 0
+    seq = prepared = ahead = 0
     set_up: dict[str, float] = {}  # problem -> when its set-up ended (time.monotonic)
 
     def set_up_problem(problem: str) -> None:
@@ -83,6 +84,7 @@ def main() -> int:
             return 0
         if op == "prepare":
             prepared += 1
+            ahead += request.get("build") is None
             set_up_problem(request["problem"])
             send({"id": rid, "ok": True})
             continue
@@ -110,7 +112,10 @@ def main() -> int:
         set_up_problem(problem)
         seq += 1
         if mode == 0:
-            note = f"pid={os.getpid()} seq={seq} set_up_at={set_up[problem]} prepared={prepared}"
+            note = (
+                f"pid={os.getpid()} seq={seq} set_up_at={set_up[problem]} "
+                f"prepared={prepared} ahead={ahead}"
+            )
             m = measurement(key, problem, "ok", samples_ms=[1.0, 1.1, 1.2], sampling_note=note)
             send({"id": rid, "ok": True, "measurement": m, "fatal": False})
         elif mode == 1:

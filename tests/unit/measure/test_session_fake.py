@@ -110,7 +110,7 @@ def test_a_new_problem_is_set_up_outside_the_hang_limit(tmp_path, spec):
         assert first.outcome is Outcome.OK, first.error
         second = m.measure(spec, *make(0, KEY="b"), problem, plan)
         assert second.outcome is Outcome.OK, second.error
-        assert second.sampling_note.endswith("prepared=1")  # set up once, not per candidate
+        assert _note(second)["prepared"] == "1"  # set up once, not per candidate
         assert second.wall_s < 1.0
 
 
@@ -186,12 +186,12 @@ def test_remeasure_uses_fresh_processes_and_shuffles_order(tmp_path, spec):
     assert len({tuple(o) for o in orders}) > 1  # interleaved: not the same order every round
     # each fresh process set up its first measurement before it (once), while the last
     # one exited; and every process that exited is gone
-    assert all(results[o[0]][p].sampling_note.endswith("prepared=1") for p, o in enumerate(orders))
+    assert all(_note(results[o[0]][p])["prepared"] == "1" for p, o in enumerate(orders))
     assert not any(alive(int(pid)) for pid in pids)
 
 
 def _note(measurement) -> dict[str, str]:
-    """The stand-in worker's note (pid, seq, set_up_at, prepared) as a dict."""
+    """The stand-in worker's note (pid, seq, set_up_at, prepared, ahead) as a dict."""
     return dict(field.split("=") for field in measurement.sampling_note.split())
 
 
@@ -214,6 +214,58 @@ def test_the_first_measurement_sets_the_spares_up_for_confirmation(tmp_path, spe
     ends = [float(n["set_up_at"]) for n in [*notes, _note(first)]]
     assert max(ends) - min(ends) < 0.5
     assert all(n["prepared"] == "1" for n in notes)  # once each, not again at the take-over
+
+
+def test_set_up_ahead_sets_every_process_up_while_the_first_build_compiles(tmp_path, spec):
+    """A search asks its processes to set the problem up as they start, before its first
+    build exists: the first measurement then waits for no set-up (the live worker's, the
+    spares'), the live worker answers its health check before setting up, and the
+    confirmation's rounds set nothing up again."""
+    with measurer(tmp_path, "--setup-s", "0.5") as m:
+        m.prestart(1 + 3, wait=False)
+        m.set_up_ahead(spec, *make(0)[:1], spec.problem(), PLAN)
+        began = time.monotonic()
+        m.device_info()  # the live worker's take-over: its health check came before its set-up
+        assert time.monotonic() - began < 0.5
+        time.sleep(0.8)  # the first build compiles meanwhile
+        measuring = time.monotonic()
+        first = m.measure(spec, *make(0), spec.problem(), PLAN)
+        assert first.outcome is Outcome.OK
+        assert time.monotonic() - measuring < 0.5  # no set-up was waited for
+        results = m.remeasure(spec, [make(0, ORDER=i) for i in range(2)], spec.problem(), PLAN, 3)
+    notes = [_note(first), *(_note(run) for each in results.values() for run in each)]
+    assert len({n["pid"] for n in notes}) == 4
+    assert all(float(n["set_up_at"]) < measuring for n in notes)
+    assert all(n["prepared"] == n["ahead"] == "1" for n in notes)
+
+
+def test_a_set_up_ahead_for_another_problem_is_not_taken_for_this_one(tmp_path, spec):
+    """The first measurement's problem is not the one set up ahead: each process sets it
+    up (with its build) before measuring, and the answers in flight do not get mixed."""
+    other = spec.problem("n64m")  # the first measured is n64k, the default
+    with measurer(tmp_path) as m:
+        m.prestart(2, wait=False)
+        m.set_up_ahead(spec, *make(0)[:1], other, PLAN)
+        first = m.measure(spec, *make(0), spec.problem(), PLAN)
+        again = m.remeasure(spec, [make(0)], spec.problem(), PLAN, processes=1)
+    notes = [_note(first), *(_note(run) for each in again.values() for run in each)]
+    assert len({n["pid"] for n in notes}) == 2
+    assert all(n["prepared"] == "2" and n["ahead"] == "1" for n in notes)
+
+
+def test_rounds_park_their_workers_until_close(tmp_path, spec):
+    """A round's worker is not waited out at the next round's take-over: it stays, idle,
+    until close (at most PARKED_MAX of them; beyond that the oldest exits first)."""
+    from ctune.measure.session import PARKED_MAX
+
+    rounds = PARKED_MAX + 2
+    with measurer(tmp_path) as m:
+        results = m.remeasure(spec, [make(0)], spec.problem(), PLAN, processes=rounds)
+        pids = [int(_note(run)["pid"]) for run in next(iter(results.values()))]
+        assert len(set(pids)) == rounds
+        # the live one and PARKED_MAX parked are up; the oldest exited before anything ran
+        assert [alive(pid) for pid in pids] == [False] + [True] * (rounds - 1)
+    assert not any(alive(pid) for pid in pids)
 
 
 def test_remeasure_order_is_seeded(tmp_path, spec):

@@ -336,7 +336,8 @@ def test_spares_started_beside_a_live_worker_are_up_before_it_measures_again(
 
 def test_prepare_sets_up_a_measurement_without_timing_it(tmp_path, fake_gpu, saxpy):
     """What a confirmation round's fresh worker does while the last one exits: the spec,
-    the check's references, the module and the flush buffer, answered ok, nothing timed."""
+    the check's references, the module and the flush buffer, answered ok, nothing timed;
+    and, sent before any build exists, the same without the module."""
     from ctune.measure.worker import MeasureRequest, measure_message
 
     problem = saxpy.problem("ragged")
@@ -346,6 +347,9 @@ def test_prepare_sets_up_a_measurement_without_timing_it(tmp_path, fake_gpu, sax
         measurer.device_info()
         worker = measurer._worker
         assert worker is not None
+        ahead = dataclasses.replace(request, build=None)
+        answer = worker.request(measure_message(0, ahead, op="prepare"), 30.0)
+        assert answer == {"id": answer["id"], "ok": True}
         answer = worker.request(measure_message(0, request, op="prepare"), 30.0)
         assert answer == {"id": answer["id"], "ok": True}
         missing = dataclasses.replace(build, binary_path=str(tmp_path / "gone.cubin"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -61,6 +62,10 @@ def test_measure_request_round_trip(tmp_path):
     message = W.measure_message(7, request)
     wire = W.decode(W.encode(message))
     assert W.parse_measure(wire) == request
+    # a set-up sent before any build exists carries none
+    ahead = dataclasses.replace(request, build=None)
+    wire = W.decode(W.encode(W.measure_message(8, ahead, op="prepare")))
+    assert wire["build"] is None and W.parse_measure(wire) == ahead
 
 
 def test_protocol_version_is_checked(tmp_path):

@@ -152,19 +152,26 @@ def test_no_pruning_when_switched_off_or_with_several_objectives(search) -> None
 
 
 class _PlanRecorder(StandInMeasurer):
-    """A stand-in that records the plan of each measurement and each prestart asked for."""
+    """A stand-in that records the plan of each measurement, each prestart asked for and
+    each set-up asked for ahead (candidate key, problem, plan)."""
 
     def __init__(self) -> None:
         super().__init__(samples=200, wrong_every=None, fault_corner=None)
         self.plans: list[SamplingPlan] = []
         self.prestarts: list[tuple[int, bool]] = []
+        self.set_ups: list[tuple[str, str, SamplingPlan]] = []
+        self.problems: list[str] = []
 
     def measure(self, spec, candidate, build, problem, plan):  # type: ignore[no-untyped-def]
         self.plans.append(plan)
+        self.problems.append(problem.name)
         return super().measure(spec, candidate, build, problem, plan)
 
     def prestart(self, count: int, wait: bool = True) -> None:
         self.prestarts.append((count, wait))
+
+    def set_up_ahead(self, spec, candidate, problem, plan):  # type: ignore[no-untyped-def]
+        self.set_ups.append((candidate.key(), problem.name, plan))
 
 
 def test_the_search_samples_its_candidates_lighter_but_its_baseline_by_the_protocol(
@@ -175,8 +182,12 @@ def test_the_search_samples_its_candidates_lighter_but_its_baseline_by_the_proto
     baseline, *rest = recorder.plans
     assert baseline.rep_ms == SamplingPlan().rep_ms and baseline.prune_above_ms is None
     assert rest and all(p.rep_ms == 25.0 for p in rest)
-    # the worker and the three confirmation rounds start together, before anything runs
+    # the worker and the three confirmation rounds start together, before anything runs,
+    # each asked to set up the baseline's problem for its plan as soon as it is up
     assert recorder.prestarts[0] == (4, False)
+    assert len(recorder.set_ups) == 1
+    key, problem, plan = recorder.set_ups[0]
+    assert plan == baseline and key == recorder.calls[0] and problem == recorder.problems[0]
 
     reported = _PlanRecorder()
     search(measurer=reported, budget=20, seed=1, journal_fsync=False, confirm_processes=0)
