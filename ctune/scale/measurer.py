@@ -11,7 +11,8 @@ candidates at once (``start``); ``measure`` is the one-at-a-time protocol call.
 As locally, the measuring processes start with the search (``prestart``): on each GPU
 worker its measurer's worker and the confirmation's spares, so that the first
 measurement there and each confirmation round (on whichever GPU worker it runs) take
-over a process that is up instead of starting one (about 2 s a round on an H200 host).
+over a process that is up instead of starting one (about 2 s a round on an H200 host);
+and each is asked to set the search's problem up as soon as it is up (``set_up_ahead``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from ctune.scale.tasks import (
     prestart_task,
     probe_task,
     remeasure_task,
+    set_up_ahead_task,
 )
 
 if TYPE_CHECKING:
@@ -88,6 +90,26 @@ class EngineMeasurer:
                 self.settings,
                 count,
                 wait,
+                workers=gpus,
+                on_error="return",
+            )
+
+    def set_up_ahead(
+        self, spec: KernelSpec, candidate: Candidate, problem: Problem, plan: SamplingPlan
+    ) -> None:
+        """Ask every GPU worker's measuring processes to set ``problem`` up as soon as each
+        is up, as ``WorkerMeasurer.set_up_ahead`` does locally (run on the workers
+        directly, as :meth:`prestart` is)."""
+        gpus = list(self.engine.offering(engine_mod.GPU))
+        if gpus:
+            self.engine.client.run(
+                set_up_ahead_task,
+                self.factory,
+                self.settings,
+                spec,
+                candidate,
+                problem,
+                plan,
                 workers=gpus,
                 on_error="return",
             )

@@ -187,6 +187,23 @@ def prestart_task(factory: MeasurerFactory, settings: Settings, count: int, wait
         prestart(count, wait=wait)
 
 
+def set_up_ahead_task(
+    factory: MeasurerFactory,
+    settings: Settings,
+    spec: KernelSpec,
+    candidate: Candidate,
+    problem: Problem,
+    plan: SamplingPlan,
+) -> None:
+    """Ask this GPU worker's measuring processes (started by :func:`prestart_task`) to set
+    ``problem`` up as soon as each is up, as ``WorkerMeasurer.set_up_ahead`` does locally.
+    Run by ``Client.run``, not a task."""
+    measurer = _measurer(factory, settings)
+    set_up_ahead = getattr(measurer, "set_up_ahead", None)
+    if callable(set_up_ahead):
+        set_up_ahead(spec, candidate, problem, plan)
+
+
 def probe_task(factory: MeasurerFactory, settings: Settings) -> dict[str, Any]:
     """What a GPU worker's measurer offers: capabilities and the device name if it says."""
     measurer = _measurer(factory, settings)
@@ -223,4 +240,5 @@ __all__ = [
     "prestart_task",
     "probe_task",
     "remeasure_task",
+    "set_up_ahead_task",
 ]

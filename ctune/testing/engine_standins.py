@@ -3,7 +3,8 @@
 - :class:`SleepingStandInMeasurer`: NOT A GPU. The analytic :class:`StandInMeasurer`,
   which first leaves a marker file naming the candidate and the process measuring it
   (the engine's GPU worker) and then sleeps, so a test can kill that worker mid-measurement;
-  with ``events_dir`` it also leaves one per ``prestart`` (the count) and ``remeasure``.
+  with ``events_dir`` it also leaves one per ``prestart`` (the count), ``set_up_ahead``
+  and ``remeasure``.
 - :func:`write_gated_nvcc`: a wrapper in front of the real nvcc that holds the first
   ``holds`` cubin compiles until the engine worker running them dies (it leaves a marker
   naming that worker's pid), then exits; later compiles run the real nvcc unchanged.
@@ -53,6 +54,13 @@ class SleepingStandInMeasurer(StandInMeasurer):
         """A real measurer starts ``count`` processes here; this one says it was asked (and
         ``w`` when asked to wait for them)."""
         self._event(f"prestart{count}{'w' if wait else ''}")
+
+    def set_up_ahead(
+        self, spec: KernelSpec, candidate: Candidate, problem: Problem, plan: SamplingPlan
+    ) -> None:
+        """A real measurer asks its processes to set ``problem`` up; this one says it was
+        asked (and for which problem)."""
+        self._event(f"setupahead{problem.name}")
 
     def remeasure(
         self,

@@ -136,7 +136,8 @@ def test_measuring_processes_start_with_the_search_on_every_gpu(
     engine: Engine, spec: KernelSpec, settings: Settings, tmp_path: Path, standin: Factory
 ) -> None:
     """Each GPU worker is asked, as the search starts, to start its measuring process and
-    the confirmation's spares; the confirmation rounds then find them up."""
+    the confirmation's spares, and to have them set the search's problem up; the
+    confirmation rounds then find them up."""
     events = tmp_path / "events"
     with EngineMeasurer(settings, engine, standin(6, events_dir=str(events))) as pool:
         result = search(settings, spec, pool, budget=10, confirm_processes=3)
@@ -145,6 +146,9 @@ def test_measuring_processes_start_with_the_search_on_every_gpu(
     started = f"prestart{1 + min(min_processes(), 3)}"  # its worker + the sure rounds' spares
     workers = {pid for what, pid, _ in seen if what == started}
     assert len(workers) == 2  # both GPU workers
+    set_up = {pid: int(ns) for what, pid, ns in seen if what == f"setupahead{spec.problem().name}"}
+    assert set(set_up) == workers  # each GPU worker, after its start
+    assert all(int(ns) < set_up[pid] for what, pid, ns in seen if what == started)
     first_round = min(int(ns) for what, _, ns in seen if what == "remeasure")
     assert all(int(ns) < first_round for what, _, ns in seen if what == started)
     rounds = [pid for what, pid, _ in seen if what == "remeasure"]
