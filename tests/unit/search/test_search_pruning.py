@@ -214,3 +214,26 @@ def test_the_workers_start_before_the_device_is_probed(search, monkeypatch) -> N
     search(measurer=Recorder(), budget=4, seed=1, journal_fsync=False)
     # a worker's start (~2 s with its siblings) overlaps the probe and the baseline's compile
     assert order[:2] == ["prestart", "device limits"]
+
+
+def test_the_fingerprints_are_made_beside_the_search_not_after_its_baseline(
+    search, monkeypatch
+) -> None:
+    """The journal's and the artifact's fingerprints (the real one scans the source's includes
+    with nvcc) are computed in a thread from the run's start: the baseline's measurement is
+    not followed by that wait, and the artifact records what the thread computed."""
+    import threading
+
+    import ctune.search.driver as driver
+
+    made = driver._fingerprint
+    threads: list[str] = []
+
+    def fingerprint(*args, **kwargs):  # type: ignore[no-untyped-def]
+        threads.append(threading.current_thread().name)
+        return made(*args, **kwargs)
+
+    monkeypatch.setattr(driver, "_fingerprint", fingerprint)
+    result, _, _, _ = search(budget=6, seed=1, journal_fsync=False, write_result=False)
+    assert len(threads) == 2 and all(t.startswith("ctune-fingerprint") for t in threads)
+    assert result.record is not None and result.record.fingerprint["gpu_name"]
