@@ -77,42 +77,27 @@ class EngineMeasurer:
             pure=False,
         )
 
-    def prestart(self, count: int, wait: bool = True) -> None:
-        """Start ``count`` measuring processes on every GPU worker now, as
-        ``WorkerMeasurer.prestart`` does locally (a later call tops them up); ``wait``: return
-        once every GPU worker's are up. Run on the workers directly, not as a task: a task
-        would go to any GPU worker, and tasks pinned to one wait forever if it dies."""
+    def _on_every_gpu(self, fn: Any, *args: Any) -> None:
+        """Run ``fn(factory, settings, *args)`` on each GPU worker directly, not as a task:
+        a task would go to any GPU worker, and tasks pinned to one wait forever if it dies."""
         gpus = list(self.engine.offering(engine_mod.GPU))
         if gpus:
             self.engine.client.run(
-                prestart_task,
-                self.factory,
-                self.settings,
-                count,
-                wait,
-                workers=gpus,
-                on_error="return",
+                fn, self.factory, self.settings, *args, workers=gpus, on_error="return"
             )
+
+    def prestart(self, count: int, wait: bool = True) -> None:
+        """Start ``count`` measuring processes on every GPU worker now, as
+        ``WorkerMeasurer.prestart`` does locally (a later call tops them up); ``wait``: return
+        once every GPU worker's are up."""
+        self._on_every_gpu(prestart_task, count, wait)
 
     def set_up_ahead(
         self, spec: KernelSpec, candidate: Candidate, problem: Problem, plan: SamplingPlan
     ) -> None:
         """Ask every GPU worker's measuring processes to set ``problem`` up as soon as each
-        is up, as ``WorkerMeasurer.set_up_ahead`` does locally (run on the workers
-        directly, as :meth:`prestart` is)."""
-        gpus = list(self.engine.offering(engine_mod.GPU))
-        if gpus:
-            self.engine.client.run(
-                set_up_ahead_task,
-                self.factory,
-                self.settings,
-                spec,
-                candidate,
-                problem,
-                plan,
-                workers=gpus,
-                on_error="return",
-            )
+        is up, as ``WorkerMeasurer.set_up_ahead`` does locally."""
+        self._on_every_gpu(set_up_ahead_task, spec, candidate, problem, plan)
 
     def _binary(self, build: Build) -> bytes | None:
         if not self._by_value or not build.outcome.is_ok or build.binary_path is None:
