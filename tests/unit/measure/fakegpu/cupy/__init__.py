@@ -52,6 +52,7 @@ for _name in (
 ):  # fmt: skip
     globals()[_name] = _wrapped(getattr(_np, _name))
 copyto = _np.copyto
+asnumpy = _np.asarray
 for _name in (
     "float16", "float32", "float64", "int8", "int32", "int64", "uint8", "uint16", "uint32",
     "uint64", "nan", "inf", "bool_",
