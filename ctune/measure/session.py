@@ -313,6 +313,11 @@ class WorkerProcess:
         self._finalizer()
 
 
+def _set_up_key(request: MeasureRequest) -> tuple[str, str]:
+    """What a worker's set-up is for: (spec, problem); one set-up serves every candidate."""
+    return (str(request.spec_path), request.problem)
+
+
 @dataclasses.dataclass(frozen=True)
 class _SetUpAhead:
     """A set-up sent to a process before it was needed (:meth:`WorkerMeasurer.set_up_ahead`):
@@ -423,10 +428,8 @@ class WorkerMeasurer:
         collected before anything is timed, and a set-up that fails is done again where the
         problem is first measured, which reports what goes wrong."""
         validate(plan)
-        message = measure_message(
-            0, MeasureRequest(spec.yaml_path, candidate, None, problem.name, plan), op="prepare"
-        )
-        key = (str(spec.yaml_path), problem.name)
+        request = MeasureRequest(spec.yaml_path, candidate, None, problem.name, plan)
+        message, key = measure_message(0, request, op="prepare"), _set_up_key(request)
         for index, (process, _) in enumerate(self._spares):
             if process in self._set_up or process in self._ahead:
                 continue
@@ -449,19 +452,22 @@ class WorkerMeasurer:
         if any(message is None for _, message in self._spares):
             self.prestart(len(self._spares), wait=True)
         message = measure_message(0, request, op="prepare")
-        key = (str(request.spec_path), request.problem)
         asked: list[tuple[WorkerProcess, int | None]] = []
         for spare, _ in self._spares:
             if spare not in self._set_up:
-                ahead = self._ahead.pop(spare, None)
-                if ahead is not None and ahead.key == key:
-                    asked.append((spare, ahead.prepare_id))  # asked already: collect it
-                    continue
+                sent = self._sent_ahead(spare, request)
                 try:
-                    asked.append((spare, spare.send(message)))
+                    asked.append((spare, spare.send(message) if sent is None else sent))
                 except WorkerDied:
                     asked.append((spare, None))
         return asked
+
+    def _sent_ahead(self, process: WorkerProcess, request: MeasureRequest) -> int | None:
+        """The id of the set-up of ``request``'s problem sent ahead to ``process``, still
+        unanswered; None where none was (one for another problem is forgotten: its answer
+        comes first and is kept aside unread)."""
+        ahead = self._ahead.pop(process, None)
+        return ahead.prepare_id if ahead is not None and ahead.key == _set_up_key(request) else None
 
     def _spares_set_up(
         self, asked: list[tuple[WorkerProcess, int | None]], request: MeasureRequest
@@ -470,7 +476,7 @@ class WorkerMeasurer:
         (one is started again when needed), one that reports an error is set up again when
         it takes over, and its measurement says what goes wrong."""
         deadline = time.monotonic() + setup_timeout_s(self._hang_limit(request.plan))
-        key = (str(request.spec_path), request.problem)
+        key = _set_up_key(request)
         for spare, request_id in asked:
             answer = None
             if request_id is not None:
@@ -616,16 +622,14 @@ class WorkerMeasurer:
         measurement does the same work and reports it); else the failed measurement."""
         worker = self._ensure_worker()
         done = self._set_up.setdefault(worker, set())
-        key = (str(request.spec_path), request.problem)
+        key = _set_up_key(request)
         if key in done:
             return None
         limit = setup_timeout_s(self._hang_limit(request.plan))
-        ahead = self._ahead.pop(worker, None)
+        sent = self._sent_ahead(worker, request)
         answer = self._ask(
             worker,
-            ahead.prepare_id
-            if ahead is not None and ahead.key == key
-            else measure_message(0, request, op="prepare"),
+            measure_message(0, request, op="prepare") if sent is None else sent,
             limit,
             failed,
             f"setting up problem {request.problem} (inputs, reference outputs, module) took "

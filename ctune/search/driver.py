@@ -239,6 +239,11 @@ def _plan(settings: Settings, spec: KernelSpec, objective: ObjectiveSpec) -> Sam
     return objective.sampling_plan(base)
 
 
+def _says_what_it_is(part: Any) -> bool:
+    """A stand-in compiler or measurer gives its own fingerprint fields."""
+    return callable(getattr(part, "fingerprint_fields", None))
+
+
 def _fingerprint(
     spec: KernelSpec,
     problem: str,
@@ -251,9 +256,8 @@ def _fingerprint(
     """Stand-ins say what they are; the real path probes toolchain, source and GPU."""
     stand_in: dict[str, str] = {}
     for part in (compiler, measurer):
-        fields = getattr(part, "fingerprint_fields", None)
-        if callable(fields):
-            stand_in.update(fields())
+        if _says_what_it_is(part):
+            stand_in.update(part.fingerprint_fields())
     from ctune.evidence import identity as fp
 
     if stand_in:
@@ -276,18 +280,25 @@ def _fingerprint(
 
 def _fingerprints_ahead(run: _Run) -> Future[tuple[dict[str, str], dict[str, str]]]:
     """The journal's fingerprint (no GPU fields) and the artifact's, computed in a thread
-    from the run's start: each scans the source's includes with nvcc (0.2-0.4 s on an
-    H200), which sat between the baseline's measurement and the next candidate's, and
-    again at the end. Both describe what the search compiled: the source as it starts."""
+    from the run's start: the artifact's scans the source's includes with nvcc (0.2-0.4 s
+    on an H200), which sat between the baseline's measurement and the next candidate's,
+    and again at the end. Both describe what the search compiled: the source as it starts.
+    The journal's is the artifact's without its GPU fields, unless a stand-in measurer
+    gave those: then it is made without the measurer."""
     from concurrent.futures import ThreadPoolExecutor
 
     from ctune.evidence.identity import FIELDS
 
     def compute() -> tuple[dict[str, str], dict[str, str]]:
         spec, problem, settings = run.spec, run.problem.name, run.settings
-        every = _fingerprint(spec, problem, settings, run.compiler, None, gpu=False)
+        artifact = _fingerprint(spec, problem, settings, run.compiler, run.measurer)
+        every = (
+            _fingerprint(spec, problem, settings, run.compiler, None, gpu=False)
+            if _says_what_it_is(run.measurer)
+            else artifact
+        )
         journal = {k: v for k, v in every.items() if FIELDS.get(k, ("", ""))[1] != "gpu"}
-        return journal, _fingerprint(spec, problem, settings, run.compiler, run.measurer)
+        return journal, artifact
 
     pool = ThreadPoolExecutor(1, thread_name_prefix="ctune-fingerprint")
     try:
