@@ -18,7 +18,8 @@ it). The steps are timed by wrapping ctune's own functions (instrumentation, not
   outputs), with the spares setting it up beside it;
 - ``spares set up``: the wait for the spares' set-ups;
 - ``baseline's measurement`` (the request to the worker), ``baseline measured``,
-  ``confirming``, ``done``;
+  ``confirming``, ``record`` (the artifact's record), ``processes closed`` (every
+  measuring process answered its exit), ``done``;
 - in confirmation's rounds, each fresh worker's take-over (its health check; its set-up of
   the problem where it did not set it up ahead; the oldest parked worker's exit where too
   many are parked) and each measurement.
@@ -61,6 +62,8 @@ STEPS = (
     ("ctune.measure.session", "WorkerMeasurer", "_settle_spares", "spares settled"),
     ("ctune.measure.session", "WorkerMeasurer", "_set_up_problem", "problem set up"),
     ("ctune.measure.session", "WorkerMeasurer", "_spares_set_up", "spares set up"),
+    ("ctune.search.driver", None, "_record", "record"),
+    ("ctune.measure.session", "WorkerMeasurer", "close", "processes closed"),
 )
 
 

@@ -6,10 +6,13 @@ quantile": it holds for any continuous distribution, which kernel timings
 (skewed, multi-modal, with rare slow outliers) are not close to normal. When
 n is too small for the requested coverage (p99 from 100 samples), the
 interval degrades to the sample minimum or maximum and cannot promise 95%:
-that is the reason the plan raises n for tail quantiles. The binomial and
-the Mann-Whitney test come from scipy (``special.bdtr``, ``stats.mannwhitneyu``),
-imported on first use: ``scipy.stats`` takes ~0.6 s, which every ``ctune`` command
-and every measuring worker would otherwise pay.
+that is the reason the plan raises n for tail quantiles. The Mann-Whitney test comes
+from scipy (``stats.mannwhitneyu``), imported on first use: ``scipy.stats`` takes
+~0.6 s, which every ``ctune`` command would otherwise pay. The binomial is computed
+here, with numpy alone (:func:`_binomial_cdf`): every measuring process summarizes its
+samples, and importing ``scipy.special`` for it took 0.45-0.85 s of each process's set-up
+on an H200 while a search started (four processes and the compiler beside each other),
+on the path to the search's first measurement.
 """
 
 from __future__ import annotations
@@ -38,12 +41,6 @@ def import_tests_in_background() -> None:
     threading.Thread(target=load, name="ctune-import-scipy", daemon=True).start()
 
 
-def import_summary() -> None:
-    """Import what :func:`summarize` needs (``scipy.special``) now: a measuring worker does
-    this while it sets a problem up, so that no measurement's wall time holds the import."""
-    from scipy.special import bdtr  # noqa: F401
-
-
 def quantile(samples: Sequence[float] | np.ndarray, q: float) -> float:
     """The sample quantile (numpy's default linear interpolation)."""
     data = np.asarray(samples, dtype=np.float64)
@@ -54,10 +51,18 @@ def quantile(samples: Sequence[float] | np.ndarray, q: float) -> float:
 
 @lru_cache(maxsize=256)
 def _binomial_cdf(n: int, q: float) -> np.ndarray:
-    """P(B <= k) for k = 0..n, B ~ Binomial(n, q) (read-only: it is cached)."""
-    from scipy.special import bdtr  # scipy.special: a quarter of scipy.stats' import time
+    """P(B <= k) for k = 0..n, B ~ Binomial(n, q) (read-only: it is cached).
 
-    cdf = np.asarray(bdtr(np.arange(n + 1), n, q), dtype=np.float64)
+    The probabilities are built in log space, each from the one before (pmf(k + 1) =
+    pmf(k) (n - k) / (k + 1) q / (1 - q)), so that none underflows before it is scaled;
+    their running sum, normalized, is the CDF. Against ``scipy.special.bdtr`` it differs
+    by at most 5e-11 and gives the same interval ranks for every n up to 20,000 at
+    q = 0.01-0.999 (a test compares every n up to 1,200 and a sample beyond)."""
+    k = np.arange(n, dtype=np.float64)
+    steps = np.log(n - k) - np.log1p(k) + (math.log(q) - math.log1p(-q))
+    log_pmf = n * math.log1p(-q) + np.concatenate(([0.0], np.cumsum(steps)))
+    cdf = np.cumsum(np.exp(log_pmf - log_pmf.max()))
+    cdf /= cdf[-1]
     cdf.setflags(write=False)
     return cdf
 

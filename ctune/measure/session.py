@@ -32,6 +32,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import weakref
 from collections.abc import Sequence
@@ -300,15 +301,33 @@ class WorkerProcess:
             self.proc.stdin.write(encode({"op": "exit", "id": self._exit_id}))
             self.proc.stdin.flush()
 
-    def finish_exit(self, timeout_s: float = 5.0) -> None:
-        """Wait for the exit :meth:`begin_exit` asked for (kill the worker if it does not
-        come in ``timeout_s``), and release the pipes."""
+    def finish_exit(self, timeout_s: float = 5.0, wait: bool = True) -> None:
+        """Wait for the answer to the exit :meth:`begin_exit` asked for, then for the process
+        to end (kill it if it does not in ``timeout_s``), and release the pipes. Without
+        ``wait`` its end is waited for in a thread: once it has answered, it runs nothing
+        more on the GPU, and its end is the driver releasing its context (~0.27 s of a
+        search's close on an H200, on nobody's path)."""
         if self.alive:
             deadline = time.monotonic() + timeout_s
             with contextlib.suppress(WorkerTimeout, WorkerDied, HarnessError):
                 while self._read(deadline).get("id") != self._exit_id:
                     pass  # a stale answer
+            if not wait:
+                threading.Thread(
+                    target=self._reap_and_release,
+                    args=(deadline,),
+                    name=f"ctune-reap-{self.pid}",
+                    daemon=True,
+                ).start()
+                return
             self.reap(max(0.1, deadline - time.monotonic()))
+        self._release()
+
+    def _reap_and_release(self, deadline: float) -> None:
+        self.reap(max(0.1, deadline - time.monotonic()))
+        self._release()
+
+    def _release(self) -> None:
         self._selector.close()
         self._finalizer()
 
@@ -777,14 +796,16 @@ class WorkerMeasurer:
                 leaving.finish_exit()
 
     def close(self) -> None:
-        """End every process (live, parked, spare), their exits side by side."""
+        """End every process (live, parked, spare), their exits side by side: this returns
+        once each has answered its exit, and their ends are waited for in the background
+        (:meth:`WorkerProcess.finish_exit`), each killed if it does not come in 5 s."""
         workers = [w for w in (self._worker, *self._parked) if w is not None]
         workers += [spare for spare, _ in self._spares]
         self._worker, self._parked, self._spares = None, [], []
         for worker in workers:
             worker.begin_exit()
         for worker in workers:
-            worker.finish_exit()
+            worker.finish_exit(wait=False)
 
     def __enter__(self) -> WorkerMeasurer:
         return self

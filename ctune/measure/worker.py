@@ -14,10 +14,10 @@ answers each request line with exactly one response line carrying the same
   -> ``{"id", "ok": true, "measurement": {...}, "fatal": bool}``
 - ``{"id", "op": "prepare", ...}`` (a measure request's fields) -> ``{"id", "ok": true}``:
   what a measurement of a new problem sets up, without timing anything (the spec, the
-  check's reference outputs and helper kernels, the statistics' imports, the module, the
-  cold-L2 buffer): sent once per problem and process under a setup limit, so that CuPy's
-  compiling for a new shape never counts against the hang limit, and in a fresh process
-  while the last one exits. ``"build": null`` sets the problem up without a module: a
+  check's reference outputs and helper kernels, the module, the cold-L2 buffer): sent
+  once per problem and process under a setup limit, so that CuPy's compiling for a new
+  shape never counts against the hang limit, and in a fresh process while the last one
+  exits. ``"build": null`` sets the problem up without a module: a
   search sends that as its processes start, before its first build exists
 - ``{"id", "op": "health"}`` -> ``{"id", "ok": true, "healthy": bool, "detail", "fatal"}``
 - ``{"id", "op": "info"}`` -> ``{"id", "ok": true, "device": {...}}``
@@ -338,17 +338,14 @@ class WorkerService:
 
     def prepare(self, request: MeasureRequest) -> None:
         """Set up what measuring ``request`` first needs in this process, timing nothing:
-        the spec, the reference outputs of the check's seeds (cached), the statistics'
-        imports, the module (where ``request`` has a build) and, for a cold-L2 plan, the
-        flush buffer. :meth:`measure` then finds them ready: a fresh process's first
-        measurement took 0.08 s longer than its second on an H200 while it imported
-        scipy.special for the summary."""
-        from ctune.evidence.stats import import_summary
+        the spec, the reference outputs of the check's seeds (cached), the check's kernels,
+        the module (where ``request`` has a build) and, for a cold-L2 plan, the flush
+        buffer. :meth:`measure` then finds them ready. (The summary's statistics import
+        nothing: ``ctune/evidence/stats.py``.)"""
         from ctune.measure.arrays import make_buffers
         from ctune.measure.correctness import warm_checks
         from ctune.measure.plan import check_seeds
 
-        import_summary()
         spec = self._spec(request.spec_path)
         problem = spec.problem(request.problem)
         runtime = spec.runtime_values(request.candidate)

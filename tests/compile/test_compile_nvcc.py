@@ -108,6 +108,26 @@ def test_missing_entry_symbol_is_reported(toolchain, tmp_path):
     assert "[ctune] error: entry 'nosymbol' is not a kernel of the cubin" in build.log_tail
 
 
+def test_nvcc_runs_at_a_lower_cpu_priority_than_ctune(toolchain, tmp_path, monkeypatch):
+    """Compiles run beside the measuring processes: each nvcc gets COMPILE_NICENESS more
+    niceness than ctune's (cicc and ptxas, started later by nvcc, inherit it)."""
+    import os
+
+    seen: list[int] = []
+    lower = nvcc_module._lower_priority
+
+    def observed(pid: int) -> None:
+        lower(pid)
+        seen.append(os.getpriority(os.PRIO_PROCESS, pid))
+
+    monkeypatch.setattr(nvcc_module, "_lower_priority", observed)
+    spec = load_spec(DATA / "saxpy.yaml", toolchain.help_text)
+    build = _compiler(spec, toolchain, tmp_path).build(spec.default_candidate(), spec.problem())
+    assert build.outcome is Outcome.OK, build.log_tail
+    ours = os.getpriority(os.PRIO_PROCESS, 0)
+    assert seen == [min(19, ours + nvcc_module.COMPILE_NICENESS)]
+
+
 def test_timeout_kills_the_compile(toolchain, tmp_path):
     spec = load_spec(DATA / "saxpy.yaml", toolchain.help_text)
     build = _compiler(spec, toolchain, tmp_path, timeout_s=0.01).build(

@@ -45,6 +45,41 @@ def test_binomial_cdf_is_a_distribution():
     assert np.all(np.diff(cdf) >= -1e-15)
 
 
+@pytest.mark.parametrize("q", [0.01, 0.05, 0.5, 0.9, 0.95, 0.99, 0.999])
+def test_binomial_cdf_and_its_ranks_match_scipy(q):
+    # the CDF is computed without scipy (a measuring process would import scipy.special for
+    # it); scipy's bdtr is the reference: the same interval ranks for every n checked
+    from scipy.special import bdtr
+
+    sizes = [*range(1, 1201), *range(1201, 20001, 97), 4999, 5000, 10_000]
+    for n in sizes:
+        ours = stats._binomial_cdf(n, q)
+        theirs = bdtr(np.arange(n + 1), n, q)
+        assert np.max(np.abs(ours - theirs)) < 1e-9, n
+        for alpha in (0.025, 0.005):  # the 95% and 99% intervals' sides
+
+            def ranks(cdf: np.ndarray, alpha: float = alpha) -> tuple[int, int]:
+                below = int(np.searchsorted(cdf, alpha, side="right"))
+                return below, int(np.searchsorted(cdf, 1 - alpha, side="left"))
+
+            assert ranks(ours) == ranks(theirs), (n, alpha)
+
+
+def test_summarizing_samples_imports_no_scipy():
+    # every measuring process summarizes its samples: scipy's import (0.45-0.85 s of a
+    # process's set-up on an H200) must not be on that path
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from ctune.evidence import stats; import ctune.measure.worker;"
+        "stats.summarize([1.0, 2.0, 3.0] * 100);"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
 def test_summarize_orders_quantiles_and_bounds():
     rng = np.random.default_rng(5)
     samples = rng.lognormal(0.0, 0.3, size=2000)

@@ -63,6 +63,7 @@ def main() -> int:
     parser.add_argument("--pidfile", default="")
     parser.add_argument("--no-gpu", action="store_true")
     parser.add_argument("--setup-s", type=float, default=0.0)
+    parser.add_argument("--exit-s", type=float, default=0.0)  # its end after the exit answer
     args = parser.parse_args()
     if args.no_gpu:
         send({"id": 0, "ok": False, "ready": False, "error": "CUDARuntimeError: no CUDA GPU"})
@@ -81,6 +82,7 @@ def main() -> int:
         rid, op = request["id"], request.get("op")
         if op == "exit":
             send({"id": rid, "ok": True})
+            time.sleep(args.exit_s)  # as a real worker's end waits for the driver
             return 0
         if op == "prepare":
             prepared += 1

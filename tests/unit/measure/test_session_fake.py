@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,17 @@ def measurer(tmp_path: Path, *extra: str, **options: object) -> WorkerMeasurer:
     return WorkerMeasurer(worker_argv=argv, **options)  # type: ignore[arg-type]
 
 
+def ended(pids: Iterable[int], within_s: float = 5.0) -> bool:
+    """Whether every process has ended (and been reaped), waiting up to ``within_s``: a
+    measurer's close returns once each answered its exit, not once each has ended."""
+    deadline = time.monotonic() + within_s
+    while any(alive(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -52,7 +64,7 @@ def alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as handle:
             return handle.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # reaped meanwhile
         return False
 
 
@@ -187,7 +199,7 @@ def test_remeasure_uses_fresh_processes_and_shuffles_order(tmp_path, spec):
     # each fresh process set up its first measurement before it (once); and after close
     # every process is gone (the rounds' parked ones too)
     assert all(_note(results[o[0]][p])["prepared"] == "1" for p, o in enumerate(orders))
-    assert not any(alive(int(pid)) for pid in pids)
+    assert ended(int(pid) for pid in pids)
 
 
 def _note(measurement) -> dict[str, str]:
@@ -267,7 +279,7 @@ def test_rounds_park_their_workers_until_close(tmp_path, spec):
         # the live one and PARKED_MAX parked are up; the oldest exited at the take-over
         # that would have parked one too many, before that round measured
         assert [alive(pid) for pid in pids] == [False] + [True] * (rounds - 1)
-    assert not any(alive(pid) for pid in pids)
+    assert ended(pids)
 
 
 def test_remeasure_order_is_seeded(tmp_path, spec):
@@ -294,10 +306,22 @@ def test_close_ends_the_worker(tmp_path, spec):
     pid = m.worker_pid
     assert pid is not None
     m.close()
-    deadline = time.monotonic() + 5
-    while alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not alive(pid)
+    assert ended([pid])
+
+
+def test_close_does_not_wait_for_the_processes_to_end(tmp_path, spec):
+    """Each process's end after its exit answer (a real worker's: the driver releasing its
+    context) is waited for in the background, every process's at once, and reaped there."""
+    m = measurer(tmp_path, "--exit-s", "1.5")
+    m.prestart(3, wait=True)  # the worker and two spares
+    m.measure(spec, *make(0), spec.problem(), PLAN)
+    pids = [m.worker_pid, *(spare.pid for spare, _ in m._spares)]
+    assert len(set(pids)) == 3 and None not in pids
+    start = time.monotonic()
+    m.close()
+    assert time.monotonic() - start < 1.0
+    assert all(alive(pid) for pid in pids)  # still ending
+    assert ended(pids, within_s=5.0)  # then gone, and reaped (no zombie left)
 
 
 def test_garbage_collected_measurer_leaves_no_worker(tmp_path, spec):
