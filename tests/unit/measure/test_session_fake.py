@@ -47,6 +47,7 @@ def measurer(tmp_path: Path, *extra: str, **options: object) -> WorkerMeasurer:
 def ended(pids: Iterable[int], within_s: float = 5.0) -> bool:
     """Whether every process has ended (and been reaped), waiting up to ``within_s``: a
     measurer's close returns once each answered its exit, not once each has ended."""
+    pids = list(pids)
     deadline = time.monotonic() + within_s
     while any(alive(pid) for pid in pids):
         if time.monotonic() > deadline:
