@@ -307,27 +307,21 @@ class WorkerProcess:
         ``wait`` its end is waited for in a thread: once it has answered, it runs nothing
         more on the GPU, and its end is the driver releasing its context (~0.27 s of a
         search's close on an H200, on nobody's path)."""
+        deadline = time.monotonic() + timeout_s
         if self.alive:
-            deadline = time.monotonic() + timeout_s
             with contextlib.suppress(WorkerTimeout, WorkerDied, HarnessError):
                 while self._read(deadline).get("id") != self._exit_id:
                     pass  # a stale answer
-            if not wait:
-                threading.Thread(
-                    target=self._reap_and_release,
-                    args=(deadline,),
-                    name=f"ctune-reap-{self.pid}",
-                    daemon=True,
-                ).start()
-                return
+        if wait or not self.alive:
+            self._end(deadline)
+        else:
+            name = f"ctune-reap-{self.pid}"
+            threading.Thread(target=self._end, args=(deadline,), name=name, daemon=True).start()
+
+    def _end(self, deadline: float) -> None:
+        """Reap the process (killed if not gone by ``deadline``) and release the pipes."""
+        if self.alive:
             self.reap(max(0.1, deadline - time.monotonic()))
-        self._release()
-
-    def _reap_and_release(self, deadline: float) -> None:
-        self.reap(max(0.1, deadline - time.monotonic()))
-        self._release()
-
-    def _release(self) -> None:
         self._selector.close()
         self._finalizer()
 

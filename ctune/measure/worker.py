@@ -17,8 +17,8 @@ answers each request line with exactly one response line carrying the same
   check's reference outputs and helper kernels, the module, the cold-L2 buffer): sent
   once per problem and process under a setup limit, so that CuPy's compiling for a new
   shape never counts against the hang limit, and in a fresh process while the last one
-  exits. ``"build": null`` sets the problem up without a module: a
-  search sends that as its processes start, before its first build exists
+  exits. ``"build": null`` sets the problem up without a module: a search sends that as
+  its processes start, before its first build exists
 - ``{"id", "op": "health"}`` -> ``{"id", "ok": true, "healthy": bool, "detail", "fatal"}``
 - ``{"id", "op": "info"}`` -> ``{"id", "ok": true, "device": {...}}``
 - ``{"id", "op": "exit"}`` -> ``{"id", "ok": true}``, then the worker exits at once
