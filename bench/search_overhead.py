@@ -193,8 +193,11 @@ def kernel_tuner_cold(problem: str, space: str) -> dict[str, Any]:
             env=env,
             capture_output=True,
             text=True,
-            check=True,
+            check=False,
         )
+        if done.returncode != 0:  # its own error, not only that it failed
+            tail = "\n".join(done.stderr.strip().splitlines()[-15:])
+            raise SystemExit(f"Kernel Tuner's side ({space}) exited {done.returncode}:\n{tail}")
         out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
         out["compile_cache"] = "cold: a fresh process and an empty CUPY_CACHE_DIR"
         return out

@@ -1,8 +1,9 @@
 """The measurement worker: ``python -m ctune.measure.worker --device N``.
 
-One process per GPU, kept alive between candidates (a start costs 0.4-0.9 s)
-and replaced after a sticky fault (the CUDA context is dead for the rest of
-the process, measured) or a hang (the parent kills its process group).
+One process per GPU, kept alive between candidates (a start costs 1.1-1.6 s on an
+H200 host with three siblings starting beside it: ``measure/start_ahead.py``) and
+replaced after a sticky fault (the CUDA context is dead for the rest of the process,
+measured) or a hang (the parent kills its process group).
 
 Protocol: newline-delimited JSON over the worker's stdin/stdout. The worker
 first writes a ready line, ``{"id": 0, "ready": true, "pid": ..., "device":
@@ -202,6 +203,7 @@ class WorkerService:
             ) from None
         from ctune.measure.cupy_events import EventTimer, Helpers
         from ctune.measure.device import Telemetry, probe_device_info
+        from ctune.measure.start_ahead import context_ahead, import_ahead
 
         self.cp = cupy
         self.device = device
@@ -214,10 +216,12 @@ class WorkerService:
             pci = None
         self.telemetry = Telemetry.open(pci, device)
         before = self.telemetry.compute_pids() if self.telemetry else None
+        with context_ahead(device):  # the context made beside the imports the set-up needs
+            import_ahead()
         cupy.cuda.Device(device).use()
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self.stream.use()
-        cupy.zeros(1, dtype=cupy.uint8)  # creates the context now, not inside a request
+        cupy.zeros(1, dtype=cupy.uint8)  # the memory pool up now, not inside a request
         self.stream.synchronize()
         after = self.telemetry.compute_pids() if self.telemetry else None
         own = {os.getpid()}

@@ -1,0 +1,76 @@
+"""A measuring process's start, overlapped: the CUDA context made while Python imports.
+
+Measured in fresh processes on an H200 host, four starting at once as a search starts
+them: the device's context takes 0.2-0.55 s to create (more when four processes create
+theirs together), and CuPy's first elementwise call imports ``cupyx`` (0.3-0.4 s, with
+``scipy.sparse`` under it) inside the first set-up. Both sat one after the other on the
+path to a search's first measurement. Here the context is made in a thread while the
+main thread does those imports; the first measurement waits for the slowest of the
+processes, so every process's start counts.
+
+The context is made through the driver API (``cuDevicePrimaryCtxRetain``), called
+through ``ctypes``, which releases the GIL for the call. (CuPy's ``runtime.setDevice``
+makes the context holding the GIL: the imports then waited for it, measured.) It is the
+device's primary context, the one the CUDA runtime and so CuPy use: CuPy finds it made.
+A failure here (no ``libcuda``, a driver error) is left for CuPy to meet and report as
+it would without this.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib
+import threading
+from collections.abc import Callable, Iterator
+
+#: what a measuring process's set-up imports anyway; imported while the context is made
+IMPORTS_AHEAD = (
+    "cupyx",  # CuPy imports it at its first elementwise call
+    "ctune.kernelspec",
+    "ctune.measure.arrays",
+    "ctune.measure.correctness",
+    "ctune.measure.launch",
+)
+
+
+def retain_primary_context(device: int) -> bool:
+    """Create (or take a reference to) CUDA device ``device``'s primary context; the
+    reference is held until the process ends. False where that failed: CuPy then
+    creates the context itself."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    handle = ctypes.c_int()
+    context = ctypes.c_void_p()
+    return bool(
+        cuda.cuInit(0) == 0
+        and cuda.cuDeviceGet(ctypes.byref(handle), device) == 0
+        and cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), handle) == 0
+    )
+
+
+def import_ahead(names: tuple[str, ...] = IMPORTS_AHEAD) -> None:
+    """Import ``names``, each skipped where it does not import: the code that needs it
+    meets the error and reports it as it would."""
+    for name in names:
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
+
+
+@contextlib.contextmanager
+def context_ahead(
+    device: int, make: Callable[[int], bool] = retain_primary_context
+) -> Iterator[None]:
+    """Make ``device``'s context (``make``) in a thread while the block runs; at its end,
+    wait for it. The block should hold the GIL (imports) and do nothing with CUDA."""
+    thread = threading.Thread(target=make, args=(device,), name="cuda-context", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
+
+
+__all__ = ["IMPORTS_AHEAD", "context_ahead", "import_ahead", "retain_primary_context"]
