@@ -121,7 +121,7 @@ COMPILE_NICENESS = 10
 def _lower_priority(pid: int) -> None:
     """Lower a started nvcc's CPU priority by :data:`COMPILE_NICENESS` (from the parent,
     as :func:`_limit_memory` does, before nvcc starts cicc)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+    with contextlib.suppress(OSError):  # gone already, or not ours to change
         now = os.getpriority(os.PRIO_PROCESS, pid)
         os.setpriority(os.PRIO_PROCESS, pid, min(19, now + COMPILE_NICENESS))
 

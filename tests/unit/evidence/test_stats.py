@@ -57,12 +57,13 @@ def test_binomial_cdf_and_its_ranks_match_scipy(q):
         theirs = bdtr(np.arange(n + 1), n, q)
         assert np.max(np.abs(ours - theirs)) < 1e-9, n
         for alpha in (0.025, 0.005):  # the 95% and 99% intervals' sides
+            assert _ranks(ours, alpha) == _ranks(theirs, alpha), (n, alpha)
 
-            def ranks(cdf: np.ndarray, alpha: float = alpha) -> tuple[int, int]:
-                below = int(np.searchsorted(cdf, alpha, side="right"))
-                return below, int(np.searchsorted(cdf, 1 - alpha, side="left"))
 
-            assert ranks(ours) == ranks(theirs), (n, alpha)
+def _ranks(cdf: np.ndarray, alpha: float) -> tuple[int, int]:
+    """The order statistics an interval with ``alpha`` on each side takes from ``cdf``."""
+    below = int(np.searchsorted(cdf, alpha, side="right"))
+    return below, int(np.searchsorted(cdf, 1 - alpha, side="left"))
 
 
 def test_summarizing_samples_imports_no_scipy():

@@ -28,7 +28,6 @@ PLAN = SamplingPlan(warmup_ms=1, rep_ms=2, min_samples=30, max_samples=300, quan
 @pytest.fixture
 def fake_gpu(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(HERE / "fakegpu"))
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the real driver (the context ahead) sees none
     monkeypatch.delenv("FAKE_NVML_REASONS", raising=False)
 
 

@@ -26,6 +26,10 @@ import numpy as _np
 
 __version__ = "0.0-fake"
 
+# a process that imports this stand-in never reaches a real GPU: the real driver, which the
+# worker's context-ahead thread calls (ctune/measure/start_ahead.py), reads this at cuInit
+os.environ["CUDA_VISIBLE_DEVICES"] = ""
+
 # --- arrays: numpy, with CuPy's .data.ptr ------------------------------------------------
 
 
