@@ -297,6 +297,10 @@ def _problems(argv: list[str], code: int, out: str, err: str) -> list[str]:
     return found
 
 
+# one command per value (126): the default 60 s is one test's budget, and `registry migrate
+# --dry-run` reads every committed artifact, ~0.47 s a call on a 2-core CI machine (~59 s
+# for the corpus: it timed out there once at 60 s)
+@pytest.mark.timeout(180)
 @pytest.mark.parametrize("template", list(TEMPLATES))
 def test_every_value_in_every_position(run: Callable, template: str) -> None:
     failures = []
