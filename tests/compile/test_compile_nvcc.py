@@ -51,7 +51,10 @@ def test_sampled_candidates_are_accepted_by_nvcc(yaml_path, toolchain, tmp_path)
     problem = spec.problem()
     heavy = spec.entry_kind == "launcher" or any("cutlass" in str(d) for d in spec.include_dirs)
     samples = spec.space.sample(random.Random(1), 2 if heavy else 4, problem.dims)
-    with _compiler(spec, toolchain, tmp_path) as compiler:
+    # what does not compile, not what compiles slowly: two CUTLASS candidates at once took
+    # over the 120 s default each on the 2-core CI machine (a GPU host has 16 cores)
+    timeout = {"timeout_s": 270.0} if heavy else {}
+    with _compiler(spec, toolchain, tmp_path, **timeout) as compiler:
         futures = [compiler.submit(spec.candidate(v), problem) for v in samples]
         builds = [f.result() for f in futures]
     for values, build in zip(samples, builds, strict=True):
