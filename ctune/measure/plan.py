@@ -223,10 +223,11 @@ SCREEN_HOST_LAUNCHES = 4
 
 
 def screen_size(per_sample_ms: float) -> int:
-    """Samples in a screen: ~5 ms of samples, at least 10, at most a full chunk."""
-    full = chunk_size(per_sample_ms)
-    wanted = max(PRUNE_MIN_SAMPLES, math.ceil(PRUNE_CHUNK_MS / max(per_sample_ms, 1e-6)))
-    return min(full, wanted)
+    """Samples in a screen: ~5 ms of samples, at most a full chunk, and never fewer than
+    :func:`prunes` needs (a kernel slower than 10 ms a sample has a chunk of fewer than
+    10: capped by the chunk alone, its screen could never prune)."""
+    wanted = min(chunk_size(per_sample_ms), math.ceil(PRUNE_CHUNK_MS / max(per_sample_ms, 1e-6)))
+    return max(PRUNE_MIN_SAMPLES, wanted)
 
 
 def rest_batch_ms(warmup_ms: float) -> float:

@@ -13,6 +13,7 @@ from ctune.kernelspec import KernelSpec
 from ctune.measure import SamplingPlan
 from ctune.measure.plan import (
     PRUNE_MIN_SAMPLES,
+    chunk_size,
     prunes,
     quantile_min_samples,
     sample_count,
@@ -76,6 +77,11 @@ def test_a_screen_is_short_and_its_spin_covers_the_hosts_enqueue() -> None:
     assert screen_size(0.2) == 25  # 5 ms of samples
     assert screen_size(5.0) == PRUNE_MIN_SAMPLES  # never fewer than 10
     assert screen_size(0.001) == 100  # never more than a full chunk
+    # a full chunk of a 20 ms kernel is 5 samples: the screen still takes the 10 that
+    # prunes() needs, else such a kernel could never be pruned
+    assert chunk_size(20.0) < PRUNE_MIN_SAMPLES
+    assert screen_size(20.0) == PRUNE_MIN_SAMPLES
+    assert prunes([20.0] * screen_size(20.0), pruning)
     assert not prunes([2.0] * 9, pruning)  # too few to decide
     assert prunes([2.0] * 10, pruning)
     assert not prunes([0.9] * 10, pruning) and not prunes([2.0] * 10, plan)
