@@ -133,7 +133,7 @@ def _limit_memory(pid: int, limit_bytes: int) -> None:
     a process with threads: compiles are started from a thread pool.
     """
     if limit_bytes > 0:
-        with contextlib.suppress(ProcessLookupError, OSError):
+        with contextlib.suppress(OSError):  # gone already (ProcessLookupError) included
             resource.prlimit(pid, resource.RLIMIT_AS, (limit_bytes, limit_bytes))
 
 
