@@ -543,8 +543,8 @@ def _start_workers(
 ) -> None:
     """Start the measuring worker now, and beside it the processes of the confirmation
     rounds that will surely run (they wait, fresh, until then), each asked to set the
-    problem up once it is up: a start takes 1.1-1.6 s on an H200 with its siblings
-    (``measure/start_ahead.py``), and the first measurement waits for all of them, so it
+    problem up once it is up: a start takes over a second (measured in
+    ``measure/worker.py``), and the first measurement waits for all of them, so it
     overlaps the device probe and the baseline's compile instead of following them."""
     prestart = getattr(measurer, "prestart", None)
     if not callable(prestart) or not objective.measures:
