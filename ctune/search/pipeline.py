@@ -68,14 +68,11 @@ class Pipeline:
             number, generation, cand, build.outcome, build, measurement, values, violations
         )
 
-    def measure(
-        self, cand: Candidate, build: Build, generation: int | None = None
-    ) -> Measurement | None:
+    def measure(self, cand: Candidate, build: Build, plan: SamplingPlan) -> Measurement | None:
         run = self.run
         if not build.outcome.is_ok or not run.objective.measures or run.measurer is None:
             return None
         start = run.clock()
-        plan = run.plan if generation is None else self.plan(generation)
         try:
             return run.measurer.measure(run.spec, cand, build, run.problem, plan)
         finally:
@@ -95,11 +92,21 @@ class Pipeline:
             run.opts.prune_margin,
             run.objective.context(run.problem.dims),
         )
-        plan = search_phase_plan(
-            run.plan, threshold, run.opts.search_rep_ms, run.confirmation.can_confirm()
-        )
+        plan = self._search_phase(threshold)
         self._plans = (generation, plan)
         return plan
+
+    def baseline_plan(self) -> SamplingPlan:
+        """The baseline's plan: the search phase's, with no threshold (nothing leads yet).
+        Where confirmation runs, it re-measures the baseline with the protocol's full plan
+        as it does the leader; the search's own value only starts the pruning."""
+        return self._search_phase(None)
+
+    def _search_phase(self, threshold: float | None) -> SamplingPlan:
+        run = self.run
+        return search_phase_plan(
+            run.plan, threshold, run.opts.search_rep_ms, run.confirmation.can_confirm()
+        )
 
     def within_device(self, cand: Candidate, build: Build) -> Build:
         """The build, or INVALID when the device cannot launch it (its resources are known
@@ -141,7 +148,7 @@ class Pipeline:
                     measured, candidate_key=cand.key()
                 )
             else:
-                measurement = self.measure(cand, build, generation)
+                measurement = self.measure(cand, build, self.plan(generation))
             trial = self.make_trial(cand, build, measurement, generation)
             run.session.record(trial, filler)
         run.timers.session_evals += 1

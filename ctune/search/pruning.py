@@ -30,8 +30,9 @@ left out are ~35 ms of a ~130 ms measurement. Its warm-up is ``SEARCH_WARMUP_MS`
 the screen's included; the protocol's is 25), still until three batch means agree: the
 screen ran the candidate a moment ago, on a GPU that has been measuring all along. On an
 H200 that took a tiled matmul's unpruned candidates from 93 to 75 ms each, and chose the
-same leader. Only when confirmation runs: a search that reports its own measurements
-(``--confirm-processes 0``) samples every candidate by the protocol.
+same leader. The search's baseline is sampled so too (it is never pruned): confirmation
+re-measures it beside the leader. Only when confirmation runs: a search that reports its
+own measurements (``--confirm-processes 0``) samples every candidate by the protocol.
 """
 
 from __future__ import annotations

@@ -120,7 +120,7 @@ class SessionJournal:
             # the first measurement waits for its worker (and the confirmation's spares):
             # the compiler goes on with the builds the strategy will ask for meanwhile
             pipeline.queue_ahead(left=1)
-        measurement = pipeline.measure(cand, build)
+        measurement = pipeline.measure(cand, build, pipeline.baseline_plan())
         if measurement is not None and not measurement.outcome.is_ok:
             raise UserError(
                 f"{spec.source_path.name}: the default build (baseline) fails on "
