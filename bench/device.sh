@@ -24,7 +24,8 @@
 #             unpack that into the checkout before the next call)
 #   quality   bench/search_quality.py (CPU only: the replay of the recorded ground truths)
 #   overhead  bench/search_overhead.py: ctune vs Kernel Tuner brute force, s per candidate
-#             (needs the kernel_tuner wheels; ~2-3 min)
+#             (needs the kernel_tuner wheels; OVERHEAD_ARGS, e.g. "--repeat 1"; ~4 min with
+#             its default 3 runs a space)
 #   timeline  bench/search_timeline.py: where those searches' wall time goes, step by step
 #             (TIMELINE_ARGS, e.g. "--runs 5"; ~1 min)
 #   profile   bench/measure_profile.py: where one measurement's time goes, by phase (~1 min)

@@ -54,3 +54,17 @@ def test_the_bound_is_the_fixed_seconds_alone_per_candidate(bench: ModuleType) -
     assert (
         bench.ratio_bound({**ours, "fixed_s": {"total_s": None}}, {"s_per_candidate": 0.15}) is None
     )
+
+
+def test_the_summary_is_the_median_run_by_ratio_with_the_range_and_every_run(
+    bench: ModuleType,
+) -> None:
+    def run(ratio: float) -> dict[str, object]:
+        return {"ratio": ratio, "ctune_s_per_candidate": ratio / 10, "ctune": {"wall_s": ratio}}
+
+    runs = [run(0.9), run(0.7), run(1.2)]
+    got = bench.summary(runs)
+    assert got["ratio"] == 0.9 and got["ctune_s_per_candidate"] == pytest.approx(0.09)
+    assert got["ratio_range"] == [0.7, 1.2] and got["runs"] == runs
+    assert "ctune" not in got  # each run's details stay in its own entry
+    assert bench.summary([run(0.8), run(0.6)])["ratio"] == 0.6  # an even count: the lower
