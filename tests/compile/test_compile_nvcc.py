@@ -32,12 +32,25 @@ def _compiler(spec, toolchain, tmp_path, **kw) -> NvccCompiler:
     return NvccCompiler(spec, toolchain, tmp_path / "cache", **kw)
 
 
+def _heavy(spec) -> bool:
+    """A CUTLASS kernel (or a launcher): 40-60 s a compile on 16 cores."""
+    return spec.entry_kind == "launcher" or any("cutlass" in str(d) for d in spec.include_dirs)
+
+
+def _limit(spec) -> dict[str, float]:
+    """These tests are about what does not compile, not what compiles slowly: a CUTLASS
+    compile took over the 120 s default on the 2-core CI machine, alone (the default
+    attention build) and two at once (a GPU host has 16 cores)."""
+    return {"timeout_s": 270.0} if _heavy(spec) else {}
+
+
 @pytest.mark.parametrize(
     "yaml_path", [*SHIPPED, DATA / "saxpy.yaml", DATA / "rt_saxpy.yaml"], ids=lambda p: p.stem
 )
 def test_default_build_of_every_kernel(yaml_path, toolchain, tmp_path):
     spec = load_spec(yaml_path, toolchain.help_text)
-    build = _compiler(spec, toolchain, tmp_path).build(spec.default_candidate(), spec.problem())
+    compiler = _compiler(spec, toolchain, tmp_path, **_limit(spec))
+    build = compiler.build(spec.default_candidate(), spec.problem())
     assert build.outcome is Outcome.OK, build.log_tail
     assert build.resources.regs and build.resources.regs > 0
     assert build.sass_sha256 and len(build.sass_sha256) == 64
@@ -49,12 +62,8 @@ def test_sampled_candidates_are_accepted_by_nvcc(yaml_path, toolchain, tmp_path)
     """Restrictions must exclude what does not compile: sampled valid points all build."""
     spec = load_spec(yaml_path, toolchain.help_text)
     problem = spec.problem()
-    heavy = spec.entry_kind == "launcher" or any("cutlass" in str(d) for d in spec.include_dirs)
-    samples = spec.space.sample(random.Random(1), 2 if heavy else 4, problem.dims)
-    # what does not compile, not what compiles slowly: two CUTLASS candidates at once took
-    # over the 120 s default each on the 2-core CI machine (a GPU host has 16 cores)
-    timeout = {"timeout_s": 270.0} if heavy else {}
-    with _compiler(spec, toolchain, tmp_path, **timeout) as compiler:
+    samples = spec.space.sample(random.Random(1), 2 if _heavy(spec) else 4, problem.dims)
+    with _compiler(spec, toolchain, tmp_path, **_limit(spec)) as compiler:
         futures = [compiler.submit(spec.candidate(v), problem) for v in samples]
         builds = [f.result() for f in futures]
     for values, build in zip(samples, builds, strict=True):
