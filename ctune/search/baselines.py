@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from ctune.errors import UserError
 from ctune.records import Candidate, GeneValue
 from ctune.search.strategy import BaseStrategy, OptionTable, StrategyContext, check_at_least
+from ctune.space.params import BuildGroup
 
 _SAMPLE_ROUNDS = 4
 #: the largest space (product of its genes' values) a shuffled exhaustive order walks and
@@ -106,23 +107,16 @@ class ExhaustiveStrategy(BaseStrategy):
 
     def _order(self) -> Iterator[dict[str, GeneValue]]:
         """Every valid candidate once, in the order this search visits them."""
-        dims = self.context.dims
-        if self.options["order"] == "product" or not self._fits():
-            return self.space.iter_valid(dims)
-        names = self.space.names
-        compiled = [i for i, gene in enumerate(self.space.genes) if gene.compiled]
-        builds: dict[tuple[GeneValue, ...], list[tuple[GeneValue, ...]]] = {}
-        for values in self.space.iter_valid(dims):
-            row = tuple(values[name] for name in names)
-            builds.setdefault(tuple(row[i] for i in compiled), []).append(row)
+        space, dims = self.space, self.context.dims
+        if self.options["order"] == "product" or space.cardinality() > SHUFFLE_CAP:
+            return space.iter_valid(dims)
+        builds: dict[BuildGroup, list[dict[str, GeneValue]]] = {}
+        for values in space.iter_valid(dims):
+            builds.setdefault(space.build_group(values.items()), []).append(values)
         order = list(builds.values())
         # not self.rng, which load_state restores: a resumed search draws the same order
         random.Random(self.context.seed).shuffle(order)
-        return (dict(zip(names, row, strict=True)) for build in order for row in build)
-
-    def _fits(self) -> bool:
-        """Is the space small enough to walk and hold before the first ask?"""
-        return self.space.cardinality() <= SHUFFLE_CAP
+        return (values for build in order for values in build)
 
     def _next(self) -> dict[str, GeneValue] | None:
         if self._ahead:

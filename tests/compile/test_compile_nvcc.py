@@ -11,6 +11,7 @@ import pytest
 
 from ctune.compile import NvccCompiler, probe_toolchain
 from ctune.compile import nvcc as nvcc_module
+from ctune.compile.deps import uses_cutlass
 from ctune.compile.sass import defined_symbols, sass_digest
 from ctune.kernelspec import load_spec
 from ctune.records import Outcome
@@ -34,7 +35,7 @@ def _compiler(spec, toolchain, tmp_path, **kw) -> NvccCompiler:
 
 def _heavy(spec) -> bool:
     """A CUTLASS kernel (or a launcher): 40-60 s a compile on 16 cores."""
-    return spec.entry_kind == "launcher" or any("cutlass" in str(d) for d in spec.include_dirs)
+    return spec.entry_kind == "launcher" or uses_cutlass(spec.include_dirs)
 
 
 def _limit(spec) -> dict[str, float]:
