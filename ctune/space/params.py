@@ -17,6 +17,7 @@ import random
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from ctune.errors import UserError
 from ctune.expr import Expr, ExprError
 from ctune.records import GeneValue
 from ctune.space.enumerate import Check, Walk, checks_of
@@ -28,6 +29,10 @@ BuildGroup = tuple[tuple[str, GeneValue], ...]
 #: the families a spec's ``genes:`` may name (the first two come from the flag catalogue;
 #: device genes come from --device-genes, with values read from the GPU)
 SPEC_FAMILIES = FAMILIES[2:6]
+
+
+class SpaceValueError(UserError):
+    """A gene name or value that the spec's space does not have (from a file or an option)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +129,43 @@ class Space:
 
     def default_values(self) -> dict[str, GeneValue]:
         return {g.name: g.default for g in self.genes}
+
+    def member(self, name: str, value: object) -> GeneValue | None:
+        """The gene's own value equal to ``value`` in type and value, else None.
+
+        ``True`` is not ``1`` and ``"8"`` is not ``8``: a recorded value matches only a value
+        of the same kind (an int may stand for an equal float, as JSON writes ``2.0`` as
+        ``2`` in some writers)."""
+        gene = self._by_name.get(name)
+        if gene is None:
+            return None
+        for own in gene.values:
+            if type(own) is type(value) and own == value:
+                return own
+            if type(own) is float and type(value) is int and own == value:
+                return own
+        return None
+
+    def check_values(self, values: Mapping[str, object], where: str) -> dict[str, GeneValue]:
+        """``values`` as this space's own values, or one line naming ``where`` and the gene.
+
+        The one gate for gene values that come from outside the spec (``--set``, a journal,
+        an artifact): a name the space lacks or a value not among the gene's values is
+        refused, so nothing else reaches the compiler's command line.
+        """
+        out: dict[str, GeneValue] = {}
+        for name, value in values.items():
+            if not isinstance(name, str) or name not in self._by_name:
+                raise SpaceValueError(f"{where}: gene {name!r} is not in the spec's space")
+            own = self.member(name, value)
+            if own is None:
+                allowed = ", ".join(repr(v) for v in self._by_name[name].values[:12])
+                more = ", ..." if len(self._by_name[name].values) > 12 else ""
+                raise SpaceValueError(
+                    f"{where}: {name}={value!r} is not a value of {name} (allowed: {allowed}{more})"
+                )
+            out[name] = own
+        return out
 
     def in_today(self, values: Mapping[str, GeneValue]) -> dict[str, GeneValue]:
         """Values recorded in an earlier space, in this one: genes added since take their
