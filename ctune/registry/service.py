@@ -81,6 +81,8 @@ class VerifyReport:
     fsck_output: str = ""
     #: "KEY: member ...: ..." for each artifact whose genes its spec does not have
     edited: tuple[str, ...] = ()
+    #: kernels whose spec could not be loaded: their values met the command-line rule only
+    without_spec: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -280,7 +282,13 @@ def verify_registry(
             )
         edited += [f"{key}: {line}" for line in hand_edits(artifact, spaces[artifact.kernel])]
     return VerifyReport(
-        len(listing.artifacts), listing.quarantined, pins, fsck_ok, fsck_out, tuple(edited)
+        len(listing.artifacts),
+        listing.quarantined,
+        pins,
+        fsck_ok,
+        fsck_out,
+        tuple(edited),
+        tuple(sorted(k for k, space in spaces.items() if space is None)),
     )
 
 
