@@ -40,6 +40,12 @@ _QUOTED_VALUE_OF = frozenset(
     {"-o", "--output-file", "-D", "--define-macro", "-U", "--undefine-macro", "-I"}
     | {"--include-path"}
 )
+#: pass-through options: nvcc writes their value (the next item) bare, whatever it is
+_BARE_VALUE_OF = frozenset(
+    {"-Xptxas", "-Xcompiler", "-Xlinker", "-Xnvlink", "-Xarchive"}
+    | {"--ptxas-options", "--compiler-options", "--linker-options", "--nvlink-options"}
+    | {"--archive-options"}
+)
 #: options whose value (joined: ``-DX=1``) nvcc writes in double quotes
 _QUOTED_JOINED = ("-D", "-U", "-I")
 _SHOWN = 120  # characters of an item a message shows
@@ -95,9 +101,10 @@ def check_argv(argv: Sequence[str], what: str) -> None:
     The last item, when not an option, is the input file: nvcc double-quotes it.
     """
     quoted_next = True  # the program itself: nvcc quotes the toolkit paths it derives
+    bare_next = False
     last = len(argv) - 1
     for i, item in enumerate(argv):
-        quoted = (
+        quoted = not bare_next and (
             quoted_next
             or item.startswith(_QUOTED_JOINED)
             or (i == last and not item.startswith("-"))
@@ -109,7 +116,8 @@ def check_argv(argv: Sequence[str], what: str) -> None:
                 "(remove it from the value, or move the file to a path without it: "
                 "docs/security.md)"
             )
-        quoted_next = item in _QUOTED_VALUE_OF
+        quoted_next = item in _QUOTED_VALUE_OF and not bare_next
+        bare_next = item in _BARE_VALUE_OF and not bare_next
 
 
 def define_flag(name: str, value: GeneValue) -> str:

@@ -101,6 +101,16 @@ def test_a_value_nvcc_writes_bare_holds_only_plain_characters(bad: str) -> None:
         check_argv(argv, "nvcc")
 
 
+def test_a_pass_through_value_is_bare_whatever_it_looks_like() -> None:
+    """``-Xcompiler -I/a;b`` reaches the host compiler's line bare: not an -I of nvcc's."""
+    for option in ("-Xcompiler", "-Xptxas", "--compiler-options", "-Xlinker"):
+        with pytest.raises(CommandLineError, match="bare"):
+            check_argv(["nvcc", option, "-I/a;b", "k.cu"], "nvcc")
+        with pytest.raises(CommandLineError, match="bare"):
+            check_argv(["nvcc", "k.cu", option, "x y"], "nvcc")  # not the input file either
+    check_argv(["nvcc", "-Xptxas", "-v", "-I/a b;c", "k.cu"], "nvcc")  # nvcc's own -I again
+
+
 def test_an_option_is_judged_bare_and_a_path_after_o_quoted() -> None:
     with pytest.raises(CommandLineError, match="bare"):
         check_argv(["nvcc", "--foo=a b", "k.cu"], "nvcc")
