@@ -218,7 +218,8 @@ class KernelSpec:
         """A recorded candidate (an artifact's member) in today's space: a gene added since it
         was recorded takes its default, which keeps the code it had (a rebuild's SASS digest
         against the recorded one checks that); a gene the space no longer has cannot be
-        honoured."""
+        honoured, nor can a value the space does not have (a file is data: only the spec's
+        own values are ever built)."""
         values = recorded.as_dict()
         gone = sorted(set(values) - set(self.space.names))
         if gone:
@@ -226,6 +227,9 @@ class KernelSpec:
                 f"{self.name}: recorded candidate {recorded.key()} sets {', '.join(gone)}, "
                 f"which {self.yaml_path.name} no longer has; retune it (ctune registry retune)"
             )
+        values = self.space.check_values(
+            values, f"{self.name}: recorded candidate {recorded.key()}"
+        )
         if len(values) == len(self.space.names):
             return recorded
         return self.candidate({**self.space.default_values(), **values})
@@ -703,6 +707,8 @@ def _gene_values(ctx: _Ctx, key: str, body: dict[str, Any]) -> tuple[GeneValue, 
             raise ctx.fail(f"{key}.values", "values must be integers or strings")
         if len(set(raw)) != len(raw):
             raise ctx.fail(f"{key}.values", "a value is repeated")
+        for value in raw:
+            _check_define_value(ctx, f"{key}.values", value)
         return tuple(raw)
     if not isinstance(raw, list) or not all(
         isinstance(v, int) and not isinstance(v, bool) for v in raw
@@ -726,6 +732,16 @@ def _gene_values(ctx: _Ctx, key: str, body: dict[str, Any]) -> tuple[GeneValue, 
     if len(values) > 4096:
         raise ctx.fail(f"{key}.range", "more than 4096 values")
     return tuple(values)
+
+
+def _check_define_value(ctx: _Ctx, key: str, value: Any) -> None:
+    """A string value becomes ``-DNAME=VALUE`` on nvcc's command line: one nvcc's sub-shell
+    would act on is refused here, naming the key (``compile/quoting.py`` has the rule)."""
+    from ctune.compile.quoting import value_refusal
+
+    why = value_refusal(value) if isinstance(value, str) else None
+    if why is not None:
+        raise ctx.fail(key, f"{value[:80]!r} {why}; write the value without it")
 
 
 def _problems(ctx: _Ctx, data: Any) -> tuple[Problem, ...]:
@@ -761,6 +777,8 @@ def _problems(ctx: _Ctx, data: Any) -> tuple[Problem, ...]:
             for k, v in defines.items()
         ):
             raise ctx.fail(f"problems.{name}.defines", "expected MACRO: integer-or-string pairs")
+        for macro, value in defines.items():
+            _check_define_value(ctx, f"problems.{name}.defines.{macro}", value)
         dtypes = body.get("dtypes") or {}
         if not isinstance(dtypes, dict) or not all(v in DTYPES for v in dtypes.values()):
             raise ctx.fail(f"problems.{name}.dtypes", f"expected ARG: dtype ({', '.join(DTYPES)})")

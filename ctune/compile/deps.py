@@ -22,7 +22,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ctune.compile.command import default_defines, define_flag
+from ctune.compile.command import default_defines
+from ctune.compile.quoting import check_argv, define_flag
 from ctune.errors import UserError
 from ctune.records import GeneValue
 
@@ -93,6 +94,7 @@ def include_closure(
     argv = [nvcc, "-M", f"-std={std}", f"-arch={arch}", *(f"-I{d}" for d in include_dirs)]
     argv += [define_flag(k, v) for k, v in sorted(defines.items())]
     argv.append(str(source))
+    check_argv(argv, f"{source}: nvcc -M")
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:

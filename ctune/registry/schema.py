@@ -40,7 +40,8 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 # Values that end up in a C header, a shell line or CMake (export.py): no
 # quotes, backslashes, '$', ';', '#', whitespace other than ' ', or controls.
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.:<>,+\-*/()% ]{0,200}$")
-_SAFE_FLAG = re.compile(r"^[A-Za-z0-9_.,=+\-/:<> ]{1,200}$")
+# (``\,`` is nvcc's comma escape inside a -D value: compile/quoting.py)
+_SAFE_FLAG = re.compile(r"^(?:[A-Za-z0-9_.,=+\-/:<> ]|\\,){1,200}$")
 _PRINTABLE = re.compile(r"^[\x20-\x7e]{0,2000}$")
 
 #: provenance keys and their types; anything else goes under ``extensions``

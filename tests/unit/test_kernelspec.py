@@ -406,3 +406,24 @@ def test_a_recorded_candidate_in_todays_space() -> None:
     dropped = spec.candidate({**current.as_dict(), "OLD_GENE": 1})
     with pytest.raises(UserError, match=r"OLD_GENE.*retune"):
         spec.in_space(dropped)
+
+
+@pytest.mark.parametrize("bad", ["8 $(touch x)", "`id`", "${HOME}", 'a"b', "a\\b", "a\nb"])
+def test_a_string_value_nvccs_shell_would_act_on_is_refused_naming_file_and_key(
+    saxpy: Path, bad: str
+) -> None:
+    _edit(saxpy, lambda d: d["genes"].update(MODE={"values": ["plain", bad], "family": "define"}))
+    with pytest.raises(SpecError) as caught:
+        load_spec(saxpy)
+    message = str(caught.value)
+    assert message.startswith(f"{saxpy}: genes.MODE.values: ") and "\n" not in message
+    _edit(saxpy, lambda d: (d["genes"].pop("MODE"), d["problems"][0].update(defines={"M": bad})))
+    with pytest.raises(SpecError, match=r"problems\.n1m\.defines\.M: "):
+        load_spec(saxpy)
+
+
+def test_a_template_argument_with_commas_and_a_statement_are_fine_values(saxpy: Path) -> None:
+    shape = "cutlass::gemm::GemmShape<128, 128, 64>"
+    genes = {"SHAPE": {"values": [shape, "int a; int b;"], "family": "define"}}
+    _edit(saxpy, lambda d: d["genes"].update(genes))
+    assert load_spec(saxpy).space.gene("SHAPE").values == (shape, "int a; int b;")
