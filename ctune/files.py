@@ -32,7 +32,14 @@ MAX_DATA_BYTES = 64 * 1024 * 1024
 
 
 class InputFileError(UserError):
-    """An input file cannot be read as one: missing, not regular, too large, unreadable."""
+    """An input file cannot be read as one: missing, not regular, too large, unreadable.
+
+    The message is ``{what} {path}: {reason}``; ``reason`` alone lets a caller say it in
+    its own words."""
+
+    def __init__(self, what: str, path: object, reason: str) -> None:
+        super().__init__(f"{what} {path}: {reason}")
+        self.reason = reason
 
 
 def file_kind(mode: int) -> str:
@@ -51,7 +58,7 @@ def read_capped(
     """
     data = _read_regular(path, max_bytes + 1, what, follow_symlinks)
     if len(data) > max_bytes:
-        raise InputFileError(f"{what} {path}: larger than the {max_bytes}-byte limit")
+        raise InputFileError(what, path, f"larger than the {max_bytes}-byte limit")
     return data
 
 
@@ -68,19 +75,19 @@ def _read_regular(path: Path | str, limit: int, what: str, follow_symlinks: bool
     try:
         fd = os.open(path, flags)
     except FileNotFoundError:
-        raise InputFileError(f"{what} {path}: no such file") from None
+        raise InputFileError(what, path, "no such file") from None
     except ValueError:  # an embedded NUL byte
-        raise InputFileError(f"{what} {path!r}: not a valid path") from None
+        raise InputFileError(what, repr(str(path)), "not a valid path") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP and not follow_symlinks:
-            raise InputFileError(f"{what} {path}: a symlink, which is refused here") from None
+            raise InputFileError(what, path, "a symlink, which is refused here") from None
         if exc.errno == errno.ENXIO:  # a socket, or a FIFO opened non-blocking with no writer
-            raise InputFileError(f"{what} {path}: not a regular file; give a file") from None
-        raise InputFileError(f"{what} {path}: cannot read ({exc.strerror})") from None
+            raise InputFileError(what, path, "not a regular file; give a file") from None
+        raise InputFileError(what, path, f"cannot read ({exc.strerror})") from None
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise InputFileError(f"{what} {path}: {file_kind(mode)}, not a regular file")
+            raise InputFileError(what, path, f"{file_kind(mode)}, not a regular file")
         os.set_blocking(fd, True)
         chunks: list[bytes] = []
         left = limit
@@ -91,7 +98,7 @@ def _read_regular(path: Path | str, limit: int, what: str, follow_symlinks: bool
             chunks.append(chunk)
             left -= len(chunk)
     except OSError as exc:
-        raise InputFileError(f"{what} {path}: cannot read ({exc.strerror})") from None
+        raise InputFileError(what, path, f"cannot read ({exc.strerror})") from None
     finally:
         os.close(fd)
     return b"".join(chunks)
@@ -112,5 +119,5 @@ def read_text_capped(
         return data.decode("utf-8", errors)
     except UnicodeDecodeError as exc:
         raise InputFileError(
-            f"{what} {path}: not UTF-8 text (byte {exc.start}); save it as UTF-8"
+            what, path, f"not UTF-8 text (byte {exc.start}); save it as UTF-8"
         ) from None

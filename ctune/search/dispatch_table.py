@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctune.errors import UserError
-from ctune.files import MAX_DATA_BYTES, read_text_capped
+from ctune.files import MAX_DATA_BYTES, InputFileError, read_text_capped
 from ctune.records import Candidate
 
 if TYPE_CHECKING:
@@ -229,6 +229,8 @@ def shipped_builds(paths: Sequence[Path], spec: KernelSpec) -> frozenset[str]:
     for path in paths:
         try:
             data = json.loads(read_text_capped(path, MAX_DATA_BYTES, "--dispatch-shipped"))
+        except InputFileError as exc:
+            raise refuse(path, f"not a readable dispatch table ({exc.reason})") from None
         except (OSError, ValueError) as exc:
             raise refuse(path, f"not a readable dispatch table ({exc})") from None
         try:

@@ -28,7 +28,7 @@ def _nested(depth: int) -> str:
         ("a: 2023-13-45", "a value that cannot be read: month must be in 1..12"),
         ("x" * (MAX_BYTES + 1), f"larger than {MAX_BYTES} bytes"),
     ],
-    ids=["1000-brackets", "1000-braces", "block-40", "flow-at-cap", "nodes", "digits", "date", "size"],
+    ids=["1000-brackets", "1000-braces", "block-40", "at-cap", "nodes", "digits", "date", "size"],
 )
 def test_limits_are_one_line(text: str, message: str) -> None:
     began = time.monotonic()
