@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -163,3 +164,26 @@ def test_a_bad_setting_is_one_line_and_exit_2(
     assert code == EXIT_USER_ERROR
     _one_line(err, message)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["saxpy.cu", "saxpy.yaml", "saxpy_ref.py"]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["plot", "{fifo}", "--as", "csv"], "plot source {fifo}: a FIFO, not a regular file"),
+        (["init", "{fifo}"], "kernel file {fifo}: a FIFO, not a regular file"),
+        (["compile", "{cu}"], "source: {cu} is a FIFO, not a file"),
+    ],
+    ids=["plot", "init", "compile-source"],
+)
+def test_a_fifo_given_to_a_command_is_refused_without_blocking(
+    run: Run, saxpy: Path, argv: list[str], message: str
+) -> None:
+    fifo = saxpy.with_name("journal.jsonl")
+    os.mkfifo(fifo)
+    saxpy.unlink()
+    os.mkfifo(saxpy)  # the .cu itself, its sidecar beside it
+    names = {"fifo": fifo, "cu": saxpy}
+    code, _, err = run(*(part.format(**names) for part in argv))
+    assert code == EXIT_USER_ERROR
+    _one_line(err, message.format(**names))
