@@ -85,6 +85,7 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
     process's environment (``cli/invocation.py``)."""
     from ctune.cli.invocation import invoked_with
     from ctune.cli.render import error_line, stop_for_closed_pipe
+    from ctune.config import debug_enabled
 
     env = os.environ if environ is None else environ
     try:
@@ -93,7 +94,7 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
         with invoked_with(environ):
             _command().main(args=argv, standalone_mode=False, prog_name="ctune")
     except CtuneError as exc:
-        if env.get("CTUNE_DEBUG"):
+        if debug_enabled(env):
             raise
         error_line(str(exc))
         sys.exit(exc.exit_code)
@@ -108,7 +109,7 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
         click_exc = _click_outcome(exc)
         if click_exc is not None:
             sys.exit(click_exc)
-        if env.get("CTUNE_DEBUG"):
+        if debug_enabled(env):
             raise
         if isinstance(exc, OSError) and exc.filename is not None:
             # a path the user named that the OS refused (too long, a directory, no access)

@@ -452,6 +452,7 @@ class NvccCompiler:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
+                errors="replace",  # the log quotes paths, which need not be UTF-8
                 start_new_session=True,  # its own process group, killed as a whole
             )
         except OSError as exc:

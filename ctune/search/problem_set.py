@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctune.errors import UserError
+from ctune.files import MAX_DATA_BYTES, read_text_capped
 from ctune.records import Candidate, canonical_json, sha256_hex
 from ctune.search import dispatch
 from ctune.search.budget import WARM_START_SHARE
@@ -182,7 +183,7 @@ def read_winners(opts: SetOptions, spec: KernelSpec | None = None) -> dict[str, 
     if not path.is_file():
         return {}
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_text_capped(path, MAX_DATA_BYTES, "problem-set winners"))
         winners = {str(k): Candidate.from_json(v) for k, v in data["winners"].items()}
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UserError(
@@ -483,7 +484,7 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_text_capped(path, MAX_DATA_BYTES, "dispatch matrix"))
         rows = data["rows"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UserError(

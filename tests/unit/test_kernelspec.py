@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 import shutil
 from pathlib import Path
 
@@ -193,6 +194,31 @@ BAD = [
         "remove 'launch'",
     ),
     ("hostile extra flag", lambda d: d.update(extra_flags=["-o", "/etc/passwd"]), "extra_flags"),
+    (
+        "range of a trillion values (counted, never built)",
+        lambda d: d["genes"].update(UNROLL={"range": [1, 10**12], "default": 1}),
+        "genes.UNROLL.range: 1000000000000 values; at most 4096",
+    ),
+    (
+        "more values than a gene may take",
+        lambda d: d["genes"]["UNROLL"].update(values=list(range(1, 4098))),
+        "genes.UNROLL.values: 4097 values; at most 4096",
+    ),
+    (
+        "pow2 over a 4,400-bit range",
+        lambda d: d["genes"]["BLOCK"].update(pow2=[32, 2**4400], default=256),
+        "genes.BLOCK.pow2: 4396 values; at most 4096",
+    ),
+    (
+        "nested exponent in a restriction",
+        lambda d: d["restrictions"].append("((((BLOCK**64)**64)**64)**64)**64 > 0"),
+        "((((BLOCK**64)**64)**64)**64)**64 > 0",
+    ),
+    (
+        "1,900 unary minus signs in a restriction",
+        lambda d: d["restrictions"].append("-" * 1900 + "BLOCK < 0"),
+        "restrictions[1]: expression nested deeper than 100 levels",
+    ),
     ("bad l2 policy", lambda d: d.update(l2_policy="warm"), "l2_policy: 'warm'"),
     ("bad l2 policy, old name", lambda d: d.update(l2="warm"), "l2_policy: 'warm'"),
     ("both names, differing", lambda d: d.update(l2="hot", l2_policy="cold"), "keep 'l2_policy'"),
@@ -312,6 +338,33 @@ def test_bad_spec_is_one_line_naming_file_and_key(saxpy: Path, what, change, mes
 def test_malformed_yaml(saxpy: Path, text: str, message: str) -> None:
     saxpy.write_bytes(text.encode("latin-1") if "\xff" in text else text.encode())
     with pytest.raises(SpecError, match=message):
+        load_spec(saxpy)
+
+
+def test_a_spec_nested_1000_deep_is_one_line(saxpy: Path) -> None:
+    saxpy.write_text(saxpy.read_text() + "extra: " + "[" * 1000 + "\n")  # 3 KB
+    with pytest.raises(SpecError, match=r"saxpy\.yaml: line \d+: nested deeper than 32 levels"):
+        load_spec(saxpy)
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("special", ["/dev/zero", "fifo"])
+def test_a_spec_that_is_not_a_regular_file_is_refused_unread(saxpy: Path, special: str) -> None:
+    saxpy.unlink()
+    if special == "fifo":
+        os.mkfifo(saxpy)
+    else:
+        saxpy.symlink_to(special)
+    kind = "a FIFO" if special == "fifo" else "a character device"
+    with pytest.raises(SpecError, match=rf"^spec .*saxpy\.yaml: {kind}, not a regular file$"):
+        load_spec(saxpy.with_suffix(".cu"))
+
+
+def test_a_source_that_is_not_a_regular_file_is_named(saxpy: Path) -> None:
+    source = saxpy.with_suffix(".cu")
+    source.unlink()
+    source.symlink_to("/dev/zero")
+    with pytest.raises(SpecError, match=r"source: .* is a character device, not a file"):
         load_spec(saxpy)
 
 
