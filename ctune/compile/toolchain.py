@@ -1,7 +1,14 @@
-"""Probe the CUDA toolchain once: versions, paths and the options nvcc offers."""
+"""Probe the CUDA toolchain once: versions, paths and the options nvcc offers.
+
+The toolchain is an nvcc and the ptxas it runs. The settings choose it (``nvcc``: a name on
+PATH, a path, or ``wheel`` for the ``nvidia-cuda-nvcc`` wheel's; ``ptxas``: another ptxas to
+make the cubins with), :func:`nvcc_for` turns them into the one nvcc every build, include
+scan and fingerprint runs, and :func:`probe_toolchain` reads what that nvcc is.
+"""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -10,11 +17,39 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ctune.arch import check_offered
+from ctune.arch import capability, check_offered
 from ctune.errors import ToolchainError, UserError
 
 if TYPE_CHECKING:
+    from ctune.config import Settings
     from ctune.kernelspec import KernelSpec
+
+#: the ``nvcc`` setting that selects the nvidia-cuda-nvcc wheel's toolchain
+WHEEL = "wheel"
+#: the file that marks a split toolchain's bin folder (compile/split_toolchain.py writes it)
+SPLIT_MARKER = "ctune-toolchain.json"
+#: the CUDA release whose ptxas and nvcc take advanced-controls files (--apply-controls)
+CONTROLS_RELEASE = (13, 3)
+#: nvcc's own --apply-controls is refused below this architecture ("not supported on this target")
+NVCC_CONTROLS_ARCH = (10, 0)
+#: what to do when a toolchain does not take advanced controls
+CONTROLS_FIX = (
+    "install CUDA 13.3 (pip install 'ctune[cuda13.3]', then --nvcc wheel) "
+    "or give a 13.3 ptxas with --ptxas"
+)
+COMPILERS = ("ptxas", "nvcc")
+
+
+def release(version: str) -> tuple[int, ...] | None:
+    """``"13.3.73"`` -> (13, 3, 73); None when it is not dotted numbers."""
+    parts = version.split(".")
+    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else None
+
+
+def controls_release(version: str) -> bool:
+    """Whether a compiler of this version takes advanced-controls files."""
+    parsed = release(version)
+    return parsed is not None and parsed[:2] >= CONTROLS_RELEASE
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,13 +59,47 @@ class Toolchain:
     ptxas_version: str
     nvcc_version_line: str  # the full "Cuda compilation tools, ..." line
     help_text: str
+    ptxas: str = ""  # the ptxas this nvcc runs, as an absolute path
+    split: bool = False  # that ptxas is not nvcc's own: PTX from nvcc, cubins from it
 
     def describe(self) -> str:
-        return f"nvcc {self.nvcc_version} / ptxas {self.ptxas_version}"
+        """What the build key and each build record name the toolchain by."""
+        plain = f"nvcc {self.nvcc_version} / ptxas {self.ptxas_version}"
+        return f"{plain} (split)" if self.split else plain
+
+    @property
+    def ptxas_label(self) -> str:
+        """ptxas's version as the fingerprint records it: a split one says so, since its
+        cubins were made from another release's PTX."""
+        if not self.split:
+            return self.ptxas_version
+        return f"{self.ptxas_version} (split: PTX from nvcc {self.nvcc_version})"
 
     @property
     def bin_dir(self) -> Path:
         return Path(self.nvcc).parent
+
+    def takes_controls(self, compiler: str, arch: str) -> tuple[bool, str]:
+        """Whether ``compiler`` ("ptxas" or "nvcc") of this toolchain applies an
+        advanced-controls file when building for ``arch``, and, when not, why (the line a
+        user sees when that controls space is not offered). Decided by versions: ptxas
+        13.0 refuses a controls file with the same words as a damaged one."""
+        if compiler not in COMPILERS:
+            raise ValueError(f"compiler {compiler!r} is not one of {', '.join(COMPILERS)}")
+        version = self.ptxas_version if compiler == "ptxas" else self.nvcc_version
+        if not controls_release(version):
+            return False, (
+                f"{compiler} {version} does not take advanced-controls files "
+                f"(CUDA 13.3 or later does): {CONTROLS_FIX}"
+            )
+        if compiler == "nvcc":
+            sm = capability(arch)
+            if sm is None or sm < NVCC_CONTROLS_ARCH:
+                return False, (
+                    f"nvcc {version} takes advanced-controls files for sm_100 and later, "
+                    f"not {arch} (there only ptxas's apply)"
+                )
+        return True, f"{compiler} {version} takes advanced-controls files"
 
 
 def _run(argv: list[str]) -> str:
@@ -43,32 +112,114 @@ def _run(argv: list[str]) -> str:
     return done.stdout
 
 
-@lru_cache(maxsize=4)
-def probe_toolchain(nvcc: str = "nvcc") -> Toolchain:
-    """Find nvcc and ptxas and read their versions; no probing happens at import."""
+def dryrun(nvcc: str) -> str:
+    """What ``nvcc -dryrun`` says it would set and run for an empty source (its ``#$``
+    lines: ``_HERE_``, ``TOP``, ``PATH``); empty when it says nothing (a stand-in)."""
+    try:
+        done = subprocess.run(
+            [nvcc, "-dryrun", "-E", "-x", "cu", os.devnull],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stderr + done.stdout
+
+
+def dryrun_value(text: str, name: str) -> str | None:
+    """The value ``nvcc -dryrun`` gives ``name`` (``_HERE_``, ``PATH``), if it gives one."""
+    match = re.search(rf"^#\$ {re.escape(name)}=(.*)$", text, re.M)
+    return match.group(1).strip() if match else None
+
+
+def nvcc_home(nvcc: str) -> Path:
+    """The folder nvcc really runs from (its ``_HERE_``), through any wrapper script or
+    link: where its ``nvcc.profile`` and, first on its PATH, its ptxas live."""
+    here = dryrun_value(dryrun(nvcc), "_HERE_")
+    return Path(here) if here else Path(nvcc).resolve().parent
+
+
+def version_in(text: str) -> str | None:
+    """The version a ``--version`` text gives (``"13.3.73"``), if it gives one."""
+    match = re.search(r"release [\d.]+, V([\d.]+)", text) or re.search(r"V(\d[\d.]*)", text)
+    return match.group(1) if match else None
+
+
+def find_nvcc(nvcc: str) -> str:
+    """The absolute path of ``nvcc`` (a name on PATH or a path); ToolchainError if none."""
     path = shutil.which(nvcc)
     if path is None:
         raise ToolchainError(
-            f"nvcc not found ('{nvcc}' is not on PATH); install the CUDA toolkit or set CTUNE_NVCC"
+            f"nvcc not found ('{nvcc}' is not on PATH); install the CUDA toolkit, or choose "
+            "one with --nvcc, CTUNE_NVCC or [tool.ctune] nvcc"
         )
-    # nvcc may be a wrapper script: ask it where its own bin dir is via ptxas next to it
+    return os.path.abspath(path)
+
+
+@lru_cache(maxsize=8)
+def probe_toolchain(nvcc: str = "nvcc") -> Toolchain:
+    """Find nvcc and the ptxas it runs and read their versions; no probing at import.
+
+    The ptxas is the one nvcc itself finds: first on the PATH its profile sets, which
+    starts with nvcc's own folder, then the process's PATH."""
+    path = find_nvcc(nvcc)
     version_text = _run([path, "--version"])
-    match = re.search(r"release [\d.]+, V([\d.]+)", version_text)
-    if not match:
+    version = version_in(version_text)
+    if version is None:
         raise ToolchainError(f"cannot read the nvcc version from: {version_text.strip()[:200]}")
     line = next(
         (ln.strip() for ln in version_text.splitlines() if "release" in ln), version_text.strip()
     )
-    ptxas = shutil.which("ptxas") or str(Path(path).resolve().parent / "ptxas")
-    ptxas_text = _run([ptxas, "--version"])
-    ptxas_match = re.search(r"V([\d.]+)", ptxas_text)
+    home = nvcc_home(path)
+    beside = home / "ptxas"
+    ptxas = str(beside) if beside.exists() else shutil.which("ptxas")
+    if ptxas is None:
+        raise ToolchainError(f"ptxas not found beside {path} nor on PATH; reinstall CUDA")
     return Toolchain(
         nvcc=path,
-        nvcc_version=match.group(1),
-        ptxas_version=ptxas_match.group(1) if ptxas_match else "unknown",
+        nvcc_version=version,
+        ptxas_version=version_in(_run([ptxas, "--version"])) or "unknown",
         nvcc_version_line=line,
         help_text=_run([path, "--help"]),
+        ptxas=os.path.realpath(ptxas),
+        split=(home / SPLIT_MARKER).is_file(),
     )
+
+
+def resolve_nvcc(nvcc: str) -> str:
+    """The ``nvcc`` setting as the nvcc to run: ``wheel`` is the nvidia-cuda-nvcc wheel's
+    (the running interpreter's first); anything else as it is."""
+    if nvcc != WHEEL:
+        return nvcc
+    from ctune.compile.find_toolchains import wheel_nvccs
+
+    found = wheel_nvccs()
+    if not found:
+        raise ToolchainError(
+            "nvcc=wheel: no nvidia-cuda-nvcc wheel is installed for this Python; "
+            "pip install 'ctune[cuda13.3]', or give --nvcc a path"
+        )
+    return str(found[0])
+
+
+def nvcc_for(settings: Settings) -> str:
+    """The nvcc every build, include scan and fingerprint runs with these settings: the
+    chosen one, or, with a ``ptxas`` setting, that nvcc's copy in a private folder under
+    the cache whose ptxas is the given one (compile/split_toolchain.py)."""
+    nvcc = resolve_nvcc(settings.nvcc)
+    if not settings.ptxas:
+        return nvcc
+    from ctune.compile.split_toolchain import split_toolchain
+
+    root = Path(settings.cache_dir).resolve() / "toolchains"
+    return str(split_toolchain(nvcc, Path(settings.ptxas), root))
+
+
+def toolchain_for(settings: Settings) -> Toolchain:
+    """The probed toolchain these settings select."""
+    return probe_toolchain(nvcc_for(settings))
 
 
 def target_arch(setting: str, spec: KernelSpec, toolchain: Toolchain) -> str:
