@@ -10,6 +10,7 @@ import typer
 
 from ctune.cli import app, render
 from ctune.cli.common import candidate_from_sets, load, settings
+from ctune.cli.options import NvccOpt, PtxasOpt
 from ctune.errors import UserError
 
 KernelArg = Annotated[Path, typer.Argument(help="kernel .cu (its .yaml sidecar sits next to it)")]
@@ -27,12 +28,14 @@ def compile_command(
     arch: Annotated[
         str | None, typer.Option(help="target, e.g. sm_90 (default: the spec's)")
     ] = None,
+    nvcc: NvccOpt = None,
+    ptxas: PtxasOpt = None,
     json_out: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
     """Compile one candidate (default build unless --set) and print argv, resources, SASS hash."""
     from ctune.compile.nvcc import NvccCompiler
 
-    cfg = settings(arch=arch)
+    cfg = settings(arch=arch, nvcc=nvcc, ptxas=ptxas)
     spec, toolchain = load(kernel, cfg)
     candidate = candidate_from_sets(spec, sets or [])
     chosen = spec.problem(problem)
@@ -65,6 +68,8 @@ def space_command(
         str | None,
         typer.Option(help="target whose limits apply, e.g. sm_80 (default: the spec's)"),
     ] = None,
+    nvcc: NvccOpt = None,
+    ptxas: PtxasOpt = None,
     json_out: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
     """Show the genome: genes by family, restrictions, valid-space size, a few samples.
@@ -75,7 +80,7 @@ def space_command(
     """
     from ctune.space.limits import device_limits
 
-    cfg = settings(arch=arch)
+    cfg = settings(arch=arch, nvcc=nvcc, ptxas=ptxas)
     spec, _ = load(kernel, cfg)
     chosen = spec.problem(problem)
     limits = device_limits(cfg.arch or spec.arch)
