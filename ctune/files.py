@@ -33,11 +33,12 @@ def file_kind(mode: int) -> str:
     return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
 
 
-def read_capped(path: Path | str, max_bytes: int, what: str = "file") -> bytes:
-    """The bytes of ``path``, a regular file of at most ``max_bytes`` bytes.
+def open_regular(path: Path | str, max_bytes: int, what: str = "file") -> int:
+    """A blocking descriptor of ``path``, a regular file whose size is at most ``max_bytes``
+    (the caller still reads with a real cap: ``st_size`` is what the file says of itself).
 
     Opened non-blocking (a FIFO would otherwise wait for a writer), checked on the open
-    descriptor (no race with a swap after a ``stat``), read with a real cap.
+    descriptor (no race with a swap after a ``stat``). The caller closes it.
     """
     path = Path(path)
     try:
@@ -49,10 +50,24 @@ def read_capped(path: Path | str, max_bytes: int, what: str = "file") -> bytes:
             raise InputFileError(f"{what} {path}: not a regular file; give a file") from None
         raise InputFileError(f"{what} {path}: cannot read ({exc.strerror})") from None
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise InputFileError(f"{what} {path}: {file_kind(mode)}, not a regular file")
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise InputFileError(f"{what} {path}: {file_kind(st.st_mode)}, not a regular file")
+        if st.st_size > max_bytes:
+            raise InputFileError(f"{what} {path}: larger than the {max_bytes}-byte limit")
         os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_capped(path: Path | str, max_bytes: int, what: str = "file") -> bytes:
+    """The bytes of ``path``, a regular file of at most ``max_bytes`` bytes
+    (:func:`open_regular`), read with a real cap."""
+    path = Path(path)
+    fd = open_regular(path, max_bytes, what)
+    try:
         chunks: list[bytes] = []
         left = max_bytes + 1
         while left > 0:

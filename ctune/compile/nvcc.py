@@ -68,6 +68,7 @@ from ctune.records import (
     sha256_hex,
     to_json,
 )
+from ctune.writes import naming, write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -248,9 +249,7 @@ class NvccCompiler:
         if path.is_file():
             return  # content-addressed: an existing file has this text
         path.parent.mkdir(parents=True, exist_ok=True)
-        scratch = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
-        scratch.write_text(text)
-        os.replace(scratch, path)
+        write_atomic(path, text)
 
     def argv(self, candidate: Candidate, problem: Problem, output: Path) -> list[str]:
         defines, flags = split_genes(self.spec.space.genes, candidate.as_dict())
@@ -466,6 +465,11 @@ class NvccCompiler:
             _kill_group(proc)
             text, _ = proc.communicate()
             timed_out = True
+        except BaseException:  # Ctrl-C (or SIGTERM) while waiting: no nvcc, no folder left
+            _kill_group(proc)
+            proc.wait()
+            shutil.rmtree(work, ignore_errors=True)
+            raise
         finally:
             with self._live_lock:
                 self._live.discard(proc)
@@ -503,8 +507,13 @@ class NvccCompiler:
             # timeouts, OOM and crashes depend on load and limits: try again next time
             shutil.rmtree(work, ignore_errors=True)
             return build
-        (work / "build.json").write_text(json.dumps(to_json(build), indent=2))
-        (work / "nvcc.log").write_text(text)
+        try:  # a full disk names the cache and leaves no half-made entry behind
+            with naming(self.builds_dir, always=True):
+                (work / "build.json").write_text(json.dumps(to_json(build), indent=2))
+                (work / "nvcc.log").write_text(text)
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
         try:
             os.replace(work, final)
         except OSError:
