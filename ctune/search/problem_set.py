@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctune.errors import UserError
+from ctune.interrupts import Interrupted
 from ctune.records import Candidate, canonical_json, sha256_hex
 from ctune.search import dispatch
 from ctune.search.budget import WARM_START_SHARE
@@ -262,7 +263,13 @@ def run_problem_set(
     _write_finalists(spec, opts, problems, compiler)
     if pending:
         return SetProgress(opts.set_name, opts.set_dir, searched, tuple(pending), -1, None)
-    matrix = _cross_phase(spec, objective, opts, problems, step, compiler, measurer, settings)
+    try:
+        matrix = _cross_phase(spec, objective, opts, problems, step, compiler, measurer, settings)
+    except KeyboardInterrupt:
+        raise Interrupted(
+            f"{opts.set_dir} keeps every shape's search and the cross-measurements made; run "
+            "the same command again to go on"
+        ) from None
     holes = matrix.missing()
     if holes:
         return SetProgress(opts.set_name, opts.set_dir, searched, (), len(holes), None)
@@ -338,25 +345,37 @@ def _search_phase(
             warm_start_source=source,
             warm_start_share=opts.reuse_share,
         )
-        result = run_search(
-            settings,
-            spec,
-            objective,
-            options,
-            compiler=compiler,
-            measurer=measurer,
-            toolchain=toolchain,
-            on_event=on_event,
-            publish=publish_for(artifact_path(opts, spec, problem)) if publish_for else None,
-        )
+        try:
+            result = run_search(
+                settings,
+                spec,
+                objective,
+                options,
+                compiler=compiler,
+                measurer=measurer,
+                toolchain=toolchain,
+                on_event=on_event,
+                publish=publish_for(artifact_path(opts, spec, problem)) if publish_for else None,
+            )
+        except KeyboardInterrupt:
+            raise Interrupted(_kept(opts, problems, pending)) from None
         step.timed(began)
         if result.interrupted:
-            break
+            raise Interrupted(_kept(opts, problems, pending))
         if result.baseline is not None:
             pinned = result.member(result.pinned) if result.pinned else None
             _record_winner(opts, problem.name, (pinned or result.baseline).candidate)
             pending.remove(problem.name)
     return pending
+
+
+def _kept(opts: SetOptions, problems: Sequence[Problem], pending: Sequence[str]) -> str:
+    """What an interrupted set keeps: its folder's finished shapes."""
+    done = len(problems) - len(pending)
+    return (
+        f"{opts.set_dir} keeps {done} of {len(problems)} shapes searched; run the same "
+        "command again to go on (the interrupted shape starts over)"
+    )
 
 
 def shape_distance(a: Problem, b: Problem) -> float:
