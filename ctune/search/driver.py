@@ -722,26 +722,16 @@ def _announce(run: _Run, opts: SearchOptions, emit: EventSink) -> None:
 
 def _search(run: _Run) -> bool:
     """Warm start and loop until a stop rule; True when Ctrl-C ended it."""
-    journal = run.session.journal
-    assert journal is not None
     try:
         with _graceful_interrupt(run):
             run.session.warm_start()
             run.loop()
     except KeyboardInterrupt:
-        run.note(
-            "interrupted: the candidate in flight was abandoned; "
-            f"resume with --resume {journal.path}",
-            "info",
-        )
+        run.note("search interrupted: the candidate in flight was abandoned", "info")
         return True
     interrupted = run.stop_reason == "interrupted"
     if interrupted:
-        run.note(
-            "interrupted: the candidate in flight finished and was saved; "
-            f"resume with --resume {journal.path}",
-            "info",
-        )
+        run.note("search interrupted: the candidate in flight finished and was saved", "info")
     return interrupted
 
 
@@ -751,23 +741,20 @@ def _result(run: _Run, interrupted: bool) -> SearchResult:
     journal, and the result is the search's own front, marked interrupted."""
     if interrupted:
         return run.result(True)
-    journal = run.session.journal
-    assert journal is not None
     try:
         with _graceful_interrupt(run, "confirmation round"):
             result = run.result(False)
     except KeyboardInterrupt:
         run.note(
-            f"interrupted while confirming: the round in flight was abandoned; "
-            f"{run.session.rounds} round(s) are in the journal; resume with --resume "
-            f"{journal.path}",
+            "search interrupted while confirming: the round in flight was abandoned; "
+            f"{run.session.rounds} round(s) are in the journal",
             "info",
         )
         return run.result(True)
     if result.interrupted:
         run.note(
-            f"interrupted while confirming: {run.session.rounds} round(s) are in the "
-            f"journal; resume with --resume {journal.path}",
+            "search interrupted while confirming: the round in flight finished; "
+            f"{run.session.rounds} round(s) are in the journal",
             "info",
         )
         return dataclasses.replace(result, notes=tuple(run.notes))

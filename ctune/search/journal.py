@@ -313,18 +313,27 @@ class Journal:
 
     @classmethod
     def create(cls, path: Path, header: Mapping[str, Any], fsync: bool = True) -> Journal:
-        """Start a new journal; refuses to overwrite an existing file."""
+        """Start a new journal; refuses to overwrite an existing file. One whose header
+        cannot be written (a full disk) is removed again: no empty journal is left."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
-        except FileExistsError:
-            raise UserError(
-                f"{path}: already exists; pass --resume {path} to continue it"
-            ) from None
+        with naming(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+            except FileExistsError:
+                raise UserError(
+                    f"{path}: already exists; pass --resume {path} to continue it"
+                ) from None
         journal = cls(path, fd, fsync)
-        journal._write({"kind": "header", "format": JOURNAL_FORMAT, **header})
-        _fsync_dir(path.parent)
+        try:
+            journal._write({"kind": "header", "format": JOURNAL_FORMAT, **header})
+            with naming(path.parent):
+                _fsync_dir(path.parent)
+        except BaseException:
+            journal.close()
+            with contextlib.suppress(OSError):
+                path.unlink()
+            raise
         return journal
 
     @classmethod

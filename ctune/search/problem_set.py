@@ -33,7 +33,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -46,6 +45,7 @@ from ctune.interrupts import Interrupted
 from ctune.records import Candidate, canonical_json, sha256_hex
 from ctune.search import dispatch
 from ctune.search.budget import WARM_START_SHARE
+from ctune.writes import write_atomic
 
 if TYPE_CHECKING:
     from ctune.config import Settings
@@ -194,9 +194,7 @@ def _record_winner(opts: SetOptions, problem: str, winner: Candidate) -> None:
     winners = read_winners(opts)
     winners[problem] = winner
     data = {"winners": {k: v.to_json() for k, v in sorted(winners.items())}}
-    tmp = opts.set_dir / f".{WINNERS}.tmp"
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-    os.replace(tmp, opts.set_dir / WINNERS)
+    write_atomic(opts.set_dir / WINNERS, json.dumps(data, indent=1, sort_keys=True))
 
 
 def finalists(
@@ -510,9 +508,7 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
 
 def _write_json(path: Path, data: Any) -> None:
     """Whole file or nothing: a step cut off mid-write must not leave half a matrix."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 def _cross_phase(
