@@ -77,7 +77,11 @@ class Held:
 def deferred() -> Iterator[Held]:
     """Hold SIGINT and SIGTERM back while the block runs; after it, the caller checks
     ``held.signalled`` and stops (saying what the block finished). An exception from the
-    block propagates as it is. Outside the main thread nothing is held."""
+    block propagates as it is. Outside the main thread nothing is held.
+
+    The signals are blocked as well as handled: a process the block starts (git) inherits
+    the blocked mask, so the terminal's Ctrl-C, sent to ctune's whole process group, cannot
+    reach it in the instant between its start and its leaving the group."""
     held = Held()
     if not _in_main_thread():
         yield held
@@ -87,9 +91,11 @@ def deferred() -> Iterator[Held]:
         held.signals.append(signum)
 
     previous = {sig: signal.signal(sig, hold) for sig in STOP_SIGNALS}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
         yield held
     finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # one held back now runs ``hold``
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 

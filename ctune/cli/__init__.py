@@ -36,8 +36,9 @@ app = typer.Typer(
     name="ctune",
     help="Tune nvcc/ptxas flags, launch configuration and template parameters of a CUDA "
     "kernel on the real GPU; keep the Pareto-best builds as versioned artifacts.",
-    epilog="Exit codes: 0 ok, 1 check/gate failed, 2 bad input, 3 toolchain/GPU missing, "
-    "4 inconclusive, 5 registry push/pull failed (nothing lost locally), 130 interrupted. "
+    epilog="Exit codes: 0 ok, 1 check/gate failed, 2 bad input, 3 toolchain/GPU missing or "
+    "disk full, 4 inconclusive, 5 registry push/pull failed (nothing lost locally), 130 "
+    "interrupted (Ctrl-C or SIGTERM). "
     "Set CTUNE_DEBUG=1 for tracebacks.",
     no_args_is_help=True,
     add_completion=False,

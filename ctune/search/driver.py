@@ -611,9 +611,9 @@ def check_request(
         plan = new_plan(opts, n_objectives)
     else:
         path = Path(opts.resume)
-        if not path.is_file():
+        if not path.exists():
             raise UserError(f"{path}: no such journal to resume")
-        header = journal_mod.read_header(path)
+        header = journal_mod.read_header(path)  # a FIFO or a folder is refused there
         plan, conflict = resume_plan(opts, header, n_objectives, path)
         # is it this search's journal at all, before which of its flags differs
         if identity:

@@ -1,5 +1,5 @@
-"""Ctrl-C during `ctune registry import`: exit 130, one line saying what was kept, and the
-registry whole either way (the file written and committed, or neither).
+"""Ctrl-C during `ctune registry import` (and a pull): exit 130, one line saying what was
+kept, and the registry whole either way (the file written and committed, or neither).
 
 The subprocess test sends SIGINT to the whole process group, as a terminal does, at
 several moments after git first runs; git runs in process groups of its own, so it is
@@ -16,11 +16,13 @@ import time
 from pathlib import Path
 
 import pytest
-from registry_support import GIT_IDENTITY, Run, git, make_artifact
+from registry_support import GIT_IDENTITY, REF, Run, git, git_tip, make_artifact, rel_of
 
 from ctune.interrupts import Interrupted
-from ctune.registry import service
+from ctune.registry import folder, service
 from ctune.registry.git import GitRegistry
+from ctune.registry.remote import pull_registry, push_registry
+from ctune.registry.schema import encode
 from ctune.registry.store import write_result
 
 KEY_PATH = "registry/gemm/sq4096/sm90-nvidia-h100-80gb-hbm3.json"
@@ -108,3 +110,27 @@ def test_ctrl_c_to_the_process_group_keeps_the_registry_whole(
         assert not (repo / KEY_PATH).exists()
     assert git(repo, "status", "--porcelain") == ""  # never a file without its commit
     assert not list((repo / ".git").glob("*.lock"))
+
+
+def test_a_signal_during_a_pull_waits_for_the_ref_and_the_folder(
+    bare: Path, machines: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGINT while the pull moves the ref: the ref moves and the folder is written, then
+    the pull stops saying where the ref is (never a ref ahead of its folder)."""
+    a, b = machines[:2]
+    artifact = make_artifact(problem="pa")
+    service.publish_artifact(a / "registry", artifact, ref=REF)
+    push_registry(a / "registry", ref=REF)
+    real_write = folder.write
+
+    def signalled_write(*args: object) -> object:
+        os.kill(os.getpid(), signal.SIGINT)
+        return real_write(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(folder, "write", signalled_write)
+    with pytest.raises(Interrupted) as stopped:
+        pull_registry(b / "registry", ref=REF)
+    tip = git_tip(b, REF)
+    assert tip == git_tip(bare, REF)
+    assert stopped.value.kept.startswith(f"{REF} is at {tip[:12]} here")
+    assert (b / rel_of(artifact)).read_bytes() == encode(artifact)
