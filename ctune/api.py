@@ -300,10 +300,11 @@ def _source(kernel_source: str | Path) -> tuple[str, Path | None]:
         and "\n" not in kernel_source
         and kernel_source.endswith((".cu", ".cuh"))
     ):
+        from ctune.files import MAX_SOURCE_BYTES, read_text_capped
+
         path = Path(kernel_source)
-        if not path.is_file():
-            raise UserError(f"{path}: no such kernel file")
-        return path.read_text(errors="replace"), path.resolve().parent
+        text = read_text_capped(path, MAX_SOURCE_BYTES, "kernel file", errors="replace")
+        return text, path.resolve().parent
     if not isinstance(kernel_source, str) or "__global__" not in kernel_source:
         raise UserError(
             "kernel_source: give a .cu file path or the kernel's source text (with a __global__)"

@@ -16,6 +16,7 @@ test; this does not).
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import tomllib
 from collections.abc import Callable, Mapping
@@ -25,6 +26,10 @@ from typing import Any
 
 from ctune import arch, l2policy
 from ctune.errors import UserError
+from ctune.files import read_text_capped
+
+#: a pyproject.toml larger than this is not read for its [tool.ctune] table
+MAX_PYPROJECT_BYTES = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,31 +59,151 @@ class Settings:
 
 _PATH_FIELDS = tuple(f.name for f in fields(Settings) if f.type in ("Path", Path))
 
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    """What a setting's value must be: ``expected`` completes "expected ..." in the error,
+    ``ok`` says whether the parsed value is one."""
+
+    expected: str
+    ok: Callable[[Any], bool] = lambda _value: True
+
+
+def _within(low: float, high: float, *, low_ok: bool = False) -> Callable[[Any], bool]:
+    """A finite number in (low, high], or [low, high] with ``low_ok``."""
+    return lambda v: math.isfinite(v) and (low <= v if low_ok else low < v) and v <= high
+
+
+def _accepts(check: Callable[[Any], Any], value: Any) -> bool:
+    """Whether ``check`` (which raises ValueError or UserError to refuse) takes ``value``."""
+    try:
+        check(value)
+    except (ValueError, UserError):
+        return False
+    return True
+
+
+def _empty_or(check: Callable[[Any], Any]) -> Callable[[Any], bool]:
+    """Empty (the spec's own, GPU 0), or a value ``check`` accepts."""
+    return lambda value: value == "" or _accepts(check, value)
+
+
+def _executor_ok(value: str) -> bool:
+    from ctune.scale.options import parse_executor
+
+    return _accepts(parse_executor, value)
+
+
+def _gpus_ok(value: str) -> bool:
+    from ctune.scale.options import parse_gpus
+
+    return _accepts(parse_gpus, value)
+
+
+_HOUR_MS, _HOUR_S, _WEEK_S = 3_600_000, 3_600, 604_800
+
+#: every setting's rule, checked in the layer its value came from so that the error
+#: names it as the user wrote it (--rep-ms, CTUNE_REP_MS or the file's [tool.ctune] rep_ms)
+_RULES: dict[str, _Rule] = {
+    "arch": _Rule(
+        "an architecture like sm_90 or sm_90a, or empty for the spec's", _empty_or(arch.check)
+    ),
+    "nvcc": _Rule("the nvcc to run: a name on PATH or a path", lambda v: bool(v.strip())),
+    "cache_dir": _Rule("a folder (empty would be the current folder)"),
+    "registry": _Rule("a folder (empty would be the current folder)"),
+    "registry_remote": _Rule("a git remote name such as origin", lambda v: bool(v.strip())),
+    "jobs": _Rule("an integer from 0 (one per CPU core) to 1024", lambda v: 0 <= v <= 1024),
+    "compile_timeout_s": _Rule(
+        f"a finite number of seconds > 0 and at most {_WEEK_S}", _within(0, _WEEK_S)
+    ),
+    "compile_memory_bytes": _Rule(
+        "an integer number of bytes from 0 (no limit) to 2**62", lambda v: 0 <= v <= 2**62
+    ),
+    "l2_policy": _Rule(
+        f"one of {', '.join(l2policy.POLICIES)}, or empty for the spec's",
+        _empty_or(l2policy.check),
+    ),
+    "timing": _Rule(
+        "one of auto, events, graph, or empty for the spec's",
+        lambda v: v in ("", "auto", "events", "graph"),
+    ),
+    "warmup_ms": _Rule(
+        f"a finite number of milliseconds >= 0 and at most {_HOUR_MS}",
+        _within(0, _HOUR_MS, low_ok=True),
+    ),
+    "rep_ms": _Rule(
+        f"a finite number of milliseconds > 0 and at most {_HOUR_MS}", _within(0, _HOUR_MS)
+    ),
+    "energy_window_s": _Rule(
+        f"a finite number of seconds > 0 and at most {_HOUR_S}", _within(0, _HOUR_S)
+    ),
+    "run_timeout_floor_s": _Rule(
+        f"a finite number of seconds > 0 and at most {_WEEK_S}", _within(0, _WEEK_S)
+    ),
+    "debug": _Rule("on or off: 1/0, true/false, yes/no, on/off"),
+    "executor": _Rule(
+        "local, dask, auto or a Dask scheduler address such as tcp://host:8786", _executor_ok
+    ),
+    "gpus": _Rule("all, or GPU indices such as 0,1 (empty: GPU 0)", _gpus_ok),
+    "nvml_library": _Rule("a Python module name", lambda v: bool(v.strip())),
+}
+
+_TYPE_EXPECTED = {"int": "an integer", "float": "a number", "bool": "on or off", "str": "text"}
+
+
+def _parse_bool(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text not in _TRUE + _FALSE:
+        raise ValueError(text)
+    return text in _TRUE
+
+
+def _parse(kind: str, raw: Any) -> Any:
+    """``raw`` as the field's type; ValueError when it is not one (a TOML ``true`` is not a
+    number, ``8.5`` not an integer, an empty path not the current folder)."""
+    if kind == "Path":
+        text = str(raw)
+        if not text.strip() or "\0" in text:
+            raise ValueError(text)
+        return Path(text)
+    if kind == "bool":
+        return _parse_bool(raw)
+    if kind in ("int", "float"):
+        if isinstance(raw, bool) or (kind == "int" and isinstance(raw, float)):
+            raise ValueError(raw)
+        return int(raw) if kind == "int" else float(raw)
+    if not isinstance(raw, str):
+        raise ValueError(raw)
+    return raw
+
+
+def _shown(raw: Any, where: str) -> str:
+    """The value as the user wrote it: bare from the environment or an option (quoted when
+    empty), quoted as in TOML from a file."""
+    if where in ("env", "option") and isinstance(raw, str | int | float | os.PathLike):
+        return str(raw) if str(raw).strip() else repr(str(raw))
+    return repr(raw)
+
 
 def _coerce(name: str, raw: Any, where: str) -> Any:
-    target = {f.name: f.type for f in fields(Settings)}[name]
+    """One setting parsed and range-checked; a UserError naming it as written otherwise."""
+    kind = {f.name: f.type for f in fields(Settings)}[name]
+    kind = kind if isinstance(kind, str) else kind.__name__
+    rule = _RULES.get(name)
     try:
-        if target in ("Path", Path):
-            return Path(raw)
-        if target in ("int", int):
-            return int(raw)
-        if target in ("float", float):
-            return float(raw)
-        if target in ("bool", bool):
-            if isinstance(raw, bool):
-                return raw
-            text = str(raw).strip().lower()
-            if text not in ("1", "true", "yes", "on", "0", "false", "no", "off", ""):
-                raise ValueError(text)
-            return text in ("1", "true", "yes", "on")
-        return str(raw)
-    except (TypeError, ValueError):
-        raise UserError(f"{where} {name}={raw!r} is not a valid {target}") from None
-
-
-#: a setting's own rule, checked in the layer its value came from so the error names it
-#: (--arch, CTUNE_ARCH or the file's [tool.ctune] arch); empty means the spec's
-_RULES: dict[str, Callable[[Any], Any]] = {"arch": arch.check}
+        value = _parse(kind, raw)
+        good = rule is None or rule.ok(value)
+    except (TypeError, ValueError, OverflowError):
+        good = False
+    if not good:
+        expected = rule.expected if rule else _TYPE_EXPECTED.get(kind, kind)
+        raise UserError(f"{_origin(name, where)}={_shown(raw, where)}: expected {expected}")
+    return value
 
 
 def _coerce_all(values: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -90,21 +215,29 @@ def _coerce_all(values: Mapping[str, Any], where: str) -> dict[str, Any]:
         if name not in known:
             raise UserError(f"unknown {where} '{name}' (allowed: {', '.join(sorted(known))})")
         out[name] = _coerce(name, raw, where)
-        if name in _RULES and out[name]:
-            try:
-                _RULES[name](out[name])
-            except ValueError as exc:
-                raise UserError(f"{_origin(name, where)} {exc} (or empty for the spec's)") from None
     return out
+
+
+#: options spelled otherwise than their setting
+_OPTION_NAMES = {"energy_window_s": "--energy-window", "registry_remote": "--remote"}
 
 
 def _origin(name: str, where: str) -> str:
     """The setting as the user wrote it: ``--arch``, ``CTUNE_ARCH``, ``... [tool.ctune] arch``."""
     if where == "option":
-        return f"--{name.replace('_', '-')}"
+        return _OPTION_NAMES.get(name, f"--{name.replace('_', '-')}")
     if where == "env":
         return f"CTUNE_{name.upper()}"
     return f"{where.removesuffix(' key')} {name}"
+
+
+def debug_enabled(environ: Mapping[str, str]) -> bool:
+    """Whether ``CTUNE_DEBUG`` asks for tracebacks: 1/true/yes/on; 0/false/no/off or empty
+    (or a value that is none of these, which the settings then refuse in one line) is off."""
+    try:
+        return _parse_bool(environ.get("CTUNE_DEBUG", ""))
+    except ValueError:
+        return False
 
 
 def find_pyproject(start: Path) -> Path | None:
@@ -121,14 +254,15 @@ def file_settings(start: Path) -> dict[str, Any]:
     path = find_pyproject(start)
     if path is None:
         return {}
+    text = read_text_capped(path, MAX_PYPROJECT_BYTES, "settings file")
     try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{path}: cannot read [tool.ctune]: {exc}") from None
     table = data.get("tool", {}).get("ctune", {})
     out = _migrated({k.replace("-", "_"): v for k, v in table.items()}, f"{path} [tool.ctune]")
     for name in _PATH_FIELDS:
-        if isinstance(out.get(name), str):
+        if isinstance(out.get(name), str) and out[name].strip():  # empty: refused as such
             out[name] = str(path.parent / Path(out[name]).expanduser())
     return out
 
@@ -168,22 +302,8 @@ def resolve(
 
 
 def _validated(settings: Settings) -> Settings:
-    """Range checks that no single layer can do alone; one line naming the setting."""
-    if settings.l2_policy:
-        try:
-            l2policy.check(settings.l2_policy)
-        except ValueError as exc:
-            raise UserError(f"{l2policy.NAME}={exc}; or empty for the spec's") from None
-    if settings.timing not in ("", "auto", "events", "graph"):
-        raise UserError(
-            f"timing={settings.timing!r}: allowed auto, events, graph (or empty for the spec's)"
-        )
+    """What no single setting can say alone: several GPUs and a running cluster's address."""
     from ctune.scale.options import check as check_executor
 
     check_executor(settings.executor, settings.gpus)
-    if settings.jobs < 0:
-        raise UserError(f"jobs={settings.jobs}: must be 0 (one per CPU) or more")
-    for name in ("compile_timeout_s", "energy_window_s", "run_timeout_floor_s", "rep_ms"):
-        if getattr(settings, name) <= 0:
-            raise UserError(f"{name}={getattr(settings, name)}: must be positive")
     return settings

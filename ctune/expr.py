@@ -5,6 +5,11 @@ formulas are written as Python-like expressions. They are parsed with
 :mod:`ast` and walked by hand over an allowlist of node types: names,
 numbers, arithmetic, comparisons, boolean logic, conditional expressions and a
 few named functions. ``eval()`` is never used, so a spec cannot run code.
+
+The work is bounded too: an expression is at most ``MAX_CHARS`` long and ``MAX_DEPTH``
+levels deep (the evaluator recurses), and no integer it computes may exceed
+``MAX_INT_BITS`` bits (checked before a power or a product is computed, so ``(2**64)**64``
+nested a few times is refused instead of filling memory); text is never repeated.
 """
 
 from __future__ import annotations
@@ -18,6 +23,15 @@ from functools import lru_cache
 from typing import Any
 
 Number = int | float
+
+#: characters of one expression
+MAX_CHARS = 2000
+#: levels of nesting: operators, calls and conditionals inside each other
+MAX_DEPTH = 100
+#: the largest integer an expression may hold or compute (about 1.8e308, where floats end)
+MAX_INT_BITS = 1024
+#: the largest exponent of ``**``
+MAX_EXPONENT = 64
 
 
 class ExprError(ValueError):
@@ -94,8 +108,32 @@ class Expr:
             raise
         except ZeroDivisionError:
             raise ExprError(f"division by zero in '{self.source}'") from None
-        except (TypeError, ValueError, OverflowError) as exc:
+        except (TypeError, ValueError, OverflowError, RecursionError) as exc:
             raise ExprError(f"cannot evaluate '{self.source}': {exc}") from None
+
+
+def _bits(value: Any) -> int:
+    """The size of an integer operand (0 for anything else: floats overflow on their own)."""
+    return abs(value).bit_length() if isinstance(value, int) else 0
+
+
+def _binop(op: ast.operator, left: Any, right: Any) -> Any:
+    """One arithmetic step, refused before it runs when its result would be too large."""
+    if isinstance(op, ast.Pow) and isinstance(right, (int, float)):
+        if abs(right) > MAX_EXPONENT:
+            raise ExprError(f"exponent too large (at most {MAX_EXPONENT})")
+        grows = isinstance(right, int) and right > 0 and _bits(left) > 1
+        if grows and (_bits(left) - 1) * right >= MAX_INT_BITS:
+            raise ExprError(f"a power larger than 2**{MAX_INT_BITS}")
+    if isinstance(op, ast.Mult):
+        if isinstance(left, str) or isinstance(right, str):
+            raise ExprError("text cannot be multiplied")
+        if _bits(left) + _bits(right) > MAX_INT_BITS + 1:
+            raise ExprError(f"a product larger than 2**{MAX_INT_BITS}")
+    result = _BINOPS[type(op)](left, right)
+    if _bits(result) > MAX_INT_BITS:
+        raise ExprError(f"a value larger than 2**{MAX_INT_BITS}")
+    return result
 
 
 def _eval(node: ast.AST, env: Mapping[str, Any]) -> Any:
@@ -106,10 +144,7 @@ def _eval(node: ast.AST, env: Mapping[str, Any]) -> Any:
             return env[node.id]
         raise ExprError(f"unknown name '{node.id}'")
     if isinstance(node, ast.BinOp):
-        left, right = _eval(node.left, env), _eval(node.right, env)
-        if isinstance(node.op, ast.Pow) and isinstance(right, (int, float)) and abs(right) > 64:
-            raise ExprError("exponent too large")
-        return _BINOPS[type(node.op)](left, right)
+        return _binop(node.op, _eval(node.left, env), _eval(node.right, env))
     if isinstance(node, ast.UnaryOp):
         return _UNARY[type(node.op)](_eval(node.operand, env))
     if isinstance(node, ast.BoolOp):
@@ -161,6 +196,16 @@ _ALLOWED = (
 )
 
 
+def _depth(tree: ast.AST) -> int:
+    """How deeply the expression's nodes nest, walked without recursion."""
+    deepest, todo = 0, [(tree, 1)]
+    while todo:
+        node, depth = todo.pop()
+        deepest = max(deepest, depth)
+        todo += [(child, depth + 1) for child in ast.iter_child_nodes(node)]
+    return deepest
+
+
 def _check(tree: ast.AST, source: str) -> frozenset[str]:
     names: set[str] = set()
     for node in ast.walk(tree):
@@ -168,6 +213,8 @@ def _check(tree: ast.AST, source: str) -> frozenset[str]:
             raise ExprError(f"'{source}': {type(node).__name__} is not allowed in expressions")
         if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float, bool)):
             raise ExprError(f"'{source}': only numbers are allowed as literals")
+        if isinstance(node, ast.Constant) and _bits(node.value) > MAX_INT_BITS:
+            raise ExprError(f"'{source}': a number larger than 2**{MAX_INT_BITS}")
         if isinstance(node, ast.Call):
             if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
                 raise ExprError(
@@ -191,11 +238,15 @@ def parse(source: str | int | float) -> Expr:
     text = str(source).strip()
     if not text:
         raise ExprError("empty expression")
-    if len(text) > 2000:
-        raise ExprError("expression longer than 2000 characters")
+    if len(text) > MAX_CHARS:
+        raise ExprError(f"expression longer than {MAX_CHARS} characters")
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:
         raise ExprError(f"'{text}': syntax error: {exc.msg}") from None
+    except (RecursionError, MemoryError):  # the parser's own stack
+        raise ExprError(f"expression nested too deeply (at most {MAX_DEPTH} levels)") from None
+    if _depth(tree) > MAX_DEPTH + 2:  # Expression and the operator nodes are not levels
+        raise ExprError(f"expression nested deeper than {MAX_DEPTH} levels")
     names = _check(tree, text)
     return Expr(text, tree.body, names)

@@ -24,8 +24,22 @@ _KINDS = {
 }
 
 
+#: the largest source file read: a kernel, or one header of its closure (CUTLASS's largest
+#: is about 3 MB)
+MAX_SOURCE_BYTES = 16 * 1024 * 1024
+#: the largest JSON data file read whole: a dispatch table, a T4 file, a problem set's state
+MAX_DATA_BYTES = 64 * 1024 * 1024
+
+
 class InputFileError(UserError):
-    """An input file cannot be read as one: missing, not regular, too large, unreadable."""
+    """An input file cannot be read as one: missing, not regular, too large, unreadable.
+
+    The message is ``{what} {path}: {reason}``; ``reason`` alone lets a caller say it in
+    its own words."""
+
+    def __init__(self, what: str, path: object, reason: str) -> None:
+        super().__init__(f"{what} {path}: {reason}")
+        self.reason = reason
 
 
 def file_kind(mode: int) -> str:
@@ -33,43 +47,75 @@ def file_kind(mode: int) -> str:
     return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
 
 
-def open_regular(path: Path | str, max_bytes: int, what: str = "file") -> int:
-    """A blocking descriptor of ``path``, a regular file whose size is at most ``max_bytes``
-    (the caller still reads with a real cap: ``st_size`` is what the file says of itself).
+def read_capped(
+    path: Path | str, max_bytes: int, what: str = "file", *, follow_symlinks: bool = True
+) -> bytes:
+    """The bytes of ``path``, a regular file of at most ``max_bytes`` bytes.
 
     Opened non-blocking (a FIFO would otherwise wait for a writer), checked on the open
-    descriptor (no race with a swap after a ``stat``). The caller closes it.
+    descriptor (no race with a swap after a ``stat``), read with a real cap. With
+    ``follow_symlinks=False`` a symlink at ``path`` itself is refused (``O_NOFOLLOW``).
+    """
+    data = _read_regular(path, max_bytes + 1, what, follow_symlinks)
+    if len(data) > max_bytes:
+        raise InputFileError(what, path, f"larger than the {max_bytes}-byte limit")
+    return data
+
+
+def read_head(path: Path | str, n_bytes: int, what: str = "file") -> bytes:
+    """The first ``n_bytes`` of ``path`` (a regular file of any size), to tell its format:
+    the same checks as :func:`read_capped`, without refusing a longer file."""
+    return _read_regular(path, n_bytes, what, True)
+
+
+def open_regular(
+    path: Path | str,
+    max_bytes: int | None = None,
+    what: str = "file",
+    *,
+    follow_symlinks: bool = True,
+) -> int:
+    """A blocking descriptor of the regular file ``path`` (the caller closes it), for a
+    reader that streams it: the checks of :func:`read_capped` are made here. With
+    ``max_bytes``, a file whose size says it is larger is refused before a byte is read
+    (the caller still counts what it reads: ``st_size`` is what the file says of itself).
     """
     path = Path(path)
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | (0 if follow_symlinks else os.O_NOFOLLOW)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        fd = os.open(path, flags)
     except FileNotFoundError:
-        raise InputFileError(f"{what} {path}: no such file") from None
+        raise InputFileError(what, path, "no such file") from None
+    except ValueError:  # an embedded NUL byte
+        raise InputFileError(what, repr(str(path)), "not a valid path") from None
     except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow_symlinks:
+            raise InputFileError(what, path, "a symlink, which is refused here") from None
         if exc.errno == errno.ENXIO:  # a socket, or a FIFO opened non-blocking with no writer
-            raise InputFileError(f"{what} {path}: not a regular file; give a file") from None
-        raise InputFileError(f"{what} {path}: cannot read ({exc.strerror})") from None
+            raise InputFileError(what, path, "not a regular file; give a file") from None
+        raise InputFileError(what, path, f"cannot read ({exc.strerror})") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise InputFileError(f"{what} {path}: {file_kind(st.st_mode)}, not a regular file")
-        if st.st_size > max_bytes:
-            raise InputFileError(f"{what} {path}: larger than the {max_bytes}-byte limit")
+            raise InputFileError(what, path, f"{file_kind(st.st_mode)}, not a regular file")
+        if max_bytes is not None and st.st_size > max_bytes:
+            raise InputFileError(what, path, f"larger than the {max_bytes}-byte limit")
         os.set_blocking(fd, True)
+    except OSError as exc:
+        os.close(fd)
+        raise InputFileError(what, path, f"cannot read ({exc.strerror})") from None
     except BaseException:
         os.close(fd)
         raise
     return fd
 
 
-def read_capped(path: Path | str, max_bytes: int, what: str = "file") -> bytes:
-    """The bytes of ``path``, a regular file of at most ``max_bytes`` bytes
-    (:func:`open_regular`), read with a real cap."""
-    path = Path(path)
-    fd = open_regular(path, max_bytes, what)
+def _read_regular(path: Path | str, limit: int, what: str, follow_symlinks: bool) -> bytes:
+    """At most ``limit`` bytes of the regular file ``path``; anything else refused."""
+    fd = open_regular(path, None, what, follow_symlinks=follow_symlinks)
     try:
         chunks: list[bytes] = []
-        left = max_bytes + 1
+        left = limit
         while left > 0:
             chunk = os.read(fd, min(left, 1 << 20))
             if not chunk:
@@ -77,21 +123,26 @@ def read_capped(path: Path | str, max_bytes: int, what: str = "file") -> bytes:
             chunks.append(chunk)
             left -= len(chunk)
     except OSError as exc:
-        raise InputFileError(f"{what} {path}: cannot read ({exc.strerror})") from None
+        raise InputFileError(what, path, f"cannot read ({exc.strerror})") from None
     finally:
         os.close(fd)
-    data = b"".join(chunks)
-    if len(data) > max_bytes:
-        raise InputFileError(f"{what} {path}: larger than the {max_bytes}-byte limit")
-    return data
+    return b"".join(chunks)
 
 
-def read_text_capped(path: Path | str, max_bytes: int, what: str = "file") -> str:
-    """:func:`read_capped`, decoded as UTF-8 (anything else is one line, not a traceback)."""
-    data = read_capped(path, max_bytes, what)
+def read_text_capped(
+    path: Path | str,
+    max_bytes: int,
+    what: str = "file",
+    *,
+    follow_symlinks: bool = True,
+    errors: str = "strict",
+) -> str:
+    """:func:`read_capped`, decoded as UTF-8: with ``errors="strict"`` anything else is one
+    line, not a traceback; ``"replace"`` suits source code read for its words."""
+    data = read_capped(path, max_bytes, what, follow_symlinks=follow_symlinks)
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8", errors)
     except UnicodeDecodeError as exc:
         raise InputFileError(
-            f"{what} {path}: not UTF-8 text (byte {exc.start}); save it as UTF-8"
+            what, path, f"not UTF-8 text (byte {exc.start}); save it as UTF-8"
         ) from None

@@ -22,6 +22,7 @@ from ctune import l2policy
 from ctune.arch import check as check_arch
 from ctune.errors import SpecError, UserError
 from ctune.expr import Expr, ExprError, parse
+from ctune.files import MAX_SOURCE_BYTES, InputFileError, file_kind
 from ctune.names import NAME_RE
 from ctune.records import Candidate, GeneValue, canonical_json, sha256_hex
 from ctune.space.nvcc import CATALOGUE
@@ -29,6 +30,8 @@ from ctune.space.params import SPEC_FAMILIES, Gene, Space
 from ctune.strict_yaml import StrictYamlError, load_file
 
 IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+#: values one gene may take (``values``, ``pow2`` or ``range``)
+MAX_GENE_VALUES = 4096
 LAUNCHER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,1023}$")
 DTYPES = (
     "float16",
@@ -57,7 +60,6 @@ DTYPE_BYTES = {
 }
 ROLES = ("input", "output", "inout", "scratch", "scalar")
 ENTRY_KINDS = ("kernel", "launcher")
-MAX_SOURCE_BYTES = 4 * 1024 * 1024
 
 _TOP_KEYS = {
     "name",
@@ -218,7 +220,8 @@ class KernelSpec:
         """A recorded candidate (an artifact's member) in today's space: a gene added since it
         was recorded takes its default, which keeps the code it had (a rebuild's SASS digest
         against the recorded one checks that); a gene the space no longer has cannot be
-        honoured."""
+        honoured, nor can a value the space does not have (a file is data: only the spec's
+        own values are ever built)."""
         values = recorded.as_dict()
         gone = sorted(set(values) - set(self.space.names))
         if gone:
@@ -226,6 +229,9 @@ class KernelSpec:
                 f"{self.name}: recorded candidate {recorded.key()} sets {', '.join(gone)}, "
                 f"which {self.yaml_path.name} no longer has; retune it (ctune registry retune)"
             )
+        values = self.space.check_values(
+            values, f"{self.name}: recorded candidate {recorded.key()}"
+        )
         if len(values) == len(self.space.names):
             return recorded
         return self.candidate({**self.space.default_values(), **values})
@@ -314,7 +320,7 @@ def sidecar_for(path: Path) -> tuple[Path, Path | None]:
         return path, None
     for suffix in (".yaml", ".yml"):
         candidate = path.with_suffix(suffix)
-        if candidate.is_file():
+        if candidate.exists():  # a FIFO or a device is then refused by name, unread
             return candidate, path
     raise UserError(
         f"{path}: no spec sidecar {path.with_suffix('.yaml').name} next to it "
@@ -337,9 +343,11 @@ def load_spec(path: str | Path, nvcc_help: str | None = None) -> KernelSpec:
     yaml_path, cu_path = sidecar_for(path)
     ctx = _Ctx(yaml_path)
     try:
-        data = load_file(yaml_path)
+        data = load_file(yaml_path, "spec")
     except StrictYamlError as exc:
         raise SpecError(f"{yaml_path}: {exc}") from None
+    except InputFileError as exc:  # not a regular file, too large, not UTF-8
+        raise SpecError(str(exc)) from None
     if not isinstance(data, dict):
         raise SpecError(f"{yaml_path}: expected a mapping at the top level")
     try:
@@ -502,6 +510,8 @@ def _source(ctx: _Ctx, folder: Path, value: Any, cu_path: Path | None) -> Path:
     path = (folder / value).resolve()
     if cu_path is not None and cu_path.resolve() != path:
         raise ctx.fail("source", f"names {value}, but {cu_path} was given")
+    if path.exists() and not path.is_file():
+        raise ctx.fail("source", f"{path} is {file_kind(path.stat().st_mode)}, not a file")
     if not path.is_file():
         raise ctx.fail("source", f"{path} does not exist")
     if not path.is_relative_to(folder.resolve()):
@@ -701,8 +711,12 @@ def _gene_values(ctx: _Ctx, key: str, body: dict[str, Any]) -> tuple[GeneValue, 
             raise ctx.fail(f"{key}.values", "expected a non-empty list")
         if not all(isinstance(v, (int, str)) for v in raw):
             raise ctx.fail(f"{key}.values", "values must be integers or strings")
+        if len(raw) > MAX_GENE_VALUES:
+            raise ctx.fail(f"{key}.values", f"{len(raw)} values; at most {MAX_GENE_VALUES}")
         if len(set(raw)) != len(raw):
             raise ctx.fail(f"{key}.values", "a value is repeated")
+        for value in raw:
+            _check_define_value(ctx, f"{key}.values", value)
         return tuple(raw)
     if not isinstance(raw, list) or not all(
         isinstance(v, int) and not isinstance(v, bool) for v in raw
@@ -718,14 +732,28 @@ def _gene_values(ctx: _Ctx, key: str, body: dict[str, Any]) -> tuple[GeneValue, 
             v *= 2
         if not values:
             raise ctx.fail(f"{key}.pow2", "no power of two in the range")
+        if len(values) > MAX_GENE_VALUES:
+            raise ctx.fail(f"{key}.pow2", f"{len(values)} values; at most {MAX_GENE_VALUES}")
         return tuple(values)
     if len(raw) not in (2, 3) or (len(raw) == 3 and raw[2] <= 0) or raw[1] < raw[0]:
         raise ctx.fail(f"{key}.range", "expected [start, stop] or [start, stop, step>0], inclusive")
     step = raw[2] if len(raw) == 3 else 1
-    values = list(range(raw[0], raw[1] + 1, step))
-    if len(values) > 4096:
-        raise ctx.fail(f"{key}.range", "more than 4096 values")
-    return tuple(values)
+    count = (raw[1] - raw[0]) // step + 1  # counted, not built: [1, 1000000000000] is a line
+    if count > MAX_GENE_VALUES:
+        raise ctx.fail(
+            f"{key}.range", f"{count} values; at most {MAX_GENE_VALUES} (a larger step gives fewer)"
+        )
+    return tuple(range(raw[0], raw[1] + 1, step))
+
+
+def _check_define_value(ctx: _Ctx, key: str, value: Any) -> None:
+    """A string value becomes ``-DNAME=VALUE`` on nvcc's command line: one nvcc's sub-shell
+    would act on is refused here, naming the key (``compile/quoting.py`` has the rule)."""
+    from ctune.compile.quoting import value_refusal
+
+    why = value_refusal(value) if isinstance(value, str) else None
+    if why is not None:
+        raise ctx.fail(key, f"{value[:80]!r} {why}; write the value without it")
 
 
 def _problems(ctx: _Ctx, data: Any) -> tuple[Problem, ...]:
@@ -761,6 +789,8 @@ def _problems(ctx: _Ctx, data: Any) -> tuple[Problem, ...]:
             for k, v in defines.items()
         ):
             raise ctx.fail(f"problems.{name}.defines", "expected MACRO: integer-or-string pairs")
+        for macro, value in defines.items():
+            _check_define_value(ctx, f"problems.{name}.defines.{macro}", value)
         dtypes = body.get("dtypes") or {}
         if not isinstance(dtypes, dict) or not all(v in DTYPES for v in dtypes.values()):
             raise ctx.fail(f"problems.{name}.dtypes", f"expected ARG: dtype ({', '.join(DTYPES)})")

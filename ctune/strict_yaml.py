@@ -2,7 +2,9 @@
 
 PyYAML's ``safe_load`` silently keeps the last of two duplicate keys and
 expands a 254-byte alias bomb to 28 MB (measured);
-a spec or registry file that does either is rejected instead.
+a spec or registry file that does either is rejected instead. Nesting deeper than
+``MAX_DEPTH`` and more than ``MAX_NODES`` nodes are refused while composing, before
+PyYAML's recursive composer can exhaust the stack or memory.
 """
 
 from __future__ import annotations
@@ -12,7 +14,13 @@ from typing import Any
 
 import yaml
 
+from ctune.files import read_text_capped
+
 MAX_BYTES = 1024 * 1024
+#: levels of nested lists and mappings; a spec needs about five
+MAX_DEPTH = 32
+#: scalars, lists and mappings in one document
+MAX_NODES = 20_000
 
 
 class StrictYamlError(ValueError):
@@ -20,14 +28,29 @@ class StrictYamlError(ValueError):
 
 
 class _StrictLoader(yaml.SafeLoader):
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._nodes = 0
+
     def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             raise StrictYamlError(f"line {event.start_mark.line + 1}: aliases are not allowed")
         event = self.peek_event()
+        line = event.start_mark.line + 1
         if getattr(event, "anchor", None):
-            raise StrictYamlError(f"line {event.start_mark.line + 1}: anchors are not allowed")
-        return super().compose_node(parent, index)
+            raise StrictYamlError(f"line {line}: anchors are not allowed")
+        self._nodes += 1
+        if self._nodes > MAX_NODES:
+            raise StrictYamlError(f"line {line}: more than {MAX_NODES} values in one file")
+        if self._depth >= MAX_DEPTH:
+            raise StrictYamlError(f"line {line}: nested deeper than {MAX_DEPTH} levels")
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
     def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -40,23 +63,23 @@ class _StrictLoader(yaml.SafeLoader):
 
 
 def load_text(text: str) -> Any:
+    """The one document in ``text``, under the caps above."""
     if len(text.encode()) > MAX_BYTES:
         raise StrictYamlError(f"larger than {MAX_BYTES} bytes")
     try:
         return yaml.load(text, Loader=_StrictLoader)
+    except StrictYamlError:
+        raise
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise StrictYamlError(f"{where}{problem}") from None
+    except (ValueError, OverflowError) as exc:  # a value PyYAML cannot build: 5,000 digits
+        raise StrictYamlError(f"a value that cannot be read: {exc}") from None
 
 
-def load_file(path: Path) -> Any:
-    if path.stat().st_size > MAX_BYTES:
-        raise StrictYamlError(f"larger than {MAX_BYTES} bytes")
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise StrictYamlError("not UTF-8 text") from None
-    return load_text(text)
+def load_file(path: Path, what: str = "YAML file") -> Any:
+    """The YAML document in ``path``, read by the one rule for input files (a regular file
+    of at most ``MAX_BYTES``: :func:`ctune.files.read_text_capped`)."""
+    return load_text(read_text_capped(path, MAX_BYTES, what))

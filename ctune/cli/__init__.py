@@ -93,6 +93,7 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
     process's environment (``cli/invocation.py``)."""
     from ctune.cli.invocation import invoked_with
     from ctune.cli.render import error_line, interrupted_line, stop_for_closed_pipe
+    from ctune.config import debug_enabled
     from ctune.interrupts import kept_by, terminate_as_interrupt
     from ctune.writes import is_disk_full
 
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
         with invoked_with(environ), terminate_as_interrupt():
             _run(argv)
     except CtuneError as exc:
-        if env.get("CTUNE_DEBUG"):
+        if debug_enabled(env):
             raise
         error_line(str(exc))
         sys.exit(exc.exit_code)
@@ -118,7 +119,7 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
         click_exc = _click_outcome(exc)
         if click_exc is not None:
             sys.exit(click_exc)
-        if env.get("CTUNE_DEBUG"):
+        if debug_enabled(env):
             raise
         if is_disk_full(exc):
             assert isinstance(exc, OSError)

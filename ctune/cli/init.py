@@ -37,10 +37,11 @@ def init_command(
     from ctune.draft.sidecar import check_loads, draft_sidecar, pick_kernel
     from ctune.draft.source import read_source
     from ctune.draft.undefined import find_undefined
+    from ctune.files import MAX_SOURCE_BYTES, read_text_capped
 
-    if not kernel.is_file():
-        raise UserError(f"{kernel}: no such file")
-    source = read_source(kernel.read_text(errors="replace"))
+    source = read_source(
+        read_text_capped(kernel, MAX_SOURCE_BYTES, "kernel file", errors="replace")
+    )
     pick_kernel(source, entry, kernel.name)  # a file without kernels fails before nvcc runs
     yaml_path = kernel.with_suffix(".yaml")
     cfg = settings(arch=arch)

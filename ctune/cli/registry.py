@@ -301,11 +301,18 @@ def verify_command(
     registry: RegistryOpt = None,
     ref: Annotated[str | None, typer.Option("--ref", help="registry ref pins must be on")] = None,
     fsck: Annotated[bool, typer.Option(help="also run git fsck")] = True,
+    kernels: Annotated[
+        Path, typer.Option("--kernels", help="directory of <kernel>.yaml specs")
+    ] = Path("kernels"),
 ) -> None:
-    """Check every artifact's digest, every pin tag (digest, signature, ancestry), git fsck."""
+    """Check every artifact's digest, its gene values against its spec (a digest does not
+    catch a hand edit), every pin tag (digest, signature, ancestry), git fsck."""
     from ctune.registry.service import verify_registry
 
-    report = verify_registry(_settings(registry).registry, ref=ref, fsck=fsck)
+    settings = _settings(registry)
+    report = verify_registry(
+        settings.registry, ref=ref, fsck=fsck, kernels=kernels, nvcc=settings.nvcc
+    )
     render.verify(report)
     if not report.ok:
         raise RegistryError("registry verification failed (see above)")

@@ -350,6 +350,11 @@ def sync_status(s: SyncStatus) -> None:
 def verify(r: VerifyReport) -> None:
     _line(f"{r.artifacts} artifact(s) verified")
     quarantined(r.quarantined)
+    for text in r.edited:
+        _line(f"FAIL {text}")
+    if r.without_spec:
+        names = ", ".join(r.without_spec)
+        _line(f"no spec loaded for {names}: gene values checked against nvcc's quoting rule only")
     for p in r.pins:
         status = "FAIL" if p.problems else "ok"
         _line(f"pin {p.tag}: {status}" + "".join(f"; {x}" for x in (*p.problems, *p.notes)))

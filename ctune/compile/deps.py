@@ -15,6 +15,7 @@ headers are covered by the toolchain version.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -22,8 +23,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ctune.compile.command import default_defines, define_flag
+from ctune.compile.command import default_defines
+from ctune.compile.quoting import check_argv, define_flag
 from ctune.errors import UserError
+from ctune.files import MAX_SOURCE_BYTES, read_capped
 from ctune.records import GeneValue
 
 if TYPE_CHECKING:
@@ -93,18 +96,21 @@ def include_closure(
     argv = [nvcc, "-M", f"-std={std}", f"-arch={arch}", *(f"-I{d}" for d in include_dirs)]
     argv += [define_flag(k, v) for k, v in sorted(defines.items())]
     argv.append(str(source))
+    check_argv(argv, f"{source}: nvcc -M")
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+        done = subprocess.run(argv, capture_output=True, timeout=300, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise UserError(f"{source}: nvcc -M failed: {exc}") from None
     if done.returncode != 0:
-        tail = done.stderr.strip().splitlines()[-3:]
+        tail = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
         raise UserError(f"{source}: does not preprocess: {' | '.join(tail)}")
     # the toolkit is where the nvcc on PATH lives; resolving a bare "nvcc" against the
     # working directory would drop every header below the directory above it
     toolkit = Path(shutil.which(nvcc) or nvcc).resolve().parent.parent
     files = []
-    for token in _parse_make_deps(done.stdout):
+    # paths are bytes to the OS: decoded as the file system does (a folder name that is
+    # not UTF-8 survives as surrogates and names the same file again)
+    for token in _parse_make_deps(os.fsdecode(done.stdout)):
         path = Path(token).resolve()
         if path.is_relative_to(toolkit) or str(path).startswith("/usr/"):
             continue  # covered by the toolchain / host-compiler fingerprint
@@ -160,7 +166,8 @@ def closure_roots(spec: KernelSpec) -> list[tuple[str, Path]]:
 
 
 def file_sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    """The digest of one closure file, read by the one rule for input files."""
+    return hashlib.sha256(read_capped(path, MAX_SOURCE_BYTES, "source file")).hexdigest()
 
 
 def closure_sha256(closure: Mapping[str, str]) -> str:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
+from ctune.files import MAX_SOURCE_BYTES, InputFileError, read_text_capped
 from ctune.records import GeneValue
 
 #: how many kernels an error message lists before "and N more"
@@ -327,9 +328,10 @@ def declared_names(source: Path) -> set[str]:
             continue
         seen.add(path)
         try:
-            text = _COMMENTS.sub(" ", path.read_text(errors="replace"))
-        except OSError:
+            text = read_text_capped(path, MAX_SOURCE_BYTES, "source file", errors="replace")
+        except InputFileError:
             continue
+        text = _COMMENTS.sub(" ", text)
         words |= set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
         parameters |= template_parameters(text)
         todo += [(path.parent / name).resolve() for name in _INCLUDE.findall(text)]

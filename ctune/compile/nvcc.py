@@ -19,7 +19,9 @@ which raises a SpecError: a wrong argument count is the spec's, not a candidate'
 
 Each compile runs in its own process group with a wall-clock timeout (the
 whole group is killed: nvcc spawns cicc and ptxas) and an address-space limit.
-Failures become Outcomes with the stderr tail, never exceptions.
+Failures become Outcomes with the stderr tail, never exceptions; an argv that nvcc's
+sub-shell would interpret is refused before it runs (``compile/quoting.py``), a
+CommandLineError: the value is bad input, not a failed build.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from ctune.compile.command import (
 )
 from ctune.compile.deps import closure_roots, source_closure_sha256
 from ctune.compile.logs import CTUNE_ERROR
+from ctune.compile.quoting import CommandLineError, check_argv
 from ctune.compile.resources import entry_resources
 from ctune.compile.sass import NotAnElf, entry_functions, kernel_param_sizes, sass_digest
 from ctune.compile.signature import KernelParams, arg_mismatch, ptx_param_sizes
@@ -432,6 +435,11 @@ class NvccCompiler:
         work = Path(tempfile.mkdtemp(prefix=f".{key[:8]}-", dir=self.builds_dir))
         output = work / self._binary_name
         argv = self.argv(candidate, problem, output)
+        try:
+            check_argv(argv, f"nvcc for {self.spec.name}")
+        except CommandLineError:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
         self._write_instantiation(candidate, problem)
         env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV}
         start = time.perf_counter()
@@ -443,6 +451,7 @@ class NvccCompiler:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
+                errors="replace",  # the log quotes paths, which need not be UTF-8
                 start_new_session=True,  # its own process group, killed as a whole
             )
         except OSError as exc:
@@ -609,7 +618,9 @@ class NvccCompiler:
         work = Path(tempfile.mkdtemp(prefix=".ptx-", dir=self.builds_dir))
         try:
             output = work / "kernel.ptx"
-            argv = ptx_argv(build.argv, output)
+            # the argv a cache entry records, run by this toolchain's nvcc (never the record's)
+            argv = [self.toolchain.nvcc, *ptx_argv(build.argv, output)[1:]]
+            check_argv(argv, f"nvcc -ptx for {self.spec.name}")
             env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV}
             try:
                 done = subprocess.run(

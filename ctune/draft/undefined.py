@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ctune.compile.command import target_flags
 from ctune.compile.logs import first_error_line
+from ctune.compile.quoting import check_argv, define_flag
 
 _UNDEFINED = re.compile(r'identifier "([A-Za-z_]\w*)" is undefined')
 MAX_ROUNDS = 4
@@ -53,11 +54,12 @@ def find_undefined(
                 *target_flags(arch, "kernel"),
                 f"-std={std}",
                 *(f"-I{d}" for d in include_dirs),
-                *(f"-D{k}={v}" for k, v in sorted(values.items())),
+                *(define_flag(k, v) for k, v in sorted(values.items())),
                 "-o",
                 str(Path(work) / "probe.cubin"),
                 str(source),
             ]
+            check_argv(argv, f"{source}: nvcc")
             try:
                 done = subprocess.run(
                     argv, capture_output=True, text=True, timeout=timeout_s, check=False

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctune.errors import UserError
 from ctune.exchange.records import Export, Row
+from ctune.files import MAX_DATA_BYTES, InputFileError, read_text_capped
 from ctune.objective.pareto import sign
 
 if TYPE_CHECKING:
@@ -102,7 +103,9 @@ def read_t4(path: Path) -> list[dict[str, Any]]:
     from ctune.objective.terms import get_term
 
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(read_text_capped(path, MAX_DATA_BYTES, "T4 results file"))
+    except InputFileError as exc:
+        raise UserError(f"{path}: not a T4 results file ({exc.reason})") from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise UserError(f"{path}: not a T4 results file ({exc})") from None
     results = data.get("results") if isinstance(data, dict) else None

@@ -19,6 +19,7 @@ from typing import Any
 
 from ctune.errors import UserError
 from ctune.exchange.columns import fill_objectives, gene_columns, objective_columns
+from ctune.files import read_head
 from ctune.objective.pareto import as_minimization, sign
 from ctune.objective.pareto import non_dominated as mask_of
 from ctune.records import GeneValue, Measurement, Trial
@@ -263,13 +264,7 @@ def load_artifact(path: Path) -> Source:
 
 def load(path: Path) -> Source:
     """A journal (JSON Lines with a header) or an artifact / result file (one JSON object)."""
-    try:
-        with open(path, "rb") as fh:
-            start = fh.read(4096)
-    except OSError as exc:
-        raise UserError(
-            f"{path}: cannot read: {exc.strerror}; name a journal or a result file"
-        ) from None
+    start = read_head(path, 4096, "plot source")
     first = start.split(b"\n", 1)[0]
     try:
         head = json.loads(first.decode("utf-8"))

@@ -32,6 +32,7 @@ from ctune.errors import EXIT_GATE_FAILED, EXIT_OK, CtuneError, ToolchainError, 
 from ctune.evidence import identity as fingerprint
 from ctune.records import Candidate, FieldChange
 from ctune.registry.layout import ArtifactKey
+from ctune.registry.member_genes import hand_edits
 from ctune.registry.schema import Artifact, FrontMember
 from ctune.registry.store import ArtifactStore, Quarantined
 
@@ -108,8 +109,12 @@ Verifier = Callable[[Artifact, Any], BinaryCheck]
 
 def current_candidate(spec: Any, candidate: Candidate) -> Candidate:
     """The member's candidate in today's space: genes it lacks take their defaults, genes
-    the space no longer has are dropped (the SASS comparison then says if that mattered)."""
-    return Candidate.of(candidate.kernel, spec.space.in_today(candidate.as_dict()))
+    the space no longer has are dropped (the SASS comparison then says if that mattered);
+    a value the space does not have is refused (:func:`hand_edits` says so first)."""
+    values = candidate.as_dict()
+    kept = {k: v for k, v in values.items() if k in spec.space}
+    spec.space.check_values(kept, f"member {candidate.key()}")
+    return Candidate.of(candidate.kernel, spec.space.in_today(values))
 
 
 def _plain(value: Any) -> Any:
@@ -175,8 +180,13 @@ def check_artifact(
     """Compare ``artifact`` with ``current``; rebuild with ``verify`` when a build input changed.
 
     Without ``verify`` a build change stays unverified (STALE unless the caller
-    verifies the binaries itself, as the gate does for the pinned member).
+    verifies the binaries itself, as the gate does for the pinned member). Genes that
+    are not the spec's values make it STALE before anything is compared or built.
     """
+    edited = hand_edits(artifact, current.spec.space) if current.spec is not None else []
+    if edited:
+        more = f" (and {len(edited) - 1} more)" if len(edited) > 1 else ""
+        return CheckResult(key, (), (), error=edited[0] + more)
     checked = set(current.fields)
     changes = fingerprint.diff(artifact.fingerprint, current.fields, checked)
     changes += launch_changes(artifact, current.spec)

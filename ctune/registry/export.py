@@ -36,6 +36,7 @@ import re
 import shlex
 from typing import Any
 
+from ctune.compile.quoting import define_flag
 from ctune.errors import UserError
 from ctune.registry.schema import Artifact, FrontMember
 
@@ -114,12 +115,9 @@ def build_flags(m: FrontMember) -> list[str]:
     return [f for f in m.nvcc_flags if not f.startswith("-D") and f not in _OUTPUT_MODE]
 
 
-def define_items(m: FrontMember) -> list[str]:
-    return [f"{k}={_value(v)}" for k, v in sorted(m.defines.items())]
-
-
 def flags_line(m: FrontMember) -> str:
-    items = [*build_flags(m), *(f"-D{d}" for d in define_items(m))]
+    """The nvcc flags, defines written as ctune's own builds write them (``define_flag``)."""
+    items = [*build_flags(m), *(define_flag(k, v) for k, v in sorted(m.defines.items()))]
     return " ".join(shlex.quote(i) for i in items)
 
 

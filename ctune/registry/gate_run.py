@@ -268,6 +268,9 @@ def gate_artifact(
     """The gate for one pinned artifact (see the module docstring for the steps)."""
     name = str(key.artifact)
     staleness = check_artifact(key, artifact, current)
+    if staleness.error:  # genes the spec does not have: nothing of it is built or measured
+        change = FieldChange("genes", "(recorded)", staleness.error, "hard")
+        return GateReport(name, Verdict.STALE, staleness.error, (change,))
     changes, unchecked = list(staleness.changes), list(staleness.not_checked)
     stale = decide(name, changes, unchecked, None, strict=strict)
     if stale.verdict is Verdict.STALE:

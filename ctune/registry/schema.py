@@ -40,7 +40,8 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 # Values that end up in a C header, a shell line or CMake (export.py): no
 # quotes, backslashes, '$', ';', '#', whitespace other than ' ', or controls.
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.:<>,+\-*/()% ]{0,200}$")
-_SAFE_FLAG = re.compile(r"^[A-Za-z0-9_.,=+\-/:<> ]{1,200}$")
+# (``\,`` is nvcc's comma escape inside a -D value: compile/quoting.py)
+_SAFE_FLAG = re.compile(r"^(?:[A-Za-z0-9_.,=+\-/:<> ]|\\,){1,200}$")
 _PRINTABLE = re.compile(r"^[\x20-\x7e]{0,2000}$")
 
 #: provenance keys and their types; anything else goes under ``extensions``
@@ -206,13 +207,34 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not allowed")
 
 
+def _finite_float(text: str) -> float:
+    """A JSON number as a float; one that overflows (``1e400`` would read as inf) refused."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    """A JSON integer of at most 20 digits (every counter and size fits in 64 bits)."""
+    if len(text.lstrip("-")) > 20:
+        raise ValueError(f"the integer {text[:40]}... is out of range")
+    return int(text)
+
+
 def parse_json_bytes(data: bytes, where: str, max_bytes: int = MAX_BYTES) -> Any:
     """Strict JSON: size cap, UTF-8, no duplicate keys, no NaN/Infinity, bounded depth."""
     if len(data) > max_bytes:
         raise RegistryError(f"{where}: {len(data)} bytes is over the {max_bytes}-byte cap")
     try:
         text = data.decode("utf-8")
-        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        return json.loads(
+            text,
+            object_pairs_hook=_no_duplicates,
+            parse_constant=_no_constant,
+            parse_float=_finite_float,
+            parse_int=_bounded_int,
+        )
     except UnicodeDecodeError:
         raise RegistryError(f"{where}: not UTF-8 text") from None
     except RecursionError:

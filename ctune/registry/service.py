@@ -36,6 +36,7 @@ from ctune.registry.layout import (
     parse_pin_tag,
     pin_tag,
 )
+from ctune.registry.member_genes import hand_edits, spec_space
 from ctune.registry.migrate import decode_history, upgrade
 from ctune.registry.refresh import RefreshOutcome, refresh_artifact
 from ctune.registry.schema import Artifact
@@ -48,6 +49,7 @@ from ctune.registry.store import (
     read_bytes_capped,
     read_result,
 )
+from ctune.space.params import Space
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,11 +81,16 @@ class VerifyReport:
     pins: tuple[PinCheck, ...]
     fsck_ok: bool | None
     fsck_output: str = ""
+    #: "KEY: member ...: ..." for each artifact whose genes its spec does not have
+    edited: tuple[str, ...] = ()
+    #: kernels whose spec could not be loaded: their values met the command-line rule only
+    without_spec: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
         return (
             not self.quarantined
+            and not self.edited
             and self.fsck_ok is not False
             and not any(p.problems for p in self.pins)
         )
@@ -281,18 +288,45 @@ def _check_pin(reg: History, tag: str, head: str | None, shallow: bool) -> PinCh
     return PinCheck(tag, tuple(problems), tuple(notes))
 
 
-def verify_registry(root: Path, *, ref: str | None = None, fsck: bool = True) -> VerifyReport:
-    """Every artifact's digest, every pin tag, and ``git fsck`` (rules G4, X4, G10).
+def verify_registry(
+    root: Path,
+    *,
+    ref: str | None = None,
+    fsck: bool = True,
+    kernels: Path | None = None,
+    nvcc: str = "nvcc",
+) -> VerifyReport:
+    """Every artifact's digest and gene values, every pin tag, and ``git fsck`` (rules G4,
+    X4, G10).
 
-    The ref is checked (opening the history) before the artifacts are read: a bad ref is
-    one line at once, not after reading every file of a registry that keeps growing."""
+    A digest catches corruption, not an edit (docs/security.md): every member's genes are
+    checked against its spec in ``kernels`` (``member_genes.hand_edits``), or, where that
+    spec cannot be loaded, against the command-line rule alone. The ref is checked (opening
+    the history) before the artifacts are read: a bad ref is one line at once, not after
+    reading every file of a registry that keeps growing."""
     with open_history(root, ref) as reg:
         listing = ArtifactStore(root).list()
         shallow = reg.is_shallow
         head = reg.resolve(ref or "HEAD")
         pins = tuple(_check_pin(reg, t, head, shallow) for t in reg.tags(PIN_PREFIX + "/"))
         fsck_ok, fsck_out = reg.fsck() if fsck else (None, "")
-    return VerifyReport(len(listing.artifacts), listing.quarantined, pins, fsck_ok, fsck_out)
+    spaces: dict[str, Space | None] = {}
+    edited: list[str] = []
+    for key, artifact in listing.artifacts:
+        if artifact.kernel not in spaces:
+            spaces[artifact.kernel] = (
+                spec_space(kernels, artifact.kernel, nvcc) if kernels is not None else None
+            )
+        edited += [f"{key}: {line}" for line in hand_edits(artifact, spaces[artifact.kernel])]
+    return VerifyReport(
+        len(listing.artifacts),
+        listing.quarantined,
+        pins,
+        fsck_ok,
+        fsck_out,
+        tuple(edited),
+        tuple(sorted(k for k, space in spaces.items() if space is None)),
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 
 from ctune.errors import RegistryError, UserError
+from ctune.files import InputFileError, file_kind, read_capped
 from ctune.registry import schema
 from ctune.registry.layout import (
     SUFFIX,
@@ -50,26 +51,12 @@ class Listing:
 
 
 def read_bytes_capped(path: Path, *, allow_symlink: bool = False) -> bytes:
-    """The file's bytes, refusing symlinks, non-files and anything over the cap."""
+    """The file's bytes by the one rule for input files (:func:`ctune.files.read_capped`):
+    regular files only, at most the schema's cap; a symlink refused unless allowed."""
     try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        raise RegistryError(f"{path}: no such artifact file") from None
-    except OSError as exc:
-        raise RegistryError(f"{path}: cannot read: {exc.strerror}") from None
-    if stat.S_ISLNK(st.st_mode) and not allow_symlink:
-        raise RegistryError(f"{path}: is a symlink; the registry refuses symlinks")
-    if st.st_size > schema.MAX_BYTES:
-        raise RegistryError(f"{path}: {st.st_size} bytes is over the {schema.MAX_BYTES}-byte cap")
-    flags = os.O_RDONLY | (0 if allow_symlink else os.O_NOFOLLOW)
-    try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        raise RegistryError(f"{path}: cannot read: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            raise RegistryError(f"{path}: not a regular file")
-        return fh.read(schema.MAX_BYTES + 1)
+        return read_capped(path, schema.MAX_BYTES, "artifact file", follow_symlinks=allow_symlink)
+    except InputFileError as exc:
+        raise RegistryError(str(exc)) from None
 
 
 def read_artifact_file(path: Path, *, allow_symlink: bool = False) -> Artifact:
@@ -255,10 +242,21 @@ class ArtifactStore:
                 if name.startswith(".") or not name.endswith(SUFFIX):
                     continue  # temporary files of atomic writes, READMEs
                 rel = PurePosixPath(*rel_dir.parts, name)
-                if os.path.islink(os.path.join(dirpath, name)):
-                    yield rel, "is a symlink; the registry refuses symlinks"
-                else:
-                    yield rel, ""
+                yield rel, _entry_problem(os.path.join(dirpath, name))
+
+
+def _entry_problem(path: str) -> str:
+    """Why a listed name is not an artifact file to open ("" when it is one): a symlink, a
+    FIFO, a socket or a device is reported, never opened (a FIFO would block the listing)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError as exc:
+        return f"cannot read: {exc.strerror}"
+    if stat.S_ISLNK(mode):
+        return "is a symlink; the registry refuses symlinks"
+    if not stat.S_ISREG(mode):
+        return f"{file_kind(mode)}, not a regular file; the registry holds only files"
+    return ""
 
 
 def key_of(artifact: Artifact) -> ArtifactKey:

@@ -98,7 +98,13 @@ def resolve_executor(settings: Settings) -> ExecutorChoice:
             import dask
 
             address = str(dask.config.get("scheduler-address", None) or "")
-        choice = parse_executor(address) if address else ExecutorChoice("local")
+        try:
+            choice = parse_executor(address) if address else ExecutorChoice("local")
+        except UserError:
+            raise UserError(
+                f"executor=auto: Dask's configured scheduler-address {address!r} "
+                "(DASK_SCHEDULER_ADDRESS) is not an address such as tcp://host:8786"
+            ) from None
     if choice.kind == "local" and len(resolve_gpus(settings.gpus)) > 1:
         choice = ExecutorChoice("dask")
     return choice
@@ -263,6 +269,8 @@ def _open(settings: Settings) -> Engine:
     if choice.kind == "address":
         try:
             client = distributed.Client(choice.address, timeout=CONNECT_TIMEOUT_S)
+        except ValueError as exc:  # an address Dask cannot parse (parse_executor checks)
+            raise UserError(f"executor={choice.address}: {exc}") from None
         except OSError as exc:
             raise ToolchainError(
                 f"executor={choice.address}: cannot reach the Dask scheduler ({exc}); start it "

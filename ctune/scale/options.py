@@ -12,13 +12,16 @@ engine: with ``executor = local`` a Dask cluster is started here for them.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
 
 from ctune.errors import UserError
 
-_ADDRESS = re.compile(r"^(?:(tcp|tls|ucx|inproc)://)?\[?[A-Za-z0-9_.:\-]+\]?:\d{1,5}$")
-_GPUS = re.compile(r"^\d+(,\d+)*$")
+_SCHEMES = ("tcp", "tls", "ucx")
+_HOST_LABEL = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9])?$", re.ASCII)
+_PORT = re.compile(r"^[0-9]{1,5}$", re.ASCII)
+_GPUS = re.compile(r"^[0-9]+(,[0-9]+)*$", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -38,12 +41,39 @@ def parse_executor(text: str) -> ExecutorChoice:
     raw = text.strip()
     if raw.lower() in ("local", "dask", "auto"):
         return ExecutorChoice(raw.lower())
-    if _ADDRESS.match(raw):
-        return ExecutorChoice("address", raw if "://" in raw else f"tcp://{raw}")
+    address = _address(raw)
+    if address:
+        return ExecutorChoice("address", address)
     raise UserError(
         f"executor={text!r}: allowed local, dask, auto or a Dask scheduler address "
         "(tcp://host:8786)"
     )
+
+
+def _address(raw: str) -> str:
+    """``[scheme://]host:port`` with a known scheme, a host name, an IPv4 address or a
+    bracketed IPv6 address, and a port from 1 to 65535, as ``scheme://host:port``; "" when
+    ``raw`` is not one (Dask would fail on it later with a ValueError, not a message)."""
+    scheme, sep, rest = raw.partition("://")
+    if not sep:
+        scheme, rest = "tcp", raw
+    host, colon, port = rest.rpartition(":")
+    if scheme not in _SCHEMES or not colon or not _PORT.match(port):
+        return ""
+    if not 1 <= int(port) <= 65535 or not _is_host(host):
+        return ""
+    return f"{scheme}://{host}:{port}"
+
+
+def _is_host(host: str) -> bool:
+    if host.startswith("[") and host.endswith("]"):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            return False
+        return True
+    labels = host.split(".")
+    return 0 < len(host) <= 253 and all(_HOST_LABEL.match(label) for label in labels)
 
 
 def parse_gpus(text: str) -> str | tuple[int, ...]:

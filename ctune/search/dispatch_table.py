@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctune.errors import UserError
+from ctune.files import MAX_DATA_BYTES, InputFileError, read_text_capped
 from ctune.records import Candidate
 from ctune.writes import write_atomic
 
@@ -228,7 +229,9 @@ def shipped_builds(paths: Sequence[Path], spec: KernelSpec) -> frozenset[str]:
     ids: set[str] = set()
     for path in paths:
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(read_text_capped(path, MAX_DATA_BYTES, "--dispatch-shipped"))
+        except InputFileError as exc:
+            raise refuse(path, f"not a readable dispatch table ({exc.reason})") from None
         except (OSError, ValueError) as exc:
             raise refuse(path, f"not a readable dispatch table ({exc})") from None
         try:

@@ -200,11 +200,11 @@ def _lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
                     )
                 if total > MAX_JOURNAL_BYTES:  # it grew while being read
                     raise InputFileError(
-                        f"journal {path}: larger than the {MAX_JOURNAL_BYTES}-byte limit"
+                        "journal", path, f"larger than the {MAX_JOURNAL_BYTES}-byte limit"
                     )
                 yield number, raw[:-1] if ended else raw, ended
     except OSError as exc:
-        raise InputFileError(f"journal {path}: cannot read ({exc.strerror})") from None
+        raise InputFileError("journal", path, f"cannot read ({exc.strerror})") from None
 
 
 def _parse(raw: bytes) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctune.errors import UserError
+from ctune.files import MAX_DATA_BYTES, read_text_capped
 from ctune.interrupts import Interrupted
 from ctune.records import Candidate, canonical_json, sha256_hex
 from ctune.search import dispatch
@@ -176,18 +177,23 @@ def artifact_path(opts: SetOptions, spec: KernelSpec, problem: Problem) -> Path:
     return opts.set_dir / "artifacts" / f"{spec.name}-{problem.name}.json"
 
 
-def read_winners(opts: SetOptions) -> dict[str, Candidate]:
-    """Searched shape -> its winner (the pinned member, else the default build)."""
+def read_winners(opts: SetOptions, spec: KernelSpec | None = None) -> dict[str, Candidate]:
+    """Searched shape -> its winner (the pinned member, else the default build); with
+    ``spec``, each winner's genes must be the spec's values (they are built again)."""
     path = opts.set_dir / WINNERS
     if not path.is_file():
         return {}
     try:
-        data = json.loads(path.read_text())
-        return {str(k): Candidate.from_json(v) for k, v in data["winners"].items()}
+        data = json.loads(read_text_capped(path, MAX_DATA_BYTES, "problem-set winners"))
+        winners = {str(k): Candidate.from_json(v) for k, v in data["winners"].items()}
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UserError(
             f"{path}: unreadable ({exc}); delete it to search those shapes again"
         ) from None
+    if spec is not None:
+        for shape, winner in winners.items():
+            spec.space.check_values(winner.as_dict(), f"{path}: the winner of {shape}")
+    return winners
 
 
 def _record_winner(opts: SetOptions, problem: str, winner: Candidate) -> None:
@@ -203,7 +209,7 @@ def finalists(
     """Group -> candidates to cross-measure: the default build, then each searched shape's
     winner (first seen first, no repeats)."""
     out: dict[str, list[Candidate]] = {}
-    winners = read_winners(opts)
+    winners = read_winners(opts, spec)
     for p in problems:
         group = out.setdefault(group_of(p), [spec.default_candidate()])
         winner = winners.get(p.name)
@@ -403,7 +409,7 @@ def group_seeds(
         key=lambda p: shape_distance(p, problem),
     )
     distance = {p.name: shape_distance(p, problem) for p in earlier}
-    winners = read_winners(opts)
+    winners = read_winners(opts, spec)
     seeds: list[Candidate] = []
     for p in earlier:
         won = winners.get(p.name)
@@ -495,7 +501,7 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_text_capped(path, MAX_DATA_BYTES, "dispatch matrix"))
         rows = data["rows"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UserError(

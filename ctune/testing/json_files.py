@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import gzip
+import io
 import json
 from pathlib import Path
 from typing import Any
 
+from ctune.errors import UserError
+from ctune.files import MAX_DATA_BYTES, read_capped
+
 
 def load_json(path: Path) -> Any:
     """The JSON in ``path``, gzipped or not (by its magic bytes, not its name)."""
-    raw = Path(path).read_bytes()
+    raw = read_capped(path, MAX_DATA_BYTES, "ground-truth file")
     if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
+        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as unzipped:
+            raw = unzipped.read(MAX_DATA_BYTES + 1)
+        if len(raw) > MAX_DATA_BYTES:
+            raise UserError(f"ground-truth file {path}: over {MAX_DATA_BYTES} bytes unzipped")
     return json.loads(raw)
 
 

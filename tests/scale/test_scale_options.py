@@ -26,6 +26,9 @@ from ctune.testing.standins import write_standin_kernel
         ("auto", "auto", ""),
         ("tcp://10.0.0.5:8786", "address", "tcp://10.0.0.5:8786"),
         ("node7:8786", "address", "tcp://node7:8786"),
+        ("tls://sched.example.com:8786", "address", "tls://sched.example.com:8786"),
+        ("[::1]:8786", "address", "tcp://[::1]:8786"),
+        ("ucx://gpu_node-3:65535", "address", "ucx://gpu_node-3:65535"),
     ],
 )
 def test_executor_values(text: str, kind: str, address: str) -> None:
@@ -33,7 +36,16 @@ def test_executor_values(text: str, kind: str, address: str) -> None:
     assert (choice.kind, choice.address) == (kind, address)
 
 
-@pytest.mark.parametrize("bad", ["ray", "tcp://host", "8786", ""])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        *("ray", "tcp://host", "8786", ""),
+        # addresses Dask itself fails on with a ValueError (once exit 70): an empty label, a
+        # port out of range, an unclosed or unbracketed IPv6 address, an unknown scheme
+        *("tcp://a..b:8786", "host:99999", "host:0", "[::1:8786", "::::1:1", "tcp://-x:1"),
+        *("http://host:8786", "host:\u0663", "[not-ipv6]:8786", "a" * 64 + ":8786"),
+    ],
+)
 def test_a_bad_executor_is_one_line(bad: str) -> None:
     with pytest.raises(UserError, match=r"executor=.*allowed local, dask, auto"):
         parse_executor(bad)
@@ -70,6 +82,9 @@ def test_auto_without_a_configured_scheduler_is_local(monkeypatch: pytest.Monkey
     assert resolve_executor(Settings(executor="auto")).kind == "local"
     monkeypatch.setitem(dask.config.config, "scheduler-address", "tcp://sched:8786")
     assert resolve_executor(Settings(executor="auto")).address == "tcp://sched:8786"
+    monkeypatch.setitem(dask.config.config, "scheduler-address", "tcp://a..b:8786")
+    with pytest.raises(UserError, match=r"scheduler-address 'tcp://a\.\.b:8786' \(DASK_SCHED"):
+        resolve_executor(Settings(executor="auto"))
 
 
 def test_without_dask_the_engine_is_one_line_exit_3(

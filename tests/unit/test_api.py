@@ -109,7 +109,7 @@ def test_a_kernel_file_keeps_its_includes(tmp_path: Path) -> None:
         ({"tune_params": {"tile": []}}, "expected a non-empty list"),
         ({"restrictions": [lambda p: True]}, "write each as an expression string"),
         ({"kernel_source": "no kernel here"}, "give a .cu file path or the kernel's source"),
-        ({"kernel_source": "missing.cu"}, "missing.cu: no such kernel file"),
+        ({"kernel_source": "missing.cu"}, "kernel file missing.cu: no such file"),
     ],
 )
 def test_bad_input_is_one_line(tmp_path: Path, change: dict, message: str) -> None:

@@ -66,3 +66,57 @@ def test_names_exclude_functions():
 def test_runtime_errors_are_expr_errors(source, env):
     with pytest.raises(ExprError):
         parse(source).evaluate(env)
+
+
+# --- bounded work ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("-" * 1900 + "BLOCK < 0", "nested deeper than 100 levels"),  # a RecursionError once
+        ("not " * 490 + "A", "nested deeper than 100 levels"),
+        ("1" + " + 1" * 200, "nested deeper than 100 levels"),
+        ("2**" * 600 + "2", "nested deeper than 100 levels"),
+        ("1" + "0" * 400, r"a number larger than 2\*\*1024"),
+    ],
+    ids=["1900-minus", "not-chain", "long-sum", "exponent-tower", "huge-literal"],
+)
+def test_refused_when_parsed(source: str, message: str) -> None:
+    with pytest.raises(ExprError, match=message):
+        parse(source)
+
+
+@pytest.mark.parametrize(
+    ("source", "env", "message"),
+    [
+        # the left operand grows while the exponent stays under the old cap of 64
+        ("((((A**64)**64)**64)**64)**64", {"A": 2}, "a power larger than 2\\*\\*1024"),
+        ("(A**64)**64", {"A": 2}, "a power larger than 2\\*\\*1024"),
+        ("2 ** 2 ** 2 ** 2 ** 2", {}, "exponent too large"),
+        ("A * A * A * A * A * A * A * A * A * A * A", {"A": 2**100}, "a product larger"),
+        ("A + A", {"A": 2**1024}, "a value larger than 2\\*\\*1024"),
+        ("S * 100000000", {"S": "row"}, "text cannot be multiplied"),
+        ("100000000 * S", {"S": "row"}, "text cannot be multiplied"),
+        ("int(X) * 2", {"X": float("inf")}, "cannot evaluate"),
+    ],
+)
+def test_work_is_bounded_when_evaluated(source: str, env: dict, message: str) -> None:
+    with pytest.raises(ExprError, match=message):
+        parse(source).evaluate(env)
+
+
+@pytest.mark.parametrize(
+    ("source", "env", "expected"),
+    [
+        ("-" * 90 + "A", {"A": 3}, 3),
+        ("1" + " + 1" * 90, {}, 91),
+        ("A ** 64", {"A": 2}, 2**64),
+        ("(A ** 8) ** 8", {"A": 2}, 2**64),
+        ("A * B", {"A": 2**500, "B": 2**500}, 2**1000),
+        ("1.5 ** 64", {}, 1.5**64),
+        ("S == R", {"S": "row", "R": "row"}, True),
+    ],
+)
+def test_what_fits_the_bounds_still_evaluates(source: str, env: dict, expected: object) -> None:
+    assert parse(source).evaluate(env) == expected

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 import shutil
 from pathlib import Path
 
@@ -193,6 +194,31 @@ BAD = [
         "remove 'launch'",
     ),
     ("hostile extra flag", lambda d: d.update(extra_flags=["-o", "/etc/passwd"]), "extra_flags"),
+    (
+        "range of a trillion values (counted, never built)",
+        lambda d: d["genes"].update(UNROLL={"range": [1, 10**12], "default": 1}),
+        "genes.UNROLL.range: 1000000000000 values; at most 4096",
+    ),
+    (
+        "more values than a gene may take",
+        lambda d: d["genes"]["UNROLL"].update(values=list(range(1, 4098))),
+        "genes.UNROLL.values: 4097 values; at most 4096",
+    ),
+    (
+        "pow2 over a 4,400-bit range",
+        lambda d: d["genes"]["BLOCK"].update(pow2=[32, 2**4400], default=256),
+        "genes.BLOCK.pow2: 4396 values; at most 4096",
+    ),
+    (
+        "nested exponent in a restriction",
+        lambda d: d["restrictions"].append("((((BLOCK**64)**64)**64)**64)**64 > 0"),
+        "((((BLOCK**64)**64)**64)**64)**64 > 0",
+    ),
+    (
+        "1,900 unary minus signs in a restriction",
+        lambda d: d["restrictions"].append("-" * 1900 + "BLOCK < 0"),
+        "restrictions[1]: expression nested deeper than 100 levels",
+    ),
     ("bad l2 policy", lambda d: d.update(l2_policy="warm"), "l2_policy: 'warm'"),
     ("bad l2 policy, old name", lambda d: d.update(l2="warm"), "l2_policy: 'warm'"),
     ("both names, differing", lambda d: d.update(l2="hot", l2_policy="cold"), "keep 'l2_policy'"),
@@ -315,6 +341,33 @@ def test_malformed_yaml(saxpy: Path, text: str, message: str) -> None:
         load_spec(saxpy)
 
 
+def test_a_spec_nested_1000_deep_is_one_line(saxpy: Path) -> None:
+    saxpy.write_text(saxpy.read_text() + "extra: " + "[" * 1000 + "\n")  # 3 KB
+    with pytest.raises(SpecError, match=r"saxpy\.yaml: line \d+: nested deeper than 32 levels"):
+        load_spec(saxpy)
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("special", ["/dev/zero", "fifo"])
+def test_a_spec_that_is_not_a_regular_file_is_refused_unread(saxpy: Path, special: str) -> None:
+    saxpy.unlink()
+    if special == "fifo":
+        os.mkfifo(saxpy)
+    else:
+        saxpy.symlink_to(special)
+    kind = "a FIFO" if special == "fifo" else "a character device"
+    with pytest.raises(SpecError, match=rf"^spec .*saxpy\.yaml: {kind}, not a regular file$"):
+        load_spec(saxpy.with_suffix(".cu"))
+
+
+def test_a_source_that_is_not_a_regular_file_is_named(saxpy: Path) -> None:
+    source = saxpy.with_suffix(".cu")
+    source.unlink()
+    source.symlink_to("/dev/zero")
+    with pytest.raises(SpecError, match=r"source: .* is a character device, not a file"):
+        load_spec(saxpy)
+
+
 def test_missing_sidecar_and_file(tmp_path: Path) -> None:
     cu = tmp_path / "lonely.cu"
     cu.write_text('extern "C" __global__ void k() {}\n')
@@ -406,3 +459,24 @@ def test_a_recorded_candidate_in_todays_space() -> None:
     dropped = spec.candidate({**current.as_dict(), "OLD_GENE": 1})
     with pytest.raises(UserError, match=r"OLD_GENE.*retune"):
         spec.in_space(dropped)
+
+
+@pytest.mark.parametrize("bad", ["8 $(touch x)", "`id`", "${HOME}", 'a"b', "a\\b", "a\nb"])
+def test_a_string_value_nvccs_shell_would_act_on_is_refused_naming_file_and_key(
+    saxpy: Path, bad: str
+) -> None:
+    _edit(saxpy, lambda d: d["genes"].update(MODE={"values": ["plain", bad], "family": "define"}))
+    with pytest.raises(SpecError) as caught:
+        load_spec(saxpy)
+    message = str(caught.value)
+    assert message.startswith(f"{saxpy}: genes.MODE.values: ") and "\n" not in message
+    _edit(saxpy, lambda d: (d["genes"].pop("MODE"), d["problems"][0].update(defines={"M": bad})))
+    with pytest.raises(SpecError, match=r"problems\.n1m\.defines\.M: "):
+        load_spec(saxpy)
+
+
+def test_a_template_argument_with_commas_and_a_statement_are_fine_values(saxpy: Path) -> None:
+    shape = "cutlass::gemm::GemmShape<128, 128, 64>"
+    genes = {"SHAPE": {"values": [shape, "int a; int b;"], "family": "define"}}
+    _edit(saxpy, lambda d: d["genes"].update(genes))
+    assert load_spec(saxpy).space.gene("SHAPE").values == (shape, "int a; int b;")

@@ -32,6 +32,7 @@ from ctune.evidence.identity import FIELDS
 from ctune.registry.schema import encode
 from ctune.registry.service import publish_artifact
 from ctune.registry.store import ArtifactStore, write_result
+from ctune.space.params import Space
 
 KEY = "gemm/sq4096/sm90-nvidia-h100-80gb-hbm3"
 DATA = Path(__file__).parents[2] / "data" / "registry"
@@ -365,7 +366,7 @@ def machine(monkeypatch: pytest.MonkeyPatch) -> dict:
         problem=lambda name: types.SimpleNamespace(name=name, dims={}),
         launch_geometry=lambda candidate, problem: launch,
         # an empty space: a member's genes in it are none
-        space=types.SimpleNamespace(default_values=dict, in_today=lambda values: {}),
+        space=Space(()),
     )
     monkeypatch.setattr(check_module, "load_kernel_spec", lambda d, k, nvcc="nvcc": spec)
     monkeypatch.setattr(deps_module, "source_closure", lambda spec, nvcc="nvcc", **_: {})

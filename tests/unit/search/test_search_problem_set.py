@@ -657,3 +657,23 @@ def test_an_interrupted_set_says_what_its_folder_keeps(spec: KernelSpec, tmp_pat
     assert stopped.value.kept.startswith(f"{set_dir} keeps 2 of 5 shapes searched")
     progress = _run(spec, tmp_path, set_dir)
     assert progress.complete and len(progress.searched) == 5
+
+
+def test_a_winner_the_spec_does_not_have_is_refused(spec: KernelSpec, tmp_path: Path) -> None:
+    """winners.json is data: a winner edited by hand is never built (docs/security.md)."""
+    from ctune.search.problem_set import WINNERS
+
+    set_dir = tmp_path / "set"
+    set_dir.mkdir()
+    problems = spec.select_problems("all")
+    genes = {**spec.space.default_values(), "TILE_M": 32}
+    (set_dir / WINNERS).write_text(
+        json.dumps({"winners": {"m1": {"kernel": "setk", "genes": genes}}})
+    )
+    assert len(finalists(spec, SetOptions("all", set_dir), problems)[group_of(problems[0])]) == 2
+    genes["TILE_M"] = "32 $(touch x)"
+    (set_dir / WINNERS).write_text(
+        json.dumps({"winners": {"m1": {"kernel": "setk", "genes": genes}}})
+    )
+    with pytest.raises(UserError, match=r"winners\.json: the winner of m1: TILE_M="):
+        finalists(spec, SetOptions("all", set_dir), problems)

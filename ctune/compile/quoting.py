@@ -1,0 +1,139 @@
+"""What may go on nvcc's command line, and how a ``-D`` value is written there.
+
+nvcc runs its steps (the host preprocessor, cicc, ptxas, the host compiler) through
+``/bin/sh``. In that shell line it writes a ``-D``/``-U`` value, an ``-I`` folder, the
+output and the input file inside double quotes, escaping only ``"``; the value of a
+pass-through option (``-Xptxas -O3``, ``-Xcompiler -fPIC``) it writes bare. Inside double
+quotes the shell still acts on ``$`` (variables, ``$(...)``), the backquote, ``\\`` and
+``"``; a newline or another control character ends or garbles the line. Hence the rule,
+checked on every item of an argv at the process boundary (:func:`check_argv`):
+
+- an item nvcc double-quotes holds none of ``$ ` \\ "`` and no control character; ``;``,
+  ``&``, ``|``, ``<``, ``>``, ``'``, ``*``, spaces and commas are plain text there;
+- every other item (an option, a value nvcc writes bare) holds only letters, digits and
+  ``_ . , = + - / : @ %``, which the shell treats as plain text anywhere.
+
+That is sufficient whatever else nvcc does with the line: no character the shell acts on
+reaches it where the shell acts on it. A gene or define value (:func:`value_refusal`) is
+checked by the same rule when a spec loads, so a bad spec fails early, naming its key.
+
+nvcc also splits a ``-D`` value at commas (``-DX=a,b`` defines ``X=a`` and ``b``); its
+escape ``\\,`` keeps the comma, and nvcc drops that backslash before the shell sees the
+line. So :func:`define_flag` writes a comma as ``\\,`` (a value without one is written as
+it always was), and ``\\,`` is the one backslash the check lets through.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ctune.errors import UserError
+from ctune.records import GeneValue
+
+#: characters the shell acts on inside double quotes
+SHELL_ACTIVE = frozenset('$`\\"')
+#: an item nvcc writes bare: characters no shell treats specially anywhere
+_BARE_SAFE = re.compile(r"[A-Za-z0-9_.,=+\-/:@%]*")
+#: options whose value (the next item) nvcc writes in double quotes
+_QUOTED_VALUE_OF = frozenset(
+    {"-o", "--output-file", "-D", "--define-macro", "-U", "--undefine-macro", "-I"}
+    | {"--include-path"}
+)
+#: pass-through options: nvcc writes their value (the next item) bare, whatever it is
+_BARE_VALUE_OF = frozenset(
+    {"-Xptxas", "-Xcompiler", "-Xlinker", "-Xnvlink", "-Xarchive"}
+    | {"--ptxas-options", "--compiler-options", "--linker-options", "--nvlink-options"}
+    | {"--archive-options"}
+)
+#: options whose value (joined: ``-DX=1``) nvcc writes in double quotes
+_QUOTED_JOINED = ("-D", "-U", "-I")
+_SHOWN = 120  # characters of an item a message shows
+_COMMA_ESCAPE = "\\,"  # nvcc's: a comma inside one -D value
+
+
+class CommandLineError(UserError):
+    """A value or path that nvcc's sub-shell would interpret: nothing was run."""
+
+
+def _is_control(ch: str) -> bool:
+    return ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F
+
+
+def value_refusal(text: str) -> str | None:
+    """Why a gene or define value (or a path) cannot go on nvcc's command line; None when
+    it can. The one rule for values, wherever they come from (a spec, an artifact)."""
+    return _quoted_refusal(text, comma_escape=False)
+
+
+def _quoted_refusal(text: str, *, comma_escape: bool) -> str | None:
+    """Why an item nvcc double-quotes cannot go on its command line; ``comma_escape``: the
+    item is as argv holds it, where ``\\,`` is nvcc's own escape (:func:`define_flag`)."""
+    for i, ch in enumerate(text):
+        if _is_control(ch):
+            return f"contains the control character {ch!r}"
+        if comma_escape and ch == "\\" and text[i + 1 : i + 2] == ",":
+            continue
+        if ch in SHELL_ACTIVE:
+            return f"contains {ch!r}, which the shell nvcc runs its steps through would act on"
+    return None
+
+
+def bare_refusal(text: str) -> str | None:
+    """Why ``text`` cannot be an item nvcc writes bare (an option, a pass-through value)."""
+    if _BARE_SAFE.fullmatch(text):
+        return None
+    bad = next(ch for ch in text if not _BARE_SAFE.fullmatch(ch))
+    return (
+        f"contains {bad!r} where nvcc passes it bare to the shell it runs its steps through "
+        "(only letters, digits and _ . , = + - / : @ % are safe there)"
+    )
+
+
+def _shown(item: str) -> str:
+    return repr(item if len(item) <= _SHOWN else item[:_SHOWN] + "...")
+
+
+def check_argv(argv: Sequence[str], what: str) -> None:
+    """Refuse, before it runs, an nvcc argv whose items break the rule of this module.
+
+    ``what`` names the run (``"nvcc for gemm"``); the error is one line naming the item.
+    The last item, when not an option, is the input file: nvcc double-quotes it.
+    """
+    quoted_next = True  # the program itself: nvcc quotes the toolkit paths it derives
+    bare_next = False
+    last = len(argv) - 1
+    for i, item in enumerate(argv):
+        quoted = not bare_next and (
+            quoted_next
+            or item.startswith(_QUOTED_JOINED)
+            or (i == last and not item.startswith("-"))
+        )
+        why = _quoted_refusal(item, comma_escape=True) if quoted else bare_refusal(item)
+        if why is not None:
+            raise CommandLineError(
+                f"{what}: the command-line item {_shown(item)} {why}; nothing was run "
+                "(remove it from the value, or move the file to a path without it: "
+                "docs/security.md)"
+            )
+        quoted_next = item in _QUOTED_VALUE_OF and not bare_next
+        bare_next = item in _BARE_VALUE_OF and not bare_next
+
+
+def define_flag(name: str, value: GeneValue) -> str:
+    """``-DNAME=VALUE`` (a bool as 0/1): how a define reaches nvcc, for builds and ``-M``.
+
+    A comma is written as nvcc's escape ``\\,`` (else nvcc splits the value there)."""
+    if isinstance(value, bool):
+        value = int(value)
+    return f"-D{name}={str(value).replace(',', _COMMA_ESCAPE)}"
+
+
+__all__ = [
+    "SHELL_ACTIVE",
+    "CommandLineError",
+    "bare_refusal",
+    "check_argv",
+    "define_flag",
+    "value_refusal",
+]
