@@ -62,6 +62,20 @@ def terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+@contextlib.contextmanager
+def blocked() -> Iterator[None]:
+    """SIGINT and SIGTERM blocked in this thread while the block runs. A process started
+    in the block (nvcc, a measuring worker) inherits them blocked: the terminal's Ctrl-C,
+    sent to ctune's whole process group, cannot kill it in the instant before it leaves
+    that group (ctune stops its processes itself, with SIGKILL). A stop signal that
+    arrives meanwhile is delivered when the block ends."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 @dataclass
 class Held:
     """The stop signals :func:`deferred` held back while its block ran."""
@@ -91,11 +105,10 @@ def deferred() -> Iterator[Held]:
         held.signals.append(signum)
 
     previous = {sig: signal.signal(sig, hold) for sig in STOP_SIGNALS}
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
-        yield held
+        with blocked():  # when it ends, a signal held back runs ``hold``
+            yield held
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # one held back now runs ``hold``
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
@@ -105,6 +118,7 @@ __all__ = [
     "STOP_SIGNALS",
     "Held",
     "Interrupted",
+    "blocked",
     "deferred",
     "kept_by",
     "terminate_as_interrupt",

@@ -60,6 +60,7 @@ from ctune.compile.signature import KernelParams, arg_mismatch, ptx_param_sizes
 from ctune.compile.toolchain import Toolchain
 from ctune.config import Settings
 from ctune.errors import SpecError
+from ctune.interrupts import blocked
 from ctune.kernelspec import KernelSpec, Problem
 from ctune.records import (
     Build,
@@ -444,16 +445,17 @@ class NvccCompiler:
         env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV}
         start = time.perf_counter()
         try:
-            proc = subprocess.Popen(
-                argv,
-                cwd=work,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                errors="replace",  # the log quotes paths, which need not be UTF-8
-                start_new_session=True,  # its own process group, killed as a whole
-            )
+            with blocked():  # the terminal's Ctrl-C is ctune's to act on, never nvcc's
+                proc = subprocess.Popen(
+                    argv,
+                    cwd=work,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    errors="replace",  # the log quotes paths, which need not be UTF-8
+                    start_new_session=True,  # its own process group, killed as a whole
+                )
         except OSError as exc:
             shutil.rmtree(work, ignore_errors=True)
             return Build(
