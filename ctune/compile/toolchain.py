@@ -162,8 +162,9 @@ def find_nvcc(nvcc: str) -> str:
 def probe_toolchain(nvcc: str = "nvcc") -> Toolchain:
     """Find nvcc and the ptxas it runs and read their versions; no probing at import.
 
-    The ptxas is the one nvcc itself finds: first on the PATH its profile sets, which
-    starts with nvcc's own folder, then the process's PATH."""
+    The ptxas is nvcc's own, the one in its folder (nvcc's profile puts that folder first
+    on the PATH it runs ptxas from), else the first on PATH, where nvcc looks next. Not
+    the first on PATH before that: an nvcc given by path runs its own."""
     path = find_nvcc(nvcc)
     version_text = _run([path, "--version"])
     version = version_in(version_text)
@@ -172,7 +173,7 @@ def probe_toolchain(nvcc: str = "nvcc") -> Toolchain:
     line = next(
         (ln.strip() for ln in version_text.splitlines() if "release" in ln), version_text.strip()
     )
-    home = nvcc_home(path)
+    home = Path(path).resolve().parent
     beside = home / "ptxas"
     ptxas = str(beside) if beside.exists() else shutil.which("ptxas")
     if ptxas is None:
