@@ -11,7 +11,7 @@ NvccOpt = Annotated[
     typer.Option(
         "--nvcc",
         help="the nvcc to build with: a name on PATH, a path, or wheel (the nvidia-cuda-nvcc "
-        "wheel's: pip install 'ctune[cuda13.3]')",
+        "wheel's: pip install 'ctune\\[cuda13.3]')",
     ),
 ]
 PtxasOpt = Annotated[

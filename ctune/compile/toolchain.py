@@ -96,8 +96,8 @@ class Toolchain:
             sm = capability(arch)
             if sm is None or sm < NVCC_CONTROLS_ARCH:
                 return False, (
-                    f"nvcc {version} takes advanced-controls files for sm_100 and later, "
-                    f"not {arch} (there only ptxas's apply)"
+                    f"nvcc {version} takes advanced-controls files only for sm_100 and "
+                    f"later, not {arch}; there only ptxas controls apply"
                 )
         return True, f"{compiler} {version} takes advanced-controls files"
 
