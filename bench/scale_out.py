@@ -160,7 +160,7 @@ def compile_wave(
 
 
 def part_compile(args: argparse.Namespace, settings: Settings, deadline: float) -> dict[str, Any]:
-    from ctune.compile.toolchain import toolchain_for
+    from ctune.compile.select_toolchain import toolchain_for
     from ctune.kernelspec import load_spec
 
     toolchain = toolchain_for(settings)
@@ -221,7 +221,7 @@ def run_one(settings: Settings, yaml: Path, objective: str, **options: Any) -> A
 
 
 def part_search(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
-    from ctune.compile.toolchain import toolchain_for
+    from ctune.compile.select_toolchain import toolchain_for
     from ctune.kernelspec import load_spec
     from ctune.scale import compiler_for
 
@@ -336,7 +336,7 @@ def compare_fronts(engine: Any, local: Any, keys: dict[str, list[str]]) -> dict[
 
 
 def fingerprint(settings: Settings) -> dict[str, Any]:
-    from ctune.compile.toolchain import nvcc_for
+    from ctune.compile.select_toolchain import nvcc_for
     from ctune.evidence.identity import probe_gpu_machine, probe_toolchain
 
     fields: dict[str, Any] = dict(probe_gpu_machine() or {})

@@ -128,7 +128,7 @@ def tune(
     toolchain = None
     help_text = None
     if compiler is None:
-        from ctune.compile.toolchain import toolchain_for
+        from ctune.compile.select_toolchain import toolchain_for
 
         toolchain = toolchain_for(settings)
         help_text = toolchain.help_text

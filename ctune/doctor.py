@@ -38,7 +38,7 @@ def _controls(tc: Toolchain) -> str:
 
 
 def _selected(settings: Settings) -> tuple[Check, Toolchain | None]:
-    from ctune.compile.toolchain import toolchain_for
+    from ctune.compile.select_toolchain import toolchain_for
     from ctune.errors import CtuneError
 
     try:
@@ -53,7 +53,7 @@ def _places(
 ) -> list[tuple[str, str]]:
     """(where, nvcc) for every toolchain to list: the settings' own first."""
     from ctune.compile.find_toolchains import toolchain_places
-    from ctune.compile.toolchain import resolve_nvcc
+    from ctune.compile.select_toolchain import resolve_nvcc
     from ctune.errors import CtuneError
 
     places: list[tuple[str, str]] = []

@@ -25,7 +25,7 @@ from ctune.errors import GateFailure, RegistryError
 def probe_for(cfg: Settings, kernels: Path, *, gpu: bool) -> Any:
     """This machine's identity with the arch, L2 policy and sampling settings a search
     with these settings would record (so a changed warm-up or timing budget is seen)."""
-    from ctune.compile.toolchain import nvcc_for
+    from ctune.compile.select_toolchain import nvcc_for
     from ctune.registry.check import FingerprintProbe
 
     plan = {

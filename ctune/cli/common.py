@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from ctune.cli.invocation import resolve_settings
-from ctune.compile.toolchain import Toolchain, nvcc_for, probe_toolchain, target_arch
+from ctune.compile.select_toolchain import nvcc_for
+from ctune.compile.toolchain import Toolchain, probe_toolchain, target_arch
 from ctune.config import Settings
 from ctune.errors import UserError
 from ctune.kernelspec import KernelSpec, load_spec

@@ -32,7 +32,8 @@ def init_command(
     is; every guess is marked '# check:' for you to confirm."""
     from ctune.cli import render_kernel
     from ctune.cli.common import settings
-    from ctune.compile.toolchain import nvcc_for, probe_toolchain
+    from ctune.compile.select_toolchain import nvcc_for
+    from ctune.compile.toolchain import probe_toolchain
     from ctune.draft.guess import default_for
     from ctune.draft.sidecar import check_loads, draft_sidecar, pick_kernel
     from ctune.draft.source import read_source

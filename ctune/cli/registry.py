@@ -312,7 +312,7 @@ def verify_command(
 ) -> None:
     """Check every artifact's digest, its gene values against its spec (a digest does not
     catch a hand edit), every pin tag (digest, signature, ancestry), git fsck."""
-    from ctune.compile.toolchain import nvcc_for
+    from ctune.compile.select_toolchain import nvcc_for
     from ctune.registry.service import verify_registry
 
     settings = _settings(registry, nvcc, ptxas)

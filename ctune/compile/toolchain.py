@@ -1,9 +1,7 @@
 """Probe the CUDA toolchain once: versions, paths and the options nvcc offers.
 
-The toolchain is an nvcc and the ptxas it runs. The settings choose it (``nvcc``: a name on
-PATH, a path, or ``wheel`` for the ``nvidia-cuda-nvcc`` wheel's; ``ptxas``: another ptxas to
-make the cubins with), :func:`nvcc_for` turns them into the one nvcc every build, include
-scan and fingerprint runs, and :func:`probe_toolchain` reads what that nvcc is.
+The toolchain is an nvcc and the ptxas it runs. The settings choose it
+(compile/select_toolchain.py); :func:`probe_toolchain` reads what the chosen nvcc is.
 """
 
 from __future__ import annotations
@@ -21,11 +19,8 @@ from ctune.arch import capability, check_offered
 from ctune.errors import ToolchainError, UserError
 
 if TYPE_CHECKING:
-    from ctune.config import Settings
     from ctune.kernelspec import KernelSpec
 
-#: the ``nvcc`` setting that selects the nvidia-cuda-nvcc wheel's toolchain
-WHEEL = "wheel"
 #: the file that marks a split toolchain's bin folder (compile/split_toolchain.py writes it)
 SPLIT_MARKER = "ctune-toolchain.json"
 #: the CUDA release whose ptxas and nvcc take advanced-controls files (--apply-controls)
@@ -187,40 +182,6 @@ def probe_toolchain(nvcc: str = "nvcc") -> Toolchain:
         ptxas=os.path.realpath(ptxas),
         split=(home / SPLIT_MARKER).is_file(),
     )
-
-
-def resolve_nvcc(nvcc: str) -> str:
-    """The ``nvcc`` setting as the nvcc to run: ``wheel`` is the nvidia-cuda-nvcc wheel's
-    (the running interpreter's first); anything else as it is."""
-    if nvcc != WHEEL:
-        return nvcc
-    from ctune.compile.find_toolchains import wheel_nvccs
-
-    found = wheel_nvccs()
-    if not found:
-        raise ToolchainError(
-            "nvcc=wheel: no nvidia-cuda-nvcc wheel is installed for this Python; "
-            "pip install 'ctune[cuda13.3]', or give --nvcc a path"
-        )
-    return str(found[0])
-
-
-def nvcc_for(settings: Settings) -> str:
-    """The nvcc every build, include scan and fingerprint runs with these settings: the
-    chosen one, or, with a ``ptxas`` setting, that nvcc's copy in a private folder under
-    the cache whose ptxas is the given one (compile/split_toolchain.py)."""
-    nvcc = resolve_nvcc(settings.nvcc)
-    if not settings.ptxas:
-        return nvcc
-    from ctune.compile.split_toolchain import split_toolchain
-
-    root = Path(settings.cache_dir).resolve() / "toolchains"
-    return str(split_toolchain(nvcc, Path(settings.ptxas), root))
-
-
-def toolchain_for(settings: Settings) -> Toolchain:
-    """The probed toolchain these settings select."""
-    return probe_toolchain(nvcc_for(settings))
 
 
 def target_arch(setting: str, spec: KernelSpec, toolchain: Toolchain) -> str:

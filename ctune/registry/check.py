@@ -231,7 +231,7 @@ def nvcc_verifier(settings: Any) -> Verifier:
         import dataclasses
 
         from ctune.compile.nvcc import NvccCompiler
-        from ctune.compile.toolchain import toolchain_for
+        from ctune.compile.select_toolchain import toolchain_for
 
         members = _members(artifact)
         problem = spec.problem(artifact.problem)

@@ -78,7 +78,8 @@ class RebuildingRemeasurer:
         """(spec, compiler) for the arch the artifact was tuned for."""
         try:
             from ctune.compile.nvcc import NvccCompiler
-            from ctune.compile.toolchain import nvcc_for, probe_toolchain
+            from ctune.compile.select_toolchain import nvcc_for
+            from ctune.compile.toolchain import probe_toolchain
         except ImportError as exc:
             raise ToolchainError(
                 f"ctune gate needs the measuring harness, and {exc.name} is missing"

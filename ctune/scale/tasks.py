@@ -89,7 +89,7 @@ def _compiler(recipe: CompileRecipe) -> NvccCompiler:
                 # another host: its own cache; the binary goes back by content
                 settings = replace(settings, cache_dir=_local_dir() / "ctune-cache")
                 if toolchain.split:  # the client's split folder is in the client's cache
-                    from ctune.compile.toolchain import toolchain_for
+                    from ctune.compile.select_toolchain import toolchain_for
 
                     toolchain = toolchain_for(settings)
             compiler = NvccCompiler.from_settings(recipe.spec, toolchain, settings)

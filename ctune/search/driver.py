@@ -259,7 +259,7 @@ def _fingerprint(
     for part in (compiler, measurer):
         if _says_what_it_is(part):
             stand_in.update(part.fingerprint_fields())
-    from ctune.compile.toolchain import nvcc_for
+    from ctune.compile.select_toolchain import nvcc_for
     from ctune.evidence import identity as fp
 
     if stand_in:
@@ -788,14 +788,14 @@ def _inputs(run: _Run) -> dict[str, Any]:
     if getattr(run.compiler, "fingerprint_fields", None) is not None:
         return {}
     from ctune.compile.deps import source_closure
-    from ctune.compile.toolchain import nvcc_for
+    from ctune.compile.select_toolchain import nvcc_for
 
     nvcc = nvcc_for(run.settings)
     return {"closure": source_closure(run.spec, nvcc, arch=run.settings.arch)}
 
 
 def _default_compiler(settings: Settings, spec: KernelSpec, toolchain: Toolchain | None) -> Any:
-    from ctune.compile.toolchain import toolchain_for
+    from ctune.compile.select_toolchain import toolchain_for
     from ctune.scale import compiler_for
 
     return compiler_for(spec, toolchain or toolchain_for(settings), settings)

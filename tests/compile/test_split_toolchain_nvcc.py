@@ -19,13 +19,8 @@ import pytest
 from ctune.compile import NvccCompiler
 from ctune.compile.find_toolchains import wheel_nvccs
 from ctune.compile.sass import defined_symbols, embedded_cubins, sass_digest
-from ctune.compile.toolchain import (
-    Toolchain,
-    controls_release,
-    probe_toolchain,
-    toolchain_for,
-    version_in,
-)
+from ctune.compile.select_toolchain import toolchain_for
+from ctune.compile.toolchain import Toolchain, controls_release, probe_toolchain, version_in
 from ctune.config import Settings
 from ctune.evidence import identity
 from ctune.kernelspec import load_spec

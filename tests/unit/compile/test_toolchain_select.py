@@ -17,14 +17,9 @@ from pathlib import Path
 import pytest
 
 from ctune.compile.find_toolchains import toolchain_places, wheel_nvccs
+from ctune.compile.select_toolchain import nvcc_for, resolve_nvcc
 from ctune.compile.split_toolchain import split_profile, split_toolchain
-from ctune.compile.toolchain import (
-    SPLIT_MARKER,
-    Toolchain,
-    nvcc_for,
-    probe_toolchain,
-    resolve_nvcc,
-)
+from ctune.compile.toolchain import SPLIT_MARKER, Toolchain, probe_toolchain
 from ctune.config import resolve
 from ctune.errors import ToolchainError, UserError
 from ctune.evidence import identity
