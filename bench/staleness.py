@@ -382,8 +382,8 @@ CASES = [
         False,
         _replace(
             CATALOGUE,
-            '"ptxas optimisation level -O")',
-            '"ptxas -O level")  # a note',
+            '"ptxas optimisation level -O"),',
+            '"ptxas -O level"),  # a note',
         ),
     ),
     Case("the venv elsewhere (CUTLASS headers at another path)", False, _venv_elsewhere),
@@ -493,7 +493,7 @@ CASES = [
         "render rule of a flag (ptxas_opt one level lower)",
         True,
         _replace(CATALOGUE, PTXAS_OPT, '    return ["-Xptxas", f"-O{int(v) - 1}"]'),
-        ALL,
+        ("gemm", "cutlass_gemm"),  # attention's SASS is the same at -O2 (rebuilt: still valid)
         ("nvcc_flags[", "-Xptxas -O2", "SASS"),
     ),
     Case(

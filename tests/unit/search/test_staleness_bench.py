@@ -3,6 +3,7 @@ checkout, its reports are read per artifact, and the committed result is of thes
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import shutil
@@ -12,6 +13,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -75,7 +77,14 @@ def test_each_edit_still_applies_and_changes_something(case: Any, tmp_path: Path
     scratch.mkdir()
     before = _snapshot(clone)
     env = case.edit(clone, scratch)  # a text the checkout no longer has: SystemExit
-    assert env or _snapshot(clone) != before, case.name
+    after = _snapshot(clone)
+    assert env or after != before, case.name
+    # an edit tests what it claims, not a file that no longer loads
+    for name, data in after.items():
+        if data != before.get(name) and name.endswith(".py"):
+            ast.parse(data, name)
+        elif data != before.get(name) and name.endswith(".yaml"):
+            assert isinstance(yaml.safe_load(data), dict), name
 
 
 def test_reports_are_read_per_artifact(bench: ModuleType) -> None:
