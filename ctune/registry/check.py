@@ -187,6 +187,16 @@ def _argv_difference(old: Sequence[str], new: Sequence[str]) -> tuple[str, str]:
     return " ".join(gone) or "(none)", " ".join(came) or "(none)"
 
 
+_FLAGS = "nvcc_flags["  # a member's flags change is named nvcc_flags[KEY]
+
+
+def flags_member(change: FieldChange) -> str | None:
+    """The member key of a change of a member's nvcc flags (:func:`argv_changes`), else None."""
+    if change.name.startswith(_FLAGS) and change.name.endswith("]"):
+        return change.name[len(_FLAGS) : -1]
+    return None
+
+
 def argv_changes(artifact: Artifact, flags_of: FlagRenderer | None) -> list[FieldChange]:
     """Members whose nvcc flags, rendered from their genes by today's code (the flag
     catalogue, its render rules, genes added since with their defaults), differ from the
@@ -195,7 +205,7 @@ def argv_changes(artifact: Artifact, flags_of: FlagRenderer | None) -> list[Fiel
         return []
     out = []
     for m in _members(artifact):
-        name = f"nvcc_flags[{m.key}]"
+        name = f"{_FLAGS}{m.key}]"
         try:
             now = [_portable_flag(f) for f in flags_of(artifact, m)]
         except CtuneError as exc:

@@ -18,7 +18,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from ctune.evidence import identity as fingerprint
-from ctune.registry.check import STALE, Current, Verifier, check_artifact
+from ctune.registry.check import STALE, Current, Verifier, check_artifact, flags_member
 from ctune.registry.layout import ArtifactKey
 from ctune.registry.schema import Artifact, FrontMember
 
@@ -83,7 +83,7 @@ def refresh_artifact(
     # measuring code) describe how the numbers were taken and stay as they were
     builds = result.build_changes
     recorded = {c.name: c.new for c in builds if c.name in fingerprint.FIELDS}
-    members = {c.name[len("nvcc_flags[") : -1] for c in builds if c.name.startswith("nvcc_flags[")}
+    members = {key for key in map(flags_member, builds) if key is not None}
     closure = dict(current.closure or {})
     new_inputs = {**adopted.inputs, "closure": closure} if closure else dict(adopted.inputs)
     updated = dataclasses.replace(
