@@ -17,7 +17,7 @@ LAYERS: dict[str, int] = {
     **dict.fromkeys(("errors", "records", "expr", "names", "strict_yaml", "arch", "files"), 0),
     **dict.fromkeys(("objective", "space", "kernelspec", "config", "l2policy"), 1),
     "evidence": 2,
-    **dict.fromkeys(("measure", "compile"), 3),
+    **dict.fromkeys(("measure", "compile", "controls"), 3),
     **dict.fromkeys(("search", "scale", "draft", "exchange", "plot"), 4),
     "registry": 5,
     **dict.fromkeys(("cli", "api", "doctor", "testing", "__init__", "__main__"), 6),
