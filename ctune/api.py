@@ -282,12 +282,14 @@ def write_spec(
     digest = sha256_hex(canonical_json({"spec": spec, "source": source_text, "ref": ref_text}))
     folder = Path(workdir) if workdir else Path(cache_dir) / "api" / f"{name}-{digest[:12]}"
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "kernel.cu").write_text(source_text)
+    from ctune.writes import write_atomic
+
+    write_atomic(folder / "kernel.cu", source_text)
     if ref_text is not None:
-        (folder / ref_file).write_text(ref_text)
+        write_atomic(folder / ref_file, ref_text)
     path = folder / f"{name}.yaml"
     header = "# written by ctune.tune(); `ctune search` and `ctune space` take it as it is\n"
-    path.write_text(header + yaml.safe_dump(spec, sort_keys=False, width=100))
+    write_atomic(path, header + yaml.safe_dump(spec, sort_keys=False, width=100))
     return path
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_GATE_FAILED = 1  # check found stale artifacts / gate found a regression
 EXIT_USER_ERROR = 2  # bad path, bad yaml, unknown objective, schema mismatch
-EXIT_TOOLCHAIN = 3  # nvcc missing, no GPU where one is needed
+EXIT_TOOLCHAIN = 3  # nvcc missing, no GPU where one is needed, a full disk
 EXIT_INCONCLUSIVE = 4  # the gate could not decide; a search found nothing worth pinning
 EXIT_REMOTE = 5  # registry push or pull failed (offline, auth, kept moving); local work kept
 EXIT_INTERRUPTED = 130

@@ -68,8 +68,18 @@ def read_head(path: Path | str, n_bytes: int, what: str = "file") -> bytes:
     return _read_regular(path, n_bytes, what, True)
 
 
-def _read_regular(path: Path | str, limit: int, what: str, follow_symlinks: bool) -> bytes:
-    """At most ``limit`` bytes of the regular file ``path``; anything else refused."""
+def open_regular(
+    path: Path | str,
+    max_bytes: int | None = None,
+    what: str = "file",
+    *,
+    follow_symlinks: bool = True,
+) -> int:
+    """A blocking descriptor of the regular file ``path`` (the caller closes it), for a
+    reader that streams it: the checks of :func:`read_capped` are made here. With
+    ``max_bytes``, a file whose size says it is larger is refused before a byte is read
+    (the caller still counts what it reads: ``st_size`` is what the file says of itself).
+    """
     path = Path(path)
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | (0 if follow_symlinks else os.O_NOFOLLOW)
     try:
@@ -85,10 +95,25 @@ def _read_regular(path: Path | str, limit: int, what: str, follow_symlinks: bool
             raise InputFileError(what, path, "not a regular file; give a file") from None
         raise InputFileError(what, path, f"cannot read ({exc.strerror})") from None
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise InputFileError(what, path, f"{file_kind(mode)}, not a regular file")
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise InputFileError(what, path, f"{file_kind(st.st_mode)}, not a regular file")
+        if max_bytes is not None and st.st_size > max_bytes:
+            raise InputFileError(what, path, f"larger than the {max_bytes}-byte limit")
         os.set_blocking(fd, True)
+    except OSError as exc:
+        os.close(fd)
+        raise InputFileError(what, path, f"cannot read ({exc.strerror})") from None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _read_regular(path: Path | str, limit: int, what: str, follow_symlinks: bool) -> bytes:
+    """At most ``limit`` bytes of the regular file ``path``; anything else refused."""
+    fd = open_regular(path, None, what, follow_symlinks=follow_symlinks)
+    try:
         chunks: list[bytes] = []
         left = limit
         while left > 0:

@@ -5,8 +5,9 @@ Each subcommand lives in its own module and registers itself on ``app``.
 and an exit code; ``CTUNE_DEBUG=1`` adds the traceback.
 
 Exit codes: 0 ok; 1 gate or check failed (stale, regressed, unpushed under
---strict); 2 bad input; 3 toolchain or GPU missing; 4 inconclusive; 5 registry push
-or pull failed (local commits kept); 130 interrupted.
+--strict); 2 bad input; 3 toolchain, GPU or environment missing (a full disk too); 4
+inconclusive; 5 registry push or pull failed (local commits kept); 130 interrupted
+(Ctrl-C or SIGTERM, with one line saying what was kept: ``ctune/interrupts.py``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,13 @@ from typing import Annotated, Any
 import typer
 import typer.main
 
-from ctune.errors import EXIT_INTERRUPTED, EXIT_USER_ERROR, CtuneError, UserError
+from ctune.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_TOOLCHAIN,
+    EXIT_USER_ERROR,
+    CtuneError,
+    UserError,
+)
 
 #: exit status of a bug in ctune itself (sysexits EX_SOFTWARE); never a user's doing
 EXIT_INTERNAL = 70
@@ -29,8 +36,9 @@ app = typer.Typer(
     name="ctune",
     help="Tune nvcc/ptxas flags, launch configuration and template parameters of a CUDA "
     "kernel on the real GPU; keep the Pareto-best builds as versioned artifacts.",
-    epilog="Exit codes: 0 ok, 1 check/gate failed, 2 bad input, 3 toolchain/GPU missing, "
-    "4 inconclusive, 5 registry push/pull failed (nothing lost locally), 130 interrupted. "
+    epilog="Exit codes: 0 ok, 1 check/gate failed, 2 bad input, 3 toolchain/GPU missing or "
+    "disk full, 4 inconclusive, 5 registry push/pull failed (nothing lost locally), 130 "
+    "interrupted (Ctrl-C or SIGTERM). "
     "Set CTUNE_DEBUG=1 for tracebacks.",
     no_args_is_help=True,
     add_completion=False,
@@ -84,22 +92,24 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
     for ``CTUNE_DEBUG``): a caller in this process passes settings without mutating the
     process's environment (``cli/invocation.py``)."""
     from ctune.cli.invocation import invoked_with
-    from ctune.cli.render import error_line, stop_for_closed_pipe
+    from ctune.cli.render import error_line, interrupted_line, stop_for_closed_pipe
     from ctune.config import debug_enabled
+    from ctune.interrupts import kept_by, terminate_as_interrupt
+    from ctune.writes import is_disk_full
 
     env = os.environ if environ is None else environ
     try:
         if argv is not None and any("\x00" in arg for arg in argv):
             raise UserError("an argument contains a NUL byte, which no path or value can hold")
-        with invoked_with(environ):
-            _command().main(args=argv, standalone_mode=False, prog_name="ctune")
+        with invoked_with(environ), terminate_as_interrupt():
+            _run(argv)
     except CtuneError as exc:
         if debug_enabled(env):
             raise
         error_line(str(exc))
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        error_line("interrupted")
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM
+        interrupted_line(kept_by(exc))
         sys.exit(EXIT_INTERRUPTED)
     except SystemExit:
         raise
@@ -111,12 +121,29 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
             sys.exit(click_exc)
         if debug_enabled(env):
             raise
+        if is_disk_full(exc):
+            assert isinstance(exc, OSError)
+            where = exc.filename if exc.filename is not None else "a file ctune was writing"
+            error_line(f"{where}: {exc.strerror or 'no space left'}; free space and run again")
+            sys.exit(EXIT_TOOLCHAIN)
         if isinstance(exc, OSError) and exc.filename is not None:
             # a path the user named that the OS refused (too long, a directory, no access)
             error_line(f"{exc.filename}: {exc.strerror or exc}; check the path")
             sys.exit(EXIT_USER_ERROR)
         error_line(f"internal error: {type(exc).__name__}: {exc} (rerun with CTUNE_DEBUG=1)")
         sys.exit(EXIT_INTERNAL)
+
+
+def _run(argv: list[str] | None) -> None:
+    """Parse the command line and run the command, letting every exception through.
+
+    Not typer's ``main``: with ``standalone_mode=False`` it turns a Ctrl-C into an exit
+    code it returns (130), which a caller that ignores the return value reads as success,
+    and the text of what the command kept would be lost."""
+    command = _command()
+    args = sys.argv[1:] if argv is None else list(argv)
+    with command.make_context("ctune", args) as ctx:
+        command.invoke(ctx)
 
 
 def _click_classes(name: str) -> tuple[type, ...]:

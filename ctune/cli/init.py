@@ -65,6 +65,8 @@ def init_command(
     if not probe.builds:
         draft.checks.insert(0, f"{kernel.name} does not compile alone: {probe.error}")
     check_loads(draft, kernel, toolchain.help_text)  # the draft loads as it is, or nothing
-    yaml_path.write_text(draft.yaml)
-    reference.write_text(draft.reference)
+    from ctune.writes import write_atomic
+
+    write_atomic(yaml_path, draft.yaml)
+    write_atomic(reference, draft.reference)
     render_kernel.init_report(yaml_path, reference, draft)

@@ -217,7 +217,7 @@ def export_command(
     from ctune.registry.export import render as render_export
     from ctune.registry.layout import parse_key
     from ctune.registry.service import load_artifact, load_pinned
-    from ctune.registry.store import atomic_write
+    from ctune.writes import write_atomic
 
     root = _settings(registry).registry
     parsed = parse_key(key)
@@ -230,7 +230,7 @@ def export_command(
     if output is None:
         render.text(body)
     else:
-        atomic_write(output, body.encode())
+        write_atomic(output, body, into_special=True)
 
 
 @registry_app.command("import")

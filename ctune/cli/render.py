@@ -77,6 +77,11 @@ def error_line(message: str) -> None:
     line(("error:", "bold red"), " ", message, stderr=True)
 
 
+def interrupted_line(kept: str) -> None:
+    """The one line a Ctrl-C (or SIGTERM) ends a command with: what was kept."""
+    line(("interrupted:", "yellow"), " ", kept, stderr=True)
+
+
 def warn_line(message: str) -> None:
     line(("warning:", "yellow"), " ", message, stderr=True)
 

@@ -355,10 +355,7 @@ def final_report(result: SearchResult, json_out: bool) -> None:
         f"{_duration(t.overhead_s)}; GPU busy {t.gpu_busy_fraction:.0%}; "
         f"compiler CPU {_duration(t.compile_cpu_s)}",
     )
-    if result.interrupted:
-        line(("interrupted", "yellow"), f": nothing written; resume with --resume {result.journal}")
-    else:
-        line(("journal", "bold"), f" {result.journal}")
+    line(("journal", "bold"), f" {result.journal}")  # interrupted: main() says what it keeps
     if result.artifact_path is not None:
         line(
             ("result", "bold"),

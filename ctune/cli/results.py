@@ -49,5 +49,7 @@ def export_command(
     if out is None:
         write_out(text)
     else:
+        from ctune.writes import write_atomic
+
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text)
+        write_atomic(out, text, into_special=True)

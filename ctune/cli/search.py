@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ctune.cli import app
-from ctune.errors import EXIT_INTERRUPTED, SearchInconclusive, UserError
+from ctune.errors import SearchInconclusive, UserError
 from ctune.search import strategy_names_help
 from ctune.search.budget import WARM_START_SHARE
 from ctune.search.pruning import DEFAULT_PRUNE_MARGIN, DEFAULT_SEARCH_REP_MS
@@ -406,8 +406,11 @@ def search_command(
     render_search.final_report(result, json_out)
     if plot is not None:
         render_search.plot_front(result, plot)
-    if result.interrupted:
-        raise SystemExit(EXIT_INTERRUPTED)  # after the report; main() passes it through
+    if result.interrupted:  # after the report: main() ends with what the journal keeps
+        from ctune.interrupts import Interrupted
+        from ctune.search.session_journal import kept_line
+
+        raise Interrupted(kept_line(result.journal, result.evaluations, result.confirmation_rounds))
     if result.inconclusive:
         why = (
             "the default build beats every build the constraints allow"

@@ -65,6 +65,7 @@ from ctune.compile.toolchain import Toolchain
 from ctune.config import Settings
 from ctune.controls.store import APPLY_OPTION, FOLDER, StoreChain, applied_digest, file_name
 from ctune.errors import SpecError
+from ctune.interrupts import blocked
 from ctune.kernelspec import KernelSpec, Problem
 from ctune.records import (
     Build,
@@ -76,6 +77,7 @@ from ctune.records import (
     sha256_hex,
     to_json,
 )
+from ctune.writes import naming, write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -264,9 +266,7 @@ class NvccCompiler:
         if path.is_file():
             return  # content-addressed: an existing file has this text
         path.parent.mkdir(parents=True, exist_ok=True)
-        scratch = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
-        scratch.write_text(text)
-        os.replace(scratch, path)
+        write_atomic(path, text)
 
     def argv(self, candidate: Candidate, problem: Problem, output: Path) -> list[str]:
         defines, flags = split_genes(self.spec.space.genes, candidate.as_dict())
@@ -461,16 +461,17 @@ class NvccCompiler:
         env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV}
         start = time.perf_counter()
         try:
-            proc = subprocess.Popen(
-                argv,
-                cwd=work,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                errors="replace",  # the log quotes paths, which need not be UTF-8
-                start_new_session=True,  # its own process group, killed as a whole
-            )
+            with blocked():  # the terminal's Ctrl-C is ctune's to act on, never nvcc's
+                proc = subprocess.Popen(
+                    argv,
+                    cwd=work,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    errors="replace",  # the log quotes paths, which need not be UTF-8
+                    start_new_session=True,  # its own process group, killed as a whole
+                )
         except OSError as exc:
             shutil.rmtree(work, ignore_errors=True)
             return Build(
@@ -491,6 +492,11 @@ class NvccCompiler:
             _kill_group(proc)
             text, _ = proc.communicate()
             timed_out = True
+        except BaseException:  # Ctrl-C (or SIGTERM) while waiting: no nvcc, no folder left
+            _kill_group(proc)
+            proc.wait()
+            shutil.rmtree(work, ignore_errors=True)
+            raise
         finally:
             with self._live_lock:
                 self._live.discard(proc)
@@ -528,8 +534,13 @@ class NvccCompiler:
             # timeouts, OOM and crashes depend on load and limits: try again next time
             shutil.rmtree(work, ignore_errors=True)
             return build
-        (work / "build.json").write_text(json.dumps(to_json(build), indent=2))
-        (work / "nvcc.log").write_text(text)
+        try:  # a full disk names the cache and leaves no half-made entry behind
+            with naming(self.builds_dir, always=True):
+                (work / "build.json").write_text(json.dumps(to_json(build), indent=2))
+                (work / "nvcc.log").write_text(text)
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
         try:
             os.replace(work, final)
         except OSError:

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctune.config import Settings
 from ctune.errors import CtuneError, DeviceUnhealthy, ToolchainError, UserError
+from ctune.interrupts import blocked
 from ctune.measure import SamplingPlan
 from ctune.measure.plan import TypicalWall, hang_timeout_s, setup_timeout_s, validate
 from ctune.measure.worker import MeasureRequest, decode, encode, measure_message, parse_measurement
@@ -157,15 +158,16 @@ class WorkerProcess:
 
     def __init__(self, argv: Sequence[str], env: dict[str, str] | None = None) -> None:
         self._stderr = tempfile.TemporaryFile(prefix="ctune-worker-", suffix=".log")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            list(argv),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            start_new_session=True,  # killpg reaches everything it started
-            env=env,
-            close_fds=True,
-        )
+        with blocked():  # a Ctrl-C is ctune's to act on: it never kills a worker
+            self.proc = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._stderr,
+                start_new_session=True,  # killpg reaches everything it started
+                env=env,
+                close_fds=True,
+            )
         assert self.proc.stdout is not None
         self._fd = self.proc.stdout.fileno()
         os.set_blocking(self._fd, False)

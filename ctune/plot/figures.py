@@ -233,11 +233,18 @@ JOURNAL_ONLY = frozenset({"convergence", "sensitivity"})
 
 def save(fig: Any, path: Path) -> Path:
     """Write ``fig`` as a PNG (no timestamp in the file, so equal figures are equal files)."""
+    import io
+
+    from ctune.writes import write_atomic
+
     plt = _pyplot()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, metadata={"Software": None})
+    image = io.BytesIO()  # whole or not at all: a full disk leaves no half image
+    kind = path.suffix.lstrip(".").lower() or "png"  # as savefig(path) would choose
+    fig.savefig(image, format=kind, dpi=110, metadata={"Software": None})
     plt.close(fig)
+    write_atomic(path, image.getvalue(), into_special=True)
     return path
 
 

@@ -46,6 +46,8 @@ checked out, so registry content cannot run code (rule X3).
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
 import random
 import re
 import shutil
@@ -81,6 +83,18 @@ _SAFE_CONFIG = (
 )
 _REF_RE = re.compile(r"^refs/[A-Za-z0-9._/-]{1,200}$")
 _REV_RE = re.compile(r"^[A-Za-z0-9._/~^@{}-]{1,200}$")
+#: what git says when a write fails for a full disk or quota (its messages are not localised
+#: in the C locale GitPython runs it in)
+_DISK_FULL_WORDS = ("No space left on device", "Disk quota exceeded")
+#: (file in the git directory, what it means, the command that continues or aborts it)
+_UNFINISHED = (
+    ("MERGE_HEAD", "a merge", "git merge"),
+    ("rebase-merge", "a rebase", "git rebase"),
+    ("rebase-apply", "a rebase (or `git am`)", "git rebase"),
+    ("CHERRY_PICK_HEAD", "a cherry-pick", "git cherry-pick"),
+    ("REVERT_HEAD", "a revert", "git revert"),
+    ("BISECT_LOG", "a bisect", "git bisect"),
+)
 _FALLBACK_IDENT = {
     "GIT_AUTHOR_NAME": "ctune",
     "GIT_AUTHOR_EMAIL": "ctune@localhost",
@@ -214,7 +228,10 @@ class GitRegistry:
         """Run ``git <safe -c options> args``; returns (status, stdout, stderr).
 
         ``timeout_s`` kills git (and its children) after that long; stderr then
-        starts with ``Timeout:``.
+        starts with ``Timeout:``. A local command runs in a process group of its own, so
+        that the terminal's Ctrl-C, meant for ctune, cannot kill it half way through a
+        commit (ctune stops between commands); a network command keeps the terminal's.
+        A full disk is an OSError naming the git directory (exit 3 at the command line).
         """
         with contextlib.ExitStack() as stack:
             feed: IO[bytes] | None = None
@@ -231,8 +248,12 @@ class GitRegistry:
                 stdout_as_string=not binary,
                 strip_newline_in_stdout=not binary,
                 kill_after_timeout=timeout_s,
+                **({} if timeout_s is not None else {"process_group": 0}),
             )
-        return status, out, err if isinstance(err, str) else err.decode(errors="replace")
+        text = err if isinstance(err, str) else err.decode(errors="replace")
+        if status != 0 and any(words in text for words in _DISK_FULL_WORDS):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.common_dir))
+        return status, out, text
 
     def out(self, *args: str, **kw: Any) -> str:
         status, out, err = self.run(*args, **kw)
@@ -369,8 +390,11 @@ class GitRegistry:
 
     @contextlib.contextmanager
     def writer_lock(self) -> Iterator[None]:
-        """Serialise ctune writers on this machine (a no-op when serialize=False)."""
+        """Serialise ctune writers on this machine (no lock when serialize=False); every
+        writer enters here, so a repository in the middle of a merge, rebase, cherry-pick,
+        revert or bisect is refused here, before anything is written."""
         if not self.serialize:
+            self.refuse_unfinished_operation()
             yield
             return
         busy = (
@@ -378,7 +402,32 @@ class GitRegistry:
             f"{self.retry_budget_s:.0f} s; try again when it finishes"
         )
         with writer_lock(self.common_dir, self.retry_budget_s, busy):
+            self.refuse_unfinished_operation()
             yield
+
+    def unfinished_operation(self) -> tuple[str, str, Path] | None:
+        """(what, the git command that finishes it, the file that says so) of an operation
+        stopped half way in this worktree (each worktree has its own), else None."""
+        asked = [arg for name, _, _ in _UNFINISHED for arg in ("--git-path", name)]
+        found = self.out("rev-parse", *asked).splitlines()
+        for (_, what, command), text in zip(_UNFINISHED, found, strict=True):
+            path = Path(text)
+            path = path if path.is_absolute() else self.top / path
+            if path.exists():
+                return what, command, path
+        return None
+
+    def refuse_unfinished_operation(self) -> None:
+        """RegistryError (exit 2) when git stopped half way through an operation here: a
+        commit made now would settle the user's conflict with ctune's file."""
+        stopped = self.unfinished_operation()
+        if stopped is not None:
+            what, command, path = stopped
+            raise RegistryError(
+                f"{self.top} is in the middle of {what} ({path} exists); finish it "
+                f"(`{command} --continue`) or abort it (`{command} --abort`), then run "
+                "ctune again"
+            )
 
     def _identity_env(self) -> dict[str, str]:
         # CI machines often have no user.name/email; commit-tree would fail.

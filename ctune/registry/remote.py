@@ -67,6 +67,7 @@ from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from ctune.errors import RegistryError, RemoteError, UserError
+from ctune.interrupts import Interrupted, deferred
 from ctune.registry import folder
 from ctune.registry import git as git_module
 from ctune.registry.git import GitRegistry
@@ -426,11 +427,23 @@ class _Link:
             if sync_folder and self.ref != reg.head_branch():
                 diff = folder.compare(reg, new)
                 self._refuse_blocked(diff)
-            if new != local:
-                if not self._move(local, new):
-                    return None
-                self._repoint_tags(mapping, seen)
-            written = folder.write(reg, diff) if diff else ()
+            # the worktree, the ref, the tags and the folder move together: a Ctrl-C (or
+            # SIGTERM) meanwhile waits for them, then stops saying where the ref is
+            written: tuple[str, ...] = ()
+            with deferred() as held:
+                moved = new == local or self._move(local, new)
+                if moved and new != local:
+                    self._repoint_tags(mapping, seen)
+                if moved and diff:
+                    written = tuple(folder.write(reg, diff))
+        if held.signalled:
+            where = str(reg.tip(self.ref) or "nothing")[:12]
+            raise Interrupted(
+                f"{short_ref(self.ref)} is at {where} here ({self.doing()} stopped after "
+                f"that step); run `ctune registry {self.action}` again"
+            )
+        if not moved:
+            return None
         return _Step(new, len(mapping), written, diff)
 
     def _refuse_incomplete(self, commits: list[str]) -> None:

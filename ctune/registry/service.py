@@ -16,12 +16,14 @@ How the search hands over its result (either works):
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ctune.errors import RegistryError, UserError
+from ctune.interrupts import Interrupted, deferred
 from ctune.registry import schema
 from ctune.registry.check import FingerprintProbe, Verifier
 from ctune.registry.export import resolve_member
@@ -110,14 +112,49 @@ def commit_message(a: Artifact, verb: str = "") -> str:
 def _write_commit(
     reg: History, store: ArtifactStore, artifacts: Sequence[Artifact], message: str
 ) -> tuple[list[Path], CommitResult]:
-    """Write files and commit them; the caller holds ``reg.writer_lock()``."""
-    blobs: dict[str, bytes] = {}
-    paths = []
-    for a in artifacts:
-        data = schema.encode(a)
-        paths.append(store.write_encoded(key_of(a), data))
-        blobs[reg.registry_path(key_of(a).relpath())] = data
-    return paths, reg.commit_blobs(blobs, message)
+    """Write files and commit them; the caller holds ``reg.writer_lock()``.
+
+    All or nothing: when the commit fails (a full disk, a lock held too long) the files
+    written are put back as they were, and a Ctrl-C (or SIGTERM) meanwhile waits for the
+    commit, then stops saying what was committed."""
+    with deferred() as held:
+        encoded = [(key_of(a), schema.encode(a)) for a in artifacts]
+        before = {key: _bytes_or_none(store.path(key)) for key, _ in encoded}
+        blobs: dict[str, bytes] = {}
+        paths = []
+        try:
+            for key, data in encoded:
+                paths.append(store.write_encoded(key, data))
+                blobs[reg.registry_path(key.relpath())] = data
+            result = reg.commit_blobs(blobs, message)
+        except BaseException:
+            _put_back(store, before)
+            raise
+    if held.signalled:
+        raise Interrupted(
+            f"{len(paths)} artifact file(s) written and committed ({result.commit[:12]}) "
+            "before stopping"
+        )
+    return paths, result
+
+
+def _bytes_or_none(path: Path) -> bytes | None:
+    """A registry file's bytes before a write (None: there was none), to put it back."""
+    try:
+        return read_bytes_capped(path)
+    except RegistryError:
+        return None
+
+
+def _put_back(store: ArtifactStore, before: dict[ArtifactKey, bytes | None]) -> None:
+    """Each file as it was before a write that could not be committed (best effort: the
+    failure itself, a full disk say, may refuse this too)."""
+    for key, data in before.items():
+        with contextlib.suppress(OSError, RegistryError):
+            if data is None:
+                store.path(key).unlink(missing_ok=True)
+            else:
+                store.write_encoded(key, data)
 
 
 def publish_artifact(

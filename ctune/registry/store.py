@@ -14,9 +14,7 @@ reported, and skipped, so the other artifacts still work (rule G4).
 
 from __future__ import annotations
 
-import contextlib
 import os
-import secrets
 import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -35,6 +33,7 @@ from ctune.registry.layout import (
     parse_key,
 )
 from ctune.registry.schema import Artifact
+from ctune.writes import write_atomic
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,25 +65,9 @@ def read_artifact_file(path: Path, *, allow_symlink: bool = False) -> Artifact:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``path`` so that readers see the old or the new bytes, never a mix."""
-    folder = path.parent
-    tmp = folder / f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    """Write ``path`` so that readers see the old or the new bytes, never a mix (a symlink
+    there is replaced, never followed)."""
+    write_atomic(path, data)
 
 
 def write_result(artifact: Artifact, path: Path) -> Path:

@@ -110,13 +110,17 @@ class EngineCompiler:
             work = Path(
                 tempfile.mkdtemp(prefix=f".{build.build_key[:8]}-", dir=self.local.builds_dir)
             )
-            for name, data in files.items():
-                (work / Path(name).name).write_bytes(data)
-            if "build.json" in files:
-                record = build_from_json(json.loads(files["build.json"]))
-                if binary is not None:
-                    record = dataclasses.replace(record, binary_path=str(final / binary))
-                (work / "build.json").write_text(json.dumps(to_json(record), indent=2))
+            try:  # a full disk leaves no half-imported entry behind
+                for name, data in files.items():
+                    (work / Path(name).name).write_bytes(data)
+                if "build.json" in files:
+                    record = build_from_json(json.loads(files["build.json"]))
+                    if binary is not None:
+                        record = dataclasses.replace(record, binary_path=str(final / binary))
+                    (work / "build.json").write_text(json.dumps(to_json(record), indent=2))
+            except BaseException:
+                shutil.rmtree(work, ignore_errors=True)
+                raise
             try:
                 os.replace(work, final)
             except OSError:  # another thread imported it first

@@ -76,8 +76,8 @@ def min_processes() -> int:
 @dataclass(frozen=True)
 class ConfirmationCost:
     """What confirming cost, and why it stopped: "settled" (every comparison separated,
-    or too close for more processes to matter), "limit" (the process limit was reached)
-    or "nothing to confirm"."""
+    or too close for more processes to matter), "limit" (the process limit was reached),
+    "nothing to confirm" or "interrupted" (Ctrl-C: the rounds taken are journaled)."""
 
     seconds: float
     processes: int
@@ -134,9 +134,12 @@ def confirm_in_proportion(
     limit: int,
     seed: int = 0,
     clock: Callable[[], float] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> tuple[dict[str, list[Measurement]], ConfirmationCost]:
     """Re-measure ``items`` (the baseline among them) round by round; returns every run
-    taken, keyed by candidate key (members never measured are absent), and the cost."""
+    taken, keyed by candidate key (members never measured are absent), and the cost.
+    ``stop`` (a Ctrl-C asked to stop) is asked before each round: when it answers true,
+    no further round starts and the cost says "interrupted"."""
     import time
 
     clock = clock or time.monotonic
@@ -164,6 +167,9 @@ def confirm_in_proportion(
     round_seconds: list[float] = []
     stopped = "limit" if limit > 0 and members else "nothing to confirm"
     while rounds < limit and (members or rounds < floor):
+        if stop is not None and stop():
+            stopped = "interrupted"
+            break
         batch = [by_key[k] for k in state.active]
         rng.shuffle(batch)  # interleaved, in a different order in every process
         began = clock()

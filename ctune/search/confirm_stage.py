@@ -125,8 +125,13 @@ class ConfirmStage:
     def can_confirm(self) -> bool:
         return can_confirm(self.run.opts.confirm_processes, self.run.objective, self.run.measurer)
 
+    def interrupted(self) -> bool:
+        """Did a Ctrl-C stop the confirmation before it decided (its rounds are journaled)?"""
+        return self.cost is not None and self.cost.stopped == "interrupted"
+
     def confirm(self) -> Confirmed:
-        """Re-measure the baseline and the chosen members; the reported baseline and front."""
+        """Re-measure the baseline and the chosen members; the reported baseline and front.
+        Every round is journaled as it ends (and a resumed search takes it back)."""
         from ctune.search.report import front_of, pick_for_confirmation
 
         run = self.run
@@ -270,10 +275,17 @@ class ConfirmStage:
         first = run.objective.objectives[0]
 
         def run_round(batch: Sequence[tuple[Trial, Build]]) -> Mapping[str, Measurement]:
+            """One fresh process, journaled as soon as it is measured; a resumed search
+            takes the round back from its journal when it measured the same members."""
+            journaled = run.session.take_round({t.candidate.key() for t, _ in batch})
+            if journaled is not None:
+                return journaled
             got = measurer.remeasure(
                 run.spec, [(t.candidate, b) for t, b in batch], run.problem, run.plan, 1
             )
-            return {k: v[0] for k, v in got.items() if v}
+            runs = {k: v[0] for k, v in got.items() if v}
+            run.session.record_round(runs)
+            return runs
 
         def value_of(build: Build, runs: Sequence[Measurement]) -> float | None:
             pooled = pool(runs)
@@ -294,6 +306,7 @@ class ConfirmStage:
             limit=processes,
             seed=run.search_plan.seed,
             clock=run.clock,
+            stop=lambda: run.stop_requested,
         )
         run.timers.confirm_s += run.clock() - start
         self.cost = cost

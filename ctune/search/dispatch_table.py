@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ctune.errors import UserError
 from ctune.files import MAX_DATA_BYTES, InputFileError, read_text_capped
 from ctune.records import Candidate
+from ctune.writes import write_atomic
 
 if TYPE_CHECKING:
     from ctune.kernelspec import KernelSpec, Problem
@@ -382,10 +383,10 @@ def write_table(
     }
     data = to_json(table, shapes, cover, meta)
     json_path = opts.set_dir / TABLE
-    json_path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    write_atomic(json_path, json.dumps(data, indent=1, sort_keys=True) + "\n")
     header_path = opts.set_dir / HEADER
     origin = f"the problem-set search {opts.set_name} of {spec.name}"
-    header_path.write_text(header(table, origin + (f" on {device}" if device else "")))
+    write_atomic(header_path, header(table, origin + (f" on {device}" if device else "")))
     return json_path, header_path
 
 

@@ -71,6 +71,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from ctune.errors import ToolchainError, UserError
+from ctune.interrupts import STOP_SIGNALS, Interrupted
 from ctune.records import Candidate, Trial
 from ctune.search import Compiler, Publisher, Strategy, make_strategy
 from ctune.search import journal as journal_mod
@@ -350,6 +351,7 @@ class _Run:
         self.stop_reason = ""
         self.notes: list[str] = []
         self.stop_requested = False  # the first Ctrl-C: finish the candidate in flight, stop
+        self.listened = False  # does a caller's sink show the notes (then they are not logged)
         self._fingerprints = _fingerprints_ahead(self)
         self.timers = Timers(clock)
         self.pipeline = Pipeline(self)
@@ -375,7 +377,9 @@ class _Run:
         return dict(self._fingerprints.result()[1])
 
     def note(self, message: str, level: str = "warning") -> None:
-        log.log(logging.WARNING if level == "warning" else logging.INFO, "%s", message)
+        """Say ``message`` once: to the caller's event sink, else to the log."""
+        shown = logging.WARNING if level == "warning" else logging.INFO
+        log.log(logging.DEBUG if self.listened else shown, "%s", message)
         self.notes.append(message)
         self.emit(Note(message, level))
 
@@ -526,6 +530,7 @@ def run_search(
         if limits is None:
             limits = device_limits(settings.arch or spec.arch, probe=own_gpu)
         run = _Run(settings, spec, objective, opts, compiler, measurer, emit, clock, limits, plan)
+        run.listened = on_event is not None
         return _execute(run, opts, fingerprint, emit, publish)
     finally:
         for part in reversed(owned):
@@ -606,9 +611,9 @@ def check_request(
         plan = new_plan(opts, n_objectives)
     else:
         path = Path(opts.resume)
-        if not path.is_file():
+        if not path.exists():
             raise UserError(f"{path}: no such journal to resume")
-        header = journal_mod.read_header(path)
+        header = journal_mod.read_header(path)  # a FIFO or a folder is refused there
         plan, conflict = resume_plan(opts, header, n_objectives, path)
         # is it this search's journal at all, before which of its flags differs
         if identity:
@@ -630,26 +635,29 @@ def check_request(
 
 
 @contextlib.contextmanager
-def _graceful_interrupt(run: _Run) -> Iterator[None]:
-    """The first SIGINT asks the run to stop after the candidate in flight; the second is a
-    KeyboardInterrupt as usual. Only the main thread can own a signal handler: elsewhere
-    (a search started from a worker thread) Ctrl-C keeps Python's default."""
+def _graceful_interrupt(run: _Run, in_flight: str = "candidate") -> Iterator[None]:
+    """The first SIGINT (or SIGTERM) asks the run to stop after the ``in_flight`` step (a
+    candidate, a confirmation round); the second is a KeyboardInterrupt as usual. Only the
+    main thread can own a signal handler: elsewhere (a search started from a worker
+    thread) Ctrl-C keeps Python's default."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    notice = f"\nctune: finishing the {in_flight} in flight, then saving (again: stop now)\n"
 
     def handler(signum: int, frame: FrameType | None) -> None:
         if run.stop_requested:
             raise KeyboardInterrupt
         run.stop_requested = True
         # only a flag and one raw line here: the live display may be mid-render
-        os.write(2, b"\nctune: finishing the candidate in flight, then saving (again: stop now)\n")
+        os.write(2, notice.encode())
 
-    previous = signal.signal(signal.SIGINT, handler)
+    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, before in previous.items():
+            signal.signal(sig, before)
 
 
 def _execute(
@@ -669,14 +677,17 @@ def _execute(
         else:
             run.session.open_new()
         _announce(run, opts, emit)
-        interrupted = _search(run)
-        result = run.result(interrupted)
-        if not interrupted and result.baseline is not None:
+        result = _result(run, _search(run))
+        if not result.interrupted and result.baseline is not None:
             result = dataclasses.replace(result, record=_record(run, result, fingerprint))
             if publish is not None:
                 result = publish(run.spec, run.objective, result)
         emit(SearchFinished(result))
         return result
+    except KeyboardInterrupt as exc:  # outside the graceful stops: say what the journal has
+        if isinstance(exc, Interrupted):
+            raise
+        raise Interrupted(run.session.kept()) from None
     finally:
         if run.session.journal is not None:
             run.session.journal.close()
@@ -711,27 +722,43 @@ def _announce(run: _Run, opts: SearchOptions, emit: EventSink) -> None:
 
 def _search(run: _Run) -> bool:
     """Warm start and loop until a stop rule; True when Ctrl-C ended it."""
-    journal = run.session.journal
-    assert journal is not None
     try:
         with _graceful_interrupt(run):
             run.session.warm_start()
             run.loop()
     except KeyboardInterrupt:
-        run.note(
-            "interrupted: the candidate in flight was abandoned; "
-            f"resume with --resume {journal.path}",
-            "info",
-        )
+        run.note("search interrupted: the candidate in flight was abandoned", "info")
         return True
     interrupted = run.stop_reason == "interrupted"
     if interrupted:
+        run.note("search interrupted: the candidate in flight finished and was saved", "info")
+    return interrupted
+
+
+def _result(run: _Run, interrupted: bool) -> SearchResult:
+    """The result, confirmed unless the search was interrupted. A Ctrl-C while confirming
+    stops after the round in flight (the second: at once); the rounds measured are in the
+    journal, and the result is the search's own front, marked interrupted."""
+    if interrupted:
+        return run.result(True)
+    try:
+        with _graceful_interrupt(run, "confirmation round"):
+            result = run.result(False)
+    except KeyboardInterrupt:
         run.note(
-            "interrupted: the candidate in flight finished and was saved; "
-            f"resume with --resume {journal.path}",
+            "search interrupted while confirming: the round in flight was abandoned; "
+            f"{run.session.rounds} round(s) are in the journal",
             "info",
         )
-    return interrupted
+        return run.result(True)
+    if result.interrupted:
+        run.note(
+            "search interrupted while confirming: the round in flight finished; "
+            f"{run.session.rounds} round(s) are in the journal",
+            "info",
+        )
+        return dataclasses.replace(result, notes=tuple(run.notes))
+    return result
 
 
 def _record(run: _Run, result: SearchResult, fingerprint: Mapping[str, str] | None) -> ResultRecord:

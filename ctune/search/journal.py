@@ -27,6 +27,18 @@ Format (JSON Lines, UTF-8):
   as plain trials), and after each
   generation a ``{"kind": "generation", "generation": g, "state": {...}}``
   with the strategy's state.
+- after each round of the confirmation (one fresh process re-measuring the front and the
+  baseline, ``confirm_stage.py``) a ``{"kind": "confirmation", "trials": N, "round": r,
+  "runs": {KEY: <records.to_json(Measurement)>, ...}}``, where N is how many trials the
+  journal held when that confirmation started: a search interrupted while it confirms
+  keeps what it re-measured, and ``--resume`` of the same trials takes those rounds back
+  instead of measuring them again (an older ctune refuses this kind as unknown).
+
+Reading checks every record before anything uses it (``journal_records.py``: each
+field's type, a budget of at least 1, ...): a damaged line is one error naming the file,
+the line and the field (exit 2), never a crash further on. The file must be a regular
+file of at most :data:`MAX_JOURNAL_BYTES`, each line at most :data:`MAX_LINE_BYTES`,
+both checked before they are read.
 
 A crash or Ctrl-C loses at most the trial in flight (rule R7). On
 ``--resume`` the header must match the search being resumed: the kernel,
@@ -36,26 +48,38 @@ by the one severity rule of :mod:`ctune.evidence.identity` (a hard or build chan
 refuses, since the journal's trials cannot be rebuilt and compared; a soft
 one is a note), and a torn last line, which is what a crash in the
 middle of a write leaves, is dropped and cut off the file before anything
-is appended. Any other unreadable line is an error: the journal is
-evidence, and guessing past damage would not be.
+is appended (the caller says so once). Any other unreadable line is an error: the
+journal is evidence, and guessing past damage would not be. A write that fails (a full
+disk) cuts the journal back to its last whole line before the error goes on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ctune.errors import UserError
-from ctune.records import Trial, sha256_hex, to_json, trial_from_json
+from ctune.files import InputFileError, open_regular
+from ctune.records import Measurement, Trial, sha256_hex, to_json
+from ctune.search import journal_records as records
+from ctune.search.journal_records import FIX, ConfirmationRound, JournalRecordError
 from ctune.space.params import Space
+from ctune.writes import naming
 
 log = logging.getLogger(__name__)
+
+#: the largest journal read: about 60x the biggest seen (400 evaluations, 8 MiB); a
+#: trial line is 2-20 KiB, so this holds some 25,000 trials or more
+MAX_JOURNAL_BYTES = 512 << 20
+#: the longest line read: a trial at the worker's 5000-sample cap is about 120 KiB
+MAX_LINE_BYTES = 16 << 20
 
 #: 2: the fingerprint (one identity rule with the artifacts) replaced spec/source digests
 JOURNAL_FORMAT = 2
@@ -143,6 +167,8 @@ class Replay:
     fillers: set[str] = field(default_factory=set)  # candidate keys of filler trials
     elapsed_s: list[float | None] = field(default_factory=list)  # per trial, when recorded
     same_binary: dict[str, str] = field(default_factory=dict)  # key -> key it reused
+    lines: list[int] = field(default_factory=list)  # per trial, its line in the file
+    rounds: list[ConfirmationRound] = field(default_factory=list)  # confirmation, in order
 
     @property
     def last_elapsed_s(self) -> float:
@@ -150,80 +176,131 @@ class Replay:
         return max((t for t in self.elapsed_s if t is not None), default=0.0)
 
 
-def read(path: Path) -> tuple[Replay, int]:
-    """Parse a journal; returns (contents, byte length of its intact part)."""
+def where(path: Path, line: int) -> str:
+    """How a message names one line of a journal."""
+    return f"journal {path} line {line}"
+
+
+def _lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
+    """(line number, its bytes without the newline, whether it ended with one) of each line
+    of a regular file of at most MAX_JOURNAL_BYTES, no line read past MAX_LINE_BYTES."""
+    fd = open_regular(path, MAX_JOURNAL_BYTES, "journal")
+    total = 0
     try:
-        data = Path(path).read_bytes()
+        with os.fdopen(fd, "rb") as handle:
+            number = 0
+            while raw := handle.readline(MAX_LINE_BYTES + 1):
+                number += 1
+                total += len(raw)
+                ended = raw.endswith(b"\n")
+                if not ended and len(raw) > MAX_LINE_BYTES:
+                    raise JournalRecordError(
+                        f"{where(path, number)}: longer than {MAX_LINE_BYTES} bytes, which no "
+                        f"record is; {FIX}"
+                    )
+                if total > MAX_JOURNAL_BYTES:  # it grew while being read
+                    raise InputFileError(
+                        "journal", path, f"larger than the {MAX_JOURNAL_BYTES}-byte limit"
+                    )
+                yield number, raw[:-1] if ended else raw, ended
     except OSError as exc:
-        raise UserError(f"{path}: cannot read the journal: {exc.strerror}") from None
-    lines = data.split(b"\n")
-    tail = lines.pop()  # b"" when the file ends with a newline
-    dropped = bool(tail)
-    good_end = len(data) - len(tail)
-    records: list[dict[str, Any]] = []
-    offset = 0
-    for i, raw in enumerate(lines):
-        try:
-            record = json.loads(raw.decode("utf-8"))
-            if not isinstance(record, dict):
-                raise ValueError("not an object")
-        except (UnicodeDecodeError, ValueError) as exc:
-            if i == len(lines) - 1 and not tail:
-                dropped, good_end = True, offset  # a torn last line that got its newline
-                break
-            raise UserError(
-                f"{path}:{i + 1}: not a journal record ({exc}); the file is damaged"
-            ) from None
-        records.append(record)
-        offset += len(raw) + 1
-    if not records or records[0].get("kind") != "header":
-        raise UserError(f"{path}: not a ctune journal (no header line)")
-    header = records[0]
-    if header.get("format") not in READABLE_FORMATS:
+        raise InputFileError("journal", path, f"cannot read ({exc.strerror})") from None
+
+
+def _parse(raw: bytes) -> dict[str, Any]:
+    record = json.loads(raw.decode("utf-8"))
+    if not isinstance(record, dict):
+        raise ValueError("not a JSON object")
+    return record
+
+
+def _not_a_journal(path: Path) -> UserError:
+    return UserError(
+        f"journal {path}: not a ctune journal (its first line is no journal header); "
+        "give the file a search wrote (it prints the path when it starts)"
+    )
+
+
+def _header(path: Path, record: dict[str, Any]) -> dict[str, Any]:
+    if record.get("kind") != "header":
+        raise _not_a_journal(path)
+    if record.get("format") not in READABLE_FORMATS:
         raise UserError(
-            f"{path}: journal format {header.get('format')!r}; this ctune reads "
-            f"{', '.join(map(str, READABLE_FORMATS))}"
+            f"journal {path}: format {record.get('format')!r}; this ctune reads "
+            f"{', '.join(map(str, READABLE_FORMATS))} (a newer ctune wrote it, or it is "
+            "damaged): start a new search"
         )
-    replay = Replay(header=header, dropped_tail=dropped)
-    for n, record in enumerate(records[1:], start=2):
-        kind = record.get("kind")
+    records.checked(where(path, 1), records.check_header, record)
+    return record
+
+
+def read(path: Path) -> tuple[Replay, int]:
+    """Parse and check a journal; returns (contents, byte length of its intact part).
+
+    A torn last line (a crash mid-write) is left out and marked ``dropped_tail``; any
+    other damage is one UserError naming the line."""
+    path = Path(path)
+    parsed: list[tuple[int, dict[str, Any]]] = []
+    good_end = 0
+    pending: tuple[int, Exception] | None = None  # an unreadable line: torn if it is the last
+    dropped = False
+    for number, raw, ended in _lines(path):
+        if pending is not None:
+            line, exc = pending
+            raise JournalRecordError(f"{where(path, line)}: not a journal record ({exc}); {FIX}")
         try:
-            if kind == "trial":
-                replay.trials.append(trial_from_json(record["trial"]))
-                elapsed = record.get("elapsed_s")
-                replay.elapsed_s.append(
-                    float(elapsed) if isinstance(elapsed, (int, float)) else None
-                )
-                if record.get("filler") is True:
-                    replay.fillers.add(replay.trials[-1].candidate.key())
-                same = record.get("same_binary_as")
-                if same is not None:
-                    if not isinstance(same, str):
-                        raise ValueError(f"same_binary_as {same!r} is not a key")
-                    replay.same_binary[replay.trials[-1].candidate.key()] = same
-            elif kind == "generation":
-                replay.states.append((int(record["generation"]), dict(record["state"])))
-            else:
-                raise ValueError(f"unknown kind {kind!r}")
-        except (KeyError, TypeError, ValueError) as exc:
-            raise UserError(f"{path}:{n}: unreadable {kind} record ({exc})") from None
+            record = _parse(raw)
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            pending = (number, exc)
+            continue
+        if not ended:  # whole JSON but no newline: the write stopped before its end
+            dropped = True
+            break
+        parsed.append((number, record))
+        good_end += len(raw) + 1
+    if pending is not None:
+        dropped = True  # the last line, unreadable: torn by a crash
+    if not parsed:
+        raise _not_a_journal(path)
+    replay = Replay(header=_header(path, parsed[0][1]), dropped_tail=dropped)
+    for number, record in parsed[1:]:
+        records.checked(where(path, number), _add, replay, record, number)
     return replay, good_end
 
 
+def _add(replay: Replay, record: dict[str, Any], number: int) -> None:
+    """One checked record into the replay."""
+    kind = record.get("kind")
+    if kind == "trial":
+        got = records.trial_record(record)
+        key = got.trial.candidate.key()
+        replay.trials.append(got.trial)
+        replay.lines.append(number)
+        replay.elapsed_s.append(got.elapsed_s)
+        if got.filler:
+            replay.fillers.add(key)
+        if got.same_binary_as is not None:
+            replay.same_binary[key] = got.same_binary_as
+    elif kind == "generation":
+        replay.states.append(records.generation_record(record))
+    elif kind == "confirmation":
+        replay.rounds.append(records.confirmation_record(record))
+    else:
+        raise records.FieldError("kind", "trial, generation or confirmation", kind)
+
+
 def read_header(path: Path) -> dict[str, Any]:
-    """The header of a journal (its first line), without reading the trials."""
-    try:
-        with Path(path).open("rb") as handle:
-            first = handle.readline()
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read the journal: {exc.strerror}") from None
-    try:
-        header = json.loads(first.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        header = None
-    if not isinstance(header, dict) or header.get("kind") != "header":
-        raise UserError(f"{path}: not a ctune journal (no header line)")
-    return header
+    """The header of a journal (its first line, checked), without reading the trials."""
+    path = Path(path)
+    for _, raw, ended in _lines(path):
+        try:
+            record = _parse(raw)
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            break
+        if not ended:
+            break
+        return _header(path, record)
+    raise _not_a_journal(path)
 
 
 class Journal:
@@ -236,18 +313,27 @@ class Journal:
 
     @classmethod
     def create(cls, path: Path, header: Mapping[str, Any], fsync: bool = True) -> Journal:
-        """Start a new journal; refuses to overwrite an existing file."""
+        """Start a new journal; refuses to overwrite an existing file. One whose header
+        cannot be written (a full disk) is removed again: no empty journal is left."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
-        except FileExistsError:
-            raise UserError(
-                f"{path}: already exists; pass --resume {path} to continue it"
-            ) from None
+        with naming(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+            except FileExistsError:
+                raise UserError(
+                    f"{path}: already exists; pass --resume {path} to continue it"
+                ) from None
         journal = cls(path, fd, fsync)
-        journal._write({"kind": "header", "format": JOURNAL_FORMAT, **header})
-        _fsync_dir(path.parent)
+        try:
+            journal._write({"kind": "header", "format": JOURNAL_FORMAT, **header})
+            with naming(path.parent):
+                _fsync_dir(path.parent)
+        except BaseException:
+            journal.close()
+            with contextlib.suppress(OSError):
+                path.unlink()
+            raise
         return journal
 
     @classmethod
@@ -261,24 +347,32 @@ class Journal:
                 "ctune (it records no fingerprint to check the resume against): it can be "
                 "read, plotted and exported, but not resumed; start a new search"
             )
-        if replay.dropped_tail:
-            log.warning("%s: dropped a torn last line (the previous run stopped mid-write)", path)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
-        if os.fstat(fd).st_size != good_end:
-            os.ftruncate(fd, good_end)
-            os.fsync(fd)
+        with naming(path):
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+            if os.fstat(fd).st_size != good_end:
+                os.ftruncate(fd, good_end)
+                os.fsync(fd)
         return cls(path, fd, fsync), replay
 
     def _write(self, record: Mapping[str, Any]) -> None:
+        """Append one line, whole: a write that fails part way (a full disk) is cut off
+        again, so the journal still ends on a whole line, and the error names the file."""
         # allow_nan: a NaN reads back, and a run must never crash on one
         line = json.dumps(record, sort_keys=True, separators=(",", ":"), allow_nan=True)
         data = (line + "\n").encode()
         view = memoryview(data)
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
-        if self.fsync:
-            os.fsync(self._fd)
+        with naming(self.path):
+            end = os.fstat(self._fd).st_size
+            try:
+                while view:
+                    written = os.write(self._fd, view)
+                    view = view[written:]
+                if self.fsync:
+                    os.fsync(self._fd)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self._fd, end)
+                raise
 
     def append(
         self,
@@ -298,6 +392,17 @@ class Journal:
 
     def append_state(self, generation: int, state: Mapping[str, Any]) -> None:
         self._write({"kind": "generation", "generation": generation, "state": dict(state)})
+
+    def append_round(self, trials: int, number: int, runs: Mapping[str, Measurement]) -> None:
+        """One confirmation round: each member's measurement in that fresh process."""
+        self._write(
+            {
+                "kind": "confirmation",
+                "trials": trials,
+                "round": number,
+                "runs": {key: to_json(m) for key, m in runs.items()},
+            }
+        )
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -339,6 +444,9 @@ def trials_by_generation(trials: Sequence[Trial]) -> list[list[Trial]]:
 __all__ = [
     "IDENTITY_FIELDS",
     "JOURNAL_FORMAT",
+    "MAX_JOURNAL_BYTES",
+    "MAX_LINE_BYTES",
+    "ConfirmationRound",
     "Journal",
     "Replay",
     "check_identity",
@@ -348,4 +456,5 @@ __all__ = [
     "space_identity",
     "trials_by_generation",
     "utc_stamp",
+    "where",
 ]

@@ -33,7 +33,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -43,9 +42,11 @@ from typing import TYPE_CHECKING, Any
 
 from ctune.errors import UserError
 from ctune.files import MAX_DATA_BYTES, read_text_capped
+from ctune.interrupts import Interrupted
 from ctune.records import Candidate, canonical_json, sha256_hex
 from ctune.search import dispatch
 from ctune.search.budget import WARM_START_SHARE
+from ctune.writes import write_atomic
 
 if TYPE_CHECKING:
     from ctune.config import Settings
@@ -199,9 +200,7 @@ def _record_winner(opts: SetOptions, problem: str, winner: Candidate) -> None:
     winners = read_winners(opts)
     winners[problem] = winner
     data = {"winners": {k: v.to_json() for k, v in sorted(winners.items())}}
-    tmp = opts.set_dir / f".{WINNERS}.tmp"
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-    os.replace(tmp, opts.set_dir / WINNERS)
+    write_atomic(opts.set_dir / WINNERS, json.dumps(data, indent=1, sort_keys=True))
 
 
 def finalists(
@@ -268,7 +267,13 @@ def run_problem_set(
     _write_finalists(spec, opts, problems, compiler)
     if pending:
         return SetProgress(opts.set_name, opts.set_dir, searched, tuple(pending), -1, None)
-    matrix = _cross_phase(spec, objective, opts, problems, step, compiler, measurer, settings)
+    try:
+        matrix = _cross_phase(spec, objective, opts, problems, step, compiler, measurer, settings)
+    except KeyboardInterrupt:
+        raise Interrupted(
+            f"{opts.set_dir} keeps every shape's search and the cross-measurements made; run "
+            "the same command again to go on"
+        ) from None
     holes = matrix.missing()
     if holes:
         return SetProgress(opts.set_name, opts.set_dir, searched, (), len(holes), None)
@@ -344,25 +349,37 @@ def _search_phase(
             warm_start_source=source,
             warm_start_share=opts.reuse_share,
         )
-        result = run_search(
-            settings,
-            spec,
-            objective,
-            options,
-            compiler=compiler,
-            measurer=measurer,
-            toolchain=toolchain,
-            on_event=on_event,
-            publish=publish_for(artifact_path(opts, spec, problem)) if publish_for else None,
-        )
+        try:
+            result = run_search(
+                settings,
+                spec,
+                objective,
+                options,
+                compiler=compiler,
+                measurer=measurer,
+                toolchain=toolchain,
+                on_event=on_event,
+                publish=publish_for(artifact_path(opts, spec, problem)) if publish_for else None,
+            )
+        except KeyboardInterrupt:
+            raise Interrupted(_kept(opts, problems, pending)) from None
         step.timed(began)
         if result.interrupted:
-            break
+            raise Interrupted(_kept(opts, problems, pending))
         if result.baseline is not None:
             pinned = result.member(result.pinned) if result.pinned else None
             _record_winner(opts, problem.name, (pinned or result.baseline).candidate)
             pending.remove(problem.name)
     return pending
+
+
+def _kept(opts: SetOptions, problems: Sequence[Problem], pending: Sequence[str]) -> str:
+    """What an interrupted set keeps: its folder's finished shapes."""
+    done = len(problems) - len(pending)
+    return (
+        f"{opts.set_dir} keeps {done} of {len(problems)} shapes searched; run the same "
+        "command again to go on (the interrupted shape starts over)"
+    )
 
 
 def shape_distance(a: Problem, b: Problem) -> float:
@@ -497,9 +514,7 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
 
 def _write_json(path: Path, data: Any) -> None:
     """Whole file or nothing: a step cut off mid-write must not leave half a matrix."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 def _cross_phase(

@@ -142,6 +142,7 @@ class SearchResult:
     reused: int = 0  # asked candidates answered by a binary this search measured already
     pruned: int = 0  # measured trials stopped after their first chunk (pruning.py)
     record: ResultRecord | None = None  # set for a finished search with a baseline
+    confirmation_rounds: int = 0  # rounds of the confirmation the journal holds
 
     @property
     def interrupted(self) -> bool:

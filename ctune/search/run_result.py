@@ -12,13 +12,17 @@ if TYPE_CHECKING:
 
 
 def search_result(run: _Run, interrupted: bool) -> SearchResult:
-    """Confirm the front (unless interrupted) and assemble the result."""
+    """Confirm the front (unless interrupted) and assemble the result; a confirmation a
+    Ctrl-C stopped leaves the search's own front, reported as interrupted (its rounds are
+    in the journal, for ``--resume``)."""
     book, stage = run.book, run.confirmation
     dropped: list[tuple[str, str]] = []
+    if not interrupted and book.baseline is not None:
+        base, front, dropped = stage.confirm()
+        if stage.interrupted():
+            interrupted, dropped = True, []
     if interrupted or book.baseline is None:
         base, front = stage.unconfirmed()
-    else:
-        base, front, dropped = stage.confirm()
     failures, infeasible = book.failures()
     journal = run.session.journal
     assert journal is not None
@@ -63,6 +67,7 @@ def search_result(run: _Run, interrupted: bool) -> SearchResult:
         pruned=sum(1 for t in book.trials if t.measurement is not None and t.measurement.pruned),
         plan=run.search_plan.to_json(),
         feasibility=feasibility,
+        confirmation_rounds=run.session.rounds,
     )
 
 

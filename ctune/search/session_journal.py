@@ -11,13 +11,16 @@ first. Every trial is appended to the journal (fsync'd) before it is accounted.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctune.compile.logs import first_error_line
 from ctune.errors import UserError
+from ctune.interrupts import NOTHING_WRITTEN
 from ctune.records import Measurement, Trial
 from ctune.search import journal as journal_mod
+from ctune.search.journal_records import FIX, JournalRecordError
 from ctune.search.result import COMPILE_ONLY
 
 if TYPE_CHECKING:
@@ -52,6 +55,12 @@ def request_identity(
     return out
 
 
+def kept_line(path: Path, trials: int, rounds: int = 0) -> str:
+    """What an interrupted search kept, for the line it ends with."""
+    confirmed = f" and {rounds} confirmation round(s)" if rounds else ""
+    return f"journal {path} keeps {trials} trial(s){confirmed}; continue with --resume {path}"
+
+
 class SessionJournal:
     """The journal of one search session and the device it measures on."""
 
@@ -61,6 +70,11 @@ class SessionJournal:
         self.header: dict[str, Any] = {}
         self.device: str | None = None
         self.device_checked = True
+        #: the resumed journal's confirmation rounds; those of the confirmation of the
+        #: same trials are taken back (chosen when it starts) instead of measured again
+        self.resumed_rounds: list[journal_mod.ConfirmationRound] = []
+        self._replayable: list[journal_mod.ConfirmationRound] | None = None
+        self.rounds = 0  # this confirmation's rounds in the journal: taken back or written
 
     def identity(self) -> dict[str, Any]:
         """What a resumed journal must match: the request's identity, the build, the device."""
@@ -68,6 +82,44 @@ class SessionJournal:
         out = request_identity(run.spec, run.problem.name, run.objective, self.device)
         out["fingerprint"] = run.build_fingerprint()
         return out
+
+    def kept(self) -> str:
+        """What an interrupt now keeps: the journal and what is in it, or nothing."""
+        if self.journal is None:
+            return NOTHING_WRITTEN
+        rounds = self.rounds if self._replayable is not None else len(self._same_trials())
+        return kept_line(self.journal.path, len(self.run.book.trials), rounds)
+
+    # --- confirmation rounds ---------------------------------------------------------------
+    def _same_trials(self) -> list[journal_mod.ConfirmationRound]:
+        """The resumed journal's last confirmation of the trials the book now holds."""
+        trials = len(self.run.book.trials)
+        mine = [r for r in self.resumed_rounds if r.trials == trials]
+        starts = [i for i, r in enumerate(mine) if r.round == 1]
+        return mine[starts[-1] :] if starts else []
+
+    def take_round(self, keys: set[str]) -> dict[str, Measurement] | None:
+        """The next journaled round of this confirmation when it measured exactly ``keys``
+        (what this round is about to measure), else None: from the first round that
+        differs, every later one is measured afresh."""
+        if self._replayable is None:
+            self._replayable = self._same_trials()
+        if not self._replayable:
+            return None
+        first = self._replayable.pop(0)
+        if set(first.runs) != keys:
+            self._replayable = []
+            return None
+        self.rounds += 1
+        return dict(first.runs)
+
+    def record_round(self, runs: Mapping[str, Measurement]) -> None:
+        """Journal one confirmation round (fsync'd) as soon as it is measured."""
+        assert self.journal is not None
+        if self._replayable is None:
+            self._replayable = []
+        self.rounds += 1
+        self.journal.append_round(len(self.run.book.trials), self.rounds, runs)
 
     # --- writing ----------------------------------------------------------------------------
     def check_device(self, measurement: Measurement | None) -> None:
@@ -189,19 +241,39 @@ class SessionJournal:
             self.device_checked = not run.objective.measures
         if replay.dropped_tail:
             run.note(f"{path}: dropped a torn last line (the previous run stopped mid-write)")
-        self._replay(replay)
+        self._replay(replay, path)
+        self.resumed_rounds = list(replay.rounds)
         if run.book.baseline is None:
             self._record_baseline(self.baseline_trial())
         assert run.book.baseline is not None
         self.settle_timing(run.book.baseline)
         run.book.check_first_failures(run.opts.first_failures)
 
-    def _replay(self, replay: journal_mod.Replay) -> None:
+    def _check_genes(self, trial: Trial, where: str) -> None:
+        """A journaled candidate is of this kernel and names every gene of the space, each
+        with one of its values: nothing else reaches the compiler or the strategy."""
+        spec = self.run.spec
+        genes = trial.candidate.as_dict()
+        if trial.candidate.kernel != spec.name:
+            raise JournalRecordError(
+                f"{where}: a candidate of kernel {trial.candidate.kernel[:40]!r}, not "
+                f"{spec.name!r}; {FIX}"
+            )
+        try:
+            spec.space.check_values(genes, where)
+        except UserError as exc:
+            raise JournalRecordError(f"{exc}; {FIX}") from None
+        missing = [name for name in spec.space.names if name not in genes]
+        if missing:
+            raise JournalRecordError(f"{where}: gene {missing[0]} has no value; {FIX}")
+
+    def _replay(self, replay: journal_mod.Replay, path: Path) -> None:
         """The journal's trials into the book and the strategy, as when they were run."""
         run = self.run
         book = run.book
         default_key = run.spec.default_candidate().key()
-        for trial in replay.trials:
+        for trial, line in zip(replay.trials, replay.lines, strict=True):
+            self._check_genes(trial, journal_mod.where(path, line))
             trial = dataclasses.replace(trial, number=len(book.trials))
             key = trial.candidate.key()
             book.add(trial, replay.same_binary.get(key), key in replay.fillers)
@@ -253,4 +325,4 @@ class SessionJournal:
         run.note(text, "info")
 
 
-__all__ = ["SessionJournal", "device_label", "request_identity"]
+__all__ = ["SessionJournal", "device_label", "kept_line", "request_identity"]

@@ -112,6 +112,7 @@ class StandInMeasurer:
         interrupt_at: int | None = None,
         sigint_at: int | None = None,
         sigints: int = 1,
+        sigint_at_round: int | None = None,
     ) -> None:
         self.seed = seed
         self.base_ms = base_ms
@@ -122,6 +123,7 @@ class StandInMeasurer:
         self.interrupt_at = interrupt_at
         self.sigint_at = sigint_at  # a real SIGINT to this process (a user's Ctrl-C) ...
         self.sigints = sigints  # ... this many times, during that measurement
+        self.sigint_at_round = sigint_at_round  # ... or during this remeasure() call
         self.calls: list[str] = []  # candidate keys measured by measure(), in order
         self.remeasured: list[str] = []  # keys measured by remeasure(), per process
         self.processes = 0  # fresh "processes" remeasure() started, over all its calls
@@ -276,6 +278,9 @@ class StandInMeasurer:
             for cand, build in order:
                 self.remeasured.append(cand.key())
                 out[cand.key()].append(self._measure(spec, cand, build, problem, plan, p))
+            if self.sigint_at_round == self.processes:
+                for _ in range(self.sigints):
+                    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while this process runs
         return out
 
     def fingerprint_fields(self) -> dict[str, str]:

@@ -95,9 +95,9 @@ def test_space_counts_what_the_device_rules_out(tmp_path):
         (["compile", "{d}/broken.cu"], 2, "did not build: compile_error"),
         (["compile", "{d}/nosymbol.cu"], 2, "compile_error: entry 'nosymbol' is not a kernel"),
         (["space", "{d}/saxpy.cu", "--problem", "x y"], 2, "no problem 'x y'"),
-        (["compile", "{d}/saxpy.cu", "--arch", "foo"], 2, "--arch 'foo' is not like sm_90"),
-        (["search", "{d}/saxpy.cu", "-O", "regs", "--arch", "sm90"], 2, "--arch 'sm90' is not"),
-        (["space", "{d}/saxpy.cu", "--arch", "foo"], 2, "--arch 'foo' is not like sm_90"),
+        (["compile", "{d}/saxpy.cu", "--arch", "foo"], 2, "--arch=foo: expected an architecture"),
+        (["search", "{d}/saxpy.cu", "-O", "regs", "--arch", "sm90"], 2, "--arch=sm90: expected"),
+        (["space", "{d}/saxpy.cu", "--arch", "foo"], 2, "--arch=foo: expected an architecture"),
         (["space", "{d}/saxpy.cu", "--arch", "sm_12"], 2, "'sm_12' is not an architecture"),
         (["compile", "{d}/saxpy.cu", "--arch", "sm_12"], 2, "this nvcc compiles for"),
     ],
@@ -124,7 +124,8 @@ def test_an_arch_from_the_environment_or_the_spec_names_where_it_came_from(tmp_p
     )
     assert done.returncode == 2
     assert done.stderr == (
-        "error: CTUNE_ARCH 'foo' is not like sm_90 or sm_90a (or empty for the spec's)\n"
+        "error: CTUNE_ARCH=foo: expected an architecture like sm_90 or sm_90a, "
+        "or empty for the spec's\n"
     )
     for name in ("saxpy.cu", "saxpy_ref.py"):
         (tmp_path / name).write_text((DATA / name).read_text())

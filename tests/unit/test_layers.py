@@ -14,7 +14,20 @@ PACKAGE = Path(__file__).parents[2] / "ctune"
 
 #: top-level module or package of ctune -> its layer (higher imports lower)
 LAYERS: dict[str, int] = {
-    **dict.fromkeys(("errors", "records", "expr", "names", "strict_yaml", "arch", "files"), 0),
+    **dict.fromkeys(
+        (
+            "errors",
+            "records",
+            "expr",
+            "names",
+            "strict_yaml",
+            "arch",
+            "files",
+            "writes",
+            "interrupts",
+        ),
+        0,
+    ),
     **dict.fromkeys(("objective", "space", "kernelspec", "config", "l2policy"), 1),
     "evidence": 2,
     **dict.fromkeys(("measure", "compile", "controls"), 3),

@@ -233,7 +233,9 @@ def test_ctrl_c_exits_130_and_says_how_to_resume(run: Run, boundary: Boundary) -
     boundary.measurer = StandInMeasurer(samples=40, interrupt_at=5)
     result = run("--objective", "p50", "--budget", "30")
     assert result.exit_code == 130
-    assert "interrupted" in result.stdout and "--resume" in result.stdout
+    said = [ln for ln in result.stderr.splitlines() if ln.startswith("interrupted:")]
+    assert len(said) == 1 and "keeps 4 trial(s); continue with --resume" in said[0], said
+    assert result.stderr.splitlines()[-1] == said[0]  # the last word, after the report
 
 
 def test_plot_without_matplotlib_refuses_before_searching(

@@ -45,7 +45,7 @@ def test_damage_in_the_middle_is_an_error(tmp_path: Path) -> None:
         journal.append(Trial(0, 0, Candidate.of("k", {"A": 0}), Outcome.OK))
     lines = path.read_text().splitlines()
     path.write_text("\n".join([lines[0], "{garbage", lines[1]]) + "\n")
-    with pytest.raises(UserError, match=r"j.jsonl:2: not a journal record"):
+    with pytest.raises(UserError, match=r"j.jsonl line 2: not a journal record"):
         read(path)
     path.write_text("hello\n")
     with pytest.raises(UserError, match=r"not a journal record|not a ctune journal"):

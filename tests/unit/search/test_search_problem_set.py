@@ -637,6 +637,28 @@ def test_a_finished_set_covers_again_without_a_gpu_taking_shipped_builds_first(
     assert [b["id"] for b in table["builds"]] == list(cover.builds)
 
 
+def test_an_interrupted_set_says_what_its_folder_keeps(spec: KernelSpec, tmp_path: Path) -> None:
+    """Ctrl-C in the third shape's search: the set stops (exit 130 at the command line)
+    saying its folder keeps the two shapes searched, and the next call goes on from there."""
+    from ctune.interrupts import Interrupted
+
+    settings = Settings(cache_dir=tmp_path / "cache", registry=tmp_path / "registry")
+    objective = parse_objective_spec(["p50"], [], spec.metrics)
+    search = SearchOptions(budget=8, seed=1, confirm_processes=0, journal_fsync=False)
+    set_dir = tmp_path / "set"
+    opts = SetOptions("all", set_dir, margin=0.03, cross_processes=2)
+    measurer = StandInMeasurer(seed=3, samples=40, fault_corner=None, wrong_every=None)
+    measurer.interrupt_at = 20  # two shapes of 8 measurements, then the third's 4th
+    with pytest.raises(Interrupted) as stopped:
+        run_problem_set(
+            settings, spec, objective, search, opts,
+            compiler=StandInCompiler(spec, fail_every=None), measurer=measurer,
+        )  # fmt: skip
+    assert stopped.value.kept.startswith(f"{set_dir} keeps 2 of 5 shapes searched")
+    progress = _run(spec, tmp_path, set_dir)
+    assert progress.complete and len(progress.searched) == 5
+
+
 def test_a_winner_the_spec_does_not_have_is_refused(spec: KernelSpec, tmp_path: Path) -> None:
     """winners.json is data: a winner edited by hand is never built (docs/security.md)."""
     from ctune.search.problem_set import WINNERS

@@ -71,3 +71,30 @@ def nvmlDeviceGetTotalEnergyConsumption(handle: str) -> int:
 
 def nvmlDeviceGetEnforcedPowerLimit(handle: str) -> int:
     return 700_000
+
+
+# --- what the fingerprint's probe reads (ctune.evidence.identity.probe_gpu) ---
+
+
+def nvmlDeviceGetCount() -> int:
+    return 1
+
+
+def nvmlDeviceGetCudaComputeCapability(handle: str) -> tuple[int, int]:
+    return 9, 0
+
+
+def nvmlDeviceGetMemoryInfo(handle: str) -> SimpleNamespace:
+    return SimpleNamespace(total=80 << 30, free=79 << 30, used=1 << 30)
+
+
+def _not_supported(*args: object) -> None:
+    raise NVMLError("Not Supported")
+
+
+nvmlDeviceGetAttributes = _not_supported  # MIG-only on H100/H200
+nvmlDeviceGetEccMode = _not_supported
+nvmlDeviceGetMigMode = _not_supported
+nvmlDeviceGetComputeMode = _not_supported
+nvmlDeviceGetPowerManagementLimit = _not_supported
+nvmlDeviceGetApplicationsClock = _not_supported

@@ -1,0 +1,143 @@
+"""A full disk is an environment error: exit 3, one line naming the path and "free space
+and run again", and nothing half-written.
+
+``/dev/full`` is the real thing where a command takes an output path. Where it does not
+(a journal append, a temporary file's fsync) no unprivileged test can fill a disk, so the
+one system call that fails is replaced (``os.write``, ``os.fsync``) at that single
+boundary: each such test says so.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctune.records import Candidate, Outcome, Trial
+from ctune.search import journal as journal_mod
+from ctune.writes import write_atomic
+
+pytestmark = pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+
+
+def _main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    from ctune.cli import main
+
+    try:
+        main(args)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    return code, capsys.readouterr().err
+
+
+def _journal(path: Path, trials: int = 3) -> Path:
+    with journal_mod.Journal.create(path, {"kernel": "k"}, fsync=False) as journal:
+        for i in range(trials):
+            journal.append(Trial(i, 0, Candidate.of("k", {"A": i}), Outcome.OK, values=(1.0,)))
+    return path
+
+
+def test_export_to_a_full_disk_is_exit_3_naming_the_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = _journal(tmp_path / "j.jsonl")
+    code, err = _main(["export", str(source), "--out", "/dev/full"], capsys)
+    assert code == 3, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err
+    assert lines[0].startswith("error: /dev/full: ") and "free space and run again" in lines[0]
+
+
+def test_an_unnamed_full_disk_is_exit_3_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An OSError that names no file still maps to exit 3 (the CLI edge is one rule).
+    write_atomic is replaced by one raising a bare ENOSPC (no path): the boundary."""
+    import ctune.writes as writes
+
+    def full(*args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(writes, "write_atomic", full)
+    code, err = _main(
+        ["export", str(_journal(tmp_path / "j.jsonl")), "--out", str(tmp_path / "o")], capsys
+    )
+    assert code == 3 and "free space and run again" in err and len(err.strip().splitlines()) == 1
+
+
+def test_write_atomic_keeps_the_old_file_and_removes_its_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``os.fsync`` of the temporary file fails as on a full disk (the replaced boundary)."""
+    import ctune.writes as writes
+
+    target = tmp_path / "table.json"
+    target.write_text("old\n")
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(writes.os, "fsync", full)
+    with pytest.raises(OSError) as err:
+        write_atomic(target, "new\n")
+    assert err.value.errno == errno.ENOSPC and err.value.filename == str(target)
+    assert target.read_text() == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["table.json"]
+
+
+def test_write_atomic_writes_a_device_in_place(tmp_path: Path) -> None:
+    """``--out /dev/null`` is written, never replaced (as root, a rename would replace it)."""
+    before = os.stat("/dev/null")
+    write_atomic("/dev/null", "text", into_special=True)
+    after = os.stat("/dev/null")
+    assert (before.st_ino, before.st_rdev) == (after.st_ino, after.st_rdev)
+    with pytest.raises(OSError) as err:
+        write_atomic("/dev/full", "text", into_special=True)
+    assert err.value.errno == errno.ENOSPC and err.value.filename == "/dev/full"
+
+
+def test_a_journal_append_that_fills_the_disk_ends_on_a_whole_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``os.write`` writes half the line, then fails with ENOSPC (the replaced boundary):
+    the half line is cut off again and the error names the journal."""
+    path = _journal(tmp_path / "j.jsonl")
+    whole = path.read_bytes()
+    journal, _ = journal_mod.Journal.resume(path, fsync=False)
+    real_write = os.write
+    calls: list[int] = []
+
+    def half_then_full(fd: int, data: Any) -> int:
+        calls.append(len(data))
+        if len(calls) == 1:
+            return real_write(fd, bytes(data[: len(data) // 2]))
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(journal_mod.os, "write", half_then_full)
+    with pytest.raises(OSError) as err:
+        journal.append(Trial(3, 1, Candidate.of("k", {"A": 3}), Outcome.OK, values=(1.0,)))
+    monkeypatch.undo()
+    journal.close()
+    assert err.value.errno == errno.ENOSPC and err.value.filename == str(path)
+    assert len(calls) == 2 and path.read_bytes() == whole
+    replay, _ = journal_mod.read(path)
+    assert not replay.dropped_tail and len(replay.trials) == 3
+
+
+def test_a_journal_whose_header_cannot_be_written_is_not_left_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``os.write`` fails with ENOSPC for the header (the replaced boundary)."""
+
+    def full(fd: int, data: Any) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(journal_mod.os, "write", full)
+    path = tmp_path / "journals" / "new.jsonl"
+    with pytest.raises(OSError) as err:
+        journal_mod.Journal.create(path, {"kernel": "k"})
+    assert err.value.filename == str(path) and not path.exists()
