@@ -192,6 +192,14 @@ class KernelSpec:
         )
         return dataclasses.replace(self, flag_genes=others + added, acf=spaces)
 
+    def with_acf_of(self, values: Mapping[str, object]) -> KernelSpec:
+        """This spec with the ``acf`` genes a recorded candidate names (an artifact searched
+        with ``--acf`` while its spec names none): what rebuilding that candidate needs."""
+        named = {ACF_GENES[n].space for n in values if n in ACF_GENES}
+        if named <= set(self.acf):
+            return self
+        return self.with_acf(tuple(s for s in ACF if s in named or s in self.acf))
+
     @cached_property
     def runtime_names(self) -> frozenset[str]:
         """Genes of family runtime: never compiled in, so they never change a build."""

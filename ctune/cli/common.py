@@ -61,16 +61,22 @@ def parse_sets(
 
 
 def offer_controls(
-    spec: KernelSpec, toolchain: Toolchain, cfg: Settings, asked: tuple[str, ...] | None
+    spec: KernelSpec,
+    toolchain: Toolchain,
+    cfg: Settings,
+    asked: tuple[str, ...] | None,
+    origin: str = "--acf",
 ) -> KernelSpec:
     """The spec with the ``acf`` genes this toolchain takes for the run's target: the
-    command line's (``asked``; a refusal is a UserError) or the spec's (a warning line)."""
+    command line's (``asked``, by the option ``origin``; a refusal is a UserError) or the
+    spec's (a warning line)."""
     if asked is None and not spec.acf:
         return spec
     from ctune.cli.render import warn_line
     from ctune.controls.offer import offer_acf
 
-    return offer_acf(spec, toolchain, target_arch(cfg.arch, spec, toolchain), asked, warn_line)
+    arch = target_arch(cfg.arch, spec, toolchain)
+    return offer_acf(spec, toolchain, arch, asked, warn_line, origin)
 
 
 def candidate_from_sets(spec: KernelSpec, items: Sequence[str]) -> Candidate:

@@ -58,7 +58,8 @@ def compile_command(
     spec, toolchain = load(kernel, cfg)
     items = list(sets or [])
     asked, file_space = _asked_controls(spec, parse_acf_option(acf), items, acf_file is not None)
-    spec = offer_controls(spec, toolchain, cfg, asked)
+    origin = "--acf" if acf is not None else "--acf-file" if acf_file is not None else "--set"
+    spec = offer_controls(spec, toolchain, cfg, asked, origin)
     if acf_file is not None:
         from ctune.controls.store import StoreChain
         from ctune.space.nvcc import ACF

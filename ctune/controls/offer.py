@@ -78,9 +78,11 @@ def offer_acf(
     arch: str,
     asked: tuple[str, ...] | None,
     warn: Callable[[str], None],
+    origin: str = "--acf",
 ) -> KernelSpec:
     """``spec`` with the ``acf`` genes of the compilers asked for (``asked``: the command
-    line's, None for the spec's ``acf``) that ``toolchain`` takes for ``arch``."""
+    line's, by the option ``origin``; None for the spec's ``acf``) that ``toolchain`` takes
+    for ``arch``."""
     from_cli = asked is not None
     wanted = asked if asked is not None else spec.acf
     if not wanted and not spec.acf:
@@ -92,8 +94,7 @@ def offer_acf(
             offered.append(compiler)
         elif from_cli:
             raise UserError(
-                f"--acf {compiler}: {why}; ask only for what the toolchain takes for {arch} "
-                f"({_FIX})"
+                f"{origin}: {why}; ask only for what the toolchain takes for {arch} ({_FIX})"
             )
         else:
             warn(f"{spec.yaml_path.name}: acf {compiler} not offered: {why}")

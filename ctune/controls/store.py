@@ -14,8 +14,6 @@ published with that notice.
 from __future__ import annotations
 
 import contextlib
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,6 +21,7 @@ from typing import TYPE_CHECKING
 from ctune.errors import UserError
 from ctune.files import InputFileError, read_capped
 from ctune.records import is_sha256_hex, sha256_hex
+from ctune.writes import is_disk_full, write_atomic
 
 if TYPE_CHECKING:
     from ctune.config import Settings
@@ -114,19 +113,12 @@ class ControlsStore:
             return digest  # held already, intact
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            self._write_notice()
-            fd, scratch = tempfile.mkstemp(prefix=f".{digest[:12]}-", dir=self.root)
-            try:
-                with os.fdopen(fd, "wb") as out:
-                    out.write(data)
-                    out.flush()
-                    os.fsync(out.fileno())
-                os.replace(scratch, target)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(scratch)
-                raise
+            if not (self.root / NOTICE_NAME).is_file():
+                write_atomic(self.root / NOTICE_NAME, NOTICE_TEXT)
+            write_atomic(target, data)
         except OSError as exc:
+            if is_disk_full(exc):
+                raise  # the command line names the file: exit 3
             raise ControlsError(
                 f"cannot store a controls file in {self.root}: {exc.strerror or exc}; "
                 "make the folder writable or set another cache_dir"
@@ -164,14 +156,6 @@ class ControlsStore:
                 "was stored); delete it, and store the file again"
             )
         return data
-
-    def _write_notice(self) -> None:
-        notice = self.root / NOTICE_NAME
-        if not notice.is_file():
-            fd, scratch = tempfile.mkstemp(prefix=f".{NOTICE_NAME}-", dir=self.root)
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(NOTICE_TEXT)
-            os.replace(scratch, notice)
 
 
 class StoreChain:

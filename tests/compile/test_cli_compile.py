@@ -205,11 +205,15 @@ def test_controls_files_where_this_ptxas_refuses_them(tmp_path):
     if _ptxas_takes_controls():
         pytest.skip("this toolchain's ptxas takes controls files")
     (tmp_path / "mine.acf").write_bytes(b"\x8f controls")
-    for args in (["--acf", "ptxas"], ["--acf-file", "mine.acf"]):
+    for args in (
+        ["--acf", "ptxas"],
+        ["--acf-file", "mine.acf"],
+        ["--set", f"acf_ptxas={64 * 'a'}"],
+    ):
         done = ctune("compile", str(DATA / "saxpy.cu"), *args, cwd=tmp_path)
         assert done.returncode == 2, done.stderr
         lines = done.stderr.strip().splitlines()
-        assert len(lines) == 1 and "--acf ptxas: ptxas 13.0" in lines[0], done.stderr
+        assert len(lines) == 1 and f"{args[0]}: ptxas 13.0" in lines[0], done.stderr
         assert "pip install 'ctune[cuda13.3]'" in lines[0]
     for name in ("saxpy.cu", "saxpy_ref.py"):
         (tmp_path / name).write_bytes((DATA / name).read_bytes())

@@ -74,3 +74,12 @@ def test_an_empty_controls_file_is_refused(saxpy: Path) -> None:
     (saxpy.parent / "empty.acf").write_bytes(b"")
     with pytest.raises(SpecError, match=r"empty\.acf is empty"):
         load_spec(_with(saxpy, acf=["ptxas"], acf_files={"ptxas": ["empty.acf"]}))
+
+
+def test_a_recorded_candidate_s_acf_genes_widen_a_spec_that_names_none(saxpy: Path) -> None:
+    spec = load_spec(saxpy)
+    recorded = {**spec.space.default_values(), "acf_ptxas": "ab" * 32}
+    widened = spec.with_acf_of(recorded)
+    assert widened.acf == ("ptxas",) and "acf_ptxas" in widened.space
+    assert widened.in_space(widened.candidate(recorded)).as_dict()["acf_ptxas"] == "ab" * 32
+    assert spec.with_acf_of(spec.space.default_values()) is spec

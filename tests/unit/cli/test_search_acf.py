@@ -53,7 +53,7 @@ def test_acf_on_the_command_line_that_the_toolchain_refuses_is_exit_2(
     result = _search(monkeypatch, CUDA_13_0, "--acf", "ptxas")
     assert result.exit_code == 2
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "--acf ptxas: ptxas 13.0.88 takes no controls files" in lines[0]
+    assert len(lines) == 1 and "--acf: ptxas 13.0.88 takes no controls files" in lines[0]
     assert not compilers  # refused before anything was built
 
 

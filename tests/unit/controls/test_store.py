@@ -111,3 +111,19 @@ def test_argv_items_name_the_stored_file_by_digest() -> None:
     assert applied_digest("--apply-controls=/tmp/mine.acf") is None
     assert applied_digest(f"-DX=/a/{digest}.acf") is None
     assert registry_relative(digest) == f"controls/{digest}.acf"
+
+
+def test_a_full_disk_is_left_to_the_command_line_s_one_rule(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    import ctune.controls.store as store_module
+
+    def full(path: Path, data: bytes | str) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(store_module, "write_atomic", full)
+    with pytest.raises(OSError) as caught:
+        ControlsStore(tmp_path).put(DATA)
+    assert caught.value.errno == errno.ENOSPC and not isinstance(caught.value, UserError)
