@@ -53,12 +53,20 @@ class Settings:
     executor: str = "local"  # local, dask, auto or a Dask scheduler address (ctune/scale)
     gpus: str = ""  # empty: GPU 0; "all" or "0,1": several GPUs through the engine
     nvml_library: str = "pynvml"  # what --device-genes sets clocks through (tests: a stand-in)
+    #: CompileIQ's search spaces (ptxas13.3.bin, ...; ctune.controls.spaces); None: unset
+    acf_spaces: Path | None = None
 
     def with_overrides(self, **overrides: Any) -> Settings:
         return dataclasses.replace(self, **_coerce_all(overrides, "option"))
 
 
-_PATH_FIELDS = tuple(f.name for f in fields(Settings) if f.type in ("Path", Path))
+def _kind(annotation: Any) -> str:
+    """A field's type by name; an optional one (``Path | None``: unset) as its type."""
+    name = annotation if isinstance(annotation, str) else annotation.__name__
+    return str(name).removesuffix(" | None")
+
+
+_PATH_FIELDS = tuple(f.name for f in fields(Settings) if _kind(f.type) == "Path")
 #: text settings that name a file when set: a relative one is taken from the settings
 #: file's folder too
 _FILE_FIELDS = (*_PATH_FIELDS, "ptxas")
@@ -163,6 +171,7 @@ _RULES: dict[str, _Rule] = {
     ),
     "gpus": _Rule("all, or GPU indices such as 0,1 (empty: GPU 0)", _gpus_ok),
     "nvml_library": _Rule("a Python module name", lambda v: bool(v.strip())),
+    "acf_spaces": _Rule("a folder holding CompileIQ's search spaces (ptxas13.3.bin, ...)"),
 }
 
 _TYPE_EXPECTED = {"int": "an integer", "float": "a number", "bool": "on or off", "str": "text"}
@@ -206,8 +215,7 @@ def _shown(raw: Any, where: str) -> str:
 
 def _coerce(name: str, raw: Any, where: str) -> Any:
     """One setting parsed and range-checked; a UserError naming it as written otherwise."""
-    kind = {f.name: f.type for f in fields(Settings)}[name]
-    kind = kind if isinstance(kind, str) else kind.__name__
+    kind = _kind({f.name: f.type for f in fields(Settings)}[name])
     rule = _RULES.get(name)
     problem = None
     try:

@@ -104,7 +104,7 @@ def _compileiq() -> list[Check]:
 
 def _spaces(settings: Settings, environ: Mapping[str, str]) -> list[Check]:
     """Where the controls search spaces are read from, and which are there."""
-    name, folder = "acf_spaces", str(getattr(settings, "acf_spaces", "") or "")
+    name, folder = "acf_spaces", str(settings.acf_spaces or "")
     if not folder:
         name, folder = "CIQ_SEARCH_SPACES_DIR", environ.get("CIQ_SEARCH_SPACES_DIR", "")
     if not folder:

@@ -297,6 +297,15 @@ def search_command(
             "default: the spec's device_genes; none: without them",
         ),
     ] = None,
+    acf: Annotated[
+        str | None,
+        typer.Option(
+            "--acf",
+            help="also tune advanced-controls files: ptxas, nvcc or ptxas,nvcc (CUDA 13.3+; "
+            "nvcc's needs sm_100+; refused in one line where the toolchain does not take "
+            "them), or none; default: the spec's acf",
+        ),
+    ] = None,
 ) -> None:
     """Search flags, launch configuration and template parameters for the best builds.
 
@@ -306,7 +315,8 @@ def search_command(
     processes, and writes a result file that `ctune registry import` accepts.
     """
     from ctune.cli import render_search
-    from ctune.cli.common import settings
+    from ctune.cli.common import offer_controls, settings
+    from ctune.controls.offer import parse_acf_option
     from ctune.objective import parse_objective_spec
     from ctune.registry.assemble import ResultPublisher
     from ctune.search import run_search
@@ -331,7 +341,9 @@ def search_command(
         from ctune.exchange.t4 import read_t4
 
         seeds = tuple(read_t4(warm_start))
+    asked_acf = parse_acf_option(acf)
     spec, toolchain = load_kernel(kernel, cfg)
+    spec = offer_controls(spec, toolchain, cfg, asked_acf)
     objectives = parse_objective_spec(objective, constraint or [], spec.metrics)
     options = SearchOptions(
         problem=problem,

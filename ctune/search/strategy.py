@@ -139,11 +139,12 @@ def seed_values(
 
     Suggestions are read two ways: zipped across genes (the i-th suggestion of
     every gene together, which is how spec authors list coherent tiles) and
-    one gene at a time on top of the default.
+    one gene at a time on top of the default. An open gene's suggestions (controls files)
+    are the controls engine's to propose, not a strategy's.
     """
     default = space.default_values()
     drafts: list[dict[str, GeneValue]] = [default]
-    suggesting = [g for g in space.genes if g.suggest]
+    suggesting = [g for g in space.genes if g.suggest and not g.open]
     depth = max((len(g.suggest) for g in suggesting), default=0)
     for i in range(depth):
         drafts.append(

@@ -97,6 +97,12 @@ def test_compileiq_and_the_spaces_have_rows(doctor, tmp_path: Path) -> None:
     _, rows, _ = doctor("--nvcc", str(old), environ={"CIQ_SEARCH_SPACES_DIR": str(folder)})
     (spaces,) = _rows(rows, "controls spaces")
     assert spaces["ok"] and spaces["detail"] == f"CIQ_SEARCH_SPACES_DIR={folder}: ptxas13.3.bin"
+    (tmp_path / "ours").mkdir()
+    (tmp_path / "ours" / "nvcc13.3.bin").write_bytes(b"stand-in")
+    environ = {"CIQ_SEARCH_SPACES_DIR": str(folder), "CTUNE_ACF_SPACES": str(tmp_path / "ours")}
+    _, rows, _ = doctor("--nvcc", str(old), environ=environ)
+    (spaces,) = _rows(rows, "controls spaces")  # ctune's setting first
+    assert spaces["detail"] == f"acf_spaces={tmp_path / 'ours'}: nvcc13.3.bin"
 
 
 def test_no_selected_toolchain_is_exit_3_with_the_other_rows(doctor, tmp_path: Path) -> None:
