@@ -27,11 +27,6 @@ SPLIT_MARKER = "ctune-toolchain.json"
 CONTROLS_RELEASE = (13, 3)
 #: nvcc's own --apply-controls is refused below this architecture ("not supported on this target")
 NVCC_CONTROLS_ARCH = (10, 0)
-#: what to do when a toolchain does not take advanced controls
-CONTROLS_FIX = (
-    "install CUDA 13.3 (pip install 'ctune[cuda13.3]', then --nvcc wheel) "
-    "or give a 13.3 ptxas with --ptxas"
-)
 COMPILERS = ("ptxas", "nvcc")
 
 
@@ -76,25 +71,27 @@ class Toolchain:
 
     def takes_controls(self, compiler: str, arch: str) -> tuple[bool, str]:
         """Whether ``compiler`` ("ptxas" or "nvcc") of this toolchain applies an
-        advanced-controls file when building for ``arch``, and, when not, why (the line a
-        user sees when that controls space is not offered). Decided by versions: ptxas
-        13.0 refuses a controls file with the same words as a damaged one."""
-        if compiler not in COMPILERS:
-            raise ValueError(f"compiler {compiler!r} is not one of {', '.join(COMPILERS)}")
-        version = self.ptxas_version if compiler == "ptxas" else self.nvcc_version
-        if not controls_release(version):
-            return False, (
-                f"{compiler} {version} does not take advanced-controls files "
-                f"(CUDA 13.3 or later does): {CONTROLS_FIX}"
-            )
-        if compiler == "nvcc":
-            sm = capability(arch)
-            if sm is None or sm < NVCC_CONTROLS_ARCH:
-                return False, (
-                    f"nvcc {version} takes advanced-controls files only for sm_100 and "
-                    f"later, not {arch}; there only ptxas controls apply"
-                )
-        return True, f"{compiler} {version} takes advanced-controls files"
+        advanced-controls file when building for ``arch``, and when not, why
+        (:func:`controls_taken`)."""
+        return controls_taken(self.nvcc_version, self.ptxas_version, compiler, arch)
+
+
+def controls_taken(
+    nvcc_version: str, ptxas_version: str, compiler: str, arch: str
+) -> tuple[bool, str]:
+    """(whether ``compiler`` of a toolchain of these versions applies an advanced-controls
+    file for ``arch``, and when not, why: the line a user sees when that space is not
+    offered; empty when it does). Decided by versions, never by a probe: ptxas 13.0 refuses
+    a controls file with the same words as a damaged one."""
+    if compiler not in COMPILERS:
+        raise ValueError(f"compiler {compiler!r} is not one of {', '.join(COMPILERS)}")
+    version = ptxas_version if compiler == "ptxas" else nvcc_version
+    if not controls_release(version):
+        return False, f"{compiler} {version} takes no controls files (13.3 or later does)"
+    sm = capability(arch)
+    if compiler == "nvcc" and (sm is None or sm < NVCC_CONTROLS_ARCH):
+        return False, f"nvcc {version} takes no controls file of its own for {arch} (sm_100+)"
+    return True, ""
 
 
 def _run(argv: list[str]) -> str:
