@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ctune.cli.invocation import resolve_settings
+from ctune.compile.select_toolchain import nvcc_for
 from ctune.compile.toolchain import Toolchain, probe_toolchain, target_arch
 from ctune.config import Settings
 from ctune.errors import UserError
@@ -22,7 +23,7 @@ def settings(**overrides: Any) -> Settings:
 def load(kernel: Path, cfg: Settings) -> tuple[KernelSpec, Toolchain]:
     """Probe nvcc, then load the spec with the options this nvcc offers; an arch it does
     not compile for is refused here, before any candidate is built for it."""
-    toolchain = probe_toolchain(cfg.nvcc)
+    toolchain = probe_toolchain(nvcc_for(cfg))
     spec = load_spec(kernel, toolchain.help_text)
     target_arch(cfg.arch, spec, toolchain)
     return spec, toolchain

@@ -10,6 +10,7 @@ import typer
 
 from ctune.cli import app, render
 from ctune.cli.common import candidate_from_sets, load, offer_controls, settings
+from ctune.cli.options import NvccOpt, PtxasOpt
 from ctune.errors import UserError
 
 if TYPE_CHECKING:
@@ -38,6 +39,8 @@ def compile_command(
     arch: Annotated[
         str | None, typer.Option(help="target, e.g. sm_90 (default: the spec's)")
     ] = None,
+    nvcc: NvccOpt = None,
+    ptxas: PtxasOpt = None,
     acf: AcfOpt = None,
     acf_file: Annotated[
         Path | None,
@@ -54,7 +57,7 @@ def compile_command(
     from ctune.compile.nvcc import NvccCompiler
     from ctune.controls.offer import parse_acf_option
 
-    cfg = settings(arch=arch)
+    cfg = settings(arch=arch, nvcc=nvcc, ptxas=ptxas)
     spec, toolchain = load(kernel, cfg)
     items = list(sets or [])
     asked, file_space = _asked_controls(spec, parse_acf_option(acf), items, acf_file is not None)
@@ -121,6 +124,8 @@ def space_command(
         str | None,
         typer.Option(help="target whose limits apply, e.g. sm_80 (default: the spec's)"),
     ] = None,
+    nvcc: NvccOpt = None,
+    ptxas: PtxasOpt = None,
     json_out: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
     """Show the genome: genes by family, restrictions, valid-space size, a few samples.
@@ -131,7 +136,7 @@ def space_command(
     """
     from ctune.space.limits import device_limits
 
-    cfg = settings(arch=arch)
+    cfg = settings(arch=arch, nvcc=nvcc, ptxas=ptxas)
     spec, _ = load(kernel, cfg)
     chosen = spec.problem(problem)
     limits = device_limits(cfg.arch or spec.arch)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ctune.cli import app
+from ctune.cli.options import NvccOpt, PtxasOpt
 from ctune.errors import SearchInconclusive, UserError
 from ctune.search import strategy_names_help
 from ctune.search.budget import WARM_START_SHARE
@@ -233,6 +234,8 @@ def search_command(
     arch: Annotated[
         str | None, typer.Option(help="target, e.g. sm_90 (default: the spec's)")
     ] = None,
+    nvcc: NvccOpt = None,
+    ptxas: PtxasOpt = None,
     warm_start: Annotated[
         Path | None,
         typer.Option(
@@ -324,7 +327,14 @@ def search_command(
     if plot is not None:  # before anything runs: a search must not end in a missing extra
         render_search.require_plotting()
     cfg = settings(
-        jobs=jobs, l2_policy=l2_policy, arch=arch, timing=timing, executor=executor, gpus=gpus
+        jobs=jobs,
+        l2_policy=l2_policy,
+        arch=arch,
+        timing=timing,
+        executor=executor,
+        gpus=gpus,
+        nvcc=nvcc,
+        ptxas=ptxas,
     )
     seeds: tuple[dict[str, Any], ...] = ()
     if warm_start is not None:

@@ -9,21 +9,20 @@ did, since then the user wants something this toolchain cannot do.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ctune.compile.toolchain import controls_taken
 from ctune.errors import UserError
 from ctune.space.nvcc import ACF
 
 if TYPE_CHECKING:
     from ctune.kernelspec import KernelSpec
 
-#: the first release whose ptxas and nvcc take ``--apply-controls``
-FIRST_RELEASE = (13, 3)
-#: the first architecture whose nvcc (NVVM) takes its own controls file
-NVCC_FIRST_ARCH = 100
-_FIX = "a CUDA 13.3+ toolchain: pip install 'ctune[cuda13.3]', then --nvcc"
+_FIX = (
+    "a CUDA 13.3+ toolchain: pip install 'ctune[cuda13.3]', then --nvcc wheel; "
+    "or a 13.3 ptxas with --ptxas"
+)
 
 
 def parse_acf_option(text: str | None) -> tuple[str, ...] | None:
@@ -41,35 +40,14 @@ def parse_acf_option(text: str | None) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(items))
 
 
-def _release(version: str) -> tuple[int, int] | None:
-    match = re.match(r"(\d+)\.(\d+)", version or "")
-    return (int(match.group(1)), int(match.group(2))) if match else None
-
-
-def _arch_number(arch: str) -> int | None:
-    match = re.match(r"(?:sm|compute)_(\d+)", arch)
-    return int(match.group(1)) if match else None
-
-
 def takes_controls(toolchain: Any, compiler: str, arch: str) -> tuple[bool, str]:
-    """(does ``toolchain``'s ``compiler`` take a controls file for ``arch``, why not).
-
-    The toolchain's own ``takes_controls`` answers when it has one; else the rule by
-    version and architecture (a release number, never a probe: ptxas 13.0 reads the option
-    and refuses every file with the same words as a damaged one).
-    """
+    """(does ``toolchain``'s ``compiler`` take a controls file for ``arch``, why not): its
+    own answer, else the rule (compile/toolchain.py) by its versions."""
     own = getattr(toolchain, "takes_controls", None)
     if callable(own):
         answer: tuple[bool, str] = own(compiler, arch)
         return answer
-    version = toolchain.ptxas_version if compiler == "ptxas" else toolchain.nvcc_version
-    release = _release(str(version))
-    if release is None or release < FIRST_RELEASE:
-        return False, f"{compiler} {version} takes no controls files (13.3 or later does)"
-    number = _arch_number(arch)
-    if compiler == "nvcc" and (number is None or number < NVCC_FIRST_ARCH):
-        return False, f"nvcc {version} takes no controls file of its own for {arch} (sm_100+)"
-    return True, ""
+    return controls_taken(toolchain.nvcc_version, toolchain.ptxas_version, compiler, arch)
 
 
 def offer_acf(
@@ -101,4 +79,4 @@ def offer_acf(
     return spec.with_acf(tuple(offered))
 
 
-__all__ = ["FIRST_RELEASE", "offer_acf", "parse_acf_option", "takes_controls"]
+__all__ = ["offer_acf", "parse_acf_option", "takes_controls"]

@@ -174,7 +174,8 @@ def probe_toolchain(nvcc: str = "nvcc", host_cxx: str = "g++") -> dict[str, str]
     from ctune.compile.toolchain import probe_toolchain as probe_nvcc
 
     tc = probe_nvcc(nvcc)
-    out = {"nvcc_version": tc.nvcc_version_line, "ptxas_version": tc.ptxas_version}
+    # a split toolchain (cubins from another release's ptxas) says so in ptxas_version
+    out = {"nvcc_version": tc.nvcc_version_line, "ptxas_version": tc.ptxas_label}
     cxx = shutil.which(host_cxx)
     line = _first_line([cxx, "--version"]) if cxx else None
     if line:

@@ -319,14 +319,14 @@ def nvcc_verifier(settings: Any) -> Verifier:
         import dataclasses
 
         from ctune.compile.nvcc import NvccCompiler
-        from ctune.compile.toolchain import probe_toolchain
+        from ctune.compile.select_toolchain import toolchain_for
 
         members = _members(artifact)
         problem = spec.problem(artifact.problem)
         arch = artifact.fingerprint.get("arch") or settings.arch
         rebuild = dataclasses.replace(settings, arch=arch)
         differences = []
-        with NvccCompiler.from_settings(spec, probe_toolchain(settings.nvcc), rebuild) as compiler:
+        with NvccCompiler.from_settings(spec, toolchain_for(settings), rebuild) as compiler:
             futures = [
                 (m, compiler.submit(current_candidate(spec, m.candidate), problem)) for m in members
             ]

@@ -259,6 +259,7 @@ def _fingerprint(
     for part in (compiler, measurer):
         if _says_what_it_is(part):
             stand_in.update(part.fingerprint_fields())
+    from ctune.compile.select_toolchain import nvcc_for
     from ctune.evidence import identity as fp
 
     if stand_in:
@@ -273,7 +274,7 @@ def _fingerprint(
         spec,
         gpu=gpu,
         problem=problem,
-        nvcc=settings.nvcc,
+        nvcc=nvcc_for(settings),
         l2_policy=_l2(settings, spec),
         arch=settings.arch or None,
     )
@@ -787,15 +788,17 @@ def _inputs(run: _Run) -> dict[str, Any]:
     if getattr(run.compiler, "fingerprint_fields", None) is not None:
         return {}
     from ctune.compile.deps import source_closure
+    from ctune.compile.select_toolchain import nvcc_for
 
-    return {"closure": source_closure(run.spec, run.settings.nvcc, arch=run.settings.arch)}
+    nvcc = nvcc_for(run.settings)
+    return {"closure": source_closure(run.spec, nvcc, arch=run.settings.arch)}
 
 
 def _default_compiler(settings: Settings, spec: KernelSpec, toolchain: Toolchain | None) -> Any:
-    from ctune.compile.toolchain import probe_toolchain
+    from ctune.compile.select_toolchain import toolchain_for
     from ctune.scale import compiler_for
 
-    return compiler_for(spec, toolchain or probe_toolchain(settings.nvcc), settings)
+    return compiler_for(spec, toolchain or toolchain_for(settings), settings)
 
 
 def _default_measurer(settings: Settings) -> Any:

@@ -67,7 +67,7 @@ BAD_SETTINGS = [
     ("registry", "", "a folder (empty would be the current folder)"),
     ("registry", "  ", "a folder (empty would be the current folder)"),
     ("cache_dir", "", "a folder (empty would be the current folder)"),
-    ("nvcc", "", "the nvcc to run: a name on PATH or a path"),
+    ("nvcc", "", "the nvcc to run: a name on PATH, a path, or wheel"),
     ("registry_remote", "", "a git remote name such as origin"),
     ("debug", "maybe", "on or off: 1/0, true/false, yes/no, on/off"),
     ("executor", "tcp://a..b:8786", "local, dask, auto or a Dask scheduler address"),
