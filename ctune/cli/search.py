@@ -306,6 +306,14 @@ def search_command(
             "them), or none; default: the spec's acf",
         ),
     ] = None,
+    acf_variant: Annotated[
+        str,
+        typer.Option(
+            "--acf-variant",
+            help="which controls search space: default, or att (CompileIQ's space curated "
+            "for attention kernels)",
+        ),
+    ] = "default",
 ) -> None:
     """Search flags, launch configuration and template parameters for the best builds.
 
@@ -317,6 +325,7 @@ def search_command(
     from ctune.cli import render_search
     from ctune.cli.common import offer_controls, settings
     from ctune.controls.offer import parse_acf_option
+    from ctune.controls.setup import controls_setup
     from ctune.objective import parse_objective_spec
     from ctune.registry.assemble import ResultPublisher
     from ctune.search import run_search
@@ -361,6 +370,13 @@ def search_command(
         fill=fill,
         warm_start=seeds,
         warm_start_source=str(warm_start or ""),
+        controls=controls_setup(
+            spec.acf,
+            toolchain,
+            cache_dir=cfg.cache_dir,
+            spaces_folder=cfg.acf_spaces,
+            variant=acf_variant,
+        ),
     )
     control = None  # after parsing every flag: opening device genes needs the GPU (exit 3)
     wanted = device_genes if device_genes is not None else ",".join(spec.device_genes)

@@ -100,6 +100,7 @@ from ctune.space.limits import DeviceLimits, device_limits
 if TYPE_CHECKING:
     from ctune.compile.toolchain import Toolchain
     from ctune.config import Settings
+    from ctune.controls.setup import ControlsSetup
     from ctune.kernelspec import KernelSpec, Problem
     from ctune.measure import Measurer, SamplingPlan
     from ctune.objective.spec import ObjectiveSpec
@@ -150,6 +151,8 @@ class SearchOptions:
     # GPU time a candidate that was not pruned is sampled for while confirmation will
     # re-measure the result (search/pruning.py); None: the protocol's rep_ms
     search_rep_ms: float | None = DEFAULT_SEARCH_REP_MS
+    # the controls engine, its spaces and store, where the space has acf genes
+    controls: ControlsSetup | None = None
 
 
 # --- capabilities --------------------------------------------------------------------------
@@ -364,7 +367,12 @@ class _Run:
         self.strategy: Strategy = make_strategy(
             self.strategy_name,
             StrategyContext(
-                spec.name, self.space, dict(self.problem.dims), objective.directions, plan.seed
+                spec.name,
+                self.space,
+                dict(self.problem.dims),
+                objective.directions,
+                plan.seed,
+                opts.controls,
             ),
             plan.options,
         )
@@ -629,7 +637,7 @@ def check_request(
     # a strategy checks its options when it is made: once here on the spec's space, and
     # again in _Run on the space within the device's limits (known only after the probe)
     context = StrategyContext(
-        spec.name, spec.space, dict(problem.dims), objective.directions, plan.seed
+        spec.name, spec.space, dict(problem.dims), objective.directions, plan.seed, opts.controls
     )
     make_strategy(plan.strategy, context, plan.options)
     return plan
