@@ -220,3 +220,58 @@ def test_a_failed_trial_is_told_to_the_engine_as_a_failure(
     broken = Trial(2, 1, second, Outcome.COMPILE_ERROR)
     phase.tell([ok, broken])
     assert sorted(told[0].values(), key=lambda v: v is None) == [1.5, None]
+
+
+class _FixedControls(StandInMeasurer):
+    """NOT A GPU: the stand-in measurer with every controls file worth one fixed factor."""
+
+    def __init__(self, factor: float, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.factor = factor
+
+    def controls_factor(self, spec, values) -> float:  # type: ignore[no-untyped-def]
+        return self.factor if any(v != "none" for k, v in values.items() if k == GENE) else 1.0
+
+
+@pytest.mark.parametrize(("factor", "pinned_with_controls"), [(0.90, True), (1.0, False)])
+def test_a_controls_file_is_pinned_only_when_it_beats_its_build_in_the_same_processes(
+    tmp_path: Path, spec: KernelSpec, setup: ControlsSetup, factor: float, pinned_with_controls
+) -> None:
+    from ctune.config import Settings
+    from ctune.objective import parse_objective_spec
+    from ctune.search.driver import SearchOptions, run_search
+    from ctune.testing.standins import StandInCompiler
+
+    import random
+
+    acf = spec.with_acf(("ptxas",))
+    measurer = _FixedControls(factor, samples=60, noise=0.01, fault_corner=None, wrong_every=None)
+    problem = acf.problem(None)
+    rng = random.Random(0)
+    valid = acf.space.sample(rng, 400, problem.dims)
+    # a warm start far better than the default build, so that the default cannot be pinned
+    good = min(valid, key=lambda v: measurer.latency_ms(acf, v, problem))
+    assert measurer.latency_ms(acf, good, problem) < 0.95 * measurer.latency_ms(
+        acf, acf.space.default_values(), problem
+    )
+    result = run_search(
+        Settings(cache_dir=tmp_path / "c"),
+        acf,
+        parse_objective_spec(["p50"], [], acf.metrics),
+        SearchOptions(
+            strategy="staged",
+            strategy_options={"start": "controls", "controls_pool": 4},
+            budget=10,
+            seed=3,
+            confirm_processes=5,
+            journal_fsync=False,
+            controls=setup,
+            warm_start=(good,),
+        ),
+        compiler=StandInCompiler(acf, fail_every=None),
+        measurer=measurer,
+    )
+    pinned = next(m for m in result.front if m.key == result.pinned)
+    genes = pinned.candidate.as_dict()
+    assert (genes[GENE] != "none") is pinned_with_controls
+    assert dict(genes, **{GENE: "none"}) == {**good, GENE: "none"}  # the warm start's build
