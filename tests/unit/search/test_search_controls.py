@@ -237,12 +237,12 @@ class _FixedControls(StandInMeasurer):
 def test_a_controls_file_is_pinned_only_when_it_beats_its_build_in_the_same_processes(
     tmp_path: Path, spec: KernelSpec, setup: ControlsSetup, factor: float, pinned_with_controls
 ) -> None:
+    import random
+
     from ctune.config import Settings
     from ctune.objective import parse_objective_spec
     from ctune.search.driver import SearchOptions, run_search
     from ctune.testing.standins import StandInCompiler
-
-    import random
 
     acf = spec.with_acf(("ptxas",))
     measurer = _FixedControls(factor, samples=60, noise=0.01, fault_corner=None, wrong_every=None)
