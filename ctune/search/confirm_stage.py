@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from ctune.objective.pareto import sign
 from ctune.records import Build, Measurement, Trial
 from ctune.search.events import Confirming
-from ctune.search.result import MemberResult
+from ctune.search.result import ControlsVerdict, MemberResult
 
 if TYPE_CHECKING:
     from ctune.objective.spec import ObjectiveSpec
@@ -58,6 +58,7 @@ class ConfirmStage:
     def __init__(self, run: _Run) -> None:
         self.run = run
         self.cost: ConfirmationCost | None = None
+        self.controls: ControlsVerdict | None = None  # set when a controls file was judged
 
     def limit(self) -> int:
         """How many candidates the report considers: top few for one objective, else the front."""
@@ -197,7 +198,18 @@ class ConfirmStage:
             return list(front)
         reference = self.best(plain)
         verdict = significance(best.per_process, reference.per_process)
-        if verdict.difference is Difference.LOWER:
+        keep = verdict.difference is Difference.LOWER
+        first = sign(run.objective.directions[0])
+        ratio = reference.values[0] / best.values[0] if best.values[0] else float("nan")
+        self.controls = ControlsVerdict(
+            best.key,
+            reference.key,
+            ratio if first > 0 else 1.0 / ratio,
+            verdict.difference.value,
+            verdict.reason,
+            keep,
+        )
+        if keep:
             return list(front)
         run.note(
             f"controls file of {best.key} not pinned: {verdict.reason} against {reference.key}, "

@@ -274,4 +274,10 @@ def test_a_controls_file_is_pinned_only_when_it_beats_its_build_in_the_same_proc
     pinned = next(m for m in result.front if m.key == result.pinned)
     genes = pinned.candidate.as_dict()
     assert (genes[GENE] != "none") is pinned_with_controls
+    verdict = result.controls
+    assert verdict is not None and verdict.pinned is pinned_with_controls
+    assert (verdict.difference == "lower") is pinned_with_controls
+    assert result.to_json()["controls"]["reference"] == verdict.reference
+    if pinned_with_controls:
+        assert verdict.gain > 1.05
     assert dict(genes, **{GENE: "none"}) == {**good, GENE: "none"}  # the warm start's build
