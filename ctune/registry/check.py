@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ctune.controls.store import StoreChain
+from ctune.controls.store import ControlsError, StoreChain
 from ctune.errors import EXIT_GATE_FAILED, EXIT_OK, CtuneError, ToolchainError, UserError
 from ctune.evidence import identity as fingerprint
 from ctune.records import Candidate, FieldChange
@@ -353,7 +353,11 @@ def nvcc_verifier(settings: Any) -> Verifier:
                 (m, compiler.submit(current_candidate(spec, m.candidate), problem)) for m in members
             ]
             for m, future in futures:
-                build = future.result()
+                try:
+                    build = future.result()
+                except ControlsError as exc:  # its file is in no store: it cannot be built
+                    differences.append(f"member {m.key} cannot be built: {exc}")
+                    continue
                 if not build.outcome.is_ok:
                     tail = build.log_tail.strip().splitlines()[-1:] or [""]
                     differences.append(

@@ -82,6 +82,7 @@ def _real_controls() -> bytes | None:
 
 NEW_PTXAS, NO_NEW_PTXAS = _new_ptxas()
 REAL_CONTROLS = _real_controls()
+needs_new_ptxas = pytest.mark.skipif(NEW_PTXAS is None, reason=NO_NEW_PTXAS)
 needs_13_3 = pytest.mark.skipif(
     NEW_PTXAS is None or REAL_CONTROLS is None,
     reason=NO_NEW_PTXAS or "no real controls file: set CTUNE_TEST_ACF (a CompileIQ output)",
@@ -241,6 +242,32 @@ def test_check_with_a_ptxas_that_refuses_the_file_is_stale(project: dict[str, Pa
     done = _ctune(project, "gate", "--build-only", "--nvcc", plain.nvcc)
     assert done.returncode == 1
     assert f"  member {a.pinned}: ptxas {plain.ptxas_version} does not take" in done.stdout
+
+
+@needs_new_ptxas
+def test_a_controls_file_no_store_holds_makes_the_artifact_stale(
+    project: dict[str, Path],
+) -> None:
+    """Checked with its recorded (split) toolchain, but its file is gone from the registry
+    and the cache: the member cannot be rendered nor built, and the check says so."""
+    split = _split(project["cache"])
+    plain = probe_toolchain("nvcc")
+    a = _with_standin_file(project, _artifact(project, plain, None), False)
+    a = dataclasses.replace(
+        a, fingerprint={**a.fingerprint, **identity.probe_toolchain(split.nvcc)}
+    )
+    _publish(project, a)
+    digest = a.front[0].candidate.as_dict()["acf_ptxas"]
+    (project["registry"] / "controls" / f"{digest}.acf").unlink()
+    shutil.rmtree(project["cache"] / "controls")
+    done = _ctune(project, "check", "--no-gpu", "--ptxas", str(NEW_PTXAS))
+    assert done.returncode == 1, done.stdout + done.stderr
+    key = "saxpy/n1m/sm90-nvidia-h100-80gb-hbm3"
+    assert f"STALE {key} (checked with its recorded toolchain {split.describe()})" in done.stdout
+    assert (
+        f"rebuilt: member {a.pinned} cannot be built: saxpy: acf_ptxas: no controls file {digest}"
+        in done.stdout
+    )
 
 
 @needs_13_3
