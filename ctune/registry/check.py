@@ -19,7 +19,10 @@ identity model of :mod:`ctune.evidence.identity`:
   the spec) is a warning; ``--strict`` fails on soft and verified build changes.
 
 The toolchain and the GPU are probed once per run, each kernel's spec and
-source closure once per kernel. Without a GPU the GPU fields are reported
+source closure once per kernel and toolchain. Each artifact is checked with the toolchain
+:mod:`ctune.registry.check_toolchain` chooses (its recorded one where this machine has it),
+its spec widened to the ``acf`` genes its members record, their controls files found in the
+cache's and the registry's stores. Without a GPU the GPU fields are reported
 "not checked: no GPU" instead of being assumed equal.
 """
 
