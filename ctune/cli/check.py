@@ -24,9 +24,14 @@ from ctune.errors import GateFailure, RegistryError
 
 def probe_for(cfg: Settings, kernels: Path, *, gpu: bool) -> Any:
     """This machine's identity with the arch, L2 policy and sampling settings a search
-    with these settings would record (so a changed warm-up or timing budget is seen)."""
+    with these settings would record (so a changed warm-up or timing budget is seen); each
+    artifact checked with the toolchain it recorded where this machine has it (with the
+    default choice of toolchain), its controls files found in the cache's and the
+    registry's stores."""
     from ctune.compile.select_toolchain import nvcc_for
+    from ctune.controls.store import StoreChain
     from ctune.registry.check import FingerprintProbe
+    from ctune.registry.check_toolchain import ToolchainFinder
 
     plan = {
         "warmup_ms": cfg.warmup_ms,
@@ -40,6 +45,8 @@ def probe_for(cfg: Settings, kernels: Path, *, gpu: bool) -> Any:
         arch=cfg.arch or None,
         l2_policy=cfg.l2_policy or None,
         plan=plan,
+        toolchains=ToolchainFinder.for_settings(cfg),
+        controls=StoreChain.for_settings(cfg),
     )
 
 

@@ -139,6 +139,7 @@ def show_command(
 
     from ctune.cli import tables
     from ctune.registry import schema
+    from ctune.registry.controls import distinct_members, member_files
     from ctune.registry.export import resolve_member
     from ctune.registry.layout import parse_key
     from ctune.registry.service import load_artifact, load_pinned
@@ -153,13 +154,18 @@ def show_command(
     if fmt is not None and tables.check_format(fmt) == "csv":
         tables.write("csv", *render.member_rows(artifact, member))
     elif (json_out or fmt == "json") and member is not None:
-        render.text(json.dumps(schema.member_json(member), indent=2, sort_keys=True) + "\n")
+        data = schema.member_json(member)
+        files = member_files(root, member)
+        if files:  # only a member built with controls files: the others keep their bytes
+            data["controls"] = [f.to_json() for f in files]
+        render.text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     elif json_out or fmt == "json":
-        render.text(schema.encode(artifact).decode())
+        render.text(schema.encode(artifact).decode())  # the file itself: it imports as is
     elif member is not None:
-        render.member(parsed, artifact, member)
+        render.member(parsed, artifact, member, member_files(root, member))
     else:
-        render.artifact(parsed, artifact)
+        files_of = {m.key: member_files(root, m) for m in distinct_members(artifact)}
+        render.artifact(parsed, artifact, files_of)
 
 
 @registry_app.command("diff")
@@ -197,7 +203,14 @@ def export_command(
     registry: RegistryOpt = None,
     release: ReleaseOpt = None,
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="write to a file instead of stdout")
+        Path | None,
+        typer.Option(
+            "--output",
+            "--out",
+            "-o",
+            help="write to this file, or into this folder as <kernel>-<problem>.<ext> "
+            "(default: stdout); a member's controls files are copied beside it",
+        ),
     ] = None,
     bare: Annotated[
         bool,
@@ -213,25 +226,51 @@ def export_command(
     Header and CMake names are prefixed per kernel (CTUNE_GEMM_BLOCK_N), so exports of
     several kernels can be used together; the kernel's source reads the bare names:
     define CTUNE_<KERNEL>_BARE_NAMES before including the header where it is compiled,
-    or export with --bare.
+    or export with --bare. A member built with an advanced-controls file applies it
+    (-Xptxas --apply-controls=PATH): with --output the file is copied beside the output
+    and named relative to it, else the registry's file is named.
     """
+    export_member(_settings(registry).registry, key, fmt, output, bare=bare, release=release)
+
+
+def export_member(
+    root: Path,
+    key: str,
+    fmt: str,
+    output: Path | None,
+    *,
+    bare: bool = False,
+    release: str | None = None,
+) -> None:
+    """Write one member's export (``registry export``, ``ctune export KEY --as flags``):
+    its controls files go beside the output first, then the text naming them."""
+    from ctune.registry.export import check_format, needs_line, resolve_member
     from ctune.registry.export import render as render_export
+    from ctune.registry.export_controls import output_file, place_controls
     from ctune.registry.layout import parse_key
     from ctune.registry.service import load_artifact, load_pinned
     from ctune.writes import write_atomic
 
-    root = _settings(registry).registry
+    check_format(fmt)
     parsed = parse_key(key)
+    member: str | None
     if release:
-        artifact, member = load_pinned(root, parsed, release)
-        body = render_export(artifact, parsed.member or member, fmt, bare)
+        artifact, pinned = load_pinned(root, parsed, release)
+        member = parsed.member or pinned
     else:
         parsed, artifact = load_artifact(root, key)
-        body = render_export(artifact, parsed.member, fmt, bare)
-    if output is None:
+        member = parsed.member
+    chosen = resolve_member(artifact, member)
+    placed = place_controls(root, artifact, chosen, fmt, output_file(artifact, fmt, output))
+    body = render_export(artifact, member, fmt, bare, placed.controls)
+    if placed.output is None:
         render.text(body)
     else:
-        write_atomic(output, body, into_special=True)
+        placed.output.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(placed.output, body, into_special=True)
+    needs = needs_line(chosen)
+    if needs and fmt == "flags":  # a flags line has no room for it: said beside it
+        render.note(f"{needs}; the controls file is {', '.join(placed.controls.values())}")
 
 
 @registry_app.command("import")
@@ -241,10 +280,16 @@ def import_command(
     ref: RefOpt = None,
     commit: Annotated[bool, typer.Option(help="commit the imported file")] = True,
 ) -> None:
-    """Validate a search result file, write it into the registry atomically, commit it."""
+    """Validate a search result file, write it into the registry atomically, commit it,
+    with the controls files its members are built with (from the search's cache_dir)."""
+    from ctune.controls.store import StoreChain
     from ctune.registry.service import import_result
 
-    render.published(import_result(_settings(registry).registry, result, ref=ref, commit=commit))
+    settings = _settings(registry)
+    chain = StoreChain.for_settings(settings)
+    render.published(
+        import_result(settings.registry, result, ref=ref, commit=commit, controls=chain)
+    )
 
 
 @registry_app.command("migrate")
@@ -277,6 +322,7 @@ def refresh_command(
     """Record the current inputs (toolchain, sources, spec) of artifacts whose binaries are
     unchanged, in one commit, without re-measuring; stale artifacts are left for a re-tune."""
     from ctune.cli.check import probe_for
+    from ctune.controls.store import StoreChain
     from ctune.registry.check import nvcc_verifier
     from ctune.registry.service import refresh_registry
     from ctune.registry.store import ArtifactStore, require_registry
@@ -292,6 +338,7 @@ def refresh_command(
         [k for k, _ in chosen],
         ref=ref,
         dry_run=dry_run,
+        controls=StoreChain.for_settings(settings),
     )
     render.refresh(outcomes, commit, dry_run)
     stale = [o for o in outcomes if o.why.startswith("stale")]

@@ -8,7 +8,7 @@ grepped without parsing tables.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from rich.table import Column, Table
 
@@ -17,6 +17,7 @@ from ctune.cli.sanitize import one_line
 from ctune.exchange.columns import fill_objectives, gene_columns, objective_columns
 from ctune.records import FieldChange
 from ctune.registry.check import FRESH, STALE, WARN, CheckReport, CheckResult
+from ctune.registry.controls import HeldFile
 from ctune.registry.diff import ArtifactDiff
 from ctune.registry.gate import GateReport, Regression, Verdict
 from ctune.registry.gate_run import Prebuilt
@@ -47,6 +48,11 @@ def retune(key: object, command: str) -> None:
 
 def nothing_stale() -> None:
     _line("nothing to re-tune: no artifact is stale (--all re-tunes every one)")
+
+
+def note(text_line: str) -> None:
+    """A note beside an export on standard output (stderr, so the export stays clean)."""
+    line(("note:", "cyan"), " ", text_line, stderr=True)
 
 
 def text(body: str) -> None:
@@ -159,12 +165,28 @@ def _genes(m: FrontMember) -> str:
     return " ".join(f"{k}={v}" for k, v in m.candidate.genes)
 
 
-def artifact(key: ArtifactKey, a: Artifact) -> None:
+def _held(f: HeldFile) -> str:
+    """``ptxas 3fa9c0de1234 2345 bytes controls/3fa9....acf`` (or why it is not usable)."""
+    size = f"{f.size_bytes} bytes" if f.size_bytes is not None else "-"
+    state = "" if f.state == "ok" else f" ({f.state.upper()} in the registry)"
+    return f"{f.compiler} {f.digest[:12]} {size} {f.path}{state}"
+
+
+def artifact(
+    key: ArtifactKey, a: Artifact, files: Mapping[str, Sequence[HeldFile]] | None = None
+) -> None:
+    """``registry show KEY``; ``files``: each member's controls files, by member key."""
     _line(f"{key.artifact}  digest sha256:{a.digest()}  schema {a.schema_version}")
     prov = ", ".join(f"{k}={v}" for k, v in sorted(a.provenance.items()))
     if prov:
         _line(f"provenance: {prov}")
     console.print(_members(a, (*a.front, a.baseline)))
+    held = {k: v for k, v in (files or {}).items() if v}
+    if held:
+        _line("controls files:")
+        for member_key, member_files in held.items():
+            for f in member_files:
+                _line(f"  {member_key}: {_held(f)}")
     pinned = a.pinned_member()
     if pinned is not None:
         _line("pinned genes: " + _genes(pinned))
@@ -174,9 +196,9 @@ def artifact(key: ArtifactKey, a: Artifact) -> None:
     console.print(fp)
 
 
-def member(key: ArtifactKey, a: Artifact, m: FrontMember) -> None:
+def member(key: ArtifactKey, a: Artifact, m: FrontMember, files: Sequence[HeldFile] = ()) -> None:
     """``registry show KEY@member``: the member's row of the artifact view and what builds
-    it (the flags are ``registry export --as flags``'s)."""
+    it (the flags are ``registry export --as flags``'s), with its controls files."""
     from ctune.registry.export import flags_line
 
     _line(f"{key.artifact}@{m.key}  digest sha256:{a.digest()}  schema {a.schema_version}")
@@ -185,6 +207,8 @@ def member(key: ArtifactKey, a: Artifact, m: FrontMember) -> None:
     resources = " ".join(f"{k}={v}" for k, v in sorted(m.resources.items()) if v is not None)
     _line("resources: " + (resources or "-"))
     _line("build flags: " + (flags_line(m) or "-"))
+    for f in files:
+        _line(f"controls file: {_held(f)}")
 
 
 def _change(c: FieldChange) -> str:
@@ -207,6 +231,9 @@ def artifact_diff(a_name: str, b_name: str, d: ArtifactDiff) -> None:
         _line(f"  ~ {v.member} {v.objective}: {_fmt(v.old)} -> {_fmt(v.new)} ({v.relative:+.1%})")
     if d.pinned[0] != d.pinned[1]:
         _line(f"  pinned: {d.pinned[0]} -> {d.pinned[1]}")
+    for g in d.genes:
+        what = " (controls file)" if g.controls else ""
+        _line(f"  ~ pinned gene {g.name}: {g.old} -> {g.new}{what}")
 
 
 def published(p: Published) -> None:
@@ -272,6 +299,8 @@ def pulled(r: PullResult) -> None:
     if r.written:
         _line(f"wrote {len(r.written)} artifact file(s) of {ref} into the registry folder")
         _capped([f"  wrote {key}" for key in r.written], "artifact file(s)")
+    if r.controls_written:
+        _line(f"wrote {r.controls_written} controls file(s) of {ref} into the registry folder")
     if r.tags:
         _line(f"brought {len(r.tags)} pin tag(s) from {r.remote}")
     for tag in r.tags:
@@ -352,6 +381,8 @@ def verify(r: VerifyReport) -> None:
     quarantined(r.quarantined)
     for text in r.edited:
         _line(f"FAIL {text}")
+    for text in r.controls:
+        _line(f"FAIL {text}")
     if r.without_spec:
         names = ", ".join(r.without_spec)
         _line(f"no spec loaded for {names}: gene values checked against nvcc's quoting rule only")
@@ -420,8 +451,9 @@ def check_result(r: CheckResult, strict: bool) -> list[str]:
     verdict = r.verdict(strict)
     if r.error:
         return [f"STALE {r.key}: {r.error}"]
+    how = f" ({r.toolchain})" if r.toolchain else ""
     if verdict == FRESH:
-        return [f"fresh {r.key}"]
+        return [f"fresh {r.key}{how}"]
     reasons = [_why(c) for c in r.changes]
     if r.build_changes:
         if r.inputs_changed:
@@ -434,9 +466,10 @@ def check_result(r: CheckResult, strict: bool) -> list[str]:
                 "(`ctune registry refresh` records the new inputs)"
             )
         else:
+            reasons.extend(f"cannot rebuild: {d}" for d in r.binaries.refused)
             reasons.extend(f"rebuilt: {d}" for d in r.binaries.differences)
     word = {STALE: "STALE", WARN: "WARN"}[verdict]
-    return [f"{word} {r.key}", *(f"  {reason}" for reason in reasons)]
+    return [f"{word} {r.key}{how}", *(f"  {reason}" for reason in reasons)]
 
 
 def other_gpus(count: int, classes: Sequence[str], what: str) -> None:

@@ -22,7 +22,14 @@ def export_command(
             "(kernel/problem/device-class)"
         ),
     ],
-    as_: Annotated[str, typer.Option("--as", help="t4 (the T4 JSON results format) or csv")] = "t4",
+    as_: Annotated[
+        str,
+        typer.Option(
+            "--as",
+            help="t4 (the T4 JSON results format) or csv; for a KEY also flags, header, "
+            "cmake or json (what a build needs, as `ctune registry export`)",
+        ),
+    ] = "t4",
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="write here (default: standard output)")
     ] = None,
@@ -40,10 +47,17 @@ def export_command(
     from ctune.exchange.records import load
     from ctune.exchange.t4 import to_t4
     from ctune.exchange.table import to_csv
+    from ctune.registry.export import FORMATS as BUILD_FORMATS
 
-    if as_ not in FORMATS:
-        raise UserError(f"--as {as_}: unknown format (allowed: {', '.join(FORMATS)})")
     cfg = settings(registry=registry)
+    if as_ in BUILD_FORMATS:
+        from ctune.cli.registry import export_member
+
+        export_member(cfg.registry, source, as_, out)
+        return
+    if as_ not in FORMATS:
+        allowed = ", ".join((*FORMATS, *BUILD_FORMATS))
+        raise UserError(f"--as {as_}: unknown format (allowed: {allowed})")
     export = load(source, cfg.registry)
     text = json.dumps(to_t4(export), indent=1) + "\n" if as_ == "t4" else to_csv(export)
     if out is None:

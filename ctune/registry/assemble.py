@@ -234,11 +234,17 @@ def check_commit_target(registry: Path) -> None:
         repo.target_ref()
 
 
-def commit_artifact(registry: Path, artifact: Artifact) -> tuple[Path, str | None]:
-    """Write into the registry and commit; returns (path, commit sha)."""
+def commit_artifact(
+    registry: Path, artifact: Artifact, cache_dir: Path | None = None
+) -> tuple[Path, str | None]:
+    """Write into the registry and commit, with the controls files the search stored in
+    ``cache_dir`` that its members are built with; returns (path, commit sha)."""
+    from ctune.controls.store import FOLDER, StoreChain
     from ctune.registry.service import publish_artifact
 
-    published = publish_artifact(Path(registry), artifact)
+    stores = [Path(cache_dir) / FOLDER] if cache_dir is not None else []
+    chain = StoreChain.of(*stores, Path(registry) / FOLDER)
+    published = publish_artifact(Path(registry), artifact, controls=chain)
     commit = published.commit.commit if published.commit is not None else None
     return Path(published.path), commit
 
@@ -278,7 +284,7 @@ class ResultPublisher:
                 f"report); {path} keeps the evidence"
             )
             return dataclasses.replace(result, artifact_path=path, notes=(*result.notes, note))
-        _, commit = commit_artifact(self.registry, artifact)
+        _, commit = commit_artifact(self.registry, artifact, self.cache_dir)
         return dataclasses.replace(result, artifact_path=path, commit=commit)
 
 

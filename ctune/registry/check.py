@@ -19,7 +19,10 @@ identity model of :mod:`ctune.evidence.identity`:
   the spec) is a warning; ``--strict`` fails on soft and verified build changes.
 
 The toolchain and the GPU are probed once per run, each kernel's spec and
-source closure once per kernel. Without a GPU the GPU fields are reported
+source closure once per kernel and toolchain. Each artifact is checked with the toolchain
+:mod:`ctune.registry.check_toolchain` chooses (its recorded one where this machine has it),
+its spec widened to the ``acf`` genes its members record, their controls files found in the
+cache's and the registry's stores. Without a GPU the GPU fields are reported
 "not checked: no GPU" instead of being assumed equal.
 """
 
@@ -32,9 +35,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ctune.controls.store import ControlsError, StoreChain
 from ctune.errors import EXIT_GATE_FAILED, EXIT_OK, CtuneError, ToolchainError, UserError
 from ctune.evidence import identity as fingerprint
 from ctune.records import Candidate, FieldChange
+from ctune.registry.check_toolchain import ToolchainFinder, ToolchainUse, controls_refusals
+from ctune.registry.controls import distinct_members
 from ctune.registry.layout import ArtifactKey
 from ctune.registry.member_genes import hand_edits
 from ctune.registry.schema import Artifact, FrontMember
@@ -51,10 +57,12 @@ class BinaryCheck:
 
     members: int
     differences: tuple[str, ...] = ()  # "member KEY: SASS abc.. -> def.." or why it failed
+    #: "member KEY: ptxas 13.0.88 does not take ...": members the toolchain cannot rebuild
+    refused: tuple[str, ...] = ()
 
     @property
     def identical(self) -> bool:
-        return not self.differences
+        return not self.differences and not self.refused
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +75,8 @@ class CheckResult:
     binaries: BinaryCheck | None = None  # set when build inputs changed and members were rebuilt
     #: measured on another GPU than the one probed here: its GPU fields were not compared
     other_gpu: bool = False
+    #: which toolchain it was checked with (ToolchainUse.phrase); "" when not said
+    toolchain: str = ""
 
     @property
     def build_changes(self) -> tuple[FieldChange, ...]:
@@ -112,10 +122,13 @@ class Current:
     #: fields whose value today's inputs also have in an older digest form, that form
     older: dict[str, str] = field(default_factory=dict)
     flags_of: FlagRenderer | None = None  # None: members' nvcc flags not compared
+    #: the toolchain that checks (and rebuilds) it; None: the settings' own, not said
+    toolchain: ToolchainUse | None = None
 
 
-#: (artifact, spec) -> BinaryCheck: rebuild the members, compare SASS
-Verifier = Callable[[Artifact, Any], BinaryCheck]
+#: (artifact, current) -> BinaryCheck: rebuild the members (with ``current.spec`` and
+#: ``current.toolchain``), compare SASS
+Verifier = Callable[[Artifact, Current], BinaryCheck]
 
 
 def current_candidate(spec: Any, candidate: Candidate) -> Candidate:
@@ -138,7 +151,7 @@ def launch_changes(artifact: Artifact, spec: Any) -> list[FieldChange]:
         return []
     problem = spec.problem(artifact.problem)
     out = []
-    for m in _members(artifact):
+    for m in distinct_members(artifact):
         if not m.launch:
             continue
         try:
@@ -209,7 +222,7 @@ def argv_changes(artifact: Artifact, flags_of: FlagRenderer | None) -> list[Fiel
     if flags_of is None:
         return []
     out = []
-    for m in _members(artifact):
+    for m in distinct_members(artifact):
         name = f"{_FLAGS}{m.key}]"
         try:
             now = [_portable_flag(f) for f in flags_of(artifact, m)]
@@ -281,24 +294,14 @@ def check_artifact(
     changes += argv_changes(artifact, current.flags_of)
     unchecked = tuple(fingerprint.not_checked(recorded, current.fields, checked))
     inputs = closure_changes(artifact.inputs.get("closure") or {}, current.closure)
-    result = CheckResult(key, tuple(changes), unchecked, inputs_changed=tuple(inputs))
+    phrase = current.toolchain.phrase() if current.toolchain is not None else ""
+    result = CheckResult(
+        key, tuple(changes), unchecked, inputs_changed=tuple(inputs), toolchain=phrase
+    )
     hard = any(c.severity == fingerprint.HARD for c in changes)
     if result.build_changes and not hard and verify is not None:
-        result = CheckResult(
-            key,
-            result.changes,
-            unchecked,
-            inputs_changed=result.inputs_changed,
-            binaries=verify(artifact, current.spec),
-        )
+        result = replace(result, binaries=verify(artifact, current))
     return result
-
-
-def _members(artifact: Artifact) -> list[FrontMember]:
-    seen: dict[str, FrontMember] = {}
-    for m in (*artifact.front, artifact.baseline):
-        seen.setdefault(m.key, m)
-    return list(seen.values())
 
 
 def load_kernel_spec(kernels_dir: Path, kernel: str, nvcc: str = "nvcc") -> Any:
@@ -312,26 +315,52 @@ def load_kernel_spec(kernels_dir: Path, kernel: str, nvcc: str = "nvcc") -> Any:
     return load_spec(path, probe_toolchain(nvcc).help_text)
 
 
-def nvcc_verifier(settings: Any) -> Verifier:
-    """Rebuild every member with nvcc (into the build cache) and compare SASS digests."""
+def with_recorded_acf(spec: Any, artifact: Artifact) -> Any:
+    """``spec`` with the ``acf`` genes the artifact's members record (a search run with
+    ``--acf`` while the spec names none): what checking and rebuilding them needs."""
+    if spec is None or not hasattr(spec, "with_acf_of"):
+        return spec
+    values: dict[str, object] = {}
+    for m in distinct_members(artifact):
+        values.update(m.candidate.genes)
+    return spec.with_acf_of(values)
 
-    def verify(artifact: Artifact, spec: Any) -> BinaryCheck:
+
+def nvcc_verifier(settings: Any) -> Verifier:
+    """Rebuild every member with nvcc (into the build cache, controls files found through
+    the search's and the registry's stores) and compare SASS digests. The toolchain is the
+    one that checks the artifact (``current.toolchain``), else the settings' own; a member
+    whose controls file that toolchain refuses is named, not built."""
+
+    def verify(artifact: Artifact, current: Current) -> BinaryCheck:
         import dataclasses
 
         from ctune.compile.nvcc import NvccCompiler
-        from ctune.compile.select_toolchain import toolchain_for
+        from ctune.compile.select_toolchain import nvcc_for
+        from ctune.compile.toolchain import probe_toolchain
 
-        members = _members(artifact)
+        spec = current.spec
+        members = distinct_members(artifact)
         problem = spec.problem(artifact.problem)
-        arch = artifact.fingerprint.get("arch") or settings.arch
+        arch = artifact.fingerprint.get("arch") or settings.arch or spec.arch
+        use = current.toolchain
+        if use is not None:
+            refused = controls_refusals(members, use, arch)
+            if refused:
+                return BinaryCheck(len(members), refused=tuple(refused))
+        nvcc = use.nvcc if use is not None else nvcc_for(settings)
         rebuild = dataclasses.replace(settings, arch=arch)
         differences = []
-        with NvccCompiler.from_settings(spec, toolchain_for(settings), rebuild) as compiler:
+        with NvccCompiler.from_settings(spec, probe_toolchain(nvcc), rebuild) as compiler:
             futures = [
                 (m, compiler.submit(current_candidate(spec, m.candidate), problem)) for m in members
             ]
             for m, future in futures:
-                build = future.result()
+                try:
+                    build = future.result()
+                except ControlsError as exc:  # its file is in no store: it cannot be built
+                    differences.append(f"member {m.key} cannot be built: {exc}")
+                    continue
                 if not build.outcome.is_ok:
                     tail = build.log_tail.strip().splitlines()[-1:] or [""]
                     differences.append(
@@ -350,7 +379,11 @@ def nvcc_verifier(settings: Any) -> Verifier:
 
 
 class FingerprintProbe:
-    """This machine's identity per (kernel, problem), probing shared parts once."""
+    """This machine's identity per (kernel, problem, toolchain), probing shared parts once.
+
+    ``toolchains`` chooses the toolchain each artifact is checked with (default: always
+    ``nvcc``, the selected one); ``controls`` finds the controls files members apply when
+    their flags are rendered (default: none, so such a member renders as not rendered)."""
 
     def __init__(
         self,
@@ -361,6 +394,8 @@ class FingerprintProbe:
         arch: str | None = None,
         l2_policy: str | None = None,
         plan: Mapping[str, float] | None = None,
+        toolchains: ToolchainFinder | None = None,
+        controls: StoreChain | None = None,
     ) -> None:
         self.kernels_dir = Path(kernels_dir)
         self.nvcc = nvcc
@@ -368,14 +403,17 @@ class FingerprintProbe:
         self.l2_policy = l2_policy
         self.plan = dict(plan or {})
         self.toolchain = fingerprint.probe_toolchain(nvcc)
+        self.toolchains = toolchains or ToolchainFinder(nvcc)
+        self.controls = controls
         self.gpu_fields = fingerprint.probe_gpu_machine() if gpu else None
         #: this GPU's registry device class (``sm90-nvidia-h200``); None without a GPU
         self.device_class = (
             fingerprint.gpu_id(self.gpu_fields) if self.gpu_fields is not None else None
         )
-        self._specs: dict[str, Any] = {}
-        self._cache: dict[tuple[str, str, bool], Current] = {}
-        self._renderers: dict[tuple[str, str], Any] = {}  # (kernel, arch) -> NvccCompiler
+        self._specs: dict[tuple[str, str], Any] = {}
+        self._toolchain_fields: dict[str, dict[str, str]] = {nvcc: self.toolchain}
+        self._cache: dict[tuple[str, str, bool, str], Current] = {}
+        self._renderers: dict[tuple[str, str, str, tuple[str, ...]], Any] = {}
 
     @property
     def gpu_probed(self) -> bool:
@@ -387,31 +425,42 @@ class FingerprintProbe:
         another GPU's (a registry holds artifacts of several)."""
         return self.gpu_fields is not None and artifact.device_class == self.device_class
 
-    def spec(self, kernel: str) -> Any:
-        if kernel not in self._specs:
-            self._specs[kernel] = load_kernel_spec(self.kernels_dir, kernel, self.nvcc)
-        return self._specs[kernel]
+    def spec(self, kernel: str, nvcc: str | None = None) -> Any:
+        """The kernel's spec, loaded with the options ``nvcc`` (default: the selected) has."""
+        nvcc = nvcc or self.nvcc
+        if (kernel, nvcc) not in self._specs:
+            self._specs[(kernel, nvcc)] = load_kernel_spec(self.kernels_dir, kernel, nvcc)
+        return self._specs[(kernel, nvcc)]
 
-    def current(self, kernel: str, problem: str, gpu: bool = True) -> Current:
-        """``gpu``: compare the GPU fields (when a GPU was probed)."""
+    def _fields(self, nvcc: str) -> dict[str, str]:
+        if nvcc not in self._toolchain_fields:
+            self._toolchain_fields[nvcc] = fingerprint.probe_toolchain(nvcc)
+        return self._toolchain_fields[nvcc]
+
+    def current(
+        self, kernel: str, problem: str, gpu: bool = True, nvcc: str | None = None
+    ) -> Current:
+        """``gpu``: compare the GPU fields (when a GPU was probed); ``nvcc``: the toolchain
+        (default: the selected one)."""
         gpu = gpu and self.gpu_fields is not None
-        if (kernel, problem, gpu) not in self._cache:
+        nvcc = nvcc or self.nvcc
+        if (kernel, problem, gpu, nvcc) not in self._cache:
             from ctune.compile.deps import source_closure
 
-            spec = self.spec(kernel)
+            spec = self.spec(kernel, nvcc)
             spec.problem(problem)  # a problem the spec no longer has: one line, STALE
             fields = fingerprint.current_fingerprint(
                 spec,
                 gpu,
                 problem=problem,
-                nvcc=self.nvcc,
+                nvcc=nvcc,
                 l2_policy=self.l2_policy,
                 arch=self.arch,
-                toolchain=self.toolchain,
+                toolchain=self._fields(nvcc),
                 gpu_fields=self.gpu_fields,
             )
-            closure = source_closure(spec, self.nvcc, arch=self.arch or "")
-            self._cache[(kernel, problem, gpu)] = Current(
+            closure = source_closure(spec, nvcc, arch=self.arch or "")
+            self._cache[(kernel, problem, gpu, nvcc)] = Current(
                 fields,
                 closure,
                 spec,
@@ -419,31 +468,43 @@ class FingerprintProbe:
                 older=fingerprint.older_forms(spec),
                 flags_of=self.member_flags,
             )
-        return self._cache[(kernel, problem, gpu)]
+        return self._cache[(kernel, problem, gpu, nvcc)]
 
     def member_flags(self, artifact: Artifact, member: FrontMember) -> tuple[str, ...]:
         """The member's nvcc flags as a build today renders them (the compiler's own argv,
-        nothing compiled), for the arch it was tuned for: what its ``nvcc_flags`` recorded."""
+        nothing compiled), with the toolchain that checks the artifact, for the arch it was
+        tuned for: what its ``nvcc_flags`` recorded."""
         from ctune.compile.command import tuned_flags
 
-        spec = self.spec(artifact.kernel)
+        nvcc = self.toolchains.for_artifact(artifact).nvcc
+        spec = with_recorded_acf(self.spec(artifact.kernel, nvcc), artifact)
         arch = artifact.fingerprint.get("arch") or self.arch or spec.arch
-        if (artifact.kernel, arch) not in self._renderers:
+        key = (artifact.kernel, arch, nvcc, tuple(spec.acf))
+        if key not in self._renderers:
             from ctune.compile.nvcc import NvccCompiler
             from ctune.compile.toolchain import probe_toolchain
 
-            toolchain = probe_toolchain(self.nvcc)
             # the cache folder only names where builds would go: argv drops it
-            self._renderers[(artifact.kernel, arch)] = NvccCompiler(
-                spec, toolchain, Path(".ctune-render"), arch=arch
+            self._renderers[key] = NvccCompiler(
+                spec,
+                probe_toolchain(nvcc),
+                Path(".ctune-render"),
+                arch=arch,
+                controls=self.controls,
             )
-        compiler = self._renderers[(artifact.kernel, arch)]
+        compiler = self._renderers[key]
         output = Path("kernel.so" if spec.entry_kind == "launcher" else "kernel.cubin")
         candidate = current_candidate(spec, member.candidate)
         return tuple(tuned_flags(compiler.argv(candidate, spec.problem(artifact.problem), output)))
 
     def for_artifact(self, artifact: Artifact) -> Current:
-        return self.current(artifact.kernel, artifact.problem, gpu=self.of_this_gpu(artifact))
+        """What this machine says about ``artifact``, with the toolchain that checks it and
+        its spec widened to the controls genes its members record."""
+        use = self.toolchains.for_artifact(artifact)
+        current = self.current(
+            artifact.kernel, artifact.problem, gpu=self.of_this_gpu(artifact), nvcc=use.nvcc
+        )
+        return replace(current, spec=with_recorded_acf(current.spec, artifact), toolchain=use)
 
 
 def check_all(

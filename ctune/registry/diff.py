@@ -1,4 +1,5 @@
-"""What differs between two artifacts: fingerprint, front membership, values, pin.
+"""What differs between two artifacts: fingerprint, front membership, values, pin, and
+the pinned members' genes (a controls file is a gene: ``acf_ptxas`` names its digest).
 
 Pure; ``ctune registry diff A B`` renders it. Every fingerprint field either
 side records is compared, so the diff also explains a STALE verdict.
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from ctune.evidence import identity as fingerprint
 from ctune.records import FieldChange
 from ctune.registry.schema import Artifact
+from ctune.space.nvcc import ACF_GENES
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +28,20 @@ class ValueChange:
 
 
 @dataclass(frozen=True, slots=True)
+class GeneChange:
+    """A gene whose value differs between the two pinned members ("(none)": not set)."""
+
+    name: str
+    old: str
+    new: str
+
+    @property
+    def controls(self) -> bool:
+        """A controls file changed (its value is a digest, or ``none``)."""
+        return self.name in ACF_GENES
+
+
+@dataclass(frozen=True, slots=True)
 class ArtifactDiff:
     fingerprint: tuple[FieldChange, ...]
     added: tuple[str, ...]  # member keys only in B
@@ -33,6 +49,7 @@ class ArtifactDiff:
     values: tuple[ValueChange, ...]  # members in both whose objective values differ
     pinned: tuple[str | None, str | None]
     digests: tuple[str, str]
+    genes: tuple[GeneChange, ...] = ()  # pinned member's genes, when the pinned members differ
 
     @property
     def same(self) -> bool:
@@ -60,4 +77,19 @@ def diff_artifacts(a: Artifact, b: Artifact) -> ArtifactDiff:
         values=tuple(values),
         pinned=(a.pinned, b.pinned),
         digests=(a.digest(), b.digest()),
+        genes=tuple(gene_changes(a, b)),
     )
+
+
+def gene_changes(a: Artifact, b: Artifact) -> list[GeneChange]:
+    """The genes the pinned members set differently (none when either has no pinned member
+    or they are the same member)."""
+    old, new = a.pinned_member(), b.pinned_member()
+    if old is None or new is None or old.key == new.key:
+        return []
+    va, vb = old.candidate.as_dict(), new.candidate.as_dict()
+    return [
+        GeneChange(name, str(va.get(name, "(none)")), str(vb.get(name, "(none)")))
+        for name in sorted(set(va) | set(vb))
+        if va.get(name) != vb.get(name)
+    ]

@@ -24,6 +24,11 @@ the names the kernel reads, in the header and the CMake definitions, for a
 build that compiles one kernel. The flags line always carries the bare
 ``-D`` names: it is the kernel's own compile line.
 
+A member built with an advanced-controls file applies it with
+``-Xptxas --apply-controls=PATH`` (ptxas's) or ``--apply-controls=PATH`` (nvcc's): each
+renderer takes ``controls``, {digest: PATH as this export names the file} (the copy
+beside the output, or the registry's file), and says which toolchain the file needs.
+
 Values were allowlisted when the artifact was read (:mod:`schema`), so no
 quote, ``$``, ``;``, newline or ``#`` can reach these outputs; shell
 quoting is applied anyway.
@@ -34,10 +39,13 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Mapping
 from typing import Any
 
 from ctune.compile.quoting import define_flag
+from ctune.controls.store import APPLY_OPTION, applied_digest
 from ctune.errors import UserError
+from ctune.registry.controls import NEEDS, ControlsRef, member_controls
 from ctune.registry.schema import Artifact, FrontMember
 
 FORMATS = ("flags", "header", "cmake", "json")
@@ -80,6 +88,9 @@ def macro_prefix(kernel: str) -> str:
 def _own_names(prefix: str, m: FrontMember) -> set[str]:
     """Macros ctune itself writes besides the tunables (a tunable must not take one)."""
     names = {f"{prefix}_CANDIDATE", f"{prefix}_NVCC_FLAGS", f"{prefix}_BARE_NAMES"}
+    for ref in member_controls(m):
+        name = _controls_macro(prefix, ref)
+        names.update((name, f"{name}_OPTION", f"{name}_SHA256", f"{name}_NEEDS"))
     names.update(f"{prefix}_{name}" for name, _ in _launch_dims(m))
     names.update(f"{prefix}_RUNTIME_{k}" for k in m.runtime)
     return names
@@ -110,15 +121,53 @@ def _value(v: Any) -> str:
 _OUTPUT_MODE = frozenset({"-cubin", "--cubin", "-ptx", "--ptx", "-fatbin", "--fatbin", "-c"})
 
 
-def build_flags(m: FrontMember) -> list[str]:
-    """The member's nvcc/ptxas flags for a build: -D comes from ``defines`` (the authority)."""
-    return [f for f in m.nvcc_flags if not f.startswith("-D") and f not in _OUTPUT_MODE]
+#: {digest: the path an export names a controls file by}
+Controls = Mapping[str, str]
 
 
-def flags_line(m: FrontMember) -> str:
+def build_flags(m: FrontMember, controls: Controls | None = None) -> list[str]:
+    """The member's nvcc/ptxas flags for a build: -D comes from ``defines`` (the authority);
+    a controls file is named by ``controls``'s path for it (default: as the artifact names
+    it, ``controls/<sha256>.acf`` from the registry's root)."""
+    out = []
+    for f in m.nvcc_flags:
+        if f.startswith("-D") or f in _OUTPUT_MODE:
+            continue
+        digest = applied_digest(f)
+        if digest is not None and controls is not None:
+            f = f"{APPLY_OPTION}={controls[digest]}"
+        out.append(f)
+    return out
+
+
+def flags_line(m: FrontMember, controls: Controls | None = None) -> str:
     """The nvcc flags, defines written as ctune's own builds write them (``define_flag``)."""
-    items = [*build_flags(m), *(define_flag(k, v) for k, v in sorted(m.defines.items()))]
+    items = [
+        *build_flags(m, controls),
+        *(define_flag(k, v) for k, v in sorted(m.defines.items())),
+    ]
     return " ".join(shlex.quote(i) for i in items)
+
+
+def controls_option(ref: ControlsRef, path: str) -> list[str]:
+    """The argv items that apply ``ref``'s file at ``path`` (ptxas's through nvcc)."""
+    option = f"{APPLY_OPTION}={path}"
+    return ["-Xptxas", option] if ref.compiler == "ptxas" else [option]
+
+
+def needs_line(m: FrontMember) -> str:
+    """Which toolchain the member's controls files need ("" when it has none)."""
+    refs = member_controls(m)
+    needs = [NEEDS[c] for c in dict.fromkeys(r.compiler for r in refs)]
+    return f"controls files applied: build with {' and '.join(needs)}" if needs else ""
+
+
+def _controls_macro(prefix: str, ref: ControlsRef) -> str:
+    return f"{prefix}_CONTROLS_{ref.compiler.upper()}"
+
+
+def _path_of(ref: ControlsRef, controls: Controls | None) -> str:
+    return controls[ref.digest] if controls is not None else ref.relpath
 
 
 def _launch_dims(m: FrontMember) -> list[tuple[str, Any]]:
@@ -135,7 +184,9 @@ def _origin(a: Artifact, m: FrontMember) -> str:
     return f"{a.kernel}/{a.problem}/{a.device_class}@{m.key} (artifact digest sha256:{a.digest()})"
 
 
-def c_header(a: Artifact, m: FrontMember, bare: bool = False) -> str:
+def c_header(
+    a: Artifact, m: FrontMember, bare: bool = False, controls: Controls | None = None
+) -> str:
     prefix = macro_prefix(a.kernel)
     guard = re.sub(r"[^A-Z0-9]", "_", f"{prefix}_{a.problem}_{a.device_class}_H".upper())
     lines = [
@@ -144,8 +195,19 @@ def c_header(a: Artifact, m: FrontMember, bare: bool = False) -> str:
         f"#define {guard}",
         "",
         f'#define {prefix}_CANDIDATE "{m.key}"',
-        f'#define {prefix}_NVCC_FLAGS "{" ".join(build_flags(m))}"',
+        f'#define {prefix}_NVCC_FLAGS "{" ".join(build_flags(m, controls))}"',
     ]
+    refs = member_controls(m)
+    if refs:
+        lines += ["", f"/* {needs_line(m)}; each file goes on the compile line as its option */"]
+        for ref in refs:
+            name, path = _controls_macro(prefix, ref), _path_of(ref, controls)
+            lines += [
+                f'#define {name} "{path}"',
+                f'#define {name}_OPTION "{" ".join(controls_option(ref, path))}"',
+                f'#define {name}_SHA256 "{ref.digest}"',
+                f'#define {name}_NEEDS "{NEEDS[ref.compiler]}"',
+            ]
     if m.defines:
         names = tunable_names(a, m, bare)
         if bare:
@@ -200,7 +262,7 @@ def _cmake_flags(flags: list[str]) -> list[str]:
     return out
 
 
-def cmake(a: Artifact, m: FrontMember, bare: bool = False) -> str:
+def cmake(a: Artifact, m: FrontMember, bare: bool = False, controls: Controls | None = None) -> str:
     prefix = macro_prefix(a.kernel)
 
     def cset(name: str, items: list[str]) -> str:
@@ -212,9 +274,14 @@ def cmake(a: Artifact, m: FrontMember, bare: bool = False) -> str:
     lines = [
         f"# Generated by ctune from {_origin(a, m)}. Do not edit.",
         cset("CANDIDATE", [m.key]),
-        cset("FLAGS", _cmake_flags(build_flags(m))),
+        cset("FLAGS", _cmake_flags(build_flags(m, controls))),
         cset("DEFINITIONS", definitions),
     ]
+    refs = member_controls(m)
+    if refs:
+        lines.append(f"# {needs_line(m)} (FLAGS applies them)")
+    for ref in refs:
+        lines.append(cset(f"CONTROLS_{ref.compiler.upper()}", [_path_of(ref, controls)]))
     for kind in ("GRID", "BLOCK"):
         values = [str(v) for k, v in dims.items() if k.startswith(kind + "_")]
         if values:
@@ -235,24 +302,36 @@ def cmake(a: Artifact, m: FrontMember, bare: bool = False) -> str:
     return "\n".join(lines)
 
 
-def json_export(a: Artifact, m: FrontMember) -> str:
-    data = {
+def json_export(a: Artifact, m: FrontMember, controls: Controls | None = None) -> str:
+    data: dict[str, Any] = {
         "kernel": a.kernel,
         "problem": a.problem,
         "device_class": a.device_class,
         "candidate": m.key,
         "artifact_digest": a.digest(),
         "arch": a.fingerprint.get("arch", ""),
-        "nvcc_flags": build_flags(m),
+        "nvcc_flags": build_flags(m, controls),
         "defines": dict(m.defines),
         "launch": {k: list(v) if isinstance(v, tuple) else v for k, v in m.launch.items()},
         "runtime": dict(m.runtime),
-        "flags_line": flags_line(m),
+        "flags_line": flags_line(m, controls),
         "prefix": macro_prefix(a.kernel),
         "sass_sha256": m.sass_sha256,
     }
     if m.device:  # only a member tuned with device genes: older exports keep their bytes
         data["device"] = device_export(m)
+    refs = member_controls(m)
+    if refs:  # likewise: only a member built with controls files
+        data["controls"] = [
+            {
+                "compiler": ref.compiler,
+                "sha256": ref.digest,
+                "path": _path_of(ref, controls),
+                "option": controls_option(ref, _path_of(ref, controls)),
+                "needs": NEEDS[ref.compiler],
+            }
+            for ref in refs
+        ]
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
 
@@ -269,16 +348,28 @@ def device_export(m: FrontMember) -> dict[str, Any]:
     }
 
 
-def render(a: Artifact, member: str | None, fmt: str, bare: bool = False) -> str:
+def check_format(fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise UserError(f"unknown export format {fmt!r} (allowed: {', '.join(FORMATS)})")
+    return fmt
+
+
+def render(
+    a: Artifact,
+    member: str | None,
+    fmt: str,
+    bare: bool = False,
+    controls: Controls | None = None,
+) -> str:
     """The export text for ``fmt`` (one of :data:`FORMATS`); ``bare``: the tunables
-    under the names the kernel reads (header, CMake), not ``CTUNE_<KERNEL>_<NAME>``."""
+    under the names the kernel reads (header, CMake), not ``CTUNE_<KERNEL>_<NAME>``;
+    ``controls``: where the export put each controls file the member is built with."""
     m = resolve_member(a, member)
+    check_format(fmt)
     if fmt == "flags":
-        return flags_line(m) + "\n"
+        return flags_line(m, controls) + "\n"
     if fmt == "header":
-        return c_header(a, m, bare)
+        return c_header(a, m, bare, controls)
     if fmt == "cmake":
-        return cmake(a, m, bare)
-    if fmt == "json":
-        return json_export(a, m)
-    raise UserError(f"unknown export format {fmt!r} (allowed: {', '.join(FORMATS)})")
+        return cmake(a, m, bare, controls)
+    return json_export(a, m, controls)

@@ -9,8 +9,10 @@ into it. Decision (documented here because it is what makes that safe):
 - Only artifact files are written: ``<kernel>/<problem>/<device-class>.json``
   below the registry root, as regular blobs within :data:`schema.MAX_BYTES`,
   each through :meth:`ArtifactStore.write_encoded` (atomic, no symlink on
-  the way, never outside the root). Any other ``*.json`` the ref has below
-  the root is listed as *skipped*; other files are not looked at.
+  the way, never outside the root), and the controls files they are built
+  with (``controls/<sha256>.acf`` and ``controls/NOTICE``, within the controls
+  store's cap). Any other ``*.json`` the ref has below the root, or other entry
+  of its ``controls/``, is listed as *skipped*; other files are not looked at.
 - A file is written when it is absent, or when its bytes differ from the
   ref's and git already holds them (an earlier version of that artifact,
   fetched, committed or published here): replacing it loses nothing. Where
@@ -35,10 +37,18 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from ctune.controls.store import MAX_CONTROLS_BYTES
 from ctune.errors import RegistryError, UserError
 from ctune.registry import schema
+from ctune.registry.controls import is_entry_name, write_files
 from ctune.registry.git import GitRegistry, TreeEntry
-from ctune.registry.layout import SUFFIX, ArtifactKey, key_from_relpath
+from ctune.registry.layout import (
+    CONTROLS_FOLDER,
+    SUFFIX,
+    ArtifactKey,
+    contained_path,
+    key_from_relpath,
+)
 from ctune.registry.store import ArtifactStore
 
 _FILE_MODES = ("100644", "100755")
@@ -52,15 +62,26 @@ class FolderDiff:
     blocked: tuple[tuple[str, str], ...]  # (repo-relative path, why): in the way
     local_only: tuple[str, ...]  # repo-relative paths of artifact files the ref lacks
     skipped: tuple[str, ...]  # repo-relative *.json paths on the ref that are not artifacts
+    #: controls files (and NOTICE) of the ref the folder lacks, or holds older bytes of
+    controls: tuple[TreeEntry, ...] = ()
 
 
 def compare(reg: GitRegistry, tip: str) -> FolderDiff:
     """The folder (``reg.root``) against the registry files at ``tip``; reads, never writes."""
     store = ArtifactStore(reg.root)
     on_ref: dict[PurePosixPath, tuple[ArtifactKey, TreeEntry]] = {}
+    controls_on_ref: dict[PurePosixPath, TreeEntry] = {}
     skipped: list[str] = []
     for entry in reg.ls_tree(tip, reg.prefix.as_posix() if reg.prefix.parts else ""):
         rel = PurePosixPath(entry.path).relative_to(reg.prefix)
+        size = entry.size_bytes
+        if rel.parts[:1] == (CONTROLS_FOLDER,):
+            fits = entry.mode in _FILE_MODES and size is not None and size <= MAX_CONTROLS_BYTES
+            if len(rel.parts) == 2 and is_entry_name(rel.name) and fits:
+                controls_on_ref[rel] = entry
+            else:
+                skipped.append(entry.path)
+            continue
         if not entry.path.endswith(SUFFIX):
             continue  # READMEs and the like: not the registry's business
         try:
@@ -68,42 +89,46 @@ def compare(reg: GitRegistry, tip: str) -> FolderDiff:
         except UserError:
             skipped.append(entry.path)
             continue
-        size = entry.size_bytes
         if entry.mode not in _FILE_MODES or size is None or size > schema.MAX_BYTES:
             skipped.append(entry.path)
             continue
         on_ref[rel] = (key, entry)
 
+    places: list[tuple[PurePosixPath, TreeEntry, ArtifactKey | None]] = [
+        (rel, entry, artifact) for rel, (artifact, entry) in on_ref.items()
+    ]
+    places += [(rel, entry, None) for rel, entry in controls_on_ref.items()]
     missing: list[tuple[ArtifactKey, TreeEntry]] = []
+    controls: list[TreeEntry] = []
     blocked: list[tuple[str, str]] = []
-    present: list[tuple[Path, ArtifactKey, TreeEntry]] = []
-    for key, entry in on_ref.values():
+    present: list[tuple[Path, TreeEntry, ArtifactKey | None]] = []
+    for rel, entry, owner in places:
         try:
-            path = store.path(key)  # refuses a symlink on the way
+            path = contained_path(reg.root, rel)  # refuses a symlink on the way
             mode = os.lstat(path).st_mode
-        except RegistryError:
+        except UserError:
             blocked.append((entry.path, "has a symlink on the way"))
             continue
         except FileNotFoundError:
-            missing.append((key, entry))
+            _add_missing(missing, controls, entry, owner)
             continue
         if stat.S_ISLNK(mode):
             blocked.append((entry.path, "is a symlink"))
         elif not stat.S_ISREG(mode):
             blocked.append((entry.path, "is not a regular file"))
         else:
-            present.append((path, key, entry))
+            present.append((path, entry, owner))
 
     hashes = reg.hash_files([p for p, _, _ in present])
     differ = [
-        (h, key, entry)
-        for h, (_, key, entry) in zip(hashes, present, strict=True)
+        (h, entry, owner)
+        for h, (_, entry, owner) in zip(hashes, present, strict=True)
         if h != entry.sha
     ]
     known = reg.known_objects([h for h, _, _ in differ])
-    for h, key, entry in differ:
+    for h, entry, owner in differ:
         if h in known:
-            missing.append((key, entry))
+            _add_missing(missing, controls, entry, owner)
         else:
             blocked.append((entry.path, "has bytes git does not hold (a local change)"))
 
@@ -111,19 +136,41 @@ def compare(reg: GitRegistry, tip: str) -> FolderDiff:
     local_only = [
         reg.registry_path(rel)
         for rel, _ in store.files()
-        if rel not in on_ref and rel not in skipped_rel
+        if rel not in on_ref and rel not in skipped_rel and rel.parts[:1] != (CONTROLS_FOLDER,)
     ]
     return FolderDiff(
         tuple(sorted(missing, key=lambda m: m[1].path)),
         tuple(sorted(blocked)),
         tuple(sorted(local_only)),
         tuple(sorted(skipped)),
+        tuple(sorted(controls, key=lambda e: e.path)),
     )
 
 
+def _add_missing(
+    missing: list[tuple[ArtifactKey, TreeEntry]],
+    controls: list[TreeEntry],
+    entry: TreeEntry,
+    key: ArtifactKey | None,
+) -> None:
+    if key is None:
+        controls.append(entry)
+    else:
+        missing.append((key, entry))
+
+
 def write(reg: GitRegistry, diff: FolderDiff) -> tuple[str, ...]:
-    """Write ``diff.missing`` into the folder (the caller refused ``diff.blocked``); keys."""
+    """Write ``diff.missing`` and ``diff.controls`` into the folder (the caller refused
+    ``diff.blocked``), the controls files first: an artifact file never shows before the
+    files it is built with. Returns the artifact keys written."""
     store = ArtifactStore(reg.root)
+    files = reg.read_blobs([entry.sha for entry in diff.controls])
+    for entry in diff.controls:
+        data = files.get(entry.sha)
+        if data is None:
+            raise RegistryError(f"cannot read {entry.path}: blob {entry.sha[:12]} is missing")
+        rel = PurePosixPath(entry.path).relative_to(reg.prefix)
+        write_files(reg.root, {rel.as_posix(): data})
     blobs = reg.read_blobs([entry.sha for _, entry in diff.missing])
     written = []
     for key, entry in diff.missing:

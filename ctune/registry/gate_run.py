@@ -4,10 +4,12 @@ The decisions are pure (:mod:`ctune.registry.gate`); this module does the
 I/O around them through one seam, a :data:`Remeasurer`, so tests drive the
 whole procedure with synthetic measurements and only the GPU boundary is
 replaced (docs/design.md: stand-ins only test logic). The real remeasurer rebuilds each member with
-:class:`ctune.compile.NvccCompiler` and measures the pinned member and the
-canary interleaved in the same k fresh worker processes
-(``ctune.measure.session.remeasure``); both are imported only when the gate
-runs.
+:class:`ctune.compile.NvccCompiler`, with the toolchain ``ctune check`` would check the
+artifact with (:mod:`ctune.registry.check_toolchain`: the recorded one where this machine
+has it) and the controls files its members apply (the cache's and the registry's stores),
+and measures the pinned member and the canary interleaved in the same k fresh worker
+processes (``ctune.measure.session.remeasure``); both are imported only when the gate
+runs. A member whose controls file that toolchain refuses is STALE, saying so.
 
 Per pinned artifact:
 
@@ -35,7 +37,8 @@ from typing import Any
 from ctune.errors import CtuneError, GateInconclusive, ToolchainError
 from ctune.evidence.compare import NoiseRule, SampleSet
 from ctune.records import Build, Candidate, FieldChange, Measurement
-from ctune.registry.check import Current, check_artifact, load_kernel_spec
+from ctune.registry.check import Current, check_artifact, load_kernel_spec, with_recorded_acf
+from ctune.registry.check_toolchain import ToolchainFinder, ToolchainUse, controls_refusals
 from ctune.registry.gate import (
     GateReport,
     Regression,
@@ -69,29 +72,48 @@ class RebuildingRemeasurer:
     artifacts (~40 s per build) then waits for one compile wave, not one build per artifact.
     """
 
-    def __init__(self, settings: Any, kernels_dir: Path) -> None:
+    def __init__(
+        self, settings: Any, kernels_dir: Path, toolchains: ToolchainFinder | None = None
+    ) -> None:
         self.settings = settings
         self.kernels_dir = kernels_dir
-        self._compilers: dict[tuple[str, str], tuple[Any, Any]] = {}  # (kernel, arch) -> both
+        self._toolchains = toolchains
+        #: (kernel, arch, nvcc, acf compilers) -> (spec, compiler)
+        self._compilers: dict[tuple[str, str, str, tuple[str, ...]], tuple[Any, Any]] = {}
+        self._specs: dict[tuple[str, str], Any] = {}
+
+    def toolchain(self, artifact: Artifact) -> ToolchainUse:
+        """The toolchain that rebuilds ``artifact`` (as ``ctune check`` chooses it)."""
+        if self._toolchains is None:
+            self._toolchains = ToolchainFinder.for_settings(self.settings)
+        return self._toolchains.for_artifact(artifact)
+
+    def refusals(self, artifact: Artifact, members: Sequence[FrontMember]) -> list[str]:
+        """Members whose controls file the rebuilding toolchain does not take."""
+        arch = artifact.fingerprint.get("arch") or self.settings.arch
+        return controls_refusals(members, self.toolchain(artifact), arch)
 
     def _compiler(self, artifact: Artifact) -> tuple[Any, Any]:
-        """(spec, compiler) for the arch the artifact was tuned for."""
+        """(spec, compiler) for the arch the artifact was tuned for, with its toolchain,
+        the spec widened to the controls genes its members record."""
         try:
             from ctune.compile.nvcc import NvccCompiler
-            from ctune.compile.select_toolchain import nvcc_for
             from ctune.compile.toolchain import probe_toolchain
         except ImportError as exc:
             raise ToolchainError(
                 f"ctune gate needs the measuring harness, and {exc.name} is missing"
             ) from None
         arch = artifact.fingerprint.get("arch", self.settings.arch)
-        key = (artifact.kernel, arch)
+        nvcc = self.toolchain(artifact).nvcc
+        if (artifact.kernel, nvcc) not in self._specs:
+            self._specs[(artifact.kernel, nvcc)] = load_kernel_spec(
+                self.kernels_dir, artifact.kernel, nvcc
+            )
+        spec = with_recorded_acf(self._specs[(artifact.kernel, nvcc)], artifact)
+        key = (artifact.kernel, arch, nvcc, tuple(spec.acf))
         if key not in self._compilers:
-            nvcc = nvcc_for(self.settings)
-            spec = load_kernel_spec(self.kernels_dir, artifact.kernel, nvcc)
             rebuild = dataclasses.replace(self.settings, arch=arch)
-            toolchain = probe_toolchain(nvcc)
-            compiler = NvccCompiler.from_settings(spec, toolchain, rebuild)
+            compiler = NvccCompiler.from_settings(spec, probe_toolchain(nvcc), rebuild)
             self._compilers[key] = (spec, compiler)
         return self._compilers[key]
 
@@ -101,6 +123,8 @@ class RebuildingRemeasurer:
         here: gating it reports why."""
         for artifact, members in work:
             try:
+                if self.refusals(artifact, members):
+                    continue  # not buildable with this toolchain: gating it says why
                 spec, compiler = self._compiler(artifact)
                 problem = spec.problem(artifact.problem)
                 for m in members:
@@ -193,6 +217,13 @@ def prebuild_gate(
     reports = []
     for key, artifact in artifacts:
         try:
+            refused = builder.refusals(artifact, gate_members(artifact, canary))
+            if refused:
+                report = Prebuilt(str(key), problems=tuple(refused))
+                reports.append(report)
+                if on_report is not None:
+                    on_report(report)
+                continue
             results = builder.build_members(artifact, gate_members(artifact, canary))
         except ToolchainError:
             raise
@@ -280,6 +311,12 @@ def gate_artifact(
     members = gate_members(artifact, canary)
     if not members:
         return GateReport(name, Verdict.INCONCLUSIVE, "no pinned member", tuple(changes))
+    if current.toolchain is not None:
+        arch = artifact.fingerprint.get("arch", "")
+        refused = controls_refusals(members, current.toolchain, arch)
+        if refused:
+            change = FieldChange("controls", "(recorded)", refused[0], "hard")
+            return GateReport(name, Verdict.STALE, refused[0], (*changes, change))
     member = members[0]
     measured = remeasure(artifact, members, processes)
     sass = _sass_changes(members, measured)

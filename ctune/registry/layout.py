@@ -4,7 +4,9 @@ Pure: no I/O beyond ``os.lstat`` in :func:`contained_path`. Every name that
 reaches a path or a git ref passes :func:`ctune.names.validate_name` first (rules
 X1, X2, G13).
 
-Layout : ``<root>/<kernel>/<problem>/<device-class>.json``.
+Layout : ``<root>/<kernel>/<problem>/<device-class>.json``, and the controls files the
+artifacts are built with in ``<root>/controls/`` (``<sha256>.acf`` and ``NOTICE``), so no
+kernel may be called ``controls``.
 
 KEY syntax, used by every ``ctune registry`` command::
 
@@ -26,6 +28,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from ctune.controls.store import FOLDER as CONTROLS_FOLDER
 from ctune.errors import UserError
 from ctune.names import validate_name
 
@@ -46,6 +49,11 @@ class ArtifactKey:
 
     def __post_init__(self) -> None:
         validate_name(self.kernel, "kernel")
+        if self.kernel == CONTROLS_FOLDER:
+            raise UserError(
+                f"kernel {CONTROLS_FOLDER!r} is reserved: the registry keeps its controls "
+                f"files in {CONTROLS_FOLDER}/; rename the kernel"
+            )
         validate_name(self.problem, "problem")
         validate_name(self.device_class, "device class")
         if self.member is not None and not (

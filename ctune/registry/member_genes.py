@@ -14,8 +14,9 @@ from pathlib import Path
 
 from ctune.compile.quoting import bare_refusal, value_refusal
 from ctune.errors import CtuneError
+from ctune.records import is_sha256_hex
 from ctune.registry.schema import Artifact
-from ctune.space.nvcc import CATALOGUE
+from ctune.space.nvcc import ACF_GENES, CATALOGUE, NO_CONTROLS
 from ctune.space.params import Space, SpaceValueError
 
 EDITED = "the artifact was edited by hand or the space changed"
@@ -23,7 +24,11 @@ EDITED = "the artifact was edited by hand or the space changed"
 
 def _grammar_refusal(name: str, value: str) -> str | None:
     """Why a value could not go on nvcc's command line at all: a catalogue flag's value
-    is written bare there, any other value as a quoted ``-D`` (``compile/quoting.py``)."""
+    is written bare there, any other value as a quoted ``-D`` (``compile/quoting.py``); a
+    controls file's gene names one by its digest (or ``none``), never a path."""
+    if name in ACF_GENES:
+        ok = value == NO_CONTROLS or is_sha256_hex(value)
+        return None if ok else "is not none nor a controls file's sha256 digest"
     return bare_refusal(value) if name in CATALOGUE else value_refusal(value)
 
 

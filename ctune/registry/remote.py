@@ -224,6 +224,7 @@ class PullResult:
     written: tuple[str, ...]  # artifact keys written into the registry folder
     local_only: tuple[str, ...]  # artifact files the folder has and the ref lacks: kept
     skipped: tuple[str, ...]  # *.json on the ref below the registry root that are not artifacts
+    controls_written: int = 0  # controls files (and NOTICE) written into the registry folder
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,7 +270,8 @@ class SyncStatus:
     tag_conflicts: tuple[str, ...]  # pin tags the remote has pointing elsewhere
     behind: int  # commits the remote-tracking ref has that the local ref lacks
     fetch_error: str = ""  # set when --fetch could not reach the remote
-    folder_behind: int = 0  # artifact files of the ref the folder lacks or holds other bytes of
+    #: artifact and controls files of the ref the folder lacks or holds other bytes of
+    folder_behind: int = 0
     registry_commits: int = 0  # of total_commits, those that touch the registry folder
 
     @property
@@ -734,6 +736,7 @@ def pull_registry(
             written=step.written if step else (),
             local_only=diff.local_only if diff else (),
             skipped=diff.skipped if diff else (),
+            controls_written=len(diff.controls) if diff else 0,
         )
 
 
@@ -795,7 +798,7 @@ def registry_status(
         folder_behind = 0
         if local is not None and link.ref != reg.head_branch():
             diff = folder.compare(reg, local)
-            folder_behind = len(diff.missing) + len(diff.blocked)
+            folder_behind = len(diff.missing) + len(diff.controls) + len(diff.blocked)
         return SyncStatus(
             link.ref,
             remote,

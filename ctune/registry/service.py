@@ -20,17 +20,21 @@ import contextlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
+from ctune.controls.store import FOLDER, StoreChain
 from ctune.errors import RegistryError, UserError
+from ctune.files import read_capped
 from ctune.interrupts import Interrupted, deferred
 from ctune.registry import schema
 from ctune.registry.check import FingerprintProbe, Verifier
+from ctune.registry.controls import controls_files, registry_problems, write_files
 from ctune.registry.export import resolve_member
 from ctune.registry.git import CommitResult
 from ctune.registry.layout import (
     PIN_PREFIX,
     ArtifactKey,
+    contained_path,
     key_from_relpath,
     parse_key,
     parse_pin_tag,
@@ -85,11 +89,14 @@ class VerifyReport:
     edited: tuple[str, ...] = ()
     #: kernels whose spec could not be loaded: their values met the command-line rule only
     without_spec: tuple[str, ...] = ()
+    #: "KEY: member ...: controls file controls/D.acf is missing" (or altered), one each
+    controls: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
         return (
             not self.quarantined
+            and not self.controls
             and not self.edited
             and self.fsck_ok is not False
             and not any(p.problems for p in self.pins)
@@ -110,25 +117,36 @@ def commit_message(a: Artifact, verb: str = "") -> str:
 
 
 def _write_commit(
-    reg: History, store: ArtifactStore, artifacts: Sequence[Artifact], message: str
+    reg: History,
+    store: ArtifactStore,
+    artifacts: Sequence[Artifact],
+    message: str,
+    controls: StoreChain | None = None,
 ) -> tuple[list[Path], CommitResult]:
     """Write files and commit them; the caller holds ``reg.writer_lock()``.
 
+    Each controls file the artifacts are built with is read from ``controls`` (default: the
+    registry's own folder) before anything is written, and goes into the same commit under
+    ``controls/`` (with its ``NOTICE``): a missing one refuses the whole write.
     All or nothing: when the commit fails (a full disk, a lock held too long) the files
     written are put back as they were, and a Ctrl-C (or SIGTERM) meanwhile waits for the
     commit, then stops saying what was committed."""
+    files = controls_files(artifacts, controls or registry_chain(store.root))
     with deferred() as held:
         encoded = [(key_of(a), schema.encode(a)) for a in artifacts]
         before = {key: _bytes_or_none(store.path(key)) for key, _ in encoded}
+        files_before = {rel: _file_or_none(store.root, rel) for rel in files}
         blobs: dict[str, bytes] = {}
         paths = []
         try:
+            write_files(store.root, {r: d for r, d in files.items() if files_before[r] != d})
+            blobs.update((reg.registry_path(PurePosixPath(r)), d) for r, d in files.items())
             for key, data in encoded:
                 paths.append(store.write_encoded(key, data))
                 blobs[reg.registry_path(key.relpath())] = data
             result = reg.commit_blobs(blobs, message)
         except BaseException:
-            _put_back(store, before)
+            _put_back(store, before, files_before)
             raise
     if held.signalled:
         raise Interrupted(
@@ -136,6 +154,12 @@ def _write_commit(
             "before stopping"
         )
     return paths, result
+
+
+def registry_chain(root: Path) -> StoreChain:
+    """The registry's own controls folder: where an artifact already published finds its
+    files (a search's cache is added where one publishes its result)."""
+    return StoreChain.of(Path(root) / FOLDER)
 
 
 def _bytes_or_none(path: Path) -> bytes | None:
@@ -146,7 +170,21 @@ def _bytes_or_none(path: Path) -> bytes | None:
         return None
 
 
-def _put_back(store: ArtifactStore, before: dict[ArtifactKey, bytes | None]) -> None:
+def _file_or_none(root: Path, rel: str) -> bytes | None:
+    """A registry-relative file's bytes before a write (None: none, or not a plain file)."""
+    try:
+        return read_capped(
+            contained_path(root, PurePosixPath(rel)), schema.MAX_BYTES, follow_symlinks=False
+        )
+    except UserError:
+        return None
+
+
+def _put_back(
+    store: ArtifactStore,
+    before: dict[ArtifactKey, bytes | None],
+    files_before: dict[str, bytes | None] | None = None,
+) -> None:
     """Each file as it was before a write that could not be committed (best effort: the
     failure itself, a full disk say, may refuse this too)."""
     for key, data in before.items():
@@ -155,6 +193,13 @@ def _put_back(store: ArtifactStore, before: dict[ArtifactKey, bytes | None]) -> 
                 store.path(key).unlink(missing_ok=True)
             else:
                 store.write_encoded(key, data)
+    for rel, old in (files_before or {}).items():
+        with contextlib.suppress(OSError, UserError):
+            path = contained_path(store.root, PurePosixPath(rel))
+            if old is None:
+                path.unlink(missing_ok=True)
+            else:
+                write_files(store.root, {rel: old})
 
 
 def publish_artifact(
@@ -166,25 +211,39 @@ def publish_artifact(
     commit: bool = True,
     retry_budget_s: float = 30.0,
     serialize: bool = True,
+    controls: StoreChain | None = None,
 ) -> Published:
-    """Write ``artifact`` into the registry at ``root`` atomically and commit it."""
+    """Write ``artifact`` into the registry at ``root`` atomically and commit it, with the
+    controls files its members are built with, found through ``controls`` (default: the
+    registry's own folder; a search's result needs its cache's store first in the chain)."""
     store = ArtifactStore(root)
     if not commit:
+        files = controls_files([artifact], controls or registry_chain(root))
+        write_files(root, files)
         return Published(store.write(artifact), None)
     with (
         open_history(root, ref, retry_budget_s=retry_budget_s, serialize=serialize) as reg,
         reg.writer_lock(),
     ):
         reg.target_ref()  # refuse a detached HEAD before writing anything
-        paths, result = _write_commit(reg, store, [artifact], message or commit_message(artifact))
+        paths, result = _write_commit(
+            reg, store, [artifact], message or commit_message(artifact), controls
+        )
     return Published(paths[0], result)
 
 
 def import_result(
-    root: Path, result_path: Path, *, ref: str | None = None, commit: bool = True
+    root: Path,
+    result_path: Path,
+    *,
+    ref: str | None = None,
+    commit: bool = True,
+    controls: StoreChain | None = None,
 ) -> Published:
     """Validate a search result file and publish it (``ctune registry import``)."""
-    return publish_artifact(root, read_result(result_path), ref=ref, commit=commit)
+    return publish_artifact(
+        root, read_result(result_path), ref=ref, commit=commit, controls=controls
+    )
 
 
 def load_artifact(root: Path, text: str, *, ref: str | None = None) -> tuple[ArtifactKey, Artifact]:
@@ -296,8 +355,8 @@ def verify_registry(
     kernels: Path | None = None,
     nvcc: str = "nvcc",
 ) -> VerifyReport:
-    """Every artifact's digest and gene values, every pin tag, and ``git fsck`` (rules G4,
-    X4, G10).
+    """Every artifact's digest and gene values, its controls files (there, and matching
+    their digests), every pin tag, and ``git fsck`` (rules G4, X4, G10).
 
     A digest catches corruption, not an edit (docs/security.md): every member's genes are
     checked against its spec in ``kernels`` (``member_genes.hand_edits``), or, where that
@@ -326,6 +385,7 @@ def verify_registry(
         fsck_out,
         tuple(edited),
         tuple(sorted(k for k, space in spaces.items() if space is None)),
+        tuple(registry_problems(root, listing.artifacts)),
     )
 
 
@@ -363,6 +423,7 @@ def refresh_registry(
     *,
     ref: str | None = None,
     dry_run: bool = False,
+    controls: StoreChain | None = None,
 ) -> tuple[list[RefreshOutcome], CommitResult | None]:
     """Refresh ``keys`` (else every artifact) in one commit; stale ones are left alone."""
     store = ArtifactStore(root)
@@ -374,7 +435,7 @@ def refresh_registry(
     with open_history(root, ref) as reg, reg.writer_lock():
         reg.target_ref()
         message = f"ctune: refresh the recorded inputs of {len(changed)} artifact(s)"
-        _, result = _write_commit(reg, store, changed, message)
+        _, result = _write_commit(reg, store, changed, message, controls)
     return outcomes, result
 
 

@@ -24,7 +24,9 @@ from pathlib import Path, PurePosixPath
 from ctune.errors import RegistryError, UserError
 from ctune.files import InputFileError, file_kind, read_capped
 from ctune.registry import schema
+from ctune.registry.controls import entry_problem
 from ctune.registry.layout import (
+    CONTROLS_FOLDER,
     SUFFIX,
     ArtifactKey,
     artifact_path,
@@ -229,6 +231,9 @@ class ArtifactStore:
             return
         for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
             rel_dir = PurePosixPath(Path(dirpath).relative_to(self.root).as_posix())
+            if rel_dir == PurePosixPath(".") and CONTROLS_FOLDER in dirnames:
+                dirnames.remove(CONTROLS_FOLDER)  # not artifacts: only its odd entries
+                yield from _controls_problems(self.root)
             for d in list(dirnames):
                 if os.path.islink(os.path.join(dirpath, d)):
                     yield rel_dir / d, "is a symlink; the registry refuses symlinks"
@@ -243,6 +248,27 @@ class ArtifactStore:
                     continue  # temporary files of atomic writes, READMEs
                 rel = PurePosixPath(*rel_dir.parts, name)
                 yield rel, _entry_problem(os.path.join(dirpath, name))
+
+
+def _controls_problems(root: Path) -> Iterator[tuple[PurePosixPath, str]]:
+    """(path, why) of each entry of ``<root>/controls`` that does not belong there (a
+    folder, a link, a name other than ``<sha256>.acf`` or ``NOTICE``); temporary files of
+    atomic writes (dot-names) are passed over, like the artifacts'."""
+    folder = root / CONTROLS_FOLDER
+    if folder.is_symlink():
+        yield PurePosixPath(CONTROLS_FOLDER), "is a symlink; the registry refuses symlinks"
+        return
+    with os.scandir(folder) as entries:
+        for entry in sorted(entries, key=lambda e: e.name):
+            if entry.name.startswith("."):
+                continue
+            rel = PurePosixPath(CONTROLS_FOLDER, entry.name)
+            if entry.is_dir(follow_symlinks=False):
+                yield rel, f"a folder in {CONTROLS_FOLDER}/, where only controls files belong"
+                continue
+            problem = entry_problem(folder / entry.name)
+            if problem:
+                yield rel, problem
 
 
 def _entry_problem(path: str) -> str:

@@ -108,7 +108,10 @@ def test_the_running_interpreters_own_wheel_comes_first(tmp_path: Path) -> None:
 
 def test_nvcc_wheel_selects_the_wheels_nvcc(tmp_path: Path, monkeypatch) -> None:
     nvcc = standin_wheel(tmp_path / "site")
-    monkeypatch.setattr(sys, "path", [str(tmp_path / "site"), *sys.path])
+    # without the interpreter's own site-packages, where ctune's dev extra installs the
+    # real wheel (it would come first)
+    others = [p for p in sys.path if "site-packages" not in p]
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "site"), *others])
     assert resolve_nvcc("wheel") == str(nvcc)
     tc = probe_toolchain(resolve_nvcc("wheel"))
     assert (tc.nvcc_version, tc.ptxas_version, tc.split) == ("13.3.73", "13.3.73", False)

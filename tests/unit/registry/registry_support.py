@@ -135,6 +135,26 @@ def make_artifact(
     )
 
 
+#: stand-in bytes for a controls file (a real one is NVIDIA's encrypted output)
+CONTROLS_BYTES = b"\x17ctune test controls file\x00" * 40
+
+
+def with_controls(
+    a: Artifact, digest: str, index: int = 0, *, compiler: str = "ptxas", pin: bool = True
+) -> Artifact:
+    """``a`` with front member ``index`` built with the controls file ``digest``: its
+    ``acf_<compiler>`` gene and its flags name it, as a search with ``--acf`` records it."""
+    m = a.front[index]
+    gene = f"acf_{compiler}"
+    cand = Candidate.of(a.kernel, {**m.candidate.as_dict(), gene: digest})
+    option = f"--apply-controls=controls/{digest}.acf"
+    flags = (*m.nvcc_flags, *(("-Xptxas", option) if compiler == "ptxas" else (option,)))
+    member = dataclasses.replace(m, candidate=cand, key=cand.key(), nvcc_flags=flags)
+    front = (*a.front[:index], member, *a.front[index + 1 :])
+    pinned = member.key if pin and index == 0 else a.pinned
+    return dataclasses.replace(a, front=front, pinned=pinned)
+
+
 def git(repo: Path, *args: str, check: bool = True) -> str:
     done = subprocess.run(
         ["git", *args],

@@ -6,6 +6,7 @@ remeasurer (the GPU). Exit codes are asserted, and every error is one line.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import types
@@ -14,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from registry_support import (
+    CONTROLS_BYTES,
     FINGERPRINT,
     Run,
     StandInRemeasurer,
@@ -21,21 +23,32 @@ from registry_support import (
     git,
     make_artifact,
     one_line_error,
+    with_controls,
 )
 
 import ctune.compile.deps as deps_module
+import ctune.compile.find_toolchains as find_toolchains_module
 import ctune.evidence.identity as fingerprint_module
 import ctune.registry.check as check_module
 import ctune.registry.gate_run as gate_run_module
 from ctune.errors import ToolchainError
 from ctune.evidence.identity import FIELDS
+from ctune.records import sha256_hex
 from ctune.registry.schema import encode
 from ctune.registry.service import publish_artifact
 from ctune.registry.store import ArtifactStore, write_result
 from ctune.space.params import Space
 
 KEY = "gemm/sq4096/sm90-nvidia-h100-80gb-hbm3"
+DIGEST = sha256_hex(CONTROLS_BYTES)
 DATA = Path(__file__).parents[2] / "data" / "registry"
+#: what a check line says when the artifact's own toolchain checked it
+RECORDED = "(checked with its recorded toolchain nvcc 13.0.88 / ptxas 13.0.88)"
+#: ... and when this machine lacks it (the scripted nvcc is another)
+SELECTED = (
+    "(checked with the selected toolchain nvcc 13.1.0 / ptxas 13.0.88; its recorded "
+    "nvcc 13.0.88 / ptxas 13.0.88 is not on this machine)"
+)
 
 
 # --- registry ------------------------------------------------------------------------
@@ -377,6 +390,8 @@ def machine(monkeypatch: pytest.MonkeyPatch) -> dict:
     )
     monkeypatch.setattr(check_module, "load_kernel_spec", lambda d, k, nvcc="nvcc": spec)
     monkeypatch.setattr(deps_module, "source_closure", lambda spec, nvcc="nvcc", **_: {})
+    # no other toolchain on this scripted machine: the recorded one is the scripted nvcc's
+    monkeypatch.setattr(find_toolchains_module, "toolchain_places", lambda environ: [])
 
     def rebuild_standin(settings: object) -> object:
         def verify(artifact: object, spec: object) -> check_module.BinaryCheck:
@@ -394,7 +409,7 @@ def test_check_fresh_without_gpu(cli: Run, registry: Path, machine: dict) -> Non
     publish_artifact(registry, make_artifact())
     code, out, err = cli("check", "--registry", str(registry))
     assert code == 0, err
-    assert f"fresh {KEY}" in out
+    assert f"fresh {KEY} {RECORDED}\n" in out
     assert "not checked: no GPU (" in out and "driver" in out
 
 
@@ -403,13 +418,14 @@ def test_check_names_hard_build_and_soft_changes(cli: Run, registry: Path, machi
     machine["fingerprint"] = {**NO_GPU, "arch": "sm_100a"}
     code, out, err = cli("check", "--registry", str(registry))
     assert code == 1 and machine["rebuilds"] == []
-    assert f"STALE {KEY}\n  arch: sm_90 -> sm_100a (hard)" in out
+    assert f"STALE {KEY} {RECORDED}\n  arch: sm_90 -> sm_100a (hard)" in out
     one_line_error(err, "1 of 1 artifact(s) stale")
     # a new nvcc: rebuilt, same SASS -> still valid; other SASS -> stale
-    machine["fingerprint"] = {**NO_GPU, "nvcc_version": "Cuda compilation tools, release 13.1"}
+    new_nvcc = "Cuda compilation tools, release 13.1, V13.1.0"
+    machine["fingerprint"] = {**NO_GPU, "nvcc_version": new_nvcc}
     code, out, _ = cli("check", "--registry", str(registry))
     assert code == 0 and len(machine["rebuilds"]) == 1
-    assert f"WARN {KEY}\n  nvcc_version: " in out and "SASS identical" in out
+    assert f"WARN {KEY} {SELECTED}\n  nvcc_version: " in out and "SASS identical" in out
     machine["sass_identical"] = False
     code, out, _ = cli("check", "--registry", str(registry))
     assert code == 1 and "rebuilt: member x: SASS aaa -> bbb" in out
@@ -417,7 +433,7 @@ def test_check_names_hard_build_and_soft_changes(cli: Run, registry: Path, machi
     assert code == 1 and "binaries not verified" in out and len(machine["rebuilds"]) == 2
     machine["fingerprint"] = {**NO_GPU, "ctune_version": "0.2.0"}
     code, out, _ = cli("check", "--registry", str(registry))
-    assert code == 0 and f"WARN {KEY}\n  ctune_version: 0.1.0 -> 0.2.0 (soft)" in out
+    assert code == 0 and f"WARN {KEY} {RECORDED}\n  ctune_version: 0.1.0 -> 0.2.0 (soft)" in out
     code, out, _ = cli("check", "--strict", "--registry", str(registry))
     assert code == 1 and f"STALE {KEY}" in out
 
@@ -431,7 +447,8 @@ def test_check_rebuilds_members_whose_flags_render_otherwise_today(
     machine["extra_flags"] = ("-Xptxas", "-O3")
     code, out, err = cli("check", "--registry", str(registry))
     assert code == 0 and len(machine["rebuilds"]) == 1, err
-    assert f"WARN {KEY}\n  nvcc_flags[" in out and "(none) -> -Xptxas -O3 (build)" in out
+    assert f"WARN {KEY} {RECORDED}\n  nvcc_flags[" in out
+    assert "(none) -> -Xptxas -O3 (build)" in out
     assert "SASS identical" in out
     machine["sass_identical"] = False
     code, out, _ = cli("check", "--registry", str(registry))
@@ -578,6 +595,28 @@ def test_gate_stale_outranks_regressed(cli: Run, registry: Path, gpu_machine: di
     code, out, _ = cli("gate", "--registry", str(registry))
     assert code == 1 and f"\nSTALE {KEY}: stale: spec_problem_sha256 changed" in out
     assert stand_in.calls == []
+
+
+def test_gate_of_a_member_whose_controls_file_the_toolchain_refuses_is_stale(
+    cli: Run, registry: Path, gpu_machine: dict
+) -> None:
+    """Built with ptxas 13.3 (split), gated where only ptxas 13.0 is: it cannot be rebuilt
+    as recorded, so STALE saying why and how to fix it, and nothing is measured."""
+    from ctune.controls.store import ControlsStore, StoreChain
+
+    rng = np.random.default_rng(15)
+    split = {"ptxas_version": "13.3.73 (split: PTX from nvcc 13.0.88)"}
+    a = artifact_with_samples(rng)
+    a = with_controls(dataclasses.replace(a, fingerprint={**a.fingerprint, **split}), DIGEST)
+    store = ControlsStore(registry.parent / "cache" / "controls")
+    assert store.put(CONTROLS_BYTES) == DIGEST
+    publish_artifact(registry, a, controls=StoreChain.of(store.root))
+    stand_in = StandInRemeasurer(rng, [1.0])
+    gpu_machine["remeasure"] = stand_in
+    code, out, err = cli("gate", "--registry", str(registry))
+    assert code == 1, out + err
+    assert f"STALE {KEY}: member {a.pinned}: ptxas 13.0.88 does not take advanced-controls" in out
+    assert "install ctune[cuda13.3]" in out and stand_in.calls == []
 
 
 def test_gate_needs_a_gpu_and_three_processes(cli: Run, registry: Path, machine: dict) -> None:

@@ -93,6 +93,7 @@ def test_the_spec_s_own_values_and_a_removed_gene_pass(kernels: Path) -> None:
         ({"SHAPE": "T<1> $(touch x)"}, "contains '$'"),
         ({"SHAPE": "`id`"}, "contains '`'"),
         ({"dlcm": "ca;touch x;:"}, "contains ';' where nvcc passes it bare"),
+        ({"acf_ptxas": "/etc/passwd"}, "acf_ptxas='/etc/passwd' is not none nor a controls"),
     ],
 )
 def test_without_the_spec_values_are_checked_against_the_command_line_rule(
@@ -100,6 +101,7 @@ def test_without_the_spec_values_are_checked_against_the_command_line_rule(
 ) -> None:
     assert hand_edits(saxpy_artifact(), None) == []
     assert hand_edits(make_artifact(), None) == []  # ptxas_opt "O3": odd, but inert
+    assert hand_edits(saxpy_artifact({"acf_ptxas": "a" * 64}), None) == []
     found = hand_edits(saxpy_artifact(edit), None)
     assert len(found) == 1 and said in found[0] and found[0].endswith(EDITED)
 

@@ -250,4 +250,6 @@ def test_the_export_command(tmp_path: Path, monkeypatch, capsys) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["export", str(result.journal), "--as", "xml"])
     assert exit_info.value.code == 2
-    assert "--as xml: unknown format (allowed: t4, csv)" in capsys.readouterr().err
+    assert "--as xml: unknown format (allowed: t4, csv, flags, header, cmake, json)" in (
+        capsys.readouterr().err
+    )
