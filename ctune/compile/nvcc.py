@@ -252,7 +252,7 @@ class NvccCompiler:
         if key not in self._closures:
             defines = {**default_defines(self.spec.genes), **problem.defines}
             self._closures[key] = source_closure_sha256(
-                self.spec, self.toolchain.nvcc, defines, arch=self.arch
+                self.spec, self.toolchain.nvcc, defines, arch=self.arch, scratch=self.builds_dir
             )
         return self._closures[key]
 
