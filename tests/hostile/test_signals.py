@@ -16,7 +16,15 @@ import signal
 from typing import Any
 
 from hostile_harness import RESULT, Case, Outcome, Project, Signal, case, tier
-from hostile_setups import chain, edit_source, fifo, path_with_bin, slow_git, slow_nvcc
+from hostile_setups import (
+    chain,
+    edit_source,
+    fifo,
+    journal_edit,
+    path_with_bin,
+    slow_git,
+    slow_nvcc,
+)
 
 CASES: list[Case] = []
 INT, TERM = signal.SIGINT, signal.SIGTERM
@@ -57,6 +65,10 @@ def _new_commit_whole(p: Project, o: Outcome) -> list[str]:
     if committed and not path.exists():
         found.append(f"{rel} committed but missing from the working tree")
     return found
+
+
+def _first_confirmation_round_only(lines: list[str]) -> list[str]:
+    return [ln for ln in lines if json.loads(ln).get("round", 1) == 1]
 
 
 def _compile_cases(sig: int, tag: str) -> list[Case]:
@@ -204,6 +216,10 @@ CASES += [
             "--no-commit",
         ],
         130,
+        # as a search stopped after its first confirmation round left it: the rounds the
+        # journal holds are taken back, not measured, so the template's (all three, and the
+        # confirmation decided) would end the search before the signal's marker appears
+        setup=journal_edit(_first_confirmation_round_only),
         patches=("standin-gpu-slow-confirm",),
         signal=_sig(INT, "markers/remeasure-*"),
         progress=True,
