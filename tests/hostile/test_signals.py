@@ -30,6 +30,10 @@ CASES: list[Case] = []
 INT, TERM = signal.SIGINT, signal.SIGTERM
 SLOW_NVCC = {"CTUNE_NVCC": "{bin}/nvcc"}
 SLOW_GIT = {"PATH": path_with_bin()}
+#: how long a git step of an import's commit takes: ctune finishes the step it is in before
+#: it stops (``interrupts.deferred``), so the case lasts as long as the step; the signal is
+#: sent when the step starts, well inside it
+COMMIT_STEP_S = 2.0
 
 
 def _sig(sig: int, marker: str, **kw: Any) -> Signal:
@@ -142,7 +146,7 @@ def _import_cases(sig: int, tag: str) -> list[Case]:
             "signals",
             ["registry", "import", RESULT],
             130,
-            setup=slow_git(step),
+            setup=slow_git(step, COMMIT_STEP_S),
             env=SLOW_GIT,
             signal=_sig(sig, "markers/git-*"),
             writes=("registry",),
@@ -265,7 +269,7 @@ CASES += [
         "signals",
         ["registry", "import", RESULT],
         130,
-        setup=slow_git("commit-tree"),
+        setup=slow_git("commit-tree", COMMIT_STEP_S),
         env=SLOW_GIT,
         signal=_sig(INT, "markers/git-*"),
         python=True,
