@@ -213,9 +213,7 @@ def test_git_is_a_complete_history_backend(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", ["caf\udce9", 'new\nline "q"', '"quoted'])
-def test_a_registry_folder_is_committed_under_the_bytes_of_its_name(
-    repo: Path, name: str
-) -> None:
+def test_a_registry_folder_is_committed_under_the_bytes_of_its_name(repo: Path, name: str) -> None:
     """A folder that is not UTF-8 (its byte 0xe9 held as a surrogate), or whose name holds a
     newline or starts with a quote, is committed as the file system names it."""
     registry = repo / name
