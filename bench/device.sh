@@ -39,6 +39,7 @@
 #   import    those result files into this copy's registry without a commit (so that a
 #             `gate` stage after it gates the re-tuned artifacts; commit them here later)
 #   staleness bench/staleness.py (CPU only; runs anywhere nvcc is)
+#   acf       bench/acf.py: controls files on pinned artifacts (ACF_WHAT=run|h2h, ACF_ARGS)
 #   devicegenes bench/device_gene_values.py: the clocks and power limits --device-genes would
 #             offer here, READ ONLY (a proxy refuses every NVML setter; nothing is changed)
 #   dispatch  one step of the CUTLASS problem-set search (ctune search --problem-set): the set's
@@ -103,7 +104,7 @@ for stage in "${STAGES[@]}"; do
       # dependency on cuda-python serves its Python API, which ctune does not use)
       run install bash -c "$PY -m pip install --no-index --no-deps .device/wheels/*.whl \
         && $PY -m pip install --no-deps --no-build-isolation -e . \
-        && $PY -c 'import ctune, deap, git, cupy, pynvml, cutlass_library, distributed' \
+        && $PY -c 'import ctune, deap, git, cupy, pynvml, cutlass_library' \
         && command -v ctune \
         && { for a in .device/carry/*.tgz; do [ ! -f \"\$a\" ] || $PY bench/carry_builds.py unpack \"\$a\"; done; }" ;;
     doctor)
@@ -136,6 +137,15 @@ for stage in "${STAGES[@]}"; do
         ctune registry import --no-commit "$f" || exit 1; done' ;;
     staleness)
       run staleness $PY bench/staleness.py ;;
+    acf)
+      # advanced-controls files on pinned artifacts (ACF_WHAT=run, or h2h for CompileIQ's own
+      # loop; ACF_ARGS e.g. "--only gemm/sq4096"): the split path, ptxas 13.3 carried xz'd in
+      # .device/carry, CompileIQ and its dependencies in .device/wheels, its spaces in
+      # .device/ciq-spaces; the searches' result files and controls files come back in acf.tgz
+      run acf bash -c "xz -dc .device/carry/ptxas-13.3.73.xz >/tmp/ptxas-13.3 \
+        && chmod +x /tmp/ptxas-13.3 && /tmp/ptxas-13.3 --version | tail -1 \
+        && $PY bench/acf.py ${ACF_WHAT:-run} --ptxas /tmp/ptxas-13.3 \
+        --spaces .device/ciq-spaces --work .device/acf ${ACF_ARGS:-}" ;;
     devicegenes)
       run devicegenes $PY bench/device_gene_values.py ;;
     gtmap)
@@ -210,6 +220,7 @@ tar czf "$OUT/results.tgz" bench/results registry tests/data/ground_truth docs \
 # and carry .device on the next call
 [ -d .device/sets ] && tar czf "$OUT/sets.tgz" .device/sets
 [ -f .device/carry/builds.tgz ] && split -b 15m .device/carry/builds.tgz "$OUT/builds.part."
+[ -d .device/acf ] && tar czf "$OUT/acf.tgz" .device/acf "$CTUNE_CACHE_DIR/controls" 2>/dev/null
 [ -d "$CUPY_CACHE_DIR" ] && tar czf "$OUT/cupy.tgz" -C "$(dirname "$CUPY_CACHE_DIR")" "$(basename "$CUPY_CACHE_DIR")"
 tar czf "$OUT/logs.tgz" -C "$(dirname "$LOGS")" "$(basename "$LOGS")"
 cat "$LOGS/summary.txt"

@@ -160,10 +160,10 @@ def compile_wave(
 
 
 def part_compile(args: argparse.Namespace, settings: Settings, deadline: float) -> dict[str, Any]:
-    from ctune.compile.toolchain import probe_toolchain
+    from ctune.compile.select_toolchain import toolchain_for
     from ctune.kernelspec import load_spec
 
-    toolchain = probe_toolchain(settings.nvcc)
+    toolchain = toolchain_for(settings)
     spec = load_spec(ROOT / args.kernel, toolchain.help_text)
     problem = spec.problem(args.problem)
     counts = [int(n) for n in args.workers.split(",")]
@@ -221,13 +221,13 @@ def run_one(settings: Settings, yaml: Path, objective: str, **options: Any) -> A
 
 
 def part_search(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
-    from ctune.compile.toolchain import probe_toolchain
+    from ctune.compile.select_toolchain import toolchain_for
     from ctune.kernelspec import load_spec
     from ctune.scale import compiler_for
 
     cache = Path(tempfile.mkdtemp(prefix="ctune-scale-search-"))
     cfg = dataclasses.replace(settings, cache_dir=cache, executor="dask", jobs=args.search_jobs)
-    toolchain = probe_toolchain(cfg.nvcc)
+    toolchain = toolchain_for(cfg)
     spec = load_spec(ROOT / args.kernel, toolchain.help_text)
     start = time.monotonic()
     # the default build before the clock; the compiler holds the engine the search shares
@@ -336,11 +336,12 @@ def compare_fronts(engine: Any, local: Any, keys: dict[str, list[str]]) -> dict[
 
 
 def fingerprint(settings: Settings) -> dict[str, Any]:
+    from ctune.compile.select_toolchain import nvcc_for
     from ctune.evidence.identity import probe_gpu_machine, probe_toolchain
 
     fields: dict[str, Any] = dict(probe_gpu_machine() or {})
     try:
-        fields.update(probe_toolchain(settings.nvcc))
+        fields.update(probe_toolchain(nvcc_for(settings)))
     except CtuneError as exc:
         fields["toolchain"] = str(exc)
     try:

@@ -128,9 +128,9 @@ def tune(
     toolchain = None
     help_text = None
     if compiler is None:
-        from ctune.compile.toolchain import probe_toolchain
+        from ctune.compile.select_toolchain import toolchain_for
 
-        toolchain = probe_toolchain(settings.nvcc)
+        toolchain = toolchain_for(settings)
         help_text = toolchain.help_text
     spec = load_spec(spec_path, help_text)
     if toolchain is not None:

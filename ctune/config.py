@@ -28,7 +28,7 @@ from typing import Any
 
 from ctune import arch, l2policy
 from ctune.errors import UserError
-from ctune.files import read_text_capped
+from ctune.files import program_problem, read_text_capped
 
 #: a pyproject.toml larger than this is not read for its [tool.ctune] table
 MAX_PYPROJECT_BYTES = 1024 * 1024
@@ -37,7 +37,8 @@ MAX_PYPROJECT_BYTES = 1024 * 1024
 @dataclass(frozen=True, slots=True)
 class Settings:
     arch: str = ""  # empty: the spec's own arch (sm_90 unless it says otherwise)
-    nvcc: str = "nvcc"
+    nvcc: str = "nvcc"  # a name on PATH, a path, or "wheel" (the nvidia-cuda-nvcc wheel's)
+    ptxas: str = ""  # empty: nvcc's own; a path: cubins from it, PTX from nvcc (split)
     cache_dir: Path = Path(".ctune")
     registry: Path = Path("registry")
     registry_remote: str = "origin"  # the git remote `ctune registry push` / `pull` / `status` use
@@ -54,12 +55,23 @@ class Settings:
     executor: str = "local"  # local, dask, auto or a Dask scheduler address (ctune/scale)
     gpus: str = ""  # empty: GPU 0; "all" or "0,1": several GPUs through the engine
     nvml_library: str = "pynvml"  # what --device-genes sets clocks through (tests: a stand-in)
+    #: CompileIQ's search spaces (ptxas13.3.bin, ...; ctune.controls.spaces); None: unset
+    acf_spaces: Path | None = None
 
     def with_overrides(self, **overrides: Any) -> Settings:
         return dataclasses.replace(self, **_coerce_all(overrides, "option"))
 
 
-_PATH_FIELDS = tuple(f.name for f in fields(Settings) if f.type in ("Path", Path))
+def _kind(annotation: Any) -> str:
+    """A field's type by name; an optional one (``Path | None``: unset) as its type."""
+    name = annotation if isinstance(annotation, str) else annotation.__name__
+    return str(name).removesuffix(" | None")
+
+
+_PATH_FIELDS = tuple(f.name for f in fields(Settings) if _kind(f.type) == "Path")
+#: text settings that name a file when set: a relative one is taken from the settings
+#: file's folder too
+_FILE_FIELDS = (*_PATH_FIELDS, "ptxas")
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
@@ -72,6 +84,8 @@ class _Rule:
 
     expected: str
     ok: Callable[[Any], bool] = lambda _value: True
+    #: what is wrong with a value of the right shape (a path that is no program), or None
+    problem: Callable[[Any], str | None] = lambda _value: None
 
 
 def _within(low: float, high: float, *, low_ok: bool = False) -> Callable[[Any], bool]:
@@ -113,7 +127,15 @@ _RULES: dict[str, _Rule] = {
     "arch": _Rule(
         "an architecture like sm_90 or sm_90a, or empty for the spec's", _empty_or(arch.check)
     ),
-    "nvcc": _Rule("the nvcc to run: a name on PATH or a path", lambda v: bool(v.strip())),
+    "nvcc": _Rule(
+        "the nvcc to run: a name on PATH, a path, or wheel (the nvidia-cuda-nvcc wheel's)",
+        lambda v: bool(v.strip()) and "\0" not in v,
+    ),
+    "ptxas": _Rule(
+        "the path of a ptxas to make cubins with (PTX still from nvcc), or empty for nvcc's own",
+        lambda v: "\0" not in v,
+        lambda v: program_problem(v) if v else None,
+    ),
     "cache_dir": _Rule("a folder (empty would be the current folder)"),
     "registry": _Rule("a folder (empty would be the current folder)"),
     "registry_remote": _Rule("a git remote name such as origin", lambda v: bool(v.strip())),
@@ -151,6 +173,7 @@ _RULES: dict[str, _Rule] = {
     ),
     "gpus": _Rule("all, or GPU indices such as 0,1 (empty: GPU 0)", _gpus_ok),
     "nvml_library": _Rule("a Python module name", lambda v: bool(v.strip())),
+    "acf_spaces": _Rule("a folder holding CompileIQ's search spaces (ptxas13.3.bin, ...)"),
 }
 
 _TYPE_EXPECTED = {"int": "an integer", "float": "a number", "bool": "on or off", "str": "text"}
@@ -194,17 +217,19 @@ def _shown(raw: Any, where: str) -> str:
 
 def _coerce(name: str, raw: Any, where: str) -> Any:
     """One setting parsed and range-checked; a UserError naming it as written otherwise."""
-    kind = {f.name: f.type for f in fields(Settings)}[name]
-    kind = kind if isinstance(kind, str) else kind.__name__
+    kind = _kind({f.name: f.type for f in fields(Settings)}[name])
     rule = _RULES.get(name)
+    problem = None
     try:
         value = _parse(kind, raw)
         good = rule is None or rule.ok(value)
+        problem = rule.problem(value) if good and rule is not None else None
     except (TypeError, ValueError, OverflowError):
         good = False
-    if not good:
+    if not good or problem:
         expected = rule.expected if rule else _TYPE_EXPECTED.get(kind, kind)
-        raise UserError(f"{_origin(name, where)}={_shown(raw, where)}: expected {expected}")
+        reason = f"{problem}; " if problem else ""
+        raise UserError(f"{_origin(name, where)}={_shown(raw, where)}: {reason}expected {expected}")
     return value
 
 
@@ -270,7 +295,7 @@ def file_settings(start: Path) -> dict[str, Any]:
         f"{path} [tool.ctune]: ",
         lambda name: written.get(name, name),
     )
-    for name in _PATH_FIELDS:
+    for name in _FILE_FIELDS:
         if isinstance(out.get(name), str) and out[name].strip():  # empty: refused as such
             out[name] = str(path.parent / Path(out[name]).expanduser())
     return out

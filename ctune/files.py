@@ -146,3 +146,19 @@ def read_text_capped(
         raise InputFileError(
             what, path, f"not UTF-8 text (byte {exc.start}); save it as UTF-8"
         ) from None
+
+
+def program_problem(path: Path | str) -> str | None:
+    """What keeps ``path`` from being a program to run (``no such file``, ``a directory``,
+    ``not executable``); None when it is one. For a tool named by path, such as ptxas."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "no such file"
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if not stat.S_ISREG(mode):
+        return file_kind(mode)
+    if not os.access(path, os.X_OK):
+        return "not executable (chmod +x it)"
+    return None

@@ -22,10 +22,10 @@ from ctune import l2policy
 from ctune.arch import check as check_arch
 from ctune.errors import SpecError, UserError
 from ctune.expr import Expr, ExprError, parse
-from ctune.files import MAX_SOURCE_BYTES, InputFileError, file_kind
+from ctune.files import MAX_SOURCE_BYTES, InputFileError, file_kind, read_capped
 from ctune.names import NAME_RE
 from ctune.records import Candidate, GeneValue, canonical_json, sha256_hex
-from ctune.space.nvcc import CATALOGUE
+from ctune.space.nvcc import ACF, ACF_GENES, CATALOGUE, acf_gene
 from ctune.space.params import SPEC_FAMILIES, Gene, Space
 from ctune.strict_yaml import StrictYamlError, load_file
 
@@ -71,6 +71,7 @@ _TOP_KEYS = {
     "include_dirs",
     "extra_flags",
     "flags",
+    "acf",
     "acf_files",
     "genes",
     "derived",
@@ -163,6 +164,11 @@ class KernelSpec:
     # device gene kinds a search of this kernel adds by default (--device-genes overrides;
     # their values come from the GPU at search time, ctune.measure.device_settings)
     device_genes: tuple[str, ...] = ()
+    #: the compilers whose controls files the spec tunes (``acf: [ptxas]``): their ``acf``
+    #: genes are among ``flag_genes`` until a search leaves out what its toolchain refuses
+    acf: tuple[str, ...] = ()
+    #: per compiler, the spec's own controls files (``acf_files``): (sha256, path) each
+    acf_seeds: Mapping[str, tuple[tuple[str, Path], ...]] = field(default_factory=dict)
 
     @cached_property
     def space(self) -> Space:
@@ -176,6 +182,23 @@ class KernelSpec:
             flag_genes=tuple(change(g) for g in self.flag_genes),
             genes=tuple(change(g) for g in self.genes),
         )
+
+    def with_acf(self, spaces: tuple[str, ...]) -> KernelSpec:
+        """This spec with the ``acf`` genes of exactly ``spaces`` (``ptxas``, ``nvcc``), each
+        seeded with the spec's own files for it: what a search offers (ctune.controls.offer)."""
+        others = tuple(g for g in self.flag_genes if g.family != "acf")
+        added = tuple(
+            acf_gene(s, [d for d, _ in self.acf_seeds.get(s, ())]) for s in ACF if s in spaces
+        )
+        return dataclasses.replace(self, flag_genes=others + added, acf=spaces)
+
+    def with_acf_of(self, values: Mapping[str, object]) -> KernelSpec:
+        """This spec with the ``acf`` genes a recorded candidate names (an artifact searched
+        with ``--acf`` while its spec names none): what rebuilding that candidate needs."""
+        named = {ACF_GENES[n].space for n in values if n in ACF_GENES}
+        if named <= set(self.acf):
+            return self
+        return self.with_acf(tuple(s for s in ACF if s in named or s in self.acf))
 
     @cached_property
     def runtime_names(self) -> frozenset[str]:
@@ -404,10 +427,12 @@ def _build(
         check_flags(extra_flags)
     except UserError as exc:
         raise ctx.fail("extra_flags", str(exc)) from None
-    flag_genes = _flag_genes(ctx, folder, data.get("flags"), data.get("acf_files"), nvcc_help)
+    flag_genes = _flag_genes(ctx, data.get("flags"), nvcc_help)
+    acf, acf_seeds = _acf(ctx, folder, data.get("acf"), data.get("acf_files"))
+    flag_genes += tuple(acf_gene(s, [d for d, _ in acf_seeds.get(s, ())]) for s in acf)
     genes = _genes(ctx, data.get("genes") or {})
     gene_names = {g.name for g in genes}
-    clash = gene_names & {g.name for g in flag_genes}
+    clash = gene_names & ({g.name for g in flag_genes} | set(ACF_GENES))
     if clash:
         raise ctx.fail(f"genes.{sorted(clash)[0]}", "clashes with a flag gene of the catalogue")
     problems = _problems(ctx, data["problems"])
@@ -483,6 +508,8 @@ def _build(
         raw=data,
         timing=timing,
         device_genes=device_genes,
+        acf=acf,
+        acf_seeds=acf_seeds,
     )
     _check_default(ctx, spec)
     return spec
@@ -610,9 +637,7 @@ def _include_dir(ctx: _Ctx, folder: Path, value: str) -> Path:
     return path
 
 
-def _flag_genes(
-    ctx: _Ctx, folder: Path, value: Any, acf_files: Any, nvcc_help: str
-) -> tuple[Gene, ...]:
+def _flag_genes(ctx: _Ctx, value: Any, nvcc_help: str) -> tuple[Gene, ...]:
     if value is None:
         return ()
     if value == "all":
@@ -623,27 +648,61 @@ def _flag_genes(
         raise ctx.fail("flags", "expected 'all' or a list of catalogue flag names")
     genes = []
     for name in names:
+        if name == "apply_controls":
+            raise ctx.fail(
+                "flags.apply_controls",
+                "controls files are the acf genes now: write acf: [ptxas] (or [nvcc]) and "
+                "name your files under acf_files (docs/spec-format.md)",
+            )
         if name not in CATALOGUE:
             raise ctx.fail(f"flags.{name}", f"unknown flag gene (allowed: {', '.join(CATALOGUE)})")
         flag = CATALOGUE[name]
         if flag.requires_option and flag.requires_option not in nvcc_help:
-            continue  # this nvcc does not offer it (e.g. --apply-controls before CUDA 13.3)
-        gene = flag.gene
-        if name == "apply_controls":
-            # values stay as written (relative to the spec), so candidate keys do not
-            # depend on where the checkout lives; the compiler resolves them
-            files = tuple(_str_list(ctx, "acf_files", acf_files))
-            for f in files:
-                path = (folder / f).resolve()
-                if not path.is_file() or not path.is_relative_to(folder.resolve()):
-                    raise ctx.fail("acf_files", f"{f} is not a file inside the spec's folder")
-            if not files:
-                continue
-            gene = Gene(
-                gene.name, ("none", *files), "none", gene.family, False, (), gene.description
-            )
-        genes.append(gene)
+            continue  # this nvcc does not offer it
+        genes.append(flag.gene)
     return tuple(genes)
+
+
+def _acf(
+    ctx: _Ctx, folder: Path, value: Any, files: Any
+) -> tuple[tuple[str, ...], dict[str, tuple[tuple[str, Path], ...]]]:
+    """``acf: [ptxas, nvcc]`` and ``acf_files: {ptxas: [FILE, ...]}``: the compilers whose
+    controls files are tuned, and the spec's own files for each (read now: a file is named
+    by its sha256, the gene's value)."""
+    from ctune.controls.store import MAX_CONTROLS_BYTES
+
+    spaces = tuple(_str_list(ctx, "acf", value))
+    allowed = ", ".join(ACF)
+    for space in spaces:
+        if space not in ACF:
+            raise ctx.fail("acf", f"{space!r} is not a compiler with controls files ({allowed})")
+    if len(set(spaces)) != len(spaces):
+        raise ctx.fail("acf", "names a compiler twice")
+    if files is None:
+        return spaces, {}
+    if not isinstance(files, dict):
+        raise ctx.fail(
+            "acf_files", "expected a mapping from a compiler in acf to its files: {ptxas: [a.acf]}"
+        )
+    seeds: dict[str, tuple[tuple[str, Path], ...]] = {}
+    for space, names in files.items():
+        key = f"acf_files.{space}"
+        if space not in spaces:
+            raise ctx.fail(key, f"{space!r} is not in acf ({', '.join(spaces) or 'empty'})")
+        found = []
+        for name in _str_list(ctx, key, names):
+            path = (folder / name).resolve()
+            if not path.is_file() or not path.is_relative_to(folder.resolve()):
+                raise ctx.fail(key, f"{name} is not a file inside the spec's folder")
+            try:
+                data = read_capped(path, MAX_CONTROLS_BYTES, "controls file")
+            except InputFileError as exc:
+                raise ctx.fail(key, str(exc)) from None
+            if not data:
+                raise ctx.fail(key, f"{name} is empty, which is not a controls file")
+            found.append((sha256_hex(data), path))
+        seeds[space] = tuple(dict(found).items())  # one entry per distinct file
+    return spaces, seeds
 
 
 _GENE_KEYS = {"values", "pow2", "range", "default", "family", "suggest", "description", "ifdef"}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -65,6 +66,15 @@ def sha256_hex(data: bytes | str) -> str:
     if isinstance(data, str):
         data = data.encode()
     return hashlib.sha256(data).hexdigest()
+
+
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+def is_sha256_hex(value: object) -> bool:
+    """Is ``value`` a sha256 digest as :func:`sha256_hex` writes it (64 lower-case hex)?
+    The one rule for a content digest that names a file (a controls file's gene value)."""
+    return isinstance(value, str) and _SHA256_HEX.fullmatch(value) is not None
 
 
 @dataclass(frozen=True, slots=True)

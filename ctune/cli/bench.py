@@ -9,6 +9,7 @@ import typer
 
 from ctune.cli import app
 from ctune.cli.common import candidate_from_sets, load, settings
+from ctune.cli.options import NvccOpt, PtxasOpt
 from ctune.errors import EXIT_GATE_FAILED, CtuneError, ToolchainError, UserError
 
 
@@ -55,6 +56,8 @@ def bench_command(
     arch: Annotated[
         str | None, typer.Option(help="target, e.g. sm_90 (default: the spec's)")
     ] = None,
+    nvcc: NvccOpt = None,
+    ptxas: PtxasOpt = None,
     json_out: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
     """Check one candidate against the reference and time it (p50/p95/p99 with 95% CIs).
@@ -67,7 +70,14 @@ def bench_command(
     from ctune.measure.session import WorkerMeasurer
     from ctune.search.driver import gpu_available
 
-    cfg = settings(arch=arch, energy_window_s=energy_window, l2_policy=l2_policy, timing=timing)
+    cfg = settings(
+        arch=arch,
+        energy_window_s=energy_window,
+        l2_policy=l2_policy,
+        timing=timing,
+        nvcc=nvcc,
+        ptxas=ptxas,
+    )
     spec, toolchain = load(kernel, cfg)
     candidate = candidate_from_sets(spec, sets or [])
     chosen = spec.problem(problem)

@@ -17,6 +17,7 @@ import typer
 from ctune.cli import app
 from ctune.cli import render_registry as render
 from ctune.cli.invocation import resolve_settings
+from ctune.cli.options import NvccOpt, PtxasOpt
 from ctune.config import Settings
 from ctune.errors import GateFailure, RegistryError
 
@@ -24,6 +25,7 @@ from ctune.errors import GateFailure, RegistryError
 def probe_for(cfg: Settings, kernels: Path, *, gpu: bool) -> Any:
     """This machine's identity with the arch, L2 policy and sampling settings a search
     with these settings would record (so a changed warm-up or timing budget is seen)."""
+    from ctune.compile.select_toolchain import nvcc_for
     from ctune.registry.check import FingerprintProbe
 
     plan = {
@@ -34,7 +36,7 @@ def probe_for(cfg: Settings, kernels: Path, *, gpu: bool) -> Any:
     return FingerprintProbe(
         kernels,
         gpu=gpu,
-        nvcc=cfg.nvcc,
+        nvcc=nvcc_for(cfg),
         arch=cfg.arch or None,
         l2_policy=cfg.l2_policy or None,
         plan=plan,
@@ -52,7 +54,8 @@ def check_command(
     kernels: Annotated[
         Path, typer.Option("--kernels", help="directory of <kernel>.yaml specs")
     ] = Path("kernels"),
-    nvcc: Annotated[str | None, typer.Option("--nvcc", help="nvcc to fingerprint")] = None,
+    nvcc: NvccOpt = None,
+    ptxas: PtxasOpt = None,
     rebuild: Annotated[
         bool,
         typer.Option(
@@ -67,7 +70,7 @@ def check_command(
     from ctune.registry.check import check_registry, nvcc_verifier
     from ctune.registry.store import require_registry
 
-    cfg = resolve_settings({"registry": registry, "nvcc": nvcc})
+    cfg = resolve_settings({"registry": registry, "nvcc": nvcc, "ptxas": ptxas})
     require_registry(cfg.registry)
     probe = probe_for(cfg, kernels, gpu=gpu)
     verify = nvcc_verifier(cfg) if rebuild else None

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ctune.cli.invocation import resolve_settings
+from ctune.compile.select_toolchain import nvcc_for
 from ctune.compile.toolchain import Toolchain, probe_toolchain, target_arch
 from ctune.config import Settings
 from ctune.errors import UserError
@@ -22,7 +23,7 @@ def settings(**overrides: Any) -> Settings:
 def load(kernel: Path, cfg: Settings) -> tuple[KernelSpec, Toolchain]:
     """Probe nvcc, then load the spec with the options this nvcc offers; an arch it does
     not compile for is refused here, before any candidate is built for it."""
-    toolchain = probe_toolchain(cfg.nvcc)
+    toolchain = probe_toolchain(nvcc_for(cfg))
     spec = load_spec(kernel, toolchain.help_text)
     target_arch(cfg.arch, spec, toolchain)
     return spec, toolchain
@@ -30,6 +31,8 @@ def load(kernel: Path, cfg: Settings) -> tuple[KernelSpec, Toolchain]:
 
 def _match_value(space: Space, name: str, raw: str) -> GeneValue:
     gene = space.gene(name)
+    if gene.open and gene.takes(raw.strip().lower()):
+        return raw.strip().lower()  # a controls file's digest
     for value in gene.values:
         if str(value).lower() == raw.strip().lower() or (
             isinstance(value, bool)
@@ -37,6 +40,8 @@ def _match_value(space: Space, name: str, raw: str) -> GeneValue:
         ):
             return value
     allowed = ", ".join(str(v) for v in gene.values)
+    if gene.open:
+        allowed += ", or a stored controls file's sha256 (ctune compile --acf-file FILE)"
     raise UserError(f"--set {name}={raw}: not a value of {name} (allowed: {allowed})")
 
 
@@ -54,6 +59,25 @@ def parse_sets(
             raise UserError(f"--set {name}: unknown gene (genes: {', '.join(space.names)})")
         values[name] = _match_value(space, name, raw)
     return values
+
+
+def offer_controls(
+    spec: KernelSpec,
+    toolchain: Toolchain,
+    cfg: Settings,
+    asked: tuple[str, ...] | None,
+    origin: str = "--acf",
+) -> KernelSpec:
+    """The spec with the ``acf`` genes this toolchain takes for the run's target: the
+    command line's (``asked``, by the option ``origin``; a refusal is a UserError) or the
+    spec's (a warning line)."""
+    if asked is None and not spec.acf:
+        return spec
+    from ctune.cli.render import warn_line
+    from ctune.controls.offer import offer_acf
+
+    arch = target_arch(cfg.arch, spec, toolchain)
+    return offer_acf(spec, toolchain, arch, asked, warn_line, origin)
 
 
 def candidate_from_sets(spec: KernelSpec, items: Sequence[str]) -> Candidate:

@@ -4,19 +4,31 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ctune.cli import app, render
-from ctune.cli.common import candidate_from_sets, load, settings
+from ctune.cli.common import candidate_from_sets, load, offer_controls, settings
+from ctune.cli.options import NvccOpt, PtxasOpt
 from ctune.errors import UserError
+
+if TYPE_CHECKING:
+    from ctune.kernelspec import KernelSpec
 
 KernelArg = Annotated[Path, typer.Argument(help="kernel .cu (its .yaml sidecar sits next to it)")]
 SetOpt = Annotated[
     list[str] | None, typer.Option("--set", "-s", help="NAME=VALUE for a gene; repeatable")
 ]
 ProblemOpt = Annotated[str | None, typer.Option(help="problem name (default: the spec's)")]
+AcfOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--acf",
+        help="advanced-controls genes: ptxas, nvcc or ptxas,nvcc (CUDA 13.3+; nvcc's needs "
+        "sm_100+), or none; overrides the spec's acf",
+    ),
+]
 
 
 @app.command("compile")
@@ -27,14 +39,37 @@ def compile_command(
     arch: Annotated[
         str | None, typer.Option(help="target, e.g. sm_90 (default: the spec's)")
     ] = None,
+    nvcc: NvccOpt = None,
+    ptxas: PtxasOpt = None,
+    acf: AcfOpt = None,
+    acf_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--acf-file",
+            help="build with this controls file: stored by its sha256 in <cache_dir>/controls "
+            "and set as the acf gene of its compiler (--acf names the compiler when the spec "
+            "does not name one)",
+        ),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
     """Compile one candidate (default build unless --set) and print argv, resources, SASS hash."""
     from ctune.compile.nvcc import NvccCompiler
+    from ctune.controls.offer import parse_acf_option
 
-    cfg = settings(arch=arch)
+    cfg = settings(arch=arch, nvcc=nvcc, ptxas=ptxas)
     spec, toolchain = load(kernel, cfg)
-    candidate = candidate_from_sets(spec, sets or [])
+    items = list(sets or [])
+    asked, file_space = _asked_controls(spec, parse_acf_option(acf), items, acf_file is not None)
+    origin = "--acf" if acf is not None else "--acf-file" if acf_file is not None else "--set"
+    spec = offer_controls(spec, toolchain, cfg, asked, origin)
+    if acf_file is not None:
+        from ctune.controls.store import StoreChain
+        from ctune.space.nvcc import ACF
+
+        digest = StoreChain.for_settings(cfg).first.put_file(acf_file)
+        items.append(f"{ACF[file_space].gene_name}={digest}")
+    candidate = candidate_from_sets(spec, items)
     chosen = spec.problem(problem)
     with NvccCompiler.from_settings(spec, toolchain, cfg) as compiler:
         build = compiler.build(candidate, chosen)
@@ -55,6 +90,30 @@ def compile_command(
         )
 
 
+def _asked_controls(
+    spec: KernelSpec, option: tuple[str, ...] | None, sets: list[str], with_file: bool
+) -> tuple[tuple[str, ...] | None, str]:
+    """(the compilers whose controls the command line asks for, None for the spec's; the
+    compiler of ``--acf-file``): ``--acf``, the ``acf`` genes ``--set`` names, and the
+    file's compiler: the one --acf names, else the one the spec names, else ptxas."""
+    from ctune.space.nvcc import ACF_GENES
+
+    names = (item.partition("=")[0].strip() for item in sets)
+    named = [ACF_GENES[n].space for n in names if n in ACF_GENES]
+    file_space = ""
+    if with_file:
+        pool = option if option is not None else (spec.acf or ("ptxas",))
+        if len(pool) != 1:
+            raise UserError(
+                "--acf-file: name the compiler whose controls file it is: --acf ptxas or --acf nvcc"
+            )
+        file_space = pool[0]
+        named.append(file_space)
+    if option is None and not named:
+        return None, file_space
+    return tuple(dict.fromkeys((*(option or ()), *named))), file_space
+
+
 @app.command("space")
 def space_command(
     kernel: KernelArg,
@@ -65,6 +124,8 @@ def space_command(
         str | None,
         typer.Option(help="target whose limits apply, e.g. sm_80 (default: the spec's)"),
     ] = None,
+    nvcc: NvccOpt = None,
+    ptxas: PtxasOpt = None,
     json_out: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
     """Show the genome: genes by family, restrictions, valid-space size, a few samples.
@@ -75,7 +136,7 @@ def space_command(
     """
     from ctune.space.limits import device_limits
 
-    cfg = settings(arch=arch)
+    cfg = settings(arch=arch, nvcc=nvcc, ptxas=ptxas)
     spec, _ = load(kernel, cfg)
     chosen = spec.problem(problem)
     limits = device_limits(cfg.arch or spec.arch)

@@ -9,6 +9,7 @@ import typer
 
 from ctune.cli import app, render
 from ctune.cli.common import settings
+from ctune.cli.options import NvccOpt, PtxasOpt
 from ctune.errors import RegistryError, ToolchainError
 
 if TYPE_CHECKING:
@@ -22,18 +23,24 @@ def doctor_command(
     fix: Annotated[
         bool, typer.Option("--fix", help="remove stale git lock files in the registry's repository")
     ] = False,
+    nvcc: NvccOpt = None,
+    ptxas: PtxasOpt = None,
     json_out: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
 ) -> None:
-    """Check nvcc, ptxas, CUTLASS headers, CuPy, the driver, the GPU, NVML and registry locks."""
-    from ctune.doctor import run_checks
+    """Check the toolchains (which take advanced controls), CUTLASS headers, CuPy, the
+    driver, the GPU, NVML, CompileIQ and its spaces, and registry locks."""
+    import os
+
+    from ctune.cli.invocation import invocation_environ
+    from ctune.doctor import SELECTED, run_checks
     from ctune.registry.locks import clear_stale_locks
 
-    cfg = settings()
-    checks = run_checks(cfg.nvcc)
+    cfg = settings(nvcc=nvcc, ptxas=ptxas)
+    checks = run_checks(cfg, invocation_environ() or os.environ)
     stale = _stale_locks(cfg.registry)
     removed = clear_stale_locks(cfg.registry, STALE_AFTER_S) if fix and stale else []
     render.doctor_report(checks, json_out, stale_locks=stale, removed=removed)
-    if not checks[1].ok:
+    if not all(c.ok for c in checks if c.name == SELECTED):
         raise ToolchainError("nvcc is required for every ctune command that compiles")
 
 

@@ -14,6 +14,7 @@ import typer
 from ctune.cli import app
 from ctune.cli import render_registry as render
 from ctune.cli.invocation import resolve_settings
+from ctune.cli.options import NvccOpt, PtxasOpt
 from ctune.cli.registry import KEYS_HELP
 from ctune.errors import (
     EXIT_GATE_FAILED,
@@ -56,6 +57,8 @@ def gate_command(
     kernels: Annotated[Path, typer.Option("--kernels", help="directory of specs")] = Path(
         "kernels"
     ),
+    nvcc: NvccOpt = None,
+    ptxas: PtxasOpt = None,
     build_only: Annotated[
         bool,
         typer.Option(
@@ -74,7 +77,7 @@ def gate_command(
 
     if processes < 3:
         raise UserError(f"--processes {processes}: the gate needs k >= 3 processes")
-    cfg = resolve_settings({"registry": registry})
+    cfg = resolve_settings({"registry": registry, "nvcc": nvcc, "ptxas": ptxas})
     require_registry(cfg.registry)
     store = ArtifactStore(cfg.registry)
     if keys:

@@ -32,6 +32,7 @@ def init_command(
     is; every guess is marked '# check:' for you to confirm."""
     from ctune.cli import render_kernel
     from ctune.cli.common import settings
+    from ctune.compile.select_toolchain import nvcc_for
     from ctune.compile.toolchain import probe_toolchain
     from ctune.draft.guess import default_for
     from ctune.draft.sidecar import check_loads, draft_sidecar, pick_kernel
@@ -45,7 +46,7 @@ def init_command(
     pick_kernel(source, entry, kernel.name)  # a file without kernels fails before nvcc runs
     yaml_path = kernel.with_suffix(".yaml")
     cfg = settings(arch=arch)
-    toolchain = probe_toolchain(cfg.nvcc)
+    toolchain = probe_toolchain(nvcc_for(cfg))
     probe = find_undefined(
         toolchain.nvcc,
         kernel,

@@ -11,6 +11,7 @@ import typer
 from ctune.cli import app
 from ctune.cli import render_registry as render
 from ctune.cli.invocation import resolve_settings
+from ctune.cli.options import NvccOpt, PtxasOpt
 from ctune.config import Settings
 from ctune.errors import GateFailure, RegistryError
 
@@ -72,8 +73,8 @@ ReleaseOpt = Annotated[
 ]
 
 
-def _settings(registry: Path | None) -> Settings:
-    return resolve_settings({"registry": registry})
+def _settings(registry: Path | None, nvcc: str | None = None, ptxas: str | None = None) -> Settings:
+    return resolve_settings({"registry": registry, "nvcc": nvcc, "ptxas": ptxas})
 
 
 TableOpt = Annotated[
@@ -270,6 +271,8 @@ def refresh_command(
         "kernels"
     ),
     dry_run: Annotated[bool, typer.Option("--dry-run", help="only say what would change")] = False,
+    nvcc: NvccOpt = None,
+    ptxas: PtxasOpt = None,
 ) -> None:
     """Record the current inputs (toolchain, sources, spec) of artifacts whose binaries are
     unchanged, in one commit, without re-measuring; stale artifacts are left for a re-tune."""
@@ -278,7 +281,7 @@ def refresh_command(
     from ctune.registry.service import refresh_registry
     from ctune.registry.store import ArtifactStore, require_registry
 
-    settings = _settings(registry)
+    settings = _settings(registry, nvcc, ptxas)
     require_registry(settings.registry)
     chosen = ArtifactStore(settings.registry).select(keys).artifacts if keys else ()
     probe = probe_for(settings, kernels, gpu=False)
@@ -304,14 +307,17 @@ def verify_command(
     kernels: Annotated[
         Path, typer.Option("--kernels", help="directory of <kernel>.yaml specs")
     ] = Path("kernels"),
+    nvcc: NvccOpt = None,
+    ptxas: PtxasOpt = None,
 ) -> None:
     """Check every artifact's digest, its gene values against its spec (a digest does not
     catch a hand edit), every pin tag (digest, signature, ancestry), git fsck."""
+    from ctune.compile.select_toolchain import nvcc_for
     from ctune.registry.service import verify_registry
 
-    settings = _settings(registry)
+    settings = _settings(registry, nvcc, ptxas)
     report = verify_registry(
-        settings.registry, ref=ref, fsck=fsck, kernels=kernels, nvcc=settings.nvcc
+        settings.registry, ref=ref, fsck=fsck, kernels=kernels, nvcc=nvcc_for(settings)
     )
     render.verify(report)
     if not report.ok:
@@ -422,19 +428,27 @@ def retune_command(
     kernels: Annotated[
         Path, typer.Option("--kernels", help="directory of <kernel>.cu and <kernel>.yaml")
     ] = Path("kernels"),
+    nvcc: NvccOpt = None,
+    ptxas: PtxasOpt = None,
 ) -> None:
     """Re-run the search that made each stale artifact (problem, objectives, constraints,
     strategy, seed, budget, arch, L2 policy as recorded) and commit its result."""
     from ctune.errors import GateFailure
     from ctune.registry.retune import Retune, search_argv
 
-    settings = _settings(registry)
+    settings = _settings(registry, nvcc, ptxas)
     chosen = _retune_targets(settings, kernels, keys or [], every)
     if not chosen:
         render.nothing_stale()
         return
-    # the search commits where this command reads (its --commit follows CTUNE_REGISTRY)
-    env = (("CTUNE_REGISTRY", str(settings.registry)),) if registry is not None else ()
+    # the search commits where this command reads (its --commit follows CTUNE_REGISTRY) and
+    # builds with this command's toolchain
+    given = (
+        ("CTUNE_REGISTRY", registry, str(settings.registry)),
+        ("CTUNE_NVCC", nvcc, settings.nvcc),
+        ("CTUNE_PTXAS", ptxas, settings.ptxas),
+    )
+    env = tuple((name, value) for name, option, value in given if option is not None)
     plans = [Retune(key, search_argv(a, kernels, budget, results), env) for key, a in chosen]
     failed = []
     for plan in plans:

@@ -312,6 +312,14 @@ def final_report(result: SearchResult, json_out: bool) -> None:
         line(
             ("*", "bold yellow"), f" pinned: {result.pinned} (best {result.objectives[0]['name']})"
         )
+    if result.controls is not None:
+        v = result.controls
+        kept = "kept" if v.pinned else "not pinned"
+        line(
+            ("controls file", "bold"),
+            f" {v.member} against its build without one ({v.reference}): {v.gain:.3f}x, "
+            f"{v.difference}; {kept}",
+        )
     if result.confirm_processes and not result.interrupted:
         line(
             f"values re-measured in {result.confirm_processes} fresh processes; "

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ctune.cli import app
+from ctune.cli.options import NvccOpt, PtxasOpt
 from ctune.errors import SearchInconclusive, UserError
 from ctune.search import strategy_names_help
 from ctune.search.budget import WARM_START_SHARE
@@ -233,6 +234,8 @@ def search_command(
     arch: Annotated[
         str | None, typer.Option(help="target, e.g. sm_90 (default: the spec's)")
     ] = None,
+    nvcc: NvccOpt = None,
+    ptxas: PtxasOpt = None,
     warm_start: Annotated[
         Path | None,
         typer.Option(
@@ -294,6 +297,23 @@ def search_command(
             "default: the spec's device_genes; none: without them",
         ),
     ] = None,
+    acf: Annotated[
+        str | None,
+        typer.Option(
+            "--acf",
+            help="also tune advanced-controls files: ptxas, nvcc or ptxas,nvcc (CUDA 13.3+; "
+            "nvcc's needs sm_100+; refused in one line where the toolchain does not take "
+            "them), or none; default: the spec's acf",
+        ),
+    ] = None,
+    acf_variant: Annotated[
+        str,
+        typer.Option(
+            "--acf-variant",
+            help="which controls search space: default, or att (CompileIQ's space curated "
+            "for attention kernels)",
+        ),
+    ] = "default",
 ) -> None:
     """Search flags, launch configuration and template parameters for the best builds.
 
@@ -303,7 +323,9 @@ def search_command(
     processes, and writes a result file that `ctune registry import` accepts.
     """
     from ctune.cli import render_search
-    from ctune.cli.common import settings
+    from ctune.cli.common import offer_controls, settings
+    from ctune.controls.offer import parse_acf_option
+    from ctune.controls.setup import controls_setup
     from ctune.objective import parse_objective_spec
     from ctune.registry.assemble import ResultPublisher
     from ctune.search import run_search
@@ -314,14 +336,23 @@ def search_command(
     if plot is not None:  # before anything runs: a search must not end in a missing extra
         render_search.require_plotting()
     cfg = settings(
-        jobs=jobs, l2_policy=l2_policy, arch=arch, timing=timing, executor=executor, gpus=gpus
+        jobs=jobs,
+        l2_policy=l2_policy,
+        arch=arch,
+        timing=timing,
+        executor=executor,
+        gpus=gpus,
+        nvcc=nvcc,
+        ptxas=ptxas,
     )
     seeds: tuple[dict[str, Any], ...] = ()
     if warm_start is not None:
         from ctune.exchange.t4 import read_t4
 
         seeds = tuple(read_t4(warm_start))
+    asked_acf = parse_acf_option(acf)
     spec, toolchain = load_kernel(kernel, cfg)
+    spec = offer_controls(spec, toolchain, cfg, asked_acf)
     objectives = parse_objective_spec(objective, constraint or [], spec.metrics)
     options = SearchOptions(
         problem=problem,
@@ -339,6 +370,13 @@ def search_command(
         fill=fill,
         warm_start=seeds,
         warm_start_source=str(warm_start or ""),
+        controls=controls_setup(
+            spec.acf,
+            toolchain,
+            cache_dir=cfg.cache_dir,
+            spaces_folder=cfg.acf_spaces,
+            variant=acf_variant,
+        ),
     )
     control = None  # after parsing every flag: opening device genes needs the GPU (exit 3)
     wanted = device_genes if device_genes is not None else ",".join(spec.device_genes)

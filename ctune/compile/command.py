@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ctune.compile.quoting import define_flag
+from ctune.controls.store import APPLY_OPTION, applied_digest, registry_relative
 from ctune.records import GeneValue
 from ctune.space.nvcc import render_flags
 from ctune.space.params import Gene
@@ -117,7 +118,8 @@ def key_argv(argv: Sequence[str]) -> list[str]:
 
 
 def tuned_flags(argv: Sequence[str]) -> list[str]:
-    """The part of argv a build system must reproduce (defines and catalogue flags)."""
+    """The part of argv a build system must reproduce (defines and catalogue flags); a
+    stored controls file is named as the registry holds it (``controls/DIGEST.acf``)."""
     items = key_argv(argv)[:-1]  # drop the source
     skip_next = False
     out = []
@@ -130,5 +132,6 @@ def tuned_flags(argv: Sequence[str]) -> list[str]:
             continue
         if item.startswith("-I"):
             continue
-        out.append(item)
+        digest = applied_digest(item)
+        out.append(item if digest is None else f"{APPLY_OPTION}={registry_relative(digest)}")
     return out

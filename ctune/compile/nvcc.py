@@ -1,8 +1,12 @@
 """NvccCompiler: run nvcc for candidates, in parallel, into a content-addressed cache.
 
 A build is keyed by everything that decides its bytes: the argv (without
-paths ctune owns), the digest of the source and its include closure, and the
-toolchain version. A second request for the same key is a cache hit, also
+paths ctune owns), the digest of the source and its include closure, the
+toolchain version and the content of any controls file. An ``acf`` gene's value is a
+controls file's digest: the compiler finds the file in its store chain (the search's
+``<cache_dir>/controls``, then the registry's, ``ctune.controls.store``) and passes its
+path; the key names it ``<controls>/DIGEST.acf``, so it does not depend on where a store is.
+A second request for the same key is a cache hit, also
 across runs; failed builds are cached too so a bad candidate is never
 compiled twice (Kernel Tuner records failures the same way). Candidates that
 differ only in runtime genes have the same argv, so they share one build: a
@@ -57,6 +61,7 @@ from ctune.compile.sass import NotAnElf, entry_functions, kernel_param_sizes, sa
 from ctune.compile.signature import KernelParams, arg_mismatch, ptx_param_sizes
 from ctune.compile.toolchain import Toolchain
 from ctune.config import Settings
+from ctune.controls.store import APPLY_OPTION, FOLDER, StoreChain, applied_digest, file_name
 from ctune.errors import SpecError
 from ctune.kernelspec import KernelSpec, Problem
 from ctune.records import (
@@ -144,6 +149,7 @@ class NvccCompiler:
         timeout_s: float = 120.0,
         memory_bytes: int = 12 * 1024**3,
         jobs: int = 0,
+        controls: StoreChain | None = None,
     ) -> None:
         self.spec = spec
         self.toolchain = toolchain
@@ -152,6 +158,10 @@ class NvccCompiler:
         self.memory_bytes = memory_bytes
         self.builds_dir = Path(cache_dir).resolve() / "builds"
         self.quarantine_dir = Path(cache_dir).resolve() / "quarantine"
+        #: where controls files are found (default: this cache's own store only)
+        self.controls = controls or StoreChain.of(Path(cache_dir) / FOLDER)
+        #: the spec's own controls files (acf_files), stored when first built with
+        self._seeds = {d: path for seeds in spec.acf_seeds.values() for d, path in seeds}
         self.jobs = jobs or os.cpu_count() or 1
         self._pool: ThreadPoolExecutor | None = None
         self._live = LiveGroups()  # running nvcc processes, for close()
@@ -177,14 +187,17 @@ class NvccCompiler:
             timeout_s=cfg.compile_timeout_s,
             memory_bytes=cfg.compile_memory_bytes,
             jobs=cfg.jobs,
+            controls=StoreChain.for_settings(cfg),
         )
 
     # --- argv and keys ------------------------------------------------------
-    def _control_file(self, value: GeneValue | None) -> Path | None:
-        """An advanced-controls file named by the apply_controls gene, resolved."""
-        if value in ("none", None):
-            return None
-        return (self.spec.yaml_path.parent / str(value)).resolve()
+    def _controls_path(self, gene: str, digest: str) -> Path:
+        """The stored file of an ``acf`` gene's digest; a spec's own file is stored first
+        (a ControlsError naming the digest and the stores when none holds it)."""
+        where = f"{self.spec.name}: {gene}"
+        if not self.controls.has(digest) and digest in self._seeds:
+            self.controls.first.put_file(self._seeds[digest])
+        return self.controls.path(digest, where)
 
     @cached_property
     def _template_parameters(self) -> frozenset[str]:
@@ -226,9 +239,9 @@ class NvccCompiler:
 
     def argv(self, candidate: Candidate, problem: Problem, output: Path) -> list[str]:
         defines, flags = split_genes(self.spec.space.genes, candidate.as_dict())
-        acf = self._control_file(flags.get("apply_controls"))
-        if acf is not None:
-            flags["apply_controls"] = str(acf)
+        for gene in self.spec.flag_genes:
+            if gene.open and flags.get(gene.name, gene.default) != gene.default:
+                flags[gene.name] = str(self._controls_path(gene.name, str(flags[gene.name])))
         suffix_ok = output.suffix in (".cubin", ".so")
         assert suffix_ok, output
         made = self.instantiation(candidate, problem)
@@ -272,6 +285,9 @@ class NvccCompiler:
     def _portable(self, item: str) -> str:
         """An argv item without the paths that depend on where the checkout, the cache and
         the include folders live (their contents are keyed by the closure digest)."""
+        digest = applied_digest(item)
+        if digest is not None:
+            return f"{APPLY_OPTION}=<controls>/{file_name(digest)}"  # keyed by content below
         item = item.replace(str(self.entries_dir), "<entries>")
         for path, label in self._include_labels:
             item = item.replace(path, label)
@@ -282,7 +298,7 @@ class NvccCompiler:
         controls = [
             sha256_hex(Path(a.split("=", 1)[1]).read_bytes())
             for a in argv
-            if a.startswith("--apply-controls=")
+            if a.startswith(f"{APPLY_OPTION}=")
         ]
         return sha256_hex(
             canonical_json(

@@ -1,7 +1,12 @@
-"""Probe the CUDA toolchain once: versions, paths and the options nvcc offers."""
+"""Probe the CUDA toolchain once: versions, paths and the options nvcc offers.
+
+The toolchain is an nvcc and the ptxas it runs. The settings choose it
+(compile/select_toolchain.py); :func:`probe_toolchain` reads what the chosen nvcc is.
+"""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -10,11 +15,31 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ctune.arch import check_offered
+from ctune.arch import capability, check_offered
 from ctune.errors import ToolchainError, UserError
 
 if TYPE_CHECKING:
     from ctune.kernelspec import KernelSpec
+
+#: the file that marks a split toolchain's bin folder (compile/split_toolchain.py writes it)
+SPLIT_MARKER = "ctune-toolchain.json"
+#: the CUDA release whose ptxas and nvcc take advanced-controls files (--apply-controls)
+CONTROLS_RELEASE = (13, 3)
+#: nvcc's own --apply-controls is refused below this architecture ("not supported on this target")
+NVCC_CONTROLS_ARCH = (10, 0)
+COMPILERS = ("ptxas", "nvcc")
+
+
+def release(version: str) -> tuple[int, ...] | None:
+    """``"13.3.73"`` -> (13, 3, 73); None when it is not dotted numbers."""
+    parts = version.split(".")
+    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else None
+
+
+def controls_release(version: str) -> bool:
+    """Whether a compiler of this version takes advanced-controls files."""
+    parsed = release(version)
+    return parsed is not None and parsed[:2] >= CONTROLS_RELEASE
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,13 +49,49 @@ class Toolchain:
     ptxas_version: str
     nvcc_version_line: str  # the full "Cuda compilation tools, ..." line
     help_text: str
+    ptxas: str = ""  # the ptxas this nvcc runs, as an absolute path
+    split: bool = False  # that ptxas is not nvcc's own: PTX from nvcc, cubins from it
 
     def describe(self) -> str:
-        return f"nvcc {self.nvcc_version} / ptxas {self.ptxas_version}"
+        """What the build key and each build record name the toolchain by."""
+        plain = f"nvcc {self.nvcc_version} / ptxas {self.ptxas_version}"
+        return f"{plain} (split)" if self.split else plain
+
+    @property
+    def ptxas_label(self) -> str:
+        """ptxas's version as the fingerprint records it: a split one says so, since its
+        cubins were made from another release's PTX."""
+        if not self.split:
+            return self.ptxas_version
+        return f"{self.ptxas_version} (split: PTX from nvcc {self.nvcc_version})"
 
     @property
     def bin_dir(self) -> Path:
         return Path(self.nvcc).parent
+
+    def takes_controls(self, compiler: str, arch: str) -> tuple[bool, str]:
+        """Whether ``compiler`` ("ptxas" or "nvcc") of this toolchain applies an
+        advanced-controls file when building for ``arch``, and when not, why
+        (:func:`controls_taken`)."""
+        return controls_taken(self.nvcc_version, self.ptxas_version, compiler, arch)
+
+
+def controls_taken(
+    nvcc_version: str, ptxas_version: str, compiler: str, arch: str
+) -> tuple[bool, str]:
+    """(whether ``compiler`` of a toolchain of these versions applies an advanced-controls
+    file for ``arch``, and when not, why: the line a user sees when that space is not
+    offered; empty when it does). Decided by versions, never by a probe: ptxas 13.0 refuses
+    a controls file with the same words as a damaged one."""
+    if compiler not in COMPILERS:
+        raise ValueError(f"compiler {compiler!r} is not one of {', '.join(COMPILERS)}")
+    version = ptxas_version if compiler == "ptxas" else nvcc_version
+    if not controls_release(version):
+        return False, f"{compiler} {version} takes no controls files (13.3 or later does)"
+    sm = capability(arch)
+    if compiler == "nvcc" and (sm is None or sm < NVCC_CONTROLS_ARCH):
+        return False, f"nvcc {version} takes no controls file of its own for {arch} (sm_100+)"
+    return True, ""
 
 
 def _run(argv: list[str]) -> str:
@@ -43,31 +104,80 @@ def _run(argv: list[str]) -> str:
     return done.stdout
 
 
-@lru_cache(maxsize=4)
-def probe_toolchain(nvcc: str = "nvcc") -> Toolchain:
-    """Find nvcc and ptxas and read their versions; no probing happens at import."""
+def dryrun(nvcc: str) -> str:
+    """What ``nvcc -dryrun`` says it would set and run for an empty source (its ``#$``
+    lines: ``_HERE_``, ``TOP``, ``PATH``); empty when it says nothing (a stand-in)."""
+    try:
+        done = subprocess.run(
+            [nvcc, "-dryrun", "-E", "-x", "cu", os.devnull],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stderr + done.stdout
+
+
+def dryrun_value(text: str, name: str) -> str | None:
+    """The value ``nvcc -dryrun`` gives ``name`` (``_HERE_``, ``PATH``), if it gives one."""
+    match = re.search(rf"^#\$ {re.escape(name)}=(.*)$", text, re.M)
+    return match.group(1).strip() if match else None
+
+
+def nvcc_home(nvcc: str) -> Path:
+    """The folder nvcc really runs from (its ``_HERE_``), through any wrapper script or
+    link: where its ``nvcc.profile`` and, first on its PATH, its ptxas live."""
+    here = dryrun_value(dryrun(nvcc), "_HERE_")
+    return Path(here) if here else Path(nvcc).resolve().parent
+
+
+def version_in(text: str) -> str | None:
+    """The version a ``--version`` text gives (``"13.3.73"``), if it gives one."""
+    match = re.search(r"release [\d.]+, V([\d.]+)", text) or re.search(r"V(\d[\d.]*)", text)
+    return match.group(1) if match else None
+
+
+def find_nvcc(nvcc: str) -> str:
+    """The absolute path of ``nvcc`` (a name on PATH or a path); ToolchainError if none."""
     path = shutil.which(nvcc)
     if path is None:
         raise ToolchainError(
-            f"nvcc not found ('{nvcc}' is not on PATH); install the CUDA toolkit or set CTUNE_NVCC"
+            f"nvcc not found ('{nvcc}' is not on PATH); install the CUDA toolkit, or choose "
+            "one with --nvcc, CTUNE_NVCC or [tool.ctune] nvcc"
         )
-    # nvcc may be a wrapper script: ask it where its own bin dir is via ptxas next to it
+    return os.path.abspath(path)
+
+
+@lru_cache(maxsize=8)
+def probe_toolchain(nvcc: str = "nvcc") -> Toolchain:
+    """Find nvcc and the ptxas it runs and read their versions; no probing at import.
+
+    The ptxas is nvcc's own, the one in its folder (nvcc's profile puts that folder first
+    on the PATH it runs ptxas from), else the first on PATH, where nvcc looks next. Not
+    the first on PATH before that: an nvcc given by path runs its own."""
+    path = find_nvcc(nvcc)
     version_text = _run([path, "--version"])
-    match = re.search(r"release [\d.]+, V([\d.]+)", version_text)
-    if not match:
+    version = version_in(version_text)
+    if version is None:
         raise ToolchainError(f"cannot read the nvcc version from: {version_text.strip()[:200]}")
     line = next(
         (ln.strip() for ln in version_text.splitlines() if "release" in ln), version_text.strip()
     )
-    ptxas = shutil.which("ptxas") or str(Path(path).resolve().parent / "ptxas")
-    ptxas_text = _run([ptxas, "--version"])
-    ptxas_match = re.search(r"V([\d.]+)", ptxas_text)
+    home = Path(path).resolve().parent
+    beside = home / "ptxas"
+    ptxas = str(beside) if beside.exists() else shutil.which("ptxas")
+    if ptxas is None:
+        raise ToolchainError(f"ptxas not found beside {path} nor on PATH; reinstall CUDA")
     return Toolchain(
         nvcc=path,
-        nvcc_version=match.group(1),
-        ptxas_version=ptxas_match.group(1) if ptxas_match else "unknown",
+        nvcc_version=version,
+        ptxas_version=version_in(_run([ptxas, "--version"])) or "unknown",
         nvcc_version_line=line,
         help_text=_run([path, "--help"]),
+        ptxas=os.path.realpath(ptxas),
+        split=(home / SPLIT_MARKER).is_file(),
     )
 
 

@@ -40,6 +40,7 @@ inside the functions that need them.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import hashlib
 import io
@@ -173,7 +174,8 @@ def probe_toolchain(nvcc: str = "nvcc", host_cxx: str = "g++") -> dict[str, str]
     from ctune.compile.toolchain import probe_toolchain as probe_nvcc
 
     tc = probe_nvcc(nvcc)
-    out = {"nvcc_version": tc.nvcc_version_line, "ptxas_version": tc.ptxas_version}
+    # a split toolchain (cubins from another release's ptxas) says so in ptxas_version
+    out = {"nvcc_version": tc.nvcc_version_line, "ptxas_version": tc.ptxas_label}
     cxx = shutil.which(host_cxx)
     line = _first_line([cxx, "--version"]) if cxx else None
     if line:
@@ -293,12 +295,45 @@ def _digest(value: Any) -> str:
     return sha256_hex(canonical_json(value))
 
 
-def reference_code_sha256(path: Path) -> str:
-    """The reference's code, not its bytes: comments and blank lines do not change what it
-    checks. Comments are cut where the tokenizer finds them, and the text digested: neither
-    ``ast.dump`` nor token types are the same across Python versions, and the CI machine's
-    Python is rarely the GPU runner's."""
-    text = path.read_text(errors="replace")
+def _docstring_spans(text: str) -> list[tuple[int, int, int, int]]:
+    """(start row, start col, end row, end col) of every docstring, rows from 1, columns in
+    characters: a string expression first in a module, class or function body."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []  # loading the reference fails anyway
+    lines = text.splitlines()
+
+    def column(row: int, byte_offset: int) -> int:  # ast counts UTF-8 bytes
+        return len(lines[row - 1].encode()[:byte_offset].decode(errors="replace"))
+
+    spans = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        first = node.body[0] if node.body else None
+        if (
+            isinstance(first, ast.Expr)
+            and isinstance(first.value, ast.Constant)
+            and isinstance(first.value.value, str)
+            and first.end_lineno is not None
+            and first.end_lineno <= len(lines)  # str.splitlines also splits at form feeds
+            and first.end_col_offset is not None
+        ):
+            spans.append(
+                (
+                    first.lineno,
+                    column(first.lineno, first.col_offset),
+                    first.end_lineno,
+                    column(first.end_lineno, first.end_col_offset),
+                )
+            )
+    return sorted(spans)
+
+
+def _code_text(text: str, *, docstrings: bool) -> str:
+    """The reference's text without comments, blank lines and trailing blanks (and without
+    docstrings unless ``docstrings``): what the digest covers."""
     lines = text.splitlines()
     try:
         for token in tokenize.generate_tokens(io.StringIO(text).readline):
@@ -307,7 +342,28 @@ def reference_code_sha256(path: Path) -> str:
                 lines[row - 1] = lines[row - 1][:col]
     except (tokenize.TokenError, SyntaxError):
         pass  # loading the reference fails anyway; what was cut so far is cut
-    return sha256_hex("\n".join(line.rstrip() for line in lines if line.strip()))
+    if not docstrings:
+        # last first: cutting one span leaves the columns of the earlier ones as they were
+        for row, col, end_row, end_col in reversed(_docstring_spans(text)):
+            lines[row - 1] = lines[row - 1][:col] + lines[end_row - 1][end_col:]
+            for inside in range(row, end_row):
+                lines[inside] = ""
+    return "\n".join(line.rstrip() for line in lines if line.strip())
+
+
+def reference_code_sha256(path: Path) -> str:
+    """The reference's code, not its bytes: comments, docstrings and blank lines do not
+    change what it checks. They are cut from the text and the text digested: neither
+    ``ast.dump`` nor token types are the same across Python versions, and the CI machine's
+    Python is rarely the GPU runner's. A reference without docstrings digests as it did
+    when only comments were cut (:func:`legacy_reference_code_sha256`)."""
+    return sha256_hex(_code_text(path.read_text(errors="replace"), docstrings=False))
+
+
+def legacy_reference_code_sha256(path: Path) -> str:
+    """The older form of :func:`reference_code_sha256`, docstrings counted: what artifacts
+    recorded before docstrings were cut (see :func:`adopt_older_forms`)."""
+    return sha256_hex(_code_text(path.read_text(errors="replace"), docstrings=True))
 
 
 #: spec keys that shape the build (a change is verified by rebuilding, like a source edit)
@@ -330,6 +386,36 @@ _OWN_KEYS = frozenset(
 )
 
 
+def _reference_sha256(raw: Mapping[str, Any], code: str) -> str:
+    return _digest(
+        {"reference": raw.get("reference"), "code": code, "deterministic": raw.get("deterministic")}
+    )
+
+
+def older_forms(spec: Any) -> dict[str, str]:
+    """Fields whose value ``spec`` has today also in an older digest form, that form: an
+    artifact recorded in it describes the same inputs (``spec_reference_sha256`` before
+    docstrings were cut). Only fields whose forms differ for this spec are listed."""
+    raw = getattr(spec, "raw", None) or {}
+    path = spec.reference_path
+    legacy, now = legacy_reference_code_sha256(path), reference_code_sha256(path)
+    return {} if legacy == now else {"spec_reference_sha256": _reference_sha256(raw, legacy)}
+
+
+def adopt_older_forms(
+    recorded: Mapping[str, str], current: Mapping[str, str], older: Mapping[str, str]
+) -> dict[str, str]:
+    """``recorded`` with each value that equals today's inputs in an older form
+    (:func:`older_forms`) replaced by today's form: the one rule by which ``ctune check``
+    compares, and ``ctune registry refresh`` rewrites, such artifacts. An older form covers
+    more than today's (docstrings), so equal in it means equal in today's."""
+    out = dict(recorded)
+    for name, value in older.items():
+        if name in current and out.get(name) == value:
+            out[name] = current[name]
+    return out
+
+
 def spec_part_fields(spec: Any, problem: str | None = None) -> dict[str, str]:
     """The spec's fields for one problem's artifact, split by part (no toolchain needed).
 
@@ -340,17 +426,12 @@ def spec_part_fields(spec: Any, problem: str | None = None) -> dict[str, str]:
     raw = getattr(spec, "raw", None) or {}
     name = problem or spec.problem().name
     body = next((p for p in raw.get("problems") or () if p.get("name") == name), None)
-    reference = {
-        "reference": raw.get("reference"),
-        "code": reference_code_sha256(spec.reference_path),
-        "deterministic": raw.get("deterministic"),
-    }
     entry = raw.get("entry")
     return {
         "spec_entry": entry if isinstance(entry, str) else canonical_json(entry),
         "spec_problem_sha256": _digest(body),
         "spec_args_sha256": _digest(raw.get("args")),
-        "spec_reference_sha256": _digest(reference),
+        "spec_reference_sha256": _reference_sha256(raw, reference_code_sha256(spec.reference_path)),
         "spec_tolerance_sha256": _digest(raw.get("tolerance")),
         "spec_metrics_sha256": _digest(raw.get("metrics")),
         "spec_build_sha256": _digest({k: raw.get(k) for k in BUILD_KEYS}),
@@ -459,14 +540,17 @@ __all__ = [
     "HARD",
     "NO_GPU",
     "SOFT",
+    "adopt_older_forms",
     "current_fingerprint",
     "diff",
     "gpu_id",
     "gpu_label",
     "harness_fields",
     "harness_sha256",
+    "legacy_reference_code_sha256",
     "not_checked",
     "not_checked_reason",
+    "older_forms",
     "probe_gpu",
     "probe_gpu_machine",
     "probe_runtime",

@@ -5,9 +5,12 @@ identity model of :mod:`ctune.evidence.identity`:
 
 - a *hard* change (measurement protocol, sampling plan, arch, this artifact's
   problem / args / entry / reference / tolerance / metrics, L2 policy, each
-  member's launch geometry, the GPU model) makes the artifact STALE;
-- a *build* change (toolchain, source closure, the spec's build settings)
-  is decided by the binary: every member is rebuilt (nvcc, build cache) and
+  member's launch geometry, a gene default the baseline was built with, the
+  GPU model) makes the artifact STALE;
+- a *build* change (toolchain, source closure, the spec's build settings, a
+  member's nvcc flags as today's code renders its genes: the flag catalogue,
+  its defaults and render rules) is decided by the binary: every member is
+  rebuilt (nvcc, build cache) and
   its SASS digest compared with the recorded one. Identical SASS: fresh, with
   the changed inputs named (``ctune registry refresh`` records them);
   different SASS or a member that no longer builds: STALE, naming the changed
@@ -22,8 +25,9 @@ source closure once per kernel. Without a GPU the GPU fields are reported
 
 from __future__ import annotations
 
+import difflib
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -93,14 +97,21 @@ class CheckReport:
         return EXIT_GATE_FAILED if stale else EXIT_OK
 
 
+#: (artifact, member) -> the member's nvcc flags as today's code renders them
+FlagRenderer = Callable[[Artifact, FrontMember], tuple[str, ...]]
+
+
 @dataclass(frozen=True)
 class Current:
     """What this machine says now about one (kernel, problem)."""
 
     fields: dict[str, str]
     closure: dict[str, str] | None = None  # None: not computed (no comparison by file)
-    spec: Any = None  # the loaded KernelSpec, for launch geometry and rebuilds
+    spec: Any = None  # the loaded KernelSpec, for launch geometry, defaults and rebuilds
     plan: dict[str, float] = field(default_factory=dict)  # PLAN_SETTINGS from settings
+    #: fields whose value today's inputs also have in an older digest form, that form
+    older: dict[str, str] = field(default_factory=dict)
+    flags_of: FlagRenderer | None = None  # None: members' nvcc flags not compared
 
 
 #: (artifact, spec) -> BinaryCheck: rebuild the members, compare SASS
@@ -138,6 +149,80 @@ def launch_changes(artifact: Artifact, spec: Any) -> list[FieldChange]:
         if old != new:
             name = f"launch[{m.key}]"
             out.append(FieldChange(name, json.dumps(old), json.dumps(new), fingerprint.HARD))
+    return out
+
+
+def _value(value: Any) -> str:
+    return json.dumps(value)
+
+
+def default_changes(artifact: Artifact, spec: Any) -> list[FieldChange]:
+    """Genes whose default today differs from the value the baseline was built with.
+
+    The baseline is the default build (every search's, a problem set's shapes included):
+    with another default it no longer is, and the gain over it measures something else.
+    Genes the baseline never recorded (added since) are left to the rebuild of its flags.
+    """
+    if spec is None:
+        return []
+    recorded = artifact.baseline.candidate.as_dict()
+    return [
+        FieldChange(f"default[{name}]", _value(recorded[name]), _value(now), fingerprint.HARD)
+        for name, now in sorted(spec.space.default_values().items())
+        if name in recorded and recorded[name] != now
+    ]
+
+
+def _portable_flag(item: str) -> str:
+    """A flag without the machine's paths: a controls file by its name (its content is a
+    build input of its own)."""
+    option = "--apply-controls="
+    return option + Path(item[len(option) :]).name if item.startswith(option) else item
+
+
+def _argv_difference(old: Sequence[str], new: Sequence[str]) -> tuple[str, str]:
+    """(items only the recorded flags have, items only today's have), in argv order."""
+    gone: list[str] = []
+    came: list[str] = []
+    matcher = difflib.SequenceMatcher(a=list(old), b=list(new), autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag != "equal":
+            gone += old[i1:i2]
+            came += new[j1:j2]
+    return " ".join(gone) or "(none)", " ".join(came) or "(none)"
+
+
+_FLAGS = "nvcc_flags["  # a member's flags change is named nvcc_flags[KEY]
+
+
+def flags_member(change: FieldChange) -> str | None:
+    """The member key of a change of a member's nvcc flags (:func:`argv_changes`), else None."""
+    if change.name.startswith(_FLAGS) and change.name.endswith("]"):
+        return change.name[len(_FLAGS) : -1]
+    return None
+
+
+def argv_changes(artifact: Artifact, flags_of: FlagRenderer | None) -> list[FieldChange]:
+    """Members whose nvcc flags, rendered from their genes by today's code (the flag
+    catalogue, its render rules, genes added since with their defaults), differ from the
+    recorded ones: a build change, decided by rebuilding and comparing SASS."""
+    if flags_of is None:
+        return []
+    out = []
+    for m in _members(artifact):
+        name = f"{_FLAGS}{m.key}]"
+        try:
+            now = [_portable_flag(f) for f in flags_of(artifact, m)]
+        except CtuneError as exc:
+            out.append(
+                FieldChange(name, "(as recorded)", f"not rendered: {exc}", fingerprint.BUILD)
+            )
+            continue
+        old = [_portable_flag(f) for f in m.nvcc_flags]
+        if not old:
+            out.append(FieldChange(name, "(not recorded)", " ".join(now), fingerprint.BUILD))
+        elif old != now:
+            out.append(FieldChange(name, *_argv_difference(old, now), fingerprint.BUILD))
     return out
 
 
@@ -188,10 +273,13 @@ def check_artifact(
         more = f" (and {len(edited) - 1} more)" if len(edited) > 1 else ""
         return CheckResult(key, (), (), error=edited[0] + more)
     checked = set(current.fields)
-    changes = fingerprint.diff(artifact.fingerprint, current.fields, checked)
+    recorded = fingerprint.adopt_older_forms(artifact.fingerprint, current.fields, current.older)
+    changes = fingerprint.diff(recorded, current.fields, checked)
+    changes += default_changes(artifact, current.spec)
     changes += launch_changes(artifact, current.spec)
     changes += plan_changes(artifact, current.plan)
-    unchecked = tuple(fingerprint.not_checked(artifact.fingerprint, current.fields, checked))
+    changes += argv_changes(artifact, current.flags_of)
+    unchecked = tuple(fingerprint.not_checked(recorded, current.fields, checked))
     inputs = closure_changes(artifact.inputs.get("closure") or {}, current.closure)
     result = CheckResult(key, tuple(changes), unchecked, inputs_changed=tuple(inputs))
     hard = any(c.severity == fingerprint.HARD for c in changes)
@@ -231,14 +319,14 @@ def nvcc_verifier(settings: Any) -> Verifier:
         import dataclasses
 
         from ctune.compile.nvcc import NvccCompiler
-        from ctune.compile.toolchain import probe_toolchain
+        from ctune.compile.select_toolchain import toolchain_for
 
         members = _members(artifact)
         problem = spec.problem(artifact.problem)
         arch = artifact.fingerprint.get("arch") or settings.arch
         rebuild = dataclasses.replace(settings, arch=arch)
         differences = []
-        with NvccCompiler.from_settings(spec, probe_toolchain(settings.nvcc), rebuild) as compiler:
+        with NvccCompiler.from_settings(spec, toolchain_for(settings), rebuild) as compiler:
             futures = [
                 (m, compiler.submit(current_candidate(spec, m.candidate), problem)) for m in members
             ]
@@ -287,6 +375,7 @@ class FingerprintProbe:
         )
         self._specs: dict[str, Any] = {}
         self._cache: dict[tuple[str, str, bool], Current] = {}
+        self._renderers: dict[tuple[str, str], Any] = {}  # (kernel, arch) -> NvccCompiler
 
     @property
     def gpu_probed(self) -> bool:
@@ -322,8 +411,36 @@ class FingerprintProbe:
                 gpu_fields=self.gpu_fields,
             )
             closure = source_closure(spec, self.nvcc, arch=self.arch or "")
-            self._cache[(kernel, problem, gpu)] = Current(fields, closure, spec, self.plan)
+            self._cache[(kernel, problem, gpu)] = Current(
+                fields,
+                closure,
+                spec,
+                self.plan,
+                older=fingerprint.older_forms(spec),
+                flags_of=self.member_flags,
+            )
         return self._cache[(kernel, problem, gpu)]
+
+    def member_flags(self, artifact: Artifact, member: FrontMember) -> tuple[str, ...]:
+        """The member's nvcc flags as a build today renders them (the compiler's own argv,
+        nothing compiled), for the arch it was tuned for: what its ``nvcc_flags`` recorded."""
+        from ctune.compile.command import tuned_flags
+
+        spec = self.spec(artifact.kernel)
+        arch = artifact.fingerprint.get("arch") or self.arch or spec.arch
+        if (artifact.kernel, arch) not in self._renderers:
+            from ctune.compile.nvcc import NvccCompiler
+            from ctune.compile.toolchain import probe_toolchain
+
+            toolchain = probe_toolchain(self.nvcc)
+            # the cache folder only names where builds would go: argv drops it
+            self._renderers[(artifact.kernel, arch)] = NvccCompiler(
+                spec, toolchain, Path(".ctune-render"), arch=arch
+            )
+        compiler = self._renderers[(artifact.kernel, arch)]
+        output = Path("kernel.so" if spec.entry_kind == "launcher" else "kernel.cubin")
+        candidate = current_candidate(spec, member.candidate)
+        return tuple(tuned_flags(compiler.argv(candidate, spec.problem(artifact.problem), output)))
 
     def for_artifact(self, artifact: Artifact) -> Current:
         return self.current(artifact.kernel, artifact.problem, gpu=self.of_this_gpu(artifact))

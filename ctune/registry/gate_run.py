@@ -78,6 +78,7 @@ class RebuildingRemeasurer:
         """(spec, compiler) for the arch the artifact was tuned for."""
         try:
             from ctune.compile.nvcc import NvccCompiler
+            from ctune.compile.select_toolchain import nvcc_for
             from ctune.compile.toolchain import probe_toolchain
         except ImportError as exc:
             raise ToolchainError(
@@ -86,9 +87,10 @@ class RebuildingRemeasurer:
         arch = artifact.fingerprint.get("arch", self.settings.arch)
         key = (artifact.kernel, arch)
         if key not in self._compilers:
-            spec = load_kernel_spec(self.kernels_dir, artifact.kernel, self.settings.nvcc)
+            nvcc = nvcc_for(self.settings)
+            spec = load_kernel_spec(self.kernels_dir, artifact.kernel, nvcc)
             rebuild = dataclasses.replace(self.settings, arch=arch)
-            toolchain = probe_toolchain(self.settings.nvcc)
+            toolchain = probe_toolchain(nvcc)
             compiler = NvccCompiler.from_settings(spec, toolchain, rebuild)
             self._compilers[key] = (spec, compiler)
         return self._compilers[key]

@@ -2,11 +2,13 @@
 
 An artifact whose build inputs changed but whose members rebuild to the
 same SASS is still valid (``ctune check`` says so); refresh writes the new
-build-input digests and the source closure into it (soft fields, which
-describe how the numbers were taken, stay as recorded), so the next check
-has nothing to rebuild. It also adopts the per-part spec digests of a
-schema-2 artifact when the spec still has the whole digest that artifact
-recorded (nothing in the spec changed).
+build-input digests, the source closure and each member's nvcc flags as
+today's code renders them into it (soft fields, which describe how the
+numbers were taken, stay as recorded), so the next check has nothing to
+rebuild. It also adopts the per-part spec digests of a schema-2 artifact
+when the spec still has the whole digest that artifact recorded (nothing in
+the spec changed), and today's form of a digest recorded in an older form
+of the same inputs (:func:`ctune.evidence.identity.adopt_older_forms`).
 Refresh never touches a STALE artifact: that one needs a re-tune.
 """
 
@@ -16,9 +18,9 @@ import dataclasses
 from dataclasses import dataclass
 
 from ctune.evidence import identity as fingerprint
-from ctune.registry.check import STALE, Current, Verifier, check_artifact
+from ctune.registry.check import STALE, Current, Verifier, check_artifact, flags_member
 from ctune.registry.layout import ArtifactKey
-from ctune.registry.schema import Artifact
+from ctune.registry.schema import Artifact, FrontMember
 
 _SPEC_PARTS = tuple(name for name in fingerprint.FIELDS if name.startswith("spec_"))
 
@@ -42,28 +44,66 @@ def adopt_legacy_spec(artifact: Artifact, current: Current) -> Artifact:
     )
 
 
+def adopt_older_forms(artifact: Artifact, current: Current) -> Artifact:
+    """The artifact with today's form of each digest it recorded in an older form of the
+    same inputs."""
+    recorded = fingerprint.adopt_older_forms(artifact.fingerprint, current.fields, current.older)
+    if recorded == artifact.fingerprint:
+        return artifact
+    return dataclasses.replace(artifact, fingerprint=recorded)
+
+
+def _rendered_flags(artifact: Artifact, current: Current, keys: set[str]) -> Artifact:
+    """Members ``keys`` with the nvcc flags today's code renders (their rebuilt SASS is the
+    recorded one: the check verified it)."""
+    if not keys or current.flags_of is None:
+        return artifact
+    flags_of = current.flags_of
+
+    def update(m: FrontMember) -> FrontMember:
+        return dataclasses.replace(m, nvcc_flags=flags_of(artifact, m)) if m.key in keys else m
+
+    return dataclasses.replace(
+        artifact,
+        front=tuple(update(m) for m in artifact.front),
+        baseline=update(artifact.baseline),
+    )
+
+
 def refresh_artifact(
     key: ArtifactKey, artifact: Artifact, current: Current, verify: Verifier | None
 ) -> RefreshOutcome:
     """The artifact with today's input digests, if its check (binaries verified) is not STALE."""
-    adopted = adopt_legacy_spec(artifact, current)
+    legacy = adopt_legacy_spec(artifact, current)
+    adopted = adopt_older_forms(legacy, current)
     result = check_artifact(key, adopted, current, verify)
     if result.verdict() == STALE:
         return RefreshOutcome(key, None, "stale: a re-tune is needed, not a refresh")
     # only what the rebuilt binaries vouch for: soft fields (host compiler, driver, the
     # measuring code) describe how the numbers were taken and stay as they were
-    recorded = {c.name: c.new for c in result.build_changes}
+    builds = result.build_changes
+    recorded = {c.name: c.new for c in builds if c.name in fingerprint.FIELDS}
+    members = {key for key in map(flags_member, builds) if key is not None}
     closure = dict(current.closure or {})
     new_inputs = {**adopted.inputs, "closure": closure} if closure else dict(adopted.inputs)
     updated = dataclasses.replace(
-        adopted, fingerprint={**adopted.fingerprint, **recorded}, inputs=new_inputs
+        _rendered_flags(adopted, current, members),
+        fingerprint={**adopted.fingerprint, **recorded},
+        inputs=new_inputs,
     )
     if updated == artifact:
         return RefreshOutcome(key, None, "up to date")
-    what = sorted(recorded) + (["spec parts (adopted)"] if adopted is not artifact else [])
+    what = sorted(recorded) + (["spec parts (adopted)"] if legacy is not artifact else [])
+    what += sorted(
+        f"{name} (today's form)"
+        for name in current.older
+        if legacy.fingerprint.get(name) != adopted.fingerprint.get(name)
+    )
+    if members:
+        what.append(f"nvcc flags of {len(members)} member(s)")
     if new_inputs.get("closure") != artifact.inputs.get("closure"):
         what.append("closure")
     return RefreshOutcome(key, updated, "recorded " + ", ".join(what))
 
 
-__all__ = ["RefreshOutcome", "adopt_legacy_spec", "refresh_artifact"]
+__all__ = ["RefreshOutcome", "adopt_legacy_spec", "adopt_older_forms", "refresh_artifact"]

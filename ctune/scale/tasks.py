@@ -84,11 +84,15 @@ def _compiler(recipe: CompileRecipe) -> NvccCompiler:
     with _LOCK:
         compiler = _COMPILERS.get(recipe.key())
         if compiler is None:
-            settings = recipe.settings
+            settings, toolchain = recipe.settings, recipe.toolchain
             if recipe.host != host_token():
                 # another host: its own cache; the binary goes back by content
                 settings = replace(settings, cache_dir=_local_dir() / "ctune-cache")
-            compiler = NvccCompiler.from_settings(recipe.spec, recipe.toolchain, settings)
+                if toolchain.split:  # the client's split folder is in the client's cache
+                    from ctune.compile.select_toolchain import toolchain_for
+
+                    toolchain = toolchain_for(settings)
+            compiler = NvccCompiler.from_settings(recipe.spec, toolchain, settings)
             _COMPILERS[recipe.key()] = compiler
         return compiler
 

@@ -135,11 +135,13 @@ def confirm_in_proportion(
     seed: int = 0,
     clock: Callable[[], float] | None = None,
     stop: Callable[[], bool] | None = None,
+    references: Sequence[str] = (),
 ) -> tuple[dict[str, list[Measurement]], ConfirmationCost]:
     """Re-measure ``items`` (the baseline among them) round by round; returns every run
     taken, keyed by candidate key (members never measured are absent), and the cost.
-    ``stop`` (a Ctrl-C asked to stop) is asked before each round: when it answers true,
-    no further round starts and the cost says "interrupted"."""
+    ``references`` are measured in every round, as the baseline is (a member another is
+    compared with). ``stop`` (a Ctrl-C asked to stop) is asked before each round: when it
+    answers true, no further round starts and the cost says "interrupted"."""
     import time
 
     clock = clock or time.monotonic
@@ -160,6 +162,7 @@ def confirm_in_proportion(
         if compared
         else list(by_key)
     )
+    state.active += [k for k in references if k in by_key and k not in state.active]
     decide = _decide_single if single else _decide_front
     floor = min(min_processes(), limit)
     rng = random.Random(seed)

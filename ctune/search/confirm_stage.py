@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from ctune.objective.pareto import sign
 from ctune.records import Build, Measurement, Trial
 from ctune.search.events import Confirming
-from ctune.search.result import MemberResult
+from ctune.search.result import ControlsVerdict, MemberResult
 
 if TYPE_CHECKING:
     from ctune.objective.spec import ObjectiveSpec
@@ -58,6 +58,7 @@ class ConfirmStage:
     def __init__(self, run: _Run) -> None:
         self.run = run
         self.cost: ConfirmationCost | None = None
+        self.controls: ControlsVerdict | None = None  # set when a controls file was judged
 
     def limit(self) -> int:
         """How many candidates the report considers: top few for one objective, else the front."""
@@ -137,6 +138,8 @@ class ConfirmStage:
         run = self.run
         directions = run.objective.directions
         chosen = self.to_confirm(pick_for_confirmation)
+        references = self.plain_reference(chosen)
+        chosen += references
         baseline = run.book.baseline
         assert baseline is not None
         if not self.can_confirm():
@@ -146,17 +149,74 @@ class ConfirmStage:
         items = self.rebuilt([baseline, *[t for t in chosen if t is not baseline]], dropped)
         processes = run.opts.confirm_processes
         run.emit(Confirming(sum(t is not baseline for t, _ in items), processes))
-        runs = self.remeasure_in_proportion(items, processes)
+        runs = self.remeasure_in_proportion(
+            items, processes, [t.candidate.key() for t in references]
+        )
         for per_key in runs.values():
             for measurement in per_key:
                 run.session.check_device(measurement)
         base, members = self.confirmed_members(items, runs, dropped)
         keys = {t.candidate.key() for t in chosen}
         front = front_of([m for m in members if m.key in keys], directions)
+        front = self.controls_if_significant(front, members)
         if base is not None and base.per_process and base.pooled is not None:
             front = self.against_baseline(base, front)
             front = self.default_if_best(base, front)
         return base, front, dropped
+
+    def plain_reference(self, chosen: Sequence[Trial]) -> list[Trial]:
+        """One objective: when the members to confirm all carry a controls file, the best
+        trial without one joins them, so that a controls file is pinned only if it beats,
+        in the same processes, the build it was tuned on (:meth:`controls_if_significant`)."""
+        run = self.run
+        if len(run.objective.directions) != 1 or not any(_has_controls(t) for t in chosen):
+            return []
+        if any(not _has_controls(t) for t in chosen):
+            return []
+        from ctune.search.report import pick_for_confirmation
+
+        plain = [t for t in run.book.trials if not _has_controls(t)]
+        return pick_for_confirmation(plain, run.objective.directions, 1)
+
+    def controls_if_significant(
+        self, front: Sequence[MemberResult], members: Sequence[MemberResult]
+    ) -> list[MemberResult]:
+        """One objective: a best member with a controls file stays only when it is faster,
+        by the gate's rule, than the best confirmed member without one; else that member
+        takes its place (a controls file is a toolchain requirement worth only a real gain)."""
+        from ctune.evidence.compare import Difference
+        from ctune.search.report import significance
+
+        run = self.run
+        if len(run.objective.directions) != 1 or not front:
+            return list(front)
+        best = self.best(front)
+        if not _has_controls(best.trial):
+            return list(front)
+        plain = [m for m in members if not _has_controls(m.trial) and m.per_process]
+        if not plain or not best.per_process:
+            return list(front)
+        reference = self.best(plain)
+        verdict = significance(best.per_process, reference.per_process)
+        keep = verdict.difference is Difference.LOWER
+        first = sign(run.objective.directions[0])
+        ratio = reference.values[0] / best.values[0] if best.values[0] else float("nan")
+        self.controls = ControlsVerdict(
+            best.key,
+            reference.key,
+            ratio if first > 0 else 1.0 / ratio,
+            verdict.difference.value,
+            verdict.reason,
+            keep,
+        )
+        if keep:
+            return list(front)
+        run.note(
+            f"controls file of {best.key} not pinned: {verdict.reason} against {reference.key}, "
+            "the best build without one",
+            "info",
+        )
+        return [reference]
 
     def default_if_best(
         self, base: MemberResult, front: Sequence[MemberResult]
@@ -263,7 +323,10 @@ class ConfirmStage:
         return out
 
     def remeasure_in_proportion(
-        self, items: Sequence[tuple[Trial, Build]], processes: int
+        self,
+        items: Sequence[tuple[Trial, Build]],
+        processes: int,
+        references: Sequence[str] = (),
     ) -> dict[str, list[Measurement]]:
         """Fresh processes, one round at a time, until the decision is made (confirm.py)."""
         from ctune.search.confirm import confirm_in_proportion
@@ -307,6 +370,7 @@ class ConfirmStage:
             seed=run.search_plan.seed,
             clock=run.clock,
             stop=lambda: run.stop_requested,
+            references=references,
         )
         run.timers.confirm_s += run.clock() - start
         self.cost = cost
@@ -318,6 +382,15 @@ class ConfirmStage:
         if not front or (feasibility is not None and feasibility.dominated):
             return None
         return self.best(front).key
+
+
+def _has_controls(trial: Trial | None) -> bool:
+    """Does the trial's candidate apply a controls file (an acf gene that is not none)?"""
+    if trial is None:
+        return False
+    from ctune.space.nvcc import ACF_GENES, NO_CONTROLS
+
+    return any(v != NO_CONTROLS for k, v in trial.candidate.genes if k in ACF_GENES)
 
 
 __all__ = ["CONFIRM_TOP_SINGLE", "ConfirmStage", "can_confirm", "sure_rounds"]

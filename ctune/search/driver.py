@@ -100,6 +100,7 @@ from ctune.space.limits import DeviceLimits, device_limits
 if TYPE_CHECKING:
     from ctune.compile.toolchain import Toolchain
     from ctune.config import Settings
+    from ctune.controls.setup import ControlsSetup
     from ctune.kernelspec import KernelSpec, Problem
     from ctune.measure import Measurer, SamplingPlan
     from ctune.objective.spec import ObjectiveSpec
@@ -150,6 +151,8 @@ class SearchOptions:
     # GPU time a candidate that was not pruned is sampled for while confirmation will
     # re-measure the result (search/pruning.py); None: the protocol's rep_ms
     search_rep_ms: float | None = DEFAULT_SEARCH_REP_MS
+    # the controls engine, its spaces and store, where the space has acf genes
+    controls: ControlsSetup | None = None
 
 
 # --- capabilities --------------------------------------------------------------------------
@@ -259,6 +262,7 @@ def _fingerprint(
     for part in (compiler, measurer):
         if _says_what_it_is(part):
             stand_in.update(part.fingerprint_fields())
+    from ctune.compile.select_toolchain import nvcc_for
     from ctune.evidence import identity as fp
 
     if stand_in:
@@ -273,7 +277,7 @@ def _fingerprint(
         spec,
         gpu=gpu,
         problem=problem,
-        nvcc=settings.nvcc,
+        nvcc=nvcc_for(settings),
         l2_policy=_l2(settings, spec),
         arch=settings.arch or None,
     )
@@ -363,7 +367,12 @@ class _Run:
         self.strategy: Strategy = make_strategy(
             self.strategy_name,
             StrategyContext(
-                spec.name, self.space, dict(self.problem.dims), objective.directions, plan.seed
+                spec.name,
+                self.space,
+                dict(self.problem.dims),
+                objective.directions,
+                plan.seed,
+                opts.controls,
             ),
             plan.options,
         )
@@ -630,7 +639,7 @@ def check_request(
     # a strategy checks its options when it is made: once here on the spec's space, and
     # again in _Run on the space within the device's limits (known only after the probe)
     context = StrategyContext(
-        spec.name, spec.space, dict(problem.dims), objective.directions, plan.seed
+        spec.name, spec.space, dict(problem.dims), objective.directions, plan.seed, opts.controls
     )
     make_strategy(plan.strategy, context, plan.options)
     return plan
@@ -789,18 +798,18 @@ def _inputs(run: _Run) -> dict[str, Any]:
     if getattr(run.compiler, "fingerprint_fields", None) is not None:
         return {}
     from ctune.compile.deps import source_closure
+    from ctune.compile.select_toolchain import nvcc_for
 
-    closure = source_closure(
-        run.spec, run.settings.nvcc, arch=run.settings.arch, scratch=run.settings.cache_dir
-    )
+    nvcc = nvcc_for(run.settings)
+    closure = source_closure(run.spec, nvcc, arch=run.settings.arch, scratch=run.settings.cache_dir)
     return {"closure": closure}
 
 
 def _default_compiler(settings: Settings, spec: KernelSpec, toolchain: Toolchain | None) -> Any:
-    from ctune.compile.toolchain import probe_toolchain
+    from ctune.compile.select_toolchain import toolchain_for
     from ctune.scale import compiler_for
 
-    return compiler_for(spec, toolchain or probe_toolchain(settings.nvcc), settings)
+    return compiler_for(spec, toolchain or toolchain_for(settings), settings)
 
 
 def _default_measurer(settings: Settings) -> Any:

@@ -109,6 +109,29 @@ class Timing:
 
 
 @dataclass(frozen=True)
+class ControlsVerdict:
+    """The best member with a controls file against the best without one, confirmed in the
+    same fresh processes by the gate's rule: whether the file earned its place."""
+
+    member: str  # candidate key of the member with the file
+    reference: str  # candidate key of the best build without one
+    gain: float  # reference's first objective over the member's (> 1: the file helps)
+    difference: str  # lower (the file is faster), same, higher or unresolved
+    reason: str
+    pinned: bool  # the file's member kept its place on the front
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "member": self.member,
+            "reference": self.reference,
+            "gain": self.gain,
+            "difference": self.difference,
+            "reason": self.reason,
+            "pinned": self.pinned,
+        }
+
+
+@dataclass(frozen=True)
 class SearchResult:
     kernel: str
     problem: str
@@ -143,6 +166,7 @@ class SearchResult:
     pruned: int = 0  # measured trials stopped after their first chunk (pruning.py)
     record: ResultRecord | None = None  # set for a finished search with a baseline
     confirmation_rounds: int = 0  # rounds of the confirmation the journal holds
+    controls: ControlsVerdict | None = None  # a controls file against its build without one
 
     @property
     def interrupted(self) -> bool:
@@ -208,6 +232,7 @@ class SearchResult:
                 "verdict": "inconclusive" if self.inconclusive else "ok",
                 "artifact": str(self.artifact_path) if self.artifact_path else None,
                 "commit": self.commit,
+                "controls": self.controls.to_json() if self.controls else None,
             }
         )
 

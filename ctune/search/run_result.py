@@ -68,6 +68,7 @@ def search_result(run: _Run, interrupted: bool) -> SearchResult:
         plan=run.search_plan.to_json(),
         feasibility=feasibility,
         confirmation_rounds=run.session.rounds,
+        controls=stage.controls,
     )
 
 

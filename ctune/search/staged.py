@@ -19,6 +19,11 @@ changes leave the machine code unchanged. So this strategy alternates:
   binary the search measured already cost no GPU time (``dedup.py``). When a round of
   probes brings nothing, the structure phase resumes.
 
+- **controls**: where the space has acf genes (advanced-controls files), once a flag
+  round brings nothing (or the structures are exhausted), controls files proposed by an
+  engine on the best build so far, to the end of the search (``controls_phase.py``).
+  ``start=controls`` starts there, on the best build told first (a warm start's).
+
 Told trials it did not ask for (fillers, a warm start) enter both phases' pools.
 """
 
@@ -31,6 +36,7 @@ from typing import Any, ClassVar
 from ctune.errors import UserError
 from ctune.records import Candidate, GeneValue, Trial
 from ctune.search import make_strategy
+from ctune.search.controls_phase import ControlsPhase
 from ctune.search.evolution import GA_OPTIONS
 from ctune.search.parzen import PARZEN_OPTIONS
 from ctune.search.strategy import (
@@ -41,6 +47,7 @@ from ctune.search.strategy import (
     check_one_objective,
     min_form,
 )
+from ctune.space.nvcc import NO_CONTROLS
 from ctune.space.params import Gene, Space
 
 #: the strategies a structure phase can run, and their options
@@ -51,6 +58,11 @@ STAGED_OPTIONS: OptionTable = {
     **GA_OPTIONS,
     "patience": ("structure generations without improvement before the flags are tried", 2),
     "leaders": ("best builds whose flags are tuned in a flag phase", 2),
+    "controls_pool": ("controls files per generation of the controls engine", 32),
+    "start": (
+        "the phase to start in: structure, or controls (on the best build told first)",
+        "structure",
+    ),
 }
 
 
@@ -91,7 +103,32 @@ class StagedStrategy(BaseStrategy):
         self.inner = make_strategy(structure, inner_context, inner_options)
         self.flags = flag_genes(context.space)
         self.defaults = {g.name: g.default for g in self.flags}
-        self.phase = "structure"
+        start = str(self.options["start"])
+        if start not in ("structure", "controls"):
+            raise UserError(f"option start={start} for staged: expected structure or controls")
+        if start == "controls" and context.controls is None:
+            raise UserError(
+                "option start=controls for staged: the space has no acf genes "
+                "(ask for them with --acf or the spec's acf)"
+            )
+        check_at_least(self.name, self.options, "controls_pool", 2)
+        self.controls = (
+            ControlsPhase(
+                dataclasses.replace(
+                    context.controls,
+                    options={
+                        "pool_size": self.options["controls_pool"],
+                        **context.controls.options,
+                    },
+                ),
+                context.kernel,
+                context.seed,
+                self._value,
+            )
+            if context.controls is not None
+            else None
+        )
+        self.phase = "controls" if start == "controls" else "structure"
         self.stale = 0  # structure generations without improvement
         self.best: float | None = None
         self.probe_improved = False
@@ -103,8 +140,14 @@ class StagedStrategy(BaseStrategy):
         return None if point is None else point[0]
 
     def _structural(self, trial: Trial) -> bool:
+        """Flags at their defaults and no controls file: a point of the structure phase."""
         genes = trial.candidate.as_dict()
-        return all(genes.get(name) == default for name, default in self.defaults.items())
+        flags_off = all(genes.get(name) == default for name, default in self.defaults.items())
+        controls = self.context.controls
+        return flags_off and (
+            controls is None
+            or all(genes.get(g, NO_CONTROLS) == NO_CONTROLS for g in controls.genes)
+        )
 
     def _leaders(self) -> list[Trial]:
         ranked = sorted(
@@ -143,9 +186,30 @@ class StagedStrategy(BaseStrategy):
         return out
 
     # --- protocol -----------------------------------------------------------------------------
+    def _best_told(self) -> Trial | None:
+        ranked = [t for t in self.told.values() if self._value(t) is not None]
+        return min(ranked, key=lambda t: (self._value(t), t.number), default=None)
+
+    def _ask_controls(self, n: int) -> list[Candidate]:
+        """The controls phase's batch, started on the best build when it first asks."""
+        assert self.controls is not None
+        if not self.controls.started:
+            best = self._best_told()
+            if best is None:
+                return []
+            self.controls.start(best.candidate.as_dict())
+        return [c for c in self.controls.ask(n, self.told) if not self.seen(c.key())]
+
     def ask(self, n: int) -> list[Candidate]:
         if n <= 0:
             return []
+        if self.phase == "controls":
+            batch = self._ask_controls(n)
+            if batch:
+                self.asked.update(c.key() for c in batch)
+                return batch
+            if self.controls is not None and self.controls.started:
+                return []  # the engine has nothing unseen left: the search is done
         if self.phase == "flags":
             if not self.probes:
                 self.probes = self._flag_probes()
@@ -158,11 +222,16 @@ class StagedStrategy(BaseStrategy):
         if not batch and self.flags:  # the structures are exhausted: flags only from now
             self.phase, self.probes = "flags", self._flag_probes()
             batch, self.probes = self.probes[:n], self.probes[n:]
+        if not batch and self.controls is not None and self.phase != "controls":
+            self.phase = "controls"  # nothing else left to try
+            batch = self._ask_controls(n)
         self.asked.update(c.key() for c in batch)
         return batch
 
     def tell(self, trials: Sequence[Trial]) -> None:
         super().tell(trials)
+        if self.controls is not None and self.controls.started:
+            self.controls.tell(trials)
         structural = [t for t in trials if self._structural(t)]
         if structural:
             self.inner.tell(structural)
@@ -170,16 +239,22 @@ class StagedStrategy(BaseStrategy):
         improved = bool(values) and (self.best is None or min(values) < self.best)
         if improved:
             self.best = min(values)
+        if self.phase == "controls":
+            return
         if self.phase == "structure":
             self.stale = 0 if improved else self.stale + 1
             if self.flags and self.stale >= int(self.options["patience"]):
                 self.phase, self.probes, self.probe_improved = "flags", [], False
+            elif self.controls is not None and self.stale >= int(self.options["patience"]):
+                self.phase = "controls"  # no flags to tune: the structure has settled
         else:
             self.probe_improved |= improved
             if improved:
                 self.probes = []  # a new leader: descend from it
             elif not self.probes and not self.probe_improved:
-                self.phase, self.stale = "structure", 0
+                # a flag round that brought nothing: the other genes have settled
+                self.phase = "controls" if self.controls is not None else "structure"
+                self.stale = 0
             elif not self.probes:
                 self.probe_improved = False  # another round from the improved leaders
 
@@ -191,6 +266,7 @@ class StagedStrategy(BaseStrategy):
                 "stale": self.stale,
                 "inner": self.inner.state(),
                 "probes": [c.key() for c in self.probes],
+                "controls": self.controls.state() if self.controls is not None else {},
             }
         )
         return out
@@ -208,6 +284,13 @@ class StagedStrategy(BaseStrategy):
         if keys:
             pending = {c.key(): c for c in self._flag_probes()}
             self.probes = [pending[k] for k in keys if k in pending]
+        controls = state.get("controls")
+        if controls and self.controls is None:
+            raise UserError(
+                "this journal's search tuned controls files: resume it with the same --acf"
+            )
+        if self.controls is not None and isinstance(controls, Mapping):
+            self.controls.load_state(controls, self.told)
 
 
 __all__ = [

@@ -16,12 +16,15 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ctune.errors import UserError
 from ctune.objective.pareto import minimized
 from ctune.records import Candidate, GeneValue, Trial
 from ctune.space.params import Space
+
+if TYPE_CHECKING:
+    from ctune.controls.setup import ControlsSetup
 
 #: the violation of a trial that has no values (failed build or measurement)
 FAILED_VIOLATION = 1e300
@@ -31,13 +34,15 @@ OptionTable = dict[str, tuple[str, Any]]
 
 @dataclass(frozen=True)
 class StrategyContext:
-    """Everything a strategy may know: the genome, the problem, the directions, the seed."""
+    """Everything a strategy may know: the genome, the problem, the directions, the seed,
+    and where controls files come from when the space has acf genes."""
 
     kernel: str
     space: Space
     dims: Mapping[str, int] = field(default_factory=dict)
     directions: tuple[str, ...] = ("min",)
     seed: int = 0
+    controls: ControlsSetup | None = None
 
 
 def _coerce_option(strategy: str, key: str, raw: Any, default: Any) -> Any:
@@ -139,11 +144,12 @@ def seed_values(
 
     Suggestions are read two ways: zipped across genes (the i-th suggestion of
     every gene together, which is how spec authors list coherent tiles) and
-    one gene at a time on top of the default.
+    one gene at a time on top of the default. An open gene's suggestions (controls files)
+    are the controls engine's to propose, not a strategy's.
     """
     default = space.default_values()
     drafts: list[dict[str, GeneValue]] = [default]
-    suggesting = [g for g in space.genes if g.suggest]
+    suggesting = [g for g in space.genes if g.suggest and not g.open]
     depth = max((len(g.suggest) for g in suggesting), default=0)
     for i in range(depth):
         drafts.append(

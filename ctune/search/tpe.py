@@ -107,7 +107,9 @@ class TpeStrategy(BaseStrategy):
                     done["state"] = self._optuna.trial.TrialState.FAIL
                 self.study.add_trial(
                     self._optuna.trial.create_trial(
-                        params=trial.candidate.as_dict(), distributions=self.dists, **done
+                        params=self.space.declared(trial.candidate.as_dict()),
+                        distributions=self.dists,
+                        **done,
                     )
                 )
 

@@ -6,13 +6,19 @@ point results are marked ``numerics``: they face the same correctness check
 as every other candidate, and reports name them. Every value of every entry
 is compiled by the real nvcc in ``tests/compile/test_flag_catalogue.py``.
 
-An entry may require a compiler option (``--apply-controls`` needs CUDA 13.3+):
-it is offered only when ``nvcc --help`` lists that option.
+An entry may require a compiler option: it is offered only when ``nvcc --help`` lists
+that option.
+
+The ``acf`` genes (:data:`ACF`) are the advanced-controls files of ptxas and of nvcc
+(``--apply-controls``, CUDA 13.3+): open genes whose value is ``"none"`` or a controls
+file's sha256 digest. The compiler puts the stored file's path in place of the digest
+before rendering (``ctune.controls.store``); which of them a toolchain takes for a target
+is ``ctune.controls.offer``'s business.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ctune.records import GeneValue
@@ -46,10 +52,6 @@ def _maxrregcount(v: GeneValue) -> list[str]:
 
 def _ptxas_opt(v: GeneValue) -> list[str]:
     return [] if v == 3 else ["-Xptxas", f"-O{v}"]
-
-
-def _acf(v: GeneValue) -> list[str]:
-    return [] if v == "none" else [f"--apply-controls={v}"]
 
 
 def _flag(
@@ -187,17 +189,55 @@ CATALOGUE: dict[str, FlagSpec] = {
             _ptxas("--Ofast-compile", "0"),
             "trade runtime performance for compile time",
         ),
-        _flag(
-            "apply_controls",
-            ("none",),
-            "none",
+    )
+}
+
+
+@dataclass(frozen=True, slots=True)
+class AcfSpec:
+    """One compiler's controls file as a gene: its name, and its argv given the file's path."""
+
+    space: str  # the compiler whose controls it holds: ptxas or nvcc
+    gene_name: str
+    render: Callable[[str], list[str]]
+    description: str
+
+
+#: the controls files a spec's ``acf:`` may name, by compiler, in the order they render
+ACF: dict[str, AcfSpec] = {
+    a.space: a
+    for a in (
+        AcfSpec(
+            "ptxas",
+            "acf_ptxas",
+            lambda path: ["-Xptxas", f"--apply-controls={path}"],
+            "ptxas advanced-controls file (ptxas 13.3+), by its sha256; none: without",
+        ),
+        AcfSpec(
             "nvcc",
-            _acf,
-            "advanced controls file (CUDA 13.3+); values come from the spec's acf_files",
-            requires_option="--apply-controls",
+            "acf_nvcc",
+            lambda path: [f"--apply-controls={path}"],
+            "nvcc advanced-controls file (nvcc 13.3+, sm_100+), by its sha256; none: without",
         ),
     )
 }
+ACF_GENES = {a.gene_name: a for a in ACF.values()}
+NO_CONTROLS = "none"
+
+
+def acf_gene(space: str, seeds: Sequence[str] = ()) -> Gene:
+    """The open gene of ``space``'s controls file; ``seeds``: digests the controls engine
+    proposes first (the spec's ``acf_files``)."""
+    spec = ACF[space]
+    return Gene(
+        spec.gene_name,
+        (NO_CONTROLS,),
+        NO_CONTROLS,
+        "acf",
+        suggest=tuple(seeds),
+        description=spec.description,
+        open=True,
+    )
 
 
 def flag_names() -> tuple[str, ...]:
@@ -205,11 +245,16 @@ def flag_names() -> tuple[str, ...]:
 
 
 def render_flags(values: dict[str, GeneValue]) -> list[str]:
-    """nvcc argv items for the catalogue genes present in ``values``, in catalogue order."""
+    """nvcc argv items for the catalogue genes present in ``values``, in catalogue order,
+    then the controls files (an ``acf`` gene's value here is the file's path, or none)."""
     argv: list[str] = []
     for name, spec in CATALOGUE.items():
         if name in values:
             argv.extend(spec.render(values[name]))
+    for name, acf in ACF_GENES.items():
+        value = values.get(name, NO_CONTROLS)
+        if value != NO_CONTROLS:
+            argv.extend(acf.render(str(value)))
     return argv
 
 

@@ -7,6 +7,12 @@ candidates differing only in them share one build. Every gene is a finite
 ordered list of values, so a candidate is also a vector of indices, which is
 what the genetic operators work on. Restrictions are safe expressions (``ctune.expr``)
 over genes, derived values and the problem's dimensions.
+
+An *open* gene (``Gene.open``: the ``acf`` family, an advanced-controls file) also takes
+values it does not list: any sha256 digest names a controls file by its content. Its
+listed values (``"none"``) are all that strategies choose among; the digests come from the
+controls engine (``ctune.controls``), so a candidate's code (:meth:`Space.encode`) speaks
+of an open gene's default whatever digest it holds.
 """
 
 from __future__ import annotations
@@ -19,11 +25,11 @@ from dataclasses import dataclass, field
 
 from ctune.errors import UserError
 from ctune.expr import Expr, ExprError
-from ctune.records import GeneValue
+from ctune.records import GeneValue, is_sha256_hex
 from ctune.space.enumerate import Check, Walk, checks_of
 from ctune.space.enumerate import count as count_assignments
 
-FAMILIES = ("nvcc", "ptxas", "launch", "template", "define", "runtime", "device")
+FAMILIES = ("nvcc", "ptxas", "launch", "template", "define", "runtime", "device", "acf")
 #: a candidate's (name, value) pairs that reach nvcc: equal groups, one build
 BuildGroup = tuple[tuple[str, GeneValue], ...]
 #: the families a spec's ``genes:`` may name (the first two come from the flag catalogue;
@@ -48,6 +54,9 @@ class Gene:
     description: str = ""
     #: an ``#ifdef`` switch: the source tests whether the macro is defined, not its value
     ifdef: bool = False
+    #: any sha256 digest is a value too (a controls file named by its content); strategies
+    #: choose only among the listed values
+    open: bool = False
 
     def __post_init__(self) -> None:
         if not self.values:
@@ -60,9 +69,19 @@ class Gene:
             raise ValueError(f"gene {self.name}: family {self.family!r} not in {FAMILIES}")
         if self.ifdef and not set(self.values) <= {0, 1}:
             raise ValueError(f"gene {self.name}: an #ifdef switch is 0 (off) or 1 (on)")
+        if self.open and not all(isinstance(v, str) and not is_sha256_hex(v) for v in self.values):
+            raise ValueError(f"gene {self.name}: an open gene lists words, not digests")
 
     def index(self, value: GeneValue) -> int:
+        """The position of ``value`` among the listed values; an open gene's unlisted member
+        (a digest) is at its default's position: strategies leave open genes alone."""
+        if self.open and value not in self.values and self.takes(value):
+            return self.values.index(self.default)
         return self.values.index(value)
+
+    def takes(self, value: object) -> bool:
+        """Is ``value`` one of this gene's values, listed or (open gene) a digest?"""
+        return value in self.values or (self.open and is_sha256_hex(value))
 
     @property
     def compiled(self) -> bool:
@@ -93,8 +112,9 @@ class Gene:
 
     @property
     def flag(self) -> bool:
-        """Is the value an nvcc/ptxas option (a catalogue flag) rather than a ``-D``?"""
-        return self.family in ("nvcc", "ptxas")
+        """Is the value an nvcc/ptxas option (a catalogue flag or a controls file) rather
+        than a ``-D``?"""
+        return self.family in ("nvcc", "ptxas", "acf")
 
 
 @dataclass(frozen=True)
@@ -135,10 +155,13 @@ class Space:
 
         ``True`` is not ``1`` and ``"8"`` is not ``8``: a recorded value matches only a value
         of the same kind (an int may stand for an equal float, as JSON writes ``2.0`` as
-        ``2`` in some writers)."""
+        ``2`` in some writers). An open gene's member may also be a sha256 digest."""
         gene = self._by_name.get(name)
         if gene is None:
             return None
+        if gene.open and is_sha256_hex(value):
+            assert isinstance(value, str)
+            return value
         for own in gene.values:
             if type(own) is type(value) and own == value:
                 return own
@@ -161,6 +184,8 @@ class Space:
             if own is None:
                 allowed = ", ".join(repr(v) for v in self._by_name[name].values[:12])
                 more = ", ..." if len(self._by_name[name].values) > 12 else ""
+                if self._by_name[name].open:
+                    more += ", or a controls file's sha256 digest (64 lower-case hex)"
                 raise SpaceValueError(
                     f"{where}: {name}={value!r} is not a value of {name} (allowed: {allowed}{more})"
                 )
@@ -208,7 +233,14 @@ class Space:
 
     # --- codec -------------------------------------------------------------
     def encode(self, values: Mapping[str, GeneValue]) -> tuple[int, ...]:
+        """Each gene's value as its index (:meth:`Gene.index`: an open gene's digest codes
+        as its default, so ``decode(encode(v))`` is :meth:`declared` of ``v``)."""
         return tuple(g.index(values[g.name]) for g in self.genes)
+
+    def declared(self, values: Mapping[str, GeneValue]) -> dict[str, GeneValue]:
+        """``values`` with every open gene's unlisted digest at its default: the candidate
+        as a strategy that chooses among listed values sees it."""
+        return self.decode(self.encode(values))
 
     def decode(self, indices: tuple[int, ...] | list[int]) -> dict[str, GeneValue]:
         return {g.name: g.values[i] for g, i in zip(self.genes, indices, strict=True)}

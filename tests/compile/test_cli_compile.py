@@ -190,3 +190,34 @@ def test_usage_errors_exit_2_without_traceback(tmp_path, args):
     done = ctune(*args, cwd=tmp_path)
     assert done.returncode == 2
     assert "Traceback" not in done.stderr and "internal error" not in done.stderr
+
+
+def _ptxas_takes_controls() -> bool:
+    from ctune.compile.toolchain import probe_toolchain
+
+    version = probe_toolchain().ptxas_version
+    return tuple(int(n) for n in version.split(".")[:2]) >= (13, 3)
+
+
+def test_controls_files_where_this_ptxas_refuses_them(tmp_path):
+    """The system toolchain's ptxas takes none (before 13.3): asked for on the command line,
+    one line and exit 2; asked for by the spec, a warning and the build without them."""
+    if _ptxas_takes_controls():
+        pytest.skip("this toolchain's ptxas takes controls files")
+    (tmp_path / "mine.acf").write_bytes(b"\x8f controls")
+    for args in (
+        ["--acf", "ptxas"],
+        ["--acf-file", "mine.acf"],
+        ["--set", f"acf_ptxas={64 * 'a'}"],
+    ):
+        done = ctune("compile", str(DATA / "saxpy.cu"), *args, cwd=tmp_path)
+        assert done.returncode == 2, done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and f"{args[0]}: ptxas 13.0" in lines[0], done.stderr
+        assert "pip install 'ctune[cuda13.3]'" in lines[0]
+    for name in ("saxpy.cu", "saxpy_ref.py"):
+        (tmp_path / name).write_bytes((DATA / name).read_bytes())
+    (tmp_path / "saxpy.yaml").write_text((DATA / "saxpy.yaml").read_text() + "acf: [ptxas]\n")
+    done = ctune("compile", "saxpy.cu", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "warning: saxpy.yaml: acf ptxas not offered: ptxas 13.0" in done.stderr

@@ -393,33 +393,47 @@ def test_a_broken_cache_entry_is_rebuilt_not_reused(toolchain, tmp_path):
 
 
 def test_controls_files_are_keyed_by_content_not_by_location(toolchain, tmp_path):
-    """An ACF gene (offered when nvcc lists --apply-controls, CUDA 13.3+) keeps the file's
-    relative name in candidate keys and its content in the build key."""
+    """An acf gene's value is its file's digest: the spec's own file, in another checkout and
+    stored under another cache, is the same candidate and the same build."""
 
     def checkout(where: Path) -> Path:
         where.mkdir()
-        for name in ("saxpy.cu", "saxpy_ref.py"):
+        for name in ("saxpy.cu", "saxpy.yaml", "saxpy_ref.py"):
             shutil.copy(DATA / name, where / name)
-        text = (DATA / "saxpy.yaml").read_text()
-        text = text.replace("flags: [ptxas_opt,", "acf_files: [tuned.acf]\nflags: [apply_controls,")
-        (where / "saxpy.yaml").write_text(text)
+        with (where / "saxpy.yaml").open("a") as spec_file:
+            spec_file.write("acf: [ptxas]\nacf_files: {ptxas: [tuned.acf]}\n")
         (where / "tuned.acf").write_text("controls v1\n")
         return where / "saxpy.yaml"
 
-    help_with_acf = toolchain.help_text + "\n--apply-controls <file>\n"
     keys = []
     for folder in ("a", "b"):
-        spec = load_spec(checkout(tmp_path / folder), help_with_acf)
-        assert spec.space.gene("apply_controls").values == ("none", "tuned.acf")
-        values = {**spec.space.default_values(), "apply_controls": "tuned.acf"}
-        candidate = spec.candidate(values)
-        compiler = _compiler(spec, toolchain, tmp_path)
+        spec = load_spec(checkout(tmp_path / folder))
+        (digest,) = spec.space.gene("acf_ptxas").suggest
+        candidate = spec.candidate({**spec.space.default_values(), "acf_ptxas": digest})
+        compiler = _compiler(spec, toolchain, tmp_path / folder)
         argv = compiler.argv(candidate, spec.problem(), tmp_path / "k.cubin")
-        assert f"--apply-controls={tmp_path / folder / 'tuned.acf'}" in argv
+        assert f"--apply-controls={tmp_path / folder / 'cache' / 'controls' / digest}.acf" in argv
         keys.append((candidate.key(), compiler.build_key(argv, spec.problem())))
-    assert keys[0] == keys[1]  # same content, other checkout: same candidate and build
-    (tmp_path / "b" / "tuned.acf").write_text("controls v2\n")
-    assert compiler.build_key(argv, spec.problem()) != keys[1][1]
+    assert keys[0] == keys[1]  # same content, other checkout and store: same candidate, build
+
+
+def test_a_controls_file_this_ptxas_refuses_is_a_compile_error_and_the_rest_builds(
+    toolchain, tmp_path
+):
+    """ptxas before 13.3 refuses every controls file: a typed outcome, cached like any
+    failed build, so a search goes on past it."""
+    if tuple(int(n) for n in toolchain.ptxas_version.split(".")[:2]) >= (13, 3):
+        pytest.skip(f"ptxas {toolchain.ptxas_version} takes controls files")
+    spec = load_spec(DATA / "saxpy.yaml").with_acf(("ptxas",))
+    compiler = _compiler(spec, toolchain, tmp_path)
+    digest = compiler.controls.first.put(b"\x8f not really controls \x00" * 64)
+    candidate = spec.candidate({**spec.space.default_values(), "acf_ptxas": digest})
+    build = compiler.build(candidate, spec.problem())
+    assert build.outcome is Outcome.COMPILE_ERROR
+    assert "not in expected format" in build.log_tail
+    assert f"<controls>/{digest}.acf" not in " ".join(build.argv)  # the real path ran
+    assert compiler.build(spec.default_candidate(), spec.problem()).outcome.is_ok
+    assert compiler.build(candidate, spec.problem()).cache_hit
 
 
 def test_build_key_is_the_same_wherever_the_cutlass_wheel_is_installed(

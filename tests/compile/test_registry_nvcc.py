@@ -65,6 +65,7 @@ def test_fingerprint_repeats_and_names_a_source_edit(kernels: Path) -> None:
 def _real_artifact(kernels: Path, cache: Path):  # type: ignore[no-untyped-def]
     """A saxpy artifact as a search records it: members built by nvcc, their SASS, launch
     geometry, the closure and this machine's fingerprint (GPU fields from the stand-in)."""
+    from ctune.compile.command import tuned_flags
     from ctune.compile.deps import source_closure
     from ctune.compile.nvcc import NvccCompiler
     from ctune.compile.toolchain import probe_toolchain
@@ -89,6 +90,7 @@ def _real_artifact(kernels: Path, cache: Path):  # type: ignore[no-untyped-def]
                     samples_ms=like.samples_ms,
                     process_medians_ms=like.process_medians_ms,
                     sass_sha256=build.sass_sha256 or "",
+                    nvcc_flags=tuple(tuned_flags(build.argv)),
                     launch=spec.launch_geometry(cand, problem),
                 )
             )
@@ -143,6 +145,56 @@ def test_ctune_check_end_to_end(kernels: Path, tmp_path: Path, monkeypatch) -> N
     assert done.stderr.strip().startswith("error: 1 of 1 artifact(s) stale")
     # a refresh refuses what is stale
     assert ctune("registry", "refresh").returncode == 1
+
+
+def _check_here(kernels: Path, registry: Path, cache: Path):  # type: ignore[no-untyped-def]
+    """``ctune check`` in this process (so a test can change ctune's flag catalogue)."""
+    from ctune.config import Settings
+    from ctune.registry.check import FingerprintProbe, check_registry, nvcc_verifier
+
+    probe = FingerprintProbe(kernels, gpu=False)
+    report = check_registry(registry, probe, verify=nvcc_verifier(Settings(cache_dir=cache)))
+    (result,) = report.results
+    return result
+
+
+def test_a_changed_render_rule_is_rebuilt_and_judged_by_its_sass(
+    kernels: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """How a flag gene renders into argv is part of the build: a rule that passes the
+    default explicitly keeps the SASS (valid), an inverted one changes it (stale)."""
+    from ctune.space import nvcc
+
+    support = _support()
+    for name, value in support.GIT_IDENTITY.items():
+        monkeypatch.setenv(name, value)
+    repo = support.init_repo(tmp_path / "project")
+    cache = tmp_path / "cache"
+    publish_artifact(repo / "registry", _real_artifact(kernels, cache))
+    registry = repo / "registry"
+    assert _check_here(kernels, registry, cache).verdict(strict=True) == "fresh"
+
+    original = nvcc.CATALOGUE["ptxas_opt"]
+    explicit = dataclasses.replace(
+        nvcc.CATALOGUE["ptxas_opt"], render=lambda v: ["-Xptxas", f"-O{v}"]
+    )
+    monkeypatch.setitem(nvcc.CATALOGUE, "ptxas_opt", explicit)
+    result = _check_here(kernels, registry, cache)
+    assert [(c.old, c.new, c.severity) for c in result.changes] == [
+        ("(none)", "-Xptxas -O3", "build")
+    ] * 2
+    assert result.binaries is not None and result.binaries.identical
+    assert result.verdict() == "warn"
+    monkeypatch.setitem(nvcc.CATALOGUE, "ptxas_opt", original)
+    inverted = dataclasses.replace(
+        nvcc.CATALOGUE["fast_math"], render=lambda v: [] if v else ["--use_fast_math"]
+    )
+    monkeypatch.setitem(nvcc.CATALOGUE, "fast_math", inverted)
+    result = _check_here(kernels, registry, cache)
+    assert {c.new for c in result.changes} == {"--use_fast_math"}
+    assert result.verdict() == "stale" and result.binaries is not None
+    assert len(result.binaries.differences) == 2
+    assert all("SASS" in d for d in result.binaries.differences)
 
 
 def test_gate_build_only_fills_the_cache_without_a_gpu(

@@ -67,7 +67,7 @@ BAD_SETTINGS = [
     ("registry", "", "a folder (empty would be the current folder)"),
     ("registry", "  ", "a folder (empty would be the current folder)"),
     ("cache_dir", "", "a folder (empty would be the current folder)"),
-    ("nvcc", "", "the nvcc to run: a name on PATH or a path"),
+    ("nvcc", "", "the nvcc to run: a name on PATH, a path, or wheel"),
     ("registry_remote", "", "a git remote name such as origin"),
     ("debug", "maybe", "on or off: 1/0, true/false, yes/no, on/off"),
     ("executor", "tcp://a..b:8786", "local, dask, auto or a Dask scheduler address"),
@@ -210,3 +210,13 @@ def test_a_pyproject_that_is_not_a_regular_file_is_refused(tmp_path: Path) -> No
     big.write_text("# " + "x" * (1024 * 1024) + "\n")
     with pytest.raises(UserError, match=r"settings file .*pyproject\.toml: larger than"):
         resolve(environ={}, cwd=tmp_path / "real")
+
+
+def test_acf_spaces_is_a_path_setting_unset_by_default(tmp_path: Path) -> None:
+    assert resolve(environ={}, cwd=tmp_path).acf_spaces is None
+    deep = _project(tmp_path, 'acf_spaces = "spaces"')
+    assert resolve(environ={}, cwd=deep).acf_spaces == tmp_path / "spaces"  # from the file's folder
+    got = resolve(environ={"CTUNE_ACF_SPACES": "/opt/ciq"}, cwd=deep)
+    assert got.acf_spaces == Path("/opt/ciq")
+    with pytest.raises(UserError, match="CTUNE_ACF_SPACES='': expected a folder holding Compile"):
+        resolve(environ={"CTUNE_ACF_SPACES": ""}, cwd=tmp_path)

@@ -30,7 +30,7 @@ LAYERS: dict[str, int] = {
     ),
     **dict.fromkeys(("objective", "space", "kernelspec", "config", "l2policy"), 1),
     "evidence": 2,
-    **dict.fromkeys(("measure", "compile"), 3),
+    **dict.fromkeys(("measure", "compile", "controls"), 3),
     **dict.fromkeys(("search", "scale", "draft", "exchange", "plot"), 4),
     "registry": 5,
     **dict.fromkeys(("cli", "api", "doctor", "testing", "__init__", "__main__"), 6),

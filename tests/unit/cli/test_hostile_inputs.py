@@ -172,6 +172,8 @@ TEMPLATES: dict[str, list[str]] = {
     "compile --set": ["compile", SAXPY, "--set", "{}"],
     "compile --problem": ["compile", SAXPY, "--problem", "{}"],
     "compile --arch": ["compile", SAXPY, "--arch", "{}", "--set", "BLOCK=nope"],
+    "compile --nvcc": ["compile", SAXPY, "--nvcc", "{}", "--set", "BLOCK=nope"],
+    "compile --ptxas": ["compile", SAXPY, "--ptxas", "{}", "--set", "BLOCK=nope"],
     "space KERNEL": ["space", "{}"],
     "space --problem": ["space", SAXPY, "--problem", "{}"],
     "space --samples": ["space", SAXPY, "--samples", "{}", "--problem", "nope"],

@@ -347,6 +347,7 @@ def machine(monkeypatch: pytest.MonkeyPatch) -> dict:
         "toolchain_error": None,
         "sass_identical": True,
         "rebuilds": [],
+        "extra_flags": (),  # what today's code renders beyond each member's recorded flags
     }
 
     def probe_toolchain(nvcc: str = "nvcc") -> dict[str, str]:
@@ -361,6 +362,12 @@ def machine(monkeypatch: pytest.MonkeyPatch) -> dict:
     monkeypatch.setattr(fingerprint_module, "probe_toolchain", probe_toolchain)
     monkeypatch.setattr(fingerprint_module, "probe_gpu_machine", lambda: state["gpu"])
     monkeypatch.setattr(fingerprint_module, "current_fingerprint", current)
+    monkeypatch.setattr(fingerprint_module, "older_forms", lambda spec: {})
+    monkeypatch.setattr(
+        check_module.FingerprintProbe,
+        "member_flags",
+        lambda self, artifact, m: (*m.nvcc_flags, *state["extra_flags"]),
+    )
     launch = {"grid": (1024, 1, 1), "block": (256, 1, 1), "dynamic_smem_bytes": 49152}
     spec = types.SimpleNamespace(
         problem=lambda name: types.SimpleNamespace(name=name, dims={}),
@@ -413,6 +420,22 @@ def test_check_names_hard_build_and_soft_changes(cli: Run, registry: Path, machi
     assert code == 0 and f"WARN {KEY}\n  ctune_version: 0.1.0 -> 0.2.0 (soft)" in out
     code, out, _ = cli("check", "--strict", "--registry", str(registry))
     assert code == 1 and f"STALE {KEY}" in out
+
+
+def test_check_rebuilds_members_whose_flags_render_otherwise_today(
+    cli: Run, registry: Path, machine: dict
+) -> None:
+    """No fingerprint field changed, but ctune renders the members' genes into other flags
+    (a catalogue default or render rule): rebuilt, and the SASS decides."""
+    publish_artifact(registry, make_artifact())
+    machine["extra_flags"] = ("-Xptxas", "-O3")
+    code, out, err = cli("check", "--registry", str(registry))
+    assert code == 0 and len(machine["rebuilds"]) == 1, err
+    assert f"WARN {KEY}\n  nvcc_flags[" in out and "(none) -> -Xptxas -O3 (build)" in out
+    assert "SASS identical" in out
+    machine["sass_identical"] = False
+    code, out, _ = cli("check", "--registry", str(registry))
+    assert code == 1 and f"STALE {KEY}" in out and "rebuilt: member x: SASS aaa -> bbb" in out
 
 
 @pytest.mark.parametrize("where", ["missing", "empty"])

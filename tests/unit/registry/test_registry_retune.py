@@ -121,3 +121,30 @@ def test_the_recorded_settings_reach_the_search_and_not_os_environ(
     assert code == 1 and "the search stops here" in err, err
     assert seen == [(registry, registry, None)]
     assert "CTUNE_REGISTRY" not in os.environ
+
+
+def test_the_toolchain_options_reach_the_searches(
+    cli: Run, registry: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`retune --nvcc/--ptxas` re-tunes with that toolchain: printed as the search's
+    CTUNE_NVCC/CTUNE_PTXAS, and the search run in-process resolves its settings from them."""
+    import shutil
+
+    from ctune.cli import search
+    from ctune.errors import UserError
+
+    publish_artifact(registry, _recorded())
+    ptxas = shutil.which("true") or "/bin/true"  # any program passes the setting's check
+    key = f"gemm/sq4096/{DEVICE}"
+    options = ("--registry", str(registry), "--nvcc", "wheel", "--ptxas", ptxas)
+    code, out, _ = cli("registry", "retune", key, *options)
+    assert code == 0 and f"CTUNE_NVCC=wheel CTUNE_PTXAS={ptxas} ctune search" in out
+    seen: list[tuple[str, str]] = []
+
+    def spy(kernel: Path, settings: Settings) -> Any:
+        seen.append((settings.nvcc, settings.ptxas))
+        raise UserError("the search stops here, before its toolchain is probed")
+
+    monkeypatch.setattr(search, "load_kernel", spy)
+    cli("registry", "retune", key, "--run", *options, "--kernels", str(ROOT / "kernels"))
+    assert seen == [("wheel", ptxas)]

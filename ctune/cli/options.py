@@ -1,0 +1,24 @@
+"""Options several commands share, declared once: the toolchain they build with."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+NvccOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--nvcc",
+        help="the nvcc to build with: a name on PATH, a path, or wheel (the nvidia-cuda-nvcc "
+        "wheel's: pip install 'ctune\\[cuda13.3]')",
+    ),
+]
+PtxasOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ptxas",
+        help="make the cubins with this ptxas, the PTX still with --nvcc's (e.g. a CUDA 13.3 "
+        "ptxas, for advanced controls)",
+    ),
+]

@@ -1,0 +1,302 @@
+"""Choosing the toolchain: the nvidia-cuda-nvcc wheel's, a split one (PTX from one nvcc,
+cubins from another ptxas), what each records, and which take advanced controls.
+
+The toolchains here are stand-ins: shell scripts that answer ``--version`` and
+``-dryrun`` as nvcc and ptxas do. tests/compile/test_split_toolchain_nvcc.py builds
+through the real ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from ctune.compile.find_toolchains import toolchain_places, wheel_nvccs
+from ctune.compile.select_toolchain import nvcc_for, resolve_nvcc
+from ctune.compile.split_toolchain import split_profile, split_toolchain
+from ctune.compile.toolchain import SPLIT_MARKER, Toolchain, probe_toolchain
+from ctune.config import resolve
+from ctune.errors import ToolchainError, UserError
+from ctune.evidence import identity
+
+#: a stand-in nvcc: its version, and, as ``nvcc -dryrun`` does, where it runs from and a
+#: PATH that starts there (a real nvcc.profile's ``PATH += $(_HERE_)``)
+STANDIN_NVCC = """#!/bin/sh
+here=$(cd "$(dirname "$0")" && pwd)
+case "$1" in
+  --version) echo "Cuda compilation tools, release {short}, V{version}" ;;
+  --help) echo "stand-in nvcc" ;;
+  -dryrun) echo "#\\$ _HERE_=$here" >&2; echo "#\\$ PATH=$here:$PATH" >&2 ;;
+esac
+"""
+STANDIN_PTXAS = """#!/bin/sh
+echo "Cuda compilation tools, release {short}, V{version}"
+"""
+PROFILE = """
+TOP              = $(_HERE_)/..
+
+CICC_PATH        = $(TOP)/nvvm/bin
+PATH            += $(CICC_PATH):$(_HERE_):
+INCLUDES        +=  "-I$(TOP)/include" $(_SPACE_)
+"""
+
+
+def _script(path: Path, text: str, version: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    short = ".".join(version.split(".")[:2])
+    path.write_text(text.format(short=short, version=version))
+    path.chmod(0o755)
+    return path
+
+
+def standin_cuda(root: Path, version: str = "13.0.88") -> Path:
+    """A CUDA root whose bin folder holds stand-in nvcc and ptxas, a profile and tools."""
+    bin_dir = root / "bin"
+    _script(bin_dir / "nvcc", STANDIN_NVCC, version)
+    _script(bin_dir / "ptxas", STANDIN_PTXAS, version)
+    (bin_dir / "nvcc.profile").write_text(PROFILE)
+    for tool in ("cudafe++", "fatbinary", "nvlink", "bin2c"):
+        _script(bin_dir / tool, "#!/bin/sh\n", version)
+    (bin_dir / "crt").mkdir()
+    return bin_dir / "nvcc"
+
+
+def standin_ptxas(path: Path, version: str = "13.3.73") -> Path:
+    return _script(path, STANDIN_PTXAS, version)
+
+
+def standin_wheel(site: Path, version: str = "13.3.73") -> Path:
+    """A site-packages folder with an installed nvidia-cuda-nvcc (metadata and nvcc)."""
+    info = site / f"nvidia_cuda_nvcc-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: nvidia-cuda-nvcc\nVersion: {version}\n"
+    )
+    nvcc = standin_cuda(site / "nvidia" / "cu13", version)
+    return nvcc
+
+
+@pytest.fixture(autouse=True)
+def _fresh_probes():
+    probe_toolchain.cache_clear()
+    yield
+    probe_toolchain.cache_clear()
+
+
+# --- the wheel ------------------------------------------------------------------------------
+
+
+def test_the_wheel_is_found_through_its_metadata(tmp_path: Path) -> None:
+    nvcc = standin_wheel(tmp_path / "site")
+    (tmp_path / "empty").mkdir()
+    assert wheel_nvccs([str(tmp_path / "site")], own=[]) == [nvcc]
+    assert wheel_nvccs([str(tmp_path / "empty")], own=[]) == []
+
+
+def test_the_running_interpreters_own_wheel_comes_first(tmp_path: Path) -> None:
+    other = standin_wheel(tmp_path / "other")
+    own = standin_wheel(tmp_path / "own")
+    path = [str(tmp_path / "other"), str(tmp_path / "own")]
+    assert wheel_nvccs(path, own=[tmp_path / "own"]) == [own, other]
+    assert wheel_nvccs(path, own=[tmp_path / "elsewhere"]) == [other, own]
+
+
+def test_nvcc_wheel_selects_the_wheels_nvcc(tmp_path: Path, monkeypatch) -> None:
+    nvcc = standin_wheel(tmp_path / "site")
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "site"), *sys.path])
+    assert resolve_nvcc("wheel") == str(nvcc)
+    tc = probe_toolchain(resolve_nvcc("wheel"))
+    assert (tc.nvcc_version, tc.ptxas_version, tc.split) == ("13.3.73", "13.3.73", False)
+    assert tc.ptxas == str(nvcc.parent / "ptxas")
+    assert resolve_nvcc("/opt/cuda/bin/nvcc") == "/opt/cuda/bin/nvcc"
+
+
+def test_nvcc_wheel_without_the_wheel_says_how_to_install_it(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "empty")])
+    with pytest.raises(ToolchainError) as err:
+        resolve_nvcc("wheel")
+    assert "pip install 'ctune[cuda13.3]'" in str(err.value) and "\n" not in str(err.value)
+
+
+# --- the split toolchain --------------------------------------------------------------------
+
+
+def test_the_split_folder_copies_nvcc_links_its_tools_and_takes_the_given_ptxas(
+    tmp_path: Path,
+) -> None:
+    nvcc = standin_cuda(tmp_path / "cuda")
+    ptxas = standin_ptxas(tmp_path / "new" / "ptxas")
+    made = split_toolchain(str(nvcc), ptxas, tmp_path / "cache" / "toolchains")
+    bin_dir = made.parent
+    assert made.name == "nvcc" and not made.is_symlink()  # nvcc takes _HERE_ from itself
+    assert made.read_bytes() == nvcc.read_bytes() and os.access(made, os.X_OK)
+    assert (bin_dir / "ptxas").resolve() == ptxas
+    for tool in ("cudafe++", "fatbinary", "nvlink", "bin2c", "crt"):
+        assert (bin_dir / tool).resolve() == nvcc.parent / tool
+    profile = (bin_dir / "nvcc.profile").read_text()
+    assert f"TOP              = {nvcc.parent}/.." in profile  # the original CUDA root
+    assert "PATH            += $(CICC_PATH):$(_HERE_):" in profile  # this folder first
+    marker = json.loads((bin_dir / SPLIT_MARKER).read_text())
+    assert marker == {"nvcc": str(nvcc), "cuda_bin": str(nvcc.parent), "ptxas": str(ptxas)}
+    assert [p.name for p in (tmp_path / "cache" / "toolchains").iterdir()] == [
+        bin_dir.parent.name
+    ]  # no scratch folder left
+
+
+def test_the_split_folder_is_made_once_per_nvcc_and_ptxas(tmp_path: Path) -> None:
+    nvcc = standin_cuda(tmp_path / "cuda")
+    ptxas = standin_ptxas(tmp_path / "new" / "ptxas")
+    other = standin_ptxas(tmp_path / "other" / "ptxas")
+    root = tmp_path / "toolchains"
+    first = split_toolchain(str(nvcc), ptxas, root)
+    stamp = first.stat().st_mtime_ns
+    assert split_toolchain(str(nvcc), ptxas, root) == first
+    assert first.stat().st_mtime_ns == stamp  # not made again
+    assert split_toolchain(str(nvcc), other, root) != first
+    assert len(list(root.iterdir())) == 2
+
+
+def test_a_split_toolchain_says_so_in_its_description_and_fingerprint(tmp_path: Path) -> None:
+    nvcc = standin_cuda(tmp_path / "cuda")
+    ptxas = standin_ptxas(tmp_path / "new" / "ptxas")
+    plain = probe_toolchain(str(nvcc))
+    split = probe_toolchain(str(split_toolchain(str(nvcc), ptxas, tmp_path / "tc")))
+    assert (plain.split, plain.describe()) == (False, "nvcc 13.0.88 / ptxas 13.0.88")
+    assert plain.ptxas == str(nvcc.parent / "ptxas")
+    assert split.split and split.ptxas == str(ptxas)
+    assert split.describe() == "nvcc 13.0.88 / ptxas 13.3.73 (split)"
+    fields = identity.probe_toolchain(split.nvcc)
+    assert fields["ptxas_version"] == "13.3.73 (split: PTX from nvcc 13.0.88)"
+    assert identity.probe_toolchain(str(nvcc))["ptxas_version"] == "13.0.88"  # as recorded
+
+
+def test_the_ptxas_setting_selects_the_split_toolchain_under_the_cache(tmp_path: Path) -> None:
+    nvcc = standin_cuda(tmp_path / "cuda")
+    ptxas = standin_ptxas(tmp_path / "new" / "ptxas")
+    cache = {"CTUNE_CACHE_DIR": str(tmp_path / "cache")}
+    environ = {"CTUNE_NVCC": str(nvcc), "CTUNE_PTXAS": str(ptxas), **cache}
+    chosen = Path(nvcc_for(resolve(environ=environ, cwd=tmp_path)))
+    assert chosen.parent.parent.parent == tmp_path / "cache" / "toolchains"
+    plain = resolve(environ={"CTUNE_NVCC": str(nvcc), **cache}, cwd=tmp_path)
+    assert nvcc_for(plain) == str(nvcc)
+
+
+def test_a_missing_given_ptxas_is_one_line(tmp_path: Path) -> None:
+    nvcc = standin_cuda(tmp_path / "cuda")
+    with pytest.raises(ToolchainError, match=r"^ptxas .*/nope: no such file; give the path"):
+        split_toolchain(str(nvcc), tmp_path / "nope", tmp_path / "tc")
+
+
+def test_a_profile_whose_path_skips_nvccs_folder_is_refused(tmp_path: Path) -> None:
+    """A split that would still run the original ptxas would be a lie in the fingerprint."""
+    nvcc = standin_cuda(tmp_path / "cuda")
+    nvcc.write_text(
+        nvcc.read_text().replace('echo "#\\$ PATH=$here:$PATH"', f'echo "#\\$ PATH={nvcc.parent}"')
+    )
+    ptxas = standin_ptxas(tmp_path / "new" / "ptxas")
+    with pytest.raises(ToolchainError, match="would run the ptxas in"):
+        split_toolchain(str(nvcc), ptxas, tmp_path / "tc")
+    assert list((tmp_path / "tc").iterdir()) == []  # nothing half made
+
+
+def test_the_profile_keeps_here_only_in_path() -> None:
+    text = split_profile(PROFILE, Path("/opt/cuda-13.0/bin"))
+    assert "TOP              = /opt/cuda-13.0/bin/.." in text
+    assert "PATH            += $(CICC_PATH):$(_HERE_):" in text
+    assert text.count("$(_HERE_)") == 1
+
+
+# --- advanced controls ----------------------------------------------------------------------
+
+
+def _toolchain(nvcc: str, ptxas: str) -> Toolchain:
+    return Toolchain("/x/nvcc", nvcc, ptxas, f"release {nvcc}", "")
+
+
+@pytest.mark.parametrize(
+    ("nvcc", "ptxas", "compiler", "arch", "takes"),
+    [
+        ("13.0.88", "13.0.88", "ptxas", "sm_90a", False),
+        ("13.0.88", "13.3.73", "ptxas", "sm_90a", True),  # the split path
+        ("13.3.73", "13.3.73", "ptxas", "sm_90", True),
+        ("13.5.37", "13.5.37", "ptxas", "sm_80", True),
+        ("14.0.1", "14.0.1", "ptxas", "sm_90", True),
+        ("13.0.88", "13.3.73", "nvcc", "sm_100", False),  # split: nvcc is 13.0
+        ("13.3.73", "13.3.73", "nvcc", "sm_90a", False),  # nvcc refuses Hopper
+        ("13.3.73", "13.3.73", "nvcc", "sm_90", False),
+        ("13.3.73", "13.3.73", "nvcc", "sm_100", True),
+        ("13.3.73", "13.3.73", "nvcc", "sm_100a", True),
+        ("13.3.73", "13.3.73", "nvcc", "sm_120", True),
+        ("12.10.1", "12.10.1", "ptxas", "sm_90", False),  # 12.10 is not 13.3
+        ("unknown", "unknown", "ptxas", "sm_90", False),
+    ],
+)
+def test_which_compiler_takes_advanced_controls(nvcc, ptxas, compiler, arch, takes) -> None:
+    ok, why = _toolchain(nvcc, ptxas).takes_controls(compiler, arch)
+    assert ok is takes
+    assert bool(why) is not takes and "\n" not in why
+
+
+def test_the_reasons_name_the_compiler_its_version_and_the_target() -> None:
+    _, old = _toolchain("13.0.88", "13.0.88").takes_controls("ptxas", "sm_90a")
+    assert old == "ptxas 13.0.88 takes no controls files (13.3 or later does)"
+    _, hopper = _toolchain("13.3.73", "13.3.73").takes_controls("nvcc", "sm_90a")
+    assert hopper == "nvcc 13.3.73 takes no controls file of its own for sm_90a (sm_100+)"
+    with pytest.raises(ValueError, match="not one of ptxas, nvcc"):
+        _toolchain("13.3.73", "13.3.73").takes_controls("cicc", "sm_90")
+
+
+# --- settings ---------------------------------------------------------------------------------
+
+
+def test_ptxas_settings_are_checked_where_they_are_read(tmp_path: Path) -> None:
+    missing = tmp_path / "nope" / "ptxas"
+    with pytest.raises(UserError) as err:
+        resolve({"ptxas": str(missing)}, environ={}, cwd=tmp_path)
+    assert str(err.value).startswith(f"--ptxas={missing}: no such file; expected the path of")
+    plain = tmp_path / "ptxas.txt"
+    plain.write_text("not a program")
+    plain.chmod(stat.S_IRUSR | stat.S_IWUSR)
+    with pytest.raises(UserError) as err:
+        resolve(environ={"CTUNE_PTXAS": str(plain)}, cwd=tmp_path)
+    assert str(err.value).startswith(f"CTUNE_PTXAS={plain}: not executable (chmod +x it)")
+    with pytest.raises(UserError, match=r"--ptxas=.*: a directory; expected"):
+        resolve({"ptxas": str(tmp_path)}, environ={}, cwd=tmp_path)
+    assert "\n" not in str(err.value)
+
+
+def test_a_ptxas_in_the_settings_file_is_taken_from_its_folder(tmp_path: Path) -> None:
+    standin_ptxas(tmp_path / "tools" / "ptxas")
+    (tmp_path / "pyproject.toml").write_text('[tool.ctune]\nptxas = "tools/ptxas"\n')
+    (tmp_path / "sub").mkdir()
+    settings = resolve(environ={}, cwd=tmp_path / "sub")
+    assert settings.ptxas == str(tmp_path / "tools" / "ptxas")
+    assert resolve(environ={}, cwd=tmp_path.parent).ptxas == ""  # nvcc's own by default
+
+
+def test_nvcc_wheel_is_a_setting_value(tmp_path: Path) -> None:
+    assert resolve({"nvcc": "wheel"}, environ={}, cwd=tmp_path).nvcc == "wheel"
+
+
+# --- discovery --------------------------------------------------------------------------------
+
+
+def test_toolchains_are_found_on_path_in_cuda_home_and_as_a_wheel(
+    tmp_path: Path, monkeypatch
+) -> None:
+    on_path = standin_cuda(tmp_path / "onpath", "13.0.88")
+    home = standin_cuda(tmp_path / "home", "13.1.1")
+    wheel = standin_wheel(tmp_path / "site")
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "site"), *sys.path])
+    places = toolchain_places({"PATH": str(on_path.parent), "CUDA_HOME": str(home.parent.parent)})
+    found = dict(places)
+    assert found["PATH"] == str(on_path)
+    assert found["CUDA_HOME"] == str(home)
+    assert found["nvidia-cuda-nvcc wheel"] == str(wheel)
+    assert "CUDA_PATH" not in found

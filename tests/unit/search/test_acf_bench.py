@@ -1,0 +1,94 @@
+"""bench/acf.py without a GPU: its targets exist, a result file becomes the right row, and
+the summary judges the issue's two targets from the rows, not from a constant."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ctune.kernelspec import load_spec
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def acf(bench_module):
+    return bench_module("acf")
+
+
+def test_every_target_is_a_pinned_artifact_of_a_spec_problem(acf) -> None:
+    assert len(acf.TARGETS) == 8
+    kernels = [t.kernel for t in acf.TARGETS]
+    assert kernels.count("cutlass_gemm") == 4 and kernels.count("cutlass_attention") == 2
+    assert {"gemm", "attention"} <= set(kernels)
+    for t in acf.TARGETS:
+        assert (ROOT / "registry" / t.kernel / t.problem / f"{acf.DEVICE_CLASS}.json").is_file()
+        spec = load_spec(ROOT / "kernels" / f"{t.kernel}.yaml")
+        spec.problem(t.problem)  # raises if the spec lost the problem
+        assert t.variant in ("default", "att") and t.budget >= t.pool >= 6
+
+
+def test_the_search_starts_in_the_controls_phase_from_the_pinned_build(acf) -> None:
+    t = acf.TARGETS[0]
+    argv = acf.search_argv(t, Path("w.t4.json"), Path("r.json"), "/x/ptxas", 7)
+    joined = " ".join(argv)
+    assert "--acf ptxas" in joined and "--warm-start w.t4.json" in joined
+    assert "--option start=controls" in joined and f"--budget {t.budget}" in joined
+    assert "--ptxas /x/ptxas" in joined and "--no-commit" in joined
+
+
+def test_a_row_reads_the_controls_verdict(acf) -> None:
+    t = acf.TARGETS[0]
+    result = {
+        "controls": {
+            "member": "a",
+            "reference": "b",
+            "gain": 1.031,
+            "difference": "lower",
+            "reason": "p<0.01",
+            "pinned": True,
+        },
+        "evaluations": 65,
+        "binaries": 61,
+        "timing": {"wall_s": 80.0},
+    }
+    r = acf.row(t, result, 90.0)
+    assert r["gain_p99"] == 1.031 and r["significant"] and r["distinct_binaries"] == 61
+    assert acf.row(t, {"evaluations": 3}, 1.0)["significant"] is False
+
+
+def test_the_summary_counts_confirmed_gains_and_head_to_head_wins(acf) -> None:
+    stage = (
+        [{"significant": True, "gain_p99": 1.03}] * 3
+        + [
+            {"significant": True, "gain_p99": 1.01},
+            {"significant": False, "gain_p99": 1.05},
+        ]
+        * 2
+        + [{"significant": False, "gain_p99": None}]
+    )
+    h2h = [
+        {
+            "ctune_best_ms": 1.0,
+            "compileiq_best_ms": 1.01,
+            "ctune_wall_s": 50,
+            "compileiq_wall_s": 60,
+        },
+        {
+            "ctune_best_ms": 1.0,
+            "compileiq_best_ms": 0.99,
+            "ctune_wall_s": 50,
+            "compileiq_wall_s": 60,
+        },
+        {
+            "ctune_best_ms": 1.0,
+            "compileiq_best_ms": 1.2,
+            "ctune_wall_s": 70,
+            "compileiq_wall_s": 60,
+        },
+    ]
+    got = acf.summary({"stage": stage, "head_to_head": h2h})
+    assert got["confirmed_gains_2pct"] == 3 and got["stage_target_met"]
+    assert got["head_to_head_wins"] == 1 and not got["head_to_head_target_met"]
+    assert not acf.summary({"stage": stage[:7]})["stage_target_met"]  # fewer than 8 rows

@@ -1,0 +1,283 @@
+"""The staged strategy's controls phase: files proposed by an engine on the leading build,
+scored by measured trials, its engine's checkpoint journaled so that --resume is exact.
+
+Stand-ins throughout (named so): the stand-in controls engine, compiler and measurer;
+CompileIQ's engine itself passes the engine contract in tests/unit/controls."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ctune.controls.setup import ControlsSetup
+from ctune.controls.store import ControlsStore
+from ctune.errors import UserError
+from ctune.kernelspec import KernelSpec
+from ctune.records import Trial
+from ctune.search.journal import read
+from ctune.testing.standin_controls import decisions
+from ctune.testing.standins import StandInMeasurer
+
+GENE = "acf_ptxas"
+
+
+@pytest.fixture
+def acf_spec(spec: KernelSpec) -> KernelSpec:
+    return spec.with_acf(("ptxas",))
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> ControlsSetup:
+    space = tmp_path / "standin-space.bin"
+    space.write_bytes(b"a stand-in search space")
+    return ControlsSetup(tmp_path / "cache" / "controls", {GENE: space}, engine="standin")
+
+
+def _trials(journal: Path) -> list[Trial]:
+    return list(read(journal)[0].trials)
+
+
+def _with_controls(trials: list[Trial]) -> list[Trial]:
+    return [t for t in trials if t.candidate.as_dict().get(GENE, "none") != "none"]
+
+
+def test_start_controls_tunes_files_on_the_best_build(
+    tmp_path: Path, spec: KernelSpec, settings, setup: ControlsSetup
+) -> None:
+    from ctune.objective import parse_objective_spec
+    from ctune.search.driver import SearchOptions, run_search
+    from ctune.testing.standins import StandInCompiler
+
+    acf = spec.with_acf(("ptxas",))
+    measurer = StandInMeasurer(samples=30, fault_corner=None, wrong_every=None)
+    result = run_search(
+        settings,
+        acf,
+        parse_objective_spec(["p50"], [], acf.metrics),
+        SearchOptions(
+            budget=12,
+            seed=4,
+            strategy="staged",
+            strategy_options={"start": "controls", "controls_pool": 4},
+            confirm_processes=0,
+            controls=setup,
+        ),
+        compiler=StandInCompiler(acf),
+        measurer=measurer,
+    )
+    trials = _trials(result.journal)
+    tuned = _with_controls(trials)
+    assert len(tuned) == len(trials) - 1  # all but the baseline
+    base = {k: v for k, v in trials[0].candidate.as_dict().items() if k != GENE}
+    store = ControlsStore(setup.store_root)
+    for trial in tuned:
+        genes = trial.candidate.as_dict()
+        assert {k: v for k, v in genes.items() if k != GENE} == base
+        decisions(store.read(str(genes[GENE])))  # a file the engine proposed, stored
+    states = read(result.journal)[0].states
+    saved = states[-1][1]["controls"]
+    assert saved["engines"][GENE]["checkpoint"] and saved["base"][GENE] == "none"
+
+
+def _search(settings, spec, setup, measurer, **options):
+    from ctune.objective import parse_objective_spec
+    from ctune.search.driver import SearchOptions, run_search
+    from ctune.testing.standins import StandInCompiler
+
+    return run_search(
+        settings,
+        spec,
+        parse_objective_spec(["p50"], [], spec.metrics),
+        SearchOptions(
+            strategy="staged",
+            confirm_processes=0,
+            controls=setup,
+            **options,
+        ),
+        compiler=StandInCompiler(spec, fail_every=None),  # failures by order would differ
+        measurer=measurer,
+    )
+
+
+def _decisions(setup: ControlsSetup, trials: list[Trial]) -> list[tuple[int, ...]]:
+    store = ControlsStore(setup.store_root)
+    return [decisions(store.read(str(t.candidate.as_dict()[GENE]))) for t in trials]
+
+
+def test_the_controls_phase_follows_the_settled_structure(
+    spec: KernelSpec, settings, setup: ControlsSetup
+) -> None:
+    acf = spec.with_acf(("ptxas",))
+    measurer = StandInMeasurer(samples=30, fault_corner=None, wrong_every=None)
+    result = _search(
+        settings,
+        acf,
+        setup,
+        measurer,
+        budget=60,
+        seed=2,
+        strategy_options={"patience": 2, "controls_pool": 4},
+    )
+    trials = _trials(result.journal)
+    first = next(i for i, t in enumerate(trials) if t in _with_controls(trials))
+    assert first > 1  # the structure was searched first
+    structural = [t for t in trials[:first] if t.values is not None]
+    best = min(structural, key=lambda t: t.values[0])  # type: ignore[index]
+    tuned = _with_controls(trials)
+    assert tuned, "the controls phase never started"
+    for trial in tuned:  # every file is tried on the best build of the structure phase
+        genes = dict(trial.candidate.as_dict(), **{GENE: "none"})
+        assert genes == best.candidate.as_dict()
+
+
+def test_resume_proposes_what_the_uninterrupted_search_would_have(
+    tmp_path: Path, spec: KernelSpec, setup: ControlsSetup
+) -> None:
+    from ctune.config import Settings
+
+    acf = spec.with_acf(("ptxas",))
+    options = {
+        "budget": 20,
+        "seed": 7,
+        "strategy_options": {"start": "controls", "controls_pool": 4},
+    }
+    whole = _search(
+        Settings(cache_dir=tmp_path / "whole"),
+        acf,
+        setup,
+        StandInMeasurer(samples=30, noise=0.0, fault_corner=None, wrong_every=None),
+        **options,
+    )
+    crash_at = 11  # noise-free measurements: a resumed search sees the values the first saw
+    cut = Settings(cache_dir=tmp_path / "cut")
+    crashed = _search(
+        cut,
+        acf,
+        setup,
+        StandInMeasurer(
+            samples=30, noise=0.0, fault_corner=None, wrong_every=None, interrupt_at=crash_at
+        ),
+        **options,
+    )
+    assert crashed.interrupted
+    resumed = _search(
+        cut,
+        acf,
+        setup,
+        StandInMeasurer(samples=30, noise=0.0, fault_corner=None, wrong_every=None),
+        resume=crashed.journal,
+        **options,
+    )
+    expected = _decisions(setup, _with_controls(_trials(whole.journal)))
+    got = _decisions(setup, _with_controls(_trials(resumed.journal)))
+    assert got == expected
+
+
+def test_resume_without_the_acf_genes_is_refused(
+    tmp_path: Path, spec: KernelSpec, settings, setup: ControlsSetup
+) -> None:
+    acf = spec.with_acf(("ptxas",))
+    measurer = StandInMeasurer(samples=30, fault_corner=None, wrong_every=None)
+    options = {"budget": 30, "seed": 1, "strategy_options": {"patience": 1}}
+    done = _search(settings, acf, setup, measurer, **options)
+    assert _with_controls(_trials(done.journal))
+    with pytest.raises(UserError) as err:
+        _search(settings, acf, None, measurer, resume=done.journal, **options)
+    assert "resume it with the same --acf" in str(err.value)
+
+
+def test_start_controls_needs_acf_genes(spec: KernelSpec, settings) -> None:
+    with pytest.raises(UserError) as err:
+        _search(
+            settings,
+            spec,
+            None,
+            StandInMeasurer(samples=30),
+            budget=4,
+            strategy_options={"start": "controls"},
+        )
+    assert "no acf genes" in str(err.value)
+
+
+def test_a_failed_trial_is_told_to_the_engine_as_a_failure(
+    spec: KernelSpec, setup: ControlsSetup
+) -> None:
+    from ctune.records import Outcome
+    from ctune.search.controls_phase import ControlsPhase
+
+    acf = spec.with_acf(("ptxas",))
+    told: list[dict[str, float | None]] = []
+    phase = ControlsPhase(
+        setup, acf.name, seed=3, score=lambda t: t.values[0] if t.values else None
+    )
+    phase.start(acf.space.default_values())
+    engine = phase.engines[GENE]
+    original = engine.tell
+    engine.tell = lambda scores: (told.append(dict(scores)), original(scores))[1]  # type: ignore[method-assign]
+    first, second = phase.ask(2, {})
+    ok = Trial(1, 1, first, Outcome.OK, values=(1.5,))
+    broken = Trial(2, 1, second, Outcome.COMPILE_ERROR)
+    phase.tell([ok, broken])
+    assert sorted(told[0].values(), key=lambda v: v is None) == [1.5, None]
+
+
+class _FixedControls(StandInMeasurer):
+    """NOT A GPU: the stand-in measurer with every controls file worth one fixed factor."""
+
+    def __init__(self, factor: float, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.factor = factor
+
+    def controls_factor(self, spec, values) -> float:  # type: ignore[no-untyped-def]
+        return self.factor if any(v != "none" for k, v in values.items() if k == GENE) else 1.0
+
+
+@pytest.mark.parametrize(("factor", "pinned_with_controls"), [(0.90, True), (1.0, False)])
+def test_a_controls_file_is_pinned_only_when_it_beats_its_build_in_the_same_processes(
+    tmp_path: Path, spec: KernelSpec, setup: ControlsSetup, factor: float, pinned_with_controls
+) -> None:
+    import random
+
+    from ctune.config import Settings
+    from ctune.objective import parse_objective_spec
+    from ctune.search.driver import SearchOptions, run_search
+    from ctune.testing.standins import StandInCompiler
+
+    acf = spec.with_acf(("ptxas",))
+    measurer = _FixedControls(factor, samples=60, noise=0.01, fault_corner=None, wrong_every=None)
+    problem = acf.problem(None)
+    rng = random.Random(0)
+    valid = acf.space.sample(rng, 400, problem.dims)
+    # a warm start far better than the default build, so that the default cannot be pinned
+    good = min(valid, key=lambda v: measurer.latency_ms(acf, v, problem))
+    assert measurer.latency_ms(acf, good, problem) < 0.95 * measurer.latency_ms(
+        acf, acf.space.default_values(), problem
+    )
+    result = run_search(
+        Settings(cache_dir=tmp_path / "c"),
+        acf,
+        parse_objective_spec(["p50"], [], acf.metrics),
+        SearchOptions(
+            strategy="staged",
+            strategy_options={"start": "controls", "controls_pool": 4},
+            budget=10,
+            seed=3,
+            confirm_processes=5,
+            journal_fsync=False,
+            controls=setup,
+            warm_start=(good,),
+        ),
+        compiler=StandInCompiler(acf, fail_every=None),
+        measurer=measurer,
+    )
+    pinned = next(m for m in result.front if m.key == result.pinned)
+    genes = pinned.candidate.as_dict()
+    assert (genes[GENE] != "none") is pinned_with_controls
+    verdict = result.controls
+    assert verdict is not None and verdict.pinned is pinned_with_controls
+    assert (verdict.difference == "lower") is pinned_with_controls
+    assert result.to_json()["controls"]["reference"] == verdict.reference
+    if pinned_with_controls:
+        assert verdict.gain > 1.05
+    assert dict(genes, **{GENE: "none"}) == {**good, GENE: "none"}  # the warm start's build
