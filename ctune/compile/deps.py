@@ -126,6 +126,11 @@ _INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*(?:"([^"\n]+)"|<([^>\n]+)>)'
 _MAX_SCANNED = 2000
 
 
+def _findable(path: Path) -> bool:
+    """Whether the preprocessor's search stops at ``path`` (a folder of that name it skips)."""
+    return path.exists() and not path.is_dir()
+
+
 def scan_includes(source: Path, include_dirs: Sequence[Path]) -> dict[str, Path]:
     """The files the kernel's ``#include`` lines name, checked before nvcc runs: one that is
     not a regular file is refused by the one rule for input files (``ctune/files.py``), as a
@@ -150,7 +155,7 @@ def scan_includes(source: Path, include_dirs: Sequence[Path]) -> dict[str, Path]
         for quoted, angled in _INCLUDE.findall(text):
             name = os.fsdecode(quoted or angled)
             folders = ([current.parent] if quoted else []) + list(include_dirs)
-            found = next((f / name for f in folders if (f / name).exists()), None)
+            found = next((f / name for f in folders if _findable(f / name)), None)
             if found is None or os.path.abspath(found) in known:
                 continue  # a toolkit or system header, or one nvcc will say is missing
             resolved = found.resolve()

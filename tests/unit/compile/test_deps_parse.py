@@ -87,3 +87,16 @@ def test_the_scan_names_what_the_include_lines_find(tmp_path: Path) -> None:
         str(source): source.resolve(),
         str(header): header.resolve(),
     }
+
+
+def test_a_folder_of_the_included_name_is_passed_over_as_the_preprocessor_does(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a" / "x.h").mkdir(parents=True)
+    (tmp_path / "b").mkdir()
+    header = tmp_path / "b" / "x.h"
+    header.write_text("#define X 1\n")
+    source = tmp_path / "k.cu"
+    source.write_text("#include <x.h>\n")
+    found = scan_includes(source, [tmp_path / "a", tmp_path / "b"])
+    assert found == {str(source): source.resolve(), str(header): header.resolve()}
