@@ -18,6 +18,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
+import sys
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
@@ -280,34 +282,81 @@ def file_settings(start: Path) -> dict[str, Any]:
     if path is None:
         return {}
     text = read_text_capped(path, MAX_PYPROJECT_BYTES, "settings file")
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"{path}: cannot read [tool.ctune]: {exc}") from None
-    table = data.get("tool", {}).get("ctune", {})
-    out = _migrated({k.replace("-", "_"): v for k, v in table.items()}, f"{path} [tool.ctune]")
+    data = _toml(path, text)
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise UserError(f"{path} tool = {_brief(tool)}: expected a table; {_TABLE_FIX}")
+    table = tool.get("ctune", {})
+    if not isinstance(table, dict):
+        raise UserError(f"{path} [tool] ctune = {_brief(table)}: expected a table; {_TABLE_FIX}")
+    written = {k.replace("-", "_"): k for k in table}
+    out = _migrated(
+        {k.replace("-", "_"): v for k, v in table.items()},
+        f"{path} [tool.ctune]: ",
+        lambda name: written.get(name, name),
+    )
     for name in _FILE_FIELDS:
         if isinstance(out.get(name), str) and out[name].strip():  # empty: refused as such
             out[name] = str(path.parent / Path(out[name]).expanduser())
     return out
 
 
+_TABLE_FIX = "write ctune's settings as keys under [tool.ctune]"
+#: a key whose value is an integer literal too long to convert, and the table it is in
+_LONG_INT = re.compile(
+    r"^[ \t]*([A-Za-z0-9_.-]+|\"[^\"\n]*\")[ \t]*=[ \t]*[+-]?[0-9][0-9_]*[ \t]*(#.*)?$", re.M
+)
+_TABLE = re.compile(r"^[ \t]*\[+([^\]\n]*)\]+", re.M)
+
+
+def _brief(value: Any) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
+
+
+def _toml(path: Path, text: str) -> dict[str, Any]:
+    """The TOML document; a document that does not parse is one line naming the file, and
+    an integer longer than Python converts (``sys.get_int_max_str_digits``) names its key."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{path}: cannot read [tool.ctune]: {exc}") from None
+    except ValueError:
+        limit = sys.get_int_max_str_digits()
+        for match in _LONG_INT.finditer(text):
+            value = match.group(0).partition("=")[2].partition("#")[0]
+            digits = sum(ch.isdigit() for ch in value)
+            if digits > limit:
+                tables = _TABLE.findall(text, 0, match.start())
+                where = f"[{tables[-1].strip()}] " if tables else ""
+                raise UserError(
+                    f"{path} {where}{match.group(1)}: an integer of {digits} digits; "
+                    f"expected at most {limit}"
+                ) from None
+        raise UserError(f"{path}: an integer of more than {limit} digits") from None
+
+
 def env_settings(environ: Mapping[str, str]) -> dict[str, Any]:
     known = {f.name for f in fields(Settings)} | set(l2policy.OLD_NAMES)
-    found = {
-        key[len("CTUNE_") :].lower(): value
-        for key, value in environ.items()
+    written = {
+        key[len("CTUNE_") :].lower(): key
+        for key in environ
         if key.startswith("CTUNE_") and key[len("CTUNE_") :].lower() in known
     }
-    return _migrated(found, "environment")
+    found = {name: environ[key] for name, key in written.items()}
+    return _migrated(found, "", lambda name: written.get(name, f"CTUNE_{name.upper()}"))
 
 
-def _migrated(values: dict[str, Any], where: str) -> dict[str, Any]:
-    """Old setting names (``l2``, ``CTUNE_L2``) under their one name."""
+def _migrated(values: dict[str, Any], where: str, spelled: Callable[[str], str]) -> dict[str, Any]:
+    """Old setting names (``l2``, ``CTUNE_L2``) under their one name; ``where`` starts the
+    message and ``spelled`` says a setting as the user wrote it (``CTUNE_L2``, ``l2-policy``)."""
     try:
         return l2policy.migrate(values)
-    except ValueError as exc:
-        raise UserError(f"{where}: {exc}") from None
+    except l2policy.BothNames as exc:
+        old, new = spelled(exc.old), spelled(exc.new)
+        raise UserError(
+            f"{where}both {old} (the old name) and {new} are given, and differ; keep {new}"
+        ) from None
 
 
 def resolve(

@@ -25,11 +25,23 @@ POLICIES = ("cold", "hot")
 DEFAULT = "cold"
 
 
+class BothNames(ValueError):
+    """Both spellings are given, with different values: which one was meant cannot be
+    guessed. ``old`` and ``new`` are the names as :func:`migrate` saw them, for a caller
+    that says them as the user wrote them."""
+
+    def __init__(self, old: str, new: str) -> None:
+        super().__init__(
+            f"both {old!r} (the old name) and {new!r} are given, and differ; keep {new!r}"
+        )
+        self.old, self.new = old, new
+
+
 def migrate(data: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of ``data`` with an old spelling renamed to :data:`NAME`.
 
-    Raises ValueError (the caller adds where) when both spellings are given with
-    different values: which one was meant cannot be guessed.
+    Raises :class:`BothNames` (a ValueError; the caller adds where) when both spellings
+    are given with different values.
     """
     out = dict(data)
     for old in OLD_NAMES:
@@ -37,9 +49,7 @@ def migrate(data: Mapping[str, Any]) -> dict[str, Any]:
             continue
         value = out.pop(old)
         if NAME in out and out[NAME] != value:
-            raise ValueError(
-                f"both {old!r} (the old name) and {NAME!r} are given, and differ; keep {NAME!r}"
-            )
+            raise BothNames(old, NAME)
         out.setdefault(NAME, value)
     return out
 

@@ -4,8 +4,8 @@ A file ctune writes (a result, a table, a drafted spec, an artifact) goes to a t
 file beside it, is fsync'd, and replaces the old one in one rename: a reader sees the old
 bytes or the new ones, and a failure (a full disk, a quota, Ctrl-C) leaves the old file
 and removes the temporary one. An OSError raised while writing names the path
-(``OSError.filename``): the command line maps a full disk (ENOSPC, EDQUOT) to one line
-naming that path and exit 3 (``ctune.cli.main``).
+(``OSError.filename``): the command line maps a full disk (ENOSPC, EDQUOT, EFBIG) to one
+line naming that path and exit 3 (``ctune.cli.main``).
 """
 
 from __future__ import annotations
@@ -18,12 +18,16 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-#: errno values that mean the disk (or the user's quota) is full
-DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+from ctune.errors import UserError
+
+#: errno values that mean the disk, the user's quota or the file-size limit is full: the
+#: environment's to fix, not the path's (EFBIG: a write past RLIMIT_FSIZE or the file
+#: system's largest file)
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 def is_disk_full(exc: BaseException) -> bool:
-    """Is ``exc`` a write refused because the disk or the quota is full?"""
+    """Is ``exc`` a write refused because the disk, the quota or a size limit is full?"""
     return isinstance(exc, OSError) and exc.errno in DISK_FULL
 
 
@@ -58,18 +62,35 @@ def _is_special(path: Path) -> bool:
     return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
 
+def _write_in_place(path: Path, raw: bytes) -> None:
+    """Write into an existing device or FIFO. Opened non-blocking: a FIFO nobody reads
+    would otherwise wait for a reader forever; with no reader it is one line (exit 2)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise UserError(
+                f"{path}: a FIFO that nobody reads; start its reader first, or give a file"
+            ) from None
+        exc.filename = exc.filename or str(path)
+        raise
+    with naming(path), os.fdopen(fd, "wb") as fh:
+        os.set_blocking(fd, True)  # a slow reader is waited for, as any pipe's
+        fh.write(raw)
+
+
 def write_atomic(path: Path | str, data: bytes | str, *, into_special: bool = False) -> None:
     """Write ``data`` (str: UTF-8) to ``path`` whole or not at all.
 
     A symlink at ``path`` is replaced, never followed (nothing is written outside the
     named place). ``into_special``: an existing device or FIFO the user named as the
-    output (``--out /dev/stdout``) is written in place instead.
+    output (``--out /dev/stdout``) is written in place instead (a FIFO with no reader
+    is refused, :func:`_write_in_place`).
     """
     path = Path(path)
     raw = data.encode() if isinstance(data, str) else data
     if into_special and _is_special(path):
-        with naming(path), open(path, "wb") as fh:
-            fh.write(raw)
+        _write_in_place(path, raw)
         return
     folder = path.parent
     tmp = folder / f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"

@@ -93,6 +93,7 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
     process's environment (``cli/invocation.py``)."""
     from ctune.cli.invocation import invoked_with
     from ctune.cli.render import error_line, interrupted_line, stop_for_closed_pipe
+    from ctune.compile.process import runs_end_with_the_command
     from ctune.config import debug_enabled
     from ctune.interrupts import kept_by, terminate_as_interrupt
     from ctune.writes import is_disk_full
@@ -101,7 +102,7 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
     try:
         if argv is not None and any("\x00" in arg for arg in argv):
             raise UserError("an argument contains a NUL byte, which no path or value can hold")
-        with invoked_with(environ), terminate_as_interrupt():
+        with invoked_with(environ), terminate_as_interrupt(), runs_end_with_the_command():
             _run(argv)
     except CtuneError as exc:
         if debug_enabled(env):

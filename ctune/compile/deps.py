@@ -16,21 +16,25 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ctune.compile.command import default_defines
-from ctune.compile.quoting import check_argv, define_flag
+from ctune.compile.process import run_nvcc
+from ctune.compile.quoting import define_flag
 from ctune.errors import UserError
-from ctune.files import MAX_SOURCE_BYTES, read_capped
+from ctune.files import MAX_SOURCE_BYTES, open_regular, read_capped
 from ctune.records import GeneValue
 
 if TYPE_CHECKING:
     from ctune.kernelspec import KernelSpec
+
+#: how long ``nvcc -M`` may take (it preprocesses once; a CUTLASS kernel takes seconds)
+DEPS_TIMEOUT_S = 120.0
 
 
 def _cutlass_source_dir(sub: str, marker: str) -> Path | None:
@@ -79,9 +83,88 @@ def cutlass_version() -> str:
         return "not installed"
 
 
-def _parse_make_deps(text: str) -> list[str]:
-    body = text.replace("\\\n", " ").split(":", 1)[-1]
-    return [tok for tok in body.split() if tok]
+def parse_make_deps(text: str, source: Path) -> list[str]:
+    """The files ``nvcc -M`` lists for ``source``, as the paths it writes them.
+
+    nvcc writes ``NAME.o : SOURCE`` and then one file a line, each line but the last ending
+    in `` \\``; in a name it escapes only a space (``\\ ``): ``#``, ``$``, ``:``, ``;``,
+    ``'`` and tabs are written as they are. So a line is split at unescaped spaces only
+    (a make-style list of several files on a line is read too), and the target is cut by
+    its known name, not at a ``:`` that a folder name may hold. A ``"`` it cannot write:
+    the name ends there, in a ``\\`` (:func:`_truncated_at_quote`).
+    """
+    files = []
+    lines = text.splitlines()
+    for number, line in enumerate(lines):
+        if number == 0:
+            target = f"{source.stem}.o :"
+            line = line[len(target) :] if line.startswith(target) else line.partition(":")[2]
+        if number < len(lines) - 1 and line.endswith(" \\"):
+            line = line[:-2]
+        files += [tok.replace("\\ ", " ") for tok in _TOKEN.findall(line)]
+    return files
+
+
+#: one file of a dependency line: anything but a space, or an escaped space
+_TOKEN = re.compile(r"(?:\\ |[^ ])+")
+
+
+def _truncated_at_quote(token: str, known: Mapping[str, Path]) -> list[Path]:
+    """The files a name nvcc cut at a ``"`` may be: ``dir/a"b/x.h`` is listed as
+    ``dir/a\\`` (``\\"`` in the preprocessor's line marker, cut at its quote). Which of the
+    files found by :func:`scan_includes` starting that way it was cannot be told, so all of
+    them are taken: a closure that holds a file too many is safe, one too few is not."""
+    if not token.endswith("\\"):
+        return []
+    prefix = os.path.abspath(token[:-1]) + '"'
+    return [path for shown, path in known.items() if shown.startswith(prefix)]
+
+
+#: an ``#include`` line: ``"file"`` (searched beside the including file first) or ``<file>``
+_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*(?:"([^"\n]+)"|<([^>\n]+)>)', re.MULTILINE)
+#: the most files :func:`scan_includes` reads (a runaway tree is nvcc's to time out)
+_MAX_SCANNED = 2000
+
+
+def _findable(path: Path) -> bool:
+    """Whether the preprocessor's search stops at ``path`` (a folder of that name it skips)."""
+    return path.exists() and not path.is_dir()
+
+
+def scan_includes(source: Path, include_dirs: Sequence[Path]) -> dict[str, Path]:
+    """The files the kernel's ``#include`` lines name, checked before nvcc runs: one that is
+    not a regular file is refused by the one rule for input files (``ctune/files.py``), as a
+    FIFO would block the preprocessor (and ``nvcc -M``) until a writer comes.
+
+    The lines are followed through the headers found in the kernel's folder and in the
+    spec's own include folders; the CUTLASS wheel's and the system's headers are checked,
+    not read (trusted code, docs/security.md). ``#if`` is not evaluated: a file found here
+    may not be in the build. Returns ``{absolute path as found: resolved path}``, the
+    source included.
+    """
+    tokens = {found.resolve() for resolve in INCLUDE_TOKENS.values() if (found := resolve())}
+    own = [source.parent.resolve()] + [
+        d.resolve() for d in include_dirs if d.resolve() not in tokens
+    ]
+    known = {os.path.abspath(source): source.resolve()}
+    todo = [source]
+    while todo and len(known) <= _MAX_SCANNED:
+        current = todo.pop()
+        what = "source file" if current is source else "header"
+        text = read_capped(current, MAX_SOURCE_BYTES, what)
+        for quoted, angled in _INCLUDE.findall(text):
+            name = os.fsdecode(quoted or angled)
+            folders = ([current.parent] if quoted else []) + list(include_dirs)
+            found = next((f / name for f in folders if _findable(f / name)), None)
+            if found is None or os.path.abspath(found) in known:
+                continue  # a toolkit or system header, or one nvcc will say is missing
+            resolved = found.resolve()
+            known[os.path.abspath(found)] = resolved
+            if any(resolved.is_relative_to(folder) for folder in own):
+                todo.append(found)  # read (by the same rule) when its turn comes
+            else:
+                os.close(open_regular(found, MAX_SOURCE_BYTES, "header"))  # checked, not read
+    return known
 
 
 def include_closure(
@@ -91,33 +174,51 @@ def include_closure(
     defines: Mapping[str, GeneValue],
     std: str,
     arch: str,
+    *,
+    scratch: Path | None = None,
+    timeout_s: float = DEPS_TIMEOUT_S,
 ) -> list[Path]:
-    """Files the translation unit reads, from ``nvcc -M`` (toolkit headers excluded)."""
+    """Files the translation unit reads, from ``nvcc -M`` (toolkit headers excluded).
+
+    ``scratch``: where nvcc's private temporary folder is made (ctune's cache; None: the
+    system's temporary folder, ``compile/process.py``)."""
+    known = scan_includes(source, include_dirs)
     argv = [nvcc, "-M", f"-std={std}", f"-arch={arch}", *(f"-I{d}" for d in include_dirs)]
     argv += [define_flag(k, v) for k, v in sorted(defines.items())]
     argv.append(str(source))
-    check_argv(argv, f"{source}: nvcc -M")
     try:
-        done = subprocess.run(argv, capture_output=True, timeout=300, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        done = run_nvcc(argv, what=f"{source}: nvcc -M", timeout_s=timeout_s, scratch=scratch)
+    except OSError as exc:
         raise UserError(f"{source}: nvcc -M failed: {exc}") from None
+    if done.timed_out:
+        raise UserError(
+            f"{source}: nvcc -M did not finish in {timeout_s:g} s; check the files it includes"
+        )
     if done.returncode != 0:
         tail = done.stderr.decode(errors="replace").strip().splitlines()[-3:]
         raise UserError(f"{source}: does not preprocess: {' | '.join(tail)}")
     # the toolkit is where the nvcc on PATH lives; resolving a bare "nvcc" against the
     # working directory would drop every header below the directory above it
     toolkit = Path(shutil.which(nvcc) or nvcc).resolve().parent.parent
-    files = []
+    files = {source.resolve()}
     # paths are bytes to the OS: decoded as the file system does (a folder name that is
     # not UTF-8 survives as surrogates and names the same file again)
-    for token in _parse_make_deps(os.fsdecode(done.stdout)):
+    for token in parse_make_deps(os.fsdecode(done.stdout), source):
         path = Path(token).resolve()
         if path.is_relative_to(toolkit) or str(path).startswith("/usr/"):
             continue  # covered by the toolchain / host-compiler fingerprint
-        files.append(path)
-    if source.resolve() not in files:
-        files.insert(0, source.resolve())
-    return sorted(set(files))
+        if path.exists():
+            files.add(path)
+            continue
+        meant = _truncated_at_quote(token, known)
+        if not meant:
+            raise UserError(
+                f"{source}: nvcc -M lists {token!r}, which does not exist (nvcc cannot list "
+                "a name holding '\"' or '\\' that the kernel's own #include lines do not "
+                "name); rename the folder or file"
+            )
+        files.update(meant)
+    return sorted(files)
 
 
 def closure_label(path: Path, roots: Sequence[tuple[str, Path]]) -> str:
@@ -188,8 +289,9 @@ def _closure(
     arch: str,
     roots: tuple[tuple[str, Path], ...],
     stamp: tuple[float, int],
+    scratch: Path | None,
 ) -> tuple[tuple[str, str], ...]:
-    files = include_closure(nvcc, source, include_dirs, dict(defines), std, arch)
+    files = include_closure(nvcc, source, include_dirs, dict(defines), std, arch, scratch=scratch)
     return tuple(sorted((closure_label(f, roots), file_sha256(f)) for f in files))
 
 
@@ -199,12 +301,14 @@ def source_closure(
     defines: Mapping[str, GeneValue] | None = None,
     *,
     arch: str = "",
+    scratch: Path | None = None,
 ) -> dict[str, str]:
     """The kernel's source and include closure as ``{label: sha256}`` (default-build defines).
 
     ``arch`` is the arch the builds are for (``--arch``, ``CTUNE_ARCH`` or ``[tool.ctune]``;
     the spec's when empty): headers behind ``__CUDA_ARCH__`` belong to one arch's closure and
-    not another's, so a closure taken for the spec's arch would miss an edit that matters."""
+    not another's, so a closure taken for the spec's arch would miss an edit that matters.
+    ``scratch``: where ``nvcc -M`` gets its temporary folder (:func:`include_closure`)."""
     stat = spec.source_path.stat()
     if defines is None:
         defines = default_defines(spec.genes)
@@ -218,6 +322,7 @@ def source_closure(
             arch or spec.arch,
             tuple(closure_roots(spec)),
             (stat.st_mtime, stat.st_size),
+            scratch,
         )
     )
 
@@ -228,6 +333,7 @@ def source_closure_sha256(
     defines: Mapping[str, GeneValue] | None = None,
     *,
     arch: str = "",
+    scratch: Path | None = None,
 ) -> str:
     """Digest of :func:`source_closure`: what the build cache keys a build's sources by."""
-    return closure_sha256(source_closure(spec, nvcc, defines, arch=arch))
+    return closure_sha256(source_closure(spec, nvcc, defines, arch=arch, scratch=scratch))

@@ -36,10 +36,7 @@ import json
 import logging
 import os
 import re
-import resource
 import shutil
-import signal
-import subprocess
 import tempfile
 import threading
 import time
@@ -57,6 +54,7 @@ from ctune.compile.command import (
 )
 from ctune.compile.deps import closure_roots, source_closure_sha256
 from ctune.compile.logs import CTUNE_ERROR
+from ctune.compile.process import LiveGroups, pool_thread_start, run_nvcc
 from ctune.compile.quoting import CommandLineError, check_argv
 from ctune.compile.resources import entry_resources
 from ctune.compile.sass import NotAnElf, entry_functions, kernel_param_sizes, sass_digest
@@ -65,7 +63,6 @@ from ctune.compile.toolchain import Toolchain
 from ctune.config import Settings
 from ctune.controls.store import APPLY_OPTION, FOLDER, StoreChain, applied_digest, file_name
 from ctune.errors import SpecError
-from ctune.interrupts import blocked
 from ctune.kernelspec import KernelSpec, Problem
 from ctune.records import (
     Build,
@@ -106,8 +103,6 @@ _OOM_PATTERNS = [
     for p in (r"out of memory", r"std::bad_alloc", r"cannot allocate memory", r"memory exhausted")
 ]
 _CACHEABLE = frozenset({Outcome.OK, Outcome.COMPILE_ERROR, Outcome.RESOURCE_LIMIT})
-# environment variables that would inject flags behind ctune's back (rule I5)
-_SCRUBBED_ENV = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN")
 
 
 def classify_failure(returncode: int, stderr: str) -> Outcome:
@@ -126,31 +121,6 @@ def classify_failure(returncode: int, stderr: str) -> Outcome:
 #: problem's set-up) and then enqueue every timed launch from the host; a search's 16
 #: parallel nvcc runs must not take the CPU from them. (cicc and ptxas inherit it.)
 COMPILE_NICENESS = 10
-
-
-def _lower_priority(pid: int) -> None:
-    """Lower a started nvcc's CPU priority by :data:`COMPILE_NICENESS` (from the parent,
-    as :func:`_limit_memory` does, before nvcc starts cicc)."""
-    with contextlib.suppress(OSError):  # gone already, or not ours to change
-        now = os.getpriority(os.PRIO_PROCESS, pid)
-        os.setpriority(os.PRIO_PROCESS, pid, min(19, now + COMPILE_NICENESS))
-
-
-def _limit_memory(pid: int, limit_bytes: int) -> None:
-    """Cap the address space of a started nvcc; cicc and ptxas inherit it when spawned.
-
-    Set from the parent (prlimit) rather than in a preexec_fn, which is unsafe in
-    a process with threads: compiles are started from a thread pool.
-    """
-    if limit_bytes > 0:
-        with contextlib.suppress(OSError):  # gone already (ProcessLookupError) included
-            resource.prlimit(pid, resource.RLIMIT_AS, (limit_bytes, limit_bytes))
-
-
-def _kill_group(proc: subprocess.Popen[str]) -> None:
-    """SIGKILL nvcc's whole process group (it spawns cicc and ptxas); gone already is fine."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _binary_in(folder: Path, recorded: str | None) -> Path | None:
@@ -194,8 +164,7 @@ class NvccCompiler:
         self._seeds = {d: path for seeds in spec.acf_seeds.values() for d, path in seeds}
         self.jobs = jobs or os.cpu_count() or 1
         self._pool: ThreadPoolExecutor | None = None
-        self._live: set[subprocess.Popen[str]] = set()  # running nvcc processes, for close()
-        self._live_lock = threading.Lock()
+        self._live = LiveGroups()  # running nvcc processes, for close()
         self._closures: dict[tuple[tuple[str, GeneValue], ...], str] = {}
         self._inflight: dict[str, Future[Build]] = {}  # build key -> the compile running it
         self._inflight_lock = threading.Lock()
@@ -296,7 +265,7 @@ class NvccCompiler:
         if key not in self._closures:
             defines = {**default_defines(self.spec.genes), **problem.defines}
             self._closures[key] = source_closure_sha256(
-                self.spec, self.toolchain.nvcc, defines, arch=self.arch
+                self.spec, self.toolchain.nvcc, defines, arch=self.arch, scratch=self.builds_dir
             )
         return self._closures[key]
 
@@ -453,25 +422,24 @@ class NvccCompiler:
         output = work / self._binary_name
         argv = self.argv(candidate, problem, output)
         try:
-            check_argv(argv, f"nvcc for {self.spec.name}")
+            check_argv(argv, f"nvcc for {self.spec.name}")  # before the instantiation is written
         except CommandLineError:
             shutil.rmtree(work, ignore_errors=True)
             raise
         self._write_instantiation(candidate, problem)
-        env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV}
         start = time.perf_counter()
         try:
-            with blocked():  # the terminal's Ctrl-C is ctune's to act on, never nvcc's
-                proc = subprocess.Popen(
-                    argv,
-                    cwd=work,
-                    env=env,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    text=True,
-                    errors="replace",  # the log quotes paths, which need not be UTF-8
-                    start_new_session=True,  # its own process group, killed as a whole
-                )
+            done = run_nvcc(
+                argv,
+                what=f"nvcc for {self.spec.name}",
+                timeout_s=self.timeout_s,
+                scratch=self.builds_dir,
+                cwd=work,
+                merge_output=True,
+                memory_bytes=self.memory_bytes,
+                niceness=COMPILE_NICENESS,
+                live=self._live,
+            )
         except OSError as exc:
             shutil.rmtree(work, ignore_errors=True)
             return Build(
@@ -481,33 +449,18 @@ class NvccCompiler:
                 Outcome.COMPILER_CRASH,
                 log_tail=f"cannot start nvcc: {exc}",
             )
-        _limit_memory(proc.pid, self.memory_bytes)
-        _lower_priority(proc.pid)
-        with self._live_lock:
-            self._live.add(proc)
-        try:
-            text, _ = proc.communicate(timeout=self.timeout_s)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            text, _ = proc.communicate()
-            timed_out = True
         except BaseException:  # Ctrl-C (or SIGTERM) while waiting: no nvcc, no folder left
-            _kill_group(proc)
-            proc.wait()
             shutil.rmtree(work, ignore_errors=True)
             raise
-        finally:
-            with self._live_lock:
-                self._live.discard(proc)
         compile_s = time.perf_counter() - start
-        text = text or ""
+        # the log quotes paths, which need not be UTF-8
+        text = done.stdout.decode(errors="replace")
         outcome = Outcome.OK
-        if timed_out:
+        if done.returncode is None:
             outcome = Outcome.BUILD_TIMEOUT
             text += f"\n[ctune] killed after {self.timeout_s:.0f} s"
-        elif proc.returncode != 0 or not output.is_file():
-            outcome = classify_failure(proc.returncode, text)
+        elif done.returncode != 0 or not output.is_file():
+            outcome = classify_failure(done.returncode, text)
         sass, symbol = None, ""
         if outcome.is_ok:
             outcome, sass, note, symbol = self._inspect(output, candidate, problem)
@@ -638,18 +591,23 @@ class NvccCompiler:
             output = work / "kernel.ptx"
             # the argv a cache entry records, run by this toolchain's nvcc (never the record's)
             argv = [self.toolchain.nvcc, *ptx_argv(build.argv, output)[1:]]
-            check_argv(argv, f"nvcc -ptx for {self.spec.name}")
-            env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV}
             try:
-                done = subprocess.run(
-                    argv, cwd=work, env=env, capture_output=True, text=True,
-                    timeout=self.timeout_s, check=False,
-                )  # fmt: skip
-            except (OSError, subprocess.TimeoutExpired) as exc:
+                done = run_nvcc(
+                    argv,
+                    what=f"nvcc -ptx for {self.spec.name}",
+                    timeout_s=self.timeout_s,
+                    scratch=self.builds_dir,
+                    cwd=work,
+                    memory_bytes=self.memory_bytes,
+                    niceness=COMPILE_NICENESS,
+                    live=self._live,
+                )
+            except OSError as exc:
                 log.warning("cannot check args against the kernel (PTX): %s", exc)
                 return None
             if done.returncode != 0 or not output.is_file():
-                log.warning("cannot check args against the kernel (PTX): %s", done.stderr[-300:])
+                why = "timed out" if done.timed_out else done.stderr.decode(errors="replace")
+                log.warning("cannot check args against the kernel (PTX): %s", why[-300:])
                 return None
             return ptx_param_sizes(output.read_text(), symbol)
         finally:
@@ -670,18 +628,19 @@ class NvccCompiler:
     def submit(self, candidate: Candidate, problem: Problem) -> Future[Build]:
         """Compile in the background (``jobs`` at a time): the driver compiles ahead."""
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="nvcc")
+            self._pool = ThreadPoolExecutor(
+                max_workers=self.jobs,
+                thread_name_prefix="nvcc",
+                initializer=pool_thread_start(self._live),
+            )
         return self._pool.submit(self.build, candidate, problem)
 
     def close(self) -> None:
         """Stop: queued compiles are cancelled and running ones killed (Ctrl-C is prompt)."""
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
-            with self._live_lock:
-                live = list(self._live)
-            for proc in live:
-                _kill_group(proc)
-            self._pool.shutdown(wait=True)
+            with self._live.ending():  # a thread's next nvcc run ends at once too
+                self._pool.shutdown(wait=True)
             self._pool = None
 
     def __enter__(self) -> NvccCompiler:

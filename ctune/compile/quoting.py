@@ -10,6 +10,10 @@ checked on every item of an argv at the process boundary (:func:`check_argv`):
 
 - an item nvcc double-quotes holds none of ``$ ` \\ "`` and no control character; ``;``,
   ``&``, ``|``, ``<``, ``>``, ``'``, ``*``, spaces and commas are plain text there;
+- except the input file: nvcc writes it as ``\\"`` inside the quotes in every step of every
+  mode (``-cubin``, ``-shared``, ``-ptx``, ``-M``), so a ``"`` in its path is plain text too.
+  Nowhere else: nvcc's own parser refuses a ``"`` in ``-D``/``-U``/``-I`` (``Stray '"'
+  character``), and with ``-ptx`` it writes the ``-o`` path into ptxas's line unescaped;
 - every other item (an option, a value nvcc writes bare) holds only letters, digits and
   ``_ . , = + - / : @ %``, which the shell treats as plain text anywhere.
 
@@ -63,56 +67,77 @@ def _is_control(ch: str) -> bool:
 def value_refusal(text: str) -> str | None:
     """Why a gene or define value (or a path) cannot go on nvcc's command line; None when
     it can. The one rule for values, wherever they come from (a spec, an artifact)."""
-    return _quoted_refusal(text, comma_escape=False)
+    found = _quoted_refusal(text, comma_escape=False)
+    return None if found is None else found[1]
 
 
-def _quoted_refusal(text: str, *, comma_escape: bool) -> str | None:
-    """Why an item nvcc double-quotes cannot go on its command line; ``comma_escape``: the
-    item is as argv holds it, where ``\\,`` is nvcc's own escape (:func:`define_flag`)."""
+def _quoted_refusal(
+    text: str, *, comma_escape: bool, quote_escaped: bool = False
+) -> tuple[int, str] | None:
+    """(where, why) an item nvcc double-quotes cannot go on its command line; None when it
+    can. ``comma_escape``: the item is as argv holds it, where ``\\,`` is nvcc's own escape
+    (:func:`define_flag`); ``quote_escaped``: nvcc escapes a ``"`` in this item itself."""
     for i, ch in enumerate(text):
         if _is_control(ch):
-            return f"contains the control character {ch!r}"
+            return i, f"contains the control character {ch!r}"
         if comma_escape and ch == "\\" and text[i + 1 : i + 2] == ",":
             continue
+        if quote_escaped and ch == '"':
+            continue
         if ch in SHELL_ACTIVE:
-            return f"contains {ch!r}, which the shell nvcc runs its steps through would act on"
+            return i, f"contains {ch!r}, which the shell nvcc runs its steps through would act on"
     return None
 
 
 def bare_refusal(text: str) -> str | None:
     """Why ``text`` cannot be an item nvcc writes bare (an option, a pass-through value)."""
+    found = _bare_refusal(text)
+    return None if found is None else found[1]
+
+
+def _bare_refusal(text: str) -> tuple[int, str] | None:
     if _BARE_SAFE.fullmatch(text):
         return None
-    bad = next(ch for ch in text if not _BARE_SAFE.fullmatch(ch))
-    return (
-        f"contains {bad!r} where nvcc passes it bare to the shell it runs its steps through "
-        "(only letters, digits and _ . , = + - / : @ % are safe there)"
+    at = next(i for i, ch in enumerate(text) if not _BARE_SAFE.fullmatch(ch))
+    return at, (
+        f"contains {text[at]!r} where nvcc passes it bare to the shell it runs its steps "
+        "through (only letters, digits and _ . , = + - / : @ % are safe there)"
     )
 
 
-def _shown(item: str) -> str:
-    return repr(item if len(item) <= _SHOWN else item[:_SHOWN] + "...")
+def _shown(item: str, at: int) -> str:
+    """``item`` for a message: a long one shortened around ``at``, the refused character
+    (the part of a long path that needs changing stays in view)."""
+    if len(item) <= _SHOWN:
+        return repr(item)
+    start = max(0, min(at - _SHOWN // 2, len(item) - _SHOWN))
+    head = "..." if start else ""
+    tail = "..." if start + _SHOWN < len(item) else ""
+    return repr(head + item[start : start + _SHOWN] + tail)
 
 
 def check_argv(argv: Sequence[str], what: str) -> None:
     """Refuse, before it runs, an nvcc argv whose items break the rule of this module.
 
     ``what`` names the run (``"nvcc for gemm"``); the error is one line naming the item.
-    The last item, when not an option, is the input file: nvcc double-quotes it.
+    The last item, when not an option or an option's value, is the input file: nvcc
+    double-quotes it, escaping a ``"`` in it.
     """
     quoted_next = True  # the program itself: nvcc quotes the toolkit paths it derives
     bare_next = False
     last = len(argv) - 1
     for i, item in enumerate(argv):
-        quoted = not bare_next and (
-            quoted_next
-            or item.startswith(_QUOTED_JOINED)
-            or (i == last and not item.startswith("-"))
+        is_input = i == last and i > 0 and not (quoted_next or bare_next or item[:1] == "-")
+        quoted = not bare_next and (quoted_next or item.startswith(_QUOTED_JOINED) or is_input)
+        found = (
+            _quoted_refusal(item, comma_escape=True, quote_escaped=is_input)
+            if quoted
+            else _bare_refusal(item)
         )
-        why = _quoted_refusal(item, comma_escape=True) if quoted else bare_refusal(item)
-        if why is not None:
+        if found is not None:
+            at, why = found
             raise CommandLineError(
-                f"{what}: the command-line item {_shown(item)} {why}; nothing was run "
+                f"{what}: the command-line item {_shown(item, at)} {why}; nothing was run "
                 "(remove it from the value, or move the file to a path without it: "
                 "docs/security.md)"
             )

@@ -60,7 +60,7 @@ def space_file(compiler: str, version: str, folder: Path | None, variant: str = 
     name = file_name(compiler, version, variant)
     what = f"the {compiler} {release(version)} search space ({name})"
     if folder is None:
-        raise ControlsError(f"no {what}: {_FIX}")
+        raise ControlsError(f"{what} is needed and acf_spaces is not set: {_FIX}")
     folder = Path(folder)
     if not folder.is_dir():
         raise ControlsError(f"acf_spaces {folder}: not a folder; {_FIX}")

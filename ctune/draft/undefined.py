@@ -10,7 +10,6 @@ defined and compiled again, a few rounds at most.
 from __future__ import annotations
 
 import re
-import subprocess
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +17,8 @@ from pathlib import Path
 
 from ctune.compile.command import target_flags
 from ctune.compile.logs import first_error_line
-from ctune.compile.quoting import check_argv, define_flag
+from ctune.compile.process import run_nvcc
+from ctune.compile.quoting import define_flag
 
 _UNDEFINED = re.compile(r'identifier "([A-Za-z_]\w*)" is undefined')
 MAX_ROUNDS = 4
@@ -59,15 +59,17 @@ def find_undefined(
                 str(Path(work) / "probe.cubin"),
                 str(source),
             ]
-            check_argv(argv, f"{source}: nvcc")
             try:
-                done = subprocess.run(
-                    argv, capture_output=True, text=True, timeout=timeout_s, check=False
+                done = run_nvcc(
+                    argv, what=f"{source}: nvcc", timeout_s=timeout_s, scratch=Path(work)
                 )
-            except (OSError, subprocess.TimeoutExpired) as exc:
+            except OSError as exc:
                 probe.error = f"nvcc did not run: {exc}"
                 return probe
-            log = done.stdout + done.stderr
+            if done.timed_out:
+                probe.error = f"nvcc did not run: it took longer than {timeout_s:g} s"
+                return probe
+            log = (done.stdout + done.stderr).decode(errors="replace")
             new = [n for n in dict.fromkeys(_UNDEFINED.findall(log)) if n not in probe.undefined]
             if done.returncode == 0:
                 probe.builds = True

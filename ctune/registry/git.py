@@ -83,9 +83,13 @@ _SAFE_CONFIG = (
 )
 _REF_RE = re.compile(r"^refs/[A-Za-z0-9._/-]{1,200}$")
 _REV_RE = re.compile(r"^[A-Za-z0-9._/~^@{}-]{1,200}$")
-#: what git says when a write fails for a full disk or quota (its messages are not localised
+#: what git says when a write fails for a full disk, quota or size limit (not localised
 #: in the C locale GitPython runs it in)
-_DISK_FULL_WORDS = ("No space left on device", "Disk quota exceeded")
+_DISK_FULL_WORDS = {
+    "No space left on device": errno.ENOSPC,
+    "Disk quota exceeded": errno.EDQUOT,
+    "File too large": errno.EFBIG,
+}
 #: (file in the git directory, what it means, the command that continues or aborts it)
 _UNFINISHED = (
     ("MERGE_HEAD", "a merge", "git merge"),
@@ -129,6 +133,17 @@ class CommitResult:
     paths: tuple[str, ...]
     changed: bool
     attempts: int
+
+
+def _index_entry(mode: str, sha: str, path: str) -> bytes:
+    """One entry of ``git update-index -z --index-info``: the path as the bytes it is (a
+    folder name that is not UTF-8 is held as surrogates, :func:`os.fsdecode`), unquoted,
+    ended by NUL (so a newline or a leading quote in it is plain text)."""
+    return f"{mode} {sha}\t".encode() + os.fsencode(path) + b"\0"
+
+
+class NotInRepository(RegistryError):
+    """The registry folder is in no git repository (a write without a commit needs none)."""
 
 
 def _check_gitpython() -> Any:
@@ -183,7 +198,7 @@ class GitRegistry:
         try:
             self.repo = git.Repo(probe, search_parent_directories=True)
         except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-            raise RegistryError(
+            raise NotInRepository(
                 f"{self.root} is not inside a git repository; run `git init` there "
                 "or point --registry into a repository"
             ) from None
@@ -251,8 +266,9 @@ class GitRegistry:
                 **({} if timeout_s is not None else {"process_group": 0}),
             )
         text = err if isinstance(err, str) else err.decode(errors="replace")
-        if status != 0 and any(words in text for words in _DISK_FULL_WORDS):
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.common_dir))
+        full = next((code for words, code in _DISK_FULL_WORDS.items() if words in text), None)
+        if status != 0 and full is not None:
+            raise OSError(full, os.strerror(full), str(self.common_dir))
         return status, out, text
 
     def out(self, *args: str, **kw: Any) -> str:
@@ -383,7 +399,7 @@ class GitRegistry:
         """The blob id each file's bytes would have (nothing is written), in order."""
         if not paths:
             return []
-        listing = "".join(f"{p}\n" for p in paths).encode()
+        listing = b"".join(os.fsencode(p) + b"\n" for p in paths)
         return self.out("hash-object", "--no-filters", "--stdin-paths", stdin=listing).split()
 
     # --- writes -------------------------------------------------------------
@@ -451,7 +467,7 @@ class GitRegistry:
             pp = PurePosixPath(p)
             if pp.is_absolute() or any(part in ("", ".", "..", ".git") for part in pp.parts):
                 raise RegistryError(f"refusing to commit path {ascii(p)[:80]}")
-        index_info = "".join(f"100644 {self.hash_blob(blobs[p])}\t{p}\n" for p in paths).encode()
+        index_info = b"".join(_index_entry("100644", self.hash_blob(blobs[p]), p) for p in paths)
         if ref == self.head_branch():
             # Index first: a crash between the two steps leaves the artifact
             # staged (harmless), never a staged deletion a later commit would keep.
@@ -484,7 +500,7 @@ class GitRegistry:
     ) -> CommitResult | None:
         parent, parent_tree = self._tip(ref)
         self.out("read-tree", *([parent] if parent else ["--empty"]), env=env)
-        self.out("update-index", "--index-info", env=env, stdin=index_info)
+        self.out("update-index", "-z", "--index-info", env=env, stdin=index_info)
         tree = self.out("write-tree", env=env).strip()
         if parent and tree == parent_tree:
             return CommitResult(parent, ref, paths, changed=False, attempts=attempt)
@@ -518,7 +534,7 @@ class GitRegistry:
         """Point the checked-out branch's index entries for our paths at the new blobs."""
         deadline = time.monotonic() + self.retry_budget_s
         while True:
-            status, _, err = self.run("update-index", "--index-info", stdin=index_info)
+            status, _, err = self.run("update-index", "-z", "--index-info", stdin=index_info)
             if status == 0:
                 return
             if "index.lock" not in err:
@@ -654,7 +670,7 @@ class GitRegistry:
             for commit in commits:
                 parents = self.out("rev-list", "--parents", "-n", "1", commit).split()[1:]
                 changes = self.tree_changes(parents[0] if parents else None, commit)
-                info = b"".join(f"{c.mode} {c.sha}\t{c.path}\0".encode() for c in changes)
+                info = b"".join(_index_entry(c.mode, c.sha, c.path) for c in changes)
                 self.out("update-index", "-z", "--index-info", env=env, stdin=info)
                 new_tree = self.out("write-tree", env=env).strip()
                 if new_tree != tree:

@@ -44,7 +44,7 @@ from ctune.registry.member_genes import hand_edits, spec_space
 from ctune.registry.migrate import decode_history, upgrade
 from ctune.registry.refresh import RefreshOutcome, refresh_artifact
 from ctune.registry.schema import Artifact
-from ctune.registry.storage import History, open_history
+from ctune.registry.storage import History, NotInRepository, open_history
 from ctune.registry.store import (
     ArtifactStore,
     Quarantined,
@@ -215,12 +215,23 @@ def publish_artifact(
 ) -> Published:
     """Write ``artifact`` into the registry at ``root`` atomically and commit it, with the
     controls files its members are built with, found through ``controls`` (default: the
-    registry's own folder; a search's result needs its cache's store first in the chain)."""
+    registry's own folder; a search's result needs its cache's store first in the chain).
+
+    With ``commit=False`` the files are written only; in a repository, under the same rule
+    as a commit (the writer lock, and a merge, rebase or cherry-pick stopped half way
+    refused: writing the file would settle the user's conflict with ctune's file just the
+    same)."""
     store = ArtifactStore(root)
     if not commit:
         files = controls_files([artifact], controls or registry_chain(root))
-        write_files(root, files)
-        return Published(store.write(artifact), None)
+        try:
+            reg = open_history(root, ref, retry_budget_s=retry_budget_s, serialize=serialize)
+        except NotInRepository:  # a plain folder: nothing to refuse
+            write_files(root, files)
+            return Published(store.write(artifact), None)
+        with reg, reg.writer_lock():
+            write_files(root, files)
+            return Published(store.write(artifact), None)
     with (
         open_history(root, ref, retry_budget_s=retry_budget_s, serialize=serialize) as reg,
         reg.writer_lock(),

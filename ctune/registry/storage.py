@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol, runtime_checkable
 
-from ctune.registry.git import CommitResult
+from ctune.registry.git import CommitResult, NotInRepository
 
 
 @runtime_checkable
@@ -67,11 +67,12 @@ class History(Protocol):
 
 
 def open_history(root: Path, ref: str | None = None, **options: Any) -> History:
-    """The history of the registry at ``root`` (git today); ``options`` go to the backend."""
+    """The history of the registry at ``root`` (git today); ``options`` go to the backend.
+    NotInRepository (a RegistryError): ``root`` is in no repository."""
     from ctune.registry.git import GitRegistry
 
     history: History = GitRegistry(root, ref, **options)
     return history
 
 
-__all__ = ["History", "open_history"]
+__all__ = ["History", "NotInRepository", "open_history"]

@@ -604,15 +604,15 @@ def check_request(
     identity: bool = True,
 ) -> SearchPlan:
     """The search's plan, once every part of the request that needs no GPU or toolchain is
-    checked: the options' ranges, the problem, a journal to resume (its search, then its
-    flags; its build is checked when the journal opens), warm-start configurations (of this
-    kernel at all?), the strategy and its options. Called before the capability check, so
-    that a typo is found on a machine without a GPU too (exit 2), not first on the GPU
-    machine.
+    checked: the options' ranges, the problem, a journal to resume (its search, its flags,
+    then every record; its build is checked when the journal opens), warm-start
+    configurations (of this kernel at all?), the strategy and its options. Called before
+    the capability check and before anything is compiled, so that a typo is found on a
+    machine without a GPU too (exit 2), not first on the GPU machine.
 
-    ``identity=False`` leaves out whether the journal is this search's: before device genes
-    are opened (their values come from the GPU) the space is not the search's yet, and the
-    rest of the request is checked before the GPU is asked for them."""
+    ``identity=False`` leaves out whether the journal is this search's, and its records:
+    before device genes are opened (their values come from the GPU) the space is not the
+    search's yet, and the rest of the request is checked before the GPU is asked for them."""
     _check_options(opts)
     problem = spec.problem(opts.problem)
     n_objectives = len(objective.objectives)
@@ -630,6 +630,8 @@ def check_request(
             journal_mod.check_identity(path, header, ours)
         if conflict is not None:
             raise UserError(conflict)
+        if identity:  # every record checked before anything is compiled (read again to replay)
+            journal_mod.read(path)
     if opts.warm_start:
         from ctune.exchange.t4 import check_shares_genes
 
@@ -799,7 +801,8 @@ def _inputs(run: _Run) -> dict[str, Any]:
     from ctune.compile.select_toolchain import nvcc_for
 
     nvcc = nvcc_for(run.settings)
-    return {"closure": source_closure(run.spec, nvcc, arch=run.settings.arch)}
+    closure = source_closure(run.spec, nvcc, arch=run.settings.arch, scratch=run.settings.cache_dir)
+    return {"closure": closure}
 
 
 def _default_compiler(settings: Settings, spec: KernelSpec, toolchain: Toolchain | None) -> Any:

@@ -263,16 +263,17 @@ def read(path: Path) -> tuple[Replay, int]:
     if not parsed:
         raise _not_a_journal(path)
     replay = Replay(header=_header(path, parsed[0][1]), dropped_tail=dropped)
+    objectives = records.objective_count(replay.header)
     for number, record in parsed[1:]:
-        records.checked(where(path, number), _add, replay, record, number)
+        records.checked(where(path, number), _add, replay, record, number, objectives)
     return replay, good_end
 
 
-def _add(replay: Replay, record: dict[str, Any], number: int) -> None:
-    """One checked record into the replay."""
+def _add(replay: Replay, record: dict[str, Any], number: int, objectives: int | None) -> None:
+    """One checked record into the replay (``objectives``: how many values a trial has)."""
     kind = record.get("kind")
     if kind == "trial":
-        got = records.trial_record(record)
+        got = records.trial_record(record, objectives)
         key = got.trial.candidate.key()
         replay.trials.append(got.trial)
         replay.lines.append(number)

@@ -237,10 +237,23 @@ class TrialRecord:
     same_binary_as: str | None
 
 
-def trial_record(record: Mapping[str, Any]) -> TrialRecord:
+def objective_count(header: Mapping[str, Any]) -> int | None:
+    """How many objectives the header's search had (None: a header that does not say):
+    every trial's ``values`` has one number for each."""
+    named = (header.get("objectives") or {}).get("objectives")
+    return len(named) if isinstance(named, list) else None
+
+
+def trial_record(record: Mapping[str, Any], objectives: int | None = None) -> TrialRecord:
+    """A trial line checked; ``objectives``: the number its ``values`` must have (the
+    header's, :func:`objective_count`), where known."""
     trial = _typed(record.get("trial"), Trial, "trial")
     if trial.number < 0 or trial.generation < 0:
         raise FieldError("trial.number", "numbers of 0 or more", (trial.number, trial.generation))
+    if objectives is not None and trial.values is not None and len(trial.values) != objectives:
+        raise FieldError(
+            "trial.values", f"{objectives} number(s), one per objective", list(trial.values)
+        )
     filler = _field(record, "filler", _optional(lambda v: isinstance(v, bool)), "true or false")
     elapsed = _field(
         record,
@@ -284,5 +297,6 @@ __all__ = [
     "checked",
     "confirmation_record",
     "generation_record",
+    "objective_count",
     "trial_record",
 ]

@@ -31,26 +31,36 @@ GENES = {
     "flag-not-a-value": set_gene("front", "maxrregcount", 7),
     "flag-string": set_gene("front", "ptxas_opt", "O9"),
 }
+#: the lead's decision (issue 43): the build renders the spec's genes only, so such a value
+#: reaches no command line
+REMOVED_GENE = (
+    "a gene the spec lacks, with a harmless value, reads as a gene the spec removed: "
+    "the spec's change, not a forged value (check rebuilds and compares SASS)"
+)
 for name, edit in GENES.items():
+    removed = name == "unknown-gene"
     CASES.append(
         case(
             f"gene-{name}-verify",
             "artifacts",
             ["registry", "verify"],
-            2,
+            0 if removed else 2,
             setup=craft_artifact(edit),
+            note=REMOVED_GENE if removed else "",
         )
     )
 for name in ("not-a-value", "string-for-int", "unknown-gene", "flag-not-a-value"):
+    removed = name == "unknown-gene"
     CASES.append(
         case(
             f"gene-{name}-check",
             "artifacts",
             ["check", "--no-gpu"],
-            (1, 2),
+            0 if removed else (1, 2),
             setup=craft_artifact(GENES[name]),
             progress=True,
             timeout_s=60,
+            note=REMOVED_GENE if removed else "",
         )
     )
 for name in ("not-a-value", "string-for-int"):

@@ -11,6 +11,7 @@ touches the canary; the canary must never appear. Where the issue leaves the cho
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from hostile_harness import JOURNAL, KEY, Case, add_gene, case, tier
@@ -175,14 +176,23 @@ def _kernel_in(folder: str) -> Any:
     return setup
 
 
+#: a folder whose name holds ``$`` or a backquote is refused, one line naming it, nothing run:
+#: inside nvcc's double quotes the shell would still act on it (docs/security.md); ``;`` and
+#: spaces are plain text there, so such a folder works
+SHELL_FOLDER = "refused by the rule for nvcc's command line: docs/security.md"
+
+
 for name, folder in FOLDERS.items():
+    refused = name != "semicolon"
     CASES.append(
         case(
             f"path-kernel-folder-{name}",
             "genes",
             ["compile", f"{folder}/saxpy.cu"],
-            0,
+            2 if refused else 0,
             setup=_kernel_in(folder),
+            error=re.escape(folder) if refused else None,
+            note=SHELL_FOLDER if refused else "",
         )
     )
 CASES += [
@@ -190,7 +200,9 @@ CASES += [
         "path-include-dir-dollar-paren",
         "genes",
         ["compile", "kernels/evil.cu"],
-        0,
+        2,
+        error=re.escape("inc$(cd;touch CANARY)"),
+        note=SHELL_FOLDER,
         setup=chain(
             write("kernels/inc$(cd;touch CANARY)/empty.h", "// empty\n"),
             spec_variant(
@@ -205,8 +217,10 @@ CASES += [
         "path-cache-dir-dollar-paren",
         "genes",
         ["compile", "kernels/saxpy.cu"],
-        0,
+        2,
         env={"CTUNE_CACHE_DIR": "{project}/.ctune/c$(cd;touch CANARY)"},
+        error=re.escape("c$(cd;touch CANARY)"),
+        note=SHELL_FOLDER,
     ),
 ]
 

@@ -16,12 +16,24 @@ import signal
 from typing import Any
 
 from hostile_harness import RESULT, Case, Outcome, Project, Signal, case, tier
-from hostile_setups import chain, edit_source, fifo, path_with_bin, slow_git, slow_nvcc
+from hostile_setups import (
+    chain,
+    edit_source,
+    fifo,
+    journal_edit,
+    path_with_bin,
+    slow_git,
+    slow_nvcc,
+)
 
 CASES: list[Case] = []
 INT, TERM = signal.SIGINT, signal.SIGTERM
 SLOW_NVCC = {"CTUNE_NVCC": "{bin}/nvcc"}
 SLOW_GIT = {"PATH": path_with_bin()}
+#: how long a git step of an import's commit takes: ctune finishes the step it is in before
+#: it stops (``interrupts.deferred``), so the case lasts as long as the step; the signal is
+#: sent when the step starts, well inside it
+COMMIT_STEP_S = 2.0
 
 
 def _sig(sig: int, marker: str, **kw: Any) -> Signal:
@@ -57,6 +69,10 @@ def _new_commit_whole(p: Project, o: Outcome) -> list[str]:
     if committed and not path.exists():
         found.append(f"{rel} committed but missing from the working tree")
     return found
+
+
+def _first_confirmation_round_only(lines: list[str]) -> list[str]:
+    return [ln for ln in lines if json.loads(ln).get("round", 1) == 1]
 
 
 def _compile_cases(sig: int, tag: str) -> list[Case]:
@@ -130,7 +146,7 @@ def _import_cases(sig: int, tag: str) -> list[Case]:
             "signals",
             ["registry", "import", RESULT],
             130,
-            setup=slow_git(step),
+            setup=slow_git(step, COMMIT_STEP_S),
             env=SLOW_GIT,
             signal=_sig(sig, "markers/git-*"),
             writes=("registry",),
@@ -204,6 +220,10 @@ CASES += [
             "--no-commit",
         ],
         130,
+        # as a search stopped after its first confirmation round left it: the rounds the
+        # journal holds are taken back, not measured, so the template's (all three, and the
+        # confirmation decided) would end the search before the signal's marker appears
+        setup=journal_edit(_first_confirmation_round_only),
         patches=("standin-gpu-slow-confirm",),
         signal=_sig(INT, "markers/remeasure-*"),
         progress=True,
@@ -249,7 +269,7 @@ CASES += [
         "signals",
         ["registry", "import", RESULT],
         130,
-        setup=slow_git("commit-tree"),
+        setup=slow_git("commit-tree", COMMIT_STEP_S),
         env=SLOW_GIT,
         signal=_sig(INT, "markers/git-*"),
         python=True,

@@ -175,6 +175,31 @@ def test_ctune_debug_is_parsed_by_the_settings_rule(tmp_path: Path, value: str, 
     assert debug_enabled({}) is False
 
 
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("[tool]\nctune = 5\n", "pyproject.toml [tool] ctune = 5: expected a table"),
+        ('tool = "x"\n', "pyproject.toml tool = 'x': expected a table"),
+        ("tool = [1]\n", "pyproject.toml tool = [1]: expected a table"),
+        (
+            "[tool.ctune]\njobs = " + "9" * 5000 + "  # many\n",
+            "pyproject.toml [tool.ctune] jobs: an integer of 5000 digits; expected at most",
+        ),
+        (
+            '[tool.other]\nx = 1\n[tool.ctune]\n"jobs" = -' + "1_0" * 3000 + "\n",
+            'pyproject.toml [tool.ctune] "jobs": an integer of 6000 digits',
+        ),
+    ],
+)
+def test_a_pyproject_of_the_wrong_shape_is_one_line_naming_the_key(
+    tmp_path: Path, body: str, message: str
+) -> None:
+    (tmp_path / "pyproject.toml").write_text(body)
+    with pytest.raises(UserError, match=re.escape(message)) as caught:
+        resolve(environ={}, cwd=tmp_path)
+    assert "\n" not in str(caught.value)
+
+
 @pytest.mark.timeout(10)
 def test_a_pyproject_that_is_not_a_regular_file_is_refused(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "pyproject.toml")

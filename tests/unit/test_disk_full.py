@@ -141,3 +141,72 @@ def test_a_journal_whose_header_cannot_be_written_is_not_left_behind(
     with pytest.raises(OSError) as err:
         journal_mod.Journal.create(path, {"kernel": "k"})
     assert err.value.filename == str(path) and not path.exists()
+
+
+def test_a_file_size_limit_is_exit_3_like_a_full_disk(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """EFBIG (a write past RLIMIT_FSIZE) is the environment's, as ENOSPC is: the real limit,
+    set in a forked child so the test process keeps its own."""
+    import resource
+    import signal
+
+    source = _journal(tmp_path / "j.jsonl", trials=50)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        code = 70
+        try:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead
+            resource.setrlimit(resource.RLIMIT_FSIZE, (512, 512))
+            code, err = _main(["export", str(source), "--out", str(tmp_path / "o")], capsys)
+            os.write(write, f"{code}\n{err}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read) as fh:
+        code_text, _, err = fh.read().partition("\n")
+    assert int(code_text) == 3, err
+    assert "free space and run again" in err and len(err.strip().splitlines()) == 1
+    assert not any(p.name.startswith(".o.tmp") for p in tmp_path.iterdir())
+
+
+def test_a_fifo_output_with_no_reader_is_one_line_not_a_hang(tmp_path: Path) -> None:
+    from ctune.errors import UserError
+
+    fifo = tmp_path / "out.json"
+    os.mkfifo(fifo)
+    with pytest.raises(UserError, match=r"out\.json: a FIFO that nobody reads"):
+        write_atomic(fifo, "{}\n", into_special=True)
+
+
+def test_a_fifo_output_with_a_reader_gets_all_the_bytes(tmp_path: Path) -> None:
+    """More than a pipe holds: the writer waits for its reader as on any pipe."""
+    import stat
+    import threading
+    import time
+
+    fifo = tmp_path / "out.json"
+    os.mkfifo(fifo)
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # the reader is there first
+    got: list[bytes] = []
+
+    def read_all() -> None:  # until it has it all (before the writer comes, reads end at once)
+        data, end = b"", time.monotonic() + 10
+        while len(data) < 300_000 and time.monotonic() < end:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                chunk = b""
+            data += chunk
+            if not chunk:
+                time.sleep(0.001)
+        os.close(fd)
+        got.append(data)
+
+    reader = threading.Thread(target=read_all)
+    reader.start()
+    write_atomic(fifo, "x" * 300_000, into_special=True)
+    reader.join(timeout=10)
+    assert got == [b"x" * 300_000] and stat.S_ISFIFO(os.stat(fifo).st_mode)

@@ -67,6 +67,7 @@ def test_a_plan_recorded_with_the_old_key_reads_and_new_plans_write_the_one_name
 
 
 def _project(tmp_path: Path, table: str) -> Path:
+    tmp_path.mkdir(exist_ok=True)
     (tmp_path / "pyproject.toml").write_text(f"[tool.ctune]\n{table}\n")
     return tmp_path
 
@@ -76,7 +77,10 @@ def test_settings_read_the_old_names_in_every_layer(tmp_path: Path) -> None:
     assert resolve(environ={}, cwd=_project(tmp_path, 'l2_policy = "hot"')).l2_policy == "hot"
     assert resolve(environ={"CTUNE_L2": "hot"}, cwd=tmp_path).l2_policy == "hot"
     assert resolve(environ={"CTUNE_L2_POLICY": "cold"}, cwd=tmp_path).l2_policy == "cold"
-    with pytest.raises(UserError, match=r"environment: both 'l2'"):
+    with pytest.raises(UserError, match=r"^both CTUNE_L2 \(the old name\) and CTUNE_L2_POLICY "):
         resolve(environ={"CTUNE_L2": "hot", "CTUNE_L2_POLICY": "cold"}, cwd=tmp_path)
+    both = 'l2 = "hot"\nl2-policy = "cold"'
+    with pytest.raises(UserError, match=r"\[tool.ctune\]: both l2 \(the old name\) and l2-policy "):
+        resolve(environ={}, cwd=_project(tmp_path / "both", both))
     with pytest.raises(UserError, match=r"CTUNE_L2_POLICY=warm: expected one of cold, hot"):
         resolve(environ={"CTUNE_L2": "warm"}, cwd=tmp_path)

@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 import ctune.cli.search as search_cli
+import ctune.controls.setup as controls_setup_module
 from ctune.compile.toolchain import Toolchain
 from ctune.kernelspec import load_spec
 from ctune.testing.cli_app import ctune_main
@@ -32,6 +33,17 @@ def compilers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[StandInCo
 
     monkeypatch.setattr(search_cli, "make_compiler", compiler)
     monkeypatch.setattr(search_cli, "make_measurer", lambda cfg: StandInMeasurer(samples=20))
+    # a search space file by name (the stand-in engine reads no space) and the stand-in engine
+    spaces = tmp_path / "spaces"
+    spaces.mkdir()
+    (spaces / "ptxas13.3.bin").write_bytes(b"stand-in space")
+    monkeypatch.setenv("CTUNE_ACF_SPACES", str(spaces))
+    real_setup = controls_setup_module.controls_setup
+    monkeypatch.setattr(
+        controls_setup_module,
+        "controls_setup",
+        lambda *a, **k: real_setup(*a, **{**k, "engine": "standin"}),
+    )
     return made
 
 

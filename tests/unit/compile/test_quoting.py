@@ -85,12 +85,39 @@ def test_a_quoted_item_with_a_shell_active_or_control_character_is_refused(
         argv = _argv(source=Path(f"/k/{bad}.cu"))
     else:
         argv = _argv(nvcc=f"/opt/{bad}/nvcc")
+    if where == "source" and bad == 'a"b':
+        check_argv(argv, "nvcc for k")  # nvcc escapes it there (the next test)
+        return
     with pytest.raises(CommandLineError) as caught:
         check_argv(argv, "nvcc for k")
     message = str(caught.value)
     assert caught.value.exit_code == EXIT_USER_ERROR
     assert message.startswith("nvcc for k: the command-line item ") and "nothing was run" in message
     assert "\n" not in message and "\r" not in message  # one line, whatever the item holds
+
+
+def test_a_double_quote_is_let_through_in_the_input_file_only() -> None:
+    """nvcc writes ``"`` as ``\\"`` in the input file's path in every step; not in -o
+    (``-ptx`` hands it to ptxas unescaped), and it refuses one in -D/-U/-I itself."""
+    check_argv(_argv(source=Path('/k/it\'s "here"/k.cu')), "nvcc")
+    check_argv(["nvcc", "-M", '/k/a"b/k.cu'], "nvcc -M")
+    for argv in (
+        _argv(output=Path('/c/a"b/kernel.cubin')),
+        _argv(include_dirs=(Path('/k/a"b'),)),
+        _argv(define_genes={"X": '"1"'}),
+        ["nvcc", '-Ua"b', "k.cu"],
+        ["nvcc", "k.cu", "-o", '/c/a"b.ptx'],  # the last item, but -o's value
+        ["nvcc", "-Xcompiler", '-I/a"b'],  # the last item, but a pass-through value
+    ):
+        with pytest.raises(CommandLineError, match="'\"'"):
+            check_argv(argv, "nvcc")
+
+
+def test_a_long_item_is_shown_around_the_refused_character() -> None:
+    path = "/k/" + "a" * 300 + "/c$(id)/" + "b" * 300 + "/k.cu"
+    with pytest.raises(CommandLineError) as caught:
+        check_argv(["nvcc", "-I" + path, "k.cu"], "nvcc")
+    assert "c$(id)" in str(caught.value) and len(str(caught.value)) < 600
 
 
 @pytest.mark.parametrize("bad", ["-dlcm=ca;touch x", "-O3 -v", "-dlcm=$(id)", "-O3|x", "-O3'"])

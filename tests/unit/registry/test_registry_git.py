@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -209,3 +210,18 @@ def test_git_is_a_complete_history_backend(tmp_path: Path) -> None:
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     with open_history(tmp_path / "registry") as history:
         assert isinstance(history, History)
+
+
+@pytest.mark.parametrize("name", ["caf\udce9", 'new\nline "q"', '"quoted'])
+def test_a_registry_folder_is_committed_under_the_bytes_of_its_name(repo: Path, name: str) -> None:
+    """A folder that is not UTF-8 (its byte 0xe9 held as a surrogate), or whose name holds a
+    newline or starts with a quote, is committed as the file system names it."""
+    registry = repo / name
+    result = publish_artifact(registry, make_artifact())
+    assert result.commit is not None and result.commit.changed
+    listed = subprocess.run(
+        ["git", "ls-tree", "-r", "-z", "--name-only", "HEAD"], cwd=repo, capture_output=True
+    ).stdout.split(b"\0")
+    wanted = os.fsencode(name) + b"/" + REL.removeprefix("registry/").encode()
+    assert wanted in listed
+    assert git(repo, "status", "--porcelain") == ""

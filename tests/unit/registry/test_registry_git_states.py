@@ -159,3 +159,23 @@ def test_a_clean_repository_after_the_merge_imports(
     code, out, err = _import(cli, _result(tmp_path, "d", 4), registry)
     assert code == 0, out + err
     assert git(repo, "status", "--porcelain") == ""
+
+
+def test_import_without_a_commit_during_a_conflicted_merge_is_refused(
+    cli: Run, repo: Path, registry: Path, tmp_path: Path
+) -> None:
+    """--no-commit only writes the file, but that resolves the conflict just the same."""
+    _conflicted_artifact(cli, repo, registry, tmp_path)
+    conflicted = (repo / KEY_PATH).read_bytes()
+    code, out, err = _import(cli, _result(tmp_path, "d", 4), registry, "--no-commit")
+    assert code == 2, out + err
+    one_line_error(err, "in the middle of a merge")
+    assert (repo / KEY_PATH).read_bytes() == conflicted
+    assert KEY_PATH in git(repo, "ls-files", "-u")
+
+
+def test_import_without_a_commit_needs_no_repository(cli: Run, tmp_path: Path) -> None:
+    plain = tmp_path / "plain" / "registry"
+    code, out, err = _import(cli, _result(tmp_path, "a", 1), plain, "--no-commit")
+    assert code == 0, out + err
+    assert list(plain.rglob("*.json"))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -105,6 +106,10 @@ def _set(*keys: str, value: Any) -> Callable[[dict[str, Any]], None]:
     return edit
 
 
+def _more_values(record: dict[str, Any]) -> None:
+    record["trial"]["values"] = [*record["trial"]["values"], 1.0]
+
+
 def _torn_middle(path: Path) -> int:
     """A crash mid-write, then a later session appended to the file anyway."""
     lines = path.read_bytes().splitlines(keepends=True)
@@ -122,6 +127,11 @@ DAMAGED: dict[str, tuple[Callable[[Path], int], str]] = {
     "unknown kind": (_raw_line(b'{"kind": "bogus"}'), "kind: expected trial, generation"),
     "values a string": (_edit_trial(_set("trial", "values", value="abc")), "trial.values"),
     "a value text": (_edit_trial(_set("trial", "values", value=["1.0"])), "trial.values[0]"),
+    "values one too many": (_edit_trial(_more_values), "trial.values: expected 1 number(s)"),
+    "values none at all": (
+        _edit_trial(_set("trial", "values", value=[])),
+        "trial.values: expected 1 number(s), one per objective",
+    ),
     "number negative": (_edit_trial(_set("trial", "number", value=-3)), "trial.number"),
     "generation a float": (_edit_trial(_set("trial", "generation", value=1.5)), "generation"),
     "unknown outcome": (_edit_trial(_set("trial", "outcome", value="exploded")), "outcome"),
@@ -305,3 +315,19 @@ def test_resume_checks_genes_against_the_space(search, journal: Path, case: str)
     assert err.value.exit_code == 2 and "\n" not in text
     assert text.startswith(f"journal {journal} line {line}:") and says in text and FIX in text
     assert measurer.calls == []  # refused before anything was measured
+
+
+@pytest.mark.parametrize("case", ["values a string", "values none at all", "samples a string"])
+def test_a_resumed_journal_is_checked_whole_with_the_request(
+    spec, journal: Path, case: str
+) -> None:
+    """``check_request`` runs before anything is compiled (the baseline's build and the
+    fingerprint's ``nvcc -M`` start right after it): a damaged record is refused there."""
+    from ctune.objective.spec import parse_objective_spec
+    from ctune.search.driver import SearchOptions, check_request
+
+    damage, says = DAMAGED[case]
+    line = damage(journal)
+    objective = parse_objective_spec(["p50"], [], spec.metrics)
+    with pytest.raises(UserError, match=f"line {line}: .*{re.escape(says)}"):
+        check_request(spec, objective, SearchOptions(resume=journal), None)

@@ -1,0 +1,102 @@
+"""compile.deps: reading ``nvcc -M`` output, and the check of included files before nvcc runs.
+
+The outputs below are nvcc 13.0's own, for the folder names shown (the real runs are in
+tests/compile/test_awkward_paths.py)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ctune.compile.deps import parse_make_deps, scan_includes
+from ctune.files import InputFileError
+
+SOURCE = Path("/k/t.cu")
+
+
+def test_one_file_a_line_with_spaces_escaped_and_everything_else_as_it_is() -> None:
+    text = (
+        "t.o : /k/a\\ b/t.cu \\\n"
+        "    /usr/include/stdc-predef.h \\\n"
+        "    /k/h\\ \\ b/x.h \\\n"
+        "    /k/h#b/x.h \\\n"
+        "    /k/h$b/x.h \\\n"
+        "    /k/h:b/x.h \\\n"
+        "    /k/h;b/x.h \\\n"
+        "    /k/h'b/x.h \\\n"
+        "    /k/h\tt/x.h \\\n"
+        "    /k/h%b/x.h\n"
+    )
+    assert parse_make_deps(text, SOURCE) == [
+        "/k/a b/t.cu",
+        "/usr/include/stdc-predef.h",
+        "/k/h  b/x.h",
+        "/k/h#b/x.h",
+        "/k/h$b/x.h",
+        "/k/h:b/x.h",
+        "/k/h;b/x.h",
+        "/k/h'b/x.h",
+        "/k/h\tt/x.h",
+        "/k/h%b/x.h",
+    ]
+
+
+def test_the_target_is_cut_by_its_name_not_at_a_colon() -> None:
+    text = "a : b.o : /k/a\\ :\\ b.cu \\\n    /k/x.h\n"
+    assert parse_make_deps(text, Path("/k/a : b.cu")) == ["/k/a : b.cu", "/k/x.h"]
+
+
+def test_a_name_cut_at_a_quote_keeps_its_last_backslash() -> None:
+    """``/k/it's "here"/t.cu`` as nvcc lists it last: cut at the quote, no continuation."""
+    text = "t.o : /k/it's\\ \"here\"/t.cu \\\n    /k/it's\\ \\\n"
+    assert parse_make_deps(text, SOURCE) == ['/k/it\'s "here"/t.cu', "/k/it's \\"]
+
+
+def test_several_files_on_a_line_are_read_too() -> None:
+    assert parse_make_deps("t.o: /k/t.cu /k/a\\ b.h \\\n /k/c.h\n", SOURCE) == [
+        "/k/t.cu",
+        "/k/a b.h",
+        "/k/c.h",
+    ]
+
+
+def test_an_included_fifo_is_refused_before_anything_reads_it(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "inc").mkdir()
+    os.mkfifo(tmp_path / "inc" / "pipe.h")
+    (tmp_path / "sub" / "a.h").write_text('#include "b.h"\n')
+    (tmp_path / "sub" / "b.h").write_text("#include <pipe.h>\n")
+    source = tmp_path / "k.cu"
+    source.write_text('#include "sub/a.h"\n#include <cuda_runtime.h>\n')
+    with pytest.raises(InputFileError, match=r"header .*pipe\.h: a FIFO, not a regular file"):
+        scan_includes(source, [tmp_path / "inc"])
+
+
+def test_the_scan_names_what_the_include_lines_find(tmp_path: Path) -> None:
+    (tmp_path / 'it\'s "q"').mkdir()
+    header = tmp_path / 'it\'s "q"' / "x.h"
+    header.write_text('#pragma once\n#include "x.h"\n')  # a cycle ends
+    source = tmp_path / "k.cu"
+    source.write_text('#include "it\'s \\"q\\"/x.h"\n  #  include "missing.h"\n')
+    # an include line holds no escapes: "it's \"q\"/x.h" is not a name the scan finds
+    assert set(scan_includes(source, [])) == {str(source)}
+    source.write_text('#include <it\'s "q"/x.h>\n')
+    assert scan_includes(source, [tmp_path]) == {
+        str(source): source.resolve(),
+        str(header): header.resolve(),
+    }
+
+
+def test_a_folder_of_the_included_name_is_passed_over_as_the_preprocessor_does(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a" / "x.h").mkdir(parents=True)
+    (tmp_path / "b").mkdir()
+    header = tmp_path / "b" / "x.h"
+    header.write_text("#define X 1\n")
+    source = tmp_path / "k.cu"
+    source.write_text("#include <x.h>\n")
+    found = scan_includes(source, [tmp_path / "a", tmp_path / "b"])
+    assert found == {str(source): source.resolve(), str(header): header.resolve()}
