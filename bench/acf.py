@@ -116,10 +116,16 @@ def search_argv(t: Target, warm: Path, out: Path, ptxas: str, seed: int) -> list
     ]
 
 
+def search_record(result: Mapping[str, Any]) -> Mapping[str, Any]:
+    """What a result file (an artifact) records of its search."""
+    return (result.get("extensions") or {}).get("search") or {}
+
+
 def row(t: Target, result: Mapping[str, Any], wall_s: float) -> dict[str, Any]:
     """One target's row from its search's result file: the controls verdict (the best file
     against the pinned build without one, confirmed in the same processes) and the cost."""
-    verdict = result.get("controls") or {}
+    search = search_record(result)
+    verdict = search.get("controls") or {}
     return {
         "key": t.key,
         "gain_p99": verdict.get("gain"),
@@ -127,11 +133,11 @@ def row(t: Target, result: Mapping[str, Any], wall_s: float) -> dict[str, Any]:
         "difference": verdict.get("difference", "not judged"),
         "reason": verdict.get("reason", "no controls file reached confirmation"),
         "pinned_controls": bool(verdict.get("pinned")),
-        "evaluations": result.get("evaluations"),
-        "distinct_binaries": result.get("binaries"),
-        "failures": result.get("failures"),
+        "evaluations": search.get("evaluations"),
+        "distinct_binaries": search.get("binaries"),
+        "failures": search.get("failures"),
         "wall_s": round(wall_s, 1),
-        "search_wall_s": (result.get("timing") or {}).get("wall_s"),
+        "search_wall_s": (search.get("timing") or {}).get("wall_s"),
         "budget": t.budget,
         "pool": t.pool,
         "variant": t.variant,
@@ -268,14 +274,14 @@ def head_to_head(t: Target, args: argparse.Namespace, out_dir: Path) -> dict[str
     if not result_file.is_file():
         raise SystemExit(f"{result_file}: run `bench/acf.py run --only {t.key}` first")
     result = json.loads(result_file.read_text())
-    front = {m["key"]: m for m in result["front"]}
-    verdict = result.get("controls") or {}
-    ctune_key = verdict.get("member") or result["pinned"]
-    reference_key = verdict.get("reference") or result["pinned"]
+    search = search_record(result)
+    verdict = search.get("controls") or {}
     members = {m["key"]: m for m in [*result["front"], result["baseline"]]}
-    ctune_genes = (front.get(ctune_key) or members[ctune_key])["candidate"]["genes"]
+    # ctune's answer is its pinned build (a file only where one won); the base is that
+    # build without a file, the build the controls were tuned on
+    ctune_genes = members[result["pinned"]]["candidate"]["genes"]
     base = {**ctune_genes, "acf_ptxas": "none"}
-    theirs = compileiq_loop(t, args, int(result["binaries"]), base)
+    theirs = compileiq_loop(t, args, int(search.get("binaries") or t.budget), base)
     genes: dict[str, Mapping[str, Any]] = {"ctune": ctune_genes, "plain": base}
     if theirs["best_digest"]:
         genes["compileiq"] = {**base, "acf_ptxas": theirs["best_digest"]}
@@ -285,13 +291,14 @@ def head_to_head(t: Target, args: argparse.Namespace, out_dir: Path) -> dict[str
         "ctune_best_ms": confirmed["ctune"],
         "compileiq_best_ms": confirmed.get("compileiq"),
         "plain_ms": confirmed["plain"],
-        "ctune_wall_s": (result.get("timing") or {}).get("wall_s"),
+        "ctune_wall_s": (search.get("timing") or {}).get("wall_s"),
         "compileiq_wall_s": theirs["wall_s"],
         "evaluations": theirs["files"],
-        "ctune_evaluations": result.get("evaluations"),
+        "ctune_evaluations": search.get("evaluations"),
+        "ctune_pinned_controls": bool(verdict.get("pinned")),
         "compileiq_failed": theirs["failed"],
         "compileiq_best_search_ms": theirs["best_search_ms"],
-        "reference": reference_key,
+        "reference": verdict.get("reference"),
         "confirm_processes": args.processes,
     }
 

@@ -190,6 +190,8 @@ def build_artifact(
             "infeasible": result.infeasible,
             "fillers": result.fillers,
             "confirm_processes": result.confirm_processes,
+            "evaluations": result.evaluations,
+            "binaries": result.binaries,
             "dropped": [{"key": k, "why": why} for k, why in result.dropped],
             "timing": {
                 "wall_s": result.timing.wall_s,
@@ -198,6 +200,7 @@ def build_artifact(
                 "confirm_s": result.timing.confirm_s,
                 "gpu_busy_fraction": result.timing.gpu_busy_fraction,
             },
+            **({"controls": result.controls.to_json()} if result.controls else {}),
         },
     }
     return Artifact(

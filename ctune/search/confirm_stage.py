@@ -138,8 +138,8 @@ class ConfirmStage:
         run = self.run
         directions = run.objective.directions
         chosen = self.to_confirm(pick_for_confirmation)
-        references = self.plain_reference(chosen)
-        chosen += references
+        pair = self.controls_pair(chosen)
+        chosen += [t for t in pair if t not in chosen]
         baseline = run.book.baseline
         assert baseline is not None
         if not self.can_confirm():
@@ -149,9 +149,7 @@ class ConfirmStage:
         items = self.rebuilt([baseline, *[t for t in chosen if t is not baseline]], dropped)
         processes = run.opts.confirm_processes
         run.emit(Confirming(sum(t is not baseline for t, _ in items), processes))
-        runs = self.remeasure_in_proportion(
-            items, processes, [t.candidate.key() for t in references]
-        )
+        runs = self.remeasure_in_proportion(items, processes, [t.candidate.key() for t in pair])
         for per_key in runs.values():
             for measurement in per_key:
                 run.session.check_device(measurement)
@@ -164,56 +162,72 @@ class ConfirmStage:
             front = self.default_if_best(base, front)
         return base, front, dropped
 
-    def plain_reference(self, chosen: Sequence[Trial]) -> list[Trial]:
-        """One objective: when the members to confirm all carry a controls file, the best
-        trial without one joins them, so that a controls file is pinned only if it beats,
-        in the same processes, the build it was tuned on (:meth:`controls_if_significant`)."""
+    def controls_pair(self, chosen: Sequence[Trial]) -> list[Trial]:
+        """One objective, a search that measured controls files: the best trial with a file
+        and the best without one are both confirmed (whichever of them is not among
+        ``chosen`` joins it), in every round, so that the file is judged against the build
+        it was tuned on in the same processes (:meth:`judge_controls`)."""
         run = self.run
-        if len(run.objective.directions) != 1 or not any(_has_controls(t) for t in chosen):
-            return []
-        if any(not _has_controls(t) for t in chosen):
+        if len(run.objective.directions) != 1:
             return []
         from ctune.search.report import pick_for_confirmation
 
+        directions = run.objective.directions
+        tried = [t for t in run.book.trials if _has_controls(t)]
+        if not tried:
+            return []
         plain = [t for t in run.book.trials if not _has_controls(t)]
-        return pick_for_confirmation(plain, run.objective.directions, 1)
+        keys = {t.candidate.key() for t in chosen}
+        pair = pick_for_confirmation(tried, directions, 1) + pick_for_confirmation(
+            plain, directions, 1
+        )
+        return [t for t in pair if t.candidate.key() not in keys] + [
+            t for t in pair if t.candidate.key() in keys
+        ]
 
-    def controls_if_significant(
-        self, front: Sequence[MemberResult], members: Sequence[MemberResult]
-    ) -> list[MemberResult]:
-        """One objective: a best member with a controls file stays only when it is faster,
-        by the gate's rule, than the best confirmed member without one; else that member
-        takes its place (a controls file is a toolchain requirement worth only a real gain)."""
+    def judge_controls(self, members: Sequence[MemberResult]) -> ControlsVerdict | None:
+        """The best confirmed member with a controls file against the best without one, by
+        the gate's rule (None when either was not confirmed)."""
         from ctune.evidence.compare import Difference
         from ctune.search.report import significance
 
         run = self.run
-        if len(run.objective.directions) != 1 or not front:
-            return list(front)
-        best = self.best(front)
-        if not _has_controls(best.trial):
-            return list(front)
+        if len(run.objective.directions) != 1:
+            return None
+        tuned = [m for m in members if _has_controls(m.trial) and m.per_process]
         plain = [m for m in members if not _has_controls(m.trial) and m.per_process]
-        if not plain or not best.per_process:
-            return list(front)
-        reference = self.best(plain)
+        if not tuned or not plain:
+            return None
+        best, reference = self.best(tuned), self.best(plain)
         verdict = significance(best.per_process, reference.per_process)
-        keep = verdict.difference is Difference.LOWER
         first = sign(run.objective.directions[0])
         ratio = reference.values[0] / best.values[0] if best.values[0] else float("nan")
-        self.controls = ControlsVerdict(
+        return ControlsVerdict(
             best.key,
             reference.key,
             ratio if first > 0 else 1.0 / ratio,
             verdict.difference.value,
             verdict.reason,
-            keep,
+            verdict.difference is Difference.LOWER,
         )
-        if keep:
+
+    def controls_if_significant(
+        self, front: Sequence[MemberResult], members: Sequence[MemberResult]
+    ) -> list[MemberResult]:
+        """One objective: a best member with a controls file stays only when the file makes
+        it faster, by the gate's rule, than the best confirmed member without one; else that
+        member takes its place (a controls file is a toolchain requirement worth only a real
+        gain). The verdict is kept for the report either way."""
+        self.controls = self.judge_controls(members)
+        if not front or self.controls is None:
             return list(front)
-        run.note(
-            f"controls file of {best.key} not pinned: {verdict.reason} against {reference.key}, "
-            "the best build without one",
+        best = self.best(front)
+        if not _has_controls(best.trial) or self.controls.pinned:
+            return list(front)
+        reference = next(m for m in members if m.key == self.controls.reference)
+        self.run.note(
+            f"controls file of {best.key} not pinned: {self.controls.reason} against "
+            f"{reference.key}, the best build without one",
             "info",
         )
         return [reference]

@@ -40,7 +40,7 @@ def test_the_search_starts_in_the_controls_phase_from_the_pinned_build(acf) -> N
 
 def test_a_row_reads_the_controls_verdict(acf) -> None:
     t = acf.TARGETS[0]
-    result = {
+    search = {
         "controls": {
             "member": "a",
             "reference": "b",
@@ -53,6 +53,7 @@ def test_a_row_reads_the_controls_verdict(acf) -> None:
         "binaries": 61,
         "timing": {"wall_s": 80.0},
     }
+    result = {"extensions": {"search": search}}
     r = acf.row(t, result, 90.0)
     assert r["gain_p99"] == 1.031 and r["significant"] and r["distinct_binaries"] == 61
     assert acf.row(t, {"evaluations": 3}, 1.0)["significant"] is False

@@ -233,7 +233,9 @@ class _FixedControls(StandInMeasurer):
         return self.factor if any(v != "none" for k, v in values.items() if k == GENE) else 1.0
 
 
-@pytest.mark.parametrize(("factor", "pinned_with_controls"), [(0.90, True), (1.0, False)])
+@pytest.mark.parametrize(
+    ("factor", "pinned_with_controls"), [(0.90, True), (1.0, False), (1.10, False)]
+)
 def test_a_controls_file_is_pinned_only_when_it_beats_its_build_in_the_same_processes(
     tmp_path: Path, spec: KernelSpec, setup: ControlsSetup, factor: float, pinned_with_controls
 ) -> None:
@@ -280,4 +282,6 @@ def test_a_controls_file_is_pinned_only_when_it_beats_its_build_in_the_same_proc
     assert result.to_json()["controls"]["reference"] == verdict.reference
     if pinned_with_controls:
         assert verdict.gain > 1.05
+    if factor > 1:  # every file slower: judged all the same, and said so
+        assert verdict.difference == "higher" and verdict.gain < 0.95
     assert dict(genes, **{GENE: "none"}) == {**good, GENE: "none"}  # the warm start's build
