@@ -17,7 +17,14 @@ import typer
 from ctune.cli import app
 from ctune.cli import render_registry as render
 from ctune.cli.invocation import resolve_settings
-from ctune.cli.options import NvccOpt, PtxasOpt
+from ctune.cli.options import (
+    JsonOpt,
+    NvccOpt,
+    PtxasOpt,
+    RowsFormat,
+    RowsFormatOpt,
+    output_format,
+)
 from ctune.config import Settings
 from ctune.errors import GateFailure, RegistryError
 
@@ -71,12 +78,15 @@ def check_command(
             "(without it such artifacts are stale)",
         ),
     ] = True,
+    fmt: RowsFormatOpt = RowsFormat.table,
+    json_out: JsonOpt = False,
 ) -> None:
     """Is each artifact still what would be built and measured here? Names every reason."""
     from ctune.evidence import identity as fingerprint
     from ctune.registry.check import check_registry, nvcc_verifier
     from ctune.registry.store import require_registry
 
+    out = output_format(fmt, json_out)
     cfg = resolve_settings({"registry": registry, "nvcc": nvcc, "ptxas": ptxas})
     require_registry(cfg.registry)
     probe = probe_for(cfg, kernels, gpu=gpu)
@@ -84,13 +94,32 @@ def check_command(
     report = check_registry(cfg.registry, probe, pinned_only=pinned, verify=verify)
     here = [r for r in report.results if not r.other_gpu]
     unchecked = sorted({n for r in here for n in r.not_checked})
-    render.check(report, strict, fingerprint.not_checked_reason(unchecked, report.gpu_probed))
-    elsewhere = [r for r in report.results if r.other_gpu]
-    if elsewhere:
-        classes = sorted({r.key.device_class for r in elsewhere})
-        render.other_gpus(len(elsewhere), classes, "GPU fields not compared")
+    not_checked = fingerprint.not_checked_reason(unchecked, report.gpu_probed)
+    if out == "table":
+        render.check(report, strict, not_checked)
+        elsewhere = [r for r in report.results if r.other_gpu]
+        if elsewhere:
+            classes = sorted({r.key.device_class for r in elsewhere})
+            render.other_gpus(len(elsewhere), classes, "GPU fields not compared")
+    else:
+        _report_for_programs(report, strict, not_checked, out)
     if report.quarantined:
         raise RegistryError(f"{len(report.quarantined)} artifact file(s) could not be read")
     if report.exit_code(strict):
         stale = sum(r.verdict(strict) == "stale" for r in report.results)
         raise GateFailure(f"{stale} of {len(report.results)} artifact(s) stale")
+
+
+def _report_for_programs(report: Any, strict: bool, not_checked: str, fmt: str) -> None:
+    """``--format json|csv``: every verdict with its reasons (unreadable files are warnings
+    on stderr, and in the JSON)."""
+    from ctune.cli.render import report as emit
+    from ctune.cli.verdict_documents import check_document, check_rows
+
+    render.quarantined(report.quarantined)
+    emit(
+        fmt,
+        lambda: check_document(report, strict, not_checked),
+        lambda: None,
+        lambda: check_rows(report, strict),
+    )
