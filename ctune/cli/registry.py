@@ -11,7 +11,7 @@ import typer
 from ctune.cli import app
 from ctune.cli import render_registry as render
 from ctune.cli.invocation import resolve_settings
-from ctune.cli.options import NvccOpt, PtxasOpt
+from ctune.cli.options import KernelsOpt, NvccOpt, PtxasOpt
 from ctune.config import Settings
 from ctune.errors import GateFailure, RegistryError
 
@@ -73,8 +73,15 @@ ReleaseOpt = Annotated[
 ]
 
 
-def _settings(registry: Path | None, nvcc: str | None = None, ptxas: str | None = None) -> Settings:
-    return resolve_settings({"registry": registry, "nvcc": nvcc, "ptxas": ptxas})
+def _settings(
+    registry: Path | None,
+    nvcc: str | None = None,
+    ptxas: str | None = None,
+    kernels: Path | None = None,
+) -> Settings:
+    return resolve_settings(
+        {"registry": registry, "nvcc": nvcc, "ptxas": ptxas, "kernels": kernels}
+    )
 
 
 TableOpt = Annotated[
@@ -312,9 +319,7 @@ def refresh_command(
     keys: Annotated[list[str] | None, typer.Argument(help=f"{KEYS_HELP} (default: all)")] = None,
     registry: RegistryOpt = None,
     ref: RefOpt = None,
-    kernels: Annotated[Path, typer.Option("--kernels", help="directory of specs")] = Path(
-        "kernels"
-    ),
+    kernels: KernelsOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="only say what would change")] = False,
     nvcc: NvccOpt = None,
     ptxas: PtxasOpt = None,
@@ -327,10 +332,10 @@ def refresh_command(
     from ctune.registry.service import refresh_registry
     from ctune.registry.store import ArtifactStore, require_registry
 
-    settings = _settings(registry, nvcc, ptxas)
+    settings = _settings(registry, nvcc, ptxas, kernels)
     require_registry(settings.registry)
     chosen = ArtifactStore(settings.registry).select(keys).artifacts if keys else ()
-    probe = probe_for(settings, kernels, gpu=False)
+    probe = probe_for(settings, settings.kernels, gpu=False)
     outcomes, commit = refresh_registry(
         settings.registry,
         probe,
@@ -351,9 +356,7 @@ def verify_command(
     registry: RegistryOpt = None,
     ref: Annotated[str | None, typer.Option("--ref", help="registry ref pins must be on")] = None,
     fsck: Annotated[bool, typer.Option(help="also run git fsck")] = True,
-    kernels: Annotated[
-        Path, typer.Option("--kernels", help="directory of <kernel>.yaml specs")
-    ] = Path("kernels"),
+    kernels: KernelsOpt = None,
     nvcc: NvccOpt = None,
     ptxas: PtxasOpt = None,
 ) -> None:
@@ -362,9 +365,9 @@ def verify_command(
     from ctune.compile.select_toolchain import nvcc_for
     from ctune.registry.service import verify_registry
 
-    settings = _settings(registry, nvcc, ptxas)
+    settings = _settings(registry, nvcc, ptxas, kernels)
     report = verify_registry(
-        settings.registry, ref=ref, fsck=fsck, kernels=kernels, nvcc=nvcc_for(settings)
+        settings.registry, ref=ref, fsck=fsck, kernels=settings.kernels, nvcc=nvcc_for(settings)
     )
     render.verify(report)
     if not report.ok:
@@ -472,9 +475,7 @@ def retune_command(
         ),
     ] = None,
     registry: RegistryOpt = None,
-    kernels: Annotated[
-        Path, typer.Option("--kernels", help="directory of <kernel>.cu and <kernel>.yaml")
-    ] = Path("kernels"),
+    kernels: KernelsOpt = None,
     nvcc: NvccOpt = None,
     ptxas: PtxasOpt = None,
 ) -> None:
@@ -483,8 +484,8 @@ def retune_command(
     from ctune.errors import GateFailure
     from ctune.registry.retune import Retune, search_argv
 
-    settings = _settings(registry, nvcc, ptxas)
-    chosen = _retune_targets(settings, kernels, keys or [], every)
+    settings = _settings(registry, nvcc, ptxas, kernels)
+    chosen = _retune_targets(settings, settings.kernels, keys or [], every)
     if not chosen:
         render.nothing_stale()
         return
@@ -496,7 +497,9 @@ def retune_command(
         ("CTUNE_PTXAS", ptxas, settings.ptxas),
     )
     env = tuple((name, value) for name, option, value in given if option is not None)
-    plans = [Retune(key, search_argv(a, kernels, budget, results), env) for key, a in chosen]
+    plans = [
+        Retune(key, search_argv(a, settings.kernels, budget, results), env) for key, a in chosen
+    ]
     failed = []
     for plan in plans:
         render.retune(plan.key, plan.command())
