@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ctune.cli import app
+from ctune.cli import app, pointers
 from ctune.cli import render_registry as render
 from ctune.cli.invocation import resolve_settings
 from ctune.cli.options import KernelsOpt, NvccOpt, PtxasOpt
@@ -151,6 +151,7 @@ def show_command(
     from ctune.registry.layout import parse_key
     from ctune.registry.service import load_artifact, load_pinned
 
+    pointers.key_wanted("registry show", key)
     root = _settings(registry).registry
     if release:
         parsed = parse_key(key)
@@ -237,6 +238,8 @@ def export_command(
     (-Xptxas --apply-controls=PATH): with --output the file is copied beside the output
     and named relative to it, else the registry's file is named.
     """
+    pointers.key_wanted("registry export", key)
+    pointers.build_format_wanted(fmt, key)
     export_member(_settings(registry).registry, key, fmt, output, bare=bare, release=release)
 
 
@@ -292,6 +295,7 @@ def import_command(
     from ctune.controls.store import StoreChain
     from ctune.registry.service import import_result
 
+    pointers.file_wanted("registry import", str(result))
     settings = _settings(registry)
     chain = StoreChain.for_settings(settings)
     render.published(
