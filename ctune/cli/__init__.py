@@ -91,14 +91,17 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
     ``environ`` stands in for ``os.environ`` where the command resolves its settings (and
     for ``CTUNE_DEBUG``): a caller in this process passes settings without mutating the
     process's environment (``cli/invocation.py``)."""
-    from ctune.cli.invocation import invoked_with
-    from ctune.cli.render import error_line, interrupted_line, stop_for_closed_pipe
+    from ctune.cli.invocation import inside_a_command, invoked_with
+    from ctune.cli.render import error_line, interrupted_line, stop_for_closed_pipe, warn_line
     from ctune.compile.process import runs_end_with_the_command
-    from ctune.config import debug_enabled
+    from ctune.config import debug_enabled, unknown_variables
     from ctune.interrupts import kept_by, terminate_as_interrupt
     from ctune.writes import is_disk_full
 
     env = os.environ if environ is None else environ
+    if not inside_a_command():  # once per command the user ran
+        for warning in unknown_variables(env):
+            warn_line(warning)
     try:
         if argv is not None and any("\x00" in arg for arg in argv):
             raise UserError("an argument contains a NUL byte, which no path or value can hold")

@@ -2,9 +2,11 @@
 
 CI runs ``ctune check`` (or ``ctune check --pinned --strict``) on the
 GPU-less compile machine: exit 0 when every artifact is fresh (soft changes
-only warn), 1 when any is stale, 2 when an artifact file cannot be read,
-3 when nvcc is missing. GPU fields are checked only where a GPU is found, and only
-for artifacts measured on a GPU of its class (a registry holds several GPUs' artifacts).
+only warn), 1 when any is stale, 2 when an artifact file cannot be read or a kernel's spec
+is not found, 3 when nvcc is missing. GPU fields are checked only where a GPU is found, and
+only for artifacts measured on a GPU of its class (a registry holds several GPUs'
+artifacts). Quiet by default: stale artifacts in full, the drift of the rest one line per
+kind, a summary line; ``-v`` names every artifact.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import typer
 from ctune.cli import app
 from ctune.cli import render_registry as render
 from ctune.cli.invocation import resolve_settings
-from ctune.cli.options import NvccOpt, PtxasOpt
+from ctune.cli.options import KernelsOpt, NvccOpt, PtxasOpt
 from ctune.config import Settings
 from ctune.errors import GateFailure, RegistryError
 
@@ -58,9 +60,7 @@ def check_command(
         bool, typer.Option("--gpu/--no-gpu", help="probe the GPU (NVML) when there is one")
     ] = True,
     registry: Annotated[Path | None, typer.Option("--registry", help="registry directory")] = None,
-    kernels: Annotated[
-        Path, typer.Option("--kernels", help="directory of <kernel>.yaml specs")
-    ] = Path("kernels"),
+    kernels: KernelsOpt = None,
     nvcc: NvccOpt = None,
     ptxas: PtxasOpt = None,
     rebuild: Annotated[
@@ -71,24 +71,33 @@ def check_command(
             "(without it such artifacts are stale)",
         ),
     ] = True,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="every artifact with every reason (default: the stale ones; "
+            "the drift of the rest, one line per kind)",
+        ),
+    ] = False,
 ) -> None:
     """Is each artifact still what would be built and measured here? Names every reason."""
     from ctune.evidence import identity as fingerprint
     from ctune.registry.check import check_registry, nvcc_verifier
     from ctune.registry.store import require_registry
 
-    cfg = resolve_settings({"registry": registry, "nvcc": nvcc, "ptxas": ptxas})
+    cfg = resolve_settings({"registry": registry, "kernels": kernels, "nvcc": nvcc, "ptxas": ptxas})
     require_registry(cfg.registry)
-    probe = probe_for(cfg, kernels, gpu=gpu)
+    probe = probe_for(cfg, cfg.kernels, gpu=gpu)
     verify = nvcc_verifier(cfg) if rebuild else None
     report = check_registry(cfg.registry, probe, pinned_only=pinned, verify=verify)
     here = [r for r in report.results if not r.other_gpu]
     unchecked = sorted({n for r in here for n in r.not_checked})
-    render.check(report, strict, fingerprint.not_checked_reason(unchecked, report.gpu_probed))
-    elsewhere = [r for r in report.results if r.other_gpu]
-    if elsewhere:
-        classes = sorted({r.key.device_class for r in elsewhere})
-        render.other_gpus(len(elsewhere), classes, "GPU fields not compared")
+    not_checked = (
+        fingerprint.not_checked_reason(unchecked, report.gpu_probed),
+        fingerprint.not_checked_reason(unchecked, report.gpu_probed, brief=True),
+    )
+    render.check(report, strict, not_checked, verbose=verbose)
     if report.quarantined:
         raise RegistryError(f"{len(report.quarantined)} artifact file(s) could not be read")
     if report.exit_code(strict):

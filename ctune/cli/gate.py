@@ -14,7 +14,7 @@ import typer
 from ctune.cli import app
 from ctune.cli import render_registry as render
 from ctune.cli.invocation import resolve_settings
-from ctune.cli.options import NvccOpt, PtxasOpt
+from ctune.cli.options import KernelsOpt, NvccOpt, PtxasOpt
 from ctune.cli.registry import KEYS_HELP
 from ctune.errors import (
     EXIT_GATE_FAILED,
@@ -54,9 +54,7 @@ def gate_command(
     canary: Annotated[bool, typer.Option(help="also re-measure the default build")] = True,
     confirm: Annotated[bool, typer.Option(help="re-measure to confirm a regression")] = True,
     registry: Annotated[Path | None, typer.Option("--registry", help="registry directory")] = None,
-    kernels: Annotated[Path, typer.Option("--kernels", help="directory of specs")] = Path(
-        "kernels"
-    ),
+    kernels: KernelsOpt = None,
     nvcc: NvccOpt = None,
     ptxas: PtxasOpt = None,
     build_only: Annotated[
@@ -77,7 +75,7 @@ def gate_command(
 
     if processes < 3:
         raise UserError(f"--processes {processes}: the gate needs k >= 3 processes")
-    cfg = resolve_settings({"registry": registry, "nvcc": nvcc, "ptxas": ptxas})
+    cfg = resolve_settings({"registry": registry, "kernels": kernels, "nvcc": nvcc, "ptxas": ptxas})
     require_registry(cfg.registry)
     store = ArtifactStore(cfg.registry)
     if keys:
@@ -89,9 +87,9 @@ def gate_command(
         render.quarantined(listing.quarantined)
         chosen = [(k, a) for k, a in listing.artifacts if a.pinned is not None]
     if build_only:
-        _build_only(cfg, kernels, chosen, canary)
+        _build_only(cfg, cfg.kernels, chosen, canary)
         return
-    probe = probe_for(cfg, kernels, gpu=True)
+    probe = probe_for(cfg, cfg.kernels, gpu=True)
     if not probe.gpu_probed:
         raise ToolchainError("ctune gate needs a GPU (NVML found none); use `ctune check` here")
     chosen = _of_this_gpu(chosen, probe)
@@ -103,7 +101,7 @@ def gate_command(
         max_threshold=max_threshold,
         alpha=alpha / comparisons,
     )
-    with RebuildingRemeasurer(cfg, kernels) as remeasurer:
+    with RebuildingRemeasurer(cfg, cfg.kernels) as remeasurer:
         reports = run_gate(
             chosen,
             probe.for_artifact,

@@ -1,7 +1,9 @@
-"""Options several commands share, declared once: the toolchain they build with."""
+"""Options several commands share, declared once: the toolchain they build with, the
+folder of kernel specs they read."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -20,5 +22,13 @@ PtxasOpt = Annotated[
         "--ptxas",
         help="make the cubins with this ptxas, the PTX still with --nvcc's (e.g. a CUDA 13.3 "
         "ptxas, for advanced controls)",
+    ),
+]
+KernelsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--kernels",
+        help="folder of the <kernel>.yaml specs (default: the kernels setting, CTUNE_KERNELS or "
+        "[tool.ctune] kernels, else kernels/ beside the pyproject.toml holding [tool.ctune])",
     ),
 ]

@@ -46,8 +46,9 @@ def plot_command(
     <kernel>-<problem>-<device-class>-<figure>.png (a result file) into --out. Needs
     matplotlib (pip install 'ctune\\[plot]'); --as csv|json needs nothing more.
     """
-    from ctune.cli import render, tables
+    from ctune.cli import pointers, render, tables
 
+    pointers.file_wanted("plot", str(source))
     if fmt is not None:
         from ctune.plot.data import load, rows
 

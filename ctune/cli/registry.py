@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ctune.cli import app
+from ctune.cli import app, pointers
 from ctune.cli import render_registry as render
 from ctune.cli.invocation import resolve_settings
-from ctune.cli.options import NvccOpt, PtxasOpt
+from ctune.cli.options import KernelsOpt, NvccOpt, PtxasOpt
 from ctune.config import Settings
 from ctune.errors import GateFailure, RegistryError
 
@@ -73,8 +73,15 @@ ReleaseOpt = Annotated[
 ]
 
 
-def _settings(registry: Path | None, nvcc: str | None = None, ptxas: str | None = None) -> Settings:
-    return resolve_settings({"registry": registry, "nvcc": nvcc, "ptxas": ptxas})
+def _settings(
+    registry: Path | None,
+    nvcc: str | None = None,
+    ptxas: str | None = None,
+    kernels: Path | None = None,
+) -> Settings:
+    return resolve_settings(
+        {"registry": registry, "nvcc": nvcc, "ptxas": ptxas, "kernels": kernels}
+    )
 
 
 TableOpt = Annotated[
@@ -144,6 +151,7 @@ def show_command(
     from ctune.registry.layout import parse_key
     from ctune.registry.service import load_artifact, load_pinned
 
+    pointers.key_wanted("registry show", key)
     root = _settings(registry).registry
     if release:
         parsed = parse_key(key)
@@ -230,6 +238,8 @@ def export_command(
     (-Xptxas --apply-controls=PATH): with --output the file is copied beside the output
     and named relative to it, else the registry's file is named.
     """
+    pointers.key_wanted("registry export", key)
+    pointers.build_format_wanted(fmt, key)
     export_member(_settings(registry).registry, key, fmt, output, bare=bare, release=release)
 
 
@@ -285,6 +295,7 @@ def import_command(
     from ctune.controls.store import StoreChain
     from ctune.registry.service import import_result
 
+    pointers.file_wanted("registry import", str(result))
     settings = _settings(registry)
     chain = StoreChain.for_settings(settings)
     render.published(
@@ -312,9 +323,7 @@ def refresh_command(
     keys: Annotated[list[str] | None, typer.Argument(help=f"{KEYS_HELP} (default: all)")] = None,
     registry: RegistryOpt = None,
     ref: RefOpt = None,
-    kernels: Annotated[Path, typer.Option("--kernels", help="directory of specs")] = Path(
-        "kernels"
-    ),
+    kernels: KernelsOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="only say what would change")] = False,
     nvcc: NvccOpt = None,
     ptxas: PtxasOpt = None,
@@ -327,10 +336,10 @@ def refresh_command(
     from ctune.registry.service import refresh_registry
     from ctune.registry.store import ArtifactStore, require_registry
 
-    settings = _settings(registry, nvcc, ptxas)
+    settings = _settings(registry, nvcc, ptxas, kernels)
     require_registry(settings.registry)
     chosen = ArtifactStore(settings.registry).select(keys).artifacts if keys else ()
-    probe = probe_for(settings, kernels, gpu=False)
+    probe = probe_for(settings, settings.kernels, gpu=False)
     outcomes, commit = refresh_registry(
         settings.registry,
         probe,
@@ -351,9 +360,7 @@ def verify_command(
     registry: RegistryOpt = None,
     ref: Annotated[str | None, typer.Option("--ref", help="registry ref pins must be on")] = None,
     fsck: Annotated[bool, typer.Option(help="also run git fsck")] = True,
-    kernels: Annotated[
-        Path, typer.Option("--kernels", help="directory of <kernel>.yaml specs")
-    ] = Path("kernels"),
+    kernels: KernelsOpt = None,
     nvcc: NvccOpt = None,
     ptxas: PtxasOpt = None,
 ) -> None:
@@ -362,9 +369,9 @@ def verify_command(
     from ctune.compile.select_toolchain import nvcc_for
     from ctune.registry.service import verify_registry
 
-    settings = _settings(registry, nvcc, ptxas)
+    settings = _settings(registry, nvcc, ptxas, kernels)
     report = verify_registry(
-        settings.registry, ref=ref, fsck=fsck, kernels=kernels, nvcc=nvcc_for(settings)
+        settings.registry, ref=ref, fsck=fsck, kernels=settings.kernels, nvcc=nvcc_for(settings)
     )
     render.verify(report)
     if not report.ok:
@@ -472,9 +479,7 @@ def retune_command(
         ),
     ] = None,
     registry: RegistryOpt = None,
-    kernels: Annotated[
-        Path, typer.Option("--kernels", help="directory of <kernel>.cu and <kernel>.yaml")
-    ] = Path("kernels"),
+    kernels: KernelsOpt = None,
     nvcc: NvccOpt = None,
     ptxas: PtxasOpt = None,
 ) -> None:
@@ -483,8 +488,8 @@ def retune_command(
     from ctune.errors import GateFailure
     from ctune.registry.retune import Retune, search_argv
 
-    settings = _settings(registry, nvcc, ptxas)
-    chosen = _retune_targets(settings, kernels, keys or [], every)
+    settings = _settings(registry, nvcc, ptxas, kernels)
+    chosen = _retune_targets(settings, settings.kernels, keys or [], every)
     if not chosen:
         render.nothing_stale()
         return
@@ -496,7 +501,9 @@ def retune_command(
         ("CTUNE_PTXAS", ptxas, settings.ptxas),
     )
     env = tuple((name, value) for name, option, value in given if option is not None)
-    plans = [Retune(key, search_argv(a, kernels, budget, results), env) for key, a in chosen]
+    plans = [
+        Retune(key, search_argv(a, settings.kernels, budget, results), env) for key, a in chosen
+    ]
     failed = []
     for plan in plans:
         render.retune(plan.key, plan.command())
