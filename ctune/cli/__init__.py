@@ -91,6 +91,8 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
     ``environ`` stands in for ``os.environ`` where the command resolves its settings (and
     for ``CTUNE_DEBUG``): a caller in this process passes settings without mutating the
     process's environment (``cli/invocation.py``)."""
+    if _answer_version(sys.argv[1:] if argv is None else argv):
+        return
     from ctune.cli.invocation import inside_a_command, invoked_with
     from ctune.cli.render import error_line, interrupted_line, stop_for_closed_pipe, warn_line
     from ctune.compile.process import runs_end_with_the_command
@@ -136,6 +138,24 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
             sys.exit(EXIT_USER_ERROR)
         error_line(f"internal error: {type(exc).__name__}: {exc} (rerun with CTUNE_DEBUG=1)")
         sys.exit(EXIT_INTERNAL)
+
+
+def _answer_version(args: list[str]) -> bool:
+    """``ctune --version`` alone: answered before the command tree (and rich) is loaded, so
+    that it costs an interpreter start and no more. Any other use of the flag goes through
+    click's eager option (``_version``), with the same line."""
+    if list(args) not in (["--version"], ["-V"]):
+        return False
+    from ctune import __version__
+
+    try:
+        sys.stdout.write(f"ctune {__version__}\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        from ctune.cli.render import stop_for_closed_pipe
+
+        stop_for_closed_pipe()
+    return True
 
 
 def _run(argv: list[str] | None) -> None:

@@ -9,16 +9,19 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ctune.cli import app, pointers
-from ctune.cli import render_registry as render
 from ctune.cli.invocation import resolve_settings
+from ctune.cli.lazy import lazy_module
 from ctune.cli.options import KernelsOpt, NvccOpt, PtxasOpt
 from ctune.config import Settings
 from ctune.errors import GateFailure, RegistryError
 
 if TYPE_CHECKING:
+    from ctune.cli import render_registry as render
     from ctune.registry.layout import ArtifactKey
     from ctune.registry.retune import Retune
     from ctune.registry.schema import Artifact
+else:  # loaded when the command runs, not when --help lists it
+    render = lazy_module("ctune.cli.render_registry")
 
 HELP = """Versioned tuning artifacts, one JSON file per (kernel, problem, device class).
 
