@@ -78,3 +78,17 @@ def test_help_imports_nothing_heavy(args: list[str]):
     out, packages = _run_ctune(*args)
     assert "Usage: ctune" in out
     assert not HEAVY & packages
+
+
+def test_dir_lists_the_lazy_api_without_loading_it():
+    listed = _modules_after("import ctune; names = dir(ctune); print(' '.join(names))")
+    assert {"tune", "load_artifact", "write_spec", "run_search", "TuneResult"} <= listed
+    assert "ctune.api" not in listed and "ctune.search.driver" not in listed  # still lazy
+
+
+def test_every_name_dir_lists_resolves():
+    import ctune
+
+    assert set(ctune.__all__) <= set(dir(ctune))
+    for name in dir(ctune):
+        getattr(ctune, name)  # a listed name that does not resolve raises AttributeError
