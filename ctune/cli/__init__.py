@@ -31,6 +31,8 @@ from ctune.errors import (
 
 #: exit status of a bug in ctune itself (sysexits EX_SOFTWARE); never a user's doing
 EXIT_INTERNAL = 70
+#: what the script of `ctune --show-completion` sets to ask for completions (typer's name)
+COMPLETE_VAR = "_CTUNE_COMPLETE"
 
 app = typer.Typer(
     name="ctune",
@@ -41,7 +43,7 @@ app = typer.Typer(
     "interrupted (Ctrl-C or SIGTERM). "
     "Set CTUNE_DEBUG=1 for tracebacks.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion, --show-completion (cli/complete.py)
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -166,6 +168,8 @@ def _run(argv: list[str] | None) -> None:
     and the text of what the command kept would be lost."""
     command = _command()
     args = sys.argv[1:] if argv is None else list(argv)
+    if os.environ.get(COMPLETE_VAR):  # the shell's completion script asking (one TAB press)
+        command.main(args, prog_name="ctune", complete_var=COMPLETE_VAR)  # exits
     with command.make_context("ctune", args) as ctx:
         command.invoke(ctx)
 

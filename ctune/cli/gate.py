@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ctune.cli import app
+from ctune.cli import app, complete
 from ctune.cli.invocation import resolve_settings
 from ctune.cli.lazy import lazy_module
 from ctune.cli.options import KernelsOpt, NvccOpt, PtxasOpt
@@ -42,7 +42,10 @@ _RULE = NoiseRule()  # the search's confirmation uses the same rule and defaults
 @app.command("gate")
 def gate_command(
     keys: Annotated[
-        list[str] | None, typer.Argument(help=f"{KEYS_HELP} (default: every pinned one)")
+        list[str] | None,
+        typer.Argument(
+            help=f"{KEYS_HELP} (default: every pinned one)", autocompletion=complete.registry_keys
+        ),
     ] = None,
     processes: Annotated[int, typer.Option(help="separate measuring processes (k >= 3)")] = 3,
     strict: Annotated[bool, typer.Option("--strict", help="soft changes count as stale")] = False,
