@@ -151,8 +151,7 @@ def _answer_version(args: list[str]) -> bool:
     from ctune import __version__
 
     try:
-        sys.stdout.write(f"ctune {__version__}\n")
-        sys.stdout.flush()
+        print(f"ctune {__version__}", flush=True)  # no stdout at all (closed): prints nothing
     except BrokenPipeError:
         from ctune.cli.render import stop_for_closed_pipe
 
