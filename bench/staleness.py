@@ -626,7 +626,7 @@ CASES = [
 def _check(clone: Path, env: dict[str, str]) -> tuple[int, str, float]:
     start = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "ctune", "check"],
+        [sys.executable, "-m", "ctune", "check", "--verbose"],  # every artifact named
         cwd=clone,
         env=env,
         capture_output=True,

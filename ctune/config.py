@@ -6,7 +6,12 @@ Precedence, highest first:
 2. ``CTUNE_<FIELD>`` environment variables (e.g. ``CTUNE_JOBS=8``),
 3. the ``[tool.ctune]`` table of the nearest ``pyproject.toml`` above the working directory
    (its relative paths taken from that file's folder),
-4. the defaults below.
+4. the defaults below; where such a table is found, the project's folders (``registry``,
+   ``kernels``) default to their names in that file's folder, so a command means the same
+   from any subfolder of the project.
+
+A ``CTUNE_*`` variable that names no setting is not an error (a shell may carry an old
+one) but gets one warning naming the closest setting (:func:`unknown_variables`).
 
 Library code never reads ``os.environ``; it takes a :class:`Settings` or
 explicit arguments (Triton's env-backed knobs need a reset fixture in every
@@ -41,6 +46,7 @@ class Settings:
     ptxas: str = ""  # empty: nvcc's own; a path: cubins from it, PTX from nvcc (split)
     cache_dir: Path = Path(".ctune")
     registry: Path = Path("registry")
+    kernels: Path = Path("kernels")  # the <kernel>.yaml specs check, gate and refresh read
     registry_remote: str = "origin"  # the git remote `ctune registry push` / `pull` / `status` use
     jobs: int = 0  # parallel compiles; 0 = one per CPU core
     compile_timeout_s: float = 120.0
@@ -72,6 +78,9 @@ _PATH_FIELDS = tuple(f.name for f in fields(Settings) if _kind(f.type) == "Path"
 #: text settings that name a file when set: a relative one is taken from the settings
 #: file's folder too
 _FILE_FIELDS = (*_PATH_FIELDS, "ptxas")
+
+#: folders of the project: unset, they are taken from the [tool.ctune] file's folder too
+_PROJECT_FOLDERS = {"registry": "registry", "kernels": "kernels"}
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
@@ -138,6 +147,7 @@ _RULES: dict[str, _Rule] = {
     ),
     "cache_dir": _Rule("a folder (empty would be the current folder)"),
     "registry": _Rule("a folder (empty would be the current folder)"),
+    "kernels": _Rule("a folder of <kernel>.yaml specs (empty would be the current folder)"),
     "registry_remote": _Rule("a git remote name such as origin", lambda v: bool(v.strip())),
     "jobs": _Rule("an integer from 0 (one per CPU core) to 1024", lambda v: 0 <= v <= 1024),
     "compile_timeout_s": _Rule(
@@ -277,7 +287,8 @@ def find_pyproject(start: Path) -> Path | None:
 
 def file_settings(start: Path) -> dict[str, Any]:
     """``[tool.ctune]`` of the nearest pyproject.toml; relative paths are taken from that
-    file's folder (as Ruff and pytest do), so the settings mean the same from any subfolder."""
+    file's folder (as Ruff and pytest do), so the settings mean the same from any subfolder.
+    The project's folders the table does not set are its defaults in that folder."""
     path = find_pyproject(start)
     if path is None:
         return {}
@@ -295,6 +306,9 @@ def file_settings(start: Path) -> dict[str, Any]:
         f"{path} [tool.ctune]: ",
         lambda name: written.get(name, name),
     )
+    if "ctune" in tool:  # a ctune project: its folders are this file's
+        for name, default in _PROJECT_FOLDERS.items():
+            out.setdefault(name, default)
     for name in _FILE_FIELDS:
         if isinstance(out.get(name), str) and out[name].strip():  # empty: refused as such
             out[name] = str(path.parent / Path(out[name]).expanduser())
@@ -337,7 +351,7 @@ def _toml(path: Path, text: str) -> dict[str, Any]:
 
 
 def env_settings(environ: Mapping[str, str]) -> dict[str, Any]:
-    known = {f.name for f in fields(Settings)} | set(l2policy.OLD_NAMES)
+    known = set(_setting_names())
     written = {
         key[len("CTUNE_") :].lower(): key
         for key in environ
@@ -345,6 +359,42 @@ def env_settings(environ: Mapping[str, str]) -> dict[str, Any]:
     }
     found = {name: environ[key] for name, key in written.items()}
     return _migrated(found, "", lambda name: written.get(name, f"CTUNE_{name.upper()}"))
+
+
+#: ``CTUNE_*`` variables that are not settings: ctune's test suite and benches read them
+_NOT_SETTINGS = ("CTUNE_REQUIRE", "CTUNE_UPDATE_GOLDEN", "CTUNE_DEVICE_LOGS")
+_NOT_SETTINGS_PREFIX = "CTUNE_TEST_"
+
+
+def _setting_names() -> list[str]:
+    """Every setting's name as a ``CTUNE_*`` variable spells it after the prefix."""
+    return sorted([f.name for f in fields(Settings)] + list(l2policy.OLD_NAMES))
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """One warning per ``CTUNE_*`` variable that names no setting (a typo is otherwise
+    silently ignored), with the closest setting's variable where one is close."""
+    import difflib
+
+    names = _setting_names()
+    warnings = []
+    for key in sorted(environ):
+        name = key[len("CTUNE_") :].lower()
+        if (
+            not key.startswith("CTUNE_")
+            or name in names
+            or key in _NOT_SETTINGS
+            or key.startswith(_NOT_SETTINGS_PREFIX)
+        ):
+            continue
+        close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+        hint = (
+            f"did you mean CTUNE_{close[0].upper()}?"
+            if close
+            else "ctune reads " + ", ".join(f"CTUNE_{n.upper()}" for n in names)
+        )
+        warnings.append(f"{key} is not a ctune setting and is ignored; {hint}")
+    return warnings
 
 
 def _migrated(values: dict[str, Any], where: str, spelled: Callable[[str], str]) -> dict[str, Any]:

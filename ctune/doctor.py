@@ -1,14 +1,18 @@
-"""What this machine has for ctune: toolchains, GPU, NVML, CuPy, CUTLASS, CompileIQ and its
-search spaces. Probes on call only; imports nothing heavy that it does not check."""
+"""What this machine has for ctune: toolchains, the driver and GPU, NVML, CuPy, CUTLASS,
+CompileIQ and its search spaces. Probes on call only; imports nothing heavy that it does not
+check. Each row names what is missing: CuPy not installed, the driver not there, or a driver
+that sees no GPU are three rows' answers, not one."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import importlib
 import platform
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ctune.compile.toolchain import Toolchain
@@ -118,7 +122,69 @@ def _spaces(settings: Settings, environ: Mapping[str, str]) -> list[Check]:
     return [Check("controls spaces", True, f"{name}={folder}: {', '.join(held)}", _CONTROLS)]
 
 
-def _nvml() -> list[Check]:
+_MEASURE = "measurement (search, gate), GPU fingerprint"
+#: cuInit's answer when the driver is there but no GPU is visible (CUDA_ERROR_NO_DEVICE)
+_NO_DEVICE = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Driver:
+    """What the CUDA driver (``libcuda``) says: its CUDA version, the GPUs it sees, or what
+    is missing (``problem``: "" when a GPU is there)."""
+
+    cuda: str  # the newest CUDA the driver runs ("13.0"); "" without a driver
+    gpus: tuple[str, ...]
+    problem: str
+
+    @property
+    def loaded(self) -> bool:
+        return bool(self.cuda)
+
+
+def probe_driver(
+    load: Callable[[str], Any] = ctypes.CDLL, environ: Mapping[str, str] | None = None
+) -> Driver:
+    """The driver through ``libcuda.so.1`` itself (``load`` stands in for ``ctypes.CDLL``),
+    so that no driver, a driver without a visible GPU and a library that cannot use the
+    driver (CuPy's row) are told apart."""
+    try:
+        cuda = load("libcuda.so.1")
+    except OSError:
+        return Driver("", (), "no NVIDIA driver (libcuda.so.1 not found): install the driver")
+    version = ctypes.c_int(0)
+    cuda.cuDriverGetVersion(ctypes.byref(version))
+    cuda_version = f"{version.value // 1000}.{version.value % 1000 // 10}" if version.value else "?"
+    status = cuda.cuInit(0)
+    if status == _NO_DEVICE:
+        visible = (environ or {}).get("CUDA_VISIBLE_DEVICES")
+        hidden = f" (CUDA_VISIBLE_DEVICES={visible!r})" if visible is not None else ""
+        return Driver(cuda_version, (), f"driver for CUDA {cuda_version}, but no GPU{hidden}")
+    if status != 0:
+        error_name = ctypes.c_char_p()
+        cuda.cuGetErrorName(status, ctypes.byref(error_name))
+        error = (error_name.value or b"").decode(errors="replace") or f"error {status}"
+        return Driver(cuda_version, (), f"driver for CUDA {cuda_version}: cuInit failed: {error}")
+    count = ctypes.c_int(0)
+    cuda.cuDeviceGetCount(ctypes.byref(count))
+    names = []
+    for index in range(count.value):
+        device, name = ctypes.c_int(0), ctypes.create_string_buffer(256)
+        cuda.cuDeviceGet(ctypes.byref(device), index)
+        cuda.cuDeviceGetName(name, len(name), device)
+        names.append(name.value.decode(errors="replace"))
+    problem = "" if names else f"driver for CUDA {cuda_version}, but no GPU"
+    return Driver(cuda_version, tuple(names), problem)
+
+
+def _driver(driver: Driver) -> list[Check]:
+    if driver.problem:
+        return [Check("driver / GPU", False, driver.problem, _MEASURE)]
+    many = "s" * (len(driver.gpus) != 1)
+    gpus = f"{len(driver.gpus)} GPU{many}: {', '.join(driver.gpus)}"
+    return [Check("driver / GPU", True, f"driver for CUDA {driver.cuda}; {gpus}", _MEASURE)]
+
+
+def _nvml(driver: Driver) -> list[Check]:
     try:
         import pynvml
     except ImportError:
@@ -126,19 +192,14 @@ def _nvml() -> list[Check]:
     try:
         pynvml.nvmlInit()
     except Exception as exc:
-        return [Check("NVML", False, f"nvmlInit failed: {exc}", "GPU fingerprint, energy")]
+        why = "; it comes with the NVIDIA driver" if not driver.loaded else ""
+        return [Check("NVML", False, f"nvmlInit failed: {exc}{why}", "GPU fingerprint, energy")]
     checks = []
     try:
-        driver = pynvml.nvmlSystemGetDriverVersion()
+        version = pynvml.nvmlSystemGetDriverVersion()
         count = pynvml.nvmlDeviceGetCount()
-        names = []
-        for i in range(count):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-            names.append(str(pynvml.nvmlDeviceGetName(handle)))
         checks.append(
-            Check(
-                "driver / GPUs", count > 0, f"driver {driver}; " + ", ".join(names), "measurement"
-            )
+            Check("NVML", True, f"driver {version}; {count} GPU(s)", "GPU fingerprint, energy")
         )
         if count:
             handle = pynvml.nvmlDeviceGetHandleByIndex(0)
@@ -174,21 +235,28 @@ def _nvml() -> list[Check]:
     return checks
 
 
-def _cupy() -> list[Check]:
+def _cupy(driver: Driver, load: Callable[[str], Any] = importlib.import_module) -> list[Check]:
+    """CuPy's own row: not installed, installed (waiting for the driver: the driver's row
+    says what is missing), or installed but unable to use the driver that is there."""
     try:
-        import cupy
+        cupy = load("cupy")
     except ImportError:
         return [Check("CuPy", False, "not installed (pip install 'ctune[cuda13]')", "measurement")]
+    installed = f"cupy {cupy.__version__}"
+    if not driver.loaded or not driver.gpus:
+        waiting = f"{installed} installed (it needs a driver and a GPU: see driver / GPU)"
+        return [Check("CuPy", True, waiting, "measurement")]
     try:
         count = cupy.cuda.runtime.getDeviceCount()
         runtime = cupy.cuda.runtime.runtimeGetVersion()
     except Exception as exc:
-        return [Check("CuPy", False, f"cupy {cupy.__version__}: {exc}", "measurement")]
+        detail = f"{installed} is installed but cannot use the driver (CUDA {driver.cuda}): {exc}"
+        return [Check("CuPy", False, detail, "measurement")]
     return [
         Check(
             "CuPy",
             count > 0,
-            f"cupy {cupy.__version__}, CUDA runtime {runtime}, {count} device(s)",
+            f"{installed}, CUDA runtime {runtime}, {count} device(s)",
             "measurement",
         )
     ]
@@ -213,11 +281,13 @@ def _cutlass() -> list[Check]:
 def run_checks(settings: Settings, environ: Mapping[str, str]) -> list[Check]:
     """Every row of ``ctune doctor``; ``environ`` is where CUDA_HOME and the like are read."""
     checks = [Check("python", True, platform.python_version(), "everything")]
+    driver = probe_driver(environ=environ)
     for probe in (
         lambda: _toolchains(settings, environ),
         _cutlass,
-        _cupy,
-        _nvml,
+        lambda: _driver(driver),
+        lambda: _cupy(driver),
+        lambda: _nvml(driver),
         _compileiq,
         lambda: _spaces(settings, environ),
     ):

@@ -2,23 +2,26 @@
 
 CI runs ``ctune check`` (or ``ctune check --pinned --strict``) on the
 GPU-less compile machine: exit 0 when every artifact is fresh (soft changes
-only warn), 1 when any is stale, 2 when an artifact file cannot be read,
-3 when nvcc is missing. GPU fields are checked only where a GPU is found, and only
-for artifacts measured on a GPU of its class (a registry holds several GPUs' artifacts).
+only warn), 1 when any is stale, 2 when an artifact file cannot be read or a kernel's spec
+is not found, 3 when nvcc is missing. GPU fields are checked only where a GPU is found, and
+only for artifacts measured on a GPU of its class (a registry holds several GPUs'
+artifacts). Quiet by default: stale artifacts in full, the drift of the rest one line per
+kind, a summary line; ``-v`` names every artifact.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ctune.cli import app
-from ctune.cli import render_registry as render
 from ctune.cli.invocation import resolve_settings
+from ctune.cli.lazy import lazy_module
 from ctune.cli.options import (
     JsonOpt,
+    KernelsOpt,
     NvccOpt,
     PtxasOpt,
     RowsFormat,
@@ -27,6 +30,11 @@ from ctune.cli.options import (
 )
 from ctune.config import Settings
 from ctune.errors import GateFailure, RegistryError
+
+if TYPE_CHECKING:
+    from ctune.cli import render_registry as render
+else:  # loaded when the command runs, not when --help lists it
+    render = lazy_module("ctune.cli.render_registry")
 
 
 def probe_for(cfg: Settings, kernels: Path, *, gpu: bool) -> Any:
@@ -65,9 +73,7 @@ def check_command(
         bool, typer.Option("--gpu/--no-gpu", help="probe the GPU (NVML) when there is one")
     ] = True,
     registry: Annotated[Path | None, typer.Option("--registry", help="registry directory")] = None,
-    kernels: Annotated[
-        Path, typer.Option("--kernels", help="directory of <kernel>.yaml specs")
-    ] = Path("kernels"),
+    kernels: KernelsOpt = None,
     nvcc: NvccOpt = None,
     ptxas: PtxasOpt = None,
     rebuild: Annotated[
@@ -78,6 +84,15 @@ def check_command(
             "(without it such artifacts are stale)",
         ),
     ] = True,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="every artifact with every reason (default: the stale ones; "
+            "the drift of the rest, one line per kind)",
+        ),
+    ] = False,
     fmt: RowsFormatOpt = RowsFormat.table,
     json_out: JsonOpt = False,
 ) -> None:
@@ -87,22 +102,21 @@ def check_command(
     from ctune.registry.store import require_registry
 
     out = output_format(fmt, json_out)
-    cfg = resolve_settings({"registry": registry, "nvcc": nvcc, "ptxas": ptxas})
+    cfg = resolve_settings({"registry": registry, "kernels": kernels, "nvcc": nvcc, "ptxas": ptxas})
     require_registry(cfg.registry)
-    probe = probe_for(cfg, kernels, gpu=gpu)
+    probe = probe_for(cfg, cfg.kernels, gpu=gpu)
     verify = nvcc_verifier(cfg) if rebuild else None
     report = check_registry(cfg.registry, probe, pinned_only=pinned, verify=verify)
     here = [r for r in report.results if not r.other_gpu]
     unchecked = sorted({n for r in here for n in r.not_checked})
-    not_checked = fingerprint.not_checked_reason(unchecked, report.gpu_probed)
+    not_checked = (
+        fingerprint.not_checked_reason(unchecked, report.gpu_probed),
+        fingerprint.not_checked_reason(unchecked, report.gpu_probed, brief=True),
+    )
     if out == "table":
-        render.check(report, strict, not_checked)
-        elsewhere = [r for r in report.results if r.other_gpu]
-        if elsewhere:
-            classes = sorted({r.key.device_class for r in elsewhere})
-            render.other_gpus(len(elsewhere), classes, "GPU fields not compared")
+        render.check(report, strict, not_checked, verbose=verbose)
     else:
-        _report_for_programs(report, strict, not_checked, out)
+        _report_for_programs(report, strict, not_checked[0], out)
     if report.quarantined:
         raise RegistryError(f"{len(report.quarantined)} artifact file(s) could not be read")
     if report.exit_code(strict):

@@ -13,7 +13,9 @@ from ctune.cli.common import candidate_from_sets, load, offer_controls, settings
 from ctune.cli.options import (
     FormatOpt,
     JsonOpt,
+    KernelArg,
     NvccOpt,
+    ProblemOpt,
     PtxasOpt,
     ReportFormat,
     RowsFormat,
@@ -25,11 +27,9 @@ from ctune.errors import UserError
 if TYPE_CHECKING:
     from ctune.kernelspec import KernelSpec
 
-KernelArg = Annotated[Path, typer.Argument(help="kernel .cu (its .yaml sidecar sits next to it)")]
 SetOpt = Annotated[
     list[str] | None, typer.Option("--set", "-s", help="NAME=VALUE for a gene; repeatable")
 ]
-ProblemOpt = Annotated[str | None, typer.Option(help="problem name (default: the spec's)")]
 AcfOpt = Annotated[
     str | None,
     typer.Option(

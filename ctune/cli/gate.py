@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ctune.cli import app
-from ctune.cli import render_registry as render
+from ctune.cli import app, complete
 from ctune.cli.invocation import resolve_settings
+from ctune.cli.lazy import lazy_module
 from ctune.cli.options import (
     JsonOpt,
+    KernelsOpt,
     NvccOpt,
     PtxasOpt,
     RowsFormat,
@@ -30,15 +31,18 @@ from ctune.errors import (
     ToolchainError,
     UserError,
 )
-from ctune.evidence.compare import NoiseRule
+from ctune.evidence.noise_rule import NoiseRule
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from ctune.cli import render_registry as render
     from ctune.config import Settings
     from ctune.registry.check import FingerprintProbe
     from ctune.registry.layout import ArtifactKey
     from ctune.registry.schema import Artifact
+else:  # loaded when the command runs, not when --help lists it
+    render = lazy_module("ctune.cli.render_registry")
 
 _RULE = NoiseRule()  # the search's confirmation uses the same rule and defaults
 
@@ -46,7 +50,10 @@ _RULE = NoiseRule()  # the search's confirmation uses the same rule and defaults
 @app.command("gate")
 def gate_command(
     keys: Annotated[
-        list[str] | None, typer.Argument(help=f"{KEYS_HELP} (default: every pinned one)")
+        list[str] | None,
+        typer.Argument(
+            help=f"{KEYS_HELP} (default: every pinned one)", autocompletion=complete.registry_keys
+        ),
     ] = None,
     processes: Annotated[int, typer.Option(help="separate measuring processes (k >= 3)")] = 3,
     strict: Annotated[bool, typer.Option("--strict", help="soft changes count as stale")] = False,
@@ -61,9 +68,7 @@ def gate_command(
     canary: Annotated[bool, typer.Option(help="also re-measure the default build")] = True,
     confirm: Annotated[bool, typer.Option(help="re-measure to confirm a regression")] = True,
     registry: Annotated[Path | None, typer.Option("--registry", help="registry directory")] = None,
-    kernels: Annotated[Path, typer.Option("--kernels", help="directory of specs")] = Path(
-        "kernels"
-    ),
+    kernels: KernelsOpt = None,
     nvcc: NvccOpt = None,
     ptxas: PtxasOpt = None,
     build_only: Annotated[
@@ -89,7 +94,7 @@ def gate_command(
     if processes < 3:
         raise UserError(f"--processes {processes}: the gate needs k >= 3 processes")
     out = output_format(fmt, json_out)
-    cfg = resolve_settings({"registry": registry, "nvcc": nvcc, "ptxas": ptxas})
+    cfg = resolve_settings({"registry": registry, "kernels": kernels, "nvcc": nvcc, "ptxas": ptxas})
     require_registry(cfg.registry)
     store = ArtifactStore(cfg.registry)
     if keys:
@@ -101,9 +106,9 @@ def gate_command(
         render.quarantined(listing.quarantined)
         chosen = [(k, a) for k, a in listing.artifacts if a.pinned is not None]
     if build_only:
-        _build_only(cfg, kernels, chosen, canary, out)
+        _build_only(cfg, cfg.kernels, chosen, canary, out)
         return
-    probe = probe_for(cfg, kernels, gpu=True)
+    probe = probe_for(cfg, cfg.kernels, gpu=True)
     if not probe.gpu_probed:
         raise ToolchainError("ctune gate needs a GPU (NVML found none); use `ctune check` here")
     chosen = _of_this_gpu(chosen, probe, out)
@@ -115,7 +120,7 @@ def gate_command(
         max_threshold=max_threshold,
         alpha=alpha / comparisons,
     )
-    with RebuildingRemeasurer(cfg, kernels) as remeasurer:
+    with RebuildingRemeasurer(cfg, cfg.kernels) as remeasurer:
         reports = run_gate(
             chosen,
             probe.for_artifact,

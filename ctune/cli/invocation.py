@@ -20,16 +20,24 @@ from ctune.config import Settings, resolve
 
 #: the running main() call's environment; None: os.environ
 _ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar("ctune_cli_environ", default=None)
+#: whether a main() call is running (a command run inside another is not the user's command)
+_INSIDE: ContextVar[bool] = ContextVar("ctune_cli_inside", default=False)
 
 
 @contextlib.contextmanager
 def invoked_with(environ: Mapping[str, str] | None) -> Iterator[None]:
     """Commands run inside resolve their settings from ``environ`` (None: os.environ)."""
-    token = _ENVIRON.set(environ)
+    token, inside = _ENVIRON.set(environ), _INSIDE.set(True)
     try:
         yield
     finally:
+        _INSIDE.reset(inside)
         _ENVIRON.reset(token)
+
+
+def inside_a_command() -> bool:
+    """Whether this runs inside a command (``registry retune --run``'s searches do)."""
+    return _INSIDE.get()
 
 
 def invocation_environ() -> Mapping[str, str] | None:
@@ -43,4 +51,4 @@ def resolve_settings(overrides: Mapping[str, Any]) -> Settings:
     return resolve(overrides, environ=invocation_environ())
 
 
-__all__ = ["invocation_environ", "invoked_with", "resolve_settings"]
+__all__ = ["inside_a_command", "invocation_environ", "invoked_with", "resolve_settings"]

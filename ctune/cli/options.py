@@ -1,5 +1,6 @@
-"""Options several commands share, declared once: the toolchain they build with and the
-format they report in.
+"""Arguments and options several commands share, declared once: the kernel and its problem,
+the toolchain they build with, the folder of kernel specs they read, the format they report
+in.
 
 ``--format`` is how a command talks (``table`` for people, ``json`` one document on
 stdout, ``csv`` one row per item where the report is a list of rows); ``--as`` on the
@@ -10,11 +11,24 @@ spelling of ``--format json``, kept hidden so scripts written for it keep workin
 from __future__ import annotations
 
 import enum
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from ctune.cli import complete
 from ctune.errors import UserError
+
+KernelArg = Annotated[
+    Path,
+    typer.Argument(
+        help="kernel .cu (its .yaml sidecar sits next to it)", autocompletion=complete.kernel_paths
+    ),
+]
+ProblemOpt = Annotated[
+    str | None,
+    typer.Option(help="problem name (default: the spec's)", autocompletion=complete.problem_names),
+]
 
 NvccOpt = Annotated[
     str | None,
@@ -30,6 +44,14 @@ PtxasOpt = Annotated[
         "--ptxas",
         help="make the cubins with this ptxas, the PTX still with --nvcc's (e.g. a CUDA 13.3 "
         "ptxas, for advanced controls)",
+    ),
+]
+KernelsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--kernels",
+        help="folder of the <kernel>.yaml specs (default: the kernels setting, CTUNE_KERNELS or "
+        "[tool.ctune] kernels, else kernels/ beside the pyproject.toml holding [tool.ctune])",
     ),
 ]
 
@@ -80,7 +102,10 @@ def output_format(fmt: str, json_alias: bool = False, older: str | None = None) 
 __all__ = [
     "FormatOpt",
     "JsonOpt",
+    "KernelArg",
+    "KernelsOpt",
     "NvccOpt",
+    "ProblemOpt",
     "PtxasOpt",
     "ReportFormat",
     "RowsFormat",

@@ -51,9 +51,10 @@ def plot_command(
     matplotlib (pip install 'ctune\\[plot]'); --as csv|json needs nothing more. --format
     says which files were written (figure, path): a table, JSON or CSV.
     """
-    from ctune.cli import render, tables
+    from ctune.cli import pointers, render, tables
     from ctune.errors import UserError
 
+    pointers.file_wanted("plot", str(source))
     out_fmt = output_format(fmt_out, json_out)
     if fmt is not None and out_fmt != "table":
         raise UserError(

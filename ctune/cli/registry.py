@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ctune.cli import app
-from ctune.cli import render_registry as render
+from ctune.cli import app, complete, pointers
 from ctune.cli.invocation import resolve_settings
+from ctune.cli.lazy import lazy_module
 from ctune.cli.options import (
     FormatOpt,
     JsonOpt,
+    KernelsOpt,
     NvccOpt,
     PtxasOpt,
     ReportFormat,
@@ -25,9 +26,12 @@ from ctune.config import Settings
 from ctune.errors import GateFailure, RegistryError
 
 if TYPE_CHECKING:
+    from ctune.cli import render_registry as render
     from ctune.registry.layout import ArtifactKey
     from ctune.registry.retune import Retune
     from ctune.registry.schema import Artifact
+else:  # loaded when the command runs, not when --help lists it
+    render = lazy_module("ctune.cli.render_registry")
 
 HELP = """Versioned tuning artifacts, one JSON file per (kernel, problem, device class).
 
@@ -62,7 +66,13 @@ RefOpt = Annotated[
     str | None,
     typer.Option("--ref", help="branch to commit to (default: the checked-out branch)"),
 ]
-KeyArg = Annotated[str, typer.Argument(help="<kernel>/<problem>/<device-class>\\[@<member>]")]
+KeyArg = Annotated[
+    str,
+    typer.Argument(
+        help="<kernel>/<problem>/<device-class>\\[@<member>]",
+        autocompletion=complete.registry_keys,
+    ),
+]
 #: KEYs or glob patterns over them (ArtifactStore.select), for commands over several artifacts
 KEYS_HELP = (
     "artifact KEYs, a kernel or <kernel>/<problem> (every artifact below it), or glob "
@@ -82,8 +92,15 @@ ReleaseOpt = Annotated[
 ]
 
 
-def _settings(registry: Path | None, nvcc: str | None = None, ptxas: str | None = None) -> Settings:
-    return resolve_settings({"registry": registry, "nvcc": nvcc, "ptxas": ptxas})
+def _settings(
+    registry: Path | None,
+    nvcc: str | None = None,
+    ptxas: str | None = None,
+    kernels: Path | None = None,
+) -> Settings:
+    return resolve_settings(
+        {"registry": registry, "nvcc": nvcc, "ptxas": ptxas, "kernels": kernels}
+    )
 
 
 #: the older spelling of --format csv|json on list and show (kept for scripts)
@@ -101,7 +118,10 @@ def _format(fmt: str, json_out: bool, as_: str | None = None) -> str:
 @registry_app.command("list")
 def list_command(
     patterns: Annotated[
-        list[str] | None, typer.Argument(help=f"{KEYS_HELP} (default: every artifact)")
+        list[str] | None,
+        typer.Argument(
+            help=f"{KEYS_HELP} (default: every artifact)", autocompletion=complete.registry_keys
+        ),
     ] = None,
     registry: RegistryOpt = None,
     pinned: Annotated[bool, typer.Option("--pinned", help="only pinned artifacts")] = False,
@@ -148,6 +168,7 @@ def show_command(
     from ctune.registry.layout import parse_key
     from ctune.registry.service import load_artifact, load_pinned
 
+    pointers.key_wanted("registry show", key)
     out = _format(fmt, json_out, as_)
     root = _settings(registry).registry
     if release:
@@ -166,8 +187,8 @@ def show_command(
 
 @registry_app.command("diff")
 def diff_command(
-    a: Annotated[str, typer.Argument(help="KEY or REV:KEY")],
-    b: Annotated[str, typer.Argument(help="KEY or REV:KEY")],
+    a: Annotated[str, typer.Argument(help="KEY or REV:KEY", autocompletion=complete.registry_keys)],
+    b: Annotated[str, typer.Argument(help="KEY or REV:KEY", autocompletion=complete.registry_keys)],
     registry: RegistryOpt = None,
     fmt: FormatOpt = ReportFormat.table,
     json_out: JsonOpt = False,
@@ -234,6 +255,8 @@ def export_command(
     (-Xptxas --apply-controls=PATH): with --output the file is copied beside the output
     and named relative to it, else the registry's file is named.
     """
+    pointers.key_wanted("registry export", key)
+    pointers.build_format_wanted(fmt, key)
     export_member(_settings(registry).registry, key, fmt, output, bare=bare, release=release)
 
 
@@ -291,6 +314,7 @@ def import_command(
     from ctune.controls.store import StoreChain
     from ctune.registry.service import import_result
 
+    pointers.file_wanted("registry import", str(result))
     out = output_format(fmt, json_out)
     settings = _settings(registry)
     chain = StoreChain.for_settings(settings)
@@ -320,12 +344,13 @@ def migrate_command(
 
 @registry_app.command("refresh")
 def refresh_command(
-    keys: Annotated[list[str] | None, typer.Argument(help=f"{KEYS_HELP} (default: all)")] = None,
+    keys: Annotated[
+        list[str] | None,
+        typer.Argument(help=f"{KEYS_HELP} (default: all)", autocompletion=complete.registry_keys),
+    ] = None,
     registry: RegistryOpt = None,
     ref: RefOpt = None,
-    kernels: Annotated[Path, typer.Option("--kernels", help="directory of specs")] = Path(
-        "kernels"
-    ),
+    kernels: KernelsOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="only say what would change")] = False,
     nvcc: NvccOpt = None,
     ptxas: PtxasOpt = None,
@@ -341,10 +366,10 @@ def refresh_command(
     from ctune.registry.store import ArtifactStore, require_registry
 
     out = output_format(fmt, json_out)
-    settings = _settings(registry, nvcc, ptxas)
+    settings = _settings(registry, nvcc, ptxas, kernels)
     require_registry(settings.registry)
     chosen = ArtifactStore(settings.registry).select(keys).artifacts if keys else ()
-    probe = probe_for(settings, kernels, gpu=False)
+    probe = probe_for(settings, settings.kernels, gpu=False)
     outcomes, commit = refresh_registry(
         settings.registry,
         probe,
@@ -365,9 +390,7 @@ def verify_command(
     registry: RegistryOpt = None,
     ref: Annotated[str | None, typer.Option("--ref", help="registry ref pins must be on")] = None,
     fsck: Annotated[bool, typer.Option(help="also run git fsck")] = True,
-    kernels: Annotated[
-        Path, typer.Option("--kernels", help="directory of <kernel>.yaml specs")
-    ] = Path("kernels"),
+    kernels: KernelsOpt = None,
     nvcc: NvccOpt = None,
     ptxas: PtxasOpt = None,
     fmt: FormatOpt = ReportFormat.table,
@@ -379,9 +402,9 @@ def verify_command(
     from ctune.registry.service import verify_registry
 
     out = output_format(fmt, json_out)
-    settings = _settings(registry, nvcc, ptxas)
+    settings = _settings(registry, nvcc, ptxas, kernels)
     report = verify_registry(
-        settings.registry, ref=ref, fsck=fsck, kernels=kernels, nvcc=nvcc_for(settings)
+        settings.registry, ref=ref, fsck=fsck, kernels=settings.kernels, nvcc=nvcc_for(settings)
     )
     if out != "table":
         render.quarantined(report.quarantined)
@@ -488,7 +511,10 @@ def status_command(
 def retune_command(
     keys: Annotated[
         list[str] | None,
-        typer.Argument(help=f"{KEYS_HELP} (default: every one `ctune check` calls stale)"),
+        typer.Argument(
+            help=f"{KEYS_HELP} (default: every one `ctune check` calls stale)",
+            autocompletion=complete.registry_keys,
+        ),
     ] = None,
     every: Annotated[bool, typer.Option("--all", help="every artifact, stale or not")] = False,
     budget: Annotated[
@@ -505,9 +531,7 @@ def retune_command(
         ),
     ] = None,
     registry: RegistryOpt = None,
-    kernels: Annotated[
-        Path, typer.Option("--kernels", help="directory of <kernel>.cu and <kernel>.yaml")
-    ] = Path("kernels"),
+    kernels: KernelsOpt = None,
     nvcc: NvccOpt = None,
     ptxas: PtxasOpt = None,
     fmt: FormatOpt = ReportFormat.table,
@@ -519,8 +543,8 @@ def retune_command(
     from ctune.registry.retune import Retune, search_argv
 
     out = output_format(fmt, json_out)
-    settings = _settings(registry, nvcc, ptxas)
-    chosen = _retune_targets(settings, kernels, keys or [], every)
+    settings = _settings(registry, nvcc, ptxas, kernels)
+    chosen = _retune_targets(settings, settings.kernels, keys or [], every)
     if not chosen:
         render.report(out, lambda: {"retunes": []}, render.nothing_stale)
         return
@@ -532,7 +556,9 @@ def retune_command(
         ("CTUNE_PTXAS", ptxas, settings.ptxas),
     )
     env = tuple((name, value) for name, option, value in given if option is not None)
-    plans = [Retune(key, search_argv(a, kernels, budget, results), env) for key, a in chosen]
+    plans = [
+        Retune(key, search_argv(a, settings.kernels, budget, results), env) for key, a in chosen
+    ]
     failed = []
     done: list[dict[str, object]] = []
     for plan in plans:

@@ -9,6 +9,7 @@ result's fields (:func:`outcome`), or the document built here beside its table.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -560,15 +561,92 @@ def other_gpus(count: int, classes: Sequence[str], what: str, fmt: str = "table"
     progress_line(fmt, f"{what}: {count} artifact(s) of other GPUs ({', '.join(classes)})")
 
 
-def check(report: CheckReport, strict: bool, not_checked_line: str) -> None:
-    for r in report.results:
-        for text in check_result(r, strict):
-            _line(text)
-    if not report.results:
-        _line("no artifacts to check")
-    if not_checked_line:
-        _line(f"not checked: {not_checked_line}")
+def check(
+    report: CheckReport,
+    strict: bool,
+    not_checked: tuple[str, str],
+    *,
+    verbose: bool = False,
+) -> None:
+    """``ctune check``: every artifact's verdict with ``verbose``; otherwise the stale ones in
+    full and the drift of the rest folded into one line per kind. A summary line always.
+    ``not_checked``: (the fields not checked, named; the same, counted)."""
+    stale = [r.verdict(strict) == STALE for r in report.results]
+    for r, is_stale in zip(report.results, stale, strict=True):
+        if verbose or is_stale:
+            for text in check_result(r, strict):
+                _line(text)
+    rest = [r for r, is_stale in zip(report.results, stale, strict=True) if not is_stale]
+    folded = [] if verbose else _drift_lines(rest)
+    for text in folded:
+        _line(text)
+    if verbose and not_checked[0]:
+        _line(f"not checked: {not_checked[0]}")
+    elsewhere = [r for r in report.results if r.other_gpu]
+    if elsewhere:
+        classes = sorted({r.key.device_class for r in elsewhere})
+        other_gpus(len(elsewhere), classes, "GPU fields not compared")
     quarantined(report.quarantined)
+    _line(_check_summary(report, strict, "" if verbose else not_checked[1], bool(folded)))
+
+
+def _drift_kind(c: FieldChange) -> str:
+    """A change's kind: its field, a member's flags counted as one kind (``nvcc_flags``)."""
+    return c.name.split("[", 1)[0]
+
+
+def _drift_lines(results: Sequence[CheckResult]) -> list[str]:
+    """One line per kind of change across the artifacts that are not stale, with how many
+    artifacts have it; each toolchain that stood in for a recorded one, one line."""
+    from ctune.evidence.identity import EXPLAIN, FIELDS
+
+    kinds: dict[tuple[str, str], tuple[set[int], set[str]]] = {}
+    for i, r in enumerate(results):
+        for c in r.changes:
+            holders, news = kinds.setdefault((c.severity, _drift_kind(c)), (set(), set()))
+            holders.add(i)
+            news.add(c.new)
+    out = []
+    for (severity, name), (holders, news) in sorted(kinds.items()):
+        notes = [EXPLAIN[name]] if name in EXPLAIN else []
+        (new, *others) = news
+        if not others and name in FIELDS and _short(new) == new:  # a digest says nothing
+            notes.insert(0, f"now {new}")
+        if severity == "build":
+            notes.append("rebuilt, SASS identical: `ctune registry refresh` records the inputs")
+        notes.append("--strict fails on it")
+        out.append(f"{severity}: {name} changed for {_artifacts(len(holders))}: {'; '.join(notes)}")
+    stand_ins = Counter(r.toolchain for r in results if "is not on this machine" in r.toolchain)
+    out += [f"toolchain: {phrase} ({_artifacts(n)})" for phrase, n in sorted(stand_ins.items())]
+    return out
+
+
+def _artifacts(count: int) -> str:
+    return f"{count} artifact{'s' * (count != 1)}"
+
+
+def _check_summary(report: CheckReport, strict: bool, not_checked: str, folded: bool) -> str:
+    """``114 artifacts: 0 stale, 114 with soft drift, 0 fresh; checked with nvcc ...``."""
+    if not report.results:
+        return "no artifacts to check"
+    verdicts = [r.verdict(strict) for r in report.results]
+    parts = [
+        f"{_artifacts(len(verdicts))}: {verdicts.count(STALE)} stale, "
+        f"{verdicts.count(WARN)} with soft drift, {verdicts.count(FRESH)} fresh"
+    ]
+    used: dict[str, int] = {}
+    for r in report.results:
+        if r.checked_with:
+            used[r.checked_with] = used.get(r.checked_with, 0) + 1
+    if len(used) == 1:
+        parts.append(f"checked with {next(iter(used))}")
+    elif used:
+        parts.append("checked with " + ", ".join(f"{t} ({n})" for t, n in sorted(used.items())))
+    if not_checked:
+        parts.append(not_checked)
+    if folded:
+        parts.append("-v lists each artifact")
+    return "; ".join(parts)
 
 
 def _regression(label: str, r: Regression) -> str:

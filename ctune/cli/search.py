@@ -16,8 +16,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ctune.cli import app
-from ctune.cli.options import FormatOpt, JsonOpt, NvccOpt, PtxasOpt, ReportFormat, output_format
+from ctune.cli import app, complete
+from ctune.cli.options import (
+    FormatOpt,
+    JsonOpt,
+    KernelArg,
+    NvccOpt,
+    ProblemOpt,
+    PtxasOpt,
+    ReportFormat,
+    output_format,
+)
 from ctune.errors import SearchInconclusive, UserError
 from ctune.search import strategy_names_help
 from ctune.search.budget import WARM_START_SHARE
@@ -95,13 +104,19 @@ def make_measurer(cfg: Settings) -> Any:
 
 # --- the command -------------------------------------------------------------------------------
 
-KernelArg = Annotated[Path, typer.Argument(help="kernel .cu (its .yaml sidecar sits next to it)")]
-
 
 @app.command("search")
 def search_command(
     kernel: KernelArg,
-    objective: Annotated[list[str], typer.Option("--objective", "-O", help=_objective_help())],
+    objective: Annotated[
+        list[str],
+        typer.Option(
+            "--objective",
+            "-O",
+            help=_objective_help(),
+            autocompletion=complete.objective_terms,
+        ),
+    ],
     constraint: Annotated[
         list[str] | None,
         typer.Option(
@@ -112,10 +127,13 @@ def search_command(
             "MB/s TB/s, B KiB KB (a bare number is the term's unit); repeatable",
         ),
     ] = None,
-    problem: Annotated[str | None, typer.Option(help="problem name (default: the spec's)")] = None,
+    problem: ProblemOpt = None,
     strategy: Annotated[
         str | None,
-        typer.Option(help=f"{strategy_names_help()} (default auto; on --resume the journal's)"),
+        typer.Option(
+            help=f"{strategy_names_help()} (default auto; on --resume the journal's)",
+            autocompletion=complete.strategy_names,
+        ),
     ] = None,
     option: Annotated[list[str] | None, typer.Option("--option", help=_strategy_help())] = None,
     budget: Annotated[
@@ -253,6 +271,7 @@ def search_command(
             help="search every problem of this set (--budget/--time per problem), measure "
             "each shape's winner on every shape, and write the smallest dispatch set within "
             "--dispatch-margin of each shape's best (resumable: run again to go on)",
+            autocompletion=complete.problem_set_names,
         ),
     ] = None,
     set_dir: Annotated[

@@ -10,13 +10,13 @@ did, since then the user wants something this toolchain cannot do.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ctune.compile.toolchain import controls_taken
 from ctune.errors import UserError
 from ctune.space.nvcc import ACF
 
 if TYPE_CHECKING:
+    from ctune.compile.toolchain import Toolchain
     from ctune.kernelspec import KernelSpec
 
 _FIX = (
@@ -40,19 +40,9 @@ def parse_acf_option(text: str | None) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(items))
 
 
-def takes_controls(toolchain: Any, compiler: str, arch: str) -> tuple[bool, str]:
-    """(does ``toolchain``'s ``compiler`` take a controls file for ``arch``, why not): its
-    own answer, else the rule (compile/toolchain.py) by its versions."""
-    own = getattr(toolchain, "takes_controls", None)
-    if callable(own):
-        answer: tuple[bool, str] = own(compiler, arch)
-        return answer
-    return controls_taken(toolchain.nvcc_version, toolchain.ptxas_version, compiler, arch)
-
-
 def offer_acf(
     spec: KernelSpec,
-    toolchain: Any,
+    toolchain: Toolchain,
     arch: str,
     asked: tuple[str, ...] | None,
     warn: Callable[[str], None],
@@ -67,7 +57,7 @@ def offer_acf(
         return spec
     offered = []
     for compiler in wanted:
-        ok, why = takes_controls(toolchain, compiler, arch)
+        ok, why = toolchain.takes_controls(compiler, arch)
         if ok:
             offered.append(compiler)
         elif from_cli:
@@ -79,4 +69,4 @@ def offer_acf(
     return spec.with_acf(tuple(offered))
 
 
-__all__ = ["offer_acf", "parse_acf_option", "takes_controls"]
+__all__ = ["offer_acf", "parse_acf_option"]

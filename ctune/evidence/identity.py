@@ -519,16 +519,23 @@ def not_checked(old: Mapping[str, str], new: Mapping[str, str], checked: set[str
     return sorted(n for n in old if n in FIELDS and not (n in checked and n in new))
 
 
-def not_checked_reason(names: list[str], gpu_probed: bool) -> str:
-    """One phrase for the CLI: ``not checked: no GPU (driver, gpu_name, ...)``."""
+def not_checked_reason(names: list[str], gpu_probed: bool, *, brief: bool = False) -> str:
+    """One phrase for the CLI: ``not checked: no GPU (driver, gpu_name, ...)``; ``brief``:
+    counted, not named (``no GPU: 12 GPU fields not checked``)."""
     gpu = [n for n in names if FIELDS[n][1] == "gpu"]
     other = [n for n in names if FIELDS[n][1] != "gpu"]
     parts = []
     if gpu:
         why = "not reported by this GPU" if gpu_probed else "no GPU"
-        parts.append(f"{why} ({', '.join(gpu)})")
+        if brief:
+            parts.append(f"{why}: {len(gpu)} GPU field{'s' * (len(gpu) != 1)} not checked")
+        else:
+            parts.append(f"{why} ({', '.join(gpu)})")
     if other:
-        parts.append(f"not probed ({', '.join(other)})")
+        many = "s" * (len(other) != 1)
+        parts.append(
+            f"{len(other)} field{many} not probed" if brief else f"not probed ({', '.join(other)})"
+        )
     return "; ".join(parts)
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -77,6 +78,8 @@ class CheckResult:
     other_gpu: bool = False
     #: which toolchain it was checked with (ToolchainUse.phrase); "" when not said
     toolchain: str = ""
+    #: that toolchain in short (ToolchainUse.describe: ``nvcc 13.0.88 / ptxas 13.0.88``)
+    checked_with: str = ""
 
     @property
     def build_changes(self) -> tuple[FieldChange, ...]:
@@ -294,14 +297,42 @@ def check_artifact(
     changes += argv_changes(artifact, current.flags_of)
     unchecked = tuple(fingerprint.not_checked(recorded, current.fields, checked))
     inputs = closure_changes(artifact.inputs.get("closure") or {}, current.closure)
-    phrase = current.toolchain.phrase() if current.toolchain is not None else ""
+    use = current.toolchain
     result = CheckResult(
-        key, tuple(changes), unchecked, inputs_changed=tuple(inputs), toolchain=phrase
+        key,
+        tuple(changes),
+        unchecked,
+        inputs_changed=tuple(inputs),
+        toolchain=use.phrase() if use is not None else "",
+        checked_with=use.describe() if use is not None else "",
     )
     hard = any(c.severity == fingerprint.HARD for c in changes)
     if result.build_changes and not hard and verify is not None:
         result = replace(result, binaries=verify(artifact, current))
     return result
+
+
+class SpecNotFound(UserError):
+    """An artifact's kernel has no ``<kernels>/<kernel>.yaml``: where ctune looked is wrong
+    (bad input), not the artifact stale."""
+
+    def __init__(self, path: Path, kernel: str) -> None:
+        super().__init__(f"kernel spec {path} not found (use --kernels DIR)")
+        self.path = path
+        self.kernel = kernel
+
+
+def _missing_specs(missing: Sequence[SpecNotFound]) -> UserError:
+    """One line for every artifact whose spec was not found, counted per kernel."""
+    counts = Counter(exc.kernel for exc in missing)
+    first = min(missing, key=lambda exc: exc.kernel)
+    many = "s" * (counts[first.kernel] != 1)
+    more = len(counts) - 1
+    others = f" (and the specs of {more} more kernel{'s' * (more != 1)})" if more else ""
+    return UserError(
+        f"kernel spec {first.path} not found for {counts[first.kernel]} artifact{many} of "
+        f"{first.kernel}{others}; set [tool.ctune] kernels or pass --kernels"
+    )
 
 
 def load_kernel_spec(kernels_dir: Path, kernel: str, nvcc: str = "nvcc") -> Any:
@@ -311,7 +342,7 @@ def load_kernel_spec(kernels_dir: Path, kernel: str, nvcc: str = "nvcc") -> Any:
 
     path = Path(kernels_dir) / f"{kernel}.yaml"
     if not path.is_file():
-        raise UserError(f"kernel spec {path} not found (use --kernels DIR)")
+        raise SpecNotFound(path, kernel)
     return load_spec(path, probe_toolchain(nvcc).help_text)
 
 
@@ -512,14 +543,25 @@ def check_all(
     probe: FingerprintProbe,
     verify: Verifier | None = None,
 ) -> list[CheckResult]:
-    results = []
+    """Each artifact checked; a kernel spec that is not found is bad input (one line naming
+    it, before anything is rebuilt), no nvcc a toolchain error."""
+    found: list[tuple[ArtifactKey, Artifact, Current | CtuneError]] = []
+    missing: list[SpecNotFound] = []
     for key, artifact in artifacts:
         try:
-            current = probe.for_artifact(artifact)
+            found.append((key, artifact, probe.for_artifact(artifact)))
         except ToolchainError:
             raise  # no nvcc: the whole check is meaningless, say so (exit 3)
+        except SpecNotFound as exc:
+            missing.append(exc)
         except CtuneError as exc:
-            results.append(CheckResult(key, (), (), error=str(exc)))
+            found.append((key, artifact, exc))
+    if missing:
+        raise _missing_specs(missing)
+    results = []
+    for key, artifact, current in found:
+        if isinstance(current, CtuneError):
+            results.append(CheckResult(key, (), (), error=str(current)))
             continue
         result = check_artifact(key, artifact, current, verify)
         if probe.gpu_probed and not probe.of_this_gpu(artifact):

@@ -165,7 +165,10 @@ class ArtifactStore:
                 bad.append(Quarantined(str(path), str(exc)))
                 continue
             found.append((key, artifact))
-        if pattern is None and not found and bad and not any(map(self._looks_like_artifact, bad)):
+        # no artifact, and (nearly) nothing that looks like a damaged one: some other folder
+        # (a damaged registry is mostly damaged artifacts; a wrong path is mostly other files)
+        looks = sum(map(self._looks_like_artifact, bad)) if not found else 0
+        if pattern is None and not found and bad and looks * 10 < len(bad):
             raise RegistryError(
                 f"{self.root}: not a ctune registry: none of its {len(bad)} JSON file(s) or "
                 "links is an artifact at <kernel>/<problem>/<device-class>.json; name the "

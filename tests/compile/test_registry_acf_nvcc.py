@@ -293,14 +293,14 @@ def test_check_and_gate_rebuild_with_the_file(project: dict[str, Path]) -> None:
     shutil.rmtree(project["cache"] / "controls")  # from here on only the registry has it
     key = "saxpy/n1m/sm90-nvidia-h100-80gb-hbm3"
     recorded = f"checked with its recorded toolchain {split.describe()}"
-    done = _ctune(project, "check", "--no-gpu", "--ptxas", str(NEW_PTXAS))
+    done = _ctune(project, "check", "--no-gpu", "-v", "--ptxas", str(NEW_PTXAS))
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"fresh {key} ({recorded})" in done.stdout
     # a comment: rebuilt with the file (without it the SASS would differ), identical
     source = project["kernels"] / "saxpy.cu"
     source.write_text(source.read_text() + "\n// edited\n")
     shutil.rmtree(project["cache"] / "builds")
-    done = _ctune(project, "check", "--no-gpu", "--ptxas", str(NEW_PTXAS))
+    done = _ctune(project, "check", "--no-gpu", "-v", "--ptxas", str(NEW_PTXAS))
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"WARN {key} ({recorded})" in done.stdout
     assert "rebuilt 2 member(s): SASS identical" in done.stdout
@@ -324,6 +324,6 @@ def test_check_finds_the_recorded_split_toolchain_on_this_machine(
     assert REAL_CONTROLS is not None
     digest = ControlsStore(project["cache"] / "controls").put(REAL_CONTROLS)
     _publish(project, _artifact(project, split, digest))
-    done = _ctune(project, "check", "--no-gpu")
+    done = _ctune(project, "check", "--no-gpu", "-v")
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"(checked with its recorded toolchain {split.describe()})" in done.stdout

@@ -119,22 +119,25 @@ def test_ctune_check_end_to_end(kernels: Path, tmp_path: Path, monkeypatch) -> N
         argv += ["--registry", str(repo / "registry")]
         return subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, check=False)
 
-    done = ctune("check", "--no-gpu")
+    done = ctune("check", "--no-gpu", "-v")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "fresh saxpy/n1m/" in done.stdout and "not checked: no GPU" in done.stdout
     # a comment: the closure changed, the rebuilt SASS did not -> still valid, file named
     source = kernels / "saxpy.cu"
     original = source.read_text()
     source.write_text(original + "\n// edited\n")
-    done = ctune("check", "--no-gpu")
+    done = ctune("check", "--no-gpu", "-v")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "WARN saxpy/n1m/" in done.stdout and "saxpy.cu (changed)" in done.stdout
     assert "rebuilt 2 member(s): SASS identical" in done.stdout
+    quiet = ctune("check", "--no-gpu").stdout  # the same drift, folded
+    assert "build: kernel_source_sha256 changed for 1 artifact" in quiet
+    assert "saxpy/n1m/" not in quiet and "0 stale, 1 with soft drift, 0 fresh" in quiet
     assert ctune("check", "--no-gpu", "--strict").returncode == 1
     # refresh records the new inputs: fresh again, no rebuild needed
     done = ctune("registry", "refresh")
     assert done.returncode == 0 and "recorded kernel_source_sha256, closure" in done.stdout
-    done = ctune("check", "--no-gpu", "--strict")
+    done = ctune("check", "--no-gpu", "--strict", "-v")
     assert done.returncode == 0 and "fresh saxpy/n1m/" in done.stdout, done.stdout
     # a code edit: other SASS -> stale, naming the file and the members
     source.write_text(original.replace("a * x[i] + y[i]", "a * x[i] - y[i]"))
@@ -145,6 +148,14 @@ def test_ctune_check_end_to_end(kernels: Path, tmp_path: Path, monkeypatch) -> N
     assert done.stderr.strip().startswith("error: 1 of 1 artifact(s) stale")
     # a refresh refuses what is stale
     assert ctune("registry", "refresh").returncode == 1
+    # a spec that is not there is bad input, not a stale artifact
+    (kernels / "saxpy.yaml").unlink()
+    done = ctune("check", "--no-gpu")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        f"error: kernel spec {kernels / 'saxpy.yaml'} not found for 1 artifact of saxpy; "
+        "set [tool.ctune] kernels or pass --kernels\n"
+    )
 
 
 def _check_here(kernels: Path, registry: Path, cache: Path):  # type: ignore[no-untyped-def]

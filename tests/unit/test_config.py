@@ -220,3 +220,46 @@ def test_acf_spaces_is_a_path_setting_unset_by_default(tmp_path: Path) -> None:
     assert got.acf_spaces == Path("/opt/ciq")
     with pytest.raises(UserError, match="CTUNE_ACF_SPACES='': expected a folder holding Compile"):
         resolve(environ={"CTUNE_ACF_SPACES": ""}, cwd=tmp_path)
+
+
+def test_kernels_and_registry_resolve_from_the_project_folder_from_any_subfolder(
+    tmp_path: Path,
+) -> None:
+    """`cd kernels && ctune check` reads the same specs and registry as at the root."""
+    deep = _project(tmp_path, "")  # a [tool.ctune] table that sets neither folder
+    for cwd in (tmp_path, deep):
+        got = resolve(environ={}, cwd=cwd)
+        assert (got.kernels, got.registry) == (tmp_path / "kernels", tmp_path / "registry")
+    (tmp_path / "pyproject.toml").write_text('[tool.ctune]\nkernels = "specs"\n')
+    assert resolve(environ={}, cwd=deep).kernels == tmp_path / "specs"
+    # the environment and the command line are the user's, relative to where they stand
+    assert resolve(environ={"CTUNE_KERNELS": "k"}, cwd=deep).kernels == Path("k")
+    assert resolve({"kernels": Path("opt")}, environ={}, cwd=deep).kernels == Path("opt")
+    with pytest.raises(UserError, match=r"CTUNE_KERNELS='': expected a folder of <kernel>\.yaml"):
+        resolve(environ={"CTUNE_KERNELS": ""}, cwd=deep)
+
+
+def test_without_a_ctune_table_the_folders_are_the_working_directorys(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "other"\n')
+    got = resolve(environ={}, cwd=tmp_path)
+    assert (got.kernels, got.registry) == (Path("kernels"), Path("registry"))
+
+
+def test_an_unknown_ctune_variable_is_named_with_the_closest_setting() -> None:
+    from ctune.config import unknown_variables
+
+    environ = {
+        "CTUNE_JBOS": "8",  # a typo
+        "CTUNE_KERNEL": "k",
+        "CTUNE_FROBNICATE": "1",  # close to nothing: the known names are listed
+        "CTUNE_JOBS": "8",  # known, old names too
+        "CTUNE_L2": "hot",
+        "CTUNE_REQUIRE": "gpu",  # read by ctune's own test suite, not a setting
+        "CTUNE_TEST_PTXAS": "/x",
+        "OTHER_JBOS": "1",
+    }
+    frob, jbos, kernel = unknown_variables(environ)  # in the order of their names
+    assert jbos == "CTUNE_JBOS is not a ctune setting and is ignored; did you mean CTUNE_JOBS?"
+    assert kernel.endswith("did you mean CTUNE_KERNELS?")
+    assert frob.startswith("CTUNE_FROBNICATE is not a ctune setting and is ignored; ctune reads ")
+    assert "CTUNE_JOBS, CTUNE_KERNELS" in frob

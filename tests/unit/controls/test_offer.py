@@ -2,26 +2,24 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from ctune.controls.offer import offer_acf, parse_acf_option, takes_controls
+from ctune.compile.toolchain import Toolchain
+from ctune.controls.offer import offer_acf, parse_acf_option
 from ctune.errors import UserError
 from ctune.kernelspec import KernelSpec
 from ctune.testing.standins import standin_spec
 
 
-@dataclass(frozen=True)
-class _Toolchain:
-    nvcc_version: str
-    ptxas_version: str
+def _toolchain(nvcc: str, ptxas: str) -> Toolchain:
+    return Toolchain("/bin/nvcc", nvcc, ptxas, f"release {nvcc}", "", split=nvcc != ptxas)
 
 
-CUDA_13_0 = _Toolchain("13.0.88", "13.0.88")
-CUDA_13_3 = _Toolchain("13.3.73", "13.3.73")
-SPLIT = _Toolchain("13.0.88", "13.3.73")  # nvcc 13.0's PTX, ptxas 13.3's cubin
+CUDA_13_0 = _toolchain("13.0.88", "13.0.88")
+CUDA_13_3 = _toolchain("13.3.73", "13.3.73")
+SPLIT = _toolchain("13.0.88", "13.3.73")  # nvcc 13.0's PTX, ptxas 13.3's cubin
 
 
 @pytest.mark.parametrize(
@@ -33,27 +31,16 @@ SPLIT = _Toolchain("13.0.88", "13.3.73")  # nvcc 13.0's PTX, ptxas 13.3's cubin
         (SPLIT, "nvcc", "sm_100a", False),
         (CUDA_13_3, "nvcc", "sm_90a", False),  # nvcc's own controls: sm_100 and up
         (CUDA_13_3, "nvcc", "sm_100a", True),
-        (_Toolchain("14.0", "14.0"), "ptxas", "sm_120", True),
-        (_Toolchain("13.10.1", "13.10.1"), "ptxas", "sm_90", True),  # 13.10 is not 13.1
+        (_toolchain("14.0", "14.0"), "ptxas", "sm_120", True),
+        (_toolchain("13.10.1", "13.10.1"), "ptxas", "sm_90", True),  # 13.10 is not 13.1
     ],
 )
 def test_the_rule_by_release_and_architecture(
-    toolchain: _Toolchain, compiler: str, arch: str, taken: bool
+    toolchain: Toolchain, compiler: str, arch: str, taken: bool
 ) -> None:
-    ok, why = takes_controls(toolchain, compiler, arch)
+    ok, why = toolchain.takes_controls(compiler, arch)
     assert ok is taken
     assert bool(why) is not taken
-
-
-def test_a_toolchain_s_own_answer_is_taken() -> None:
-    class Own(_Toolchain):
-        def takes_controls(self, compiler: str, arch: str) -> tuple[bool, str]:
-            return False, f"no {compiler} for {arch} here"
-
-    assert takes_controls(Own("13.3", "13.3"), "ptxas", "sm_90") == (
-        False,
-        "no ptxas for sm_90 here",
-    )
 
 
 def test_the_option() -> None:

@@ -410,8 +410,17 @@ def test_check_fresh_without_gpu(cli: Run, registry: Path, machine: dict) -> Non
     publish_artifact(registry, make_artifact())
     code, out, err = cli("check", "--registry", str(registry))
     assert code == 0, err
+    # quiet: a fresh artifact is counted in the summary line, not listed
+    assert out == (
+        "1 artifact: 0 stale, 0 with soft drift, 1 fresh; checked with nvcc 13.0.88 / ptxas "
+        "13.0.88; no GPU: 12 GPU fields not checked\n"
+    )
+    code, out, err = cli("check", "-v", "--registry", str(registry))
+    assert code == 0, err
     assert f"fresh {KEY} {RECORDED}\n" in out
     assert "not checked: no GPU (" in out and "driver" in out
+    summary = "1 artifact: 0 stale, 0 with soft drift, 1 fresh; checked with nvcc 13.0.88"
+    assert out.endswith(f"{summary} / ptxas 13.0.88\n")  # the fields are named above it
 
 
 def test_check_names_hard_build_and_soft_changes(cli: Run, registry: Path, machine: dict) -> None:
@@ -426,14 +435,24 @@ def test_check_names_hard_build_and_soft_changes(cli: Run, registry: Path, machi
     machine["fingerprint"] = {**NO_GPU, "nvcc_version": new_nvcc}
     code, out, _ = cli("check", "--registry", str(registry))
     assert code == 0 and len(machine["rebuilds"]) == 1
+    assert (
+        f"build: nvcc_version changed for 1 artifact: now {new_nvcc}; rebuilt, SASS identical"
+        in out
+    )
+    assert f"toolchain: {SELECTED[1:-1]} (1 artifact)" in out and KEY not in out
+    code, out, _ = cli("check", "--verbose", "--registry", str(registry))
     assert f"WARN {KEY} {SELECTED}\n  nvcc_version: " in out and "SASS identical" in out
     machine["sass_identical"] = False
     code, out, _ = cli("check", "--registry", str(registry))
     assert code == 1 and "rebuilt: member x: SASS aaa -> bbb" in out
     code, out, _ = cli("check", "--no-rebuild", "--registry", str(registry))
-    assert code == 1 and "binaries not verified" in out and len(machine["rebuilds"]) == 2
+    assert code == 1 and "binaries not verified" in out and len(machine["rebuilds"]) == 3
     machine["fingerprint"] = {**NO_GPU, "ctune_version": "0.2.0"}
     code, out, _ = cli("check", "--registry", str(registry))
+    assert code == 0
+    assert "soft: ctune_version changed for 1 artifact: now 0.2.0; --strict fails on it\n" in out
+    assert "0 stale, 1 with soft drift, 0 fresh" in out
+    code, out, _ = cli("check", "-v", "--registry", str(registry))
     assert code == 0 and f"WARN {KEY} {RECORDED}\n  ctune_version: 0.1.0 -> 0.2.0 (soft)" in out
     code, out, _ = cli("check", "--strict", "--registry", str(registry))
     assert code == 1 and f"STALE {KEY}" in out
@@ -469,7 +488,7 @@ def test_check_rebuilds_members_whose_flags_render_otherwise_today(
     (a catalogue default or render rule): rebuilt, and the SASS decides."""
     publish_artifact(registry, make_artifact())
     machine["extra_flags"] = ("-Xptxas", "-O3")
-    code, out, err = cli("check", "--registry", str(registry))
+    code, out, err = cli("check", "-v", "--registry", str(registry))
     assert code == 0 and len(machine["rebuilds"]) == 1, err
     assert f"WARN {KEY} {RECORDED}\n  nvcc_flags[" in out
     assert "(none) -> -Xptxas -O3 (build)" in out
@@ -510,7 +529,7 @@ def test_check_on_another_gpu_compares_no_gpu_field(
     machine["gpu"] = {k: v for k, v in FINGERPRINT.items() if FIELDS[k][1] == "gpu"}
     machine["gpu"]["gpu_name"] = "NVIDIA H200"
     machine["gpu"]["memory_bytes"] = "1"
-    code, out, _ = cli("check", "--registry", str(registry))
+    code, out, _ = cli("check", "-v", "--registry", str(registry))
     assert code == 0 and f"fresh {KEY}" in out
     assert "gpu_name" not in out and "memory_bytes" not in out
     others = "GPU fields not compared: 1 artifact(s) of other GPUs (sm90-nvidia-h100-80gb-hbm3)"

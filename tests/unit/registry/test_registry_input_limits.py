@@ -48,7 +48,10 @@ def test_registry_list_reports_a_fifo_without_opening_it(
 def test_check_reports_a_fifo_without_opening_it(
     cli: Run, registry: Path, fifo_in_registry: Path
 ) -> None:
-    code, _, err = cli("check", "--no-gpu", "--no-rebuild", "--registry", str(registry))
+    kernels = Path(__file__).parents[3] / "kernels"  # the artifact's spec is found
+    code, _, err = cli(
+        "check", "--no-gpu", "--no-rebuild", "--registry", str(registry), "--kernels", str(kernels)
+    )
     assert code == 2
     assert f"quarantined {fifo_in_registry}: a FIFO, not a regular file" in err
     assert err.strip().splitlines()[-1] == "error: 1 artifact file(s) could not be read"

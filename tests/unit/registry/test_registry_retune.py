@@ -89,8 +89,15 @@ def test_a_failing_search_fails_the_retune_with_one_line_each(
     """The search runs in this process: its own one-line error, then the re-tune's summary."""
     publish_artifact(registry, _recorded())
     missing = tmp_path / "no-kernels"  # the search stops at once, GPU or not
+    # which artifacts are stale cannot be told without their specs: bad input, one line
     code, _, err = cli(
         "registry", "retune", "--run", "--registry", str(registry), "--kernels", str(missing)
+    )
+    assert code == 2
+    one_line_error(err, f"kernel spec {missing / 'gemm.yaml'} not found for 1 artifact of gemm")
+    key = f"gemm/sq4096/{DEVICE}"  # named: re-tuned without a check
+    code, _, err = cli(
+        "registry", "retune", key, "--run", "--registry", str(registry), "--kernels", str(missing)
     )
     assert code == 1
     search_error, summary = [ln for ln in err.splitlines() if ln.strip()]
