@@ -78,7 +78,7 @@ def plot_command(
             "constraints": list(data.constraints),
             "pinned": data.pinned,
         }
-        tables.write(fmt, header, body, document)
+        render.write_out(tables.text(fmt, header, body, document))
         return
     from ctune.plot import plot_source
 

@@ -160,9 +160,9 @@ def report(
     elif fmt == "csv":
         if rows is None:  # the option's choices exclude it: a caller's mistake
             raise ValueError("this report has no rows for CSV")
-        from ctune.cli.tables import write_csv
+        from ctune.cli.tables import csv_text
 
-        write_csv(*rows())
+        write_out(csv_text(*rows()))
     else:
         table()
 

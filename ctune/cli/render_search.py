@@ -53,14 +53,14 @@ class SearchDisplay:
     ``--format json``), else prints one progress line per generation."""
 
     def __init__(self, fmt: str = "table") -> None:
-        self.json_out = fmt != "table"
+        self.quiet = fmt != "table"  # stdout holds a document: only the generation lines
         self.objectives: list[str] = []
         self.units: list[str] = []
         self._live: Any = None
         self._lines = not err_console.is_terminal
 
     def __enter__(self) -> SearchDisplay:
-        if not self.json_out and not self._lines:
+        if not self.quiet and not self._lines:
             from rich.live import Live
 
             self._live = Live(console=err_console, auto_refresh=False, transient=True)
@@ -73,7 +73,7 @@ class SearchDisplay:
             self._live = None
 
     def _print(self, *parts: Part) -> None:
-        if not self.json_out:
+        if not self.quiet:
             line(*parts, stderr=True)
 
     def handle(self, event: SearchEvent) -> None:
@@ -81,7 +81,7 @@ class SearchDisplay:
 
         if isinstance(event, ev.Note):
             if event.level == "warning":
-                if self.json_out:
+                if self.quiet:
                     return
                 warn_line(event.message)
             else:

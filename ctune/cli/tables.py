@@ -67,27 +67,18 @@ def csv_text(header: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> str:
     return buffer.getvalue()
 
 
-def write_csv(header: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> None:
-    from ctune.cli.render import write_out
-
-    write_out(csv_text(header, rows))
-
-
-def write(
+def text(
     fmt: str,
     header: Sequence[str],
     rows: Sequence[Mapping[str, Any]],
     document: Mapping[str, Any] | None = None,
-) -> None:
+) -> str:
     """Rows as CSV, or as JSON: ``document`` with the rows under ``"rows"`` (else a list)."""
-    from ctune.cli.render import write_out
-
     check_format(fmt)
     if fmt == "csv":
-        write_out(csv_text(header, rows))
-    else:
-        body: Any = list(rows) if document is None else {**document, "rows": list(rows)}
-        write_out(json_text(body))
+        return csv_text(header, rows)
+    body: Any = list(rows) if document is None else {**document, "rows": list(rows)}
+    return json_text(body)
 
 
-__all__ = ["FORMATS", "check_format", "csv_text", "json_text", "write", "write_csv"]
+__all__ = ["FORMATS", "check_format", "csv_text", "json_text", "text"]
