@@ -223,7 +223,7 @@ def probe_runtime(index: int = 0) -> dict[str, str]:
     try:
         v = int(cupy.cuda.runtime.runtimeGetVersion())
         out["cuda_runtime"] = f"{v // 1000}.{(v % 1000) // 10}"
-        # NVML's device attributes (SM count) are MIG-only on H100/H200 (seen on an H200)
+        # NVML's device attributes (SM count) are MIG-only on H100/H200
         props = cupy.cuda.runtime.getDeviceProperties(index)
         out["sm_count"] = str(int(props["multiProcessorCount"]))
     except Exception:  # CUDA runtime errors are cupy's own types; any failure: not checked

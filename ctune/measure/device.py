@@ -130,7 +130,7 @@ SW_THERMAL_SLOWDOWN = 0x20
 HW_THERMAL_SLOWDOWN = 0x40
 HW_POWER_BRAKE_SLOWDOWN = 0x80
 #: samples taken under these are excluded (rule M2); SW power capping is not:
-#: a sustained tensor-core GEMM sits at the power cap by nature (measured, H200 at 700 W)
+#: a sustained tensor-core GEMM sits at the power cap by nature (docs/design.md)
 EXCLUDING_REASONS = (
     HW_SLOWDOWN | SW_THERMAL_SLOWDOWN | HW_THERMAL_SLOWDOWN | HW_POWER_BRAKE_SLOWDOWN
 )

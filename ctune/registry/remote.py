@@ -25,8 +25,8 @@ from ctune.registry import git as git_module
 from ctune.registry.git import GitRegistry
 from ctune.registry.layout import PIN_PREFIX, key_from_relpath
 
-#: Pushes tried before giving up while other machines keep winning the race. Measured:
-#: 4 machines pushing 5 artifacts each at once, the unluckiest push was rejected 5 times.
+#: Pushes tried before giving up while other machines keep winning the race (the
+#: contention measured behind it: docs/registry.md).
 PUSH_MAX_ATTEMPTS = 20
 #: Wall-clock budget for one ``ctune registry push``, checked before each retry (every
 #: network command is also killed after git.NETWORK_TIMEOUT_S).
