@@ -1,23 +1,10 @@
 """One generation on several GPUs: up to ``slots`` candidates measured at once.
 
-The serial loop (``Pipeline.evaluate_batch``) measures one candidate at a time. With
-several GPUs this one keeps every GPU busy and still writes the journal, and tells the
-strategy, in batch order (the strategy's ask order), so the same seed gives the same
-journal whichever GPU finishes first: a measurement that ends before an earlier
-candidate's waits, finished, until that one is journaled; the GPUs go on meanwhile.
-Builds are compiled ahead as in the serial loop (``compile_ahead``); while no build is
-ready a free GPU measures a filler (a runtime-gene variant whose build is in the
-cache), journaled when it ends, as serially. The first Ctrl-C journals the candidates
-whose measurement had started and stops; the second abandons them.
-
-Each binary is measured once, as serially (``search/dedup.py``): a candidate whose
-binary the search measured already starts nothing; one whose binary another candidate
-of the batch is being measured for takes that measurement (the first of the two in batch
-order is journaled as measured, the other as "same binary as" it, as serially); one whose
-binary a filler is measuring waits for the filler's trial.
-
-Each candidate's GPU time (its measurement's wall time) is added to the run's
-``measure_s``: with N GPUs the search's busy fraction can reach N.
+Where the serial loop (``Pipeline.evaluate_batch``) measures one candidate at a time, this
+keeps every GPU busy yet journals and tells the strategy in batch order, so the same seed
+gives the same journal whichever GPU finishes first. Compile-ahead, fillers, one
+measurement per binary and Ctrl-C behave as serially. The rules: docs/scale-out.md,
+"Several GPUs of one host".
 """
 
 from __future__ import annotations
