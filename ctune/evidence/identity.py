@@ -237,15 +237,17 @@ def probe_gpu_machine() -> dict[str, str] | None:
     return None if fields is None else {**probe_runtime(), **fields}  # NVML wins where both
 
 
-def harness_sha256() -> str:
-    """Digest of ``ctune/measure/*.py`` and the statistics as installed: the code that
-    makes the numbers."""
-    root = Path(__file__).parent.parent  # the ctune package
+def harness_sha256(package: Path | None = None) -> str:
+    """Digest of the code in ``ctune/measure/*.py`` and the statistics (``package``: the
+    ctune folder, the installed one by default): the code that makes the numbers. Comments,
+    docstrings and blank lines are cut first, as for the reference: they make no number."""
+    root = package or Path(__file__).parent.parent
     paths = [*sorted((root / "measure").glob("*.py")), root / "evidence" / "stats.py"]
     h = hashlib.sha256()
     for path in paths:
         name = path.relative_to(root).as_posix()
-        h.update(name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+        code = _code_text(path.read_text(errors="replace"), docstrings=False)
+        h.update(name.encode() + b"\0" + hashlib.sha256(code.encode()).digest())
     return h.hexdigest()
 
 
