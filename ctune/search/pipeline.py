@@ -7,7 +7,7 @@ the first's future instead of taking a compile slot (and running nvcc again). Ea
 measured serially on the one GPU as soon as its build is ready (batch order among the
 ready ones), scored by the objective spec and journaled. While every build the batch
 waits for is still compiling, the GPU measures fillers instead (``filling.py``).
-A measurer with several GPUs measures that many at once (``scale/batch.py``).
+A measurer with several GPUs measures that many at once (``concurrent_batch.py``).
 """
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ class Pipeline:
         """
         run = self.run
         if run.measurer is not None and run.measurer.slots > 1 and run.objective.measures:
-            from ctune.scale.batch import evaluate_concurrently
+            from ctune.search.concurrent_batch import evaluate_concurrently
 
             return evaluate_concurrently(run, new, generation)
         futures: dict[int, Future[Build]] = {}
