@@ -643,8 +643,16 @@ class ReplayMeasurer(Measurer):
         has_energy = any(e.get("energy_j") is not None for e in truth.entries.values())
         self.capabilities = frozenset({"gpu", "nvml"} if has_energy else {"gpu"})
 
-    def _measurement(self, candidate: Candidate, problem: Problem) -> Measurement:
+    def _measurement(self, candidate: Candidate, build: Build, problem: Problem) -> Measurement:
         key = candidate.key()
+        if not build.outcome.is_ok:
+            return Measurement(
+                key,
+                problem.name,
+                build.outcome,
+                self.device,
+                error=f"not measured: the build ended {build.outcome.value}",
+            )
         entry = self.truth.entries.get(key)
         if entry is None:
             return Measurement(
@@ -694,7 +702,7 @@ class ReplayMeasurer(Measurer):
         plan: SamplingPlan,
     ) -> Measurement:
         self.calls.append(candidate.key())
-        return self._measurement(candidate, problem)
+        return self._measurement(candidate, build, problem)
 
     def remeasure(
         self,
@@ -707,7 +715,7 @@ class ReplayMeasurer(Measurer):
         seed: int | None = None,
     ) -> dict[str, list[Measurement]]:
         return {
-            c.key(): [self._measurement(c, problem) for _ in range(processes)] for c, _ in items
+            c.key(): [self._measurement(c, b, problem) for _ in range(processes)] for c, b in items
         }
 
     def fingerprint_fields(self) -> dict[str, str]:
