@@ -96,9 +96,7 @@ class MeasurerContract:
         assert m.candidate_key == cand.key() and m.outcome is Outcome.OK
         measurer.forget()  # nothing is left started: harmless
 
-    def test_the_optional_hooks_can_be_called(
-        self, measurer: Measurer, case: MeasurerCase
-    ) -> None:
+    def test_the_optional_hooks_can_be_called(self, measurer: Measurer, case: MeasurerCase) -> None:
         cand, build = case.items[0]
         measurer.prestart(1, wait=True)
         measurer.set_up_ahead(case.spec, cand, case.problem, case.plan)
