@@ -436,9 +436,8 @@ def search_command(
             )
     finally:
         for part in (measurer, compiler, control):
-            close = getattr(part, "close", None)
-            if callable(close):
-                close()
+            if part is not None:
+                part.close()
     render_search.final_report(result, json_out)
     if plot is not None:
         render_search.plot_front(result, plot)

@@ -16,6 +16,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from ctune.measure import Measurer
     from ctune.records import Build, Candidate, Measurement, Trial
     from ctune.search.driver import _Run
     from ctune.space.params import BuildGroup
@@ -43,8 +44,9 @@ class ConcurrentBatch:
         self.new = new
         self.generation = generation
         self.plan = run.pipeline.plan(generation)  # pruning fixed for the generation
-        self.measurer: Any = run.measurer
-        self.slots = int(getattr(self.measurer, "slots", 1))
+        assert run.measurer is not None  # a batch that measures
+        self.measurer: Measurer = run.measurer
+        self.slots = self.measurer.slots
         self.futures: dict[int, Future[Build]] = {}
         self.shared: dict[BuildGroup, Future[Build]] = {}
         self.left = list(range(len(new)))  # not journaled yet, in batch order
@@ -75,9 +77,7 @@ class ConcurrentBatch:
                     future.cancel()
             for filler in self.fillers:
                 filler.measurement.cancel()
-            forget = getattr(self.measurer, "forget", None)
-            if callable(forget):
-                forget()
+            self.measurer.forget()
         return self.done
 
     # --- starting ------------------------------------------------------------------------
@@ -137,17 +137,16 @@ class ConcurrentBatch:
     def _start_fillers(self) -> None:
         """A free GPU and no build to measure: a filler whose build is already cached."""
         run = self.run
-        cached = getattr(run.compiler, "cached", None)
         ready = any(
             j not in self.started and j in self.futures and self.futures[j].done()
             for j in self.left
         )
-        while callable(cached) and not ready and self._busy() < self.slots:
+        while not ready and self._busy() < self.slots:
             avoid = self.pending | {f.candidate.key() for f in self.fillers}
             cand = run.pipeline.pick_filler(avoid)
             if cand is None:
                 return
-            build = cached(cand, run.problem)
+            build = run.compiler.lookup(cand, run.problem)
             if build is None:  # its build is not at hand: not a cheap filler now
                 return
             build = self._prepared(cand, build)
