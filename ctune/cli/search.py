@@ -455,9 +455,8 @@ def search_command(
             )
     finally:
         for part in (measurer, compiler, control):
-            close = getattr(part, "close", None)
-            if callable(close):
-                close()
+            if part is not None:
+                part.close()
     render_search.final_report(result, report_fmt)
     if plot is not None:
         render_search.plot_front(result, plot, report_fmt)

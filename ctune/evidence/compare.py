@@ -1,27 +1,11 @@
 """The one rule that says whether two timings differ: the search's confirmation and the gate.
 
-Run-to-run noise, not within-run noise, dominates such comparisons: a plain
-Mann-Whitney p < 0.05 on within-run samples flagged 13-48% of no-change
-comparisons once run-to-run noise was 1-3% (docs/design.md, "The evidence").
-So a difference is called only when all of these hold:
-
-1. both sides have at least ``min_processes`` separate processes;
-2. the threshold ``T = max(floor, cv_factor x noise)`` is at most ``max_threshold``
-   (beyond it the noise cannot resolve a change that matters). ``noise`` is
-   ``sqrt((cv_old^2 / k_old + cv_new^2 / k_new) / (2/3))``: the standard error of the
-   difference of the two medians of process medians (each narrows as cv / sqrt(k); Welch's
-   form, so a quiet side does not hide a noisy one) in units of its value at 3 and 3
-   processes. At 3 and 3 processes of equal CV it is that CV, where the factor was set;
-   with more processes it shrinks, so measuring more processes is what resolves a noisy
-   comparison, and T stays 4.9 standard errors at any k;
-3. the relative change of the median of process medians exceeds ``T``, and
-4. Mann-Whitney U on the pooled samples (the process medians when no samples
-   were kept) rejects "no difference" at ``alpha`` (asv's ``_is_result_better``:
-   a factor *and* a test).
-
-Anything else is UNRESOLVED or SAME, never a forced answer. The search calls a
-front member "faster" and the gate calls a pinned artifact "REGRESSED" by this
-same function, so the two cannot disagree on the same data.
+Run-to-run noise, not within-run noise, dominates such comparisons, so a difference is
+called only when both sides have enough separate processes, the noise-scaled threshold is
+small enough to resolve a change that matters, the median of process medians moved beyond
+it, and Mann-Whitney rejects "no difference"; anything else is UNRESOLVED or SAME. The
+search's "faster" and the gate's "REGRESSED" come from this one function, so they cannot
+disagree on the same data. The rule and its numbers: docs/design.md, "The evidence".
 """
 
 from __future__ import annotations
