@@ -8,7 +8,16 @@ import typer
 
 from ctune.cli import app
 from ctune.cli.common import candidate_from_sets, load, settings
-from ctune.cli.options import KernelArg, NvccOpt, ProblemOpt, PtxasOpt
+from ctune.cli.options import (
+    FormatOpt,
+    JsonOpt,
+    KernelArg,
+    NvccOpt,
+    ProblemOpt,
+    PtxasOpt,
+    ReportFormat,
+    output_format,
+)
 from ctune.errors import EXIT_GATE_FAILED, CtuneError, ToolchainError, UserError
 
 
@@ -54,7 +63,8 @@ def bench_command(
     ] = None,
     nvcc: NvccOpt = None,
     ptxas: PtxasOpt = None,
-    json_out: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+    fmt: FormatOpt = ReportFormat.table,
+    json_out: JsonOpt = False,
 ) -> None:
     """Check one candidate against the reference and time it (p50/p95/p99 with 95% CIs).
 
@@ -66,6 +76,7 @@ def bench_command(
     from ctune.measure.session import WorkerMeasurer
     from ctune.search.driver import gpu_available
 
+    out = output_format(fmt, json_out)
     cfg = settings(
         arch=arch,
         energy_window_s=energy_window,
@@ -101,14 +112,14 @@ def bench_command(
     with NvccCompiler.from_settings(spec, toolchain, cfg) as compiler:
         build = compiler.build(candidate, chosen)
     if not build.outcome.is_ok:
-        render_bench.bench_report(spec, chosen, candidate, build, None, plan, json_out)
+        render_bench.bench_report(spec, chosen, candidate, build, None, plan, out)
         raise UserError(
             f"{spec.source_path.name}: candidate {candidate.key()} did not build: "
             f"{build.outcome.value}"
         )
     with WorkerMeasurer(device, cfg) as measurer:
         measurement = measurer.measure(spec, candidate, build, chosen, plan)
-    render_bench.bench_report(spec, chosen, candidate, build, measurement, plan, json_out)
+    render_bench.bench_report(spec, chosen, candidate, build, measurement, plan, out)
     if not measurement.outcome.is_ok:
         raise CandidateFailed(
             f"candidate {candidate.key()} on {chosen.name}: {measurement.outcome.value} "

@@ -19,7 +19,15 @@ import typer
 from ctune.cli import app
 from ctune.cli.invocation import resolve_settings
 from ctune.cli.lazy import lazy_module
-from ctune.cli.options import KernelsOpt, NvccOpt, PtxasOpt
+from ctune.cli.options import (
+    JsonOpt,
+    KernelsOpt,
+    NvccOpt,
+    PtxasOpt,
+    RowsFormat,
+    RowsFormatOpt,
+    output_format,
+)
 from ctune.config import Settings
 from ctune.errors import GateFailure, RegistryError
 
@@ -85,12 +93,15 @@ def check_command(
             "the drift of the rest, one line per kind)",
         ),
     ] = False,
+    fmt: RowsFormatOpt = RowsFormat.table,
+    json_out: JsonOpt = False,
 ) -> None:
     """Is each artifact still what would be built and measured here? Names every reason."""
     from ctune.evidence import identity as fingerprint
     from ctune.registry.check import check_registry, nvcc_verifier
     from ctune.registry.store import require_registry
 
+    out = output_format(fmt, json_out)
     cfg = resolve_settings({"registry": registry, "kernels": kernels, "nvcc": nvcc, "ptxas": ptxas})
     require_registry(cfg.registry)
     probe = probe_for(cfg, cfg.kernels, gpu=gpu)
@@ -102,9 +113,27 @@ def check_command(
         fingerprint.not_checked_reason(unchecked, report.gpu_probed),
         fingerprint.not_checked_reason(unchecked, report.gpu_probed, brief=True),
     )
-    render.check(report, strict, not_checked, verbose=verbose)
+    if out == "table":
+        render.check(report, strict, not_checked, verbose=verbose)
+    else:
+        _report_for_programs(report, strict, not_checked[0], out)
     if report.quarantined:
         raise RegistryError(f"{len(report.quarantined)} artifact file(s) could not be read")
     if report.exit_code(strict):
         stale = sum(r.verdict(strict) == "stale" for r in report.results)
         raise GateFailure(f"{stale} of {len(report.results)} artifact(s) stale")
+
+
+def _report_for_programs(report: Any, strict: bool, not_checked: str, fmt: str) -> None:
+    """``--format json|csv``: every verdict with its reasons (unreadable files are warnings
+    on stderr, and in the JSON)."""
+    from ctune.cli.render import report as emit
+    from ctune.cli.verdict_documents import check_document, check_rows
+
+    render.quarantined(report.quarantined)
+    emit(
+        fmt,
+        lambda: check_document(report, strict, not_checked),
+        lambda: None,
+        lambda: check_rows(report, strict),
+    )

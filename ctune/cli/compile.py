@@ -10,7 +10,18 @@ import typer
 
 from ctune.cli import app, render
 from ctune.cli.common import candidate_from_sets, load, offer_controls, settings
-from ctune.cli.options import KernelArg, NvccOpt, ProblemOpt, PtxasOpt
+from ctune.cli.options import (
+    FormatOpt,
+    JsonOpt,
+    KernelArg,
+    NvccOpt,
+    ProblemOpt,
+    PtxasOpt,
+    ReportFormat,
+    RowsFormat,
+    RowsFormatOpt,
+    output_format,
+)
 from ctune.errors import UserError
 
 if TYPE_CHECKING:
@@ -49,12 +60,14 @@ def compile_command(
             "does not name one)",
         ),
     ] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+    fmt: FormatOpt = ReportFormat.table,
+    json_out: JsonOpt = False,
 ) -> None:
     """Compile one candidate (default build unless --set) and print argv, resources, SASS hash."""
     from ctune.compile.nvcc import NvccCompiler
     from ctune.controls.offer import parse_acf_option
 
+    out = output_format(fmt, json_out)
     cfg = settings(arch=arch, nvcc=nvcc, ptxas=ptxas)
     spec, toolchain = load(kernel, cfg)
     items = list(sets or [])
@@ -71,7 +84,7 @@ def compile_command(
     chosen = spec.problem(problem)
     with NvccCompiler.from_settings(spec, toolchain, cfg) as compiler:
         build = compiler.build(candidate, chosen)
-    render.compile_report(spec, chosen, candidate, build, json_out)
+    render.compile_report(spec, chosen, candidate, build, out)
     if build.outcome.is_ok:
         from ctune.space.limits import device_limits, launch_violation
 
@@ -124,7 +137,8 @@ def space_command(
     ] = None,
     nvcc: NvccOpt = None,
     ptxas: PtxasOpt = None,
-    json_out: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+    fmt: RowsFormatOpt = RowsFormat.table,
+    json_out: JsonOpt = False,
 ) -> None:
     """Show the genome: genes by family, restrictions, valid-space size, a few samples.
 
@@ -134,6 +148,7 @@ def space_command(
     """
     from ctune.space.limits import device_limits
 
+    out = output_format(fmt, json_out)
     cfg = settings(arch=arch, nvcc=nvcc, ptxas=ptxas)
     spec, _ = load(kernel, cfg)
     chosen = spec.problem(problem)
@@ -147,4 +162,4 @@ def space_command(
         "ruled_out": max(0, spec_count - count),
         "restrictions": [r.source for r in space.restrictions[len(spec.space.restrictions) :]],
     }
-    render.space_report(spec, chosen, count, exact, drawn, json_out, device)
+    render.space_report(spec, chosen, count, exact, drawn, out, device)

@@ -9,7 +9,7 @@ import typer
 
 from ctune.cli import app, render
 from ctune.cli.common import settings
-from ctune.cli.options import NvccOpt, PtxasOpt
+from ctune.cli.options import JsonOpt, NvccOpt, PtxasOpt, RowsFormat, RowsFormatOpt, output_format
 from ctune.errors import RegistryError, ToolchainError
 
 if TYPE_CHECKING:
@@ -25,7 +25,8 @@ def doctor_command(
     ] = False,
     nvcc: NvccOpt = None,
     ptxas: PtxasOpt = None,
-    json_out: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+    fmt: RowsFormatOpt = RowsFormat.table,
+    json_out: JsonOpt = False,
 ) -> None:
     """Check the toolchains (which take advanced controls), CUTLASS headers, CuPy, the
     driver, the GPU, NVML, CompileIQ and its spaces, and registry locks."""
@@ -35,11 +36,12 @@ def doctor_command(
     from ctune.doctor import SELECTED, run_checks
     from ctune.registry.locks import clear_stale_locks
 
+    out = output_format(fmt, json_out)
     cfg = settings(nvcc=nvcc, ptxas=ptxas)
     checks = run_checks(cfg, invocation_environ() or os.environ)
     stale = _stale_locks(cfg.registry)
     removed = clear_stale_locks(cfg.registry, STALE_AFTER_S) if fix and stale else []
-    render.doctor_report(checks, json_out, stale_locks=stale, removed=removed)
+    render.doctor_report(checks, out, stale_locks=stale, removed=removed)
     if not all(c.ok for c in checks if c.name == SELECTED):
         raise ToolchainError("nvcc is required for every ctune command that compiles")
 

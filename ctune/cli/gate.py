@@ -14,7 +14,15 @@ import typer
 from ctune.cli import app, complete
 from ctune.cli.invocation import resolve_settings
 from ctune.cli.lazy import lazy_module
-from ctune.cli.options import KernelsOpt, NvccOpt, PtxasOpt
+from ctune.cli.options import (
+    JsonOpt,
+    KernelsOpt,
+    NvccOpt,
+    PtxasOpt,
+    RowsFormat,
+    RowsFormatOpt,
+    output_format,
+)
 from ctune.cli.registry import KEYS_HELP
 from ctune.errors import (
     EXIT_GATE_FAILED,
@@ -71,9 +79,13 @@ def gate_command(
             "compile on a CPU runner, carry the cache (CTUNE_CACHE_DIR) to the GPU runner",
         ),
     ] = False,
+    fmt: RowsFormatOpt = RowsFormat.table,
+    json_out: JsonOpt = False,
 ) -> None:
     """Re-measure pinned artifacts in k processes: PASS/REGRESSED/IMPROVED/INCONCLUSIVE."""
+    from ctune.cli import verdict_documents as documents
     from ctune.cli.check import probe_for
+    from ctune.cli.render import report
     from ctune.evidence import identity as fingerprint
     from ctune.registry.gate import exit_code
     from ctune.registry.gate_run import RebuildingRemeasurer, run_gate
@@ -81,6 +93,7 @@ def gate_command(
 
     if processes < 3:
         raise UserError(f"--processes {processes}: the gate needs k >= 3 processes")
+    out = output_format(fmt, json_out)
     cfg = resolve_settings({"registry": registry, "kernels": kernels, "nvcc": nvcc, "ptxas": ptxas})
     require_registry(cfg.registry)
     store = ArtifactStore(cfg.registry)
@@ -93,12 +106,12 @@ def gate_command(
         render.quarantined(listing.quarantined)
         chosen = [(k, a) for k, a in listing.artifacts if a.pinned is not None]
     if build_only:
-        _build_only(cfg, cfg.kernels, chosen, canary)
+        _build_only(cfg, cfg.kernels, chosen, canary, out)
         return
     probe = probe_for(cfg, cfg.kernels, gpu=True)
     if not probe.gpu_probed:
         raise ToolchainError("ctune gate needs a GPU (NVML found none); use `ctune check` here")
-    chosen = _of_this_gpu(chosen, probe)
+    chosen = _of_this_gpu(chosen, probe, out)
     comparisons = max(1, len(chosen)) * (2 if canary else 1)
     rule = NoiseRule(
         min_processes=_RULE.min_processes,
@@ -117,10 +130,16 @@ def gate_command(
             canary=canary,
             confirm_failures=confirm,
             strict=strict,
-            on_report=render.gate_progress(len(chosen)),
+            on_report=render.gate_progress(len(chosen), out),
         )
     unchecked = sorted({n for r in reports for n in r.not_checked})
-    render.gate(reports, fingerprint.not_checked_reason(unchecked, True))
+    not_checked = fingerprint.not_checked_reason(unchecked, True)
+    report(
+        out,
+        lambda: documents.gate_document(reports, not_checked),
+        lambda: render.gate(reports, not_checked),
+        lambda: documents.gate_rows(reports),
+    )
     code = exit_code(reports)
     summary = ", ".join(
         f"{sum(r.verdict is v for r in reports)} {v.value}"
@@ -133,7 +152,7 @@ def gate_command(
 
 
 def _of_this_gpu(
-    chosen: Sequence[tuple[ArtifactKey, Artifact]], probe: FingerprintProbe
+    chosen: Sequence[tuple[ArtifactKey, Artifact]], probe: FingerprintProbe, fmt: str = "table"
 ) -> list[tuple[ArtifactKey, Artifact]]:
     """The selected artifacts measured on a GPU of this one's class (``probe.of_this_gpu``):
     another GPU's timings say nothing about this one (a registry holds several GPUs'
@@ -143,7 +162,7 @@ def _of_this_gpu(
     mine = [(k, a) for k, a in chosen if probe.of_this_gpu(a)]
     others = sorted({a.device_class for _, a in chosen if not probe.of_this_gpu(a)})
     if others and mine:
-        render.other_gpus(len(chosen) - len(mine), others, "gate: left out")
+        render.other_gpus(len(chosen) - len(mine), others, "gate: left out", fmt)
     if chosen and not mine:
         raise UserError(
             f"no selected artifact was measured on this GPU ({here}): they are of "
@@ -158,13 +177,23 @@ def _build_only(
     kernels: Path,
     chosen: Sequence[tuple[ArtifactKey, Artifact]],
     canary: bool,
+    fmt: str = "table",
 ) -> None:
     """``--build-only``: compile what the gate would measure; exit 1 names what cannot be."""
+    from ctune.cli import verdict_documents as documents
+    from ctune.cli.render import report
     from ctune.registry.gate_run import RebuildingRemeasurer, prebuild_gate
 
     with RebuildingRemeasurer(cfg, kernels) as builder:
         reports = prebuild_gate(
-            chosen, builder, canary=canary, on_report=render.prebuild_progress(len(chosen))
+            chosen, builder, canary=canary, on_report=render.prebuild_progress(len(chosen), fmt)
+        )
+    if fmt != "table":  # the table is the progress lines themselves
+        report(
+            fmt,
+            lambda: documents.prebuild_document(reports),
+            lambda: None,
+            lambda: documents.prebuild_rows(reports),
         )
     failed = [r for r in reports if not r.ok]
     if failed:

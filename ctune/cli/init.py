@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from ctune.cli import app, complete
+from ctune.cli.options import FormatOpt, JsonOpt, ReportFormat, output_format
 from ctune.errors import UserError
 
 
@@ -31,6 +32,8 @@ def init_command(
     force: Annotated[
         bool, typer.Option("--force", help="overwrite an existing sidecar and reference")
     ] = False,
+    fmt: FormatOpt = ReportFormat.table,
+    json_out: JsonOpt = False,
 ) -> None:
     """Draft KERNEL.yaml and KERNEL_ref.py next to the kernel: entry, args from the
     signature, genes from the macros it reads but does not define (#ifndef NAME, or used
@@ -46,6 +49,7 @@ def init_command(
     from ctune.draft.undefined import find_undefined
     from ctune.files import MAX_SOURCE_BYTES, read_text_capped
 
+    out = output_format(fmt, json_out)
     source = read_source(
         read_text_capped(kernel, MAX_SOURCE_BYTES, "kernel file", errors="replace")
     )
@@ -76,4 +80,4 @@ def init_command(
 
     write_atomic(yaml_path, draft.yaml)
     write_atomic(reference, draft.reference)
-    render_kernel.init_report(yaml_path, reference, draft)
+    render_kernel.init_report(yaml_path, reference, draft, out)

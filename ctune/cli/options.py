@@ -1,14 +1,23 @@
 """Arguments and options several commands share, declared once: the kernel and its problem,
-the toolchain they build with, the folder of kernel specs they read."""
+the toolchain they build with, the folder of kernel specs they read, the format they report
+in.
+
+``--format`` is how a command talks (``table`` for people, ``json`` one document on
+stdout, ``csv`` one row per item where the report is a list of rows); ``--as`` on the
+export commands is what they export, a different thing. ``--json`` is the older
+spelling of ``--format json``, kept hidden so scripts written for it keep working.
+"""
 
 from __future__ import annotations
 
+import enum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ctune.cli import complete
+from ctune.errors import UserError
 
 KernelArg = Annotated[
     Path,
@@ -44,4 +53,62 @@ KernelsOpt = Annotated[
         help="folder of the <kernel>.yaml specs (default: the kernels setting, CTUNE_KERNELS or "
         "[tool.ctune] kernels, else kernels/ beside the pyproject.toml holding [tool.ctune])",
     ),
+]
+
+
+class ReportFormat(enum.StrEnum):
+    """A report that is not a list of rows: for people, or one JSON document."""
+
+    table = "table"
+    json = "json"
+
+
+class RowsFormat(enum.StrEnum):
+    """A report that is a list of rows: also CSV, one row per item."""
+
+    table = "table"
+    json = "json"
+    csv = "csv"
+
+
+FORMAT_HELP = "table (for people), json (one document on stdout)"
+FormatOpt = Annotated[
+    ReportFormat, typer.Option("--format", metavar="table|json", help=FORMAT_HELP)
+]
+RowsFormatOpt = Annotated[
+    RowsFormat,
+    typer.Option(
+        "--format", metavar="table|json|csv", help=f"{FORMAT_HELP} or csv (one row per item)"
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", hidden=True, help="the same as --format json")]
+
+
+def output_format(fmt: str, json_alias: bool = False, older: str | None = None) -> str:
+    """The format a command reports in: ``--format``, or its older spellings (``--json``;
+    ``older``: the value of a hidden ``--as`` that meant the same); two that disagree are
+    one line of bad input."""
+    chosen = str(fmt)
+    given = (("--json", "json" if json_alias else None), (f"--as {older}", older))
+    for option, alias in given:
+        if alias is None:
+            continue
+        if chosen not in ("table", alias):
+            raise UserError(f"{option} and --format {chosen}: give one of them")
+        chosen = alias
+    return chosen
+
+
+__all__ = [
+    "FormatOpt",
+    "JsonOpt",
+    "KernelArg",
+    "KernelsOpt",
+    "NvccOpt",
+    "ProblemOpt",
+    "PtxasOpt",
+    "ReportFormat",
+    "RowsFormat",
+    "RowsFormatOpt",
+    "output_format",
 ]

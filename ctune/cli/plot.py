@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from ctune.cli import app
+from ctune.cli.options import JsonOpt, RowsFormat, RowsFormatOpt, output_format
 
 FIGURE_HELP = (
     "convergence, front, sensitivity or distribution; repeatable (default: every figure the "
@@ -35,20 +36,31 @@ def plot_command(
         typer.Option(
             "--as",
             metavar="csv|json",
-            help="print the evaluations (journal) or members (result) as a table instead",
+            help="print the evaluations (journal) or members (result) as a table instead "
+            "of drawing figures",
         ),
     ] = None,
+    fmt_out: RowsFormatOpt = RowsFormat.table,
+    json_out: JsonOpt = False,
 ) -> None:
     """Plot a search: convergence (best so far vs evaluations and time), the Pareto front
     with the baseline, per-gene sensitivity and the front's measured distributions.
 
     Writes <journal>-<figure>.png (a journal, by its file name) or
     <kernel>-<problem>-<device-class>-<figure>.png (a result file) into --out. Needs
-    matplotlib (pip install 'ctune\\[plot]'); --as csv|json needs nothing more.
+    matplotlib (pip install 'ctune\\[plot]'); --as csv|json needs nothing more. --format
+    says which files were written (figure, path): a table, JSON or CSV.
     """
     from ctune.cli import pointers, render, tables
+    from ctune.errors import UserError
 
     pointers.file_wanted("plot", str(source))
+    out_fmt = output_format(fmt_out, json_out)
+    if fmt is not None and out_fmt != "table":
+        raise UserError(
+            f"--as {fmt} prints the evaluations instead of figures; --format {out_fmt} is "
+            "for the list of figures drawn: give one of them"
+        )
     if fmt is not None:
         from ctune.plot.data import load, rows
 
@@ -66,9 +78,16 @@ def plot_command(
             "constraints": list(data.constraints),
             "pinned": data.pinned,
         }
-        tables.write(fmt, header, body, document)
+        render.write_out(tables.text(fmt, header, body, document))
         return
     from ctune.plot import plot_source
 
-    for name, path in plot_source(source, out, figure or ()):
-        render.line((name, "bold"), f" {path}")
+    drawn = [
+        {"figure": name, "path": str(path)} for name, path in plot_source(source, out, figure or ())
+    ]
+
+    def table() -> None:
+        for row in drawn:
+            render.line((row["figure"], "bold"), f" {row['path']}")
+
+    render.report(out_fmt, lambda: {"figures": drawn}, table, lambda: (["figure", "path"], drawn))

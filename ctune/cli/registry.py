@@ -11,7 +11,17 @@ import typer
 from ctune.cli import app, complete, pointers
 from ctune.cli.invocation import resolve_settings
 from ctune.cli.lazy import lazy_module
-from ctune.cli.options import KernelsOpt, NvccOpt, PtxasOpt
+from ctune.cli.options import (
+    FormatOpt,
+    JsonOpt,
+    KernelsOpt,
+    NvccOpt,
+    PtxasOpt,
+    ReportFormat,
+    RowsFormat,
+    RowsFormatOpt,
+    output_format,
+)
 from ctune.config import Settings
 from ctune.errors import GateFailure, RegistryError
 
@@ -93,11 +103,16 @@ def _settings(
     )
 
 
-TableOpt = Annotated[
-    str | None,
-    typer.Option("--as", metavar="csv|json", help="a table for other tools, on stdout"),
+#: the older spelling of --format csv|json on list and show (kept for scripts)
+TableAsOpt = Annotated[
+    str | None, typer.Option("--as", hidden=True, help="the same as --format csv|json")
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="the same as --as json")]
+
+
+def _format(fmt: str, json_out: bool, as_: str | None = None) -> str:
+    from ctune.cli import tables
+
+    return output_format(fmt, json_out, tables.check_format(as_) if as_ is not None else None)
 
 
 @registry_app.command("list")
@@ -110,14 +125,14 @@ def list_command(
     ] = None,
     registry: RegistryOpt = None,
     pinned: Annotated[bool, typer.Option("--pinned", help="only pinned artifacts")] = False,
-    fmt: TableOpt = None,
+    fmt: RowsFormatOpt = RowsFormat.table,
+    as_: TableAsOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """List artifacts; unreadable files are reported (quarantined) and skipped."""
-    from ctune.cli import tables
     from ctune.registry.store import ArtifactStore, Listing, require_registry_dir
 
-    fmt = tables.check_format(fmt) if fmt is not None else ("json" if json_out else None)
+    out = _format(fmt, json_out, as_)
     root = _settings(registry).registry
     require_registry_dir(root)
     store = ArtifactStore(root)
@@ -125,13 +140,7 @@ def list_command(
     if pinned:
         chosen = tuple((k, a) for k, a in result.artifacts if a.pinned is not None)
         result = Listing(chosen, result.quarantined)
-    if fmt is None:
-        render.listing(result)
-        return
-    render.quarantined(result.quarantined)
-    header, rows = render.listing_rows(result)
-    bad = [{"path": q.path, "message": q.message} for q in result.quarantined]
-    tables.write(fmt, header, rows, {"quarantined": bad} if fmt == "json" else None)
+    render.listing_report(result, out)
 
 
 @registry_app.command("show")
@@ -139,24 +148,20 @@ def show_command(
     key: KeyArg,
     registry: RegistryOpt = None,
     release: ReleaseOpt = None,
-    json_out: Annotated[
-        bool, typer.Option("--json", help="the file's JSON (KEY@member: the member's)")
-    ] = False,
     fmt: Annotated[
-        str | None,
+        RowsFormat,
         typer.Option(
-            "--as",
-            metavar="csv|json",
-            help="csv: the front and the baseline, one row each (KEY@member: its row); "
-            "json: as --json",
+            "--format",
+            metavar="table|json|csv",
+            help="table; json: the artifact file as it is (KEY@member: the member's JSON); "
+            "csv: the front and the baseline, one row each (KEY@member: its row)",
         ),
-    ] = None,
+    ] = RowsFormat.table,
+    as_: TableAsOpt = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """Show one artifact: front, pinned member, fingerprint, provenance. KEY@member shows
     that member: its values, genes, resources and build flags."""
-    import json
-
-    from ctune.cli import tables
     from ctune.registry import schema
     from ctune.registry.controls import distinct_members, member_files
     from ctune.registry.export import resolve_member
@@ -164,6 +169,7 @@ def show_command(
     from ctune.registry.service import load_artifact, load_pinned
 
     pointers.key_wanted("registry show", key)
+    out = _format(fmt, json_out, as_)
     root = _settings(registry).registry
     if release:
         parsed = parse_key(key)
@@ -171,21 +177,12 @@ def show_command(
     else:
         parsed, artifact = load_artifact(root, key)
     member = None if parsed.member is None else resolve_member(artifact, parsed.member)
-    if fmt is not None and tables.check_format(fmt) == "csv":
-        tables.write("csv", *render.member_rows(artifact, member))
-    elif (json_out or fmt == "json") and member is not None:
-        data = schema.member_json(member)
-        files = member_files(root, member)
-        if files:  # only a member built with controls files: the others keep their bytes
-            data["controls"] = [f.to_json() for f in files]
-        render.text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    elif json_out or fmt == "json":
-        render.text(schema.encode(artifact).decode())  # the file itself: it imports as is
-    elif member is not None:
-        render.member(parsed, artifact, member, member_files(root, member))
-    else:
-        files_of = {m.key: member_files(root, m) for m in distinct_members(artifact)}
-        render.artifact(parsed, artifact, files_of)
+    if out == "json" and member is None:  # the file itself, byte for byte: it imports as is
+        render.text(schema.encode(artifact).decode())
+        return
+    shown = (member,) if member is not None else distinct_members(artifact)
+    files_of = {m.key: member_files(root, m) for m in shown}
+    render.show_report(out, parsed, artifact, member, files_of)
 
 
 @registry_app.command("diff")
@@ -193,13 +190,17 @@ def diff_command(
     a: Annotated[str, typer.Argument(help="KEY or REV:KEY", autocompletion=complete.registry_keys)],
     b: Annotated[str, typer.Argument(help="KEY or REV:KEY", autocompletion=complete.registry_keys)],
     registry: RegistryOpt = None,
+    fmt: FormatOpt = ReportFormat.table,
+    json_out: JsonOpt = False,
 ) -> None:
     """Compare two artifacts: fingerprint fields, front members, values, pinned member."""
     from ctune.registry.diff import diff_artifacts
     from ctune.registry.service import load_artifact
 
+    out = output_format(fmt, json_out)
     root = _settings(registry).registry
-    render.artifact_diff(a, b, diff_artifacts(load_artifact(root, a)[1], load_artifact(root, b)[1]))
+    d = diff_artifacts(load_artifact(root, a)[1], load_artifact(root, b)[1])
+    render.outcome(out, d, lambda d: render.artifact_diff(a, b, d), a=a, b=b, same=d.same)
 
 
 @registry_app.command("pin")
@@ -208,12 +209,16 @@ def pin_command(
     release: Annotated[str, typer.Option("--release", help="release name, e.g. v1.4")],
     registry: RegistryOpt = None,
     ref: RefOpt = None,
+    fmt: FormatOpt = ReportFormat.table,
+    json_out: JsonOpt = False,
 ) -> None:
     """Pin a member (default: the artifact's pinned one) as an annotated tag."""
     from ctune.registry.layout import parse_key
     from ctune.registry.service import pin_artifact
 
-    render.pin(pin_artifact(_settings(registry).registry, parse_key(key), release, ref=ref))
+    out = output_format(fmt, json_out)
+    pinned = pin_artifact(_settings(registry).registry, parse_key(key), release, ref=ref)
+    render.outcome(out, pinned, render.pin)
 
 
 @registry_app.command("export")
@@ -301,6 +306,8 @@ def import_command(
     registry: RegistryOpt = None,
     ref: RefOpt = None,
     commit: Annotated[bool, typer.Option(help="commit the imported file")] = True,
+    fmt: FormatOpt = ReportFormat.table,
+    json_out: JsonOpt = False,
 ) -> None:
     """Validate a search result file, write it into the registry atomically, commit it,
     with the controls files its members are built with (from the search's cache_dir)."""
@@ -308,11 +315,11 @@ def import_command(
     from ctune.registry.service import import_result
 
     pointers.file_wanted("registry import", str(result))
+    out = output_format(fmt, json_out)
     settings = _settings(registry)
     chain = StoreChain.for_settings(settings)
-    render.published(
-        import_result(settings.registry, result, ref=ref, commit=commit, controls=chain)
-    )
+    published = import_result(settings.registry, result, ref=ref, commit=commit, controls=chain)
+    render.outcome(out, published, render.published)
 
 
 @registry_app.command("migrate")
@@ -320,12 +327,17 @@ def migrate_command(
     registry: RegistryOpt = None,
     ref: RefOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="only list what would change")] = False,
+    fmt: FormatOpt = ReportFormat.table,
+    json_out: JsonOpt = False,
 ) -> None:
     """Upgrade artifact files of older schemas to this ctune's, in one new commit."""
     from ctune.registry.service import migrate_registry
 
+    out = output_format(fmt, json_out)
     result = migrate_registry(_settings(registry).registry, ref=ref, dry_run=dry_run)
-    render.migration(result, dry_run)
+    if out != "table":
+        render.quarantined(result.failed)
+    render.outcome(out, result, lambda r: render.migration(r, dry_run), dry_run=dry_run)
     if result.failed:
         raise RegistryError(f"{len(result.failed)} file(s) could not be migrated")
 
@@ -342,6 +354,8 @@ def refresh_command(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="only say what would change")] = False,
     nvcc: NvccOpt = None,
     ptxas: PtxasOpt = None,
+    fmt: RowsFormatOpt = RowsFormat.table,
+    json_out: JsonOpt = False,
 ) -> None:
     """Record the current inputs (toolchain, sources, spec) of artifacts whose binaries are
     unchanged, in one commit, without re-measuring; stale artifacts are left for a re-tune."""
@@ -351,6 +365,7 @@ def refresh_command(
     from ctune.registry.service import refresh_registry
     from ctune.registry.store import ArtifactStore, require_registry
 
+    out = output_format(fmt, json_out)
     settings = _settings(registry, nvcc, ptxas, kernels)
     require_registry(settings.registry)
     chosen = ArtifactStore(settings.registry).select(keys).artifacts if keys else ()
@@ -364,7 +379,7 @@ def refresh_command(
         dry_run=dry_run,
         controls=StoreChain.for_settings(settings),
     )
-    render.refresh(outcomes, commit, dry_run)
+    render.refresh_report(outcomes, commit, dry_run, out)
     stale = [o for o in outcomes if o.why.startswith("stale")]
     if stale:
         raise GateFailure(f"{len(stale)} artifact(s) stale: re-tune them (ctune registry retune)")
@@ -378,17 +393,22 @@ def verify_command(
     kernels: KernelsOpt = None,
     nvcc: NvccOpt = None,
     ptxas: PtxasOpt = None,
+    fmt: FormatOpt = ReportFormat.table,
+    json_out: JsonOpt = False,
 ) -> None:
     """Check every artifact's digest, its gene values against its spec (a digest does not
     catch a hand edit), every pin tag (digest, signature, ancestry), git fsck."""
     from ctune.compile.select_toolchain import nvcc_for
     from ctune.registry.service import verify_registry
 
+    out = output_format(fmt, json_out)
     settings = _settings(registry, nvcc, ptxas, kernels)
     report = verify_registry(
         settings.registry, ref=ref, fsck=fsck, kernels=settings.kernels, nvcc=nvcc_for(settings)
     )
-    render.verify(report)
+    if out != "table":
+        render.quarantined(report.quarantined)
+    render.outcome(out, report, render.verify, ok=report.ok)
     if not report.ok:
         raise RegistryError("registry verification failed (see above)")
 
@@ -400,16 +420,19 @@ def doctor_command(
     older_than: Annotated[
         float, typer.Option("--older-than", help="seconds a lock must be old to be stale")
     ] = 300.0,
+    fmt: RowsFormatOpt = RowsFormat.table,
+    json_out: JsonOpt = False,
 ) -> None:
     """Report git lock files a crashed writer left behind; --fix removes them safely."""
     from ctune.registry.locks import clear_stale_locks, find_stale_locks
 
+    out = output_format(fmt, json_out)
     root = _settings(registry).registry
     if fix:
-        render.locks([], clear_stale_locks(root, older_than), fix)
+        render.locks_report([], clear_stale_locks(root, older_than), fix, out)
         return
     found = find_stale_locks(root, older_than)
-    render.locks(found, [], fix)
+    render.locks_report(found, [], fix, out)
     if found:
         raise RegistryError(f"{len(found)} stale lock file(s); run `ctune registry doctor --fix`")
 
@@ -419,12 +442,16 @@ def push_command(
     registry: RegistryOpt = None,
     ref: SyncRefOpt = None,
     remote: RemoteOpt = None,
+    fmt: FormatOpt = ReportFormat.table,
+    json_out: JsonOpt = False,
 ) -> None:
     """Push the registry ref and its new pin tags; never forces (rebuilds when rejected)."""
     from ctune.registry.remote import push_registry
 
+    out = output_format(fmt, json_out)
     settings = resolve_settings({"registry": registry, "registry_remote": remote})
-    render.pushed(push_registry(settings.registry, ref=ref, remote=settings.registry_remote))
+    pushed = push_registry(settings.registry, ref=ref, remote=settings.registry_remote)
+    render.outcome(out, pushed, render.pushed, up_to_date=pushed.up_to_date)
 
 
 @registry_app.command("pull")
@@ -432,12 +459,16 @@ def pull_command(
     registry: RegistryOpt = None,
     ref: SyncRefOpt = None,
     remote: RemoteOpt = None,
+    fmt: FormatOpt = ReportFormat.table,
+    json_out: JsonOpt = False,
 ) -> None:
     """Bring the remote's registry ref and pin tags here; the registry folder shows them."""
     from ctune.registry.remote import pull_registry
 
+    out = output_format(fmt, json_out)
     settings = resolve_settings({"registry": registry, "registry_remote": remote})
-    render.pulled(pull_registry(settings.registry, ref=ref, remote=settings.registry_remote))
+    pulled = pull_registry(settings.registry, ref=ref, remote=settings.registry_remote)
+    render.outcome(out, pulled, render.pulled)
 
 
 @registry_app.command("status")
@@ -451,16 +482,19 @@ def status_command(
     strict: Annotated[
         bool, typer.Option("--strict", help="exit 1 when anything is unpushed (CI)")
     ] = False,
+    fmt: FormatOpt = ReportFormat.table,
+    json_out: JsonOpt = False,
 ) -> None:
     """List commits (and the artifacts they touch) and pin tags the remote lacks."""
     from ctune.errors import GateFailure
     from ctune.registry.remote import registry_status
 
+    out = output_format(fmt, json_out)
     settings = resolve_settings({"registry": registry, "registry_remote": remote})
     status = registry_status(
         settings.registry, ref=ref, remote=settings.registry_remote, fetch=fetch
     )
-    render.sync_status(status)
+    render.outcome(out, status, render.sync_status, unpushed=status.unpushed)
     if strict and (status.unpushed or status.tag_conflicts):
         clash = (
             f"; {len(status.tag_conflicts)} pin tag(s) clash with {status.remote}'s"
@@ -500,16 +534,19 @@ def retune_command(
     kernels: KernelsOpt = None,
     nvcc: NvccOpt = None,
     ptxas: PtxasOpt = None,
+    fmt: FormatOpt = ReportFormat.table,
+    json_out: JsonOpt = False,
 ) -> None:
     """Re-run the search that made each stale artifact (problem, objectives, constraints,
     strategy, seed, budget, arch, L2 policy as recorded) and commit its result."""
     from ctune.errors import GateFailure
     from ctune.registry.retune import Retune, search_argv
 
+    out = output_format(fmt, json_out)
     settings = _settings(registry, nvcc, ptxas, kernels)
     chosen = _retune_targets(settings, settings.kernels, keys or [], every)
     if not chosen:
-        render.nothing_stale()
+        render.report(out, lambda: {"retunes": []}, render.nothing_stale)
         return
     # the search commits where this command reads (its --commit follows CTUNE_REGISTRY) and
     # builds with this command's toolchain
@@ -523,27 +560,35 @@ def retune_command(
         Retune(key, search_argv(a, settings.kernels, budget, results), env) for key, a in chosen
     ]
     failed = []
+    done: list[dict[str, object]] = []
     for plan in plans:
-        render.retune(plan.key, plan.command())
-        if run:
-            code = _search_in_process(plan)
-            if code != 0:
-                failed.append(f"{plan.key} (exit {code})")
+        if out == "table":
+            render.retune(plan.key, plan.command())
+        code = _search_in_process(plan, out) if run else None
+        done.append({"key": str(plan.key), "command": plan.command(), "exit_code": code})
+        if code:
+            failed.append(f"{plan.key} (exit {code})")
+    render.report(out, lambda: {"retunes": done}, lambda: None)
     if failed:
         raise GateFailure(f"{len(failed)} of {len(plans)} re-tune(s) failed: {', '.join(failed)}")
 
 
-def _search_in_process(plan: Retune) -> int:
+def _search_in_process(plan: Retune, fmt: str = "table") -> int:
     """Run one re-tune as ``ctune search`` in this process: the same command, live progress
     and commit path as a search typed by hand; a failure is its exit code, and the next
     re-tune still runs. The recorded settings go to that command's own environment
-    (``main(environ=...)``); the process's is left as it is."""
+    (``main(environ=...)``); the process's is left as it is. When stdout holds this
+    command's JSON, the search's report goes to stderr (a log sees it, jq does not)."""
+    import contextlib
     import os
+    import sys
 
     from ctune.cli import main
 
+    into_stderr = contextlib.redirect_stdout(sys.stderr) if fmt != "table" else None
     try:
-        main(list(plan.argv), environ={**os.environ, **dict(plan.env)})
+        with into_stderr or contextlib.nullcontext():
+            main(list(plan.argv), environ={**os.environ, **dict(plan.env)})
     except SystemExit as exc:
         return int(exc.code or 0) if not isinstance(exc.code, str) else 1
     return 0

@@ -4,16 +4,24 @@ Nothing printed is parsed as rich markup (the consoles have markup and emoji
 codes off): a path like ``kernels/[/x].cu`` or a value like ``[red]`` prints
 as itself. Styled parts are :class:`rich.text.Text` spans built by
 :func:`styled`, and every piece of text passes :mod:`ctune.cli.sanitize`.
+
+Every command's report goes through :func:`report`, which picks the form ``--format``
+asked for: the command's table, one JSON document, or CSV rows.
+
+Output that is not a terminal (a pipe, a file, a CI log) is not laid out for a screen:
+tables take their natural width instead of rich's 80 columns (``COLUMNS``, when set,
+still asks for a width), and no line ends in padding.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.text import Text
 
 from ctune.cli.sanitize import block, one_line
@@ -36,10 +44,36 @@ def stop_for_closed_pipe() -> NoReturn:
     sys.exit(141)
 
 
+#: the width of output that is not a terminal: wide enough that nothing is folded or wrapped
+UNBOUNDED_WIDTH = 100_000
+_TRAILING_BLANKS = re.compile(r"[ \t]+(?=\n|$)")
+
+
 class _Console(Console):
     def on_broken_pipe(self) -> None:
         self.quiet = True
         stop_for_closed_pipe()
+
+    def _unbounded(self) -> bool:
+        """Output read by a program or a log, not a screen: no width to fit (unless
+        ``COLUMNS`` asks for one, as a reader of a given terminal would see it)."""
+        return not self.is_terminal and not os.environ.get("COLUMNS", "").isdigit()
+
+    @property  # type: ignore[override]
+    def size(self) -> ConsoleDimensions:
+        dims = Console.size.fget(self)  # type: ignore[attr-defined]
+        if self._width is None and self._unbounded():
+            return ConsoleDimensions(UNBOUNDED_WIDTH, dims.height)
+        return dims
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+    def _render_buffer(self, buffer: Any) -> str:
+        # a table pads each row to its width: a file or a pipe gets no trailing blanks
+        text = super()._render_buffer(buffer)
+        return text if self.is_terminal else _TRAILING_BLANKS.sub("", text)
 
 
 def _console(stderr: bool = False) -> Console:
@@ -103,10 +137,40 @@ def write_out(text: str) -> None:
 
 
 def print_json(data: Any) -> None:
-    """JSON on stdout as one document (ASCII, so any terminal)."""
-    import json
+    """JSON on stdout as one document (ASCII, strict: no NaN; ``tables.json_text``)."""
+    from ctune.cli.tables import json_text
 
-    write_out(json.dumps(data, default=str, indent=2) + "\n")
+    write_out(json_text(data))
+
+
+Rows = tuple[Sequence[str], Sequence[Mapping[str, Any]]]
+
+
+def report(
+    fmt: str,
+    document: Callable[[], Any],
+    table: Callable[[], None],
+    rows: Callable[[], Rows] | None = None,
+) -> None:
+    """A command's report in the form ``--format`` asked for: ``table()`` prints it for
+    people; ``document()`` is its JSON (one document on stdout); ``rows()`` its CSV
+    (header, rows), for a report that is a list of items."""
+    if fmt == "json":
+        print_json(document())
+    elif fmt == "csv":
+        if rows is None:  # the option's choices exclude it: a caller's mistake
+            raise ValueError("this report has no rows for CSV")
+        from ctune.cli.tables import csv_text
+
+        write_out(csv_text(*rows()))
+    else:
+        table()
+
+
+def progress_line(fmt: str, *parts: Part) -> None:
+    """A line said while a command works (one per artifact gated, per generation): on
+    stdout beside a table, on stderr when stdout carries a document for a program."""
+    line(*parts, stderr=fmt != "table")
 
 
 def _kv_table() -> Any:
@@ -119,22 +183,24 @@ def _kv_table() -> Any:
 
 
 def compile_report(
-    spec: KernelSpec, problem: Problem, candidate: Candidate, build: Build, json_out: bool
+    spec: KernelSpec, problem: Problem, candidate: Candidate, build: Build, fmt: str
 ) -> None:
     """One build: the exact argv, the outcome, ptxas resources, compile time, SASS digest."""
     from ctune.records import to_json
 
-    if json_out:
-        print_json(
-            {
-                "kernel": spec.name,
-                "problem": problem.name,
-                "candidate": candidate.to_json(),
-                "key": candidate.key(),
-                "build": to_json(build),
-            }
-        )
-        return
+    def document() -> dict[str, Any]:
+        return {
+            "kernel": spec.name,
+            "problem": problem.name,
+            "candidate": candidate.to_json(),
+            "key": candidate.key(),
+            "build": to_json(build),
+        }
+
+    report(fmt, document, lambda: _compile_table(spec, problem, candidate, build))
+
+
+def _compile_table(spec: KernelSpec, problem: Problem, candidate: Candidate, build: Build) -> None:
     table = _kv_table()
     res = build.resources
     status = styled(
@@ -168,37 +234,55 @@ def space_report(
     count: int,
     exact: bool,
     samples: Sequence[dict[str, GeneValue]],
-    json_out: bool,
+    fmt: str,
     device: Mapping[str, Any] | None = None,
 ) -> None:
-    """``count`` is within the device's limits when ``device`` says what they rule out."""
+    """``count`` is within the device's limits when ``device`` says what they rule out;
+    its CSV is the genes, one row each."""
     space = spec.space
-    if json_out:
-        print_json(
-            {
-                "kernel": spec.name,
-                "problem": problem.name,
-                "genes": [
-                    {
-                        "name": g.name,
-                        "family": g.family,
-                        "values": list(g.values),
-                        "default": g.default,
-                        "numerics": g.numerics,
-                    }
-                    for g in space.genes
-                ],
-                "restrictions": [r.source for r in space.restrictions],
-                "valid": count,
-                "exact": exact,
-                "product": space.cardinality(),
-                "samples": samples,
-                **({"device": dict(device)} if device is not None else {}),
-            }
-        )
-        return
+    genes = [
+        {
+            "name": g.name,
+            "family": g.family,
+            "values": list(g.values),
+            "default": g.default,
+            "numerics": g.numerics,
+        }
+        for g in space.genes
+    ]
+
+    def document() -> dict[str, Any]:
+        return {
+            "kernel": spec.name,
+            "problem": problem.name,
+            "genes": genes,
+            "restrictions": [r.source for r in space.restrictions],
+            "valid": count,
+            "exact": exact,
+            "product": space.cardinality(),
+            "samples": samples,
+            **({"device": dict(device)} if device is not None else {}),
+        }
+
+    report(
+        fmt,
+        document,
+        lambda: _space_table(spec, problem, count, exact, samples, device),
+        lambda: (["name", "family", "values", "default", "numerics"], genes),
+    )
+
+
+def _space_table(
+    spec: KernelSpec,
+    problem: Problem,
+    count: int,
+    exact: bool,
+    samples: Sequence[dict[str, GeneValue]],
+    device: Mapping[str, Any] | None,
+) -> None:
     from rich.table import Table
 
+    space = spec.space
     table = Table(title=f"{spec.name}: genes ({problem.name})")
     table.add_column("gene", no_wrap=True)
     table.add_column("family", no_wrap=True)
@@ -219,12 +303,9 @@ def space_report(
         f" {approx}{count:,} of {space.cardinality():,} combinations",
     )
     if device is not None:
-        console.print(
-            f"[bold]device limits[/] ({device['limits']}): rule out {device['ruled_out']:,}"
-            + "".join(f"\n  {r}" for r in device["restrictions"]),
-            markup=True,
-            highlight=False,
-        )
+        line(("device limits", "bold"), f" ({device['limits']}): rule out {device['ruled_out']:,}")
+        for r in device["restrictions"]:
+            line(f"  {r}")
     if samples:
         line(("random valid samples", "bold"))
         defaults = space.default_values()
@@ -235,22 +316,31 @@ def space_report(
 
 def doctor_report(
     checks: Sequence[Check],
-    json_out: bool,
+    fmt: str,
     stale_locks: Sequence[Any] = (),
     removed: Sequence[Any] = (),
 ) -> None:
-    if json_out:
-        print_json(
-            {
-                "checks": [
-                    {"name": c.name, "ok": c.ok, "detail": c.detail, "needed_for": c.needed_for}
-                    for c in checks
-                ],
-                "stale_locks": [str(lock.path) for lock in stale_locks],
-                "removed": [str(p) for p in removed],
-            }
-        )
-        return
+    """Each check's row; its CSV is those rows (the locks are in the JSON and the table)."""
+    header = ["name", "ok", "detail", "needed_for"]
+    rows = [
+        {"name": c.name, "ok": c.ok, "detail": c.detail, "needed_for": c.needed_for} for c in checks
+    ]
+
+    def document() -> dict[str, Any]:
+        return {
+            "checks": rows,
+            "stale_locks": [str(lock.path) for lock in stale_locks],
+            "removed": [str(p) for p in removed],
+        }
+
+    report(
+        fmt, document, lambda: _doctor_table(checks, stale_locks, removed), lambda: (header, rows)
+    )
+
+
+def _doctor_table(
+    checks: Sequence[Check], stale_locks: Sequence[Any], removed: Sequence[Any]
+) -> None:
     from rich.table import Table
 
     table = Table(title="ctune doctor")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ctune.cli.render import console, log_block, print_json, styled
+from ctune.cli.render import console, log_block, report, styled
 from ctune.evidence.identity import gpu_label
 
 if TYPE_CHECKING:
@@ -31,26 +31,35 @@ def bench_report(
     build: Build,
     measurement: Measurement | None,
     plan: SamplingPlan,
-    json_out: bool,
+    fmt: str,
 ) -> None:
-    """One report, printed line by line in reading order; long because it is that text."""
+    """One report: a table in reading order, or its JSON document."""
     from dataclasses import asdict
 
     from ctune.records import to_json
 
-    if json_out:
-        print_json(
-            {
-                "kernel": spec.name,
-                "problem": problem.name,
-                "candidate": candidate.to_json(),
-                "key": candidate.key(),
-                "plan": asdict(plan),
-                "build": to_json(build),
-                "measurement": to_json(measurement) if measurement is not None else None,
-            }
-        )
-        return
+    def document() -> dict[str, object]:
+        return {
+            "kernel": spec.name,
+            "problem": problem.name,
+            "candidate": candidate.to_json(),
+            "key": candidate.key(),
+            "plan": asdict(plan),
+            "build": to_json(build),
+            "measurement": to_json(measurement) if measurement is not None else None,
+        }
+
+    report(fmt, document, lambda: _table(spec, problem, candidate, build, measurement))
+
+
+def _table(
+    spec: KernelSpec,
+    problem: Problem,
+    candidate: Candidate,
+    build: Build,
+    measurement: Measurement | None,
+) -> None:
+    """Printed line by line in reading order; long because it is that text."""
     from rich.table import Table
 
     table = Table(show_header=False, box=None, pad_edge=False)

@@ -3,23 +3,41 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ctune.cli.render import console
+from ctune.cli.render import line, report
 
 if TYPE_CHECKING:
     from ctune.draft.sidecar import Draft
 
 
-def init_report(yaml_path: Path, reference: Path, draft: Draft) -> None:
+def init_report(yaml_path: Path, reference: Path, draft: Draft, fmt: str = "table") -> None:
+    """One line per fact, never wrapped (a narrow terminal folds them, a log keeps them)."""
     lines = len(draft.yaml.splitlines())
-    console.print(f"wrote {yaml_path} ({lines} lines) and {reference}", markup=False)
-    console.print(f"entry   {draft.entry}", markup=False)
-    for gene in draft.genes:
-        values = ", ".join(str(v) for v in gene.values)
-        console.print(
-            f"gene    {gene.name} [{values}] default {gene.default}: {gene.why}", markup=False
-        )
-    for check in draft.checks:
-        console.print(f"check   {check}", markup=False)
-    console.print(f"next    ctune space {yaml_path.with_suffix('.cu')}", markup=False)
+    next_command = f"ctune space {yaml_path.with_suffix('.cu')}"
+
+    def document() -> dict[str, Any]:
+        return {
+            "sidecar": str(yaml_path),
+            "sidecar_lines": lines,
+            "reference": str(reference),
+            "entry": draft.entry,
+            "genes": [
+                {"name": g.name, "values": list(g.values), "default": g.default, "why": g.why}
+                for g in draft.genes
+            ],
+            "checks": list(draft.checks),
+            "next": next_command,
+        }
+
+    def table() -> None:
+        line(f"wrote {yaml_path} ({lines} lines) and {reference}")
+        line(f"entry   {draft.entry}")
+        for gene in draft.genes:
+            values = ", ".join(str(v) for v in gene.values)
+            line(f"gene    {gene.name} [{values}] default {gene.default}: {gene.why}")
+        for check in draft.checks:
+            line(f"check   {check}")
+        line(f"next    {next_command}")
+
+    report(fmt, document, table)

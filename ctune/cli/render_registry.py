@@ -2,7 +2,8 @@
 
 Only this module (and :mod:`ctune.cli.render`) prints. Verdict lines are
 printed unwrapped (``soft_wrap``), one per artifact, so CI logs can be
-grepped without parsing tables.
+grepped without parsing tables. Each command's JSON (``--format json``) is its
+result's fields (:func:`outcome`), or the document built here beside its table.
 """
 
 from __future__ import annotations
@@ -10,13 +11,14 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from rich.table import Column, Table
 
-from ctune.cli.render import console, line, warn_line
+from ctune.cli.render import console, line, progress_line, report, warn_line, write_out
 from ctune.cli.sanitize import one_line
-from ctune.exchange.columns import fill_objectives, gene_columns, objective_columns
-from ctune.records import FieldChange
+from ctune.exchange.columns import extra_columns, fill_objectives, gene_columns, objective_columns
+from ctune.records import FieldChange, to_json
 from ctune.registry.check import FRESH, STALE, WARN, CheckReport, CheckResult
 from ctune.registry.controls import HeldFile
 from ctune.registry.diff import ArtifactDiff
@@ -43,6 +45,12 @@ def _line(text: str) -> None:
     line(text)
 
 
+def outcome(fmt: str, value: Any, table: Callable[[Any], None], **extra: Any) -> None:
+    """A registry command's result: ``table(value)`` for people, else its fields (and
+    ``extra``, such as what its properties say) as one JSON document."""
+    report(fmt, lambda: {**to_json(value), **extra}, lambda: table(value))
+
+
 def retune(key: object, command: str) -> None:
     _line(f"{key}: {command}")
 
@@ -57,8 +65,8 @@ def note(text_line: str) -> None:
 
 
 def text(body: str) -> None:
-    """Raw text (exports) exactly as given."""
-    console.out(body, end="", highlight=False)
+    """Raw text (exports, an artifact file) exactly as given: never laid out or trimmed."""
+    write_out(body)
 
 
 def quarantined(items: Sequence[Quarantined]) -> None:
@@ -78,6 +86,21 @@ def listing(result: Listing) -> None:
     if not result.artifacts:
         _line("no artifacts")
     quarantined(result.quarantined)
+
+
+def listing_report(result: Listing, fmt: str) -> None:
+    """``registry list``: a line per artifact; as rows (CSV), or the rows and the files
+    that could not be read (JSON; those are warnings on stderr in both)."""
+    if fmt != "table":
+        quarantined(result.quarantined)
+    header, rows = listing_rows(result)
+    bad = [{"path": q.path, "message": q.message} for q in result.quarantined]
+    report(
+        fmt,
+        lambda: {"rows": rows, "quarantined": bad},
+        lambda: listing(result),
+        lambda: (header, rows),
+    )
 
 
 def listing_rows(result: Listing) -> tuple[list[str], list[dict[str, object]]]:
@@ -117,11 +140,11 @@ def member_rows(
 ) -> tuple[list[str], list[dict[str, object]]]:
     """``registry show --as csv``: the front and the baseline (or ``only``, KEY@member),
     one row each, genes as columns."""
-    names = [o.name for o in a.objectives]
+    named = objective_columns((o.name, o.unit) for o in a.objectives)
     genes = [k for k, _ in a.baseline.candidate.genes]
     measured = ["p50_ms", "p95_ms", "p99_ms", "energy_j", "avg_power_w"]
     measured += ["regs", "spills_bytes", "smem_bytes", "processes", "sass_sha256"]
-    fixed = ["key", "role", *objective_columns(names, measured), *measured]
+    fixed = ["key", "role", *extra_columns(named, measured), *measured]
     columns = gene_columns(genes, fixed)
     rows: list[dict[str, object]] = []
     for m in (*a.front, a.baseline):
@@ -133,7 +156,7 @@ def member_rows(
             row[field] = m.summary.get(field)
         for field in ("regs", "spills_bytes", "smem_bytes"):
             row[field] = m.resources.get(field)
-        fill_objectives(row, names, m.values)
+        fill_objectives(row, named, m.values)
         row["processes"] = len(m.process_medians_ms)
         row["sass_sha256"] = m.sass_sha256
         genes_of = m.candidate.as_dict()
@@ -210,6 +233,37 @@ def member(key: ArtifactKey, a: Artifact, m: FrontMember, files: Sequence[HeldFi
     _line("build flags: " + (flags_line(m) or "-"))
     for f in files:
         _line(f"controls file: {_held(f)}")
+
+
+def show_report(
+    fmt: str,
+    key: ArtifactKey,
+    a: Artifact,
+    m: FrontMember | None,
+    files_of: Mapping[str, Sequence[HeldFile]],
+) -> None:
+    """``registry show``: the artifact (or one member, ``m``) for people; the member's JSON
+    (with its controls files, where it has any); the front and baseline as rows (CSV).
+    The artifact's JSON is its file's (``registry show`` writes the file byte for byte)."""
+    import json
+
+    from ctune.registry.schema import encode, member_json
+
+    def document() -> dict[str, Any]:
+        if m is None:
+            return dict(json.loads(encode(a)))
+        data = member_json(m)
+        if files_of.get(m.key):  # only a member built with controls files: others keep their bytes
+            data["controls"] = [f.to_json() for f in files_of[m.key]]
+        return data
+
+    def table() -> None:
+        if m is None:
+            artifact(key, a, files_of)
+        else:
+            member(key, a, m, files_of.get(m.key, ()))
+
+    report(fmt, document, table, lambda: member_rows(a, m))
 
 
 def _change(c: FieldChange) -> str:
@@ -405,18 +459,46 @@ def migration(m: Migration, dry_run: bool) -> None:
     quarantined(m.failed)
 
 
+def _refresh_action(o: RefreshOutcome, dry: bool) -> str:
+    if o.artifact is None:
+        return "left"
+    return "would refresh" if dry else "refreshed"
+
+
+def refresh_report(
+    outcomes: Sequence[RefreshOutcome], commit: CommitResult | None, dry: bool, fmt: str
+) -> None:
+    """``registry refresh``: one row per artifact (key, what was done, why), the commit."""
+    header = ["key", "action", "why"]
+    rows = [{"key": str(o.key), "action": _refresh_action(o, dry), "why": o.why} for o in outcomes]
+
+    def document() -> dict[str, Any]:
+        return {"artifacts": rows, "commit": to_json(commit), "dry_run": dry}
+
+    report(fmt, document, lambda: refresh(outcomes, commit, dry), lambda: (header, rows))
+
+
 def refresh(outcomes: Sequence[RefreshOutcome], commit: CommitResult | None, dry: bool) -> None:
     for o in outcomes:
-        prefix = (
-            "would refresh"
-            if dry and o.artifact is not None
-            else ("refreshed" if o.artifact is not None else "left")
-        )
-        _line(f"{prefix} {o.key}: {o.why}")
+        _line(f"{_refresh_action(o, dry)} {o.key}: {o.why}")
     if commit is not None:
         _line(f"committed {commit.commit[:12]} to {commit.ref}")
     if not outcomes:
         _line("no artifacts")
+
+
+def locks_report(
+    found: Sequence[StaleLock], removed: Sequence[object], fix: bool, fmt: str
+) -> None:
+    """``registry doctor``: the stale locks found (or removed, with --fix), one row each."""
+    rows = [{"path": str(lock.path), "age_s": lock.age_s, "removed": False} for lock in found]
+    rows += [{"path": str(path), "age_s": None, "removed": True} for path in removed]
+    report(
+        fmt,
+        lambda: {"locks": rows},
+        lambda: locks(found, removed, fix),
+        lambda: (["path", "age_s", "removed"], rows),
+    )
 
 
 def locks(found: Sequence[StaleLock], removed: Sequence[object], fix: bool) -> None:
@@ -473,9 +555,10 @@ def check_result(r: CheckResult, strict: bool) -> list[str]:
     return [f"{word} {r.key}{how}", *(f"  {reason}" for reason in reasons)]
 
 
-def other_gpus(count: int, classes: Sequence[str], what: str) -> None:
-    """``count`` artifacts measured on other GPUs than this one (``classes``)."""
-    _line(f"{what}: {count} artifact(s) of other GPUs ({', '.join(classes)})")
+def other_gpus(count: int, classes: Sequence[str], what: str, fmt: str = "table") -> None:
+    """``count`` artifacts measured on other GPUs than this one (``classes``); on stderr
+    when stdout holds a document."""
+    progress_line(fmt, f"{what}: {count} artifact(s) of other GPUs ({', '.join(classes)})")
 
 
 def check(
@@ -577,35 +660,35 @@ def _regression(label: str, r: Regression) -> str:
     )
 
 
-def gate_progress(total: int) -> Callable[[GateReport], None]:
-    """One line per artifact as its verdict lands, before the full report (stderr is kept for
-    the one error line)."""
+def gate_progress(total: int, fmt: str = "table") -> Callable[[GateReport], None]:
+    """One line per artifact as its verdict lands, before the full report (on stdout beside
+    the table, else on stderr: ``render.progress_line``)."""
     done = 0
 
-    def report(r: GateReport) -> None:
+    def said(r: GateReport) -> None:
         nonlocal done
         done += 1
-        line(f"gate [{done}/{total}] {r.verdict.value} {r.key}")
+        progress_line(fmt, f"gate [{done}/{total}] {r.verdict.value} {r.key}")
 
-    return report
+    return said
 
 
-def prebuild_progress(total: int) -> Callable[[Prebuilt], None]:
+def prebuild_progress(total: int, fmt: str = "table") -> Callable[[Prebuilt], None]:
     """``gate --build-only``: one line per artifact as its builds land."""
     done = 0
 
-    def report(r: Prebuilt) -> None:
+    def said(r: Prebuilt) -> None:
         nonlocal done
         done += 1
         if r.error:
-            line(f"build [{done}/{total}] FAILED {r.key}: {r.error}")
+            progress_line(fmt, f"build [{done}/{total}] FAILED {r.key}: {r.error}")
             return
         what = f"{r.builds} build(s) in the cache" + (", SASS as recorded" if r.ok else "")
-        line(f"build [{done}/{total}] {'ok' if r.ok else 'FAILED'} {r.key}: {what}")
+        progress_line(fmt, f"build [{done}/{total}] {'ok' if r.ok else 'FAILED'} {r.key}: {what}")
         for problem in r.problems:
-            line(f"  {problem}")
+            progress_line(fmt, f"  {problem}")
 
-    return report
+    return said
 
 
 def gate(reports: Sequence[GateReport], not_checked_line: str) -> None:

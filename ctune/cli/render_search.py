@@ -1,13 +1,15 @@
 """Drawing ``ctune search``: the live status line and the final report (rich).
 
 Like ``render.py``, this is a place that prints; the search itself only
-emits events (``ctune.search.events``). With ``--json`` nothing is drawn
-while searching and the result is printed once, as JSON, on stdout.
+emits events (``ctune.search.events``). On a terminal the status is a live
+block on stderr; where stderr is not a terminal (a CI log, a file) it is one
+line per generation instead. With ``--format json`` nothing else is said while
+searching and the result is printed once, as JSON, on stdout.
 
 The front is a table where it fits the terminal as it is; on a narrow one
-(80 columns, or output to a file or pipe, which rich treats as 80) each
-member gets its own block instead: the key and its values on one line, the
-genes it changes on the next, never squeezed into folded columns.
+(80 columns, or ``COLUMNS=80``) each member gets its own block instead: the
+key and its values on one line, the genes it changes on the next, never
+squeezed into folded columns. Output to a file or pipe has no width to fit.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
-from ctune.cli.render import Part, console, err_console, line, print_json, styled, warn_line
+from ctune.cli.render import Part, console, err_console, line, report, styled, warn_line
 from ctune.evidence.compare import Difference, NoiseRule
 
 if TYPE_CHECKING:
@@ -47,16 +49,18 @@ def _value(v: float | None) -> str:
 
 
 class SearchDisplay:
-    """Receives driver events; draws a live status block (none with ``--json``)."""
+    """Receives driver events; draws a live status block on a terminal (none with
+    ``--format json``), else prints one progress line per generation."""
 
-    def __init__(self, json_out: bool = False) -> None:
-        self.json_out = json_out
+    def __init__(self, fmt: str = "table") -> None:
+        self.quiet = fmt != "table"  # stdout holds a document: only the generation lines
         self.objectives: list[str] = []
         self.units: list[str] = []
         self._live: Any = None
+        self._lines = not err_console.is_terminal
 
     def __enter__(self) -> SearchDisplay:
-        if not self.json_out:
+        if not self.quiet and not self._lines:
             from rich.live import Live
 
             self._live = Live(console=err_console, auto_refresh=False, transient=True)
@@ -69,7 +73,7 @@ class SearchDisplay:
             self._live = None
 
     def _print(self, *parts: Part) -> None:
-        if not self.json_out:
+        if not self.quiet:
             line(*parts, stderr=True)
 
     def handle(self, event: SearchEvent) -> None:
@@ -77,7 +81,7 @@ class SearchDisplay:
 
         if isinstance(event, ev.Note):
             if event.level == "warning":
-                if self.json_out:
+                if self.quiet:
                     return
                 warn_line(event.message)
             else:
@@ -102,8 +106,12 @@ class SearchDisplay:
             t = event.trial
             values = ", ".join(_value(v) for v in (t.values or ()))
             self._print(f"baseline {t.candidate.key()} (default build): {values}")
-        elif isinstance(event, (ev.TrialFinished, ev.GenerationFinished)):
+        elif isinstance(event, ev.TrialFinished):
             self._update(event.progress)
+        elif isinstance(event, ev.GenerationFinished):
+            self._update(event.progress)
+            if self._lines:
+                line(generation_line(event.progress, self.objectives), stderr=True)
         elif isinstance(event, ev.Confirming):
             self._print(
                 f"confirming {event.members} front member(s) and the baseline in "
@@ -115,26 +123,42 @@ class SearchDisplay:
             self._live.update(status_block(p, self.objectives), refresh=True)
 
 
-def status_block(p: Progress, objectives: list[str]) -> RenderableType:
-    """Two lines of "label value" pairs; a narrow terminal wraps them between pairs."""
+def _evaluations(p: Progress) -> str:
     budget = f"/{p.budget}" if p.budget is not None else ""
     # the budget counts GPU measurements; fillers and candidates that reused an
     # identical binary's measurement are extra
-    evaluations = (
+    return (
         f"{p.evaluations - p.fillers - p.reused}{budget}"
         + (f" + {p.reused} same binary" if p.reused else "")
         + (f" + {p.fillers} fillers" if p.fillers else "")
     )
-    failures = ", ".join(f"{k} {v}" for k, v in sorted(p.failures.items())) or "none"
-    best = "-"
+
+
+def _best(p: Progress, objectives: list[str]) -> str:
     if p.best is not None:
-        best = ", ".join(f"{name} {_value(v)}" for name, v in zip(objectives, p.best, strict=False))
-    elif p.hypervolume is not None:
-        best = f"hypervolume {p.hypervolume:.4f} (vs baseline-normalised reference)"
+        return ", ".join(f"{name} {_value(v)}" for name, v in zip(objectives, p.best, strict=False))
+    if p.hypervolume is not None:
+        return f"hypervolume {p.hypervolume:.4f} (vs baseline-normalised reference)"
+    return "-"
+
+
+def generation_line(p: Progress, objectives: list[str]) -> str:
+    """The status as one line, for a log: ``generation 3: evaluations 24/30, best p99
+    0.0123, front 1, elapsed 12s``."""
+    return (
+        f"generation {p.generation}: evaluations {_evaluations(p)}, "
+        f"best {_best(p, objectives)}, front {p.front_size}, elapsed {_duration(p.elapsed_s)}"
+    )
+
+
+def status_block(p: Progress, objectives: list[str]) -> RenderableType:
+    """Two lines of "label value" pairs; a narrow terminal wraps them between pairs."""
+    failures = ", ".join(f"{k} {v}" for k, v in sorted(p.failures.items())) or "none"
+    best = _best(p, objectives)
     rows = [
         [
             ("generation", str(p.generation)),
-            ("evaluations", evaluations),
+            ("evaluations", _evaluations(p)),
             ("cached", str(p.cached)),
             ("elapsed", _duration(p.elapsed_s)),
             ("ETA", _duration(p.eta_s)),
@@ -317,10 +341,11 @@ def _narrow_front(result: SearchResult, rows: list[_Row]) -> None:
         console.print(evidence)
 
 
-def final_report(result: SearchResult, json_out: bool) -> None:
-    if json_out:
-        print_json(result.to_json())
-        return
+def final_report(result: SearchResult, fmt: str) -> None:
+    report(fmt, result.to_json, lambda: _final_table(result))
+
+
+def _final_table(result: SearchResult) -> None:
     rows = _rows(result)
     table = _wide_table(result, rows)
     if _fits(table):
@@ -496,11 +521,13 @@ def require_plotting() -> None:
     require_matplotlib("--plot")
 
 
-def plot_front(result: SearchResult, path: Any) -> None:
-    """The front figure of the search's journal at ``path`` (``ctune plot`` draws the rest)."""
+def plot_front(result: SearchResult, path: Any, fmt: str = "table") -> None:
+    """The front figure of the search's journal at ``path`` (``ctune plot`` draws the rest);
+    said on stderr when stdout holds the JSON report."""
     from pathlib import Path
 
+    from ctune.cli.render import progress_line
     from ctune.plot import draw_front_file
 
     written = draw_front_file(Path(result.journal), Path(path))
-    line(("plot", "bold"), f" {written}")
+    progress_line(fmt, ("plot", "bold"), f" {written}")

@@ -17,7 +17,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ctune.cli import app, complete
-from ctune.cli.options import KernelArg, NvccOpt, ProblemOpt, PtxasOpt
+from ctune.cli.options import (
+    FormatOpt,
+    JsonOpt,
+    KernelArg,
+    NvccOpt,
+    ProblemOpt,
+    PtxasOpt,
+    ReportFormat,
+    output_format,
+)
 from ctune.errors import SearchInconclusive, UserError
 from ctune.search import strategy_names_help
 from ctune.search.budget import WARM_START_SHARE
@@ -167,7 +176,8 @@ def search_command(
         Path | None,
         typer.Option(help="result file (default <cache_dir>/results/<kernel>-<problem>.json)"),
     ] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+    fmt: FormatOpt = ReportFormat.table,
+    json_out: JsonOpt = False,
     plot: Annotated[
         Path | None,
         typer.Option(
@@ -343,6 +353,7 @@ def search_command(
     from ctune.search.pruning import parse_prune_margin, parse_search_rep
     from ctune.search.strategy import parse_option_items
 
+    report_fmt = output_format(fmt, json_out)
     if plot is not None:  # before anything runs: a search must not end in a missing extra
         render_search.require_plotting()
     cfg = settings(
@@ -410,11 +421,19 @@ def search_command(
             tuple(dispatch_shipped or ()),
         )
         run_set(
-            cfg, spec, objectives, options, set_args, given, compiler, make_measurer(cfg), json_out
+            cfg,
+            spec,
+            objectives,
+            options,
+            set_args,
+            given,
+            compiler,
+            make_measurer(cfg),
+            report_fmt,
         )
         return
     measurer = None
-    display = render_search.SearchDisplay(json_out=json_out)
+    display = render_search.SearchDisplay(report_fmt)
     try:
         if control is not None:
             from ctune.cli.search_device import device_measurer
@@ -438,9 +457,9 @@ def search_command(
         for part in (measurer, compiler, control):
             if part is not None:
                 part.close()
-    render_search.final_report(result, json_out)
+    render_search.final_report(result, report_fmt)
     if plot is not None:
-        render_search.plot_front(result, plot)
+        render_search.plot_front(result, plot, report_fmt)
     if result.interrupted:  # after the report: main() ends with what the journal keeps
         from ctune.interrupts import Interrupted
         from ctune.search.session_journal import kept_line

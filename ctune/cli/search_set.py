@@ -106,7 +106,7 @@ def run_set(
     given: dict[str, Any],
     compiler: Any,
     measurer: Any,
-    json_out: bool,
+    fmt: str,
 ) -> None:
     from ctune.cli import render_search
     from ctune.cli.search import parse_duration
@@ -141,7 +141,7 @@ def run_set(
         if measurer is None and objective.measures:
             measurer = LazyMeasurer(cfg)
             owned.append(measurer)
-        display = render_search.SearchDisplay(json_out=json_out)
+        display = render_search.SearchDisplay(fmt)
         with display:
             progress = run_problem_set(
                 cfg,
@@ -158,15 +158,18 @@ def run_set(
         for part in owned:
             if part is not None:
                 part.close()
-    report(progress, json_out)
+    report(progress, fmt)
 
 
-def report(progress: SetProgress, json_out: bool) -> None:
-    from ctune.cli.render import line, print_json
+def report(progress: SetProgress, fmt: str) -> None:
+    from ctune.cli import render
 
-    if json_out:
-        print_json(progress.to_json())
-        return
+    render.report(fmt, progress.to_json, lambda: _table(progress))
+
+
+def _table(progress: SetProgress) -> None:
+    from ctune.cli.render import line
+
     total = len(progress.searched) + len(progress.pending)
     line(
         ("problem set", "bold"), f" {progress.set_name}: {len(progress.searched)}/{total} searched"

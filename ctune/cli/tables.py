@@ -1,8 +1,11 @@
-"""``--as csv|json``: the one writer of tables for other tools (spreadsheets, pandas, jq).
+"""The one writer of text for other tools: JSON documents and CSV tables (spreadsheets,
+pandas, jq).
 
-CSV is RFC 4180 (``csv`` module, a header row, empty cells for unknown
-values); JSON is one document, indented, ASCII. Both go to stdout as they
-are: never wrapped, styled or sanitised, since a program reads them.
+CSV is RFC 4180 (``csv`` module, a header row, empty cells for unknown values); JSON is
+one document, indented, ASCII, strict (no NaN or infinity: those are null). Both go to
+stdout as they are: never wrapped, styled or sanitised, since a program reads them.
+``--format json|csv`` (every command's report, ``render.report``) and the exports'
+``--as csv|json`` (``ctune plot --as``) write through here.
 """
 
 from __future__ import annotations
@@ -47,26 +50,35 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def write(
+def json_text(data: Any) -> str:
+    """``data`` as one JSON document and a newline (paths and other objects as text)."""
+    return json.dumps(_finite(data), indent=2, default=str, allow_nan=False) + "\n"
+
+
+def csv_text(header: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> str:
+    """A header row, then one row per mapping (its cells by header name)."""
+    if len(set(header)) != len(header):  # pandas would rename one, DictReader drop one
+        raise ValueError(f"a CSV header names a column twice: {list(header)}")
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    for row in rows:
+        writer.writerow([_cell(row.get(h)) for h in header])
+    return buffer.getvalue()
+
+
+def text(
     fmt: str,
     header: Sequence[str],
     rows: Sequence[Mapping[str, Any]],
     document: Mapping[str, Any] | None = None,
-) -> None:
+) -> str:
     """Rows as CSV, or as JSON: ``document`` with the rows under ``"rows"`` (else a list)."""
-    from ctune.cli.render import write_out
-
     check_format(fmt)
     if fmt == "csv":
-        buffer = io.StringIO()
-        writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerow(header)
-        for row in rows:
-            writer.writerow([_cell(row.get(h)) for h in header])
-        write_out(buffer.getvalue())
-    else:
-        body: Any = list(rows) if document is None else {**document, "rows": list(rows)}
-        write_out(json.dumps(_finite(body), indent=2, default=str, allow_nan=False) + "\n")
+        return csv_text(header, rows)
+    body: Any = list(rows) if document is None else {**document, "rows": list(rows)}
+    return json_text(body)
 
 
-__all__ = ["FORMATS", "check_format", "write"]
+__all__ = ["FORMATS", "check_format", "csv_text", "json_text", "text"]

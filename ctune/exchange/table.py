@@ -7,7 +7,7 @@ import io
 import math
 from typing import Any
 
-from ctune.exchange.columns import fill_objectives, gene_columns, objective_columns
+from ctune.exchange.columns import extra_columns, fill_objectives, gene_columns, objective_columns
 from ctune.exchange.records import Export
 
 STATS = ("p50_ms", "p95_ms", "p99_ms", "mean_ms", "min_ms")
@@ -22,12 +22,14 @@ def _cell(value: Any) -> Any:
 
 def to_csv(export: Export) -> str:
     """Columns: role, key, outcome, every parameter, every objective, latency, resources;
-    each name once (``exchange/columns.py``), as in ``ctune plot --as csv``."""
+    each quantity once, its unit in its name (``exchange/columns.py``), as in ``ctune plot
+    --as csv``."""
     genes: list[str] = []
     for row in export.rows:
         genes += [g for g in row.configuration if g not in genes]
     measured = [*STATS, *RESOURCES, "compile_s"]
-    objectives = objective_columns((o.name for o in export.objectives), measured)
+    named = objective_columns((o.name, o.unit) for o in export.objectives)
+    objectives = extra_columns(named, measured)
     lead = ["role", "key", "outcome"]
     columns = gene_columns(genes, [*lead, *objectives, *measured])
     header = [*lead, *columns.values(), *objectives, *measured]
@@ -38,7 +40,7 @@ def to_csv(export: Export) -> str:
         cells: dict[str, Any] = {"role": row.role, "key": row.key, "outcome": row.outcome}
         cells.update({column: row.configuration.get(g) for g, column in columns.items()})
         cells.update({**row.stats_ms, **row.resources, "compile_s": row.compile_s})
-        fill_objectives(cells, row.values, row.values.values())
+        fill_objectives(cells, named, (row.values.get(o.name) for o in export.objectives))
         writer.writerow([_cell(cells.get(h)) for h in header])
     return buffer.getvalue()
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ctune.errors import UserError
-from ctune.exchange.columns import fill_objectives, gene_columns, objective_columns
+from ctune.exchange.columns import extra_columns, fill_objectives, gene_columns, objective_columns
 from ctune.files import read_head
 from ctune.objective.pareto import as_minimization, sign
 from ctune.objective.pareto import non_dominated as mask_of
@@ -357,7 +357,7 @@ def rows(source: Source) -> tuple[list[str], list[dict[str, Any]]]:
         "spills_bytes",
         "smem_bytes",
     ]
-    names = [o.name for o in source.objectives]
+    named = objective_columns((o.name, o.unit) for o in source.objectives)
     fixed = [
         "number",
         "generation",
@@ -369,7 +369,7 @@ def rows(source: Source) -> tuple[list[str], list[dict[str, Any]]]:
         "pinned",
         "filler",
         "elapsed_s",
-        *objective_columns(names, measured),
+        *extra_columns(named, measured),
         *measured,
     ]
     columns = gene_columns(genes, fixed)
@@ -396,7 +396,7 @@ def rows(source: Source) -> tuple[list[str], list[dict[str, Any]]]:
             row[q] = p.quantiles.get(q)
         for r in ("regs", "spills_bytes", "smem_bytes"):
             row[r] = p.resources.get(r)
-        fill_objectives(row, names, p.values if p.values is not None else [None] * len(names))
+        fill_objectives(row, named, p.values if p.values is not None else [None] * len(named))
         for g, column in columns.items():
             row[column] = p.genes.get(g)
         out.append(row)

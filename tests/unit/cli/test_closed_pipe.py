@@ -18,11 +18,12 @@ class _ClosedPipe(io.StringIO):
 
 @pytest.mark.parametrize("fmt", ["csv", "json"])
 def test_tables_stop_as_sigpipe(monkeypatch: pytest.MonkeyPatch, fmt: str) -> None:
-    from ctune.cli import tables
+    from ctune.cli import render
 
+    rows = [{"key": "gemm/sq4096/x"}]
     monkeypatch.setattr(sys, "stdout", _ClosedPipe())
     with pytest.raises(SystemExit) as stopped:
-        tables.write(fmt, ["key"], [{"key": "gemm/sq4096/x"}])
+        render.report(fmt, lambda: {"rows": rows}, lambda: None, lambda: (["key"], rows))
     assert stopped.value.code == 141
 
 

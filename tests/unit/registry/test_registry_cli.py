@@ -113,7 +113,8 @@ def test_list_and_show_as_tables(cli: Run, registry: Path) -> None:
     members = list(csv.DictReader(io.StringIO(out)))
     assert code == 0 and [m["role"] for m in members] == ["pinned", "front", "baseline"]
     assert [m["key"] for m in members] == [a.front[0].key, a.front[1].key, a.baseline.key]
-    assert float(members[0]["p50"]) == a.front[0].values[0] and members[0]["BLOCK_M"] == "128"
+    assert float(members[0]["p50_ms"]) == a.front[0].values[0] and members[0]["BLOCK_M"] == "128"
+    assert "p50" not in members[0]  # the p50 objective is the p50_ms column
     code, out, _ = cli("registry", "show", KEY, "--as", "json", "--registry", str(registry))
     assert out.encode() == encode(a)
 
@@ -457,6 +458,29 @@ def test_check_names_hard_build_and_soft_changes(cli: Run, registry: Path, machi
     assert code == 1 and f"STALE {KEY}" in out
 
 
+def test_check_for_programs(cli: Run, registry: Path, machine: dict) -> None:
+    """``--format json``: every verdict with its reasons, and the one error line still on
+    stderr with exit 1; ``--format csv``: a row each."""
+    import csv
+    import io
+
+    publish_artifact(registry, make_artifact())
+    machine["fingerprint"] = {**NO_GPU, "arch": "sm_100a"}
+    code, out, err = cli("check", "--registry", str(registry), "--format", "json")
+    assert code == 1
+    data = json.loads(out)
+    [verdict] = data["artifacts"]
+    assert verdict["key"] == KEY and verdict["verdict"] == "stale"
+    assert {"name": "arch", "old": "sm_90", "new": "sm_100a", "severity": "hard"} in verdict[
+        "changes"
+    ]
+    assert data["counts"] == {"stale": 1} and "driver" in data["not_checked"]
+    one_line_error(err, "1 of 1 artifact(s) stale")
+    code, out, _ = cli("check", "--registry", str(registry), "--format", "csv")
+    [row] = list(csv.DictReader(io.StringIO(out)))
+    assert code == 1 and row["verdict"] == "stale" and "arch: sm_90 -> sm_100a" in row["reasons"]
+
+
 def test_check_rebuilds_members_whose_flags_render_otherwise_today(
     cli: Run, registry: Path, machine: dict
 ) -> None:
@@ -572,6 +596,33 @@ def test_gate_verdicts_and_exit_codes(
     assert "predicted false-alarm rate for this run" in out
     if code:
         one_line_error(err, "gate")
+
+
+def test_gate_for_programs(cli: Run, registry: Path, gpu_machine: dict) -> None:
+    """``--format json``: one document on stdout with each verdict and its evidence, the
+    progress lines on stderr before the one error line; ``--format csv``: a row each."""
+    import csv
+    import io
+
+    rng = np.random.default_rng(11)
+    publish_artifact(registry, artifact_with_samples(rng))
+    gpu_machine["remeasure"] = StandInRemeasurer(rng, [1.1, 1.1])
+    code, out, err = cli(
+        "gate", "--processes", "5", "--registry", str(registry), "--format", "json"
+    )
+    assert code == 1, out + err
+    data = json.loads(out)
+    verdict = data["artifacts"][0]
+    assert verdict["key"] == KEY and verdict["verdict"] == "REGRESSED"
+    evidence = verdict["candidate"]["evidence"]
+    assert evidence["change"] > 0.05 and evidence["processes"] == [5, 5]
+    assert data["counts"] == {"REGRESSED": 1}
+    assert err.splitlines() == [f"gate [1/1] REGRESSED {KEY}", "error: gate failed: 1 REGRESSED"]
+    gpu_machine["remeasure"] = StandInRemeasurer(rng, [1.0])
+    code, out, err = cli("gate", "--registry", str(registry), "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert code == 0 and [(r["key"], r["verdict"]) for r in rows] == [(KEY, "PASS")], err
+    assert float(rows[0]["old_median_ms"]) > 0 and rows[0]["canary_verdict"] == "PASS"
 
 
 def test_gate_takes_a_pattern(cli: Run, registry: Path, gpu_machine: dict) -> None:
