@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -232,6 +233,18 @@ def _check(tree: ast.AST, source: str) -> frozenset[str]:
     return frozenset(names - called)
 
 
+#: CPython 3.11 keeps ``ast.parse``'s recursion count per interpreter, not per thread: two
+#: threads parsing at once fail with "AST constructor recursion depth mismatch"
+_PARSING = threading.Lock()
+
+
+def parse_python(text: str, mode: str = "exec") -> ast.AST:
+    """``ast.parse``, one thread at a time: every parse in ctune goes through here (a
+    search computes its fingerprint in a thread while the main thread reads the spec)."""
+    with _PARSING:
+        return ast.parse(text, mode=mode)
+
+
 @lru_cache(maxsize=4096)
 def parse(source: str | int | float) -> Expr:
     """Parse and validate once; raise :class:`ExprError` naming what is not allowed."""
@@ -241,7 +254,7 @@ def parse(source: str | int | float) -> Expr:
     if len(text) > MAX_CHARS:
         raise ExprError(f"expression longer than {MAX_CHARS} characters")
     try:
-        tree = ast.parse(text, mode="eval")
+        tree = parse_python(text, mode="eval")
     except SyntaxError as exc:
         raise ExprError(f"'{text}': syntax error: {exc.msg}") from None
     except (RecursionError, MemoryError):  # the parser's own stack
@@ -249,4 +262,5 @@ def parse(source: str | int | float) -> Expr:
     if _depth(tree) > MAX_DEPTH + 2:  # Expression and the operator nodes are not levels
         raise ExprError(f"expression nested deeper than {MAX_DEPTH} levels")
     names = _check(tree, text)
+    assert isinstance(tree, ast.Expression)  # mode="eval"
     return Expr(text, tree.body, names)

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ctune.expr import parse_python
 from ctune.names import validate_name
 from ctune.records import DeviceInfo, FieldChange, canonical_json, sha256_hex
 
@@ -271,7 +272,7 @@ def _docstring_spans(text: str) -> list[tuple[int, int, int, int]]:
     """(start row, start col, end row, end col) of every docstring, rows from 1, columns in
     characters: a string expression first in a module, class or function body."""
     try:
-        tree = ast.parse(text)
+        tree = parse_python(text)
     except (SyntaxError, ValueError):
         return []  # loading the reference fails anyway
     lines = text.splitlines()

@@ -1,7 +1,10 @@
 """The safe evaluator: what it computes, and everything it refuses."""
 
+from pathlib import Path
+
 import pytest
 
+from ctune import expr
 from ctune.expr import ExprError, parse
 
 
@@ -120,3 +123,15 @@ def test_work_is_bounded_when_evaluated(source: str, env: dict, message: str) ->
 )
 def test_what_fits_the_bounds_still_evaluates(source: str, env: dict, expected: object) -> None:
     assert parse(source).evaluate(env) == expected
+
+
+def test_every_python_parse_in_ctune_goes_through_the_one_locked_parser() -> None:
+    """ast.parse in two threads at once fails on CPython 3.11 (a search parses its
+    fingerprint's code in a thread): expr.parse_python is the one place that calls it."""
+    package = Path(expr.__file__).parent
+    callers = [
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if "ast.parse(" in path.read_text()
+    ]
+    assert callers == ["expr.py"]
