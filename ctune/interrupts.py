@@ -35,9 +35,21 @@ class Interrupted(KeyboardInterrupt):
         self.kept = kept
 
 
+#: what the running command has kept so far (:func:`keep`), for a signal that comes after
+_kept_so_far: list[str] = []
+
+
+def keep(kept: str) -> None:
+    """Record that the command has now kept something (a commit made): a signal that comes
+    after it, before the command can say so itself, still reports it."""
+    _kept_so_far[:] = [kept]
+
+
 def kept_by(exc: BaseException) -> str:
-    """What an interrupt kept: its own text, else nothing."""
-    return exc.kept if isinstance(exc, Interrupted) else NOTHING_WRITTEN
+    """What an interrupt kept: its own text, else what the command recorded, else nothing."""
+    if isinstance(exc, Interrupted):
+        return exc.kept
+    return _kept_so_far[-1] if _kept_so_far else NOTHING_WRITTEN
 
 
 def _in_main_thread() -> bool:
@@ -51,7 +63,9 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 @contextlib.contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
     """SIGTERM raises ``KeyboardInterrupt`` while the block runs (outside the main thread,
-    where no signal handler can be set, nothing changes)."""
+    where no signal handler can be set, nothing changes). It starts a command: nothing
+    kept yet."""
+    _kept_so_far.clear()
     if not _in_main_thread():
         yield
         return
@@ -120,6 +134,7 @@ __all__ = [
     "Interrupted",
     "blocked",
     "deferred",
+    "keep",
     "kept_by",
     "terminate_as_interrupt",
 ]

@@ -25,7 +25,7 @@ from pathlib import Path, PurePosixPath
 from ctune.controls.store import FOLDER, StoreChain
 from ctune.errors import RegistryError, UserError
 from ctune.files import read_capped
-from ctune.interrupts import Interrupted, deferred
+from ctune.interrupts import Interrupted, deferred, keep
 from ctune.registry import schema
 from ctune.registry.check import FingerprintProbe, Verifier
 from ctune.registry.controls import controls_files, registry_problems, write_files
@@ -147,11 +147,10 @@ def _write_commit(
         except BaseException:
             _put_back(store, before, files_before)
             raise
+        kept = f"{len(paths)} artifact file(s) written and committed ({result.commit[:12]})"
+        keep(kept)  # a signal just after this block is still told the commit was made
     if held.signalled:
-        raise Interrupted(
-            f"{len(paths)} artifact file(s) written and committed ({result.commit[:12]}) "
-            "before stopping"
-        )
+        raise Interrupted(f"{kept} before stopping")
     return paths, result
 
 
