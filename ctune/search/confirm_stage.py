@@ -23,8 +23,9 @@ if TYPE_CHECKING:
     from ctune.measure import Measurer
     from ctune.objective.spec import ObjectiveSpec
     from ctune.search.confirm import ConfirmationCost
-    from ctune.search.driver import _Run
     from ctune.search.feasibility import Feasibility
+    from ctune.search.journal_writer import JournalWriter
+    from ctune.search.run_state import SearchRun
 
 #: single objective: how many of the best are confirmed (a lucky measurement cannot win alone)
 CONFIRM_TOP_SINGLE = 3
@@ -51,16 +52,17 @@ def sure_rounds(processes: int, objective: ObjectiveSpec, measurer: Measurer | N
 class ConfirmStage:
     """Confirmation of one search's front (and baseline) against fresh processes."""
 
-    def __init__(self, run: _Run) -> None:
+    def __init__(self, run: SearchRun, writer: JournalWriter) -> None:
         self.run = run
+        self.writer = writer  # each round is journaled as it ends
         self.cost: ConfirmationCost | None = None
         self.controls: ControlsVerdict | None = None  # set when a controls file was judged
 
     def limit(self) -> int:
         """How many candidates the report considers: top few for one objective, else the front."""
-        if len(self.run.objective.directions) == 1:
+        if len(self.run.inputs.objective.directions) == 1:
             return CONFIRM_TOP_SINGLE
-        return self.run.opts.confirm_members
+        return self.run.inputs.opts.confirm_members
 
     def member(
         self, trial: Trial, build: Build | None, runs: Sequence[Measurement]
@@ -72,12 +74,14 @@ class ConfirmStage:
         pooled = pool(runs) if runs else None
         values = trial.values or ()
         if pooled is not None:
-            confirmed_values, _ = run.objective.evaluate(build, pooled, run.problem.dims)
+            confirmed_values, _ = run.inputs.objective.evaluate(
+                build, pooled, run.inputs.problem.dims
+            )
             values = confirmed_values or values
         return MemberResult(
             candidate=trial.candidate,
             key=trial.candidate.key(),
-            changed=changed_genes(trial.candidate, run.spec.space.default_values()),
+            changed=changed_genes(trial.candidate, run.inputs.spec.space.default_values()),
             values=tuple(values),
             search_values=trial.values,
             confirmed=pooled is not None,
@@ -94,8 +98,12 @@ class ConfirmStage:
         run = self.run
         baseline = run.book.baseline
         base = self.member(baseline, None, ()) if baseline else None
-        chosen = pick_for_confirmation(run.book.trials, run.objective.directions, self.limit())
-        front = front_of([self.member(t, None, ()) for t in chosen], run.objective.directions)
+        chosen = pick_for_confirmation(
+            run.book.trials, run.inputs.objective.directions, self.limit()
+        )
+        front = front_of(
+            [self.member(t, None, ()) for t in chosen], run.inputs.objective.directions
+        )
         return base, front
 
     def to_confirm(self, pick: Callable[..., list[Trial]]) -> list[Trial]:
@@ -106,9 +114,9 @@ class ConfirmStage:
 
         book = self.run.book
         measured = [t for t in book.trials if t.candidate.key() not in book.binaries.same_as]
-        defaults = self.run.spec.space.default_values()
+        defaults = self.run.inputs.spec.space.default_values()
         out: list[Trial] = []
-        for trial in pick(measured, self.run.objective.directions, self.limit()):
+        for trial in pick(measured, self.run.inputs.objective.directions, self.limit()):
             group = book.binaries.group_of(book.cache, trial.candidate.key())
             out.append(
                 min(group, key=lambda t: (len(changed_genes(t.candidate, defaults)), t.number))
@@ -117,10 +125,12 @@ class ConfirmStage:
 
     def sure_rounds(self) -> int:
         """Fresh processes confirmation will surely use (0 when it will not run)."""
-        return sure_rounds(self.run.opts.confirm_processes, self.run.objective, self.run.measurer)
+        inputs = self.run.inputs
+        return sure_rounds(inputs.opts.confirm_processes, inputs.objective, inputs.measurer)
 
     def can_confirm(self) -> bool:
-        return can_confirm(self.run.opts.confirm_processes, self.run.objective, self.run.measurer)
+        inputs = self.run.inputs
+        return can_confirm(inputs.opts.confirm_processes, inputs.objective, inputs.measurer)
 
     def interrupted(self) -> bool:
         """Did a Ctrl-C stop the confirmation before it decided (its rounds are journaled)?"""
@@ -132,7 +142,7 @@ class ConfirmStage:
         from ctune.search.report import front_of, pick_for_confirmation
 
         run = self.run
-        directions = run.objective.directions
+        directions = run.inputs.objective.directions
         chosen = self.to_confirm(pick_for_confirmation)
         pair = self.controls_pair(chosen)
         chosen += [t for t in pair if t not in chosen]
@@ -143,12 +153,12 @@ class ConfirmStage:
             return unconfirmed, front_of([self.member(t, None, ()) for t in chosen], directions), []
         dropped: list[tuple[str, str]] = []
         items = self.rebuilt([baseline, *[t for t in chosen if t is not baseline]], dropped)
-        processes = run.opts.confirm_processes
+        processes = run.inputs.opts.confirm_processes
         run.emit(Confirming(sum(t is not baseline for t, _ in items), processes))
         runs = self.remeasure_in_proportion(items, processes, [t.candidate.key() for t in pair])
         for per_key in runs.values():
             for measurement in per_key:
-                run.session.check_device(measurement)
+                self.writer.check_device(measurement)
         base, members = self.confirmed_members(items, runs, dropped)
         keys = {t.candidate.key() for t in chosen}
         front = front_of([m for m in members if m.key in keys], directions)
@@ -164,11 +174,11 @@ class ConfirmStage:
         ``chosen`` joins it), in every round, so that the file is judged against the build
         it was tuned on in the same processes (:meth:`judge_controls`)."""
         run = self.run
-        if len(run.objective.directions) != 1:
+        if len(run.inputs.objective.directions) != 1:
             return []
         from ctune.search.report import pick_for_confirmation
 
-        directions = run.objective.directions
+        directions = run.inputs.objective.directions
         tried = [t for t in run.book.trials if _has_controls(t)]
         if not tried:
             return []
@@ -188,7 +198,7 @@ class ConfirmStage:
         from ctune.search.report import significance
 
         run = self.run
-        if len(run.objective.directions) != 1:
+        if len(run.inputs.objective.directions) != 1:
             return None
         tuned = [m for m in members if _has_controls(m.trial) and m.per_process]
         plain = [m for m in members if not _has_controls(m.trial) and m.per_process]
@@ -196,7 +206,7 @@ class ConfirmStage:
             return None
         best, reference = self.best(tuned), self.best(plain)
         verdict = significance(best.per_process, reference.per_process)
-        first = sign(run.objective.directions[0])
+        first = sign(run.inputs.objective.directions[0])
         ratio = reference.values[0] / best.values[0] if best.values[0] else float("nan")
         return ControlsVerdict(
             best.key,
@@ -238,21 +248,23 @@ class ConfirmStage:
         +5% p99 over the default.)"""
         run = self.run
         members = list(front)
-        if len(run.objective.directions) != 1 or not members or base.pooled is None:
+        if len(run.inputs.objective.directions) != 1 or not members or base.pooled is None:
             return members
         if any(m.key == base.key for m in members):
             return members  # the default is a member already
-        _, violations = run.objective.evaluate(base.build, base.pooled, run.problem.dims)
+        _, violations = run.inputs.objective.evaluate(
+            base.build, base.pooled, run.inputs.problem.dims
+        )
         if any(v > 0 for v in violations):
             return members
-        first = sign(run.objective.directions[0])
+        first = sign(run.inputs.objective.directions[0])
         if first * base.values[0] <= first * self.best(members).values[0]:
             return [base, *members]
         return members
 
     def best(self, front: Sequence[MemberResult]) -> MemberResult:
         """The member best on the first objective (the first of equals)."""
-        first = sign(self.run.objective.directions[0])
+        first = sign(self.run.inputs.objective.directions[0])
         return min(front, key=lambda m: first * m.values[0])
 
     def rebuilt(
@@ -262,7 +274,7 @@ class ConfirmStage:
         run = self.run
         items: list[tuple[Trial, Build]] = []
         for trial in trials:
-            build = run.compiler.build(trial.candidate, run.problem)  # a cache hit
+            build = run.inputs.compiler.build(trial.candidate, run.inputs.problem)  # a cache hit
             if not build.outcome.is_ok:
                 dropped.append((trial.candidate.key(), f"rebuild failed ({build.outcome.value})"))
                 continue
@@ -295,7 +307,7 @@ class ConfirmStage:
             m = self.member(trial, build, got)
             if trial is baseline:
                 base = m
-            _, violations = run.objective.evaluate(build, m.pooled, run.problem.dims)
+            _, violations = run.inputs.objective.evaluate(build, m.pooled, run.inputs.problem.dims)
             if any(v > 0 for v in violations):
                 dropped.append((key, "violates a constraint when re-measured"))
                 continue
@@ -310,9 +322,9 @@ class ConfirmStage:
 
         run = self.run
         assert base.pooled is not None
-        seed = run.search_plan.seed
-        ctx = run.objective.context(run.problem.dims)
-        first = run.objective.objectives[0]
+        seed = run.inputs.search_plan.seed
+        ctx = run.inputs.objective.context(run.inputs.problem.dims)
+        first = run.inputs.objective.objectives[0]
         shared = bootstrap(first, base.build, base.per_process, ctx, seed)
         out = []
         for m in front:
@@ -343,44 +355,48 @@ class ConfirmStage:
         from ctune.search.report import pool
 
         run = self.run
-        assert run.measurer is not None and run.book.baseline is not None
-        measurer = run.measurer
-        first = run.objective.objectives[0]
+        assert run.inputs.measurer is not None and run.book.baseline is not None
+        measurer = run.inputs.measurer
+        first = run.inputs.objective.objectives[0]
 
         def run_round(batch: Sequence[tuple[Trial, Build]]) -> Mapping[str, Measurement]:
             """One fresh process, journaled as soon as it is measured; a resumed search
             takes the round back from its journal when it measured the same members."""
-            journaled = run.session.take_round({t.candidate.key() for t, _ in batch})
+            journaled = self.writer.take_round({t.candidate.key() for t, _ in batch})
             if journaled is not None:
                 return journaled
             got = measurer.remeasure(
-                run.spec, [(t.candidate, b) for t, b in batch], run.problem, run.plan, 1
+                run.inputs.spec,
+                [(t.candidate, b) for t, b in batch],
+                run.inputs.problem,
+                run.status.sampling,
+                1,
             )
             runs = {k: v[0] for k, v in got.items() if v}
-            run.session.record_round(runs)
+            self.writer.record_round(runs)
             return runs
 
         def value_of(build: Build, runs: Sequence[Measurement]) -> float | None:
             pooled = pool(runs)
-            ctx = run.objective.context(run.problem.dims)
+            ctx = run.inputs.objective.context(run.inputs.problem.dims)
             got = None if pooled is None else first.value(build, pooled, ctx)
             return None if got is None else (-got if first.direction == "max" else got)
 
-        start = run.clock()
+        start = run.inputs.clock()
         measurer.prestart(self.sure_rounds())  # the rounds that surely run: started already
         runs, cost = confirm_in_proportion(
             items,
             run.book.baseline.candidate.key(),
             run_round,
             value_of,
-            directions=run.objective.directions,
+            directions=run.inputs.objective.directions,
             limit=processes,
-            seed=run.search_plan.seed,
-            clock=run.clock,
-            stop=lambda: run.stop_requested,
+            seed=run.inputs.search_plan.seed,
+            clock=run.inputs.clock,
+            stop=lambda: run.status.stop_requested,
             references=references,
         )
-        run.timers.confirm_s += run.clock() - start
+        run.timers.confirm_s += run.inputs.clock() - start
         self.cost = cost
         return runs
 
