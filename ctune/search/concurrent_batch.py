@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 if TYPE_CHECKING:
     from ctune.measure import Measurer, SamplingPlan
     from ctune.records import Build, Candidate, Measurement, Trial
-    from ctune.search.run_state import SearchRun
+    from ctune.search.budget import Budget
+    from ctune.search.run_state import RunInputs, RunStatus, SearchRun
+    from ctune.search.timers import Timers
+    from ctune.search.trial_book import TrialBook
+
+    #: what a batch reads and updates of the run's state
+    BatchState = tuple[TrialBook, Budget, Timers, RunStatus]
     from ctune.space.params import BuildGroup
 
 POLL_S = 0.25  # how often a wait looks at the Ctrl-C flag
@@ -68,15 +74,21 @@ class ConcurrentBatch:
     """The state of one batch; ``run()`` returns its trials in journal order."""
 
     def __init__(
-        self, run: SearchRun, stages: Stages, new: Sequence[Candidate], generation: int
+        self,
+        inputs: RunInputs,
+        state: BatchState,
+        stages: Stages,
+        new: Sequence[Candidate],
+        generation: int,
     ) -> None:
-        self.run = run
+        self.inputs = inputs
+        self.book, self.budget, self.timers, self.status = state
         self.stages = stages
         self.new = new
         self.generation = generation
         self.plan = self.stages.plan(generation)  # pruning fixed for the generation
-        assert run.inputs.measurer is not None  # a batch that measures
-        self.measurer: Measurer = run.inputs.measurer
+        assert inputs.measurer is not None  # a batch that measures
+        self.measurer: Measurer = inputs.measurer
         self.slots = self.measurer.slots
         self.futures: dict[int, Future[Build]] = {}
         self.shared: dict[BuildGroup, Future[Build]] = {}
@@ -92,11 +104,11 @@ class ConcurrentBatch:
     def run_batch(self) -> list[Trial]:
         try:
             while self.left:
-                if self.run.status.stop_requested and not self._head_started():
+                if self.status.stop_requested and not self._head_started():
                     break
-                if self.done and self.run.budget.out_of_time():
+                if self.done and self.budget.out_of_time():
                     break
-                if not self.run.status.stop_requested:
+                if not self.status.stop_requested:
                     self.stages.compile_ahead(self.new, self.left, self.futures, self.shared)
                     self._start_ready()
                     self._start_fillers()
@@ -126,10 +138,10 @@ class ConcurrentBatch:
         return self.stages.within_device(cand, build)
 
     def _measurable(self, build: Build) -> bool:
-        return build.outcome.is_ok and self.run.inputs.objective.measures
+        return build.outcome.is_ok and self.inputs.objective.measures
 
     def _start_ready(self) -> None:
-        run = self.run
+        inputs = self.inputs
         for j in self.left:
             if self._busy() >= self.slots:
                 return
@@ -142,7 +154,7 @@ class ConcurrentBatch:
             if cover == "wait":
                 continue
             self.started[j] = (
-                self.measurer.start(run.inputs.spec, cand, build, run.inputs.problem, self.plan)
+                self.measurer.start(inputs.spec, cand, build, inputs.problem, self.plan)
                 if cover == "measure"
                 else None
             )
@@ -151,7 +163,7 @@ class ConcurrentBatch:
         """What measures candidate ``j``'s binary: "measure" (nothing yet: start it),
         "covered" (a trial of the search, or another candidate's run started in this
         batch) or "wait" (a filler that is being measured)."""
-        table = self.run.book.binaries
+        table = self.book.binaries
         identity = table.identity(cand, build)
         if identity is None:
             return "measure"
@@ -167,7 +179,7 @@ class ConcurrentBatch:
 
     def _start_fillers(self) -> None:
         """A free GPU and no build to measure: a filler whose build is already cached."""
-        run = self.run
+        inputs = self.inputs
         ready = any(
             j not in self.started and j in self.futures and self.futures[j].done()
             for j in self.left
@@ -177,21 +189,19 @@ class ConcurrentBatch:
             cand = self.stages.pick_filler(avoid)
             if cand is None:
                 return
-            build = run.inputs.compiler.lookup(cand, run.inputs.problem)
+            build = inputs.compiler.lookup(cand, inputs.problem)
             if build is None:  # its build is not at hand: not a cheap filler now
                 return
             build = self._prepared(cand, build)
             if not self._measurable(build):
                 return
-            identity = run.book.binaries.identity(cand, build)
-            if run.book.binaries.source(identity) is not None:
+            identity = self.book.binaries.identity(cand, build)
+            if self.book.binaries.source(identity) is not None:
                 self._evaluate(cand, build, filler=True)  # its binary's trial answers it
                 continue
             if identity is not None and identity in self.measuring:
                 return  # a batch candidate's run will be its source
-            future = self.measurer.start(
-                run.inputs.spec, cand, build, run.inputs.problem, self.plan
-            )
+            future = self.measurer.start(inputs.spec, cand, build, inputs.problem, self.plan)
             self.fillers.append(_Filler(cand, build, future, identity))
 
     # --- journaling ----------------------------------------------------------------------
@@ -200,12 +210,11 @@ class ConcurrentBatch:
     ) -> None:
         """``evaluate`` (its measure() answered by the started measurement, or ``measured``:
         a twin's), GPU time kept once per run (a reuse of a binary's run spent none)."""
-        run = self.run
-        before = run.timers.measure_s
+        before = self.timers.measure_s
         trial = self.stages.evaluate(cand, build, self.generation, filler, measured)
-        run.timers.measure_s = before  # evaluate timed the wait for the run, not the run
-        if trial.measurement is not None and cand.key() not in run.book.binaries.same_as:
-            run.timers.measure_s += trial.measurement.wall_s or 0.0
+        self.timers.measure_s = before  # evaluate timed the wait for the run, not the run
+        if trial.measurement is not None and cand.key() not in self.book.binaries.same_as:
+            self.timers.measure_s += trial.measurement.wall_s or 0.0
         self.done.append(trial)
 
     def _run_of(self, j: int) -> Future[Measurement] | None:
@@ -250,20 +259,21 @@ class ConcurrentBatch:
         compiling: list[Future[Any]] = [
             self.futures[j] for j in self.left if j in self.futures and not self.futures[j].done()
         ]
-        start = self.run.inputs.clock()
+        start = self.inputs.clock()
         if measuring or compiling:
             wait([*measuring, *compiling], timeout=POLL_S, return_when=FIRST_COMPLETED)
         else:  # nothing under way (a moment between a compile and its measurement)
             time.sleep(0.01)
         if not measuring:  # every GPU idle, waiting on builds
-            self.run.timers.compile_wait_s += self.run.inputs.clock() - start
+            self.timers.compile_wait_s += self.inputs.clock() - start
 
 
 def evaluate_concurrently(
     run: SearchRun, stages: Stages, new: Sequence[Candidate], generation: int
 ) -> list[Trial]:
     """``evaluate_batch`` for a measurer with several GPUs (``slots > 1``)."""
-    return ConcurrentBatch(run, stages, new, generation).run_batch()
+    state = (run.book, run.budget, run.timers, run.status)
+    return ConcurrentBatch(run.inputs, state, stages, new, generation).run_batch()
 
 
 __all__ = ["ConcurrentBatch", "Stages", "evaluate_concurrently"]

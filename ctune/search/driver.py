@@ -254,7 +254,10 @@ class _Search:
         confirms = can_confirm(opts.confirm_processes, objective, inputs.measurer)
         self.pipeline = Pipeline(self.run, self.writer, filler, confirms)
         self.session = SessionJournal(self.run, self.writer, self.pipeline)
-        self.confirmation = ConfirmStage(self.run, self.writer)
+        run = self.run
+        self.confirmation = ConfirmStage(
+            inputs, run.book, run.status, run.timers, run.notices, self.writer
+        )
 
     # --- the loop -----------------------------------------------------------------------------
     def loop(self) -> None:
@@ -312,7 +315,7 @@ class _Search:
         assert self.writer.journal is not None
         self.writer.journal.append_state(status.generation, run.strategy.state())
         improved = run.budget.end_generation(book.score()[0])
-        run.emit(GenerationFinished(run.progress(), improved))
+        run.notices.emit(GenerationFinished(run.progress(), improved))
         return new, fresh
 
     def result(self, interrupted: bool) -> SearchResult:
@@ -387,7 +390,7 @@ def run_search(
             clock=clock,
         )
         search = _Search(inputs, emit)
-        search.run.listened = on_event is not None
+        search.run.notices.listened = on_event is not None
         return _execute(search, opts, fingerprint, emit, publish)
     finally:
         for part in reversed(owned):
@@ -586,11 +589,13 @@ def _search(search: _Search) -> bool:
             search.session.warm_start()
             search.loop()
     except KeyboardInterrupt:
-        run.note("search interrupted: the candidate in flight was abandoned", "info")
+        run.notices.note("search interrupted: the candidate in flight was abandoned", "info")
         return True
     interrupted = run.status.stop_reason == "interrupted"
     if interrupted:
-        run.note("search interrupted: the candidate in flight finished and was saved", "info")
+        run.notices.note(
+            "search interrupted: the candidate in flight finished and was saved", "info"
+        )
     return interrupted
 
 
@@ -605,19 +610,19 @@ def _result(search: _Search, interrupted: bool) -> SearchResult:
         with _graceful_interrupt(run.status, "confirmation round"):
             result = search.result(False)
     except KeyboardInterrupt:
-        run.note(
+        run.notices.note(
             "search interrupted while confirming: the round in flight was abandoned; "
             f"{search.writer.rounds} round(s) are in the journal",
             "info",
         )
         return search.result(True)
     if result.interrupted:
-        run.note(
+        run.notices.note(
             "search interrupted while confirming: the round in flight finished; "
             f"{search.writer.rounds} round(s) are in the journal",
             "info",
         )
-        return dataclasses.replace(result, notes=tuple(run.notes))
+        return dataclasses.replace(result, notes=tuple(run.notices.notes))
     return result
 
 

@@ -169,7 +169,7 @@ class Pipeline:
             trial = self.make_trial(cand, build, measurement, generation)
             self.writer.record(trial, filler)
         run.timers.session_evals += 1
-        run.emit(TrialFinished(trial, run.progress(), filler))
+        run.notices.emit(TrialFinished(trial, run.progress(), filler))
         book.check_first_failures(run.inputs.opts.first_failures)
         return trial
 
@@ -300,7 +300,7 @@ class Pipeline:
         if not build.cache_hit:
             # the compiler built it anew: it passes runtime genes to nvcc, or lost its cache
             self.filling = False
-            run.note(
+            run.notices.note(
                 "filling stopped: a runtime-gene variant of a built candidate was compiled "
                 "anew, so fillers are not cheap with this compiler"
             )

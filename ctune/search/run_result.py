@@ -63,7 +63,7 @@ def search_result(
         cached=book.cached,
         fillers=book.fillers,
         dropped=tuple(dropped),
-        notes=tuple(run.notes),
+        notes=tuple(run.notices.notes),
         confirm_processes=stage.cost.processes if stage.cost else 0,
         confirmation=stage.cost,
         binaries=book.binaries.binaries,

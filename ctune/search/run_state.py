@@ -3,7 +3,8 @@
 ``RunInputs`` is what is fixed for the run (the spec, the problem, the space within the
 device, the objective, the options and the plan, the compiler and measurer); the state
 objects change as it goes: the trial book, the budget, the timers, the loop's status
-(generation, stop reason, the sampling plan once the baseline settled its timing). A
+(generation, stop reason, the sampling plan once the baseline settled its timing), the
+notices (events and notes). A
 stage takes the narrowest of these it uses; ``SearchRun`` bundles them for the stages
 that use most of them (the pipeline, the session's start). This module imports none of
 the stages, so that each imports it rather than the driver, or one another.
@@ -92,6 +93,22 @@ class RunStatus:
     stop_requested: bool = False  # the first Ctrl-C: finish the candidate in flight, stop
 
 
+class Notices:
+    """What the search says as it goes: events to the caller's sink, notes for the result."""
+
+    def __init__(self, emit: EventSink) -> None:
+        self.emit = emit
+        self.notes: list[str] = []
+        self.listened = False  # does a caller's sink show the notes (then they are not logged)
+
+    def note(self, message: str, level: str = "warning") -> None:
+        """Say ``message`` once: to the caller's event sink, else to the log."""
+        shown = logging.WARNING if level == "warning" else logging.INFO
+        log.log(logging.DEBUG if self.listened else shown, "%s", message)
+        self.notes.append(message)
+        self.emit(Note(message, level))
+
+
 class SearchRun:
     """The inputs and the state objects of one search, for the stages that use most of
     them; the stages themselves (pipeline, journal, confirmation) are given separately."""
@@ -106,13 +123,11 @@ class SearchRun:
     ) -> None:
         self.inputs = inputs
         self.strategy = strategy
-        self.emit = emit
+        self.notices = Notices(emit)
         self.status = RunStatus(sampling_plan(inputs.settings, inputs.spec, inputs.objective))
         self.timers = Timers(inputs.clock)
         self.book = TrialBook(inputs.spec, inputs.problem, inputs.objective.directions, observe)
         self.budget = Budget(inputs.search_plan, self.book, self.timers.elapsed)
-        self.notes: list[str] = []
-        self.listened = False  # does a caller's sink show the notes (then they are not logged)
         self._fingerprints = fingerprints
 
     def build_fingerprint(self) -> dict[str, str]:
@@ -123,13 +138,6 @@ class SearchRun:
         """The artifact's fingerprint: toolchain, harness, source, GPU."""
         return dict(self._fingerprints.result()[1])
 
-    def note(self, message: str, level: str = "warning") -> None:
-        """Say ``message`` once: to the caller's event sink, else to the log."""
-        shown = logging.WARNING if level == "warning" else logging.INFO
-        log.log(logging.DEBUG if self.listened else shown, "%s", message)
-        self.notes.append(message)
-        self.emit(Note(message, level))
-
     def note_device_limits(self, valid: int) -> None:
         """Say how many of the spec's candidates the device's limits rule out, if any."""
         inputs = self.inputs
@@ -137,7 +145,7 @@ class SearchRun:
             return
         total, _ = inputs.spec.space.count_valid(inputs.problem.dims)
         if total > valid:
-            self.note(
+            self.notices.note(
                 f"device limits ({inputs.limits.source}) rule out {total - valid:,} of "
                 f"{total:,} candidates before compiling",
                 "info",
@@ -170,6 +178,7 @@ class SearchRun:
 __all__ = [
     "EventSink",
     "Fingerprints",
+    "Notices",
     "RunInputs",
     "RunStatus",
     "SearchRun",

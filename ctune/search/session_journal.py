@@ -165,12 +165,14 @@ class SessionJournal:
             run.inputs.measurer.device_name if run.inputs.measurer is not None else None
         )
         for change in journal_mod.check_identity(path, replay.header, self.identity()):
-            run.note(change, "info")
+            run.notices.note(change, "info")
         if self.writer.device is None:
             self.writer.device = str(replay.header.get("device", "unknown"))
             self.writer.device_checked = not run.inputs.objective.measures
         if replay.dropped_tail:
-            run.note(f"{path}: dropped a torn last line (the previous run stopped mid-write)")
+            run.notices.note(
+                f"{path}: dropped a torn last line (the previous run stopped mid-write)"
+            )
         self._replay(replay, path)
         self.writer.resumed_rounds = list(replay.rounds)
         if run.book.baseline is None:
@@ -256,7 +258,7 @@ class SessionJournal:
         text += f" ({why})" if why else ""
         if mapped.partial:
             text += f"; {mapped.partial} name only some genes (the rest at their defaults)"
-        run.note(text, "info")
+        run.notices.note(text, "info")
 
 
 __all__ = ["SessionJournal", "request_identity"]
