@@ -365,7 +365,7 @@ def run_search(
     try:
         own_gpu = measurer is None and objective.measures
         if own_gpu:
-            measurer = _default_measurer(settings)
+            measurer = default_measurer(settings)
             owned.append(measurer)
         _start_workers(measurer, opts, objective, sampling_plan(settings, spec, objective), spec)
         if compiler is None:
@@ -663,7 +663,9 @@ def _default_compiler(
     return compiler_for(spec, toolchain or toolchain_for(settings), settings)
 
 
-def _default_measurer(settings: Settings) -> Measurer:
+def default_measurer(settings: Settings) -> Measurer:
+    """The GPU measurer a search makes when given none: the engine's workers or another GPU
+    than 0 where the settings say so (``scale/``), else a worker on GPU 0."""
     from ctune.scale import measurer_for
 
     chosen = measurer_for(settings)  # the engine's GPU workers, or another GPU than 0
@@ -685,6 +687,7 @@ __all__ = [
     "SearchOptions",
     "check_needs",
     "check_request",
+    "default_measurer",
     "gpu_available",
     "probe_capabilities",
     "require_capabilities",
