@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from ctune.space.limits import DeviceLimits
     from ctune.space.params import Space
 
-log = logging.getLogger("ctune.search.driver")
+log = logging.getLogger("ctune.search.driver")  # the notes keep the logger they were said on
 
 EventSink = Callable[[SearchEvent], None]
 #: (the journal's fingerprint, without GPU fields; the artifact's)
