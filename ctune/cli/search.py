@@ -462,7 +462,7 @@ def search_command(
         render_search.plot_front(result, plot, report_fmt)
     if result.interrupted:  # after the report: main() ends with what the journal keeps
         from ctune.interrupts import Interrupted
-        from ctune.search.session_journal import kept_line
+        from ctune.search.journal_writer import kept_line
 
         raise Interrupted(kept_line(result.journal, result.evaluations, result.confirmation_rounds))
     if result.inconclusive:

@@ -47,9 +47,9 @@ class LazyMeasurer(Measurer):
 
     def _started(self) -> Measurer:
         if self.real is None:
-            from ctune.search.driver import _default_measurer
+            from ctune.search.driver import default_measurer
 
-            self.real = _default_measurer(self.cfg)
+            self.real = default_measurer(self.cfg)
         return self.real
 
     @property

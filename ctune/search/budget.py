@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ctune.search.dedup import COMPILE_CAP_FACTOR
+from ctune.search.options import WARM_START_SHARE  # with a budget, a warm start's share
 
 if TYPE_CHECKING:
     from ctune.search.plan import SearchPlan
@@ -24,8 +25,6 @@ MAX_BATCH = 256
 IMPROVEMENT_EPS = 1e-9
 #: a warm start measures at most this many configurations without a budget
 WARM_START_MAX = 16
-#: ... and with one, at most this share of it by default (so that the search still explores)
-WARM_START_SHARE = 0.25
 
 
 class Budget:

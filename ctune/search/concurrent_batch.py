@@ -13,12 +13,18 @@ import dataclasses
 import time
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
-    from ctune.measure import Measurer
+    from ctune.measure import Measurer, SamplingPlan
     from ctune.records import Build, Candidate, Measurement, Trial
-    from ctune.search.driver import _Run
+    from ctune.search.budget import Budget
+    from ctune.search.run_state import RunInputs, RunStatus, SearchRun
+    from ctune.search.timers import Timers
+    from ctune.search.trial_book import TrialBook
+
+    #: what a batch reads and updates of the run's state
+    BatchState = tuple[TrialBook, Budget, Timers, RunStatus]
     from ctune.space.params import BuildGroup
 
 POLL_S = 0.25  # how often a wait looks at the Ctrl-C flag
@@ -26,6 +32,34 @@ POLL_S = 0.25  # how often a wait looks at the Ctrl-C flag
 
 #: what measures a batch candidate's binary (``ConcurrentBatch._cover``)
 Cover = Literal["measure", "covered", "wait", "nothing"]
+
+
+class Stages(Protocol):
+    """What a batch uses of the serial pipeline (``pipeline.py``): its compile-ahead,
+    its per-generation plan, its checks, its filler choice and its ``evaluate``."""
+
+    def plan(self, generation: int) -> SamplingPlan: ...
+
+    def within_device(self, cand: Candidate, build: Build) -> Build: ...
+
+    def compile_ahead(
+        self,
+        new: Sequence[Candidate],
+        left: Sequence[int],
+        futures: dict[int, Future[Build]],
+        shared: dict[BuildGroup, Future[Build]],
+    ) -> None: ...
+
+    def pick_filler(self, pending: set[str]) -> Candidate | None: ...
+
+    def evaluate(
+        self,
+        cand: Candidate,
+        build: Build,
+        generation: int,
+        filler: bool = False,
+        measured: Measurement | None = None,
+    ) -> Trial: ...
 
 
 @dataclasses.dataclass
@@ -39,13 +73,22 @@ class _Filler:
 class ConcurrentBatch:
     """The state of one batch; ``run()`` returns its trials in journal order."""
 
-    def __init__(self, run: _Run, new: Sequence[Candidate], generation: int) -> None:
-        self.run = run
+    def __init__(
+        self,
+        inputs: RunInputs,
+        state: BatchState,
+        stages: Stages,
+        new: Sequence[Candidate],
+        generation: int,
+    ) -> None:
+        self.inputs = inputs
+        self.book, self.budget, self.timers, self.status = state
+        self.stages = stages
         self.new = new
         self.generation = generation
-        self.plan = run.pipeline.plan(generation)  # pruning fixed for the generation
-        assert run.measurer is not None  # a batch that measures
-        self.measurer: Measurer = run.measurer
+        self.plan = self.stages.plan(generation)  # pruning fixed for the generation
+        assert inputs.measurer is not None  # a batch that measures
+        self.measurer: Measurer = inputs.measurer
         self.slots = self.measurer.slots
         self.futures: dict[int, Future[Build]] = {}
         self.shared: dict[BuildGroup, Future[Build]] = {}
@@ -61,12 +104,12 @@ class ConcurrentBatch:
     def run_batch(self) -> list[Trial]:
         try:
             while self.left:
-                if self.run.stop_requested and not self._head_started():
+                if self.status.stop_requested and not self._head_started():
                     break
-                if self.done and self.run.budget.out_of_time():
+                if self.done and self.budget.out_of_time():
                     break
-                if not self.run.stop_requested:
-                    self.run.pipeline.compile_ahead(self.new, self.left, self.futures, self.shared)
+                if not self.status.stop_requested:
+                    self.stages.compile_ahead(self.new, self.left, self.futures, self.shared)
                     self._start_ready()
                     self._start_fillers()
                 if not self._journal_finished():
@@ -92,13 +135,13 @@ class ConcurrentBatch:
         """The build as ``evaluate`` will see it: this candidate's, within the device."""
         if build.candidate_key != cand.key():
             build = dataclasses.replace(build, candidate_key=cand.key(), cache_hit=True)
-        return self.run.pipeline.within_device(cand, build)
+        return self.stages.within_device(cand, build)
 
     def _measurable(self, build: Build) -> bool:
-        return build.outcome.is_ok and self.run.objective.measures
+        return build.outcome.is_ok and self.inputs.objective.measures
 
     def _start_ready(self) -> None:
-        run = self.run
+        inputs = self.inputs
         for j in self.left:
             if self._busy() >= self.slots:
                 return
@@ -111,7 +154,7 @@ class ConcurrentBatch:
             if cover == "wait":
                 continue
             self.started[j] = (
-                self.measurer.start(run.spec, cand, build, run.problem, self.plan)
+                self.measurer.start(inputs.spec, cand, build, inputs.problem, self.plan)
                 if cover == "measure"
                 else None
             )
@@ -120,7 +163,7 @@ class ConcurrentBatch:
         """What measures candidate ``j``'s binary: "measure" (nothing yet: start it),
         "covered" (a trial of the search, or another candidate's run started in this
         batch) or "wait" (a filler that is being measured)."""
-        table = self.run.book.binaries
+        table = self.book.binaries
         identity = table.identity(cand, build)
         if identity is None:
             return "measure"
@@ -136,29 +179,29 @@ class ConcurrentBatch:
 
     def _start_fillers(self) -> None:
         """A free GPU and no build to measure: a filler whose build is already cached."""
-        run = self.run
+        inputs = self.inputs
         ready = any(
             j not in self.started and j in self.futures and self.futures[j].done()
             for j in self.left
         )
         while not ready and self._busy() < self.slots:
             avoid = self.pending | {f.candidate.key() for f in self.fillers}
-            cand = run.pipeline.pick_filler(avoid)
+            cand = self.stages.pick_filler(avoid)
             if cand is None:
                 return
-            build = run.compiler.lookup(cand, run.problem)
+            build = inputs.compiler.lookup(cand, inputs.problem)
             if build is None:  # its build is not at hand: not a cheap filler now
                 return
             build = self._prepared(cand, build)
             if not self._measurable(build):
                 return
-            identity = run.book.binaries.identity(cand, build)
-            if run.book.binaries.source(identity) is not None:
+            identity = self.book.binaries.identity(cand, build)
+            if self.book.binaries.source(identity) is not None:
                 self._evaluate(cand, build, filler=True)  # its binary's trial answers it
                 continue
             if identity is not None and identity in self.measuring:
                 return  # a batch candidate's run will be its source
-            future = self.measurer.start(run.spec, cand, build, run.problem, self.plan)
+            future = self.measurer.start(inputs.spec, cand, build, inputs.problem, self.plan)
             self.fillers.append(_Filler(cand, build, future, identity))
 
     # --- journaling ----------------------------------------------------------------------
@@ -167,12 +210,11 @@ class ConcurrentBatch:
     ) -> None:
         """``evaluate`` (its measure() answered by the started measurement, or ``measured``:
         a twin's), GPU time kept once per run (a reuse of a binary's run spent none)."""
-        run = self.run
-        before = run.timers.measure_s
-        trial = run.pipeline.evaluate(cand, build, self.generation, filler, measured)
-        run.timers.measure_s = before  # evaluate timed the wait for the run, not the run
-        if trial.measurement is not None and cand.key() not in run.book.binaries.same_as:
-            run.timers.measure_s += trial.measurement.wall_s or 0.0
+        before = self.timers.measure_s
+        trial = self.stages.evaluate(cand, build, self.generation, filler, measured)
+        self.timers.measure_s = before  # evaluate timed the wait for the run, not the run
+        if trial.measurement is not None and cand.key() not in self.book.binaries.same_as:
+            self.timers.measure_s += trial.measurement.wall_s or 0.0
         self.done.append(trial)
 
     def _run_of(self, j: int) -> Future[Measurement] | None:
@@ -217,18 +259,21 @@ class ConcurrentBatch:
         compiling: list[Future[Any]] = [
             self.futures[j] for j in self.left if j in self.futures and not self.futures[j].done()
         ]
-        start = self.run.clock()
+        start = self.inputs.clock()
         if measuring or compiling:
             wait([*measuring, *compiling], timeout=POLL_S, return_when=FIRST_COMPLETED)
         else:  # nothing under way (a moment between a compile and its measurement)
             time.sleep(0.01)
         if not measuring:  # every GPU idle, waiting on builds
-            self.run.timers.compile_wait_s += self.run.clock() - start
+            self.timers.compile_wait_s += self.inputs.clock() - start
 
 
-def evaluate_concurrently(run: _Run, new: Sequence[Candidate], generation: int) -> list[Trial]:
+def evaluate_concurrently(
+    run: SearchRun, stages: Stages, new: Sequence[Candidate], generation: int
+) -> list[Trial]:
     """``evaluate_batch`` for a measurer with several GPUs (``slots > 1``)."""
-    return ConcurrentBatch(run, new, generation).run_batch()
+    state = (run.book, run.budget, run.timers, run.status)
+    return ConcurrentBatch(run.inputs, state, stages, new, generation).run_batch()
 
 
-__all__ = ["ConcurrentBatch", "evaluate_concurrently"]
+__all__ = ["ConcurrentBatch", "Stages", "evaluate_concurrently"]

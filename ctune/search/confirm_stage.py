@@ -23,8 +23,11 @@ if TYPE_CHECKING:
     from ctune.measure import Measurer
     from ctune.objective.spec import ObjectiveSpec
     from ctune.search.confirm import ConfirmationCost
-    from ctune.search.driver import _Run
     from ctune.search.feasibility import Feasibility
+    from ctune.search.journal_writer import JournalWriter
+    from ctune.search.run_state import Notices, RunInputs, RunStatus
+    from ctune.search.timers import Timers
+    from ctune.search.trial_book import TrialBook
 
 #: single objective: how many of the best are confirmed (a lucky measurement cannot win alone)
 CONFIRM_TOP_SINGLE = 3
@@ -51,16 +54,29 @@ def sure_rounds(processes: int, objective: ObjectiveSpec, measurer: Measurer | N
 class ConfirmStage:
     """Confirmation of one search's front (and baseline) against fresh processes."""
 
-    def __init__(self, run: _Run) -> None:
-        self.run = run
+    def __init__(
+        self,
+        inputs: RunInputs,
+        book: TrialBook,
+        status: RunStatus,
+        timers: Timers,
+        notices: Notices,
+        writer: JournalWriter,
+    ) -> None:
+        self.inputs = inputs
+        self.book = book
+        self.status = status  # the run's sampling plan; a Ctrl-C stops between rounds
+        self.timers = timers
+        self.notices = notices
+        self.writer = writer  # each round is journaled as it ends
         self.cost: ConfirmationCost | None = None
         self.controls: ControlsVerdict | None = None  # set when a controls file was judged
 
     def limit(self) -> int:
         """How many candidates the report considers: top few for one objective, else the front."""
-        if len(self.run.objective.directions) == 1:
+        if len(self.inputs.objective.directions) == 1:
             return CONFIRM_TOP_SINGLE
-        return self.run.opts.confirm_members
+        return self.inputs.opts.confirm_members
 
     def member(
         self, trial: Trial, build: Build | None, runs: Sequence[Measurement]
@@ -68,16 +84,16 @@ class ConfirmStage:
         """A reported member: its confirmed values when ``runs`` has any, else the search's."""
         from ctune.search.report import changed_genes, pool
 
-        run = self.run
+        inputs = self.inputs
         pooled = pool(runs) if runs else None
         values = trial.values or ()
         if pooled is not None:
-            confirmed_values, _ = run.objective.evaluate(build, pooled, run.problem.dims)
+            confirmed_values, _ = inputs.objective.evaluate(build, pooled, inputs.problem.dims)
             values = confirmed_values or values
         return MemberResult(
             candidate=trial.candidate,
             key=trial.candidate.key(),
-            changed=changed_genes(trial.candidate, run.spec.space.default_values()),
+            changed=changed_genes(trial.candidate, inputs.spec.space.default_values()),
             values=tuple(values),
             search_values=trial.values,
             confirmed=pooled is not None,
@@ -91,11 +107,11 @@ class ConfirmStage:
         """The baseline and front as the search measured them (interrupted, or no baseline)."""
         from ctune.search.report import front_of, pick_for_confirmation
 
-        run = self.run
-        baseline = run.book.baseline
+        inputs = self.inputs
+        baseline = self.book.baseline
         base = self.member(baseline, None, ()) if baseline else None
-        chosen = pick_for_confirmation(run.book.trials, run.objective.directions, self.limit())
-        front = front_of([self.member(t, None, ()) for t in chosen], run.objective.directions)
+        chosen = pick_for_confirmation(self.book.trials, inputs.objective.directions, self.limit())
+        front = front_of([self.member(t, None, ()) for t in chosen], inputs.objective.directions)
         return base, front
 
     def to_confirm(self, pick: Callable[..., list[Trial]]) -> list[Trial]:
@@ -104,11 +120,11 @@ class ConfirmStage:
         worth pinning)."""
         from ctune.search.report import changed_genes
 
-        book = self.run.book
+        book = self.book
         measured = [t for t in book.trials if t.candidate.key() not in book.binaries.same_as]
-        defaults = self.run.spec.space.default_values()
+        defaults = self.inputs.spec.space.default_values()
         out: list[Trial] = []
-        for trial in pick(measured, self.run.objective.directions, self.limit()):
+        for trial in pick(measured, self.inputs.objective.directions, self.limit()):
             group = book.binaries.group_of(book.cache, trial.candidate.key())
             out.append(
                 min(group, key=lambda t: (len(changed_genes(t.candidate, defaults)), t.number))
@@ -117,10 +133,12 @@ class ConfirmStage:
 
     def sure_rounds(self) -> int:
         """Fresh processes confirmation will surely use (0 when it will not run)."""
-        return sure_rounds(self.run.opts.confirm_processes, self.run.objective, self.run.measurer)
+        inputs = self.inputs
+        return sure_rounds(inputs.opts.confirm_processes, inputs.objective, inputs.measurer)
 
     def can_confirm(self) -> bool:
-        return can_confirm(self.run.opts.confirm_processes, self.run.objective, self.run.measurer)
+        inputs = self.inputs
+        return can_confirm(inputs.opts.confirm_processes, inputs.objective, inputs.measurer)
 
     def interrupted(self) -> bool:
         """Did a Ctrl-C stop the confirmation before it decided (its rounds are journaled)?"""
@@ -131,24 +149,24 @@ class ConfirmStage:
         Every round is journaled as it ends (and a resumed search takes it back)."""
         from ctune.search.report import front_of, pick_for_confirmation
 
-        run = self.run
-        directions = run.objective.directions
+        inputs = self.inputs
+        directions = inputs.objective.directions
         chosen = self.to_confirm(pick_for_confirmation)
         pair = self.controls_pair(chosen)
         chosen += [t for t in pair if t not in chosen]
-        baseline = run.book.baseline
+        baseline = self.book.baseline
         assert baseline is not None
         if not self.can_confirm():
             unconfirmed = self.member(baseline, None, ())
             return unconfirmed, front_of([self.member(t, None, ()) for t in chosen], directions), []
         dropped: list[tuple[str, str]] = []
         items = self.rebuilt([baseline, *[t for t in chosen if t is not baseline]], dropped)
-        processes = run.opts.confirm_processes
-        run.emit(Confirming(sum(t is not baseline for t, _ in items), processes))
+        processes = inputs.opts.confirm_processes
+        self.notices.emit(Confirming(sum(t is not baseline for t, _ in items), processes))
         runs = self.remeasure_in_proportion(items, processes, [t.candidate.key() for t in pair])
         for per_key in runs.values():
             for measurement in per_key:
-                run.session.check_device(measurement)
+                self.writer.check_device(measurement)
         base, members = self.confirmed_members(items, runs, dropped)
         keys = {t.candidate.key() for t in chosen}
         front = front_of([m for m in members if m.key in keys], directions)
@@ -163,16 +181,16 @@ class ConfirmStage:
         and the best without one are both confirmed (whichever of them is not among
         ``chosen`` joins it), in every round, so that the file is judged against the build
         it was tuned on in the same processes (:meth:`judge_controls`)."""
-        run = self.run
-        if len(run.objective.directions) != 1:
+        inputs = self.inputs
+        if len(inputs.objective.directions) != 1:
             return []
         from ctune.search.report import pick_for_confirmation
 
-        directions = run.objective.directions
-        tried = [t for t in run.book.trials if _has_controls(t)]
+        directions = inputs.objective.directions
+        tried = [t for t in self.book.trials if _has_controls(t)]
         if not tried:
             return []
-        plain = [t for t in run.book.trials if not _has_controls(t)]
+        plain = [t for t in self.book.trials if not _has_controls(t)]
         keys = {t.candidate.key() for t in chosen}
         pair = pick_for_confirmation(tried, directions, 1) + pick_for_confirmation(
             plain, directions, 1
@@ -187,8 +205,8 @@ class ConfirmStage:
         from ctune.evidence.compare import Difference
         from ctune.search.report import significance
 
-        run = self.run
-        if len(run.objective.directions) != 1:
+        inputs = self.inputs
+        if len(inputs.objective.directions) != 1:
             return None
         tuned = [m for m in members if _has_controls(m.trial) and m.per_process]
         plain = [m for m in members if not _has_controls(m.trial) and m.per_process]
@@ -196,7 +214,7 @@ class ConfirmStage:
             return None
         best, reference = self.best(tuned), self.best(plain)
         verdict = significance(best.per_process, reference.per_process)
-        first = sign(run.objective.directions[0])
+        first = sign(inputs.objective.directions[0])
         ratio = reference.values[0] / best.values[0] if best.values[0] else float("nan")
         return ControlsVerdict(
             best.key,
@@ -221,7 +239,7 @@ class ConfirmStage:
         if not _has_controls(best.trial) or self.controls.pinned:
             return list(front)
         reference = next(m for m in members if m.key == self.controls.reference)
-        self.run.note(
+        self.notices.note(
             f"controls file of {best.key} not pinned: {self.controls.reason} against "
             f"{reference.key}, the best build without one",
             "info",
@@ -236,33 +254,33 @@ class ConfirmStage:
         pins a build its own confirmation measured slower than the default. (Seen on H200
         prefill GEMMs: a runtime-gene variant that led the search by noise was pinned at
         +5% p99 over the default.)"""
-        run = self.run
+        inputs = self.inputs
         members = list(front)
-        if len(run.objective.directions) != 1 or not members or base.pooled is None:
+        if len(inputs.objective.directions) != 1 or not members or base.pooled is None:
             return members
         if any(m.key == base.key for m in members):
             return members  # the default is a member already
-        _, violations = run.objective.evaluate(base.build, base.pooled, run.problem.dims)
+        _, violations = inputs.objective.evaluate(base.build, base.pooled, inputs.problem.dims)
         if any(v > 0 for v in violations):
             return members
-        first = sign(run.objective.directions[0])
+        first = sign(inputs.objective.directions[0])
         if first * base.values[0] <= first * self.best(members).values[0]:
             return [base, *members]
         return members
 
     def best(self, front: Sequence[MemberResult]) -> MemberResult:
         """The member best on the first objective (the first of equals)."""
-        first = sign(self.run.objective.directions[0])
+        first = sign(self.inputs.objective.directions[0])
         return min(front, key=lambda m: first * m.values[0])
 
     def rebuilt(
         self, trials: Sequence[Trial], dropped: list[tuple[str, str]]
     ) -> list[tuple[Trial, Build]]:
         """Each trial with its build (a cache hit); one that no longer builds is dropped."""
-        run = self.run
+        inputs = self.inputs
         items: list[tuple[Trial, Build]] = []
         for trial in trials:
-            build = run.compiler.build(trial.candidate, run.problem)  # a cache hit
+            build = inputs.compiler.build(trial.candidate, inputs.problem)  # a cache hit
             if not build.outcome.is_ok:
                 dropped.append((trial.candidate.key(), f"rebuild failed ({build.outcome.value})"))
                 continue
@@ -276,8 +294,8 @@ class ConfirmStage:
         dropped: list[tuple[str, str]],
     ) -> tuple[MemberResult | None, list[MemberResult]]:
         """The re-measured baseline and members; failures and constraint breakers dropped."""
-        run = self.run
-        baseline = run.book.baseline
+        inputs = self.inputs
+        baseline = self.book.baseline
         members: list[MemberResult] = []
         base: MemberResult | None = None
         for trial, build in items:
@@ -295,7 +313,7 @@ class ConfirmStage:
             m = self.member(trial, build, got)
             if trial is baseline:
                 base = m
-            _, violations = run.objective.evaluate(build, m.pooled, run.problem.dims)
+            _, violations = inputs.objective.evaluate(build, m.pooled, inputs.problem.dims)
             if any(v > 0 for v in violations):
                 dropped.append((key, "violates a constraint when re-measured"))
                 continue
@@ -308,11 +326,11 @@ class ConfirmStage:
         """Each front member with its significance and gain over the re-measured baseline."""
         from ctune.search.report import bootstrap, gain, significance
 
-        run = self.run
+        inputs = self.inputs
         assert base.pooled is not None
-        seed = run.search_plan.seed
-        ctx = run.objective.context(run.problem.dims)
-        first = run.objective.objectives[0]
+        seed = inputs.search_plan.seed
+        ctx = inputs.objective.context(inputs.problem.dims)
+        first = inputs.objective.objectives[0]
         shared = bootstrap(first, base.build, base.per_process, ctx, seed)
         out = []
         for m in front:
@@ -342,45 +360,49 @@ class ConfirmStage:
         from ctune.search.confirm import confirm_in_proportion
         from ctune.search.report import pool
 
-        run = self.run
-        assert run.measurer is not None and run.book.baseline is not None
-        measurer = run.measurer
-        first = run.objective.objectives[0]
+        inputs = self.inputs
+        assert inputs.measurer is not None and self.book.baseline is not None
+        measurer = inputs.measurer
+        first = inputs.objective.objectives[0]
 
         def run_round(batch: Sequence[tuple[Trial, Build]]) -> Mapping[str, Measurement]:
             """One fresh process, journaled as soon as it is measured; a resumed search
             takes the round back from its journal when it measured the same members."""
-            journaled = run.session.take_round({t.candidate.key() for t, _ in batch})
+            journaled = self.writer.take_round({t.candidate.key() for t, _ in batch})
             if journaled is not None:
                 return journaled
             got = measurer.remeasure(
-                run.spec, [(t.candidate, b) for t, b in batch], run.problem, run.plan, 1
+                inputs.spec,
+                [(t.candidate, b) for t, b in batch],
+                inputs.problem,
+                self.status.sampling,
+                1,
             )
             runs = {k: v[0] for k, v in got.items() if v}
-            run.session.record_round(runs)
+            self.writer.record_round(runs)
             return runs
 
         def value_of(build: Build, runs: Sequence[Measurement]) -> float | None:
             pooled = pool(runs)
-            ctx = run.objective.context(run.problem.dims)
+            ctx = inputs.objective.context(inputs.problem.dims)
             got = None if pooled is None else first.value(build, pooled, ctx)
             return None if got is None else (-got if first.direction == "max" else got)
 
-        start = run.clock()
+        start = inputs.clock()
         measurer.prestart(self.sure_rounds())  # the rounds that surely run: started already
         runs, cost = confirm_in_proportion(
             items,
-            run.book.baseline.candidate.key(),
+            self.book.baseline.candidate.key(),
             run_round,
             value_of,
-            directions=run.objective.directions,
+            directions=inputs.objective.directions,
             limit=processes,
-            seed=run.search_plan.seed,
-            clock=run.clock,
-            stop=lambda: run.stop_requested,
+            seed=inputs.search_plan.seed,
+            clock=inputs.clock,
+            stop=lambda: self.status.stop_requested,
             references=references,
         )
-        run.timers.confirm_s += run.clock() - start
+        self.timers.confirm_s += inputs.clock() - start
         self.cost = cost
         return runs
 

@@ -58,103 +58,60 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
 import os
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ctune.errors import ToolchainError, UserError
 from ctune.interrupts import STOP_SIGNALS, Interrupted
 from ctune.measure import capabilities
 from ctune.measure.capabilities import gpu_available
 from ctune.records import Candidate, Trial
-from ctune.search import Compiler, Publisher, Strategy, make_strategy
+from ctune.search import Compiler, Publisher, make_strategy
 from ctune.search import journal as journal_mod
-from ctune.search.budget import MAX_BATCH, WARM_START_SHARE, Budget
-from ctune.search.confirm_stage import ConfirmStage, sure_rounds
+from ctune.search.budget import MAX_BATCH
+from ctune.search.confirm_stage import ConfirmStage, can_confirm, sure_rounds
 from ctune.search.events import (
     BaselineMeasured,
     GenerationFinished,
-    Note,
-    Progress,
-    SearchEvent,
     SearchFinished,
     SearchStarted,
 )
+from ctune.search.filling import Filler
+from ctune.search.journal_writer import JournalWriter
+from ctune.search.options import SearchOptions
 from ctune.search.pipeline import Pipeline
 from ctune.search.plan import DEFAULT_BUDGET, SearchPlan, new_plan, resume_plan
-from ctune.search.pruning import DEFAULT_PRUNE_MARGIN, DEFAULT_SEARCH_REP_MS
 from ctune.search.result import ResultRecord, SearchResult
 from ctune.search.run_result import search_result
+from ctune.search.run_state import (
+    EventSink,
+    Fingerprints,
+    RunInputs,
+    RunStatus,
+    SearchRun,
+    l2_policy,
+    sampling_plan,
+)
 from ctune.search.session_journal import SessionJournal, request_identity
 from ctune.search.strategy import StrategyContext
-from ctune.search.timers import Timers
-from ctune.search.trial_book import TrialBook
 from ctune.space.limits import DeviceLimits, device_limits
 
 if TYPE_CHECKING:
     from ctune.compile.toolchain import Toolchain
     from ctune.config import Settings
-    from ctune.controls.setup import ControlsSetup
-    from ctune.kernelspec import KernelSpec, Problem
+    from ctune.kernelspec import KernelSpec
     from ctune.measure import Measurer, SamplingPlan
     from ctune.objective.spec import ObjectiveSpec
 
-log = logging.getLogger(__name__)
-
 #: consecutive generations with nothing new before the search counts as converged
 MAX_IDLE_GENERATIONS = 10
-
-EventSink = Callable[[SearchEvent], None]
-
-
-@dataclass(frozen=True)
-class SearchOptions:
-    """Everything about one search that is not a setting or the objective spec.
-
-    None (and an empty ``strategy_options``) means not given: a new search takes the
-    defaults (``auto``, seed 0, ``DEFAULT_BUDGET`` unless timed, filling on), a resumed
-    one the values its journal recorded (``plan.py``).
-    """
-
-    problem: str | None = None
-    strategy: str | None = None  # auto: search.resolve_name
-    strategy_options: Mapping[str, Any] = field(default_factory=dict)
-    budget: int | None = None
-    time_s: float | None = None
-    patience: int | None = None
-    seed: int | None = None
-    resume: Path | None = None
-    journal: Path | None = None  # where a new journal goes (default: under cache_dir)
-    # at most this many fresh processes re-measure what the decision needs (confirm.py);
-    # 0: report the search's own measurements
-    confirm_processes: int = 5
-    confirm_members: int = 8
-    first_failures: int = 8  # if the first N candidates all fail to compile: UserError
-    jobs: int = 0  # compile-ahead depth; 0: the compiler's jobs, else settings.jobs, else CPUs
-    journal_fsync: bool = True  # False only for tests on slow disks
-    fill: bool | None = None  # while builds compile, measure runtime-gene variants (default on)
-    # configurations to measure first (a T4 file's best, exchange/t4.py), and where from
-    warm_start: tuple[Mapping[str, Any], ...] = ()
-    warm_start_source: str = ""
-    # the share of --budget a warm start may take (the rest explores); a problem set's later
-    # shapes may take more: their seeds are builds the set already compiled
-    warm_start_share: float = WARM_START_SHARE
-    # a candidate whose first samples' median is this far above the leader stops there
-    # (search/pruning.py); None: every candidate gets the full sampling plan
-    prune_margin: float | None = DEFAULT_PRUNE_MARGIN
-    # GPU time a candidate that was not pruned is sampled for while confirmation will
-    # re-measure the result (search/pruning.py); None: the protocol's rep_ms
-    search_rep_ms: float | None = DEFAULT_SEARCH_REP_MS
-    # the controls engine, its spaces and store, where the space has acf genes
-    controls: ControlsSetup | None = None
 
 
 # --- capabilities --------------------------------------------------------------------------
@@ -201,38 +158,14 @@ def require_capabilities(
 # --- helpers ----------------------------------------------------------------------------
 
 
-def _l2(settings: Settings, spec: KernelSpec) -> str:
-    """The L2 policy: --l2-policy / CTUNE_L2_POLICY / [tool.ctune] when given, else the
-    spec's."""
-    return settings.l2_policy or spec.l2_policy
-
-
-def _plan(settings: Settings, spec: KernelSpec, objective: ObjectiveSpec) -> SamplingPlan:
-    from ctune.measure import SamplingPlan
-
-    base = SamplingPlan(
-        warmup_ms=settings.warmup_ms,
-        rep_ms=settings.rep_ms,
-        l2_policy=_l2(settings, spec),
-        energy_window_s=settings.energy_window_s,
-        timing=settings.timing or spec.timing,
-    )
-    return objective.sampling_plan(base)
-
-
 def _fingerprint(
-    spec: KernelSpec,
-    problem: str,
-    settings: Settings,
-    compiler: Compiler,
-    measurer: Measurer | None,
-    *,
-    gpu: bool = True,
+    inputs: RunInputs, measurer: Measurer | None, *, gpu: bool = True
 ) -> dict[str, str]:
     """A part that says what it is (``fingerprint_fields``: a stand-in, a replay) gives
     its fields; otherwise the real toolchain, source and GPU are probed."""
+    spec, problem, settings = inputs.spec, inputs.problem.name, inputs.settings
     stand_in: dict[str, str] = {}
-    for part in (compiler, measurer):
+    for part in (inputs.compiler, measurer):
         fields = part.fingerprint_fields() if part is not None else None
         if fields is not None:
             stand_in.update(fields)
@@ -244,7 +177,7 @@ def _fingerprint(
             **fp.harness_fields(),
             **fp.spec_part_fields(spec, problem),
             "arch": settings.arch or spec.arch,
-            "l2_policy": _l2(settings, spec),
+            "l2_policy": l2_policy(settings, spec),
             **stand_in,
         }
     return fp.current_fingerprint(
@@ -252,12 +185,12 @@ def _fingerprint(
         gpu=gpu,
         problem=problem,
         nvcc=nvcc_for(settings),
-        l2_policy=_l2(settings, spec),
+        l2_policy=l2_policy(settings, spec),
         arch=settings.arch or None,
     )
 
 
-def _fingerprints_ahead(run: _Run) -> Future[tuple[dict[str, str], dict[str, str]]]:
+def _fingerprints_ahead(inputs: RunInputs) -> Future[Fingerprints]:
     """The journal's fingerprint (no GPU fields) and the artifact's, computed in a thread
     from the run's start: the artifact's scans the source's includes with nvcc (0.2-0.4 s
     on an H200), which sat between the baseline's measurement and the next candidate's,
@@ -268,12 +201,12 @@ def _fingerprints_ahead(run: _Run) -> Future[tuple[dict[str, str], dict[str, str
 
     from ctune.evidence.identity import FIELDS
 
-    def compute() -> tuple[dict[str, str], dict[str, str]]:
-        spec, problem, settings = run.spec, run.problem.name, run.settings
-        artifact = _fingerprint(spec, problem, settings, run.compiler, run.measurer)
+    def compute() -> Fingerprints:
+        measurer = inputs.measurer
+        artifact = _fingerprint(inputs, measurer)
         every = (
-            _fingerprint(spec, problem, settings, run.compiler, None, gpu=False)
-            if run.measurer is not None and run.measurer.fingerprint_fields() is not None
+            _fingerprint(inputs, None, gpu=False)
+            if measurer is not None and measurer.fingerprint_fields() is not None
             else artifact
         )
         journal = {k: v for k, v in every.items() if FIELDS.get(k, ("", ""))[1] != "gpu"}
@@ -289,142 +222,69 @@ def _fingerprints_ahead(run: _Run) -> Future[tuple[dict[str, str], dict[str, str
 # --- the run --------------------------------------------------------------------------------
 
 
-class _Run:
-    """One search: its parts and the loop that coordinates them.
+class _Search:
+    """One search: its inputs and state (``run``) and the stages that coordinate them.
 
-    The parts own one thing each: the trial book (every trial, accounted once), the
-    budget (when to stop), the timers, the session journal (baseline, new/resume, warm
-    start, writing), the pipeline (compile ahead, measure, fill) and the confirm stage.
+    The stages own one thing each: the journal writer (what is written, and when), the
+    pipeline (compile ahead, measure, fill), the session's start (baseline, new/resume,
+    warm start) and the confirm stage; the state objects are the trial book (every
+    trial, accounted once), the budget (when to stop), the timers and the loop's status.
     """
 
-    def __init__(
-        self,
-        settings: Settings,
-        spec: KernelSpec,
-        objective: ObjectiveSpec,
-        opts: SearchOptions,
-        compiler: Compiler,
-        measurer: Measurer | None,
-        on_event: EventSink,
-        clock: Callable[[], float],
-        limits: DeviceLimits,
-        plan: SearchPlan,
-    ) -> None:
-        self.settings = settings
-        self.spec = spec
-        self.objective = objective
-        self.opts = opts
-        self.compiler = compiler
-        self.measurer = measurer
-        self.emit = on_event
-        self.clock = clock
-        self.problem: Problem = spec.problem(opts.problem)
-        self.plan = _plan(settings, spec, objective)
-        self.search_plan = plan
-        self.strategy_name = plan.strategy
-        self.limits = limits
-        # what the strategy and the filler may propose: the spec's space within the device
-        self.space = limits.constrain(spec.space, spec.launch)
-        self.generation = 0
-        self.stop_reason = ""
-        self.notes: list[str] = []
-        self.stop_requested = False  # the first Ctrl-C: finish the candidate in flight, stop
-        self.listened = False  # does a caller's sink show the notes (then they are not logged)
-        self._fingerprints = _fingerprints_ahead(self)
-        self.timers = Timers(clock)
-        self.pipeline = Pipeline(self)
-        observe = self.pipeline.filler.observe  # the filler learns its parents from every trial
-        self.book = TrialBook(spec, self.problem, objective.directions, observe)
-        self.budget = Budget(plan, self.book, self.timers.elapsed)
-        self.session = SessionJournal(self)
-        self.confirmation = ConfirmStage(self)
-        self.strategy: Strategy = make_strategy(
-            self.strategy_name,
+    def __init__(self, inputs: RunInputs, emit: EventSink) -> None:
+        spec, objective, opts = inputs.spec, inputs.objective, inputs.opts
+        plan = inputs.search_plan
+        fingerprints = _fingerprints_ahead(inputs)
+        strategy = make_strategy(
+            plan.strategy,
             StrategyContext(
                 spec.name,
-                self.space,
-                dict(self.problem.dims),
+                inputs.space,
+                dict(inputs.problem.dims),
                 objective.directions,
                 plan.seed,
                 opts.controls,
             ),
             plan.options,
         )
-
-    def build_fingerprint(self) -> dict[str, str]:
-        """The artifact fingerprint without the GPU (the device is checked on its own)."""
-        return self._fingerprints.result()[0]
-
-    def artifact_fingerprint(self) -> dict[str, str]:
-        """The artifact's fingerprint: toolchain, harness, source, GPU."""
-        return dict(self._fingerprints.result()[1])
-
-    def note(self, message: str, level: str = "warning") -> None:
-        """Say ``message`` once: to the caller's event sink, else to the log."""
-        shown = logging.WARNING if level == "warning" else logging.INFO
-        log.log(logging.DEBUG if self.listened else shown, "%s", message)
-        self.notes.append(message)
-        self.emit(Note(message, level))
-
-    def note_device_limits(self, valid: int) -> None:
-        """Say how many of the spec's candidates the device's limits rule out, if any."""
-        if len(self.space.restrictions) == len(self.spec.space.restrictions):
-            return
-        total, _ = self.spec.space.count_valid(self.problem.dims)
-        if total > valid:
-            self.note(
-                f"device limits ({self.limits.source}) rule out {total - valid:,} of "
-                f"{total:,} candidates before compiling",
-                "info",
-            )
-
-    def progress(self) -> Progress:
-        book = self.book
-        failures, infeasible = book.failures()
-        score, best, front = book.score()
-        elapsed = self.timers.elapsed()
-        several = len(self.objective.directions) > 1
-        return Progress(
-            generation=self.generation,
-            evaluations=len(book.trials),
-            budget=self.budget.limit,
-            elapsed_s=elapsed,
-            time_budget_s=self.search_plan.time_s,
-            eta_s=self.budget.eta(elapsed, self.timers.session_evals),
-            failures=failures,
-            infeasible=infeasible,
-            cached=book.cached,
-            fillers=book.fillers,
-            reused=book.reused_asked,
-            best=best,
-            hypervolume=-score if score is not None and several else None,
-            front_size=front,
+        # the filler learns its parents from every trial the book accounts
+        filler = Filler(spec.name, inputs.space, inputs.problem.dims, objective.directions)
+        self.run = SearchRun(inputs, strategy, emit, fingerprints, filler.observe)
+        self.writer = JournalWriter(self.run.book, self.run.timers)
+        confirms = can_confirm(opts.confirm_processes, objective, inputs.measurer)
+        self.pipeline = Pipeline(self.run, self.writer, filler, confirms)
+        self.session = SessionJournal(self.run, self.writer, self.pipeline)
+        run = self.run
+        self.confirmation = ConfirmStage(
+            inputs, run.book, run.status, run.timers, run.notices, self.writer
         )
 
     # --- the loop -----------------------------------------------------------------------------
     def loop(self) -> None:
         """Generations until a stop rule, the strategy or the clock ends the search."""
+        run = self.run
+        status = run.status
         idle = 0
         while True:
-            reason = self.budget.stop_check(self.stop_requested)
+            reason = run.budget.stop_check(status.stop_requested)
             if reason:
-                self.stop_reason = reason
+                status.stop_reason = reason
                 return
-            remaining = self.budget.remaining()
-            asked = self.strategy.ask(min(MAX_BATCH, remaining))
+            remaining = run.budget.remaining()
+            asked = run.strategy.ask(min(MAX_BATCH, remaining))
             if not asked:
-                self.stop_reason = "exhausted"
+                status.stop_reason = "exhausted"
                 return
             new, fresh = self.generation_of(asked, remaining)
-            if self.stop_requested:
-                self.stop_reason = "interrupted"
+            if status.stop_requested:
+                status.stop_reason = "interrupted"
                 return
             idle = 0 if fresh else idle + 1
             if idle >= MAX_IDLE_GENERATIONS:
-                self.stop_reason = "converged"
+                status.stop_reason = "converged"
                 return
             if len(fresh) < len(new):
-                self.stop_reason = "time"
+                status.stop_reason = "time"
                 return
 
     def generation_of(
@@ -433,31 +293,33 @@ class _Run:
         """Evaluate one generation and tell it to the strategy: duplicates come from the
         cache (not counted against the budget), the new candidates through the pipeline.
         Returns the new candidates evaluated and those of them that finished."""
-        self.generation += 1
+        run = self.run
+        book, status = run.book, run.status
+        status.generation += 1
         told: list[Trial] = []
         new: list[Candidate] = []
         keys: set[str] = set()
         for cand in asked:
             key = cand.key()
-            if key in self.book.cache:
-                told.append(self.book.cache[key])
-                self.book.cached += 1
+            if key in book.cache:
+                told.append(book.cache[key])
+                book.cached += 1
             elif key not in keys:
                 keys.add(key)
                 new.append(cand)
         new = new[:remaining]
-        finished = self.pipeline.evaluate_batch(new, self.generation)
+        finished = self.pipeline.evaluate_batch(new, status.generation)
         told.extend(finished)
         fresh = [t for t in finished if t.candidate.key() in keys]  # fillers were not asked
-        self.strategy.tell(told)
-        assert self.session.journal is not None
-        self.session.journal.append_state(self.generation, self.strategy.state())
-        improved = self.budget.end_generation(self.book.score()[0])
-        self.emit(GenerationFinished(self.progress(), improved))
+        run.strategy.tell(told)
+        assert self.writer.journal is not None
+        self.writer.journal.append_state(status.generation, run.strategy.state())
+        improved = run.budget.end_generation(book.score()[0])
+        run.notices.emit(GenerationFinished(run.progress(), improved))
         return new, fresh
 
     def result(self, interrupted: bool) -> SearchResult:
-        return search_result(self, interrupted)
+        return search_result(self.run, self.confirmation, self.writer, interrupted)
 
 
 def run_search(
@@ -503,18 +365,33 @@ def run_search(
     try:
         own_gpu = measurer is None and objective.measures
         if own_gpu:
-            measurer = _default_measurer(settings)
+            measurer = default_measurer(settings)
             owned.append(measurer)
-        _start_workers(measurer, opts, objective, _plan(settings, spec, objective), spec)
+        _start_workers(measurer, opts, objective, sampling_plan(settings, spec, objective), spec)
         if compiler is None:
             compiler = _default_compiler(settings, spec, toolchain)
             owned.append(compiler)
             _build_baseline_ahead(compiler, spec, opts)
         if limits is None:
             limits = device_limits(settings.arch or spec.arch, probe=own_gpu)
-        run = _Run(settings, spec, objective, opts, compiler, measurer, emit, clock, limits, plan)
-        run.listened = on_event is not None
-        return _execute(run, opts, fingerprint, emit, publish)
+        problem = spec.problem(opts.problem)
+        inputs = RunInputs(
+            settings=settings,
+            spec=spec,
+            objective=objective,
+            opts=opts,
+            search_plan=plan,
+            problem=problem,
+            # what the strategy and the filler may propose: the spec's space within the device
+            space=limits.constrain(spec.space, spec.launch),
+            limits=limits,
+            compiler=compiler,
+            measurer=measurer,
+            clock=clock,
+        )
+        search = _Search(inputs, emit)
+        search.run.notices.listened = on_event is not None
+        return _execute(search, opts, fingerprint, emit, publish)
     finally:
         for part in reversed(owned):
             part.close()
@@ -606,7 +483,7 @@ def check_request(
 
         check_shares_genes(opts.warm_start, spec.space, spec.name, opts.warm_start_source)
     # a strategy checks its options when it is made: once here on the spec's space, and
-    # again in _Run on the space within the device's limits (known only after the probe)
+    # again in _Search on the space within the device's limits (known only after the probe)
     context = StrategyContext(
         spec.name, spec.space, dict(problem.dims), objective.directions, plan.seed, opts.controls
     )
@@ -615,7 +492,7 @@ def check_request(
 
 
 @contextlib.contextmanager
-def _graceful_interrupt(run: _Run, in_flight: str = "candidate") -> Iterator[None]:
+def _graceful_interrupt(status: RunStatus, in_flight: str = "candidate") -> Iterator[None]:
     """The first SIGINT (or SIGTERM) asks the run to stop after the ``in_flight`` step (a
     candidate, a confirmation round); the second is a KeyboardInterrupt as usual. Only the
     main thread can own a signal handler: elsewhere (a search started from a worker
@@ -626,9 +503,9 @@ def _graceful_interrupt(run: _Run, in_flight: str = "candidate") -> Iterator[Non
     notice = f"\nctune: finishing the {in_flight} in flight, then saving (again: stop now)\n"
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        if run.stop_requested:
+        if status.stop_requested:
             raise KeyboardInterrupt
-        run.stop_requested = True
+        status.stop_requested = True
         # only a flag and one raw line here: the live display may be mid-render
         os.write(2, notice.encode())
 
@@ -641,125 +518,139 @@ def _graceful_interrupt(run: _Run, in_flight: str = "candidate") -> Iterator[Non
 
 
 def _execute(
-    run: _Run,
+    search: _Search,
     opts: SearchOptions,
     fingerprint: Mapping[str, str] | None,
     emit: EventSink,
     publish: Publisher | None,
 ) -> SearchResult:
-    if run.confirmation.can_confirm():
+    run, writer = search.run, search.writer
+    if search.confirmation.can_confirm():
         from ctune.evidence.stats import import_tests_in_background
 
         import_tests_in_background()
     try:
         if opts.resume is not None:
-            run.session.open_resume(Path(opts.resume))
+            search.session.open_resume(Path(opts.resume))
         else:
-            run.session.open_new()
-        _announce(run, opts, emit)
-        result = _result(run, _search(run))
+            search.session.open_new()
+        _announce(search, opts, emit)
+        result = _result(search, _search(search))
         if not result.interrupted and result.baseline is not None:
-            result = dataclasses.replace(result, record=_record(run, result, fingerprint))
+            record = _record(run, writer, result, fingerprint)
+            result = dataclasses.replace(result, record=record)
             if publish is not None:
-                result = publish(run.spec, run.objective, result)
+                result = publish(run.inputs.spec, run.inputs.objective, result)
         emit(SearchFinished(result))
         return result
     except KeyboardInterrupt as exc:  # outside the graceful stops: say what the journal has
         if isinstance(exc, Interrupted):
             raise
-        raise Interrupted(run.session.kept()) from None
+        raise Interrupted(writer.kept()) from None
     finally:
-        if run.session.journal is not None:
-            run.session.journal.close()
+        if writer.journal is not None:
+            writer.journal.close()
 
 
-def _announce(run: _Run, opts: SearchOptions, emit: EventSink) -> None:
+def _announce(search: _Search, opts: SearchOptions, emit: EventSink) -> None:
     """The search's start (and its baseline) to the display; the patience starting point."""
-    journal = run.session.journal
+    run = search.run
+    inputs, book = run.inputs, run.book
+    journal = search.writer.journal
     assert journal is not None
-    count, exact = run.space.count_valid(run.problem.dims)
+    count, exact = inputs.space.count_valid(inputs.problem.dims)
     emit(
         SearchStarted(
-            run.spec.name,
-            run.problem.name,
+            inputs.spec.name,
+            inputs.problem.name,
             journal.path,
-            len(run.book.trials) if opts.resume else 0,
-            run.strategy_name,
-            run.objective.describe(),
+            len(book.trials) if opts.resume else 0,
+            inputs.strategy_name,
+            inputs.objective.describe(),
             run.budget.limit,
-            run.search_plan.time_s,
+            inputs.search_plan.time_s,
             count,
             exact,
-            run.pipeline.jobs,
-            tuple(o.text for o in run.objective.objectives),
+            search.pipeline.jobs,
+            tuple(o.text for o in inputs.objective.objectives),
         )
     )
-    if run.book.baseline is not None:
-        emit(BaselineMeasured(run.book.baseline))
+    if book.baseline is not None:
+        emit(BaselineMeasured(book.baseline))
     run.note_device_limits(count)
-    run.budget.improved(run.book.score()[0])
+    run.budget.improved(book.score()[0])
 
 
-def _search(run: _Run) -> bool:
+def _search(search: _Search) -> bool:
     """Warm start and loop until a stop rule; True when Ctrl-C ended it."""
+    run = search.run
     try:
-        with _graceful_interrupt(run):
-            run.session.warm_start()
-            run.loop()
+        with _graceful_interrupt(run.status):
+            search.session.warm_start()
+            search.loop()
     except KeyboardInterrupt:
-        run.note("search interrupted: the candidate in flight was abandoned", "info")
+        run.notices.note("search interrupted: the candidate in flight was abandoned", "info")
         return True
-    interrupted = run.stop_reason == "interrupted"
+    interrupted = run.status.stop_reason == "interrupted"
     if interrupted:
-        run.note("search interrupted: the candidate in flight finished and was saved", "info")
+        run.notices.note(
+            "search interrupted: the candidate in flight finished and was saved", "info"
+        )
     return interrupted
 
 
-def _result(run: _Run, interrupted: bool) -> SearchResult:
+def _result(search: _Search, interrupted: bool) -> SearchResult:
     """The result, confirmed unless the search was interrupted. A Ctrl-C while confirming
     stops after the round in flight (the second: at once); the rounds measured are in the
     journal, and the result is the search's own front, marked interrupted."""
+    run = search.run
     if interrupted:
-        return run.result(True)
+        return search.result(True)
     try:
-        with _graceful_interrupt(run, "confirmation round"):
-            result = run.result(False)
+        with _graceful_interrupt(run.status, "confirmation round"):
+            result = search.result(False)
     except KeyboardInterrupt:
-        run.note(
+        run.notices.note(
             "search interrupted while confirming: the round in flight was abandoned; "
-            f"{run.session.rounds} round(s) are in the journal",
+            f"{search.writer.rounds} round(s) are in the journal",
             "info",
         )
-        return run.result(True)
+        return search.result(True)
     if result.interrupted:
-        run.note(
+        run.notices.note(
             "search interrupted while confirming: the round in flight finished; "
-            f"{run.session.rounds} round(s) are in the journal",
+            f"{search.writer.rounds} round(s) are in the journal",
             "info",
         )
-        return dataclasses.replace(result, notes=tuple(run.notes))
+        return dataclasses.replace(result, notes=tuple(run.notices.notes))
     return result
 
 
-def _record(run: _Run, result: SearchResult, fingerprint: Mapping[str, str] | None) -> ResultRecord:
+def _record(
+    run: SearchRun,
+    writer: JournalWriter,
+    result: SearchResult,
+    fingerprint: Mapping[str, str] | None,
+) -> ResultRecord:
     """Where the numbers come from and how the search ran, for the artifact."""
     from ctune.measure.protocol import record as protocol_record
 
+    inputs = run.inputs
     fp = dict(fingerprint) if fingerprint is not None else run.artifact_fingerprint()
-    journal = run.session.journal
+    journal = writer.journal
     assert journal is not None
     provenance = {
-        "strategy": run.strategy_name,
-        "seed": run.search_plan.seed,
+        "strategy": inputs.strategy_name,
+        "seed": inputs.search_plan.seed,
         "evaluations": result.evaluations,
         "budget": run.budget.limit,
         "journal_sha256": journal.sha256(),
         "created_utc": journal_mod.utc_stamp(),
         "wall_s": round(result.timing.wall_s, 3),
     }
-    inputs = run.compiler.source_inputs(run.spec, run.settings)
+    sources = inputs.compiler.source_inputs(inputs.spec, inputs.settings)
     return ResultRecord(
-        fp, provenance, protocol_record(run.plan), inputs, dict(run.strategy.options)
+        fp, provenance, protocol_record(run.status.sampling), sources, dict(run.strategy.options)
     )
 
 
@@ -772,7 +663,9 @@ def _default_compiler(
     return compiler_for(spec, toolchain or toolchain_for(settings), settings)
 
 
-def _default_measurer(settings: Settings) -> Measurer:
+def default_measurer(settings: Settings) -> Measurer:
+    """The GPU measurer a search makes when given none: the engine's workers or another GPU
+    than 0 where the settings say so (``scale/``), else a worker on GPU 0."""
     from ctune.scale import measurer_for
 
     chosen = measurer_for(settings)  # the engine's GPU workers, or another GPU than 0
@@ -790,9 +683,11 @@ def _default_measurer(settings: Settings) -> Measurer:
 
 __all__ = [
     "DEFAULT_BUDGET",
+    "EventSink",
     "SearchOptions",
     "check_needs",
     "check_request",
+    "default_measurer",
     "gpu_available",
     "probe_capabilities",
     "require_capabilities",

@@ -27,7 +27,8 @@ from ctune.space.limits import launch_violation
 from ctune.space.params import BuildGroup
 
 if TYPE_CHECKING:
-    from ctune.search.driver import _Run
+    from ctune.search.journal_writer import JournalWriter
+    from ctune.search.run_state import SearchRun
 
 
 #: builds of later generations queued per compile job, beyond this generation's (only for
@@ -38,14 +39,20 @@ AHEAD_PER_JOB = 4
 class Pipeline:
     """The path of a candidate through compile, measure, score and the journal."""
 
-    def __init__(self, run: _Run) -> None:
+    def __init__(
+        self, run: SearchRun, writer: JournalWriter, filler: Filler, confirms: bool
+    ) -> None:
+        """``filler`` picks the runtime-gene variants (it learns from every trial the book
+        accounts); ``confirms``: will confirmation re-measure the result (then the search
+        samples less, ``pruning.py``)."""
         self.run = run
-        opts, compiler = run.opts, run.compiler
-        self.jobs = max(1, opts.jobs or compiler.jobs or run.settings.jobs or 4)
-        directions = run.objective.directions
-        self.filler = Filler(run.spec.name, run.space, run.problem.dims, directions)
+        self.writer = writer
+        self.confirms = confirms
+        inputs = run.inputs
+        self.jobs = max(1, inputs.opts.jobs or inputs.compiler.jobs or inputs.settings.jobs or 4)
+        self.filler = filler
         # compile-only objectives cannot tell runtime variants apart: nothing to fill with
-        self.filling = run.search_plan.fill and self.filler.active and run.objective.measures
+        self.filling = inputs.search_plan.fill and filler.active and inputs.objective.measures
         self._plans: tuple[int, SamplingPlan] | None = None  # (generation, its plan)
         # builds of the strategy's next generation, started while this one is measured
         self._ahead: dict[BuildGroup, Future[Build]] = {}
@@ -61,20 +68,28 @@ class Pipeline:
             return Trial(number, generation, cand, build.outcome, build, None)
         if measurement is not None and not measurement.outcome.is_ok:
             return Trial(number, generation, cand, measurement.outcome, build, measurement)
-        values, violations = run.objective.evaluate(build, measurement, run.problem.dims)
+        values, violations = run.inputs.objective.evaluate(
+            build, measurement, run.inputs.problem.dims
+        )
         return Trial(
             number, generation, cand, build.outcome, build, measurement, values, violations
         )
 
     def measure(self, cand: Candidate, build: Build, plan: SamplingPlan) -> Measurement | None:
         run = self.run
-        if not build.outcome.is_ok or not run.objective.measures or run.measurer is None:
+        if (
+            not build.outcome.is_ok
+            or not run.inputs.objective.measures
+            or run.inputs.measurer is None
+        ):
             return None
-        start = run.clock()
+        start = run.inputs.clock()
         try:
-            return run.measurer.measure(run.spec, cand, build, run.problem, plan)
+            return run.inputs.measurer.measure(
+                run.inputs.spec, cand, build, run.inputs.problem, plan
+            )
         finally:
-            run.timers.measure_s += run.clock() - start
+            run.timers.measure_s += run.inputs.clock() - start
 
     def plan(self, generation: int) -> SamplingPlan:
         """The run's sampling plan, with the pruning threshold set by the leader as the
@@ -85,10 +100,10 @@ class Pipeline:
             return self._plans[1]
         run = self.run
         threshold = prune_threshold_ms(
-            run.objective,
+            run.inputs.objective,
             run.book.front.best(),
-            run.opts.prune_margin,
-            run.objective.context(run.problem.dims),
+            run.inputs.opts.prune_margin,
+            run.inputs.objective.context(run.inputs.problem.dims),
         )
         plan = self._search_phase(threshold)
         self._plans = (generation, plan)
@@ -103,7 +118,7 @@ class Pipeline:
     def _search_phase(self, threshold: float | None) -> SamplingPlan:
         run = self.run
         return search_phase_plan(
-            run.plan, threshold, run.opts.search_rep_ms, run.confirmation.can_confirm()
+            run.status.sampling, threshold, run.inputs.opts.search_rep_ms, self.confirms
         )
 
     def within_device(self, cand: Candidate, build: Build) -> Build:
@@ -113,7 +128,11 @@ class Pipeline:
             return build
         run = self.run
         why = launch_violation(
-            run.limits, run.spec, cand.as_dict(), run.problem.dims, build.resources
+            run.inputs.limits,
+            run.inputs.spec,
+            cand.as_dict(),
+            run.inputs.problem.dims,
+            build.resources,
         )
         if why is None:
             return build
@@ -139,7 +158,7 @@ class Pipeline:
         source = book.binaries.source(book.binaries.identity(cand, build))
         if source is not None:
             trial = shared_trial(source, cand, build, len(book.trials), generation)
-            run.session.record(trial, filler, same_as=source.candidate.key())
+            self.writer.record(trial, filler, same_as=source.candidate.key())
         else:
             if measured is not None:
                 measurement: Measurement | None = dataclasses.replace(
@@ -148,10 +167,10 @@ class Pipeline:
             else:
                 measurement = self.measure(cand, build, self.plan(generation))
             trial = self.make_trial(cand, build, measurement, generation)
-            run.session.record(trial, filler)
+            self.writer.record(trial, filler)
         run.timers.session_evals += 1
-        run.emit(TrialFinished(trial, run.progress(), filler))
-        book.check_first_failures(run.opts.first_failures)
+        run.notices.emit(TrialFinished(trial, run.progress(), filler))
+        book.check_first_failures(run.inputs.opts.first_failures)
         return trial
 
     # --- a batch ----------------------------------------------------------------------------
@@ -162,10 +181,14 @@ class Pipeline:
         A measurer with several GPUs (``slots``) measures that many at once (``scale/``).
         """
         run = self.run
-        if run.measurer is not None and run.measurer.slots > 1 and run.objective.measures:
+        if (
+            run.inputs.measurer is not None
+            and run.inputs.measurer.slots > 1
+            and run.inputs.objective.measures
+        ):
             from ctune.search.concurrent_batch import evaluate_concurrently
 
-            return evaluate_concurrently(run, new, generation)
+            return evaluate_concurrently(run, self, new, generation)
         futures: dict[int, Future[Build]] = {}
         shared: dict[BuildGroup, Future[Build]] = {}
         left = list(range(len(new)))  # not measured yet, in batch order
@@ -173,7 +196,7 @@ class Pipeline:
         done: list[Trial] = []
         try:
             while left:
-                if run.stop_requested:
+                if run.status.stop_requested:
                     break
                 if done and run.budget.out_of_time():
                     break
@@ -186,9 +209,9 @@ class Pipeline:
                         continue
                     i = left[0]
                 left.remove(i)
-                start = run.clock()
+                start = run.inputs.clock()
                 build = futures.pop(i).result()
-                run.timers.compile_wait_s += run.clock() - start
+                run.timers.compile_wait_s += run.inputs.clock() - start
                 done.append(self.evaluate(new[i], build, generation))
         finally:
             for future in futures.values():
@@ -219,10 +242,10 @@ class Pipeline:
                 return
             if j in futures:
                 continue
-            group = run.spec.space.build_group(new[j].genes)
+            group = run.inputs.spec.space.build_group(new[j].genes)
             if group not in shared:
                 ahead = self._ahead.pop(group, None)
-                shared[group] = ahead or run.compiler.submit(new[j], run.problem)
+                shared[group] = ahead or run.inputs.compiler.submit(new[j], run.inputs.problem)
             futures[j] = shared[group]
             if not futures[j].done():
                 busy.add(id(futures[j]))
@@ -249,13 +272,13 @@ class Pipeline:
         for cand in upcoming(total):
             if len(self._ahead) >= total:
                 return
-            group = run.spec.space.build_group(cand.genes)
+            group = run.inputs.spec.space.build_group(cand.genes)
             if (
                 group not in self._ahead
                 and group not in shared
                 and cand.key() not in run.book.cache
             ):
-                self._ahead[group] = run.compiler.submit(cand, run.problem)
+                self._ahead[group] = run.inputs.compiler.submit(cand, run.inputs.problem)
 
     # --- fillers ----------------------------------------------------------------------------
     def pick_filler(self, pending: set[str]) -> Candidate | None:
@@ -269,13 +292,15 @@ class Pipeline:
 
     def evaluate_filler(self, cand: Candidate, generation: int) -> Trial:
         run = self.run
-        start = run.clock()
-        build = run.compiler.build(cand, run.problem)  # the parent's build: a cache hit
-        run.timers.compile_wait_s += run.clock() - start
+        start = run.inputs.clock()
+        build = run.inputs.compiler.build(
+            cand, run.inputs.problem
+        )  # the parent's build: a cache hit
+        run.timers.compile_wait_s += run.inputs.clock() - start
         if not build.cache_hit:
             # the compiler built it anew: it passes runtime genes to nvcc, or lost its cache
             self.filling = False
-            run.note(
+            run.notices.note(
                 "filling stopped: a runtime-gene variant of a built candidate was compiled "
                 "anew, so fillers are not cheap with this compiler"
             )

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ctune.search import resolve_name
 
 if TYPE_CHECKING:
-    from ctune.search.driver import SearchOptions
+    from ctune.search.options import SearchOptions
 
 #: without --budget or --time, a search stops after this many evaluations
 DEFAULT_BUDGET = 100

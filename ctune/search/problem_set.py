@@ -557,7 +557,7 @@ def cross_row(
 ) -> list[dict[str, Any]]:
     """Cells of one shape: each candidate built (a cache hit, usually) and all measured
     interleaved in the same fresh processes; failures become cells of value null."""
-    from ctune.search.driver import _plan
+    from ctune.search.run_state import sampling_plan
 
     rows: list[dict[str, Any]] = []
     futures = {c.key(): compiler.submit(c, problem) for c in todo if not _invalid(spec, c, problem)}
@@ -573,7 +573,7 @@ def cross_row(
             assert build is not None
             items.append((cand, build))
     if items:
-        plan = _plan(settings, spec, objective)
+        plan = sampling_plan(settings, spec, objective)
         runs = measurer.remeasure(spec, items, problem, plan, opts.cross_processes)
         for cand, build in items:
             row = _measured_row(spec, objective, problem, cand, build, runs.get(cand.key()))

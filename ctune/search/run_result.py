@@ -8,14 +8,18 @@ from typing import TYPE_CHECKING
 from ctune.search.result import SearchResult
 
 if TYPE_CHECKING:
-    from ctune.search.driver import _Run
+    from ctune.search.confirm_stage import ConfirmStage
+    from ctune.search.journal_writer import JournalWriter
+    from ctune.search.run_state import SearchRun
 
 
-def search_result(run: _Run, interrupted: bool) -> SearchResult:
+def search_result(
+    run: SearchRun, stage: ConfirmStage, writer: JournalWriter, interrupted: bool
+) -> SearchResult:
     """Confirm the front (unless interrupted) and assemble the result; a confirmation a
     Ctrl-C stopped leaves the search's own front, reported as interrupted (its rounds are
     in the journal, for ``--resume``)."""
-    book, stage = run.book, run.confirmation
+    book = run.book
     dropped: list[tuple[str, str]] = []
     if not interrupted and book.baseline is not None:
         base, front, dropped = stage.confirm()
@@ -24,50 +28,50 @@ def search_result(run: _Run, interrupted: bool) -> SearchResult:
     if interrupted or book.baseline is None:
         base, front = stage.unconfirmed()
     failures, infeasible = book.failures()
-    journal = run.session.journal
+    journal = writer.journal
     assert journal is not None
     feasibility = None
     if book.baseline is not None:
         from ctune.search.feasibility import analyze
 
         feasibility = analyze(
-            book.trials, run.objective, run.problem.dims, book.baseline, front, base
+            book.trials, run.inputs.objective, run.inputs.problem.dims, book.baseline, front, base
         )
-    objective = run.objective
+    objective = run.inputs.objective
     return SearchResult(
-        kernel=run.spec.name,
-        problem=run.problem.name,
+        kernel=run.inputs.spec.name,
+        problem=run.inputs.problem.name,
         objectives=tuple(
             {**o, "text": obj.text}
             for o, obj in zip(objective.infos(), objective.objectives, strict=True)
         ),
         constraints=tuple(c.text for c in objective.constraints),
-        strategy=run.strategy_name,
-        seed=run.search_plan.seed,
+        strategy=run.inputs.strategy_name,
+        seed=run.inputs.search_plan.seed,
         journal=journal.path,
         evaluations=len(book.trials),
         budget=run.budget.limit,
-        generations=run.generation,
-        stop_reason="interrupted" if interrupted else run.stop_reason,
+        generations=run.status.generation,
+        stop_reason="interrupted" if interrupted else run.status.stop_reason,
         baseline=base,
         front=tuple(front),
         pinned=stage.pinned(front, feasibility),
         timing=run.timers.timing(),
-        device=run.session.device or "unknown",
+        device=writer.device or "unknown",
         failures=failures,
         infeasible=infeasible,
         cached=book.cached,
         fillers=book.fillers,
         dropped=tuple(dropped),
-        notes=tuple(run.notes),
+        notes=tuple(run.notices.notes),
         confirm_processes=stage.cost.processes if stage.cost else 0,
         confirmation=stage.cost,
         binaries=book.binaries.binaries,
         reused=book.reused_asked,
         pruned=sum(1 for t in book.trials if t.measurement is not None and t.measurement.pruned),
-        plan=run.search_plan.to_json(),
+        plan=run.inputs.search_plan.to_json(),
         feasibility=feasibility,
-        confirmation_rounds=run.session.rounds,
+        confirmation_rounds=writer.rounds,
         controls=stage.controls,
     )
 
