@@ -305,8 +305,7 @@ def test_help_documents_syntax_terms_and_options() -> None:
 
 def test_search_docs_list_every_term_unit_alias_and_strategy_option() -> None:
     """The help sends the reader to docs/search.md for these lists: they must be there."""
-    from ctune.objective.spec import ALIASES, TERMS
-    from ctune.objective.terms import UNIT_TABLES
+    from ctune.objective.terms import ALIASES, TERMS, UNIT_TABLES
     from ctune.search import STRATEGIES, option_table
 
     doc = (Path(__file__).resolve().parents[3] / "docs" / "search.md").read_text()
