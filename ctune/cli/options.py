@@ -10,9 +10,11 @@ spelling of ``--format json``, kept hidden so scripts written for it keep workin
 
 from __future__ import annotations
 
+import copy
 import enum
+import typing
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -34,16 +36,15 @@ NvccOpt = Annotated[
     str | None,
     typer.Option(
         "--nvcc",
-        help="the nvcc to build with: a name on PATH, a path, or wheel (the nvidia-cuda-nvcc "
-        "wheel's: pip install 'ctune\\[cuda13.3]')",
+        help="the nvcc to build with: a name on PATH, a path, or wheel (pip install "
+        "'ctune\\[cuda13.3]')",
     ),
 ]
 PtxasOpt = Annotated[
     str | None,
     typer.Option(
         "--ptxas",
-        help="make the cubins with this ptxas, the PTX still with --nvcc's (e.g. a CUDA 13.3 "
-        "ptxas, for advanced controls)",
+        help="make the cubins with this ptxas (the PTX with --nvcc's), e.g. CUDA 13.3's",
     ),
 ]
 KernelsOpt = Annotated[
@@ -84,6 +85,15 @@ RowsFormatOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", hidden=True, help="the same as --format json")]
 
 
+def in_panel(option: Any, panel: str) -> Any:
+    """The ``typer.Option`` of ``option`` (an ``Annotated[T, typer.Option(...)]`` above),
+    listed under ``panel`` in ``--help``: ``Annotated[T, in_panel(ProblemOpt, "Search")]``
+    for a command that groups its options. The shared declaration is unchanged."""
+    grouped = copy.copy(typing.get_args(option)[1])
+    grouped.rich_help_panel = panel
+    return grouped
+
+
 def output_format(fmt: str, json_alias: bool = False, older: str | None = None) -> str:
     """The format a command reports in: ``--format``, or its older spellings (``--json``;
     ``older``: the value of a hidden ``--as`` that meant the same); two that disagree are
@@ -110,5 +120,6 @@ __all__ = [
     "ReportFormat",
     "RowsFormat",
     "RowsFormatOpt",
+    "in_panel",
     "output_format",
 ]

@@ -25,6 +25,7 @@ from ctune.cli.options import (
     ProblemOpt,
     PtxasOpt,
     ReportFormat,
+    in_panel,
     output_format,
 )
 from ctune.errors import SearchInconclusive, UserError
@@ -35,21 +36,6 @@ from ctune.search.pruning import DEFAULT_PRUNE_MARGIN, DEFAULT_SEARCH_REP_MS
 if TYPE_CHECKING:
     from ctune.config import Settings
     from ctune.kernelspec import KernelSpec
-
-
-def _objective_help() -> str:
-    from ctune.objective.spec import help_text
-
-    return (
-        "what to optimise; repeat for a Pareto search (2-3 objectives). A term (p99) or a "
-        "weighted sum of same-direction terms ('0.7*p50 + 0.3*p99'). " + help_text()
-    )
-
-
-def _strategy_help() -> str:
-    from ctune.search import options_help
-
-    return "search strategy options, NAME=VALUE; repeatable. " + options_help().replace("\n", " | ")
 
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(h|m|s)")
@@ -105,6 +91,16 @@ def make_measurer(cfg: Settings) -> Any:
 # --- the command -------------------------------------------------------------------------------
 
 
+#: the panels of `ctune search --help`, in the order a reader needs them
+_SEARCH = "Search"
+_BUDGET = "Budget and stopping"
+_MEASURE = "Measurement (docs/search.md)"
+_BUILD = "Build"
+_OUTPUT = "Output and resuming"
+_SET = "Problem sets (docs/dispatch.md)"
+_SCALE = "Scale-out (docs/scale-out.md)"
+
+
 @app.command("search")
 def search_command(
     kernel: KernelArg,
@@ -113,8 +109,10 @@ def search_command(
         typer.Option(
             "--objective",
             "-O",
-            help=_objective_help(),
+            help="what to optimise: a term (p99) or a weighted sum ('0.7*p50 + 0.3*p99'); "
+            "repeat for a Pareto search; terms: docs/search.md, or press TAB",
             autocompletion=complete.objective_terms,
+            rich_help_panel=_SEARCH,
         ),
     ],
     constraint: Annotated[
@@ -122,218 +120,256 @@ def search_command(
         typer.Option(
             "--constraint",
             "-C",
-            help="TERM OP NUMBER[UNIT], e.g. 'power<=400W', 'spills==0', 'regs<=128', 'p99<2ms'; "
-            "OP: <= >= < > ==; units W mW kW, J mJ uJ, ms us ns s, TFLOP/s GFLOP/s, GB/s "
-            "MB/s TB/s, B KiB KB (a bare number is the term's unit); repeatable",
+            help="TERM OP NUMBER[UNIT], e.g. 'power<=400W', 'p99<2ms'; repeatable; units: "
+            "docs/search.md",
+            rich_help_panel=_SEARCH,
         ),
     ] = None,
-    problem: ProblemOpt = None,
+    problem: Annotated[str | None, in_panel(ProblemOpt, _SEARCH)] = None,
     strategy: Annotated[
         str | None,
         typer.Option(
             help=f"{strategy_names_help()} (default auto; on --resume the journal's)",
             autocompletion=complete.strategy_names,
+            rich_help_panel=_SEARCH,
         ),
     ] = None,
-    option: Annotated[list[str] | None, typer.Option("--option", help=_strategy_help())] = None,
-    budget: Annotated[
-        int | None,
+    option: Annotated[
+        list[str] | None,
         typer.Option(
-            help="GPU measurements: distinct binaries measured, baseline and failed builds "
-            "included; a candidate that compiles to a binary already measured reuses that "
-            "measurement and does not count, nor do fillers; at most 4 x budget candidates are "
-            "compiled (default 100 unless --time; exhaustive: the whole space; on --resume the "
-            "journal's)"
+            "--option",
+            help="a strategy option, NAME=VALUE; repeatable; options: docs/search.md",
+            rich_help_panel=_SEARCH,
         ),
-    ] = None,
-    time: Annotated[
-        str | None, typer.Option("--time", help="wall-time budget: 30m, 1h30m, 90s")
-    ] = None,
-    patience: Annotated[
-        int | None, typer.Option(help="stop after this many generations without improvement")
     ] = None,
     seed: Annotated[
         int | None,
         typer.Option(
-            help="RNG seed (same seed, same search; default 0, on --resume the journal's)"
+            help="RNG seed: same seed, same search (default 0; on --resume the journal's)",
+            rich_help_panel=_SEARCH,
         ),
     ] = None,
-    resume: Annotated[
-        Path | None,
-        typer.Option(
-            help="continue the search recorded in this journal, with its strategy, options, "
-            "seed and budgets (a flag that differs is refused)"
-        ),
-    ] = None,
-    journal: Annotated[
-        Path | None,
-        typer.Option(help="where a new journal goes (default <cache_dir>/journals/...)"),
-    ] = None,
-    commit: Annotated[
-        bool, typer.Option("--commit/--no-commit", help="commit the front to the registry")
-    ] = False,
-    out: Annotated[
-        Path | None,
-        typer.Option(help="result file (default <cache_dir>/results/<kernel>-<problem>.json)"),
-    ] = None,
-    fmt: FormatOpt = ReportFormat.table,
-    json_out: JsonOpt = False,
-    plot: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="PNG",
-            help="write a PNG of the front (needs matplotlib: pip install 'ctune\\[plot]'; "
-            "`ctune plot JOURNAL` draws the other figures)",
-        ),
-    ] = None,
-    jobs: Annotated[int | None, typer.Option(help="parallel compiles (default: CPUs)")] = None,
-    executor: Annotated[
-        str | None,
-        typer.Option(
-            help="where candidates compile and measure: local (default), dask (a Dask "
-            "cluster on this host), auto (Dask's configured scheduler, else local) or a Dask "
-            "scheduler address (tcp://host:8786); needs pip install 'ctune\\[cluster]' "
-            "(docs/scale-out.md)"
-        ),
-    ] = None,
-    gpus: Annotated[
-        str | None,
-        typer.Option(
-            help="GPUs of this host that measure: all or 0,1 (several run through a Dask "
-            "cluster started here; default GPU 0)"
-        ),
-    ] = None,
-    l2_policy: Annotated[
-        str | None,
-        typer.Option("--l2-policy", "--l2", help="cold (flush L2 per sample) or hot"),
-    ] = None,
-    timing: Annotated[
-        str | None,
-        typer.Option(
-            help="what a sample is: events (one launch), graph (a replay of many launches, "
-            "per launch) or auto (graph under 10 us, decided once from the baseline)"
-        ),
-    ] = None,
-    confirm_processes: Annotated[
-        int,
-        typer.Option(
-            help="at most this many fresh processes re-measure the leader and the baseline "
-            "(close runners-up and, for several objectives, the front join them); at least 3, "
-            "what the registry gate needs, and more only while the comparison is undecided "
-            "(0: skip)"
-        ),
-    ] = 5,
-    prune_margin: Annotated[
-        str,
-        typer.Option(
-            help="one objective on latency or throughput: a candidate whose screen (a short "
-            "warm-up and ~10 samples) has a median this far above the leader's value stops "
-            "there, measured but pruned and not checked (the full sampling plan goes to "
-            "candidates that could lead); off: never"
-        ),
-    ] = f"{DEFAULT_PRUNE_MARGIN:.0%}",
-    search_rep_ms: Annotated[
-        str,
-        typer.Option(
-            help="GPU time (ms) each candidate that is not pruned is sampled for during the "
-            "search (never under the plan's minimum samples or its quantile's floor); what "
-            "the search reports is re-measured with the protocol's full plan in fresh "
-            "processes; full: the protocol's rep_ms for every candidate"
-        ),
-    ] = f"{DEFAULT_SEARCH_REP_MS:g}",
-    fill: Annotated[
-        bool | None,
-        typer.Option(
-            "--fill/--no-fill",
-            help="while every pending build compiles, measure runtime-gene variants of the "
-            "best builds (no compile needed; extra to --budget, bounded by --time; default on)",
-            show_default=False,
-        ),
-    ] = None,
-    arch: Annotated[
-        str | None, typer.Option(help="target, e.g. sm_90 (default: the spec's)")
-    ] = None,
-    nvcc: NvccOpt = None,
-    ptxas: PtxasOpt = None,
     warm_start: Annotated[
         Path | None,
         typer.Option(
             "--warm-start",
-            help="a T4 results file (Kernel Tuner's, or ctune export --as t4): its best "
-            "correct configurations are measured first (up to a quarter of the budget; with "
-            "--problem-set, --reuse-share of it, after the compile group's earlier builds)",
+            help="a T4 results file whose best configurations are measured first",
+            rich_help_panel=_SEARCH,
         ),
     ] = None,
-    problem_set: Annotated[
-        str | None,
-        typer.Option(
-            "--problem-set",
-            help="search every problem of this set (--budget/--time per problem), measure "
-            "each shape's winner on every shape, and write the smallest dispatch set within "
-            "--dispatch-margin of each shape's best (resumable: run again to go on)",
-            autocompletion=complete.problem_set_names,
-        ),
-    ] = None,
-    set_dir: Annotated[
-        Path | None,
-        typer.Option(help="the set's state (default <cache_dir>/sets/<kernel>-<set>)"),
-    ] = None,
-    dispatch_margin: Annotated[
-        str, typer.Option(help="--problem-set: a build covers a shape within this of its best")
-    ] = "3%",
-    dispatch_shipped: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--dispatch-shipped",
-            help="--problem-set: a dispatch table (JSON) whose builds are shipped already; "
-            "the cover takes them first and adds builds only for shapes they do not serve "
-            "within --dispatch-margin (repeatable)",
-        ),
-    ] = None,
-    step_time: Annotated[
-        str | None,
-        typer.Option(
-            help="--problem-set: wall time for this call (e.g. 8m); stops starting shapes "
-            "that would not fit, the next call goes on"
-        ),
-    ] = None,
-    cross_processes: Annotated[
-        int, typer.Option(help="--problem-set: fresh processes per shape for the cross step")
-    ] = 1,
-    reuse_share: Annotated[
-        float,
-        typer.Option(
-            help="--problem-set: share of each shape's --budget first spent on the builds the "
-            "earlier shapes of its compile group measured (no compile: cache hits), best first"
-        ),
-    ] = WARM_START_SHARE,
     device_genes: Annotated[
         str | None,
         typer.Option(
             "--device-genes",
-            help="also tune the GPU itself: clocks (a locked SM clock) and/or power_limit, "
-            "comma-separated, values read from NVML; set around each measurement and always "
-            "restored (needs root on a GPU of your own: refused with exit 3 otherwise); "
-            "default: the spec's device_genes; none: without them",
+            help="also tune clocks and/or power_limit (needs root), or none (default: the spec's)",
+            rich_help_panel=_SEARCH,
         ),
     ] = None,
     acf: Annotated[
         str | None,
         typer.Option(
             "--acf",
-            help="also tune advanced-controls files: ptxas, nvcc or ptxas,nvcc (CUDA 13.3+; "
-            "nvcc's needs sm_100+; refused in one line where the toolchain does not take "
-            "them), or none; default: the spec's acf",
+            help="also tune advanced-controls files: ptxas, nvcc, ptxas,nvcc or none; "
+            "default: the spec's",
+            rich_help_panel=_SEARCH,
         ),
     ] = None,
     acf_variant: Annotated[
         str,
         typer.Option(
             "--acf-variant",
-            help="which controls search space: default, or att (CompileIQ's space curated "
-            "for attention kernels)",
+            help="controls space: default (the default), or att (for attention kernels)",
+            show_default=False,
+            rich_help_panel=_SEARCH,
         ),
     ] = "default",
+    budget: Annotated[
+        int | None,
+        typer.Option(
+            help="distinct binaries measured (default 100 unless --time; docs/search.md)",
+            rich_help_panel=_BUDGET,
+        ),
+    ] = None,
+    time: Annotated[
+        str | None,
+        typer.Option("--time", help="wall-time budget: 30m, 1h30m, 90s", rich_help_panel=_BUDGET),
+    ] = None,
+    patience: Annotated[
+        int | None,
+        typer.Option(
+            help="stop after this many generations without improvement", rich_help_panel=_BUDGET
+        ),
+    ] = None,
+    fill: Annotated[
+        bool | None,
+        typer.Option(
+            "--fill/--no-fill",
+            help="measure runtime-gene variants while builds compile (default on)",
+            show_default=False,
+            rich_help_panel=_BUDGET,
+        ),
+    ] = None,
+    l2_policy: Annotated[
+        str | None,
+        typer.Option(
+            "--l2-policy",
+            "--l2",
+            help="cold (flush L2 per sample) or hot",
+            rich_help_panel=_MEASURE,
+        ),
+    ] = None,
+    timing: Annotated[
+        str | None,
+        typer.Option(
+            help="a sample is one launch (events), a graph replay (graph) or auto",
+            rich_help_panel=_MEASURE,
+        ),
+    ] = None,
+    confirm_processes: Annotated[
+        int,
+        typer.Option(
+            help="most fresh processes re-measuring the leader and baseline (default 5; 0: skip)",
+            show_default=False,
+            rich_help_panel=_MEASURE,
+        ),
+    ] = 5,
+    prune_margin: Annotated[
+        str,
+        typer.Option(
+            help=f"stop measuring a candidate this far behind the leader (default "
+            f"{DEFAULT_PRUNE_MARGIN:.0%}; off: never)",
+            show_default=False,
+            rich_help_panel=_MEASURE,
+        ),
+    ] = f"{DEFAULT_PRUNE_MARGIN:.0%}",
+    search_rep_ms: Annotated[
+        str,
+        typer.Option(
+            help=f"GPU ms each candidate is sampled for (default {DEFAULT_SEARCH_REP_MS:g}; "
+            "full: the protocol's rep_ms)",
+            show_default=False,
+            rich_help_panel=_MEASURE,
+        ),
+    ] = f"{DEFAULT_SEARCH_REP_MS:g}",
+    arch: Annotated[
+        str | None,
+        typer.Option(help="target, e.g. sm_90 (default: the spec's)", rich_help_panel=_BUILD),
+    ] = None,
+    nvcc: Annotated[str | None, in_panel(NvccOpt, _BUILD)] = None,
+    ptxas: Annotated[str | None, in_panel(PtxasOpt, _BUILD)] = None,
+    jobs: Annotated[
+        int | None,
+        typer.Option(help="parallel compiles (default: CPUs)", rich_help_panel=_BUILD),
+    ] = None,
+    resume: Annotated[
+        Path | None,
+        typer.Option(
+            help="continue the search of this journal (its strategy, seed and budgets)",
+            rich_help_panel=_OUTPUT,
+        ),
+    ] = None,
+    journal: Annotated[
+        Path | None,
+        typer.Option(
+            help="where a new journal goes (default <cache_dir>/journals/...)",
+            rich_help_panel=_OUTPUT,
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="result file (default: <kernel>-<problem>.json in <cache_dir>/results)",
+            rich_help_panel=_OUTPUT,
+        ),
+    ] = None,
+    commit: Annotated[
+        bool,
+        typer.Option(
+            "--commit/--no-commit",
+            help="commit the front to the registry (default: no)",
+            show_default=False,
+            rich_help_panel=_OUTPUT,
+        ),
+    ] = False,
+    fmt: Annotated[ReportFormat, in_panel(FormatOpt, _OUTPUT)] = ReportFormat.table,
+    json_out: JsonOpt = False,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="PNG",
+            help="write a PNG of the front (pip install 'ctune\\[plot]')",
+            rich_help_panel=_OUTPUT,
+        ),
+    ] = None,
+    problem_set: Annotated[
+        str | None,
+        typer.Option(
+            "--problem-set",
+            help="search every problem of this set and write a dispatch set (resumable)",
+            autocompletion=complete.problem_set_names,
+            rich_help_panel=_SET,
+        ),
+    ] = None,
+    set_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="the set's state (default <cache_dir>/sets/<kernel>-<set>)",
+            rich_help_panel=_SET,
+        ),
+    ] = None,
+    dispatch_margin: Annotated[
+        str,
+        typer.Option(
+            help="a build covers a shape within this of its best (default 3%)",
+            show_default=False,
+            rich_help_panel=_SET,
+        ),
+    ] = "3%",
+    dispatch_shipped: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--dispatch-shipped",
+            help="a dispatch table (JSON) of builds shipped already, used first; repeatable",
+            rich_help_panel=_SET,
+        ),
+    ] = None,
+    step_time: Annotated[
+        str | None,
+        typer.Option(
+            help="wall time for this call (e.g. 8m); the next call goes on",
+            rich_help_panel=_SET,
+        ),
+    ] = None,
+    cross_processes: Annotated[
+        int,
+        typer.Option(
+            help="fresh processes per shape in the cross step (default 1)",
+            show_default=False,
+            rich_help_panel=_SET,
+        ),
+    ] = 1,
+    reuse_share: Annotated[
+        float,
+        typer.Option(
+            help=f"share of a shape's budget first spent on its group's earlier builds "
+            f"(default {WARM_START_SHARE:g})",
+            show_default=False,
+            rich_help_panel=_SET,
+        ),
+    ] = WARM_START_SHARE,
+    executor: Annotated[
+        str | None,
+        typer.Option(
+            help="local (default), dask, auto or a Dask scheduler's address",
+            rich_help_panel=_SCALE,
+        ),
+    ] = None,
+    gpus: Annotated[
+        str | None,
+        typer.Option(
+            help="GPUs of this host that measure: all or 0,1 (default 0)", rich_help_panel=_SCALE
+        ),
+    ] = None,
 ) -> None:
     """Search flags, launch configuration and template parameters for the best builds.
 

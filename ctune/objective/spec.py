@@ -4,8 +4,8 @@ One parser for both, so that every problem (an unknown term, a bad unit, contrad
 constraints, a metric the spec lacks) is one UserError line listing what is allowed.
 ``ObjectiveSpec.evaluate`` returns raw values in objective order (directions live in the
 spec) and one violation per constraint, relative to its bound and > 0 when infeasible, so
-constraints of different units can be summed. The syntax: docs/search.md, "Objectives
-and constraints" (``ctune search --help`` shows the same).
+constraints of different units can be summed. The syntax, terms, units and aliases:
+docs/search.md, "Objectives and constraints".
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from ctune.errors import UserError
 from ctune.objective.terms import (
-    ALIASES,
     TERMS,
     UNIT_TABLES,
     Direction,
@@ -389,20 +388,12 @@ def parse_objective_spec(
     return ObjectiveSpec(tuple(parsed), tuple(cons), dict(metrics or {}))
 
 
-def help_text() -> str:
-    """The term table for ``--help``."""
-    rows = [f"{t.name} ({t.direction}, {t.unit})" for t in TERMS.values()]
-    aliases = ", ".join(f"{a}={b}" for a, b in ALIASES.items())
-    return "terms: " + "; ".join(rows) + f". aliases: {aliases}."
-
-
 __all__ = [
     "MAX_OBJECTIVES",
     "UNKNOWN_VIOLATION",
     "Constraint",
     "Objective",
     "ObjectiveSpec",
-    "help_text",
     "parse_constraint",
     "parse_objective",
     "parse_objective_spec",

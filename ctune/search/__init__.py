@@ -164,16 +164,6 @@ def option_table(name: str) -> OptionTable:
     return dict(getattr(strategy_class(name), "OPTIONS", {}))
 
 
-def options_help() -> str:
-    """One line per built-in strategy: ``nsga2: population_size=24 (...), ...``."""
-    lines = []
-    for name in STRATEGIES:
-        table = option_table(name)
-        items = "; ".join(f"{k}={d!r} ({desc})" for k, (desc, d) in table.items())
-        lines.append(f"{name}: {items}")
-    return "\n".join(lines)
-
-
 def make_strategy(
     name: str, context: StrategyContext, options: Mapping[str, Any] | None = None
 ) -> Strategy:
@@ -201,7 +191,6 @@ __all__ = [
     "Strategy",
     "make_strategy",
     "option_table",
-    "options_help",
     "resolve_name",
     "run_search",
     "strategy_class",

@@ -28,7 +28,7 @@ NOVELTY_TRIES = 12
 
 
 #: options of every evolutionary strategy (tables live here, DEAP-free, so that
-#: ``ctune search --help`` can show them without importing DEAP)
+#: ``--option`` is checked without importing DEAP)
 EVOLUTION_OPTIONS: OptionTable = {
     "population_size": ("parents kept, and offspring bred, per generation", 16),
     "crossover_prob": ("probability that two parents are recombined (uniform crossover)", 0.9),

@@ -8,7 +8,7 @@ build or measurement has the largest violation of all).
 
 Options come as a small table ``name -> (description, default)`` (Kernel
 Tuner's ``_options``): it validates user input, lists the allowed keys on
-error, and feeds ``ctune search --help``.
+error, and is the table of docs/search.md, "Strategy options".
 """
 
 from __future__ import annotations
