@@ -1,12 +1,16 @@
 """Options several commands share, declared once: the toolchain they build with, the
-folder of kernel specs they read."""
+folder of kernel specs they read, and how a duration (``--time``, ``--step-time``) is read."""
 
 from __future__ import annotations
 
+import math
+import re
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from ctune.errors import UserError
 
 NvccOpt = Annotated[
     str | None,
@@ -32,3 +36,28 @@ KernelsOpt = Annotated[
         "[tool.ctune] kernels, else kernels/ beside the pyproject.toml holding [tool.ctune])",
     ),
 ]
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(h|m|s)")
+
+
+def parse_duration(text: str) -> float:
+    """``30m``, ``1h30m``, ``90s``, ``2.5h`` or plain seconds -> seconds."""
+    raw = text.strip().lower()
+    try:
+        seconds = float(raw)
+    except ValueError:
+        pass
+    else:
+        if not math.isfinite(seconds):
+            raise UserError(f"--time {text!r}: expected a finite duration like 30m or 600")
+        return seconds
+    pos, total = 0, 0.0
+    for match in _DURATION.finditer(raw):
+        if raw[pos : match.start()].strip():
+            break
+        total += float(match.group(1)) * {"h": 3600, "m": 60, "s": 1}[match.group(2)]
+        pos = match.end()
+    if pos == 0 or raw[pos:].strip():
+        raise UserError(f"--time {text!r}: expected a duration like 30m, 1h30m, 90s or 600")
+    return total

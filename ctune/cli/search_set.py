@@ -67,7 +67,7 @@ def run_set(
     json_out: bool,
 ) -> None:
     from ctune.cli import render_search
-    from ctune.cli.search import parse_duration
+    from ctune.cli.options import parse_duration
     from ctune.registry.assemble import ResultPublisher
     from ctune.search.dispatch import parse_margin
     from ctune.search.dispatch_table import shipped_builds
