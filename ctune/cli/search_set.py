@@ -71,7 +71,8 @@ def run_set(
     from ctune.registry.assemble import ResultPublisher
     from ctune.search.dispatch import parse_margin
     from ctune.search.dispatch_table import shipped_builds
-    from ctune.search.problem_set import SetOptions, run_problem_set
+    from ctune.search.problem_set import run_problem_set
+    from ctune.search.set_layout import SetOptions
 
     owned = [compiler, measurer]
     try:
