@@ -14,7 +14,7 @@ Three parts, each reported, never asserted (``--part``, comma-separated, default
   reports it). The default build is compiled first, outside the timed search. Target >= 0.7.
 - ``front``: the same search (a small one, on kernels/gemm.yaml) through the engine and
   locally with the same seed: the candidates each proposes and the fronts they report,
-  compared by the significance rule of the report (``search/report.py``).
+  compared by the significance rule of confirmation (``search/confirm.py``).
 
 Wall time: a compile wave takes about one build (~40 s for CUTLASS on the H100/H200
 host), so ``--workers 1,2,4,8,16 --builds-per-worker 1`` is five waves, ~4 min with the
@@ -299,7 +299,7 @@ def part_front(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
 
 
 def compare_fronts(engine: Any, local: Any, keys: dict[str, list[str]]) -> dict[str, Any]:
-    from ctune.search.report import significance
+    from ctune.search.confirm import significance
 
     def best(result: Any) -> Any:
         return next((m for m in result.front if m.key == result.pinned), None)

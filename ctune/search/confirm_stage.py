@@ -189,7 +189,7 @@ class ConfirmStage:
         """The best confirmed member with a controls file against the best without one, by
         the gate's rule (None when either was not confirmed)."""
         from ctune.evidence.compare import Difference
-        from ctune.search.report import significance
+        from ctune.search.confirm import significance
 
         run = self.run
         if len(run.objective.directions) != 1:
@@ -310,7 +310,8 @@ class ConfirmStage:
         self, base: MemberResult, front: Sequence[MemberResult]
     ) -> list[MemberResult]:
         """Each front member with its significance and gain over the re-measured baseline."""
-        from ctune.search.report import bootstrap, gain, significance
+        from ctune.search.confirm import significance
+        from ctune.search.report import bootstrap, gain
 
         run = self.run
         assert base.pooled is not None
