@@ -270,7 +270,7 @@ def stage_finish(args: argparse.Namespace) -> int:
 
 
 def stage_sizes(args: argparse.Namespace) -> int:
-    from ctune.kernelspec import load_spec
+    from ctune.spec import load_spec
     from ctune.testing.binary_truth import BinaryTruth
 
     for name, info in PRESETS.items():

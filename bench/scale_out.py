@@ -161,7 +161,7 @@ def compile_wave(
 
 def part_compile(args: argparse.Namespace, settings: Settings, deadline: float) -> dict[str, Any]:
     from ctune.compile.select_toolchain import toolchain_for
-    from ctune.kernelspec import load_spec
+    from ctune.spec import load_spec
 
     toolchain = toolchain_for(settings)
     spec = load_spec(ROOT / args.kernel, toolchain.help_text)
@@ -222,8 +222,8 @@ def run_one(settings: Settings, yaml: Path, objective: str, **options: Any) -> A
 
 def part_search(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     from ctune.compile.select_toolchain import toolchain_for
-    from ctune.kernelspec import load_spec
     from ctune.scale import compiler_for
+    from ctune.spec import load_spec
 
     cache = Path(tempfile.mkdtemp(prefix="ctune-scale-search-"))
     cfg = dataclasses.replace(settings, cache_dir=cache, executor="dask", jobs=args.search_jobs)

@@ -52,8 +52,8 @@ def bench(problem: str, genes: dict[str, Any], label: str) -> dict[str, Any]:
 
 def pinned_genes(problem: str) -> dict[str, Any]:
     """The registry artifact's pinned build: its kernel genes (the flags at their defaults)."""
-    from ctune.kernelspec import load_spec
     from ctune.registry.store import read_result
+    from ctune.spec import load_spec
 
     flags = {g.name for g in load_spec(ROOT / "kernels" / "cutlass_gemm.yaml").flag_genes}
     path = ROOT / "registry" / "cutlass_gemm" / problem / "sm90-nvidia-h200.json"

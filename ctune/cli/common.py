@@ -11,9 +11,9 @@ from ctune.compile.select_toolchain import nvcc_for
 from ctune.compile.toolchain import Toolchain, probe_toolchain, target_arch
 from ctune.config import Settings
 from ctune.errors import UserError
-from ctune.kernelspec import KernelSpec, load_spec
 from ctune.records import Candidate, GeneValue
 from ctune.space.params import Space
+from ctune.spec import KernelSpec, load_spec
 
 
 def settings(**overrides: Any) -> Settings:

@@ -14,7 +14,7 @@ from ctune.cli.options import NvccOpt, PtxasOpt
 from ctune.errors import UserError
 
 if TYPE_CHECKING:
-    from ctune.kernelspec import KernelSpec
+    from ctune.spec import KernelSpec
 
 KernelArg = Annotated[Path, typer.Argument(help="kernel .cu (its .yaml sidecar sits next to it)")]
 SetOpt = Annotated[

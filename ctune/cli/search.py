@@ -23,7 +23,7 @@ from ctune.search.pruning import DEFAULT_PRUNE_MARGIN, DEFAULT_SEARCH_REP_MS
 
 if TYPE_CHECKING:
     from ctune.config import Settings
-    from ctune.kernelspec import KernelSpec
+    from ctune.spec import KernelSpec
 
 
 def _objective_help() -> str:

@@ -16,10 +16,10 @@ from ctune.search.budget import WARM_START_SHARE
 
 if TYPE_CHECKING:
     from ctune.config import Settings
-    from ctune.kernelspec import KernelSpec
     from ctune.objective.spec import ObjectiveSpec
     from ctune.search.driver import SearchOptions
     from ctune.search.problem_set import SetProgress
+    from ctune.spec import KernelSpec
 
 
 @dataclass(frozen=True)

@@ -338,7 +338,7 @@ def _missing_specs(missing: Sequence[SpecNotFound]) -> UserError:
 def load_kernel_spec(kernels_dir: Path, kernel: str, nvcc: str = "nvcc") -> Any:
     """``<kernels_dir>/<kernel>.yaml`` loaded with this nvcc's options."""
     from ctune.compile.toolchain import probe_toolchain
-    from ctune.kernelspec import load_spec
+    from ctune.spec import load_spec
 
     path = Path(kernels_dir) / f"{kernel}.yaml"
     if not path.is_file():

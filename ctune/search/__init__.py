@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from ctune.errors import ToolchainError, UserError
 
 if TYPE_CHECKING:
-    from ctune.kernelspec import Problem
     from ctune.records import Build, Candidate, Trial
     from ctune.search.strategy import OptionTable, StrategyContext
+    from ctune.spec import Problem
 
 
 @runtime_checkable

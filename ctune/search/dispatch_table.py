@@ -30,10 +30,10 @@ from ctune.search.set_layout import HEADER, MATRIX, TABLE, best_rows, compiled_b
 from ctune.writes import write_atomic
 
 if TYPE_CHECKING:
-    from ctune.kernelspec import KernelSpec, Problem
     from ctune.objective.spec import ObjectiveSpec
     from ctune.search.dispatch import Cover, Matrix
     from ctune.search.set_layout import SetOptions
+    from ctune.spec import KernelSpec, Problem
 
 KIND = "ctune-dispatch"
 VERSION = 1

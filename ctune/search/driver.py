@@ -101,9 +101,9 @@ if TYPE_CHECKING:
     from ctune.compile.toolchain import Toolchain
     from ctune.config import Settings
     from ctune.controls.setup import ControlsSetup
-    from ctune.kernelspec import KernelSpec, Problem
     from ctune.measure import Measurer, SamplingPlan
     from ctune.objective.spec import ObjectiveSpec
+    from ctune.spec import KernelSpec, Problem
 
 log = logging.getLogger(__name__)
 

@@ -57,11 +57,11 @@ from ctune.writes import write_atomic
 
 if TYPE_CHECKING:
     from ctune.config import Settings
-    from ctune.kernelspec import KernelSpec, Problem
     from ctune.objective.spec import ObjectiveSpec
     from ctune.records import Build, Measurement
     from ctune.search import Publisher
     from ctune.search.driver import EventSink, SearchOptions
+    from ctune.spec import KernelSpec, Problem
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,9 @@ from ctune.search.journal_records import FIX, JournalRecordError
 from ctune.search.result import COMPILE_ONLY
 
 if TYPE_CHECKING:
-    from ctune.kernelspec import KernelSpec
     from ctune.objective.spec import ObjectiveSpec
     from ctune.search.driver import _Run
+    from ctune.spec import KernelSpec
 
 
 def device_label(measurement: Measurement | None) -> str | None:

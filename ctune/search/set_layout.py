@@ -20,7 +20,7 @@ from ctune.records import Candidate, canonical_json, sha256_hex
 from ctune.search.budget import WARM_START_SHARE
 
 if TYPE_CHECKING:
-    from ctune.kernelspec import KernelSpec, Problem
+    from ctune.spec import KernelSpec, Problem
 
 MATRIX = "matrix.json"
 FINALISTS = "finalists.json"

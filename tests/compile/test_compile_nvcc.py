@@ -13,9 +13,9 @@ from ctune.compile import NvccCompiler, probe_toolchain
 from ctune.compile import nvcc as nvcc_module
 from ctune.compile.deps import uses_cutlass
 from ctune.compile.sass import defined_symbols, sass_digest
-from ctune.kernelspec import load_spec
 from ctune.records import Outcome
 from ctune.space import CATALOGUE
+from ctune.spec import load_spec
 
 pytestmark = pytest.mark.nvcc
 

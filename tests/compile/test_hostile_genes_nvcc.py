@@ -25,11 +25,11 @@ import numpy as np
 import pytest
 
 from ctune.compile.nvcc import NvccCompiler
-from ctune.compile.quoting import CommandLineError
 from ctune.compile.toolchain import probe_toolchain
 from ctune.errors import EXIT_GATE_FAILED, EXIT_OK, EXIT_USER_ERROR, SpecError, UserError
-from ctune.kernelspec import load_spec
+from ctune.quoting import CommandLineError
 from ctune.records import Candidate, canonical_json
+from ctune.spec import load_spec
 
 pytestmark = pytest.mark.nvcc
 

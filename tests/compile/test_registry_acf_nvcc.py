@@ -33,9 +33,9 @@ from ctune.compile.toolchain import Toolchain, controls_release, probe_toolchain
 from ctune.config import Settings
 from ctune.controls.store import ControlsStore, StoreChain
 from ctune.evidence import identity
-from ctune.kernelspec import load_spec
 from ctune.registry.schema import Artifact, FrontMember
 from ctune.registry.service import publish_artifact
+from ctune.spec import load_spec
 
 pytestmark = pytest.mark.nvcc
 

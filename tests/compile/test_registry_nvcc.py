@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from ctune.evidence import identity as fingerprint
-from ctune.kernelspec import load_spec
 from ctune.registry import export
 from ctune.registry.service import publish_artifact
+from ctune.spec import load_spec
 
 pytestmark = pytest.mark.nvcc
 

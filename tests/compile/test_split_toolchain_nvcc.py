@@ -23,8 +23,8 @@ from ctune.compile.select_toolchain import toolchain_for
 from ctune.compile.toolchain import Toolchain, controls_release, probe_toolchain, version_in
 from ctune.config import Settings
 from ctune.evidence import identity
-from ctune.kernelspec import load_spec
 from ctune.records import Outcome
+from ctune.spec import load_spec
 
 pytestmark = pytest.mark.nvcc
 

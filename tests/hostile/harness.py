@@ -732,8 +732,8 @@ def _real_artifact(project: Project) -> Any:
     from ctune.compile.nvcc import NvccCompiler
     from ctune.compile.toolchain import probe_toolchain
     from ctune.evidence import identity
-    from ctune.kernelspec import load_spec
     from ctune.registry.schema import FrontMember
+    from ctune.spec import load_spec
 
     support = _support()
     spec = load_spec(project.path("kernels/saxpy.yaml"))

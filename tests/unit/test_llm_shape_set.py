@@ -11,7 +11,7 @@ from types import ModuleType
 
 import pytest
 
-from ctune.kernelspec import KernelSpec, load_spec
+from ctune.spec import KernelSpec, load_spec
 
 ROOT = Path(__file__).parents[2]
 MODELS = {  # hidden, MLP, heads, KV heads, head dim

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 import ctune.cli.search as search_cli
 from ctune.cli.options import parse_duration
-from ctune.kernelspec import load_spec
+from ctune.spec import load_spec
 from ctune.testing.cli_app import ctune_main
 from ctune.testing.standins import StandInCompiler, StandInMeasurer, write_standin_kernel
 

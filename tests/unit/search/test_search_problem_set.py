@@ -14,7 +14,6 @@ from typer.testing import CliRunner
 import ctune.cli.search as search_cli
 from ctune.config import Settings
 from ctune.errors import UserError
-from ctune.kernelspec import KernelSpec, load_spec
 from ctune.objective import parse_objective_spec
 from ctune.registry.assemble import ResultPublisher
 from ctune.search.dispatch import EDGE_EPS
@@ -28,6 +27,7 @@ from ctune.search.problem_set import (
     run_problem_set,
 )
 from ctune.search.set_layout import MATRIX, SetOptions, build_id, read_rows
+from ctune.spec import KernelSpec, load_spec
 from ctune.testing.cli_app import ctune_main
 from ctune.testing.standins import StandInCompiler, StandInMeasurer, write_standin_kernel
 
