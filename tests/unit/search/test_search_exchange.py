@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from ctune.cli.results import load
 from ctune.config import Settings
 from ctune.errors import UserError
-from ctune.exchange.records import from_artifact, from_journal, load
+from ctune.exchange.records import from_artifact, from_journal
 from ctune.exchange.t4 import INVALIDITY, candidates, read_t4, to_t4
 from ctune.exchange.table import to_csv
 from ctune.objective import parse_objective_spec
