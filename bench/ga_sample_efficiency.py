@@ -161,7 +161,7 @@ def record(args: argparse.Namespace) -> int:
                     f"  {i + 1}/{len(todo)} ({rate:.2f} s each, "
                     f"{rate * (len(todo) - i - 1) / 60:.1f} min left)"
                 )
-    from ctune.evidence.identity import current_fingerprint
+    from ctune.identity_probe import current_fingerprint
 
     truth = GroundTruth(
         spec.name,

@@ -455,7 +455,8 @@ def remeasure_rows(kernel: str, rows: list[Row], set_dir: Path, processes: int) 
 
 def set_main(args: argparse.Namespace) -> int:
     """--problem-set: vendor timings for every shape, rows from the set, the dispatch JSON."""
-    from ctune.evidence.identity import gpu_id, probe_gpu_machine, probe_toolchain
+    from ctune.evidence.identity import gpu_id, probe_gpu_machine
+    from ctune.identity_probe import probe_toolchain
     from ctune.spec import load_spec
 
     kernel = args.kernel
@@ -852,7 +853,7 @@ def write_report(
     started: float,
     complete_fingerprint: bool = False,
 ) -> str:
-    from ctune.evidence.identity import probe_toolchain
+    from ctune.identity_probe import probe_toolchain
 
     goals = targets(rows)
     report = {

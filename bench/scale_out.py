@@ -337,7 +337,8 @@ def compare_fronts(engine: Any, local: Any, keys: dict[str, list[str]]) -> dict[
 
 def fingerprint(settings: Settings) -> dict[str, Any]:
     from ctune.compile.select_toolchain import nvcc_for
-    from ctune.evidence.identity import probe_gpu_machine, probe_toolchain
+    from ctune.evidence.identity import probe_gpu_machine
+    from ctune.identity_probe import probe_toolchain
 
     fields: dict[str, Any] = dict(probe_gpu_machine() or {})
     try:

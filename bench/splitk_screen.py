@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
                 variant = {**SPLITK, "TILE_N": tile_n, "SPLITS": splits}
                 rows.append(bench(problem, variant, f"splitk-n{tile_n}-s{splits}"))
         rows.append(bench(problem, genes, "pinned-again"))
-    from ctune.evidence.identity import gpu_id, probe_gpu_machine, probe_toolchain
+    from ctune.evidence.identity import gpu_id, probe_gpu_machine
+    from ctune.identity_probe import probe_toolchain
 
     gpu = probe_gpu_machine() or {}
     summary = {}

@@ -262,18 +262,19 @@ def _fingerprint(
     for part in (compiler, measurer):
         if _says_what_it_is(part):
             stand_in.update(part.fingerprint_fields())
+    from ctune import identity_probe
     from ctune.compile.select_toolchain import nvcc_for
     from ctune.evidence import identity as fp
 
     if stand_in:
         return {
-            **fp.harness_fields(),
+            **identity_probe.harness_fields(),
             **fp.spec_part_fields(spec, problem),
             "arch": settings.arch or spec.arch,
             "l2_policy": _l2(settings, spec),
             **stand_in,
         }
-    return fp.current_fingerprint(
+    return identity_probe.current_fingerprint(
         spec,
         gpu=gpu,
         problem=problem,
