@@ -289,12 +289,11 @@ class KernelSpec:
         launcher, which launches itself), as the artifact records it.
 
         The rule is evaluated by :func:`launch_geometry`, the one evaluation the measurer
-        launches with; a rule that gives no valid launch is a
-        UserError naming the spec, the candidate and the problem.
+        launches with; a rule that gives no valid launch is a UserError naming the spec,
+        the candidate and the problem.
         """
         if self.launch is None:
             return {}
-
         try:
             g = launch_geometry(self, candidate.as_dict(), problem.dims)
         except LaunchConfigError as exc:
