@@ -26,6 +26,12 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module 'ctune' has no attribute {name!r}")
 
 
+def __dir__() -> list[str]:
+    """The loaded names and the lazy ones above (``__all__``), as tab completion and
+    ``help(ctune)`` expect, without loading them."""
+    return sorted(set(globals()) | set(__all__))
+
+
 __all__ = [
     "Build",
     "Candidate",

@@ -1,21 +1,10 @@
 """Settings, resolved once at the edge and passed down as one frozen object.
 
-Precedence, highest first:
-
-1. command-line options (``cli_overrides``),
-2. ``CTUNE_<FIELD>`` environment variables (e.g. ``CTUNE_JOBS=8``),
-3. the ``[tool.ctune]`` table of the nearest ``pyproject.toml`` above the working directory
-   (its relative paths taken from that file's folder),
-4. the defaults below; where such a table is found, the project's folders (``registry``,
-   ``kernels``) default to their names in that file's folder, so a command means the same
-   from any subfolder of the project.
-
-A ``CTUNE_*`` variable that names no setting is not an error (a shell may carry an old
-one) but gets one warning naming the closest setting (:func:`unknown_variables`).
-
-Library code never reads ``os.environ``; it takes a :class:`Settings` or
-explicit arguments (Triton's env-backed knobs need a reset fixture in every
-test; this does not).
+Precedence, highest first: command-line options (``cli_overrides``), ``CTUNE_<FIELD>``
+environment variables, the ``[tool.ctune]`` table of the nearest ``pyproject.toml`` (its
+paths relative to that file), the defaults below. Library code never reads ``os.environ``:
+it takes a :class:`Settings` or explicit arguments, so tests need no reset fixture. An
+unknown ``CTUNE_*`` variable is warned about (:func:`unknown_variables`). docs/settings.md.
 """
 
 from __future__ import annotations

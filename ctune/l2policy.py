@@ -1,16 +1,10 @@
 """The L2 policy: one name, ``l2_policy``, for whether the L2 is flushed before each sample.
 
-``cold`` flushes it (a write of at least twice its size) before every sample, ``hot``
-does not. The name is the same everywhere: the spec key, ``[tool.ctune]``, the
-``CTUNE_L2_POLICY`` variable, ``--l2-policy``, ``Settings``, ``SamplingPlan``, the
-fingerprint field and every JSON record written.
-
-Files written before the name was settled spell it ``l2`` (spec YAML ``l2:``,
-``[tool.ctune] l2``, ``CTUNE_L2``, ``--l2``, the sampling plan of schema-3 artifacts):
-:func:`migrate` maps that spelling on read, and this module is the only place that
-knows it. Persisted records are never rewritten to the new spelling (an artifact's
-digest covers its recorded plan as written), and the spec digest is taken on the old
-spelling (:func:`legacy_form`), so renaming the key in a spec changes no identity.
+``cold`` flushes it before every sample, ``hot`` does not; the name is the same in the
+spec, settings, plans, the fingerprint and every record. Files from before the name was
+settled spell it ``l2``: :func:`migrate` maps that spelling on read and is the only place
+that knows it. Nothing persisted is rewritten, and spec digests are taken on the old
+spelling (:func:`legacy_form`), so the rename changes no identity. docs/design.md, "Names".
 """
 
 from __future__ import annotations

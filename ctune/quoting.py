@@ -1,30 +1,12 @@
 """What may go on nvcc's command line, and how a ``-D`` value is written there.
 
-nvcc runs its steps (the host preprocessor, cicc, ptxas, the host compiler) through
-``/bin/sh``. In that shell line it writes a ``-D``/``-U`` value, an ``-I`` folder, the
-output and the input file inside double quotes, escaping only ``"``; the value of a
-pass-through option (``-Xptxas -O3``, ``-Xcompiler -fPIC``) it writes bare. Inside double
-quotes the shell still acts on ``$`` (variables, ``$(...)``), the backquote, ``\\`` and
-``"``; a newline or another control character ends or garbles the line. Hence the rule,
-checked on every item of an argv at the process boundary (:func:`check_argv`):
-
-- an item nvcc double-quotes holds none of ``$ ` \\ "`` and no control character; ``;``,
-  ``&``, ``|``, ``<``, ``>``, ``'``, ``*``, spaces and commas are plain text there;
-- except the input file: nvcc writes it as ``\\"`` inside the quotes in every step of every
-  mode (``-cubin``, ``-shared``, ``-ptx``, ``-M``), so a ``"`` in its path is plain text too.
-  Nowhere else: nvcc's own parser refuses a ``"`` in ``-D``/``-U``/``-I`` (``Stray '"'
-  character``), and with ``-ptx`` it writes the ``-o`` path into ptxas's line unescaped;
-- every other item (an option, a value nvcc writes bare) holds only letters, digits and
-  ``_ . , = + - / : @ %``, which the shell treats as plain text anywhere.
-
-That is sufficient whatever else nvcc does with the line: no character the shell acts on
-reaches it where the shell acts on it. A gene or define value (:func:`value_refusal`) is
-checked by the same rule when a spec loads, so a bad spec fails early, naming its key.
-
-nvcc also splits a ``-D`` value at commas (``-DX=a,b`` defines ``X=a`` and ``b``); its
-escape ``\\,`` keeps the comma, and nvcc drops that backslash before the shell sees the
-line. So :func:`define_flag` writes a comma as ``\\,`` (a value without one is written as
-it always was), and ``\\,`` is the one backslash the check lets through.
+nvcc runs its steps through ``/bin/sh``, writing ``-D``/``-U`` values, ``-I`` folders and
+file paths inside double quotes (escaping only ``"``) and pass-through values bare, so a
+``-D`` value ``$(cmd)`` would run ``cmd`` (rule X6). :func:`check_argv` applies one rule to
+every argv item at the process boundary: where nvcc quotes it, none of ``$ ` \\ "`` and no
+control character; elsewhere only plain characters. :func:`value_refusal` applies it to a
+spec's values when it loads; :func:`define_flag` writes a comma as nvcc's ``\\,``. The rule
+and why it is sufficient: docs/security.md.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """A strict YAML loader: duplicate keys, anchors/aliases and large files are errors.
 
-PyYAML's ``safe_load`` silently keeps the last of two duplicate keys and
-expands a 254-byte alias bomb to 28 MB (measured);
-a spec or registry file that does either is rejected instead. Nesting deeper than
-``MAX_DEPTH`` and more than ``MAX_NODES`` nodes are refused while composing, before
-PyYAML's recursive composer can exhaust the stack or memory.
+PyYAML's ``safe_load`` silently keeps the last of two duplicate keys and expands an alias
+bomb many thousand times over; a spec or registry file that does either is rejected
+instead. Nesting deeper than ``MAX_DEPTH`` and more than ``MAX_NODES`` nodes are refused
+while composing, before PyYAML's recursive composer can exhaust the stack or memory.
 """
 
 from __future__ import annotations

@@ -7,9 +7,14 @@ failures, so CI cannot pass by silently skipping the tier it exists to run
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
+import sys
+from collections.abc import Callable
 from functools import cache
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -102,3 +107,21 @@ def no_matplotlib(monkeypatch: pytest.MonkeyPatch) -> None:
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", blocked)
+
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+@pytest.fixture
+def bench_module() -> Callable[[str], ModuleType]:
+    """Import a benchmark script, ``bench/NAME.py``, as a module (bench/ is on the path
+    while it imports: the scripts import one another)."""
+
+    def load(name: str) -> ModuleType:
+        sys.path.insert(0, str(BENCH))
+        try:
+            return importlib.import_module(name)
+        finally:
+            sys.path.remove(str(BENCH))
+
+    return load

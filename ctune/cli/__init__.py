@@ -31,6 +31,8 @@ from ctune.errors import (
 
 #: exit status of a bug in ctune itself (sysexits EX_SOFTWARE); never a user's doing
 EXIT_INTERNAL = 70
+#: what the script of `ctune --show-completion` sets to ask for completions (typer's name)
+COMPLETE_VAR = "_CTUNE_COMPLETE"
 
 app = typer.Typer(
     name="ctune",
@@ -41,7 +43,7 @@ app = typer.Typer(
     "interrupted (Ctrl-C or SIGTERM). "
     "Set CTUNE_DEBUG=1 for tracebacks.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion, --show-completion (cli/complete.py)
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -91,6 +93,8 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
     ``environ`` stands in for ``os.environ`` where the command resolves its settings (and
     for ``CTUNE_DEBUG``): a caller in this process passes settings without mutating the
     process's environment (``cli/invocation.py``)."""
+    if _answer_version(sys.argv[1:] if argv is None else argv):
+        return
     from ctune.cli.invocation import inside_a_command, invoked_with
     from ctune.cli.render import error_line, interrupted_line, stop_for_closed_pipe, warn_line
     from ctune.compile.process import runs_end_with_the_command
@@ -138,6 +142,23 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
         sys.exit(EXIT_INTERNAL)
 
 
+def _answer_version(args: list[str]) -> bool:
+    """``ctune --version`` alone: answered before the command tree (and rich) is loaded, so
+    that it costs an interpreter start and no more. Any other use of the flag goes through
+    click's eager option (``_version``), with the same line."""
+    if list(args) not in (["--version"], ["-V"]):
+        return False
+    from ctune import __version__
+
+    try:
+        print(f"ctune {__version__}", flush=True)  # no stdout at all (closed): prints nothing
+    except BrokenPipeError:
+        from ctune.cli.render import stop_for_closed_pipe
+
+        stop_for_closed_pipe()
+    return True
+
+
 def _run(argv: list[str] | None) -> None:
     """Parse the command line and run the command, letting every exception through.
 
@@ -146,6 +167,8 @@ def _run(argv: list[str] | None) -> None:
     and the text of what the command kept would be lost."""
     command = _command()
     args = sys.argv[1:] if argv is None else list(argv)
+    if os.environ.get(COMPLETE_VAR):  # the shell's completion script asking (one TAB press)
+        command.main(args, prog_name="ctune", complete_var=COMPLETE_VAR)  # exits
     with command.make_context("ctune", args) as ctx:
         command.invoke(ctx)
 

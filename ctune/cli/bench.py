@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ctune.cli import app
 from ctune.cli.common import candidate_from_sets, load, settings
-from ctune.cli.options import NvccOpt, PtxasOpt
+from ctune.cli.options import KernelArg, NvccOpt, ProblemOpt, PtxasOpt
 from ctune.errors import EXIT_GATE_FAILED, CtuneError, ToolchainError, UserError
 
 
@@ -19,16 +18,13 @@ class CandidateFailed(CtuneError):
     exit_code = EXIT_GATE_FAILED
 
 
-KernelArg = Annotated[Path, typer.Argument(help="kernel .cu (its .yaml sidecar sits next to it)")]
-
-
 @app.command("bench")
 def bench_command(
     kernel: KernelArg,
     sets: Annotated[
         list[str] | None, typer.Option("--set", "-s", help="NAME=VALUE for a gene; repeatable")
     ] = None,
-    problem: Annotated[str | None, typer.Option(help="problem name (default: the spec's)")] = None,
+    problem: ProblemOpt = None,
     energy: Annotated[
         bool, typer.Option("--energy", help="also measure energy per call and average power (NVML)")
     ] = False,

@@ -12,16 +12,21 @@ kind, a summary line; ``-v`` names every artifact.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ctune.cli import app
-from ctune.cli import render_registry as render
 from ctune.cli.invocation import resolve_settings
+from ctune.cli.lazy import lazy_module
 from ctune.cli.options import KernelsOpt, NvccOpt, PtxasOpt
 from ctune.config import Settings
 from ctune.errors import GateFailure, RegistryError
+
+if TYPE_CHECKING:
+    from ctune.cli import render_registry as render
+else:  # loaded when the command runs, not when --help lists it
+    render = lazy_module("ctune.cli.render_registry")
 
 
 def probe_for(cfg: Settings, kernels: Path, *, gpu: bool) -> Any:

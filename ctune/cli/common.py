@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctune.cli.invocation import resolve_settings
-from ctune.compile.select_toolchain import nvcc_for
-from ctune.compile.toolchain import Toolchain, probe_toolchain, target_arch
-from ctune.config import Settings
 from ctune.errors import UserError
-from ctune.records import Candidate, GeneValue
-from ctune.space.params import Space
-from ctune.spec import KernelSpec, load_spec
+
+# the spec, toolchain and space modules load when a command runs: the command modules
+# import this one at their top, and `ctune --help` needs none of them
+if TYPE_CHECKING:
+    from ctune.compile.toolchain import Toolchain
+    from ctune.config import Settings
+    from ctune.records import Candidate, GeneValue
+    from ctune.space.params import Space
+    from ctune.spec import KernelSpec
 
 
 def settings(**overrides: Any) -> Settings:
@@ -23,6 +26,10 @@ def settings(**overrides: Any) -> Settings:
 def load(kernel: Path, cfg: Settings) -> tuple[KernelSpec, Toolchain]:
     """Probe nvcc, then load the spec with the options this nvcc offers; an arch it does
     not compile for is refused here, before any candidate is built for it."""
+    from ctune.compile.select_toolchain import nvcc_for
+    from ctune.compile.toolchain import probe_toolchain, target_arch
+    from ctune.spec import load_spec
+
     toolchain = probe_toolchain(nvcc_for(cfg))
     spec = load_spec(kernel, toolchain.help_text)
     target_arch(cfg.arch, spec, toolchain)
@@ -74,6 +81,7 @@ def offer_controls(
     if asked is None and not spec.acf:
         return spec
     from ctune.cli.render import warn_line
+    from ctune.compile.toolchain import target_arch
     from ctune.controls.offer import offer_acf
 
     arch = target_arch(cfg.arch, spec, toolchain)

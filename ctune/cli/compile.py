@@ -10,17 +10,15 @@ import typer
 
 from ctune.cli import app, render
 from ctune.cli.common import candidate_from_sets, load, offer_controls, settings
-from ctune.cli.options import NvccOpt, PtxasOpt
+from ctune.cli.options import KernelArg, NvccOpt, ProblemOpt, PtxasOpt
 from ctune.errors import UserError
 
 if TYPE_CHECKING:
     from ctune.spec import KernelSpec
 
-KernelArg = Annotated[Path, typer.Argument(help="kernel .cu (its .yaml sidecar sits next to it)")]
 SetOpt = Annotated[
     list[str] | None, typer.Option("--set", "-s", help="NAME=VALUE for a gene; repeatable")
 ]
-ProblemOpt = Annotated[str | None, typer.Option(help="problem name (default: the spec's)")]
 AcfOpt = Annotated[
     str | None,
     typer.Option(

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ctune.cli import app
-from ctune.cli import render_registry as render
+from ctune.cli import app, complete
 from ctune.cli.invocation import resolve_settings
+from ctune.cli.lazy import lazy_module
 from ctune.cli.options import KernelsOpt, NvccOpt, PtxasOpt
 from ctune.cli.registry import KEYS_HELP
 from ctune.errors import (
@@ -23,15 +23,18 @@ from ctune.errors import (
     ToolchainError,
     UserError,
 )
-from ctune.evidence.compare import NoiseRule
+from ctune.evidence.noise_rule import NoiseRule
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from ctune.cli import render_registry as render
     from ctune.config import Settings
     from ctune.registry.check import FingerprintProbe
     from ctune.registry.layout import ArtifactKey
     from ctune.registry.schema import Artifact
+else:  # loaded when the command runs, not when --help lists it
+    render = lazy_module("ctune.cli.render_registry")
 
 _RULE = NoiseRule()  # the search's confirmation uses the same rule and defaults
 
@@ -39,7 +42,10 @@ _RULE = NoiseRule()  # the search's confirmation uses the same rule and defaults
 @app.command("gate")
 def gate_command(
     keys: Annotated[
-        list[str] | None, typer.Argument(help=f"{KEYS_HELP} (default: every pinned one)")
+        list[str] | None,
+        typer.Argument(
+            help=f"{KEYS_HELP} (default: every pinned one)", autocompletion=complete.registry_keys
+        ),
     ] = None,
     processes: Annotated[int, typer.Option(help="separate measuring processes (k >= 3)")] = 3,
     strict: Annotated[bool, typer.Option("--strict", help="soft changes count as stale")] = False,

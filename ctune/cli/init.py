@@ -7,13 +7,19 @@ from typing import Annotated
 
 import typer
 
-from ctune.cli import app
+from ctune.cli import app, complete
 from ctune.errors import UserError
 
 
 @app.command("init")
 def init_command(
-    kernel: Annotated[Path, typer.Argument(help="the kernel's .cu file, as its author wrote it")],
+    kernel: Annotated[
+        Path,
+        typer.Argument(
+            help="the kernel's .cu file, as its author wrote it",
+            autocompletion=complete.kernel_paths,
+        ),
+    ],
     entry: Annotated[
         str | None,
         typer.Option(

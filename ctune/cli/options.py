@@ -1,5 +1,6 @@
-"""Options several commands share, declared once: the toolchain they build with, the
-folder of kernel specs they read, and how a duration (``--time``, ``--step-time``) is read."""
+"""Arguments and options several commands share, declared once: the kernel and its problem,
+the toolchain they build with, the folder of kernel specs they read, and how a duration
+(``--time``, ``--step-time``) is read."""
 
 from __future__ import annotations
 
@@ -10,7 +11,19 @@ from typing import Annotated
 
 import typer
 
+from ctune.cli import complete
 from ctune.errors import UserError
+
+KernelArg = Annotated[
+    Path,
+    typer.Argument(
+        help="kernel .cu (its .yaml sidecar sits next to it)", autocompletion=complete.kernel_paths
+    ),
+]
+ProblemOpt = Annotated[
+    str | None,
+    typer.Option(help="problem name (default: the spec's)", autocompletion=complete.problem_names),
+]
 
 NvccOpt = Annotated[
     str | None,

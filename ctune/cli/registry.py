@@ -8,17 +8,20 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ctune.cli import app, pointers
-from ctune.cli import render_registry as render
+from ctune.cli import app, complete, pointers
 from ctune.cli.invocation import resolve_settings
+from ctune.cli.lazy import lazy_module
 from ctune.cli.options import KernelsOpt, NvccOpt, PtxasOpt
 from ctune.config import Settings
 from ctune.errors import GateFailure, RegistryError
 
 if TYPE_CHECKING:
+    from ctune.cli import render_registry as render
     from ctune.registry.layout import ArtifactKey
     from ctune.registry.retune import Retune
     from ctune.registry.schema import Artifact
+else:  # loaded when the command runs, not when --help lists it
+    render = lazy_module("ctune.cli.render_registry")
 
 HELP = """Versioned tuning artifacts, one JSON file per (kernel, problem, device class).
 
@@ -53,7 +56,13 @@ RefOpt = Annotated[
     str | None,
     typer.Option("--ref", help="branch to commit to (default: the checked-out branch)"),
 ]
-KeyArg = Annotated[str, typer.Argument(help="<kernel>/<problem>/<device-class>\\[@<member>]")]
+KeyArg = Annotated[
+    str,
+    typer.Argument(
+        help="<kernel>/<problem>/<device-class>\\[@<member>]",
+        autocompletion=complete.registry_keys,
+    ),
+]
 #: KEYs or glob patterns over them (ArtifactStore.select), for commands over several artifacts
 KEYS_HELP = (
     "artifact KEYs, a kernel or <kernel>/<problem> (every artifact below it), or glob "
@@ -94,7 +103,10 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="the same as --as json")]
 @registry_app.command("list")
 def list_command(
     patterns: Annotated[
-        list[str] | None, typer.Argument(help=f"{KEYS_HELP} (default: every artifact)")
+        list[str] | None,
+        typer.Argument(
+            help=f"{KEYS_HELP} (default: every artifact)", autocompletion=complete.registry_keys
+        ),
     ] = None,
     registry: RegistryOpt = None,
     pinned: Annotated[bool, typer.Option("--pinned", help="only pinned artifacts")] = False,
@@ -178,8 +190,8 @@ def show_command(
 
 @registry_app.command("diff")
 def diff_command(
-    a: Annotated[str, typer.Argument(help="KEY or REV:KEY")],
-    b: Annotated[str, typer.Argument(help="KEY or REV:KEY")],
+    a: Annotated[str, typer.Argument(help="KEY or REV:KEY", autocompletion=complete.registry_keys)],
+    b: Annotated[str, typer.Argument(help="KEY or REV:KEY", autocompletion=complete.registry_keys)],
     registry: RegistryOpt = None,
 ) -> None:
     """Compare two artifacts: fingerprint fields, front members, values, pinned member."""
@@ -320,7 +332,10 @@ def migrate_command(
 
 @registry_app.command("refresh")
 def refresh_command(
-    keys: Annotated[list[str] | None, typer.Argument(help=f"{KEYS_HELP} (default: all)")] = None,
+    keys: Annotated[
+        list[str] | None,
+        typer.Argument(help=f"{KEYS_HELP} (default: all)", autocompletion=complete.registry_keys),
+    ] = None,
     registry: RegistryOpt = None,
     ref: RefOpt = None,
     kernels: KernelsOpt = None,
@@ -462,7 +477,10 @@ def status_command(
 def retune_command(
     keys: Annotated[
         list[str] | None,
-        typer.Argument(help=f"{KEYS_HELP} (default: every one `ctune check` calls stale)"),
+        typer.Argument(
+            help=f"{KEYS_HELP} (default: every one `ctune check` calls stale)",
+            autocompletion=complete.registry_keys,
+        ),
     ] = None,
     every: Annotated[bool, typer.Option("--all", help="every artifact, stale or not")] = False,
     budget: Annotated[

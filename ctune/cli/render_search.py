@@ -176,9 +176,13 @@ def _sig_text(m: MemberResult) -> Text:
     return styled((f"n.s. {s.change:+.1%}", "dim"))
 
 
+#: how the baseline's row is labelled (on the front or below it)
+_BASELINE = "baseline: the default build"
+
+
 def _changed(m: MemberResult, baseline_key: str | None) -> str:
     if m.key == baseline_key:
-        return "(default build)"
+        return _BASELINE
     return " ".join(f"{k}={v}" for k, v in m.changed.items()) or "(default build)"
 
 
@@ -213,6 +217,8 @@ class _Row:
 
 
 def _rows(result: SearchResult) -> list[_Row]:
+    """The front's rows, then the baseline's unless it is on the front (listed once: its
+    front row is labelled as the baseline, with no comparison against itself)."""
     base_key = result.baseline.key if result.baseline is not None else None
     rows = [
         _Row(
@@ -220,20 +226,20 @@ def _rows(result: SearchResult) -> list[_Row]:
             m.key == result.pinned,
             _changed(m, base_key),
             [_value(v) for v in m.values],
-            _gain_text(m),
-            _sig_text(m),
+            "1x" if m.key == base_key else _gain_text(m),
+            Text("") if m.key == base_key else _sig_text(m),
             _resources(m),
             False,
         )
         for m in result.front
     ]
-    if result.baseline is not None:
+    if result.baseline is not None and result.member(result.baseline.key) is None:
         b = result.baseline
         rows.append(
             _Row(
                 b.key,
                 False,
-                "baseline: the default build",
+                _BASELINE,
                 [_value(v) for v in b.values],
                 "1x",
                 Text(""),
@@ -244,16 +250,29 @@ def _rows(result: SearchResult) -> list[_Row]:
     return rows
 
 
+def _has_gain(result: SearchResult) -> bool:
+    """A gain was estimated (the confirmation re-measured the front on the GPU)."""
+    return any(m.gain is not None for m in result.front)
+
+
+def _has_significance(result: SearchResult) -> bool:
+    return any(m.significance is not None for m in result.front)
+
+
 def _wide_table(result: SearchResult, rows: list[_Row]) -> Any:
+    """The front as a table; the gain and p50 columns only where they were measured."""
     from rich.table import Table
 
+    gain, sig = _has_gain(result), _has_significance(result)
     table = Table(title=_title(result))
     table.add_column("key", no_wrap=True)
     table.add_column("changed vs default", no_wrap=True)
     for o in result.objectives:
         table.add_column(f"{o['name']} ({o['direction']}, {o['unit']})", justify="right")
-    table.add_column(f"gain {result.objectives[0]['name']} [95% CI]", no_wrap=True)
-    table.add_column("p50 vs base", no_wrap=True)
+    if gain:
+        table.add_column(f"gain {result.objectives[0]['name']} [95% CI]", no_wrap=True)
+    if sig:
+        table.add_column("p50 vs base", no_wrap=True)
     table.add_column("regs/spill/smem", no_wrap=True)
     for row in rows:
         dim = "dim" if row.baseline else ""
@@ -262,8 +281,8 @@ def _wide_table(result: SearchResult, rows: list[_Row]) -> Any:
             key,
             styled((row.changed, dim)),
             *row.values,
-            row.gain,
-            row.sig,
+            *([row.gain] if gain else []),
+            *([row.sig] if sig else []),
             row.resources,
         )
     return table
@@ -280,7 +299,7 @@ def _narrow_front(result: SearchResult, rows: list[_Row]) -> None:
     """Each member as a block: key and values, the genes it changes, then its evidence."""
     line((_title(result), "bold"))
     names = [f"{o['name']} ({o['unit']})" for o in result.objectives]
-    gain_name = result.objectives[0]["name"]
+    gain_name, gain = result.objectives[0]["name"], _has_gain(result)
     for row in rows:
         mark: Part = ("* ", "bold yellow") if row.pinned else "  "
         values = "  ".join(f"{n} {v}" for n, v in zip(names, row.values, strict=True))
@@ -288,7 +307,7 @@ def _narrow_front(result: SearchResult, rows: list[_Row]) -> None:
         console.print(styled(mark, (row.key, style), "  ", values))
         console.print(styled("    ", (row.changed, "dim" if row.baseline else "")))
         evidence = Text("    ")
-        if not row.baseline:
+        if gain and not row.baseline:
             evidence.append_text(styled(f"gain {gain_name} {row.gain}  "))
         if row.sig.plain not in ("", "-"):
             evidence.append_text(styled("p50 "))
@@ -334,6 +353,8 @@ def final_report(result: SearchResult, json_out: bool) -> None:
                 f"measurements of {c.members} member(s) and the baseline in "
                 f"{_duration(c.seconds)}; stopped: {c.stopped}",
             )
+    elif result.compile_only:
+        line(("values read from the builds: exact, nothing to re-measure", "dim"))
     elif not result.interrupted:
         line(("values from the search itself (not re-measured)", "dim"))
     for key, why in result.dropped:
@@ -355,14 +376,7 @@ def final_report(result: SearchResult, json_out: bool) -> None:
     line(("failures", "bold"), f" {failures}; infeasible {result.infeasible}")
     if result.feasibility is not None:
         feasibility_report(result, result.feasibility)
-    t = result.timing
-    line(
-        ("time", "bold"),
-        f" {_duration(t.wall_s)} wall = compile wait {_duration(t.compile_wait_s)}"
-        f" + measure {_duration(t.measure_s)} + confirm {_duration(t.confirm_s)} + overhead "
-        f"{_duration(t.overhead_s)}; GPU busy {t.gpu_busy_fraction:.0%}; "
-        f"compiler CPU {_duration(t.compile_cpu_s)}",
-    )
+    line(("time", "bold"), " " + time_line(result))
     line(("journal", "bold"), f" {result.journal}")  # interrupted: main() says what it keeps
     if result.artifact_path is not None:
         line(
@@ -373,17 +387,41 @@ def final_report(result: SearchResult, json_out: bool) -> None:
         line(("committed", "bold"), f" {result.commit}")
 
 
+def time_line(result: SearchResult) -> str:
+    """Where the wall time went; a compile-only search has no GPU time to account for."""
+    t = result.timing
+    if result.compile_only:
+        return (
+            f"{_duration(t.wall_s)} wall = compile wait {_duration(t.compile_wait_s)} + "
+            f"overhead {_duration(t.overhead_s)}; compiler CPU {_duration(t.compile_cpu_s)}"
+        )
+    return (
+        f"{_duration(t.wall_s)} wall = compile wait {_duration(t.compile_wait_s)}"
+        f" + measure {_duration(t.measure_s)} + confirm {_duration(t.confirm_s)} + overhead "
+        f"{_duration(t.overhead_s)}; GPU busy {t.gpu_busy_fraction:.0%}; "
+        f"compiler CPU {_duration(t.compile_cpu_s)}"
+    )
+
+
 def binaries_line(result: SearchResult) -> str:
-    """ "N candidates -> M distinct binaries measured": what dedup (search/dedup.py) saved."""
+    """ "N candidates -> M distinct binaries measured": what dedup (search/dedup.py) saved,
+    and what pruning stopped early when it stopped any."""
     from ctune.records import Outcome
 
     unbuilt = sum(n for o, n in result.failures.items() if Outcome(o).is_build_failure)
-    return (
-        f"{result.evaluations} candidates -> {result.binaries} distinct binaries measured"
-        f" ({result.reused} took the measurement of an identical binary; "
-        f"{unbuilt} failed to build; {result.pruned} pruned: clearly slower than the leader "
-        "on their first samples)"
-    )
+    if result.compile_only:
+        distinct, reused = "distinct binaries", "compiled to a binary built already"
+    else:
+        distinct, reused = (
+            "distinct binaries measured",
+            "took the measurement of an identical binary",
+        )
+    parts = [f"{result.reused} {reused}", f"{unbuilt} failed to build"]
+    if result.pruned:
+        parts.append(
+            f"{result.pruned} pruned: clearly slower than the leader on their first samples"
+        )
+    return f"{result.evaluations} candidates -> {result.binaries} {distinct} ({'; '.join(parts)})"
 
 
 # --- what the constraints did --------------------------------------------------------------

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ctune.cli import app
+from ctune.cli import app, complete
 from ctune.errors import UserError
 
 if TYPE_CHECKING:
@@ -22,7 +22,8 @@ def export_command(
         str,
         typer.Argument(
             help="a search journal (.jsonl), a result file (.json) or a registry KEY "
-            "(kernel/problem/device-class)"
+            "(kernel/problem/device-class)",
+            autocompletion=complete.registry_keys,
         ),
     ],
     as_: Annotated[

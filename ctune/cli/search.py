@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ctune.cli import app
-from ctune.cli.options import NvccOpt, PtxasOpt, parse_duration
+from ctune.cli import app, complete
+from ctune.cli.options import KernelArg, NvccOpt, ProblemOpt, PtxasOpt, parse_duration
 from ctune.errors import SearchInconclusive
 from ctune.search import strategy_names_help
 from ctune.search.budget import WARM_START_SHARE
@@ -68,13 +68,19 @@ def make_measurer(cfg: Settings) -> Any:
 
 # --- the command -------------------------------------------------------------------------------
 
-KernelArg = Annotated[Path, typer.Argument(help="kernel .cu (its .yaml sidecar sits next to it)")]
-
 
 @app.command("search")
 def search_command(
     kernel: KernelArg,
-    objective: Annotated[list[str], typer.Option("--objective", "-O", help=_objective_help())],
+    objective: Annotated[
+        list[str],
+        typer.Option(
+            "--objective",
+            "-O",
+            help=_objective_help(),
+            autocompletion=complete.objective_terms,
+        ),
+    ],
     constraint: Annotated[
         list[str] | None,
         typer.Option(
@@ -85,10 +91,13 @@ def search_command(
             "MB/s TB/s, B KiB KB (a bare number is the term's unit); repeatable",
         ),
     ] = None,
-    problem: Annotated[str | None, typer.Option(help="problem name (default: the spec's)")] = None,
+    problem: ProblemOpt = None,
     strategy: Annotated[
         str | None,
-        typer.Option(help=f"{strategy_names_help()} (default auto; on --resume the journal's)"),
+        typer.Option(
+            help=f"{strategy_names_help()} (default auto; on --resume the journal's)",
+            autocompletion=complete.strategy_names,
+        ),
     ] = None,
     option: Annotated[list[str] | None, typer.Option("--option", help=_strategy_help())] = None,
     budget: Annotated[
@@ -225,6 +234,7 @@ def search_command(
             help="search every problem of this set (--budget/--time per problem), measure "
             "each shape's winner on every shape, and write the smallest dispatch set within "
             "--dispatch-margin of each shape's best (resumable: run again to go on)",
+            autocompletion=complete.problem_set_names,
         ),
     ] = None,
     set_dir: Annotated[
@@ -399,9 +409,8 @@ def search_command(
             )
     finally:
         for part in (measurer, compiler, control):
-            close = getattr(part, "close", None)
-            if callable(close):
-                close()
+            if part is not None:
+                part.close()
     render_search.final_report(result, json_out)
     if plot is not None:
         render_search.plot_front(result, plot)

@@ -12,11 +12,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctune.errors import UserError
+from ctune.measure import Measurer
 from ctune.search.budget import WARM_START_SHARE
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from ctune.config import Settings
     from ctune.objective.spec import ObjectiveSpec
+    from ctune.records import Measurement
     from ctune.search.driver import SearchOptions
     from ctune.search.problem_set import SetProgress
     from ctune.spec import KernelSpec
@@ -33,22 +37,60 @@ class SetArgs:
     shipped: tuple[Path, ...] = ()  # dispatch tables whose builds the cover takes first
 
 
-class LazyMeasurer:
+class LazyMeasurer(Measurer):
     """The GPU measurer, started on first use: re-covering a finished set with another
-    --dispatch-margin reads only files and needs no GPU."""
+    --dispatch-margin reads only files and needs no GPU. Its device name is "" until then."""
 
     def __init__(self, cfg: Settings) -> None:
         self.cfg = cfg
-        self.real: Any = None
+        self.real: Measurer | None = None
 
-    def __getattr__(self, name: str) -> Any:
-        if name == "device_name" and self.real is None:
-            return ""
+    def _started(self) -> Measurer:
         if self.real is None:
             from ctune.search.driver import _default_measurer
 
             self.real = _default_measurer(self.cfg)
-        return getattr(self.real, name)
+        return self.real
+
+    @property
+    def device_name(self) -> str | None:  # type: ignore[override]
+        return "" if self.real is None else self.real.device_name
+
+    @property
+    def capabilities(self) -> frozenset[str] | None:  # type: ignore[override]
+        return self._started().capabilities
+
+    @property
+    def slots(self) -> int:  # type: ignore[override]
+        return self._started().slots
+
+    @property
+    def baseline_s(self) -> float | None:
+        return self._started().baseline_s
+
+    def set_baseline(self, seconds: float | None) -> None:
+        self._started().set_baseline(seconds)
+
+    def measure(self, *args: Any, **kwargs: Any) -> Measurement:
+        return self._started().measure(*args, **kwargs)
+
+    def remeasure(self, *args: Any, **kwargs: Any) -> dict[str, list[Measurement]]:
+        return self._started().remeasure(*args, **kwargs)
+
+    def start(self, *args: Any, **kwargs: Any) -> Future[Measurement]:
+        return self._started().start(*args, **kwargs)
+
+    def forget(self) -> None:
+        self._started().forget()
+
+    def prestart(self, count: int, wait: bool = True) -> None:
+        self._started().prestart(count, wait)
+
+    def set_up_ahead(self, *args: Any, **kwargs: Any) -> None:
+        self._started().set_up_ahead(*args, **kwargs)
+
+    def fingerprint_fields(self) -> dict[str, str] | None:
+        return self._started().fingerprint_fields()
 
     def close(self) -> None:
         if self.real is not None:
@@ -115,9 +157,8 @@ def run_set(
             )
     finally:
         for part in owned:
-            close = getattr(part, "close", None)
-            if callable(close):
-                close()
+            if part is not None:
+                part.close()
     report(progress, json_out)
 
 

@@ -53,6 +53,7 @@ from ctune.compile.command import (
     ptx_argv,
     split_genes,
 )
+from ctune.compile.contract import Compiler
 from ctune.compile.deps import closure_roots, source_closure_sha256
 from ctune.compile.logs import CTUNE_ERROR
 from ctune.compile.process import LiveGroups, pool_thread_start, run_nvcc
@@ -137,7 +138,7 @@ def _binary_in(folder: Path, recorded: str | None) -> Path | None:
     return Path(recorded) if Path(recorded).is_file() else None
 
 
-class NvccCompiler:
+class NvccCompiler(Compiler):
     """Compiles candidates of one kernel spec; thread-safe; ``jobs`` compiles at once."""
 
     def __init__(

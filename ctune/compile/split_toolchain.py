@@ -1,19 +1,11 @@
 """A split toolchain: PTX from one CUDA release's nvcc, cubins from another release's ptxas.
 
-Where only a newer ptxas can be had (the whole CUDA 13.3 toolchain is too big to carry to a
-GPU machine, its ptxas is not), nvcc must run that ptxas for every build, cubin and
-launcher alike. nvcc finds its tools through its own folder (``_HERE_``, where its binary
-lies, so a link to it does not do) and the ``nvcc.profile`` there. So the split toolchain
-is a private bin folder, made once per (nvcc, ptxas) under the cache:
-
-- a copy of the nvcc binary;
-- its ``nvcc.profile`` with every ``$(_HERE_)`` outside ``PATH`` pointing back at the
-  original folder (so ``TOP``, the CUDA root, stays the original), while ``PATH`` keeps
-  ``$(_HERE_)``, this folder, first;
-- links to every other entry of the original folder (cudafe++, fatbinary, nvlink, bin2c,
-  crt, ...);
-- ``ptxas`` -> the given ptxas, and a marker recording both, which :func:`probe_toolchain`
-  reads to call the toolchain split.
+Where only a newer ptxas can be had, nvcc must run it for every build, cubin and launcher
+alike. nvcc finds its tools through its own folder and the ``nvcc.profile`` there, so the
+split toolchain is a private bin folder under the cache, made once per (nvcc, ptxas): a
+copy of nvcc, its profile pointed back at the original CUDA root, links to the other
+tools, ``ptxas`` linked to the given one, and a marker :func:`probe_toolchain` reads to
+call the toolchain split. docs/advanced-controls.md, "the split path".
 """
 
 from __future__ import annotations

@@ -1,27 +1,11 @@
 """The one rule that says whether two timings differ: the search's confirmation and the gate.
 
-Run-to-run noise, not within-run noise, dominates such comparisons: a plain
-Mann-Whitney p < 0.05 on within-run samples flagged 13-48% of no-change
-comparisons once run-to-run noise was 1-3% (docs/design.md, "The evidence").
-So a difference is called only when all of these hold:
-
-1. both sides have at least ``min_processes`` separate processes;
-2. the threshold ``T = max(floor, cv_factor x noise)`` is at most ``max_threshold``
-   (beyond it the noise cannot resolve a change that matters). ``noise`` is
-   ``sqrt((cv_old^2 / k_old + cv_new^2 / k_new) / (2/3))``: the standard error of the
-   difference of the two medians of process medians (each narrows as cv / sqrt(k); Welch's
-   form, so a quiet side does not hide a noisy one) in units of its value at 3 and 3
-   processes. At 3 and 3 processes of equal CV it is that CV, where the factor was set;
-   with more processes it shrinks, so measuring more processes is what resolves a noisy
-   comparison, and T stays 4.9 standard errors at any k;
-3. the relative change of the median of process medians exceeds ``T``, and
-4. Mann-Whitney U on the pooled samples (the process medians when no samples
-   were kept) rejects "no difference" at ``alpha`` (asv's ``_is_result_better``:
-   a factor *and* a test).
-
-Anything else is UNRESOLVED or SAME, never a forced answer. The search calls a
-front member "faster" and the gate calls a pinned artifact "REGRESSED" by this
-same function, so the two cannot disagree on the same data.
+Run-to-run noise, not within-run noise, dominates such comparisons, so a difference is
+called only when both sides have enough separate processes, the noise-scaled threshold is
+small enough to resolve a change that matters, the median of process medians moved beyond
+it, and Mann-Whitney rejects "no difference"; anything else is UNRESOLVED or SAME. The
+search's "faster" and the gate's "REGRESSED" come from this one function, so they cannot
+disagree on the same data. The rule and its numbers: docs/design.md, "The evidence".
 """
 
 from __future__ import annotations
@@ -33,40 +17,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ctune.evidence.noise_rule import NoiseRule
 from ctune.evidence.stats import cv, mann_whitney
 from ctune.records import Measurement, Outcome
-
-#: The process count per side at which ``cv_factor`` applies unscaled (the search's
-#: confirmation and the gate's default).
-REFERENCE_PROCESSES = 3
-
-
-@dataclass(frozen=True, slots=True)
-class NoiseRule:
-    """The thresholds of :func:`compare`; one value for the search and the gate."""
-
-    min_processes: int = 3
-    floor: float = 0.02  # T never below 2%
-    cv_factor: float = 5.0
-    max_threshold: float = 0.15  # a T above this cannot resolve changes that matter
-    alpha: float = 0.01  # per comparison; the gate CLI divides a per-run budget
-
-    def describe(self) -> str:
-        """The rule in one line, for reports."""
-        return (
-            f"Mann-Whitney p < {self.alpha:g} and change > max({self.floor:.0%}, "
-            f"{self.cv_factor:g} x between-process CV) over >= {self.min_processes} processes"
-            f" (the CV term narrows with more processes)"
-        )
-
-    def threshold(self, cv_old: float, cv_new: float, k_old: int, k_new: int) -> float:
-        """``T`` for these between-process CVs and process counts (module docstring, rule
-        2); infinite when either CV is unknown."""
-        if math.isnan(cv_old) or math.isnan(cv_new):
-            return math.inf
-        reference = 2 / REFERENCE_PROCESSES
-        noise = math.sqrt((cv_old**2 / k_old + cv_new**2 / k_new) / reference)
-        return max(self.floor, self.cv_factor * noise)
 
 
 class Difference(enum.StrEnum):

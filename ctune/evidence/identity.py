@@ -1,43 +1,13 @@
 """Say what a result depends on, and which of those things changed: the identity model.
 
-A fingerprint is a flat ``{field: value}`` mapping of strings (versions are
-strings: ``12.10`` is not ``12.1``). :data:`FIELDS` gives every field one of
-three severities, the one rule that both ``ctune check`` (artifacts) and
-``--resume`` (journals) apply:
-
-- *hard*: a change means the numbers no longer describe what would be built and
-  measured now (the measurement protocol, the arch, this artifact's problem,
-  args, entry, reference, tolerance, metrics, L2 policy, the GPU model): STALE;
-- *build*: an input of the build changed (toolchain versions, the source
-  closure, the spec's build settings, CUTLASS). Whether that matters is decided
-  by the binary: ``ctune check`` rebuilds the members and compares SASS
-  digests (identical: fresh; different: STALE naming the changed inputs). A
-  journal, which cannot rebuild every trial, refuses to resume;
-- *soft*: worth knowing, never invalidating (host compiler, driver, clocks, the
-  digest of ctune's measuring code, the rest of the spec: "the space changed
-  since tuning"); a warning, and a failure only under ``--strict``.
-
-Each field also names where its value comes from:
-
-- ``toolchain``: nvcc/ptxas/host compiler, probed with ``--version``;
-- ``gpu``: NVML and CuPy on the GPU machine (absent elsewhere: "not checked");
-- ``source``: the kernel file and its include closure (CUTLASS included);
-- ``spec``: the kernel spec, split per artifact (see :func:`spec_fields`), and
-  the settings that shape a build or a measurement (arch, L2 policy);
-- ``harness``: the measurement protocol version (what a number means,
-  :mod:`ctune.measure.protocol`), ctune's version and the digest of its
-  measuring code (soft: code can change without changing the protocol).
-
-Which GPU a result belongs to has one identifier, :func:`gpu_id` (``sm90-nvidia-h200``:
-the registry's device class, the suffix of every bench result file), and one display
-form, :func:`gpu_label` (``NVIDIA H200 (sm_90)``: what a journal records and reports
-show). Both come from NVML's model name and the SM arch, never the UUID or the driver:
-results are shared across physical devices of one model.
-
-This module is the model and the GPU's probe; what needs the layers above it (the
-toolchain's versions, the protocol version, the source closure) is probed by
-:mod:`ctune.identity_probe`, which assembles the current fingerprint. Nothing is probed at
-import; NVML and CuPy are imported inside the functions that need them.
+A fingerprint is a flat ``{field: value}`` mapping of strings. :data:`FIELDS` gives every
+field a source and one severity (hard: STALE; build: decided by the rebuilt SASS; soft: a
+warning), the one rule that both ``ctune check`` and ``--resume`` apply. :func:`gpu_id` and
+:func:`gpu_label` are the one identifier and the one display form of a GPU. This module is
+the model and the GPU's probe; what needs the layers above it (the toolchain's versions, the
+protocol version, the source closure) is probed by :mod:`ctune.identity_probe`, which
+assembles the current fingerprint. Nothing is probed at import: NVML and CuPy are imported
+where they are needed. The model and its fields: docs/staleness.md.
 """
 
 from __future__ import annotations
@@ -223,7 +193,7 @@ def probe_runtime(index: int = 0) -> dict[str, str]:
     try:
         v = int(cupy.cuda.runtime.runtimeGetVersion())
         out["cuda_runtime"] = f"{v // 1000}.{(v % 1000) // 10}"
-        # NVML's device attributes (SM count) are MIG-only on H100/H200 (seen on an H200)
+        # NVML's device attributes (SM count) are MIG-only on H100/H200
         props = cupy.cuda.runtime.getDeviceProperties(index)
         out["sm_count"] = str(int(props["multiProcessorCount"]))
     except Exception:  # CUDA runtime errors are cupy's own types; any failure: not checked
@@ -237,15 +207,17 @@ def probe_gpu_machine() -> dict[str, str] | None:
     return None if fields is None else {**probe_runtime(), **fields}  # NVML wins where both
 
 
-def harness_sha256() -> str:
-    """Digest of ``ctune/measure/*.py`` and the statistics as installed: the code that
-    makes the numbers."""
-    root = Path(__file__).parent.parent  # the ctune package
+def harness_sha256(package: Path | None = None) -> str:
+    """Digest of the code in ``ctune/measure/*.py`` and the statistics (``package``: the
+    ctune folder, the installed one by default): the code that makes the numbers. Comments,
+    docstrings and blank lines are cut first, as for the reference: they make no number."""
+    root = package or Path(__file__).parent.parent
     paths = [*sorted((root / "measure").glob("*.py")), root / "evidence" / "stats.py"]
     h = hashlib.sha256()
     for path in paths:
         name = path.relative_to(root).as_posix()
-        h.update(name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+        code = _code_text(path.read_text(errors="replace"), docstrings=False)
+        h.update(name.encode() + b"\0" + hashlib.sha256(code.encode()).digest())
     return h.hexdigest()
 
 

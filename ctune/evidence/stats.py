@@ -1,18 +1,10 @@
 """Statistics over timing samples: quantiles with distribution-free CIs, CV, Mann-Whitney.
 
-The confidence interval of a quantile is a pair of order statistics chosen
-from the binomial distribution of "how many samples fall below the true
-quantile": it holds for any continuous distribution, which kernel timings
-(skewed, multi-modal, with rare slow outliers) are not close to normal. When
-n is too small for the requested coverage (p99 from 100 samples), the
-interval degrades to the sample minimum or maximum and cannot promise 95%:
-that is the reason the plan raises n for tail quantiles. The Mann-Whitney test comes
-from scipy (``stats.mannwhitneyu``), imported on first use: ``scipy.stats`` takes
-~0.6 s, which every ``ctune`` command would otherwise pay. The binomial is computed
-here, with numpy alone (:func:`_binomial_cdf`): every measuring process summarizes its
-samples, and importing ``scipy.special`` for it took 0.45-0.85 s of each process's set-up
-on an H200 while a search started (four processes and the compiler beside each other),
-on the path to the search's first measurement.
+Kernel timings are not close to normal, so a quantile's confidence interval is a pair of
+order statistics from the binomial, valid for any continuous distribution. Mann-Whitney
+comes from ``scipy.stats``, imported on first use; the binomial is computed here with
+numpy alone (:func:`_binomial_cdf`), so measuring processes, which all summarize their
+samples, never import scipy. Why, with the numbers: docs/design.md, "The evidence".
 """
 
 from __future__ import annotations
@@ -31,8 +23,8 @@ CONFIDENCE = 0.95
 
 def import_tests_in_background() -> None:
     """Import ``scipy.stats`` in a daemon thread: a search calls this as it starts, so
-    that its confirmation's first Mann-Whitney test does not wait ~0.5 s for the import
-    (the search's process mostly waits on its worker meanwhile)."""
+    that its confirmation's first Mann-Whitney test does not wait for the import (the
+    search's process mostly waits on its worker meanwhile)."""
     import threading
 
     def load() -> None:

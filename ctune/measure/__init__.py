@@ -1,6 +1,7 @@
 """Turn a compiled candidate into a trustworthy measurement on the GPU.
 
-The boundary is the :class:`Measurer` protocol. The real implementation,
+The boundary is the :class:`Measurer` base class (its docstring is the contract).
+The real implementation,
 ``ctune.measure.session.WorkerMeasurer``, runs candidates in a worker
 subprocess (``ctune.measure.worker``) so that a sticky CUDA fault or a hang
 never takes the tuner down; stand-ins for unit tests live in
@@ -15,9 +16,11 @@ Importing any of them imports neither CuPy nor pynvml.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Self
 
 if TYPE_CHECKING:
     from ctune.records import Build, Candidate, Measurement
@@ -48,10 +51,41 @@ class SamplingPlan:
     prune_above_ms: float | None = None
 
 
-@runtime_checkable
-class Measurer(Protocol):
-    """Measures one build on one problem; never raises for candidate failures."""
+class Measurer(abc.ABC):
+    """Measures one build on one problem; never raises for a candidate's failure.
 
+    The contract (``ctune.testing.contract_measurer`` checks it on every implementation):
+
+    - ``measure`` returns one :class:`Measurement` keyed by the candidate's key; a build
+      that failed is not run (its outcome is the build's); a candidate that faults, hangs
+      or computes wrong results is a measurement with that outcome, never an exception.
+      It raises only for what is not the candidate's: a bad plan or spec (UserError), no
+      usable GPU or NVML (ToolchainError), a device that stays unhealthy, a ctune bug.
+    - ``remeasure`` measures each item once in each of ``processes`` fresh processes,
+      interleaved (the order shuffled per process from ``seed``; None: the measurer's
+      own), and returns every item's key with one measurement per process.
+    - ``close`` releases what the measurer holds; closing twice is harmless. A measurer
+      is a context manager that closes on exit.
+
+    Optional hooks have working defaults here; a caller calls them directly:
+
+    - ``device_name``: the GPU's display name when known without probing, else None.
+    - ``capabilities``: what it can measure ("gpu", "nvml"); None: probe this machine.
+    - ``slots``: measurements it runs at once; above 1 the driver starts that many
+      (``start``) and drops the ones it no longer needs (``forget``).
+    - ``prestart`` / ``set_up_ahead``: start fresh processes and set a problem up ahead
+      of need (no-ops where there are no processes to start).
+    - ``baseline_s`` / ``set_baseline``: the typical wall time of one measurement, which
+      scales a hang limit (None / no-op where nothing hangs).
+    - ``fingerprint_fields``: the fingerprint fields a measurer that is not the real GPU
+      gives instead of the probed ones (a stand-in's, a replay's); None: probe the GPU.
+    """
+
+    device_name: str | None = None
+    capabilities: frozenset[str] | None = None
+    slots: int = 1
+
+    @abc.abstractmethod
     def measure(
         self,
         spec: KernelSpec,
@@ -61,6 +95,7 @@ class Measurer(Protocol):
         plan: SamplingPlan,
     ) -> Measurement: ...
 
+    @abc.abstractmethod
     def remeasure(
         self,
         spec: KernelSpec,
@@ -68,12 +103,63 @@ class Measurer(Protocol):
         problem: Problem,
         plan: SamplingPlan,
         processes: int,
+        *,
+        seed: int | None = None,
     ) -> dict[str, list[Measurement]]:
-        """Measure each item once in each of ``processes`` fresh worker processes,
-        interleaved (item order shuffled per process), keyed by candidate key."""
-        ...
+        """Each item once in each of ``processes`` fresh processes, interleaved (the order
+        shuffled per process from ``seed``), keyed by candidate key."""
 
-    def close(self) -> None: ...
+    def start(
+        self,
+        spec: KernelSpec,
+        candidate: Candidate,
+        build: Build,
+        problem: Problem,
+        plan: SamplingPlan,
+    ) -> Future[Measurement]:
+        """Start a measurement; ``measure`` of the same candidate then answers with it.
+        Default: measure now and return the finished future."""
+        done: Future[Measurement] = Future()
+        done.set_result(self.measure(spec, candidate, build, problem, plan))
+        return done
+
+    def forget(self) -> None:
+        """Drop started measurements nobody will ask for (a batch cut short)."""
+        return None  # nothing to do by default
+
+    def prestart(self, count: int, wait: bool = True) -> None:
+        """Start ``count`` fresh measuring processes ahead of need; ``wait``: until up."""
+        return None  # nothing to do by default
+
+    def set_up_ahead(
+        self, spec: KernelSpec, candidate: Candidate, problem: Problem, plan: SamplingPlan
+    ) -> None:
+        """Ask the processes started ahead to set ``problem`` up as soon as each is up."""
+        return None  # nothing to do by default
+
+    @property
+    def baseline_s(self) -> float | None:
+        """Wall time of a typical OK measurement so far; None: not known (or not used)."""
+        return None
+
+    def set_baseline(self, seconds: float | None) -> None:
+        """Seed the typical wall time (a hang limit scales with it) from another measurer."""
+        return None  # nothing to do by default
+
+    def fingerprint_fields(self) -> dict[str, str] | None:
+        """The GPU fingerprint fields this measurer gives itself; None: the real GPU's are
+        probed."""
+        return None
+
+    def close(self) -> None:
+        """Release processes and devices; harmless to call twice."""
+        return None  # nothing to do by default
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 __all__ = ["Measurer", "SamplingPlan"]

@@ -1,19 +1,10 @@
 """Time one loaded candidate honestly with CUDA events (runs inside the worker).
 
-The method is Triton's do_bench adapted for tails, with the measured rules of docs/design.md:
-
-- never synchronise per sample (it inflated a 6.5 µs kernel's median by
-  45-83%): samples are enqueued in chunks behind a short spin kernel, each
-  bracketed by its own event pair (created once, reused), one sync per chunk;
-- warm-up: drop the first launch, then batches of back-to-back launches until
-  at least ``warmup_ms`` of launches ran and three batch means agree within 3%
-  (cap 1 s);
-- cold L2: a memset of >= 2x the L2 size (at least 256 MiB, what the
-  measurements used) before every sample, outside its event pair; hot: none;
-- NVML clock and clocks-event reasons are read at chunk edges only; a chunk
-  with a hardware-slowdown or thermal reason at either edge is excluded.
-
-CuPy is passed in (this module is imported only by the worker).
+The method is Triton's do_bench adapted for tails: samples enqueued in chunks behind a
+short spin kernel, each bracketed by its own event pair, one sync per chunk; a warm-up
+until batch means agree; a cold-L2 flush outside each sample's event pair; chunks with a
+hardware-slowdown or thermal clock reason excluded. The measured reasons: docs/design.md,
+"Measured facts". CuPy is passed in (this module is imported only by the worker).
 """
 
 from __future__ import annotations
@@ -97,7 +88,7 @@ class Helpers:
         """Vector add with a known answer; None when right, else what went wrong. Only this
         worker's own kernel runs on the GPU, between copies from and to the host: CuPy's
         elementwise kernels would each be loaded (or, with a cold cache, compiled) in a
-        fresh process first, 0.55 s of a search's first health check on an H200."""
+        fresh process first, a large part of a search's first health check."""
         cp = self._cp
         n = 1 << 20
         a = np.arange(n, dtype=np.float32)

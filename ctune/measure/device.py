@@ -1,14 +1,10 @@
 """What the device says: CUDA error classes, throttle reasons, telemetry, identity.
 
-The classification table is pure and CPU-tested. Sticky errors (rule
-R1: illegal address, trap, device assert, ...) leave the context unusable for
-the rest of the process (measured on the H200; an in-process reset does not
-recover), so the worker reports them and exits. Launch errors (R2: bad
-configuration, too many resources, too much shared memory) leave the context
-intact and the worker carries on. Unknown CUDA errors are treated as sticky:
-replacing a worker costs about a second, trusting a dead context costs the run.
-
-NVML is imported inside functions only (``import ctune.measure`` stays light).
+The classification table is pure and CPU-tested. Sticky errors (rule R1: illegal address,
+trap, device assert, ...) leave the context unusable for the rest of the process, so the
+worker reports them and exits; launch errors (R2: bad configuration, too many resources)
+leave it intact and the worker carries on. Unknown errors count as sticky: replacing a
+worker is cheap next to trusting a dead context. NVML is imported inside functions only.
 """
 
 from __future__ import annotations
@@ -134,7 +130,7 @@ SW_THERMAL_SLOWDOWN = 0x20
 HW_THERMAL_SLOWDOWN = 0x40
 HW_POWER_BRAKE_SLOWDOWN = 0x80
 #: samples taken under these are excluded (rule M2); SW power capping is not:
-#: a sustained tensor-core GEMM sits at the power cap by nature (measured, H200 at 700 W)
+#: a sustained tensor-core GEMM sits at the power cap by nature (docs/design.md)
 EXCLUDING_REASONS = (
     HW_SLOWDOWN | SW_THERMAL_SLOWDOWN | HW_THERMAL_SLOWDOWN | HW_POWER_BRAKE_SLOWDOWN
 )

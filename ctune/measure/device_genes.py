@@ -23,12 +23,13 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ctune.measure import Measurer
 from ctune.measure.device_settings import AS_FOUND, DeviceLimits, DeviceSetting
 from ctune.space.params import Gene
 from ctune.spec.model import DEVICE_GENES
 
 if TYPE_CHECKING:
-    from ctune.measure import Measurer, SamplingPlan
+    from ctune.measure import SamplingPlan
     from ctune.measure.device_control import DeviceControl
     from ctune.measure.device_settings import Settled
     from ctune.records import Build, Candidate, Measurement
@@ -86,15 +87,46 @@ def _noted(m: Measurement, setting: DeviceSetting, settled: Settled) -> Measurem
     return dataclasses.replace(m, sampling_note=joined)
 
 
-class DeviceGeneMeasurer:
-    """A measurer that applies each candidate's device genes around ``inner``'s work."""
+class DeviceGeneMeasurer(Measurer):
+    """A measurer that applies each candidate's device genes around ``inner``'s work; every
+    other part of the contract is ``inner``'s."""
 
     def __init__(self, inner: Measurer, control: DeviceControl) -> None:
         self.inner = inner
         self.control = control
 
-    def __getattr__(self, name: str) -> Any:  # capabilities, prestart, device_name, ...
+    def __getattr__(self, name: str) -> Any:  # what is not the contract's: the inner one's
         return getattr(self.inner, name)
+
+    @property
+    def device_name(self) -> str | None:  # type: ignore[override]
+        return self.inner.device_name
+
+    @property
+    def capabilities(self) -> frozenset[str] | None:  # type: ignore[override]
+        return self.inner.capabilities
+
+    @property
+    def slots(self) -> int:  # type: ignore[override]
+        return self.inner.slots
+
+    @property
+    def baseline_s(self) -> float | None:
+        return self.inner.baseline_s
+
+    def set_baseline(self, seconds: float | None) -> None:
+        self.inner.set_baseline(seconds)
+
+    def prestart(self, count: int, wait: bool = True) -> None:
+        self.inner.prestart(count, wait)
+
+    def set_up_ahead(
+        self, spec: KernelSpec, candidate: Candidate, problem: Problem, plan: SamplingPlan
+    ) -> None:
+        self.inner.set_up_ahead(spec, candidate, problem, plan)
+
+    def fingerprint_fields(self) -> dict[str, str] | None:
+        return self.inner.fingerprint_fields()
 
     def measure(
         self,
@@ -118,6 +150,8 @@ class DeviceGeneMeasurer:
         problem: Problem,
         plan: SamplingPlan,
         processes: int,
+        *,
+        seed: int | None = None,
     ) -> dict[str, list[Measurement]]:
         """Fresh-process re-measurement, one device setting at a time (a setting is applied
         once per group, not per sample: a clock change needs its settle wait)."""
@@ -127,18 +161,16 @@ class DeviceGeneMeasurer:
         out: dict[str, list[Measurement]] = {}
         for setting, group in groups.items():
             if setting.is_as_found:
-                out.update(self.inner.remeasure(spec, group, problem, plan, processes))
+                out.update(self.inner.remeasure(spec, group, problem, plan, processes, seed=seed))
                 continue
             with self.control.applied(setting) as settled:
-                got = self.inner.remeasure(spec, group, problem, plan, processes)
+                got = self.inner.remeasure(spec, group, problem, plan, processes, seed=seed)
             out.update({k: [_noted(m, setting, settled) for m in ms] for k, ms in got.items()})
         return out
 
     def close(self) -> None:
         try:
-            close = getattr(self.inner, "close", None)
-            if callable(close):
-                close()
+            self.inner.close()
         finally:
             self.control.close()
 

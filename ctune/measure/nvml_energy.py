@@ -1,20 +1,10 @@
 """Energy and average power from NVML's total-energy counter (nvidia-ml-py's ``pynvml``).
 
-Measured on the H200: ``nvmlDeviceGetPowerUsage`` repeats one value
-for long stretches (a 1 s moving average) and must not be used per candidate;
-``nvmlDeviceGetTotalEnergyConsumption`` (mJ) advances every ~100 ms and one
-read costs about 4.3 ms. Energy per call over 0.25 s windows had a CV of
-20-22%; over 1 s windows aligned to counter ticks, 0.26%. So:
-
-- keep the GPU busy with back-to-back launches (a queue of >= 50 ms of work,
-  topped up between counter reads) and let it ramp for 0.2 s;
-- start the window when the counter changes (a tick), end it at the first
-  tick after ``window_s`` has passed; windows under 1 s are refused;
-- average power = energy difference / window time; the time per launch comes
-  from an event pair around the whole loaded run, so energy per call =
-  power x time per launch (which includes any gaps the host left).
-
-``pynvml`` is imported inside functions only.
+NVML's power reading is a slow moving average and its energy counter ticks coarsely, so
+energy per call is taken over a window of at least 1 s aligned to counter ticks while the
+GPU runs the candidate back to back; power is energy over the window, energy per call is
+power times the time per launch. The measurements behind this: docs/design.md, "Measured
+facts". ``pynvml`` is imported inside functions only.
 """
 
 from __future__ import annotations

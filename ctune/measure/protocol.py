@@ -1,19 +1,11 @@
 """The measurement protocol: one reviewed version of what a measured number means.
 
-An artifact's numbers stay comparable with a new measurement only while the
-way they are taken is the same: what one sample is, how the GPU is warmed up,
-how the L2 is made cold, how many samples a plan asks for, how quantiles and
-their confidence intervals are computed, how energy is read. This module
-gathers every constant that decides those things into :func:`definition` and
-gives the whole a version. Artifacts record the version (and the resolved
-sampling plan); one measured under another version is STALE.
-
-The code that takes the numbers can change freely (a refactoring, a comment, a
-faster loop) as long as :func:`definition` does not: its digest is pinned per
-released version in :data:`RELEASED`, and a CPU test fails when the definition
-changes without a new version. To change the protocol: edit the constant, bump
-:data:`PROTOCOL_VERSION`, add the new digest to :data:`RELEASED`, and re-tune
-the committed artifacts in the same change.
+An artifact's numbers stay comparable with a new measurement only while they are taken the
+same way, so every constant that decides that is gathered into :func:`definition` under
+:data:`PROTOCOL_VERSION`; an artifact measured under another version is STALE. The code
+may change freely while the definition's digest matches :data:`RELEASED`; changing a
+constant means a new version, its digest added, and the artifacts re-tuned
+(docs/staleness.md, "The measurement protocol").
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from ctune.config import Settings
 from ctune.errors import CtuneError, DeviceUnhealthy, ToolchainError, UserError
 from ctune.interrupts import blocked
-from ctune.measure import SamplingPlan
+from ctune.measure import Measurer, SamplingPlan
 from ctune.measure.plan import TypicalWall, hang_timeout_s, setup_timeout_s, validate
 from ctune.measure.worker import MeasureRequest, decode, encode, measure_message, parse_measurement
 from ctune.records import DeviceInfo, Measurement, Outcome
@@ -344,7 +344,7 @@ class _SetUpAhead:
     health_id: int | None
 
 
-class WorkerMeasurer:
+class WorkerMeasurer(Measurer):
     """Measures candidates in a worker process on one GPU; survives faults and hangs.
 
     ``measure`` never raises for a candidate's failure. It raises
@@ -744,11 +744,11 @@ class WorkerMeasurer:
         plan: SamplingPlan,
         processes: int,
         *,
-        seed: int = 0,
+        seed: int | None = None,
     ) -> dict[str, list[Measurement]]:
         """Each item once in each of ``processes`` fresh workers, order shuffled per process
-        (interleaving, rule M11), keyed by candidate key."""
-        rng = random.Random(seed)
+        (interleaving, rule M11; seed None: 0), keyed by candidate key."""
+        rng = random.Random(0 if seed is None else seed)
         results: dict[str, list[Measurement]] = {c.key(): [] for c, _ in items}
         self.prestart(processes)  # all start side by side, before any of them measures
         for _ in range(processes):

@@ -1,25 +1,11 @@
 """Parse ``--objective`` and ``--constraint`` text into one ObjectiveSpec.
 
-Syntax (``ctune search --help`` shows the same):
-
-- an objective is a term (``p99``) or a weighted sum of terms with the same
-  direction (``0.7*p50 + 0.3*p99``, weights positive). One objective means a
-  single-objective search; two or three mean a Pareto search.
-- a constraint is ``TERM OP NUMBER[UNIT]`` with OP one of ``<= >= < > ==``:
-  ``power<=400W``, ``spills==0``, ``regs<=128``, ``p99<1.5ms``. Units are
-  converted to the term's own unit (W, mW, kW; J, mJ, uJ; ms, us, ns, s;
-  TFLOP/s, GFLOP/s; GB/s, MB/s, TB/s; B, KiB, KB). A bare number is in the
-  term's own unit (shown in ``--help``).
-
-Every problem (unknown term, bad unit, contradicting constraints, a term
-that needs a spec metric the kernel does not define) is one UserError line
-that lists what is allowed.
-
-``ObjectiveSpec.evaluate`` returns raw values in objective order (directions
-live in the spec) and one violation per constraint, > 0 meaning infeasible
-(the pymoo ``G`` / Optuna constraints convention). Violations are relative
-to the bound (``(x - b) / |b|``) so constraints of different units can be
-summed for constraint-domination.
+One parser for both, so that every problem (an unknown term, a bad unit, contradicting
+constraints, a metric the spec lacks) is one UserError line listing what is allowed.
+``ObjectiveSpec.evaluate`` returns raw values in objective order (directions live in the
+spec) and one violation per constraint, relative to its bound and > 0 when infeasible, so
+constraints of different units can be summed. The syntax: docs/search.md, "Objectives
+and constraints" (``ctune search --help`` shows the same).
 """
 
 from __future__ import annotations

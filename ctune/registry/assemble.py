@@ -231,9 +231,9 @@ def write_artifact(artifact: Artifact, path: Path) -> Path:
 def check_commit_target(registry: Path) -> None:
     """Before searching: --commit must have a branch to commit to (not a detached HEAD,
     not outside git), so an hours-long search never ends in a refused commit."""
-    from ctune.registry.storage import open_history
+    from ctune.registry.git import GitRegistry
 
-    with open_history(Path(registry)) as repo:
+    with GitRegistry(Path(registry)) as repo:
         repo.target_ref()
 
 

@@ -1,20 +1,11 @@
 """Which toolchain checks (and gates) an artifact: the one it recorded, when this machine has it.
 
-An artifact records the toolchain it was built with (``nvcc_version``, ``ptxas_version``;
-a split one says so: ``13.3.73 (split: PTX from nvcc 13.0.88)``). With the settings'
-default choice (``nvcc`` on PATH, no ``ptxas``), ``ctune check`` and ``ctune gate`` build
-each artifact with its own toolchain when this machine has it: an nvcc of the recorded
-version among those ``ctune doctor`` finds (PATH, CUDA_HOME/CUDA_PATH, /usr/local/cuda*,
-the nvidia-cuda-nvcc wheel) and, for a split record, a ptxas of the recorded version among
-theirs, made into that split (compile/split_toolchain.py). So a registry whose artifacts
-were built with different toolchains (ptxas 13.3 for those with controls files, the system
-ptxas for the rest) is checked as each was built. Otherwise, and always when the settings
-name a toolchain (``--nvcc``, ``--ptxas``, their environment variables or
-``[tool.ctune]``), the selected toolchain checks it: a change of toolchain then shows as a
-build change and the rebuilt SASS decides.
-
-A toolchain whose compiler refuses an artifact's controls files (ptxas before 13.3) cannot
-rebuild it: :func:`controls_refusals` says so in plain words, and the artifact is STALE.
+With the settings' default choice of toolchain, ``ctune check`` and ``ctune gate`` rebuild
+each artifact with the nvcc (and, for a split record, the ptxas) of the versions it
+recorded, when this machine has them, so a registry built with several toolchains is
+checked as each artifact was built. Otherwise, and whenever the settings name a toolchain,
+the selected one checks it and the rebuilt SASS decides. A toolchain that refuses an
+artifact's controls files makes it STALE (:func:`controls_refusals`). docs/staleness.md.
 """
 
 from __future__ import annotations

@@ -1,29 +1,11 @@
 """``ctune gate``'s procedure: staleness, rebuild, re-measure, decide, confirm.
 
-The decisions are pure (:mod:`ctune.registry.gate`); this module does the
-I/O around them through one seam, a :data:`Remeasurer`, so tests drive the
-whole procedure with synthetic measurements and only the GPU boundary is
-replaced (docs/design.md: stand-ins only test logic). The real remeasurer rebuilds each member with
-:class:`ctune.compile.NvccCompiler`, with the toolchain ``ctune check`` would check the
-artifact with (:mod:`ctune.registry.check_toolchain`: the recorded one where this machine
-has it) and the controls files its members apply (the cache's and the registry's stores),
-and measures the pinned member and the canary interleaved in the same k fresh worker
-processes (``ctune.measure.session.remeasure``); both are imported only when the gate
-runs. A member whose controls file that toolchain refuses is STALE, saying so.
-
-Per pinned artifact:
-
-1. staleness against this machine (hard changes, or soft and build ones under
-   ``--strict``: STALE, nothing measured: STALE outranks REGRESSED);
-2. rebuild the pinned member and the default build (the canary); a SASS
-   digest different from the recorded one is a hard change (changed inputs
-   or a ptxas update the version string did not show), identical SASS means
-   changed build inputs did not change the code;
-3. re-measure both in k processes under the sampling plan the artifact
-   records; a member that no longer runs correctly is REGRESSED with the
-   outcome as the reason;
-4. decide; a REGRESSED verdict is re-measured once more and stands only if
-   confirmed (rule Q1).
+The decisions are pure (:mod:`ctune.registry.gate`); this module does the I/O around them
+through one seam, a :data:`Remeasurer`, so tests drive the whole procedure with synthetic
+measurements and only the GPU boundary is replaced. The real one
+(:class:`RebuildingRemeasurer`) rebuilds each member with the toolchain ``ctune check``
+would use and measures it beside the canary in the same fresh processes. The steps per
+artifact: docs/registry.md, "Staleness and the gate".
 """
 
 from __future__ import annotations
@@ -69,7 +51,7 @@ class RebuildingRemeasurer:
 
     One compiler per kernel and arch serves every artifact, so :meth:`build_ahead` can start
     the builds of all artifacts to gate together (``jobs`` at a time): a gate of many CUTLASS
-    artifacts (~40 s per build) then waits for one compile wave, not one build per artifact.
+    artifacts then waits for one compile wave, not one build per artifact.
     """
 
     def __init__(

@@ -1,46 +1,11 @@
 """GitRegistry: commit artifact files without ever losing one, and read them back.
 
-Decision (documented here because it is the registry's central trade-off):
-
-- The registry is a directory (``Settings.registry``, default ``registry/``)
-  inside the project's git repository, so ``ctune check`` in CI reads plain
-  files of the checkout and the project's own history versions them.
-- Writing an artifact is (1) an atomic write of the file into that
-  directory and (2) a commit made with plumbing: a *private* index
-  (``GIT_INDEX_FILE``) seeded from the target ref's tree, only the written
-  paths staged, ``commit-tree``, then a compare-and-swap
-  ``update-ref REF NEW OLD`` with jittered retry. Measured: eight writers
-  through a shared worktree's ``git add``/``git commit`` lost 187 of 200
-  commits on ``index.lock``; this scheme lost none (rule G1).
-  Unrelated staged or dirty files are never included (G6).
-- The target ref is ``--ref`` when given, else the branch HEAD is attached
-  to. On a detached HEAD (CI checkouts) without ``--ref`` the write is
-  refused with a message naming ``--ref`` (G7): ctune never guesses where a
-  commit should go.
-- When the target is the checked-out branch, the worktree's index entry
-  for each written path (and only those) is set to the committed blob, so
-  ``git status`` stays clean and a later ``git commit`` cannot revert the
-  artifact. Other index entries are untouched.
-- On one machine, ctune writers also serialise on an ``flock`` in the git
-  directory around write-and-commit, so two writers of the *same* artifact
-  cannot leave the file and the commit disagreeing. The kernel drops an
-  ``flock`` when its holder dies, so it can never go stale (unlike git's
-  ``*.lock`` files; see :mod:`ctune.registry.locks`).
-- Writes never touch the network and never need a remote (G9): a commit
-  with no remote, offline or without credentials succeeds locally and is
-  *unpushed* until ``ctune registry push`` shares it
-  (:mod:`ctune.registry.remote`, which also says what ``pull`` and
-  ``status`` do).
-  Pushing never forces: when another machine pushed first, our new commits
-  are rebuilt on the fetched tip with this same private-index plumbing and
-  the local ref moves by compare-and-swap (G2). Shallow clones work for
-  everything except history questions, which fail with a clear message (G8).
-
-Git runs through GitPython (``with GitRegistry(...) as reg:`` closes the
-persistent ``cat-file`` processes GitPython keeps) with
-``core.hooksPath=/dev/null``, ``core.fsmonitor=false`` and
-``protocol.ext.allow=never``, and blobs are read with ``cat-file``, never
-checked out, so registry content cannot run code (rule X3).
+The registry is a folder of the project's git repository, so CI reads plain files and the
+project's history versions them. A write is an atomic file write plus a commit made with
+a private index and a compare-and-swap on the ref (rule G1), so concurrent writers lose
+nothing and unrelated staged files are never included; writes never need the network
+(G9), and registry content is read with ``cat-file`` with hooks off, so it cannot run code
+(X3). The decisions and their reasons: docs/registry.md.
 """
 
 from __future__ import annotations
@@ -176,7 +141,9 @@ class GitRegistry:
 
     ``root`` is the registry directory (it need not exist yet); the
     repository is the one containing it. ``ref`` is the branch or ref that
-    writes go to (default: the branch HEAD is attached to).
+    writes go to (default: the branch HEAD is attached to). Use it as a context
+    manager (``with GitRegistry(...) as reg:``) to close the persistent ``cat-file``
+    processes GitPython keeps.
     """
 
     def __init__(

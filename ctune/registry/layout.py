@@ -1,23 +1,11 @@
 """Where artifacts live, what they may be called, and how a KEY is written.
 
-Pure: no I/O beyond ``os.lstat`` in :func:`contained_path`. Every name that
-reaches a path or a git ref passes :func:`ctune.names.validate_name` first (rules
-X1, X2, G13).
-
-Layout : ``<root>/<kernel>/<problem>/<device-class>.json``, and the controls files the
-artifacts are built with in ``<root>/controls/`` (``<sha256>.acf`` and ``NOTICE``), so no
-kernel may be called ``controls``.
-
-KEY syntax, used by every ``ctune registry`` command::
-
-    <kernel>/<problem>/<device-class>[@<member>]
-
-Commands over several artifacts (list, gate, refresh, retune) take glob patterns too
-(:func:`is_key_pattern`, ``ArtifactStore.select``).
-
-where ``<member>`` is a 16-hex candidate key, ``pinned`` or ``baseline``
-(default: the artifact's pinned member). Example:
-``gemm/sq4096/sm90-nvidia-h100-80gb-hbm3@3fa9c0de12345678``.
+Layout: ``<root>/<kernel>/<problem>/<device-class>.json``, plus the controls files in
+``<root>/controls/`` (so no kernel may be called ``controls``). A KEY is
+``<kernel>/<problem>/<device-class>[@<member>]``; commands over several artifacts take
+glob patterns too (:func:`is_key_pattern`). Pure: no I/O beyond ``os.lstat`` in
+:func:`contained_path`, and every name that reaches a path or a git ref passes
+:func:`ctune.names.validate_name` first (rules X1, X2, G13). Keys: docs/registry.md.
 """
 
 from __future__ import annotations

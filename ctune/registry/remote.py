@@ -1,59 +1,11 @@
-"""Sharing the registry between machines: ``push``, ``pull``, ``status`` (rules G2, G9).
+"""Sharing the registry between machines: ``push``, ``pull``, ``status`` (rules G2, G9, G10).
 
-Decision (documented here because it is what makes sharing safe):
-
-- Writes stay local and work offline (:mod:`ctune.registry.git`); sharing is
-  an explicit ``ctune registry push``, which moves the registry ref to one
-  remote (``--remote``, else ``Settings.registry_remote``, default
-  ``origin``) together with the pin tags that remote lacks, in one
-  ``git push --atomic`` when tags travel with it.
-- It never forces. When another machine pushed first, the remote rejects
-  the push; ctune fetches the remote ref, rebuilds the commits only this
-  machine has on the fetched tip (:meth:`GitRegistry.rebuild`: a private
-  index, each commit's first-parent changes re-applied, author and message
-  kept), moves the local ref by compare-and-swap, and pushes again after a
-  jittered exponential backoff, up to :data:`PUSH_MAX_ATTEMPTS` pushes or
-  :data:`PUSH_BUDGET_S` seconds. Artifacts live at paths of their own, so a
-  rebuild conflicts only when one path was changed on both sides to
-  different contents; then the push stops with one line naming the path,
-  and nothing local moves.
-- Pin tags are immutable once shared: a tag that exists on the remote
-  pointing elsewhere is an error, never overwritten. A pin tag not yet
-  pushed whose commit was rebuilt is re-pointed at the rebuilt commit (same
-  artifact bytes, so the same digest), so every pushed pin is an ancestor
-  of the pushed ref (G10).
-- When the registry ref is the checked-out branch, the rebuild also moves
-  the index and worktree (``read-tree -m -u``, which refuses to overwrite a
-  local change), so the other machines' artifacts appear as files and
-  ``git status`` stays clean. When it is not (``refs/heads/ctune/registry``
-  in CI), a push leaves the registry folder as it was and says so: writing
-  files is ``pull``'s job.
-- ``ctune registry pull`` is the read side, for machines that never push
-  too: the same fetch, then the same step as a push's rebuild
-  (:meth:`_Link.integrate`): fast-forward when nothing here is unpushed,
-  else the unpushed commits rebuilt on the fetched tip and never-pushed pin
-  tags re-pointed with them; a same-path conflict stops it with one line,
-  nothing moved. The remote's pin tags this machine lacks become local tags
-  (created, never overwritten: a local pin of the same name pointing
-  elsewhere is kept and reported). Then the registry folder shows the ref:
-  git moves the worktree of a checked-out ref, else
-  :mod:`ctune.registry.folder` writes the ref's artifact files, refusing
-  before anything moves when a local change is in the way, and deleting
-  nothing (files the ref lacks are listed as local-only). It never pushes.
-- A remote whose ref lost history this machine saw there (force-pushed or
-  deleted) is neither pushed onto nor pulled: that would resurrect or drop
-  what someone removed. The command stops with one line until a person
-  accepts the rewrite (G10).
-- What the remote has is what was last fetched or pushed: the
-  remote-tracking ref (``refs/remotes/<remote>/<branch>``) and a copy of its
-  pin tags under ``refs/ctune/remote-tags/<remote>/``. ``status`` reads only
-  those, so it works offline; ``status --fetch``, every push and every pull
-  refresh them. ``status`` says when the remote is ahead (run ``pull``) and,
-  for a ref that is not checked out, when the registry folder lags the ref.
-- Offline, auth failure, no repository at the address, a timeout, a refusal
-  by the remote, or a remote that kept moving: one line and
-  :class:`~ctune.errors.RemoteError` (exit 5), saying that nothing is lost
-  (a pull: nothing changed here) and how many commits wait locally.
+Writes stay local and work offline (:mod:`ctune.registry.git`); sharing is an explicit
+push that never forces: when another machine pushed first, this machine's commits are
+rebuilt on the fetched tip and pushed again, and a same-path conflict, a rewritten remote
+or a remote failure stops with one line and nothing lost (:class:`~ctune.errors.RemoteError`,
+exit 5). ``pull`` is the same fetch and rebuild without the push; ``status`` reads only
+what was last fetched, so it works offline. The whole procedure: docs/registry.md.
 """
 
 from __future__ import annotations
@@ -73,8 +25,8 @@ from ctune.registry import git as git_module
 from ctune.registry.git import GitRegistry
 from ctune.registry.layout import PIN_PREFIX, key_from_relpath
 
-#: Pushes tried before giving up while other machines keep winning the race. Measured:
-#: 4 machines pushing 5 artifacts each at once, the unluckiest push was rejected 5 times.
+#: Pushes tried before giving up while other machines keep winning the race (the
+#: contention measured behind it: docs/registry.md).
 PUSH_MAX_ATTEMPTS = 20
 #: Wall-clock budget for one ``ctune registry push``, checked before each retry (every
 #: network command is also killed after git.NETWORK_TIMEOUT_S).

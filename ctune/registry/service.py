@@ -1,8 +1,8 @@
 """Registry operations the CLI and the search call: publish, import, pin, read, verify, migrate,
 refresh.
 
-Each function opens the registry's history for its own duration (``with
-open_history(...)``: git today, ``storage.py``) and takes the writer lock
+Each function opens the registry's git repository for its own duration (``with
+GitRegistry(...)``, ``git.py``) and takes the writer lock
 around write-and-commit, so a file and its commit never disagree. Nothing
 here prints.
 
@@ -30,7 +30,7 @@ from ctune.registry import schema
 from ctune.registry.check import FingerprintProbe, Verifier
 from ctune.registry.controls import controls_files, registry_problems, write_files
 from ctune.registry.export import resolve_member
-from ctune.registry.git import CommitResult
+from ctune.registry.git import CommitResult, GitRegistry, NotInRepository
 from ctune.registry.layout import (
     PIN_PREFIX,
     ArtifactKey,
@@ -44,7 +44,6 @@ from ctune.registry.member_genes import hand_edits, spec_space
 from ctune.registry.migrate import decode_history, upgrade
 from ctune.registry.refresh import RefreshOutcome, refresh_artifact
 from ctune.registry.schema import Artifact
-from ctune.registry.storage import History, NotInRepository, open_history
 from ctune.registry.store import (
     ArtifactStore,
     Quarantined,
@@ -117,7 +116,7 @@ def commit_message(a: Artifact, verb: str = "") -> str:
 
 
 def _write_commit(
-    reg: History,
+    reg: GitRegistry,
     store: ArtifactStore,
     artifacts: Sequence[Artifact],
     message: str,
@@ -225,7 +224,7 @@ def publish_artifact(
     if not commit:
         files = controls_files([artifact], controls or registry_chain(root))
         try:
-            reg = open_history(root, ref, retry_budget_s=retry_budget_s, serialize=serialize)
+            reg = GitRegistry(root, ref, retry_budget_s=retry_budget_s, serialize=serialize)
         except NotInRepository:  # a plain folder: nothing to refuse
             write_files(root, files)
             return Published(store.write(artifact), None)
@@ -233,7 +232,7 @@ def publish_artifact(
             write_files(root, files)
             return Published(store.write(artifact), None)
     with (
-        open_history(root, ref, retry_budget_s=retry_budget_s, serialize=serialize) as reg,
+        GitRegistry(root, ref, retry_budget_s=retry_budget_s, serialize=serialize) as reg,
         reg.writer_lock(),
     ):
         reg.target_ref()  # refuse a detached HEAD before writing anything
@@ -264,7 +263,7 @@ def load_artifact(root: Path, text: str, *, ref: str | None = None) -> tuple[Art
     key = parse_key(key_text)
     if not sep:
         return key, ArtifactStore(root).read(key)
-    with open_history(root, ref) as reg:
+    with GitRegistry(root, ref) as reg:
         path = reg.registry_path(key.relpath())
         artifact = decode_history(reg.read_blob(rev, path), f"{rev}:{path}")
     check_location(artifact, key, f"{rev}:{path}")
@@ -278,7 +277,7 @@ def _pin_fields(message: str) -> dict[str, str]:
 def load_pinned(root: Path, key: ArtifactKey, release: str) -> tuple[Artifact, str]:
     """The artifact and member a release pin points at, digest checked."""
     tag = pin_tag(release, key)
-    with open_history(root) as reg:
+    with GitRegistry(root) as reg:
         reg.check_ref_format(f"refs/tags/{tag}")
         commit = reg.resolve(f"refs/tags/{tag}")
         if commit is None:
@@ -300,7 +299,7 @@ def pin_artifact(root: Path, key: ArtifactKey, release: str, *, ref: str | None 
     """
     tag = pin_tag(release, key)
     store = ArtifactStore(root)
-    with open_history(root, ref) as reg, reg.writer_lock():
+    with GitRegistry(root, ref) as reg, reg.writer_lock():
         reg.target_ref()  # refuse a detached HEAD before touching the worktree file
         reg.check_ref_format(f"refs/tags/{tag}")
         if reg.resolve(f"refs/tags/{tag}") is not None:
@@ -329,7 +328,7 @@ def pin_artifact(root: Path, key: ArtifactKey, release: str, *, ref: str | None 
     return Pin(tag, result.commit, digest, member, signed)
 
 
-def _check_pin(reg: History, tag: str, head: str | None, shallow: bool) -> PinCheck:
+def _check_pin(reg: GitRegistry, tag: str, head: str | None, shallow: bool) -> PinCheck:
     problems: list[str] = []
     notes: list[str] = []
     try:
@@ -374,7 +373,7 @@ def verify_registry(
     spec cannot be loaded, against the command-line rule alone. The ref is checked (opening
     the history) before the artifacts are read: a bad ref is one line at once, not after
     reading every file of a registry that keeps growing."""
-    with open_history(root, ref) as reg:
+    with GitRegistry(root, ref) as reg:
         listing = ArtifactStore(root).list()
         shallow = reg.is_shallow
         head = reg.resolve(ref or "HEAD")
@@ -416,7 +415,7 @@ def migrate_registry(root: Path, *, ref: str | None = None, dry_run: bool = Fals
     paths, upgraded, failed = _upgrades(root)
     if dry_run or not upgraded:  # nothing to write: no branch or lock needed
         return Migration(tuple(paths), tuple(failed), None)
-    with open_history(root, ref) as reg, reg.writer_lock():
+    with GitRegistry(root, ref) as reg, reg.writer_lock():
         reg.target_ref()
         paths, upgraded, failed = _upgrades(root)
         if not upgraded:
@@ -443,7 +442,7 @@ def refresh_registry(
     changed = [o.artifact for o in outcomes if o.artifact is not None]
     if dry_run or not changed:
         return outcomes, None
-    with open_history(root, ref) as reg, reg.writer_lock():
+    with GitRegistry(root, ref) as reg, reg.writer_lock():
         reg.target_ref()
         message = f"ctune: refresh the recorded inputs of {len(changed)} artifact(s)"
         _, result = _write_commit(reg, store, changed, message, controls)

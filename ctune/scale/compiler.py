@@ -1,6 +1,7 @@
 """EngineCompiler: each compile is a task on the engine's compile workers.
 
-It speaks the driver's Compiler protocol (``build``, ``submit``, ``jobs``). A build
+It is a :class:`~ctune.compile.contract.Compiler` (``build``, ``submit``, ``jobs``,
+``lookup``). A build
 already in the local content-addressed cache is answered here, without a task (fillers,
 confirmation and resumed runs ask for builds that exist). Otherwise a worker runs the
 same NvccCompiler as a local run: on this host it writes into the shared cache by
@@ -21,6 +22,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ctune.compile.contract import Compiler
 from ctune.compile.nvcc import LOG_TAIL_CHARS, NvccCompiler
 from ctune.records import Build, Outcome, build_from_json, to_json
 from ctune.scale import engine as engine_mod
@@ -34,7 +36,7 @@ if TYPE_CHECKING:
     from ctune.spec import KernelSpec, Problem
 
 
-class EngineCompiler:
+class EngineCompiler(Compiler):
     """Compiles candidates of one spec on the engine; thread-safe like NvccCompiler."""
 
     def __init__(
@@ -52,7 +54,7 @@ class EngineCompiler:
 
     # --- the Compiler protocol ------------------------------------------------------------
     def submit(self, candidate: Candidate, problem: Problem) -> Future[Build]:
-        hit = self.cached(candidate, problem)
+        hit = self.lookup(candidate, problem)
         if hit is not None:
             done: Future[Build] = Future()
             done.set_result(hit)
@@ -74,7 +76,7 @@ class EngineCompiler:
     def build(self, candidate: Candidate, problem: Problem) -> Build:
         return self.submit(candidate, problem).result()
 
-    def cached(self, candidate: Candidate, problem: Problem) -> Build | None:
+    def lookup(self, candidate: Candidate, problem: Problem) -> Build | None:
         """The local cache's build (or a restriction's INVALID), without the engine."""
         return self.local.lookup(candidate, problem)
 

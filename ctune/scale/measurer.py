@@ -25,6 +25,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ctune.measure import Measurer
 from ctune.measure.plan import TypicalWall
 from ctune.records import Measurement, Outcome
 from ctune.scale import engine as engine_mod
@@ -45,8 +46,8 @@ if TYPE_CHECKING:
     from ctune.spec import KernelSpec, Problem
 
 
-class EngineMeasurer:
-    """The Measurer protocol over the engine's GPU workers."""
+class EngineMeasurer(Measurer):
+    """A :class:`~ctune.measure.Measurer` over the engine's GPU workers."""
 
     def __init__(
         self, settings: Settings, engine: Any = None, factory: MeasurerFactory | None = None
@@ -64,9 +65,12 @@ class EngineMeasurer:
         probe = self._gpu_call(probe_task, self.factory, settings).result()
         self.capabilities = frozenset(probe["capabilities"])
         self.device_name = probe["device_name"]
-        if probe["fingerprint_fields"] is not None:  # a stand-in says what it is
-            fields = dict(probe["fingerprint_fields"])
-            self.fingerprint_fields = lambda: dict(fields)
+        given = probe["fingerprint_fields"]  # what the hosted measurer says it is, if it does
+        self._fingerprint_fields = dict(given) if given is not None else None
+
+    def fingerprint_fields(self) -> dict[str, str] | None:
+        """The hosted measurer's own fields (a stand-in's); None: the GPU is probed."""
+        return dict(self._fingerprint_fields) if self._fingerprint_fields is not None else None
 
     def _gpu_call(self, fn: Any, *args: Any) -> Any:
         return self.engine.client.submit(
@@ -201,11 +205,21 @@ class EngineMeasurer:
         problem: Problem,
         plan: SamplingPlan,
         processes: int,
+        *,
+        seed: int | None = None,
     ) -> dict[str, list[Measurement]]:
         """All on one GPU worker: the baseline and the front are compared on one device."""
         carried = [(c, b, self._binary(b)) for c, b in items]
         task = self._gpu_call(
-            remeasure_task, self.factory, self.settings, spec, carried, problem, plan, processes
+            remeasure_task,
+            self.factory,
+            self.settings,
+            spec,
+            carried,
+            problem,
+            plan,
+            processes,
+            seed,
         )
         runs: dict[str, list[Measurement]] = task.result()
         return runs

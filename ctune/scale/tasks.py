@@ -20,13 +20,13 @@ if TYPE_CHECKING:
     from ctune.compile.nvcc import NvccCompiler
     from ctune.compile.toolchain import Toolchain
     from ctune.config import Settings
-    from ctune.measure import SamplingPlan
+    from ctune.measure import Measurer, SamplingPlan
     from ctune.records import Build, Candidate, Measurement
     from ctune.spec import KernelSpec, Problem
 
 _LOCK = threading.Lock()
 _COMPILERS: dict[tuple[str, ...], NvccCompiler] = {}
-_MEASURERS: dict[str, Any] = {}
+_MEASURERS: dict[str, Measurer] = {}
 
 
 @dataclass(frozen=True)
@@ -69,10 +69,13 @@ class MeasurerFactory:
         module, _, name = self.target.partition(":")
         return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
 
-    def make(self, settings: Settings) -> Any:
+    def make(self, settings: Settings) -> Measurer:
+        made: Measurer
         if self.takes_settings:
-            return self.cls()(settings=settings, **self.kwargs)
-        return self.cls()(**self.kwargs)
+            made = self.cls()(settings=settings, **self.kwargs)
+        else:
+            made = self.cls()(**self.kwargs)
+        return made
 
 
 # --- compiling -------------------------------------------------------------------------------
@@ -119,7 +122,7 @@ def compile_task(
 # --- measuring -------------------------------------------------------------------------------
 
 
-def _measurer(factory: MeasurerFactory, settings: Settings) -> Any:
+def _measurer(factory: MeasurerFactory, settings: Settings) -> Measurer:
     with _LOCK:
         measurer = _MEASURERS.get(factory.key())
         if measurer is None:
@@ -157,9 +160,8 @@ def measure_task(
 ) -> Measurement:
     """One measurement by this GPU worker's measurer (its hang limit from the run's baseline)."""
     measurer = _measurer(factory, settings)
-    setter = getattr(measurer, "set_baseline", None)
-    if callable(setter) and baseline_s is not None and measurer.baseline_s is None:
-        setter(baseline_s)
+    if baseline_s is not None and measurer.baseline_s is None:
+        measurer.set_baseline(baseline_s)
     local = _local_build(build, binary)
     measurement: Measurement = measurer.measure(spec, candidate, local, problem, plan)
     return measurement
@@ -173,11 +175,12 @@ def remeasure_task(
     problem: Problem,
     plan: SamplingPlan,
     processes: int,
+    seed: int | None = None,
 ) -> dict[str, list[Measurement]]:
     """The confirmation, all on this one GPU: baseline and front compare on one device."""
     measurer = _measurer(factory, settings)
     pairs = [(c, _local_build(b, blob)) for c, b, blob in items]
-    runs: dict[str, list[Measurement]] = measurer.remeasure(spec, pairs, problem, plan, processes)
+    runs = measurer.remeasure(spec, pairs, problem, plan, processes, seed=seed)
     return runs
 
 
@@ -185,10 +188,7 @@ def prestart_task(factory: MeasurerFactory, settings: Settings, count: int, wait
     """Start this GPU worker's measuring processes now (``count``: its worker and spares),
     so that its first measurement and the confirmation's rounds do not wait for a start;
     ``wait``: return once they are up, else at once. Run by ``Client.run``, not a task."""
-    measurer = _measurer(factory, settings)
-    prestart = getattr(measurer, "prestart", None)
-    if callable(prestart):
-        prestart(count, wait=wait)
+    _measurer(factory, settings).prestart(count, wait=wait)
 
 
 def set_up_ahead_task(
@@ -202,25 +202,21 @@ def set_up_ahead_task(
     """Ask this GPU worker's measuring processes (started by :func:`prestart_task`) to set
     ``problem`` up as soon as each is up, as ``WorkerMeasurer.set_up_ahead`` does locally.
     Run by ``Client.run``, not a task."""
-    measurer = _measurer(factory, settings)
-    set_up_ahead = getattr(measurer, "set_up_ahead", None)
-    if callable(set_up_ahead):
-        set_up_ahead(spec, candidate, problem, plan)
+    _measurer(factory, settings).set_up_ahead(spec, candidate, problem, plan)
 
 
 def probe_task(factory: MeasurerFactory, settings: Settings) -> dict[str, Any]:
     """What a GPU worker's measurer offers: capabilities and the device name if it says."""
     measurer = _measurer(factory, settings)
-    caps = getattr(measurer, "capabilities", None)
+    caps = measurer.capabilities
     if caps is None:
-        from ctune.search.driver import probe_capabilities
+        from ctune.measure.capabilities import probe_capabilities
 
-        caps = probe_capabilities()
-    fields = getattr(measurer, "fingerprint_fields", None)
+        caps = frozenset(probe_capabilities())
     return {
         "capabilities": sorted(caps),
-        "device_name": getattr(measurer, "device_name", None),
-        "fingerprint_fields": fields() if callable(fields) else None,
+        "device_name": measurer.device_name,
+        "fingerprint_fields": measurer.fingerprint_fields(),
     }
 
 
@@ -230,9 +226,7 @@ def close_task() -> None:
         measurers = list(_MEASURERS.values())
         _MEASURERS.clear()
     for measurer in measurers:
-        close = getattr(measurer, "close", None)
-        if callable(close):
-            close()
+        measurer.close()
 
 
 __all__ = [

@@ -15,15 +15,14 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from ctune.compile.contract import Compiler
 from ctune.errors import ToolchainError, UserError
 
 if TYPE_CHECKING:
-    from ctune.records import Build, Candidate, Trial
+    from ctune.records import Candidate, Trial
     from ctune.search.strategy import OptionTable, StrategyContext
-    from ctune.spec import Problem
 
 
 @runtime_checkable
@@ -56,15 +55,6 @@ class Strategy(Protocol):
     def state(self) -> dict[str, Any]: ...
 
     def load_state(self, state: Mapping[str, Any]) -> None: ...
-
-
-@runtime_checkable
-class Compiler(Protocol):
-    """What the driver needs from a compiler (``NvccCompiler`` or a stand-in)."""
-
-    def build(self, candidate: Candidate, problem: Problem) -> Build: ...
-
-    def submit(self, candidate: Candidate, problem: Problem) -> Future[Build]: ...
 
 
 @runtime_checkable

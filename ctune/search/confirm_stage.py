@@ -20,6 +20,7 @@ from ctune.search.events import Confirming
 from ctune.search.result import ControlsVerdict, MemberResult
 
 if TYPE_CHECKING:
+    from ctune.measure import Measurer
     from ctune.objective.spec import ObjectiveSpec
     from ctune.search.confirm import ConfirmationCost
     from ctune.search.driver import _Run
@@ -32,17 +33,12 @@ CONFIRM_TOP_SINGLE = 3
 Confirmed = tuple[MemberResult | None, list[MemberResult], list[tuple[str, str]]]
 
 
-def can_confirm(processes: int, objective: ObjectiveSpec, measurer: object) -> bool:
+def can_confirm(processes: int, objective: ObjectiveSpec, measurer: Measurer | None) -> bool:
     """Will a search with ``--confirm-processes processes`` re-measure what it reports?"""
-    return (
-        processes > 0
-        and objective.measures
-        and measurer is not None
-        and hasattr(measurer, "remeasure")
-    )
+    return processes > 0 and objective.measures and measurer is not None
 
 
-def sure_rounds(processes: int, objective: ObjectiveSpec, measurer: object) -> int:
+def sure_rounds(processes: int, objective: ObjectiveSpec, measurer: Measurer | None) -> int:
     """Fresh processes confirmation will surely use (0 when it will not run): known before
     the search starts, so that they can start beside its worker."""
     from ctune.search.confirm import min_processes
@@ -372,9 +368,7 @@ class ConfirmStage:
             return None if got is None else (-got if first.direction == "max" else got)
 
         start = run.clock()
-        prestart = getattr(measurer, "prestart", None)
-        if callable(prestart):  # the rounds that will surely run: started with the search
-            prestart(self.sure_rounds())
+        measurer.prestart(self.sure_rounds())  # the rounds that surely run: started already
         runs, cost = confirm_in_proportion(
             items,
             run.book.baseline.candidate.key(),

@@ -1,29 +1,11 @@
 """A few builds for many shapes: set cover over a (shape x build) matrix of measured times.
 
 A serving engine ships a handful of kernels and a rule that picks one per shape, not one
-kernel per shape. Given every finalist build measured on every shape it can run, this picks
-the fewest builds such that each shape has one within ``margin`` of its per-shape best, and
-says which build serves which shape.
-
-A build covers a shape when its time is at most ``best * (1 + margin)`` (the edge counts as
-covered, up to ``EDGE_EPS`` relative so that 1.03 vs 1.0 at 3 % is not lost to rounding).
-Greedy set cover: take the build that covers the most shapes not yet covered (ties: the
-smaller summed loss on them, then the earlier build in matrix order), until every coverable
-shape is covered; then drop any chosen build the others make redundant (latest first). Greedy
-is within a factor ln(shapes) of the minimum and, on matrices this small, usually at it. Each
-shape is then served by its fastest chosen build (ties: the earlier chosen).
-
-Builds already shipped (``shipped``: another set's table serves them) cost nothing: they are
-taken first for the shapes they serve within the margin, and the greedy step adds builds only
-for the rest, so that re-searching part of a shape list does not grow what an engine ships
-when the builds it has are good enough. A shipped build that serves nothing here is left out.
-
-Cells are times (lower is better). A cell absent from the matrix is unmeasured: the cover
-refuses to run while an eligible cell is missing (``missing``), because a missing cell could
-hide a build that covers more. A cell of ``None`` is a measured failure (wrong result, fault,
-a restriction the shape breaks): the build does not cover that shape. Builds and shapes carry
-a group (the problem's compile defines, e.g. fp16 vs bf16): a build only runs shapes of its
-group, and other pairs are neither missing nor failures.
+kernel per shape. Given every finalist build measured on every shape it can run, this
+picks the fewest builds such that each shape has one within ``margin`` of its per-shape
+best (greedy set cover, builds already ``shipped`` taken first), and says which build
+serves which shape. Cells are times; an absent cell is unmeasured (the cover refuses),
+``None`` a measured failure. The rule in full: docs/dispatch.md.
 """
 
 from __future__ import annotations

@@ -340,11 +340,9 @@ def header(table: Table, origin: str) -> str:
 
 def _argv(spec: KernelSpec, compiler: Any, cand: Candidate, problem: Problem) -> list[str]:
     """The build's nvcc argv, without compiling where the compiler can say it (offline)."""
-    argv_of = getattr(compiler, "argv", None)
-    if callable(argv_of):
-        name = "kernel.so" if spec.entry_kind == "launcher" else "kernel.cubin"
-        return list(argv_of(cand, problem, Path(name)))
-    return list(compiler.build(cand, problem).argv)
+    name = "kernel.so" if spec.entry_kind == "launcher" else "kernel.cubin"
+    argv = compiler.argv(cand, problem, Path(name))
+    return list(argv) if argv is not None else list(compiler.build(cand, problem).argv)
 
 
 def write_table(
@@ -370,7 +368,7 @@ def write_table(
             _argv(spec, compiler, Candidate.of(spec.name, row["genes"]), by_name[shape])
         )
     table, shapes = build_table(spec, problems, matrix, cover, rows, flags)
-    device = getattr(measurer, "device_name", "") or ""
+    device = (measurer.device_name if measurer is not None else None) or ""
     meta = {
         "kernel": spec.name,
         "problem_set": opts.set_name,

@@ -72,6 +72,8 @@ from typing import TYPE_CHECKING, Any
 
 from ctune.errors import ToolchainError, UserError
 from ctune.interrupts import STOP_SIGNALS, Interrupted
+from ctune.measure import capabilities
+from ctune.measure.capabilities import gpu_available
 from ctune.records import Candidate, Trial
 from ctune.search import Compiler, Publisher, Strategy, make_strategy
 from ctune.search import journal as journal_mod
@@ -158,34 +160,9 @@ class SearchOptions:
 # --- capabilities --------------------------------------------------------------------------
 
 
-def gpu_available(index: int = 0) -> bool:
-    """Is CUDA device ``index`` visible (NVML, else CuPy)? Never raises."""
-    try:
-        from ctune.evidence.identity import probe_gpu
-
-        if probe_gpu(index) is not None:
-            return True
-    except Exception:  # NVML missing or broken: try CuPy below
-        pass
-    try:
-        import cupy
-
-        return bool(cupy.cuda.runtime.getDeviceCount() > index)
-    except Exception:  # no CuPy, no driver (or one too old), no device
-        return False
-
-
 def probe_capabilities() -> set[str]:
     """What this machine offers: "gpu" (a CUDA device) and "nvml" (energy counters)."""
-    caps: set[str] = {"gpu"} if gpu_available() else set()
-    try:
-        from ctune.measure.nvml_energy import nvml_available
-
-        if nvml_available():
-            caps.add("nvml")
-    except ImportError:
-        pass
-    return caps
+    return capabilities.probe_capabilities(gpu_available)
 
 
 _NEED_TEXT = {
@@ -209,13 +186,13 @@ def check_needs(objective: ObjectiveSpec, capabilities: set[str] | frozenset[str
 
 def require_capabilities(
     objective: ObjectiveSpec,
-    measurer: Any,
+    measurer: Measurer | None,
     capabilities: set[str] | frozenset[str] | None = None,
 ) -> None:
     """:func:`check_needs` against ``capabilities``, else the measurer's, else the probes'."""
     caps = capabilities
-    if caps is None:
-        caps = getattr(measurer, "capabilities", None)
+    if caps is None and measurer is not None:
+        caps = measurer.capabilities
     if caps is None and objective.needs:
         caps = probe_capabilities()
     check_needs(objective, set(caps or ()))
@@ -243,25 +220,22 @@ def _plan(settings: Settings, spec: KernelSpec, objective: ObjectiveSpec) -> Sam
     return objective.sampling_plan(base)
 
 
-def _says_what_it_is(part: Any) -> bool:
-    """A stand-in compiler or measurer gives its own fingerprint fields."""
-    return callable(getattr(part, "fingerprint_fields", None))
-
-
 def _fingerprint(
     spec: KernelSpec,
     problem: str,
     settings: Settings,
-    compiler: Any,
-    measurer: Any,
+    compiler: Compiler,
+    measurer: Measurer | None,
     *,
     gpu: bool = True,
 ) -> dict[str, str]:
-    """Stand-ins say what they are; the real path probes toolchain, source and GPU."""
+    """A part that says what it is (``fingerprint_fields``: a stand-in, a replay) gives
+    its fields; otherwise the real toolchain, source and GPU are probed."""
     stand_in: dict[str, str] = {}
     for part in (compiler, measurer):
-        if _says_what_it_is(part):
-            stand_in.update(part.fingerprint_fields())
+        fields = part.fingerprint_fields() if part is not None else None
+        if fields is not None:
+            stand_in.update(fields)
     from ctune import identity_probe
     from ctune.compile.select_toolchain import nvcc_for
     from ctune.evidence import identity as fp
@@ -300,7 +274,7 @@ def _fingerprints_ahead(run: _Run) -> Future[tuple[dict[str, str], dict[str, str
         artifact = _fingerprint(spec, problem, settings, run.compiler, run.measurer)
         every = (
             _fingerprint(spec, problem, settings, run.compiler, None, gpu=False)
-            if _says_what_it_is(run.measurer)
+            if run.measurer is not None and run.measurer.fingerprint_fields() is not None
             else artifact
         )
         journal = {k: v for k, v in every.items() if FIELDS.get(k, ("", ""))[1] != "gpu"}
@@ -522,11 +496,11 @@ def run_search(
     emit = on_event or (lambda event: None)
     if publish is not None:
         publish.check()
-    known = getattr(measurer, "device_name", None)  # a worker's, a stand-in's: never probed
-    plan = check_request(spec, objective, opts, known if isinstance(known, str) and known else None)
+    known = measurer.device_name if measurer is not None else None  # never probed
+    plan = check_request(spec, objective, opts, known or None)
     require_capabilities(objective, measurer, capabilities)
 
-    owned: list[Any] = []
+    owned: list[Measurer | Compiler] = []
     try:
         own_gpu = measurer is None and objective.measures
         if own_gpu:
@@ -544,13 +518,11 @@ def run_search(
         return _execute(run, opts, fingerprint, emit, publish)
     finally:
         for part in reversed(owned):
-            close = getattr(part, "close", None)
-            if callable(close):
-                close()
+            part.close()
 
 
 def _start_workers(
-    measurer: Any,
+    measurer: Measurer | None,
     opts: SearchOptions,
     objective: ObjectiveSpec,
     plan: SamplingPlan,
@@ -561,13 +533,10 @@ def _start_workers(
     problem up once it is up: a start takes over a second (measured in
     ``measure/worker.py``), and the first measurement waits for all of them, so it
     overlaps the device probe and the baseline's compile instead of following them."""
-    prestart = getattr(measurer, "prestart", None)
-    if not callable(prestart) or not objective.measures:
+    if measurer is None or not objective.measures:
         return
-    prestart(1 + sure_rounds(opts.confirm_processes, objective, measurer), wait=False)
-    set_up_ahead = getattr(measurer, "set_up_ahead", None)
-    if callable(set_up_ahead):
-        set_up_ahead(spec, spec.default_candidate(), spec.problem(opts.problem), plan)
+    measurer.prestart(1 + sure_rounds(opts.confirm_processes, objective, measurer), wait=False)
+    measurer.set_up_ahead(spec, spec.default_candidate(), spec.problem(opts.problem), plan)
 
 
 def _build_baseline_ahead(compiler: Compiler, spec: KernelSpec, opts: SearchOptions) -> None:
@@ -789,31 +758,22 @@ def _record(run: _Run, result: SearchResult, fingerprint: Mapping[str, str] | No
         "created_utc": journal_mod.utc_stamp(),
         "wall_s": round(result.timing.wall_s, 3),
     }
+    inputs = run.compiler.source_inputs(run.spec, run.settings)
     return ResultRecord(
-        fp, provenance, protocol_record(run.plan), _inputs(run), dict(run.strategy.options)
+        fp, provenance, protocol_record(run.plan), inputs, dict(run.strategy.options)
     )
 
 
-def _inputs(run: _Run) -> dict[str, Any]:
-    """The source closure file by file, for a real build (stand-ins have no sources to list)."""
-    if getattr(run.compiler, "fingerprint_fields", None) is not None:
-        return {}
-    from ctune.compile.deps import source_closure
-    from ctune.compile.select_toolchain import nvcc_for
-
-    nvcc = nvcc_for(run.settings)
-    closure = source_closure(run.spec, nvcc, arch=run.settings.arch, scratch=run.settings.cache_dir)
-    return {"closure": closure}
-
-
-def _default_compiler(settings: Settings, spec: KernelSpec, toolchain: Toolchain | None) -> Any:
+def _default_compiler(
+    settings: Settings, spec: KernelSpec, toolchain: Toolchain | None
+) -> Compiler:
     from ctune.compile.select_toolchain import toolchain_for
     from ctune.scale import compiler_for
 
     return compiler_for(spec, toolchain or toolchain_for(settings), settings)
 
 
-def _default_measurer(settings: Settings) -> Any:
+def _default_measurer(settings: Settings) -> Measurer:
     from ctune.scale import measurer_for
 
     chosen = measurer_for(settings)  # the engine's GPU workers, or another GPU than 0

@@ -1,20 +1,11 @@
 """The evolutionary loop shared by the GA and NSGA-II, without DEAP.
 
-(mu + lambda), elitist: each ``tell`` merges the told trials into the
-parents and keeps the best ``population_size`` (the subclass decides what
-"best" means: NSGA-II rank and crowding, or one fitness). Told trials the
-strategy never asked for (the driver's fillers) compete the same way: a
-good one becomes a parent. ``ask`` first fills the population from seeds
-(the default build and the spec's ``suggest`` values) and uniform valid
-samples, then breeds offspring:
-tournament parents, uniform crossover, type-aware mutation, then
-``Space.repair``, so no invalid candidate is ever proposed and no budget is
-spent on one. An offspring that repeats a known candidate is mutated again
-(a few times) so duplicates, which the driver answers from its cache,
-stay rare.
-
-Because the population is rebuilt from told trials only, replaying a
-journal into ``tell`` restores it (resume).
+(mu + lambda), elitist: each ``tell`` merges the told trials (fillers included) into the
+parents and keeps the best ``population_size``, "best" being the subclass's (NSGA-II rank
+and crowding, or one fitness). ``ask`` seeds, then breeds with tournament, uniform
+crossover, type-aware mutation and ``Space.repair``, so no budget is spent on an invalid
+candidate. The population is rebuilt from told trials only, so replaying a journal
+restores it (resume).
 """
 
 from __future__ import annotations

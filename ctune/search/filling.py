@@ -1,37 +1,12 @@
 """Build-aware filling: measure runtime-gene variants of good builds while compiles run.
 
-Why: compile-ahead hides a build behind the measurements only when a build
-costs about as much as a measurement. A CUTLASS GEMM build takes 45-90 s of
-nvcc (16 at once: about 0.25 builds/s) and its measurement about 1 s of GPU,
-so the GPU sat idle for most of a search (issue 4: 19% busy against the
-70% target). Genes of the ``runtime`` family never reach nvcc: candidates
-that differ only in them share one build (same argv, same build key, a
-cache hit), so measuring one costs a GPU second and no compile. While every
-build the driver waits for is still compiling, it measures such a
-candidate, a *filler*, instead of waiting.
-
-Which fillers: unseen, restriction-valid variants of the best trials so
-far, with only runtime genes changed, nearest first: one gene before two,
-and within a gene the neighbouring values first. Parents are taken best
-first (the feasible front, then the other feasible trials by the first
-objective); the next parent's variants come once every variant of the
-better ones is tried. A local search in the runtime genes around the best
-builds: a filler that improves on its parent becomes a parent itself, and
-a runtime setting that hid a good build gets found. The order is a pure
-function of the trials (no RNG), so a resumed search continues where it
-stopped.
-
-Fillers are ordinary evaluations: journaled (marked ``"filler": true``),
-told to the strategy with their generation (strategies take trials they did
-not ask for into their selection pool) and reported apart
-(``SearchResult.fillers``). They do not count against an evaluation budget:
-they run only while every build the driver waits for is compiling, so the
-strategy sees as many builds as without them and the GPU does not idle (a
-CUTLASS-like search on the slow stand-ins of ``ctune.testing.slow_builds``,
-67 s builds on 16 slots, 1 s measurements, 60 runtime settings per build,
-one simulated hour: GPU busy 98% against 33%, 118 builds against 105).
-A space without runtime genes
-never has one.
+Genes of the ``runtime`` family never reach nvcc, so a variant that changes only them
+shares a built candidate's build and costs a GPU measurement and no compile. While every
+build the driver waits for is still compiling, it measures such a *filler* instead of
+letting the GPU idle: unseen variants of the best trials, nearest first, in an order that
+is a pure function of the trials (so a resumed search continues where it stopped).
+Fillers are journaled and told like any trial but not counted against the budget
+(docs/search.md).
 """
 
 from __future__ import annotations

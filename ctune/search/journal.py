@@ -1,56 +1,9 @@
 """The append-only search journal: one fsync'd JSON line per finished trial.
 
-Format (JSON Lines, UTF-8):
-
-- line 1, the identity header::
-
-    {"kind": "header", "format": 2, "kernel": ..., "problem": ..., "space": {...},
-     "objectives": {"objectives": [...], "constraints": [...]},
-     "device": "NVIDIA H100 80GB HBM3 (sm_90)",
-     "fingerprint": {...the artifact fingerprint's fields without the GPU's...},
-     "info": {"strategy": ..., "seed": ..., "created_utc": ..., "budget": ...},
-     "search": {"strategy": ..., "options": {...}, "seed": ..., "budget": ..., "time_s": ...,
-                "patience": ..., "fill": ...}}
-
-  ``search`` is the plan that decided the trials (``plan.py``): ``--resume`` reuses it
-  and refuses a flag that differs. It is not an identity field: older journals lack it.
-
-- then one ``{"kind": "trial", "trial": <records.to_json(Trial)>}`` per trial,
-  written before the strategy is told , with ``"filler": true``
-  added for a trial the driver measured while builds compiled rather than
-  one the strategy asked for (``filling.py``; an optional key, so format 1
-  still reads both ways) and ``"elapsed_s"``, the search's own seconds when it
-  finished (continuing across resumed sessions, pauses left out; also
-  optional: ``ctune plot`` draws convergence against it), ``"same_binary_as": KEY``
-  for a trial that was not measured because candidate KEY of this search had compiled
-  to the same binary (``dedup.py``; optional too, so older ctunes read such journals
-  as plain trials), and after each
-  generation a ``{"kind": "generation", "generation": g, "state": {...}}``
-  with the strategy's state.
-- after each round of the confirmation (one fresh process re-measuring the front and the
-  baseline, ``confirm_stage.py``) a ``{"kind": "confirmation", "trials": N, "round": r,
-  "runs": {KEY: <records.to_json(Measurement)>, ...}}``, where N is how many trials the
-  journal held when that confirmation started: a search interrupted while it confirms
-  keeps what it re-measured, and ``--resume`` of the same trials takes those rounds back
-  instead of measuring them again (an older ctune refuses this kind as unknown).
-
-Reading checks every record before anything uses it (``journal_records.py``: each
-field's type, a budget of at least 1, ...): a damaged line is one error naming the file,
-the line and the field (exit 2), never a crash further on. The file must be a regular
-file of at most :data:`MAX_JOURNAL_BYTES`, each line at most :data:`MAX_LINE_BYTES`,
-both checked before they are read.
-
-A crash or Ctrl-C loses at most the trial in flight (rule R7). On
-``--resume`` the header must match the search being resumed: the kernel,
-problem, genome, objectives and device exactly (Kernel Tuner refuses a cache
-of another device/kernel/parameter order the same way), and the fingerprint
-by the one severity rule of :mod:`ctune.evidence.identity` (a hard or build change
-refuses, since the journal's trials cannot be rebuilt and compared; a soft
-one is a note), and a torn last line, which is what a crash in the
-middle of a write leaves, is dropped and cut off the file before anything
-is appended (the caller says so once). Any other unreadable line is an error: the
-journal is evidence, and guessing past damage would not be. A write that fails (a full
-disk) cuts the journal back to its last whole line before the error goes on.
+The journal is the search's evidence and what ``--resume`` continues from, so a crash or
+Ctrl-C loses at most the trial in flight (rule R7), a torn last line is cut off before
+anything is appended, and any other damage is one error naming the file and line, never
+a guess. The format (records, optional keys, resume rules) is docs/journal-format.md.
 """
 
 from __future__ import annotations

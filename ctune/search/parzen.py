@@ -1,29 +1,12 @@
 """A Parzen-estimator model of the good candidates: ctune's built-in model-based strategy.
 
-Why not a GA for the structure genes: on a kernel's space the good builds are a few
-needles (the hand GEMM's recorded 1,156 binaries hold 10 within 10% of the optimum, all
-under one instruction path and one warp layout), and a GA's first generation alone costs
-16 uniform samples. Replayed over the recorded ground truths at 2-5% of the binaries,
-the GA did no better than random search on the GEMM, while a model of which gene values
-the best trials share found the optimum's neighbourhood in a few dozen measurements
-(``docs/search.md`` has the numbers).
-
-The model is the tree-structured Parzen estimator of Bergstra et al. (Optuna's default
-sampler) over every gene as a categorical choice, in its univariate form: after
-``startup_trials`` (the default build, the spec's ``suggest`` values, then uniform
-samples), the measured trials are split into the best ``gamma`` share, *good*, and the
-rest, *bad* (failed and infeasible trials are bad). Each gene gets two categorical
-densities, l(value) over the good and g(value) over the bad, each with a uniform prior
-of weight 1. A proposal is, of ``candidates`` draws from l, the one with the highest sum
-over genes of log(l / g) that repairs to a valid candidate not measured yet (drafts are
-ranked before they are repaired: on the hand GEMM's restricted space, repairing all 24
-made a proposal 10x slower, for the same replayed quality). It is built in, not Optuna's
-sampler (``--strategy tpe``): the default strategy must not need an optional package, and
-replayed on the hand GEMM (20 seeds, 3% / 10% of the binaries) it found more than ctune's
-Optuna strategy, 0.984 / 1.000 of the optimum against 0.910 / 0.992.
-
-The model is a pure function of the told trials, so replaying a journal restores it
-(resume); only the RNG state is saved, as for every strategy.
+The good builds of a kernel's space are a few needles, which a GA's uniform first
+generation rarely hits; a model of which gene values the best trials share finds their
+neighbourhood in a few dozen measurements. This is the univariate tree-structured Parzen
+estimator (Bergstra et al.; Optuna's default sampler) over every gene as a categorical
+choice, built in so that the default strategy needs no optional package. It is a pure
+function of the told trials, so replaying a journal restores it; only the RNG state is
+saved. Its parameters and replayed quality: docs/search.md.
 """
 
 from __future__ import annotations

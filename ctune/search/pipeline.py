@@ -7,7 +7,7 @@ the first's future instead of taking a compile slot (and running nvcc again). Ea
 measured serially on the one GPU as soon as its build is ready (batch order among the
 ready ones), scored by the objective spec and journaled. While every build the batch
 waits for is still compiling, the GPU measures fillers instead (``filling.py``).
-A measurer with several GPUs measures that many at once (``scale/batch.py``).
+A measurer with several GPUs measures that many at once (``concurrent_batch.py``).
 """
 
 from __future__ import annotations
@@ -41,9 +41,7 @@ class Pipeline:
     def __init__(self, run: _Run) -> None:
         self.run = run
         opts, compiler = run.opts, run.compiler
-        self.jobs = max(
-            1, opts.jobs or int(getattr(compiler, "jobs", 0) or 0) or run.settings.jobs or 4
-        )
+        self.jobs = max(1, opts.jobs or compiler.jobs or run.settings.jobs or 4)
         directions = run.objective.directions
         self.filler = Filler(run.spec.name, run.space, run.problem.dims, directions)
         # compile-only objectives cannot tell runtime variants apart: nothing to fill with
@@ -164,8 +162,8 @@ class Pipeline:
         A measurer with several GPUs (``slots``) measures that many at once (``scale/``).
         """
         run = self.run
-        if getattr(run.measurer, "slots", 1) > 1 and run.objective.measures:
-            from ctune.scale.batch import evaluate_concurrently
+        if run.measurer is not None and run.measurer.slots > 1 and run.objective.measures:
+            from ctune.search.concurrent_batch import evaluate_concurrently
 
             return evaluate_concurrently(run, new, generation)
         futures: dict[int, Future[Build]] = {}

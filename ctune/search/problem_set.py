@@ -56,6 +56,7 @@ from ctune.search.set_layout import (
 from ctune.writes import write_atomic
 
 if TYPE_CHECKING:
+    from ctune.compile.contract import Compiler
     from ctune.config import Settings
     from ctune.objective.spec import ObjectiveSpec
     from ctune.records import Build, Measurement
@@ -423,12 +424,13 @@ def group_seeds(
     return [c.as_dict() for c in seeds + first + more]
 
 
-def _build_defaults_ahead(spec: KernelSpec, pending: Sequence[Problem], compiler: Any) -> None:
+def _build_defaults_ahead(
+    spec: KernelSpec, pending: Sequence[Problem], compiler: Compiler | None
+) -> None:
     """Start the default build of every compile group still to search, side by side, so that
     a group's first shape finds its baseline compiled instead of waiting a whole build for it
     (a CUTLASS build is ~1 min of one core; the groups' defaults are independent)."""
-    submit = getattr(compiler, "submit", None)
-    if submit is None:
+    if compiler is None:
         return
     default = spec.default_candidate()
     first_of_group: dict[str, Problem] = {}
@@ -436,7 +438,7 @@ def _build_defaults_ahead(spec: KernelSpec, pending: Sequence[Problem], compiler
         if not _invalid(spec, default, p):
             first_of_group.setdefault(group_of(p), p)
     for problem in first_of_group.values():
-        submit(default, problem)
+        compiler.submit(default, problem)
 
 
 def _attempts(opts: SetOptions, spec: KernelSpec, problem: Problem) -> list[tuple[int, Path]]:
@@ -618,7 +620,7 @@ def to_matrix(
 
 
 def _write_finalists(
-    spec: KernelSpec, opts: SetOptions, problems: Sequence[Problem], compiler: Any
+    spec: KernelSpec, opts: SetOptions, problems: Sequence[Problem], compiler: Compiler | None
 ) -> None:
     """The finalists and their build-cache keys: what the next call needs from the cache.
 
@@ -626,12 +628,11 @@ def _write_finalists(
     it here (one build after another) would spend the step on what the search compiles
     side by side anyway. Its key stays empty until a later step built it."""
     entries = []
-    lookup = getattr(compiler, "lookup", None)
     for group, cands in finalists(spec, opts, problems).items():
         members = [p for p in problems if group_of(p) == group]
         for c in cands:
             valid = [p for p in members if not _invalid(spec, c, p)]
-            build = lookup(c, valid[0]) if valid and lookup is not None else None
+            build = compiler.lookup(c, valid[0]) if valid and compiler is not None else None
             ok = build is not None and build.outcome.is_ok
             entries.append(
                 {

@@ -1,38 +1,11 @@
 """What a search measures of a candidate: less than the protocol, where the decision allows.
 
-A search spends most of its GPU time confirming what it already knows. Two rules cut it,
-and both stay out of the protocol: what a search reports (and an artifact records) is
-re-measured in fresh processes with the protocol's full plan.
-
-Pruning. A candidate whose screen (a short warm-up and ten-odd samples,
-``EventTimer.screen``) sits well above the leader will not lead. Like Optuna's pruners,
-the search stops such a trial early; unlike them, the rule is one threshold known before
-the candidate runs, so the measuring worker applies it itself, with no round trip. The
-trial keeps its (short) measurement, marked ``pruned``, and the strategy is told its
-value: it is a real measurement, only shorter. A pruned candidate is not checked for
-correctness: it is never reported or pinned.
-
-Only one-objective searches on a latency statistic (p50, p95, p99, mean) or on a
-throughput from the median prune: with several objectives a slow candidate can still be
-on the front (less energy, fewer registers). The threshold is the leader's own statistic
-times (1 + margin): a candidate's median above it means its p99 (>= its median) is too,
-so a p99 search never prunes a candidate that could lead. The default margin, 10%, is
-twice the largest between-process spread of any binary in the recorded ground truths
-(5.2% max, 0.25% median; tests/data/ground_truth/README.md).
-
-The search phase's sampling budget. A candidate that is not pruned is sampled for
-``search_rep_ms`` (25 ms, Triton's ``rep`` is 100) instead of the protocol's rep_ms, with at
-least ``SEARCH_MIN_SAMPLES`` (30, the protocol's minimum is 100) and never under its
-quantile's floor (p99 keeps its 200-1,000): its value only has to choose which few go to
-confirmation. The median of 30 samples has a standard error of 1.25 / sqrt(30) ~ 0.23 of
-the samples' standard deviation; on a 0.2 ms kernel behind a cold-L2 flush the 70 samples
-left out are ~35 ms of a ~130 ms measurement. Its warm-up is ``SEARCH_WARMUP_MS`` (5 ms,
-the screen's included; the protocol's is 25), still until three batch means agree: the
-screen ran the candidate a moment ago, on a GPU that has been measuring all along. On an
-H200 that took a tiled matmul's unpruned candidates from 93 to 75 ms each, and chose the
-same leader. The search's baseline is sampled so too (it is never pruned): confirmation
-re-measures it beside the leader. Only when confirmation runs: a search that reports its
-own measurements (``--confirm-processes 0``) samples every candidate by the protocol.
+The search phase only ranks: what a search reports (and an artifact records) is
+re-measured in fresh processes with the protocol's full plan. So two rules, search policy
+outside the protocol, cut its GPU time: pruning (a one-objective latency or throughput
+search stops a candidate whose short screen sits more than a margin above the leader, a
+threshold the worker applies itself) and a smaller sampling budget and warm-up for the
+candidates that go on. The rules and their numbers: docs/search.md.
 """
 
 from __future__ import annotations

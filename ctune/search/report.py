@@ -242,13 +242,23 @@ def pick_for_confirmation(
 
 
 def front_of(members: Sequence[MemberResult], directions: Sequence[str]) -> list[MemberResult]:
-    """The non-dominated members by their (confirmed) values, in input order."""
+    """The non-dominated members by their (confirmed) values, in input order, one per
+    point: of members with equal values, the one that changes the fewest genes (the
+    default build when it is one of them). For one objective that is the one best build:
+    build properties such as registers tie often, and equals are not a front."""
     from ctune.objective.pareto import as_minimization, non_dominated
 
     if not members:
         return []
     mask = non_dominated(as_minimization([m.values for m in members], directions))
-    return [m for m, keep in zip(members, mask, strict=True) if keep]
+    kept = [m for m, keep in zip(members, mask, strict=True) if keep]
+    simplest: dict[tuple[float, ...], MemberResult] = {}
+    for m in kept:
+        point = tuple(m.values)
+        if point not in simplest or len(m.changed) < len(simplest[point].changed):
+            simplest[point] = m
+    chosen = {id(m) for m in simplest.values()}
+    return [m for m in kept if id(m) in chosen]
 
 
 def changed_genes(candidate: Candidate, defaults: Mapping[str, GeneValue]) -> dict[str, GeneValue]:

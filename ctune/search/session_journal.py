@@ -232,8 +232,7 @@ class SessionJournal:
         self.journal = journal
         self.header = replay.header
         run.timers.resumed_s = replay.last_elapsed_s
-        known = getattr(run.measurer, "device_name", None)
-        self.device = known if isinstance(known, str) else None
+        self.device = run.measurer.device_name if run.measurer is not None else None
         for change in journal_mod.check_identity(path, replay.header, self.identity()):
             run.note(change, "info")
         if self.device is None:

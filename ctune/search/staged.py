@@ -1,30 +1,11 @@
 """Structure first, flags on the leading builds: a joint search flag genes cannot make worse.
 
-Over launch + template + flag genes at once, a GA spends its budget on flag
-combinations of mediocre builds: on a tiled matmul with ``flags: all`` it ended
-14-20% slower than the same GA over the structure genes alone, at three times
-the budget. Flags matter only on builds that are already good, and most flag
-changes leave the machine code unchanged. So this strategy alternates:
-
-- **structure**: a search over the genes that are not compiler flags, every flag at
-  its no-op default (the default renders no flag at all): the Parzen-estimator model
-  (``parzen.py``), or the GA with ``--option structure=ga``. It is the structure-only
-  search exactly, same seed, same proposals, so until the first flag phase the two
-  searches are the same search;
-- **flags**: when the structure phase has not improved the best value for
-  ``patience`` generations (of ``batch`` proposals, or ``population_size`` for the GA),
-  one-flag-at-a-time changes of the ``leaders`` best builds (coordinate descent
-  from each leader: every alternative value of every flag gene; an improvement
-  becomes the new starting point). Flag variants that compile to a
-  binary the search measured already cost no GPU time (``dedup.py``). When a round of
-  probes brings nothing, the structure phase resumes.
-
-- **controls**: where the space has acf genes (advanced-controls files), once a flag
-  round brings nothing (or the structures are exhausted), controls files proposed by an
-  engine on the best build so far, to the end of the search (``controls_phase.py``).
-  ``start=controls`` starts there, on the best build told first (a warm start's).
-
-Told trials it did not ask for (fillers, a warm start) enter both phases' pools.
+Flags matter only on builds that are already good, and most flag changes leave the machine
+code unchanged, so this strategy alternates a **structure** phase (the non-flag genes,
+every flag at its no-op default: ``parzen.py``, or the GA with ``structure=ga``) with a
+**flags** phase once it stagnates (one-flag-at-a-time descent from the ``leaders`` best
+builds), and ends with a **controls** phase where the space has acf genes
+(``controls_phase.py``). Why and how, with the measurements: docs/search.md.
 """
 
 from __future__ import annotations

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ctune.errors import UserError
-from ctune.objective.pareto import minimized
 from ctune.records import Candidate, GeneValue, Trial
 from ctune.space.params import Space
 
@@ -119,6 +118,10 @@ def min_form(trial: Trial, directions: Sequence[str]) -> tuple[float, ...] | Non
     """The trial's values to minimise (``max`` objectives negated); None if infeasible."""
     if not trial.feasible or trial.values is None:
         return None
+    # here, not at the top: the option tables in this module make `ctune search --help`,
+    # which should not import numpy (pareto's)
+    from ctune.objective.pareto import minimized
+
     return minimized(trial.values, directions)
 
 

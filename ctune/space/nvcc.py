@@ -1,19 +1,11 @@
 """The curated nvcc/ptxas flag catalogue for CUDA 13.0, as genes.
 
-Each entry is a gene whose default value renders to no flag at all, so the
-default candidate is exactly the plain build. Entries that change floating
-point results are marked ``numerics``: they face the same correctness check
-as every other candidate, and reports name them. Every value of every entry
-is compiled by the real nvcc in ``tests/compile/test_flag_catalogue.py``.
-
-An entry may require a compiler option: it is offered only when ``nvcc --help`` lists
-that option.
-
-The ``acf`` genes (:data:`ACF`) are the advanced-controls files of ptxas and of nvcc
-(``--apply-controls``, CUDA 13.3+): open genes whose value is ``"none"`` or a controls
-file's sha256 digest. The compiler puts the stored file's path in place of the digest
-before rendering (``ctune.controls.store``); which of them a toolchain takes for a target
-is ``ctune.controls.offer``'s business.
+Each entry's default value renders no flag at all, so the default candidate is exactly
+the plain build; entries that change floating point results are marked ``numerics``. An
+entry that needs a compiler option is offered only when ``nvcc --help`` lists it. The
+``acf`` genes (:data:`ACF`) hold advanced-controls files by sha256 digest; the compiler
+puts the stored file's path in place of the digest (``ctune.controls.store``).
+docs/spec-format.md lists the catalogue; docs/advanced-controls.md the controls files.
 """
 
 from __future__ import annotations

@@ -69,9 +69,11 @@ class SleepingStandInMeasurer(StandInMeasurer):
         problem: Problem,
         plan: SamplingPlan,
         processes: int,
+        *,
+        seed: int | None = None,
     ) -> dict[str, list[Measurement]]:
         self._event("remeasure")
-        return super().remeasure(spec, items, problem, plan, processes)
+        return super().remeasure(spec, items, problem, plan, processes, seed=seed)
 
     def measure(
         self,

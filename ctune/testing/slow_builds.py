@@ -29,13 +29,15 @@ import hashlib
 from collections.abc import Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from ctune.compile.contract import Compiler
 from ctune.records import Build, Candidate, Measurement, Outcome, Resources
 from ctune.space.params import BuildGroup
 from ctune.testing.standins import StandInMeasurer, write_standin_kernel
 
 if TYPE_CHECKING:
+    from ctune.config import Settings
     from ctune.measure import SamplingPlan
     from ctune.spec import KernelSpec, Problem
 
@@ -81,7 +83,7 @@ class _SimulatedCompile(Future[Build]):
         return super().result(timeout)
 
 
-class SlowStandInCompiler:
+class SlowStandInCompiler(Compiler):
     """NOT NVCC: every distinct build takes ``compile_s`` simulated seconds on a slot."""
 
     def __init__(
@@ -147,6 +149,9 @@ class SlowStandInCompiler:
     def fingerprint_fields(self) -> dict[str, str]:
         return {"nvcc_version": "slow stand-in compiler (not nvcc)", "ptxas_version": "stand-in"}
 
+    def source_inputs(self, spec: KernelSpec, settings: Settings) -> dict[str, Any]:
+        return {}  # nothing was compiled: no sources to list
+
     def close(self) -> None:
         pass
 
@@ -179,9 +184,11 @@ class TimedStandInMeasurer(StandInMeasurer):
         problem: Problem,
         plan: SamplingPlan,
         processes: int,
+        *,
+        seed: int | None = None,
     ) -> dict[str, list[Measurement]]:
         self.clock.advance(self.measure_s * len(items) * processes)
-        return super().remeasure(spec, items, problem, plan, processes)
+        return super().remeasure(spec, items, problem, plan, processes, seed=seed)
 
 
 RUNTIME_YAML = """\

@@ -47,7 +47,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ctune.compile.contract import Compiler
 from ctune.evidence.identity import gpu_label
+from ctune.measure import Measurer
 from ctune.measure.plan import PRUNE_MIN_SAMPLES, prunes
 from ctune.records import (
     Build,
@@ -62,6 +64,7 @@ from ctune.records import (
 from ctune.testing.json_files import load_json, save_json
 
 if TYPE_CHECKING:
+    from ctune.config import Settings
     from ctune.measure import SamplingPlan
     from ctune.space.params import Space
     from ctune.spec import KernelSpec, Problem
@@ -94,7 +97,7 @@ def _positions(space: Space, values: Mapping[str, GeneValue]) -> list[float]:
 # --- the stand-in measurer --------------------------------------------------------------
 
 
-class StandInMeasurer:
+class StandInMeasurer(Measurer):
     """NOT A GPU: an analytic, seeded cost model that speaks the Measurer protocol."""
 
     device_name = gpu_label(STANDIN_DEVICE)
@@ -277,10 +280,12 @@ class StandInMeasurer:
         problem: Problem,
         plan: SamplingPlan,
         processes: int,
+        *,
+        seed: int | None = None,
     ) -> dict[str, list[Measurement]]:
         out: dict[str, list[Measurement]] = {c.key(): [] for c, _ in items}
         order = list(items)
-        shuffle = random.Random(self.seed)
+        shuffle = random.Random(self.seed if seed is None else seed)
         for _ in range(processes):
             self.processes += 1
             p = self.processes  # a new process: new noise, also across calls
@@ -352,7 +357,7 @@ def _argv(candidate: Candidate) -> tuple[str, ...]:
     )
 
 
-class StandInCompiler:
+class StandInCompiler(Compiler):
     """NOT NVCC: Builds with scripted outcomes, instantly, and a register estimate."""
 
     def __init__(
@@ -452,6 +457,9 @@ class StandInCompiler:
 
     def fingerprint_fields(self) -> dict[str, str]:
         return {"nvcc_version": "stand-in compiler (not nvcc)", "ptxas_version": "stand-in"}
+
+    def source_inputs(self, spec: KernelSpec, settings: Settings) -> dict[str, Any]:
+        return {}  # nothing was compiled: no sources to list
 
     def close(self) -> None:
         pass
@@ -556,7 +564,7 @@ def ground_truth_entry(candidate: Candidate, build: Build, m: Measurement | None
     return entry
 
 
-class ReplayCompiler:
+class ReplayCompiler(Compiler):
     """Builds as recorded in a ground truth (unknown keys: COMPILE_ERROR, say so)."""
 
     def __init__(self, truth: GroundTruth) -> None:
@@ -607,11 +615,14 @@ class ReplayCompiler:
             if k in ("nvcc_version", "ptxas_version")
         } or {"nvcc_version": "replay"}
 
+    def source_inputs(self, spec: KernelSpec, settings: Settings) -> dict[str, Any]:
+        return {}  # nothing was compiled: no sources to list
+
     def close(self) -> None:
         pass
 
 
-class ReplayMeasurer:
+class ReplayMeasurer(Measurer):
     """Serves the recorded measurements of a ground truth, keyed by candidate key.
 
     There are no samples, only the recorded quantiles (CIs collapse to the
@@ -632,8 +643,16 @@ class ReplayMeasurer:
         has_energy = any(e.get("energy_j") is not None for e in truth.entries.values())
         self.capabilities = frozenset({"gpu", "nvml"} if has_energy else {"gpu"})
 
-    def _measurement(self, candidate: Candidate, problem: Problem) -> Measurement:
+    def _measurement(self, candidate: Candidate, build: Build, problem: Problem) -> Measurement:
         key = candidate.key()
+        if not build.outcome.is_ok:
+            return Measurement(
+                key,
+                problem.name,
+                build.outcome,
+                self.device,
+                error=f"not measured: the build ended {build.outcome.value}",
+            )
         entry = self.truth.entries.get(key)
         if entry is None:
             return Measurement(
@@ -683,7 +702,7 @@ class ReplayMeasurer:
         plan: SamplingPlan,
     ) -> Measurement:
         self.calls.append(candidate.key())
-        return self._measurement(candidate, problem)
+        return self._measurement(candidate, build, problem)
 
     def remeasure(
         self,
@@ -692,9 +711,11 @@ class ReplayMeasurer:
         problem: Problem,
         plan: SamplingPlan,
         processes: int,
+        *,
+        seed: int | None = None,
     ) -> dict[str, list[Measurement]]:
         return {
-            c.key(): [self._measurement(c, problem) for _ in range(processes)] for c, _ in items
+            c.key(): [self._measurement(c, b, problem) for _ in range(processes)] for c, b in items
         }
 
     def fingerprint_fields(self) -> dict[str, str]:

@@ -302,13 +302,11 @@ def test_the_source_closure_is_the_one_of_the_arch_built_for(toolchain, tmp_path
     """With --arch sm_80 on an sm_90 spec, every closure (build key, fingerprint, the
     recorded inputs, ctune check) is the sm_80 build's: taken for the spec's arch, it missed
     ampere.h, so an edit there kept serving the old sm_80 build from the cache."""
-    from types import SimpleNamespace
 
     from ctune import identity_probe
     from ctune.compile import deps
     from ctune.config import Settings
     from ctune.registry.check import FingerprintProbe
-    from ctune.search.driver import _inputs
 
     spec = load_spec(_arch_kernel(tmp_path / "kernels"), toolchain.help_text)
     sm80 = deps.source_closure(spec, arch="sm_80")
@@ -318,11 +316,11 @@ def test_the_source_closure_is_the_one_of_the_arch_built_for(toolchain, tmp_path
     )
     probe = FingerprintProbe(tmp_path / "kernels", gpu=False, arch="sm_80")
     assert probe.current("k", "one").closure == sm80
-    run = SimpleNamespace(compiler=object(), spec=spec, settings=Settings(arch="sm_80"))
-    assert _inputs(run) == {"closure": sm80}  # type: ignore[arg-type]
+    compiler = _compiler(spec, toolchain, tmp_path, arch="sm_80")
+    assert compiler.source_inputs(spec, Settings(arch="sm_80")) == {"closure": sm80}
 
     cand, problem = spec.default_candidate(), spec.problem()
-    first = _compiler(spec, toolchain, tmp_path, arch="sm_80").build(cand, problem)
+    first = compiler.build(cand, problem)
     assert first.outcome is Outcome.OK, first.log_tail
     (tmp_path / "kernels" / "ampere.h").write_text("#define TILE 5\n")
     deps._closure.cache_clear()  # as a new process would find it

@@ -46,3 +46,19 @@ def test_the_entry_point_exits_141(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     with pytest.raises(SystemExit) as stopped:
         main(["registry", "list", "--as", "json"])
     assert stopped.value.code == 141
+
+
+def test_version_on_a_closed_pipe_exits_141(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctune.cli import main
+
+    monkeypatch.setattr(sys, "stdout", _ClosedPipe())
+    with pytest.raises(SystemExit) as stopped:
+        main(["--version"])
+    assert stopped.value.code == 141
+
+
+def test_version_without_a_stdout_is_not_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctune.cli import main
+
+    monkeypatch.setattr(sys, "stdout", None)  # started with stdout closed (`ctune -V >&-`)
+    main(["--version"])

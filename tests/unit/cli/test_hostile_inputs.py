@@ -258,8 +258,7 @@ def run(project: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[list[str]],
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("COLUMNS", "100")
     probed = toolchain.probe_toolchain("nvcc")  # the machine boundary: probed once
-    for module in ("ctune.compile.toolchain", "ctune.cli.common"):
-        monkeypatch.setattr(f"{module}.probe_toolchain", lambda *_a, **_k: probed)
+    monkeypatch.setattr(toolchain, "probe_toolchain", lambda *_a, **_k: probed)
     import ctune.search.driver as driver
 
     monkeypatch.setattr(driver, "gpu_available", lambda index=0: False)  # never a GPU here

@@ -37,8 +37,7 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Run:
     for name in ("CTUNE_DEBUG", "CTUNE_REGISTRY", "CTUNE_CACHE_DIR", "CTUNE_EXECUTOR"):
         monkeypatch.delenv(name, raising=False)
     probed = toolchain.probe_toolchain("nvcc")  # the machine boundary: probed once
-    for module in ("ctune.compile.toolchain", "ctune.cli.common"):
-        monkeypatch.setattr(f"{module}.probe_toolchain", lambda *_a, **_k: probed)
+    monkeypatch.setattr(toolchain, "probe_toolchain", lambda *_a, **_k: probed)
 
     def invoke(*argv: str, environ: Mapping[str, str] | None = None) -> tuple[int, str, str]:
         out, err = io.StringIO(), io.StringIO()

@@ -389,7 +389,8 @@ def test_narrow_terminal_gives_each_member_its_own_lines(boundary: Boundary) -> 
     for member in data["front"]:
         changed = " ".join(f"{k}={v}" for k, v in member["changed"].items())
         assert any(member["key"] in ln for ln in lines)
-        assert any(ln.strip() == (changed or "(default build)") for ln in lines), changed
+        label = changed or "baseline: the default build"  # on the front, listed once
+        assert any(ln.strip() == label for ln in lines), changed
 
 
 def test_wide_terminal_gets_the_table(boundary: Boundary) -> None:
@@ -409,8 +410,11 @@ def test_json_is_one_document_at_any_width(boundary: Boundary) -> None:
 def test_compile_only_search_is_titled_so(run: Run) -> None:
     result = run("--objective", "regs", "--budget", "8")
     assert result.exit_code == 0, result.output
-    assert "compile-only (nothing ran on a GPU)" in result.stdout
+    assert "compile-only (nothing ran on a GPU): 1 on the front" in result.stdout
     assert " on none" not in result.stdout
+    # nothing was measured on a GPU: no gain, no comparison, no pruning, no GPU time
+    for measured in ("gain", "p50", "pruned", "GPU busy", "measure ", "re-measured"):
+        assert measured not in result.stdout, measured
 
 
 def test_constraints_only_the_default_build_beats_exit_4(boundary: Boundary) -> None:

@@ -129,6 +129,8 @@ class _SeesTheDevice(StandInMeasurer):
         problem: Problem,
         plan: SamplingPlan,
         processes: int,
+        *,
+        seed: int | None = None,
     ) -> dict[str, list[Measurement]]:
         return {
             c.key(): [self.measure(spec, c, b, problem, plan) for _ in range(processes)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 import types
 from pathlib import Path
@@ -244,6 +245,22 @@ def test_harness_digest_is_stable_hex() -> None:
     a, b = fingerprint.harness_sha256(), fingerprint.harness_sha256()
     assert a == b and len(a) == 64
     assert identity_probe.harness_fields()["ctune_version"] == __import__("ctune").__version__
+
+
+def test_harness_digest_follows_the_code_not_its_comments(tmp_path: Path) -> None:
+    package = tmp_path / "ctune"
+    shutil.copytree(Path(fingerprint.__file__).parents[1] / "measure", package / "measure")
+    (package / "evidence").mkdir()
+    stats = Path(fingerprint.__file__).parent / "stats.py"
+    shutil.copy(stats, package / "evidence" / "stats.py")
+    before = fingerprint.harness_sha256(package)
+    assert before == fingerprint.harness_sha256()  # the installed package, the same code
+    plan = package / "measure" / "plan.py"
+    text = plan.read_text()
+    plan.write_text(text.replace('"""', '"""Reworded. ', 1) + "\n# a comment\n\n")
+    assert fingerprint.harness_sha256(package) == before
+    plan.write_text(text + "\nEXTRA = 1\n")
+    assert fingerprint.harness_sha256(package) != before
 
 
 def test_current_fingerprint_composes_and_keeps_only_known_fields(

@@ -201,17 +201,6 @@ def test_a_ref_is_matched_exactly_and_a_hopeless_update_fails_fast(
     assert git(repo, "rev-parse", "--verify", "-q", "refs/heads/ctune", check=False) == ""
 
 
-def test_git_is_a_complete_history_backend(tmp_path: Path) -> None:
-    """The storage interface the services use: git implements every operation of it."""
-    import subprocess
-
-    from ctune.registry.storage import History, open_history
-
-    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    with open_history(tmp_path / "registry") as history:
-        assert isinstance(history, History)
-
-
 @pytest.mark.parametrize("name", ["caf\udce9", 'new\nline "q"', '"quoted'])
 def test_a_registry_folder_is_committed_under_the_bytes_of_its_name(repo: Path, name: str) -> None:
     """A folder that is not UTF-8 (its byte 0xe9 held as a surrogate), or whose name holds a

@@ -1,13 +1,9 @@
-"""Fixtures for the search tests: a stand-in kernel, settings in tmp, a search runner, the
-benchmark scripts as modules."""
+"""Fixtures for the search tests: a stand-in kernel, settings in tmp, a search runner."""
 
 from __future__ import annotations
 
-import importlib
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -20,23 +16,6 @@ from ctune.search.events import SearchEvent
 from ctune.search.result import SearchResult
 from ctune.spec import KernelSpec
 from ctune.testing.standins import StandInCompiler, StandInMeasurer, standin_spec
-
-BENCH = Path(__file__).resolve().parents[3] / "bench"
-
-
-@pytest.fixture
-def bench_module() -> Callable[[str], ModuleType]:
-    """Import a benchmark script, ``bench/NAME.py``, as a module (bench/ is on the path
-    while it imports: the scripts import one another)."""
-
-    def load(name: str) -> ModuleType:
-        sys.path.insert(0, str(BENCH))
-        try:
-            return importlib.import_module(name)
-        finally:
-            sys.path.remove(str(BENCH))
-
-    return load
 
 
 @pytest.fixture

@@ -37,8 +37,10 @@ class _DefaultWinsWhenReMeasured(StandInMeasurer):
         problem: Problem,
         plan: SamplingPlan,
         processes: int,
+        *,
+        seed: int | None = None,
     ) -> dict[str, list[Measurement]]:
-        out = super().remeasure(spec, items, problem, plan, processes)
+        out = super().remeasure(spec, items, problem, plan, processes, seed=seed)
         default = self.calls[0]
         for key, runs in out.items():
             if key != default:

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 import ctune.cli.search as search_cli
 from ctune.config import Settings
 from ctune.errors import UserError
+from ctune.measure import Measurer
 from ctune.objective import parse_objective_spec
 from ctune.registry.assemble import ResultPublisher
 from ctune.search.dispatch import EDGE_EPS
@@ -286,6 +287,18 @@ def test_each_groups_default_build_starts_ahead(spec: KernelSpec) -> None:
     compiler = _NoCompiles(spec, {})
     _build_defaults_ahead(spec, [spec.problem(n) for n in spec.problem_sets["all"]], compiler)
     assert compiler.submitted == ["m1", "m16-b"]  # one per compile group, its first shape
+
+
+class _NoGpu(Measurer):
+    """The measurer of a machine without a GPU: never asked to measure."""
+
+    capabilities = frozenset[str]()
+
+    def measure(self, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a machine without a GPU measured")
+
+    def remeasure(self, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a machine without a GPU measured")
 
 
 class SteppedClock:
@@ -578,9 +591,6 @@ def test_a_set_checks_the_request_and_the_gpu_before_anything_compiles(
     settings = Settings(cache_dir=tmp_path / "cache", registry=tmp_path / "registry")
     compiler = StandInCompiler(spec, fail_every=None)
 
-    class NoGpu:  # the measurer of a machine without a GPU (never called)
-        capabilities: frozenset[str] = frozenset()
-
     def run(objective: str, **options: Any) -> None:
         run_problem_set(
             settings,
@@ -589,7 +599,7 @@ def test_a_set_checks_the_request_and_the_gpu_before_anything_compiles(
             SearchOptions(budget=8, seed=1, **options),
             SetOptions("all", tmp_path / "set"),
             compiler=compiler,
-            measurer=NoGpu(),
+            measurer=_NoGpu(),
         )
 
     with pytest.raises(UserError, match="unknown strategy 'gaa'"):
@@ -611,9 +621,6 @@ def test_a_finished_set_covers_again_without_a_gpu_taking_shipped_builds_first(
     others = frozenset(r["build"] for r in rows) - set(first.cover.builds)
     assert others, "the stand-in set measures more builds than its cover takes"
 
-    class NoGpu:  # the measurer of a machine without a GPU: never asked to measure
-        capabilities: frozenset[str] = frozenset()
-
     settings = Settings(cache_dir=tmp_path / "cache", registry=tmp_path / "registry")
     again = run_problem_set(
         settings,
@@ -622,7 +629,7 @@ def test_a_finished_set_covers_again_without_a_gpu_taking_shipped_builds_first(
         SearchOptions(budget=8, seed=1, confirm_processes=2, journal_fsync=False),
         SetOptions("all", tmp_path / "set", margin=0.03, shipped=others),
         compiler=StandInCompiler(spec, fail_every=None),
-        measurer=NoGpu(),
+        measurer=_NoGpu(),
     )
     cover = again.cover
     assert cover is not None and read_rows(tmp_path / "set" / MATRIX) == rows

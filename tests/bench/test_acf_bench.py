@@ -9,7 +9,7 @@ import pytest
 
 from ctune.spec import load_spec
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

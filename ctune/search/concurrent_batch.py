@@ -1,23 +1,10 @@
 """One generation on several GPUs: up to ``slots`` candidates measured at once.
 
-The serial loop (``Pipeline.evaluate_batch``) measures one candidate at a time. With
-several GPUs this one keeps every GPU busy and still writes the journal, and tells the
-strategy, in batch order (the strategy's ask order), so the same seed gives the same
-journal whichever GPU finishes first: a measurement that ends before an earlier
-candidate's waits, finished, until that one is journaled; the GPUs go on meanwhile.
-Builds are compiled ahead as in the serial loop (``compile_ahead``); while no build is
-ready a free GPU measures a filler (a runtime-gene variant whose build is in the
-cache), journaled when it ends, as serially. The first Ctrl-C journals the candidates
-whose measurement had started and stops; the second abandons them.
-
-Each binary is measured once, as serially (``search/dedup.py``): a candidate whose
-binary the search measured already starts nothing; one whose binary another candidate
-of the batch is being measured for takes that measurement (the first of the two in batch
-order is journaled as measured, the other as "same binary as" it, as serially); one whose
-binary a filler is measuring waits for the filler's trial.
-
-Each candidate's GPU time (its measurement's wall time) is added to the run's
-``measure_s``: with N GPUs the search's busy fraction can reach N.
+Where the serial loop (``Pipeline.evaluate_batch``) measures one candidate at a time, this
+keeps every GPU busy yet journals and tells the strategy in batch order, so the same seed
+gives the same journal whichever GPU finishes first. Compile-ahead, fillers, one
+measurement per binary and Ctrl-C behave as serially. The rules: docs/scale-out.md,
+"Several GPUs of one host".
 """
 
 from __future__ import annotations
@@ -29,6 +16,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from ctune.measure import Measurer
     from ctune.records import Build, Candidate, Measurement, Trial
     from ctune.search.driver import _Run
     from ctune.space.params import BuildGroup
@@ -56,8 +44,9 @@ class ConcurrentBatch:
         self.new = new
         self.generation = generation
         self.plan = run.pipeline.plan(generation)  # pruning fixed for the generation
-        self.measurer: Any = run.measurer
-        self.slots = int(getattr(self.measurer, "slots", 1))
+        assert run.measurer is not None  # a batch that measures
+        self.measurer: Measurer = run.measurer
+        self.slots = self.measurer.slots
         self.futures: dict[int, Future[Build]] = {}
         self.shared: dict[BuildGroup, Future[Build]] = {}
         self.left = list(range(len(new)))  # not journaled yet, in batch order
@@ -88,9 +77,7 @@ class ConcurrentBatch:
                     future.cancel()
             for filler in self.fillers:
                 filler.measurement.cancel()
-            forget = getattr(self.measurer, "forget", None)
-            if callable(forget):
-                forget()
+            self.measurer.forget()
         return self.done
 
     # --- starting ------------------------------------------------------------------------
@@ -150,17 +137,16 @@ class ConcurrentBatch:
     def _start_fillers(self) -> None:
         """A free GPU and no build to measure: a filler whose build is already cached."""
         run = self.run
-        cached = getattr(run.compiler, "cached", None)
         ready = any(
             j not in self.started and j in self.futures and self.futures[j].done()
             for j in self.left
         )
-        while callable(cached) and not ready and self._busy() < self.slots:
+        while not ready and self._busy() < self.slots:
             avoid = self.pending | {f.candidate.key() for f in self.fillers}
             cand = run.pipeline.pick_filler(avoid)
             if cand is None:
                 return
-            build = cached(cand, run.problem)
+            build = run.compiler.lookup(cand, run.problem)
             if build is None:  # its build is not at hand: not a cheap filler now
                 return
             build = self._prepared(cand, build)

@@ -1,0 +1,44 @@
+"""The thresholds of the one comparison rule (:mod:`ctune.evidence.compare`), apart from
+it: plain numbers, so that what only shows or passes them (``ctune gate``'s option
+defaults, a report's one-line description) needs neither numpy nor scipy."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+#: The process count per side at which ``cv_factor`` applies unscaled (the search's
+#: confirmation and the gate's default).
+REFERENCE_PROCESSES = 3
+
+
+@dataclass(frozen=True, slots=True)
+class NoiseRule:
+    """The thresholds of :func:`ctune.evidence.compare.compare`; one value for the search and
+    the gate."""
+
+    min_processes: int = 3
+    floor: float = 0.02  # T never below 2%
+    cv_factor: float = 5.0
+    max_threshold: float = 0.15  # a T above this cannot resolve changes that matter
+    alpha: float = 0.01  # per comparison; the gate CLI divides a per-run budget
+
+    def describe(self) -> str:
+        """The rule in one line, for reports."""
+        return (
+            f"Mann-Whitney p < {self.alpha:g} and change > max({self.floor:.0%}, "
+            f"{self.cv_factor:g} x between-process CV) over >= {self.min_processes} processes"
+            f" (the CV term narrows with more processes)"
+        )
+
+    def threshold(self, cv_old: float, cv_new: float, k_old: int, k_new: int) -> float:
+        """``T`` for these between-process CVs and process counts (module docstring, rule
+        2); infinite when either CV is unknown."""
+        if math.isnan(cv_old) or math.isnan(cv_new):
+            return math.inf
+        reference = 2 / REFERENCE_PROCESSES
+        noise = math.sqrt((cv_old**2 / k_old + cv_new**2 / k_new) / reference)
+        return max(self.floor, self.cv_factor * noise)
+
+
+__all__ = ["REFERENCE_PROCESSES", "NoiseRule"]
