@@ -42,10 +42,10 @@ from ctune.config import resolve  # noqa: E402
 from ctune.errors import CtuneError  # noqa: E402
 from ctune.evidence.identity import gpu_id  # noqa: E402
 from ctune.evidence.stats import cv  # noqa: E402
-from ctune.kernelspec import load_spec  # noqa: E402
 from ctune.measure import SamplingPlan  # noqa: E402
 from ctune.measure.session import WorkerMeasurer, measure_in_fresh_processes  # noqa: E402
 from ctune.records import Outcome, to_json  # noqa: E402
+from ctune.spec import load_spec  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "kernels"
 TARGETS = {

@@ -182,10 +182,10 @@ def compileiq_loop(
     from ctune.controls.compileiq import CompileIqEngine
     from ctune.controls.spaces import space_for
     from ctune.controls.store import ControlsStore
-    from ctune.kernelspec import load_spec
     from ctune.measure.plan import plan_for
     from ctune.measure.session import WorkerMeasurer
     from ctune.records import Candidate
+    from ctune.spec import load_spec
 
     cfg = resolve(ptxas=args.ptxas)
     toolchain = toolchain_for(cfg)
@@ -246,10 +246,10 @@ def confirm_together(
     from ctune.cli.common import settings as resolve
     from ctune.compile.nvcc import NvccCompiler
     from ctune.compile.select_toolchain import toolchain_for
-    from ctune.kernelspec import load_spec
     from ctune.measure.plan import plan_for
     from ctune.measure.session import WorkerMeasurer
     from ctune.records import Candidate
+    from ctune.spec import load_spec
 
     cfg = resolve(ptxas=args.ptxas)
     toolchain = toolchain_for(cfg)

@@ -65,7 +65,8 @@ def main(argv: list[str]) -> int:
     except (OSError, ValueError) as exc:
         print(f"error: {source}: no search result to read ({exc})", file=sys.stderr)
         return 1
-    from ctune.evidence.identity import gpu_id, probe_gpu_machine, probe_toolchain
+    from ctune.evidence.identity import gpu_id, probe_gpu_machine
+    from ctune.identity_probe import probe_toolchain
 
     gpu = probe_gpu_machine()
     result = {

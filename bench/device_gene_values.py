@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nvml", default="pynvml", help="NVML library (tests: the stand-in)")
     args = parser.parse_args(argv)
     from ctune.errors import CtuneError
-    from ctune.evidence.identity import gpu_id, probe_gpu_machine, probe_toolchain
+    from ctune.evidence.identity import gpu_id, probe_gpu_machine
+    from ctune.identity_probe import probe_toolchain
     from ctune.measure.device_genes import device_genes
     from ctune.measure.device_settings import NvmlDevice, load_nvml
 

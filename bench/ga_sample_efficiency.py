@@ -51,9 +51,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ctune.kernelspec import KernelSpec, load_spec  # noqa: E402
 from ctune.records import GeneValue  # noqa: E402
 from ctune.space.params import Gene  # noqa: E402
+from ctune.spec import KernelSpec, load_spec  # noqa: E402
 
 DEFAULT_KERNEL = ROOT / "tests" / "data" / "kernels" / "saxpy.cu"
 DEFAULT_FIX = ("fast_math=False", "dlcm=default")
@@ -161,7 +161,7 @@ def record(args: argparse.Namespace) -> int:
                     f"  {i + 1}/{len(todo)} ({rate:.2f} s each, "
                     f"{rate * (len(todo) - i - 1) / 60:.1f} min left)"
                 )
-    from ctune.evidence.identity import current_fingerprint
+    from ctune.identity_probe import current_fingerprint
 
     truth = GroundTruth(
         spec.name,

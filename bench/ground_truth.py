@@ -231,7 +231,7 @@ def stage_measure(args: argparse.Namespace) -> int:
 
 
 def stage_finish(args: argparse.Namespace) -> int:
-    from ctune.evidence.identity import current_fingerprint
+    from ctune.identity_probe import current_fingerprint
 
     cfg, spec, _toolchain, problem, truth = _setup(args.preset)
     mapped = _mapped(args.preset, spec, problem, truth)
@@ -270,7 +270,7 @@ def stage_finish(args: argparse.Namespace) -> int:
 
 
 def stage_sizes(args: argparse.Namespace) -> int:
-    from ctune.kernelspec import load_spec
+    from ctune.spec import load_spec
     from ctune.testing.binary_truth import BinaryTruth
 
     for name, info in PRESETS.items():

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ctune.kernelspec import KernelSpec
+    from ctune.spec import KernelSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -274,7 +274,7 @@ def vendor_times(
     cases: list[tuple[str, str]], via_torch: bool = False
 ) -> dict[tuple[str, str], tuple[str, float, float]]:
     """Vendor timings first, so a slow or failing tuning cannot cost them."""
-    from ctune.kernelspec import load_spec
+    from ctune.spec import load_spec
 
     timer = VendorTimer()
     out: dict[tuple[str, str], tuple[str, float, float]] = {}
@@ -388,7 +388,7 @@ def dispatch_target(table: dict[str, Any]) -> dict[str, Any]:
 
 def set_rows(kernel: str, set_name: str, set_dir: Path) -> tuple[list[Row], dict[str, Any]]:
     """Rows of a finished problem-set search (its result files) and its dispatch table."""
-    from ctune.kernelspec import load_spec
+    from ctune.spec import load_spec
 
     spec = load_spec(ROOT / kernel)
     table_path = set_dir / "dispatch.json"
@@ -455,8 +455,9 @@ def remeasure_rows(kernel: str, rows: list[Row], set_dir: Path, processes: int) 
 
 def set_main(args: argparse.Namespace) -> int:
     """--problem-set: vendor timings for every shape, rows from the set, the dispatch JSON."""
-    from ctune.evidence.identity import gpu_id, probe_gpu_machine, probe_toolchain
-    from ctune.kernelspec import load_spec
+    from ctune.evidence.identity import gpu_id, probe_gpu_machine
+    from ctune.identity_probe import probe_toolchain
+    from ctune.spec import load_spec
 
     kernel = args.kernel
     gpu = probe_gpu_machine() or {}
@@ -516,8 +517,8 @@ def table_only(kernel: str, set_name: str, set_dir: Path, out: Path) -> int:
     measurements). The GPU fingerprint is that of the set's result files, the machine that
     measured the table; the report's rows of its shapes take the build and loss it gives."""
     from ctune.evidence.identity import FIELDS, gpu_id
-    from ctune.kernelspec import load_spec
     from ctune.registry.store import read_result
+    from ctune.spec import load_spec
 
     spec = load_spec(ROOT / kernel)
     rows_of_set, table = set_rows(kernel, set_name, set_dir)
@@ -852,7 +853,7 @@ def write_report(
     started: float,
     complete_fingerprint: bool = False,
 ) -> str:
-    from ctune.evidence.identity import probe_toolchain
+    from ctune.identity_probe import probe_toolchain
 
     goals = targets(rows)
     report = {

@@ -13,7 +13,7 @@ compile workers (``--jobs``) stay idle.
   >= 0.90); the child processes' wall times (Python and imports included) beside it; an
   untimed 3-candidate search first fills CuPy's kernel cache, so neither run pays its JIT;
 - ``fronts_agree``: the pinned winners are the same build, or their confirmation runs are
-  not told apart by the comparison rule (``search/report.significance``);
+  not told apart by the comparison rule (``search/confirm.significance``);
 - ``measured_once``: no candidate is journaled twice and no binary is measured twice;
 - ``kill``: a third search on all GPUs whose last GPU's Dask worker is SIGKILLed after
   ``--kill-after`` trials; the engine restarts it and the search ends with its budget.
@@ -360,7 +360,7 @@ def run_child(args: argparse.Namespace, name: str, gpus: str, **extra: Any) -> d
 def fronts_agree(one: dict[str, Any], many: dict[str, Any]) -> dict[str, Any]:
     """Same pinned build, or pinned winners not told apart by the comparison rule."""
     from ctune.records import measurement_from_json
-    from ctune.search.report import significance
+    from ctune.search.confirm import significance
 
     same = one.get("pinned") is not None and one.get("pinned") == many.get("pinned")
     verdict = None

@@ -66,9 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     from ga_sample_efficiency import restrict
 
     from ctune.config import Settings
-    from ctune.kernelspec import load_spec
     from ctune.objective import parse_objective_spec
     from ctune.search.driver import SearchOptions, run_search
+    from ctune.spec import load_spec
     from ctune.testing.slow_builds import FakeClock
     from ctune.testing.standins import GroundTruth, ReplayCompiler, ReplayMeasurer
 

@@ -32,8 +32,8 @@ from ctune.compile.nvcc import NvccCompiler  # noqa: E402
 from ctune.compile.toolchain import probe_toolchain  # noqa: E402
 from ctune.config import resolve  # noqa: E402
 from ctune.evidence.identity import gpu_id  # noqa: E402
-from ctune.kernelspec import load_spec  # noqa: E402
 from ctune.measure import SamplingPlan  # noqa: E402
+from ctune.spec import load_spec  # noqa: E402
 
 MIB = 1 << 20
 

@@ -14,7 +14,7 @@ Three parts, each reported, never asserted (``--part``, comma-separated, default
   reports it). The default build is compiled first, outside the timed search. Target >= 0.7.
 - ``front``: the same search (a small one, on kernels/gemm.yaml) through the engine and
   locally with the same seed: the candidates each proposes and the fronts they report,
-  compared by the significance rule of the report (``search/report.py``).
+  compared by the significance rule of confirmation (``search/confirm.py``).
 
 Wall time: a compile wave takes about one build (~40 s for CUTLASS on the H100/H200
 host), so ``--workers 1,2,4,8,16 --builds-per-worker 1`` is five waves, ~4 min with the
@@ -161,7 +161,7 @@ def compile_wave(
 
 def part_compile(args: argparse.Namespace, settings: Settings, deadline: float) -> dict[str, Any]:
     from ctune.compile.select_toolchain import toolchain_for
-    from ctune.kernelspec import load_spec
+    from ctune.spec import load_spec
 
     toolchain = toolchain_for(settings)
     spec = load_spec(ROOT / args.kernel, toolchain.help_text)
@@ -222,8 +222,8 @@ def run_one(settings: Settings, yaml: Path, objective: str, **options: Any) -> A
 
 def part_search(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     from ctune.compile.select_toolchain import toolchain_for
-    from ctune.kernelspec import load_spec
     from ctune.scale import compiler_for
+    from ctune.spec import load_spec
 
     cache = Path(tempfile.mkdtemp(prefix="ctune-scale-search-"))
     cfg = dataclasses.replace(settings, cache_dir=cache, executor="dask", jobs=args.search_jobs)
@@ -299,7 +299,7 @@ def part_front(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
 
 
 def compare_fronts(engine: Any, local: Any, keys: dict[str, list[str]]) -> dict[str, Any]:
-    from ctune.search.report import significance
+    from ctune.search.confirm import significance
 
     def best(result: Any) -> Any:
         return next((m for m in result.front if m.key == result.pinned), None)
@@ -337,7 +337,8 @@ def compare_fronts(engine: Any, local: Any, keys: dict[str, list[str]]) -> dict[
 
 def fingerprint(settings: Settings) -> dict[str, Any]:
     from ctune.compile.select_toolchain import nvcc_for
-    from ctune.evidence.identity import probe_gpu_machine, probe_toolchain
+    from ctune.evidence.identity import probe_gpu_machine
+    from ctune.identity_probe import probe_toolchain
 
     fields: dict[str, Any] = dict(probe_gpu_machine() or {})
     try:

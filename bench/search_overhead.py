@@ -283,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error(f"--repeat must be at least 1, got {args.repeat}")
-    from ctune.kernelspec import load_spec
+    from ctune.spec import load_spec
 
     if args.kernel_tuner_side:
         problem_dims = load_spec(KERNEL).problem(args.problem).dims

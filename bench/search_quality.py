@@ -47,7 +47,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ctune.kernelspec import KernelSpec, load_spec  # noqa: E402
+from ctune.spec import KernelSpec, load_spec  # noqa: E402
 from ctune.testing.binary_truth import BinaryTruth, synthetic_binary_truth  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "search_quality.json"

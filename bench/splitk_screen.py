@@ -52,8 +52,8 @@ def bench(problem: str, genes: dict[str, Any], label: str) -> dict[str, Any]:
 
 def pinned_genes(problem: str) -> dict[str, Any]:
     """The registry artifact's pinned build: its kernel genes (the flags at their defaults)."""
-    from ctune.kernelspec import load_spec
     from ctune.registry.store import read_result
+    from ctune.spec import load_spec
 
     flags = {g.name for g in load_spec(ROOT / "kernels" / "cutlass_gemm.yaml").flag_genes}
     path = ROOT / "registry" / "cutlass_gemm" / problem / "sm90-nvidia-h200.json"
@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
                 variant = {**SPLITK, "TILE_N": tile_n, "SPLITS": splits}
                 rows.append(bench(problem, variant, f"splitk-n{tile_n}-s{splits}"))
         rows.append(bench(problem, genes, "pinned-again"))
-    from ctune.evidence.identity import gpu_id, probe_gpu_machine, probe_toolchain
+    from ctune.evidence.identity import gpu_id, probe_gpu_machine
+    from ctune.identity_probe import probe_toolchain
 
     gpu = probe_gpu_machine() or {}
     summary = {}

@@ -101,10 +101,10 @@ def tune(
     (``ctune.testing.standins``) in tests.
     """
     from ctune.config import resolve
-    from ctune.kernelspec import load_spec
     from ctune.objective import parse_objective_spec
     from ctune.registry.assemble import ResultPublisher
     from ctune.search.driver import SearchOptions, run_search
+    from ctune.spec import load_spec
 
     overrides = {"arch": arch} if arch else {}
     settings = resolve(overrides)
@@ -340,7 +340,7 @@ def _gene(name: str, values: Sequence[Any], block_names: Sequence[str]) -> dict[
 
 
 def _dtype(value: Any, where: str) -> str:
-    from ctune.kernelspec import DTYPES
+    from ctune.spec import DTYPES
 
     dtype = getattr(value, "dtype", None)
     name = getattr(dtype, "name", None) or _SCALARS.get(type(value).__name__)

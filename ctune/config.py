@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from ctune import arch, l2policy
+from ctune.engine_settings import check as check_executor
+from ctune.engine_settings import parse_executor, parse_gpus
 from ctune.errors import UserError
 from ctune.files import program_problem, read_text_capped
 
@@ -106,14 +108,10 @@ def _empty_or(check: Callable[[Any], Any]) -> Callable[[Any], bool]:
 
 
 def _executor_ok(value: str) -> bool:
-    from ctune.scale.options import parse_executor
-
     return _accepts(parse_executor, value)
 
 
 def _gpus_ok(value: str) -> bool:
-    from ctune.scale.options import parse_gpus
-
     return _accepts(parse_gpus, value)
 
 
@@ -416,7 +414,5 @@ def resolve(
 
 def _validated(settings: Settings) -> Settings:
     """What no single setting can say alone: several GPUs and a running cluster's address."""
-    from ctune.scale.options import check as check_executor
-
     check_executor(settings.executor, settings.gpus)
     return settings

@@ -263,7 +263,8 @@ def _cupy(driver: Driver, load: Callable[[str], Any] = importlib.import_module) 
 
 
 def _cutlass() -> list[Check]:
-    from ctune.compile.deps import cutlass_include_dir, cutlass_version
+    from ctune.compile.deps import cutlass_version
+    from ctune.spec.includes import cutlass_include_dir
 
     path = cutlass_include_dir()
     return [

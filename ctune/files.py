@@ -29,6 +29,8 @@ _KINDS = {
 MAX_SOURCE_BYTES = 16 * 1024 * 1024
 #: the largest JSON data file read whole: a dispatch table, a T4 file, a problem set's state
 MAX_DATA_BYTES = 64 * 1024 * 1024
+#: the largest controls file taken (the nvcc space's are about 44 kB)
+MAX_CONTROLS_BYTES = 1024 * 1024
 
 
 class InputFileError(UserError):

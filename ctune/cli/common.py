@@ -14,9 +14,9 @@ from ctune.errors import UserError
 if TYPE_CHECKING:
     from ctune.compile.toolchain import Toolchain
     from ctune.config import Settings
-    from ctune.kernelspec import KernelSpec
     from ctune.records import Candidate, GeneValue
     from ctune.space.params import Space
+    from ctune.spec import KernelSpec
 
 
 def settings(**overrides: Any) -> Settings:
@@ -28,7 +28,7 @@ def load(kernel: Path, cfg: Settings) -> tuple[KernelSpec, Toolchain]:
     not compile for is refused here, before any candidate is built for it."""
     from ctune.compile.select_toolchain import nvcc_for
     from ctune.compile.toolchain import probe_toolchain, target_arch
-    from ctune.kernelspec import load_spec
+    from ctune.spec import load_spec
 
     toolchain = probe_toolchain(nvcc_for(cfg))
     spec = load_spec(kernel, toolchain.help_text)

@@ -25,7 +25,7 @@ from ctune.cli.options import (
 from ctune.errors import UserError
 
 if TYPE_CHECKING:
-    from ctune.kernelspec import KernelSpec
+    from ctune.spec import KernelSpec
 
 SetOpt = Annotated[
     list[str] | None, typer.Option("--set", "-s", help="NAME=VALUE for a gene; repeatable")

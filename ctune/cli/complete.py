@@ -131,7 +131,7 @@ def _spec_data(ctx: typer.Context) -> dict[str, Any]:
     if not kernel:
         return {}
     try:
-        from ctune.kernelspec import sidecar_for
+        from ctune.spec import sidecar_for
         from ctune.strict_yaml import load_file
 
         data = load_file(sidecar_for(Path(kernel))[0], "spec")

@@ -1,6 +1,6 @@
 """Arguments and options several commands share, declared once: the kernel and its problem,
 the toolchain they build with, the folder of kernel specs they read, the format they report
-in.
+in, and how a duration (``--time``, ``--step-time``) is read.
 
 ``--format`` is how a command talks (``table`` for people, ``json`` one document on
 stdout, ``csv`` one row per item where the report is a list of rows); ``--as`` on the
@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import copy
 import enum
+import math
+import re
 import typing
 from pathlib import Path
 from typing import Annotated, Any
@@ -109,6 +111,31 @@ def output_format(fmt: str, json_alias: bool = False, older: str | None = None) 
     return chosen
 
 
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(h|m|s)")
+
+
+def parse_duration(text: str) -> float:
+    """``30m``, ``1h30m``, ``90s``, ``2.5h`` or plain seconds -> seconds."""
+    raw = text.strip().lower()
+    try:
+        seconds = float(raw)
+    except ValueError:
+        pass
+    else:
+        if not math.isfinite(seconds):
+            raise UserError(f"--time {text!r}: expected a finite duration like 30m or 600")
+        return seconds
+    pos, total = 0, 0.0
+    for match in _DURATION.finditer(raw):
+        if raw[pos : match.start()].strip():
+            break
+        total += float(match.group(1)) * {"h": 3600, "m": 60, "s": 1}[match.group(2)]
+        pos = match.end()
+    if pos == 0 or raw[pos:].strip():
+        raise UserError(f"--time {text!r}: expected a duration like 30m, 1h30m, 90s or 600")
+    return total
+
+
 __all__ = [
     "FormatOpt",
     "JsonOpt",
@@ -122,4 +149,5 @@ __all__ = [
     "RowsFormatOpt",
     "in_panel",
     "output_format",
+    "parse_duration",
 ]

@@ -28,8 +28,8 @@ from ctune.cli.sanitize import block, one_line
 
 if TYPE_CHECKING:
     from ctune.doctor import Check
-    from ctune.kernelspec import KernelSpec, Problem
     from ctune.records import Build, Candidate, GeneValue
+    from ctune.spec import KernelSpec, Problem
 
 
 def stop_for_closed_pipe() -> NoReturn:

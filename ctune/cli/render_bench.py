@@ -8,9 +8,9 @@ from ctune.cli.render import console, log_block, report, styled
 from ctune.evidence.identity import gpu_label
 
 if TYPE_CHECKING:
-    from ctune.kernelspec import KernelSpec, Problem
     from ctune.measure import SamplingPlan
     from ctune.records import Build, Candidate, Measurement
+    from ctune.spec import KernelSpec, Problem
 
 
 def _ms(value: float) -> str:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ctune.cli import app, complete
 from ctune.errors import UserError
+
+if TYPE_CHECKING:
+    from ctune.exchange.records import Export
 
 FORMATS = ("t4", "csv")
 
@@ -45,7 +48,6 @@ def export_command(
 
     from ctune.cli.common import settings
     from ctune.cli.render import write_out
-    from ctune.exchange.records import load
     from ctune.exchange.t4 import to_t4
     from ctune.exchange.table import to_csv
     from ctune.registry.export import FORMATS as BUILD_FORMATS
@@ -68,3 +70,26 @@ def export_command(
 
         out.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(out, text, into_special=True)
+
+
+def load(source: str, registry: Path) -> Export:
+    """A journal (``.jsonl``), a result file (``.json``) or a registry KEY, as export rows
+    (``ctune.exchange.records``): which of the three SOURCE is, and reading the registry's
+    result files and keys, is this command's job."""
+    from ctune.exchange.records import from_artifact, from_journal
+
+    if source.endswith(".jsonl"):
+        return from_journal(Path(source))
+    if source.endswith(".json"):
+        from ctune.registry.store import read_result
+
+        return from_artifact(read_result(Path(source)), source)
+    if "/" not in source:
+        raise UserError(
+            f"{source}: expected a journal (.jsonl), a result file (.json) or a registry KEY "
+            "(kernel/problem/device-class)"
+        )
+    from ctune.registry.service import load_artifact
+
+    _, artifact = load_artifact(registry, source)
+    return from_artifact(artifact, source)

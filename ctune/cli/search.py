@@ -9,8 +9,6 @@ stand-ins (``ctune.testing.standins``), as fastapi-cli's tests patch
 
 from __future__ import annotations
 
-import math
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -27,40 +25,16 @@ from ctune.cli.options import (
     ReportFormat,
     in_panel,
     output_format,
+    parse_duration,
 )
-from ctune.errors import SearchInconclusive, UserError
+from ctune.errors import SearchInconclusive
 from ctune.search import strategy_names_help
 from ctune.search.budget import WARM_START_SHARE
 from ctune.search.pruning import DEFAULT_PRUNE_MARGIN, DEFAULT_SEARCH_REP_MS
 
 if TYPE_CHECKING:
     from ctune.config import Settings
-    from ctune.kernelspec import KernelSpec
-
-
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(h|m|s)")
-
-
-def parse_duration(text: str) -> float:
-    """``30m``, ``1h30m``, ``90s``, ``2.5h`` or plain seconds -> seconds."""
-    raw = text.strip().lower()
-    try:
-        seconds = float(raw)
-    except ValueError:
-        pass
-    else:
-        if not math.isfinite(seconds):
-            raise UserError(f"--time {text!r}: expected a finite duration like 30m or 600")
-        return seconds
-    pos, total = 0, 0.0
-    for match in _DURATION.finditer(raw):
-        if raw[pos : match.start()].strip():
-            break
-        total += float(match.group(1)) * {"h": 3600, "m": 60, "s": 1}[match.group(2)]
-        pos = match.end()
-    if pos == 0 or raw[pos:].strip():
-        raise UserError(f"--time {text!r}: expected a duration like 30m, 1h30m, 90s or 600")
-    return total
+    from ctune.spec import KernelSpec
 
 
 # --- test hooks: the toolchain and GPU boundary --------------------------------------------

@@ -17,10 +17,10 @@ from ctune.errors import UserError
 
 if TYPE_CHECKING:
     from ctune.config import Settings
-    from ctune.kernelspec import KernelSpec
     from ctune.measure.device_control import DeviceControl
     from ctune.objective.spec import ObjectiveSpec
     from ctune.search.driver import SearchOptions
+    from ctune.spec import KernelSpec
 
 
 def open_device_genes(

@@ -19,11 +19,11 @@ if TYPE_CHECKING:
     from concurrent.futures import Future
 
     from ctune.config import Settings
-    from ctune.kernelspec import KernelSpec
     from ctune.objective.spec import ObjectiveSpec
     from ctune.records import Measurement
     from ctune.search.driver import SearchOptions
     from ctune.search.problem_set import SetProgress
+    from ctune.spec import KernelSpec
 
 
 @dataclass(frozen=True)
@@ -109,11 +109,12 @@ def run_set(
     fmt: str,
 ) -> None:
     from ctune.cli import render_search
-    from ctune.cli.search import parse_duration
+    from ctune.cli.options import parse_duration
     from ctune.registry.assemble import ResultPublisher
     from ctune.search.dispatch import parse_margin
     from ctune.search.dispatch_table import shipped_builds
-    from ctune.search.problem_set import SetOptions, run_problem_set
+    from ctune.search.problem_set import run_problem_set
+    from ctune.search.set_layout import SetOptions
 
     owned = [compiler, measurer]
     try:

@@ -1,8 +1,7 @@
 """Compile candidates with the real nvcc: argv (pure), runner, cache, resources, SASS.
 
-The names below are imported on first use: the spec loader needs ``compile.flags``,
-``compile.entry`` and ``compile.deps`` while ``compile.nvcc`` needs the spec, and an
-eager import here would make that an import cycle.
+The names below are imported on first use, so that importing one module of compile/ (the
+argv, the toolchain probe) does not load the compiler and everything it needs.
 """
 
 from __future__ import annotations

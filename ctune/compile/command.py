@@ -4,7 +4,7 @@ Genes render in a fixed order: target, language, resource report, include
 dirs, defines (problem defines, then define/template/launch genes, sorted),
 catalogue flags (catalogue order), the spec's fixed flags, output, source.
 The same candidate always gives the same argv, which is part of the build key.
-A define is written by :func:`ctune.compile.quoting.define_flag`, the one rule for what
+A define is written by :func:`ctune.quoting.define_flag`, the one rule for what
 reaches nvcc's command line (checked where nvcc is run).
 Runtime genes are not rendered at all (:func:`split_genes`): candidates that
 differ only in them have one argv, hence one build key and one cached binary.
@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ctune.compile.quoting import define_flag
 from ctune.controls.store import APPLY_OPTION, applied_digest, registry_relative
+from ctune.quoting import define_flag
 from ctune.records import GeneValue
 from ctune.space.nvcc import render_flags
 from ctune.space.params import Gene

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Self
 
 if TYPE_CHECKING:
     from ctune.config import Settings
-    from ctune.kernelspec import KernelSpec, Problem
     from ctune.records import Build, Candidate
+    from ctune.spec import KernelSpec, Problem
 
 
 class Compiler(abc.ABC):

@@ -25,47 +25,17 @@ from typing import TYPE_CHECKING
 
 from ctune.compile.command import default_defines
 from ctune.compile.process import run_nvcc
-from ctune.compile.quoting import define_flag
 from ctune.errors import UserError
 from ctune.files import MAX_SOURCE_BYTES, open_regular, read_capped
+from ctune.quoting import define_flag
 from ctune.records import GeneValue
+from ctune.spec.includes import INCLUDE_TOKENS
 
 if TYPE_CHECKING:
-    from ctune.kernelspec import KernelSpec
+    from ctune.spec import KernelSpec
 
 #: how long ``nvcc -M`` may take (it preprocesses once; a CUTLASS kernel takes seconds)
 DEPS_TIMEOUT_S = 120.0
-
-
-def _cutlass_source_dir(sub: str, marker: str) -> Path | None:
-    try:
-        import cutlass_library
-    except ImportError:
-        return None
-    path = Path(cutlass_library.__file__).parent / "source" / sub
-    return path if (path / marker).is_dir() else None
-
-
-@lru_cache(maxsize=1)
-def cutlass_include_dir() -> Path | None:
-    """The CUTLASS/CuTe headers shipped in the nvidia-cutlass wheel, if installed."""
-    return _cutlass_source_dir("include", "cutlass")
-
-
-@lru_cache(maxsize=1)
-def cutlass_examples_dir() -> Path | None:
-    """The wheel's examples folder: the Hopper FMHA collectives ship there, not in include/."""
-    return _cutlass_source_dir("examples", "88_hopper_fmha")
-
-
-#: include_dirs tokens a spec may name instead of a path, and where each resolves; a
-#: token is also the closure label of the files found under it
-INCLUDE_TOKENS = {"@cutlass": cutlass_include_dir, "@cutlass_examples": cutlass_examples_dir}
-
-
-def include_token_dir(token: str) -> Path | None:
-    """Where an include_dirs token points (None: the wheel is missing or lacks that folder)."""
-    return INCLUDE_TOKENS[token]()
 
 
 def uses_cutlass(include_dirs: Sequence[Path]) -> bool:

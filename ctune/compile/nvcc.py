@@ -14,7 +14,7 @@ request for a key that another thread is compiling waits for it rather than
 running nvcc again, and every candidate gets the shared build under its own
 ``candidate_key``.
 
-The entry may be named as the source spells it (``compile/entry.py``): each
+The entry may be named as the source spells it (``spec/entry.py``): each
 build resolves it against its cubin's kernels and records the symbol to launch
 (``Build.entry_symbol``); a template entry is compiled through a generated
 source that instantiates it. The first good build of a compiler also checks the
@@ -24,7 +24,7 @@ which raises a SpecError: a wrong argument count is the spec's, not a candidate'
 Each compile runs in its own process group with a wall-clock timeout (the
 whole group is killed: nvcc spawns cicc and ptxas) and an address-space limit.
 Failures become Outcomes with the stderr tail, never exceptions; an argv that nvcc's
-sub-shell would interpret is refused before it runs (``compile/quoting.py``), a
+sub-shell would interpret is refused before it runs (``quoting.py``), a
 CommandLineError: the value is bad input, not a failed build.
 """
 
@@ -45,6 +45,7 @@ from functools import cached_property
 from pathlib import Path
 
 import ctune.compile.entry as entry_mod
+import ctune.spec.entry as grammar
 from ctune.compile.command import (
     build_argv,
     default_defines,
@@ -56,7 +57,6 @@ from ctune.compile.contract import Compiler
 from ctune.compile.deps import closure_roots, source_closure_sha256
 from ctune.compile.logs import CTUNE_ERROR
 from ctune.compile.process import LiveGroups, pool_thread_start, run_nvcc
-from ctune.compile.quoting import CommandLineError, check_argv
 from ctune.compile.resources import entry_resources
 from ctune.compile.sass import NotAnElf, entry_functions, kernel_param_sizes, sass_digest
 from ctune.compile.signature import KernelParams, arg_mismatch, ptx_param_sizes
@@ -64,7 +64,7 @@ from ctune.compile.toolchain import Toolchain
 from ctune.config import Settings
 from ctune.controls.store import APPLY_OPTION, FOLDER, StoreChain, applied_digest, file_name
 from ctune.errors import SpecError
-from ctune.kernelspec import KernelSpec, Problem
+from ctune.quoting import CommandLineError, check_argv
 from ctune.records import (
     Build,
     Candidate,
@@ -75,6 +75,7 @@ from ctune.records import (
     sha256_hex,
     to_json,
 )
+from ctune.spec import KernelSpec, Problem
 from ctune.writes import naming, write_atomic
 
 log = logging.getLogger(__name__)
@@ -172,7 +173,7 @@ class NvccCompiler(Compiler):
         self._args_checked = spec.entry_kind != "kernel"  # launchers take packed params
         self._args_lock = threading.Lock()
         self._args_wrong: str | None = None  # what the check found wrong, said on each build
-        self.entry = entry_mod.parse_entry(spec.entry_symbol) if not self._args_checked else None
+        self.entry = grammar.parse_entry(spec.entry_symbol) if not self._args_checked else None
         self.demangler = entry_mod.find_demangler(
             [toolchain.bin_dir, Path(toolchain.nvcc).resolve().parent]
         )
@@ -206,7 +207,7 @@ class NvccCompiler(Compiler):
             text = self.spec.source_path.read_text(errors="replace")
         except OSError:
             return frozenset()
-        return frozenset(entry_mod.template_parameters(text))
+        return frozenset(grammar.template_parameters(text))
 
     @property
     def entries_dir(self) -> Path:
@@ -224,7 +225,7 @@ class NvccCompiler(Compiler):
         values = {**problem.defines, **defines}
         hidden = self.entry.genes_used() & set(values) & self._template_parameters
         text = entry_mod.instantiation_source(
-            self.spec.source_path, entry_mod.substitute(self.entry, values), hidden
+            self.spec.source_path, grammar.substitute(self.entry, values), hidden
         )
         return self.entries_dir / f"{self.spec.name}-{sha256_hex(text)[:16]}.cu", text
 
@@ -526,7 +527,7 @@ class NvccCompiler(Compiler):
             return Outcome.OK, sass, "", ""
         kernels = entry_mod.demangle(entry_functions(blob), self.demangler)
         defines, _ = split_genes(self.spec.space.genes, candidate.as_dict())
-        wanted = entry_mod.substitute(self.entry, {**problem.defines, **defines})
+        wanted = grammar.substitute(self.entry, {**problem.defines, **defines})
         try:
             symbol = entry_mod.resolve(
                 wanted, kernels, entry_mod.no_demangler_note(kernels, self.demangler)
@@ -581,7 +582,7 @@ class NvccCompiler(Compiler):
         demangled = entry_mod.demangle([symbol], self.demangler)[symbol]
         ctypes = None
         with contextlib.suppress(ValueError):
-            ctypes = entry_mod.split_name(demangled).params
+            ctypes = grammar.split_name(demangled).params
         display = demangled.removeprefix("void ")
         return KernelParams(display, sizes, ctypes)
 

@@ -3,7 +3,7 @@
 Every nvcc ctune runs to compile (a build, the ``-M`` dependency run, the PTX rerun,
 ``ctune init``'s probe) goes through :func:`run_nvcc`:
 
-- the argv is checked first (``compile/quoting.py``): nothing the shell nvcc runs its
+- the argv is checked first (``quoting.py``): nothing the shell nvcc runs its
   steps through would act on reaches it;
 - it runs in its own process group, started with SIGINT and SIGTERM blocked
   (:func:`ctune.interrupts.blocked`): the terminal's Ctrl-C is ctune's to act on, never
@@ -34,8 +34,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ctune.compile.quoting import CommandLineError, check_argv, value_refusal
 from ctune.interrupts import blocked
+from ctune.quoting import CommandLineError, check_argv, value_refusal
 
 log = logging.getLogger(__name__)
 

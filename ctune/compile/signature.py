@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ctune.kernelspec import DTYPE_BYTES
+from ctune.spec import DTYPE_BYTES
 
 if TYPE_CHECKING:
-    from ctune.kernelspec import ArgSpec
+    from ctune.spec import ArgSpec
 
 POINTER_BYTES = 8
 _ENTRY = re.compile(r"\.entry\s+([A-Za-z_$%.][\w$%.]*)\s*\(([^)]*)\)", re.S)

@@ -19,7 +19,7 @@ from ctune.arch import capability, check_offered
 from ctune.errors import ToolchainError, UserError
 
 if TYPE_CHECKING:
-    from ctune.kernelspec import KernelSpec
+    from ctune.spec import KernelSpec
 
 #: the file that marks a split toolchain's bin folder (compile/split_toolchain.py writes it)
 SPLIT_MARKER = "ctune-toolchain.json"

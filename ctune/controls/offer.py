@@ -17,7 +17,7 @@ from ctune.space.nvcc import ACF
 
 if TYPE_CHECKING:
     from ctune.compile.toolchain import Toolchain
-    from ctune.kernelspec import KernelSpec
+    from ctune.spec import KernelSpec
 
 _FIX = (
     "a CUDA 13.3+ toolchain: pip install 'ctune[cuda13.3]', then --nvcc wheel; "

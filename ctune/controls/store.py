@@ -19,15 +19,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ctune.errors import UserError
-from ctune.files import InputFileError, read_capped
+from ctune.files import MAX_CONTROLS_BYTES, InputFileError, read_capped
 from ctune.records import is_sha256_hex, sha256_hex
 from ctune.writes import is_disk_full, write_atomic
 
 if TYPE_CHECKING:
     from ctune.config import Settings
 
-#: the largest controls file taken (the nvcc space's are about 44 kB)
-MAX_CONTROLS_BYTES = 1024 * 1024
 #: a store's folder name under a cache directory or a registry, and in registry-relative flags
 FOLDER = "controls"
 SUFFIX = ".acf"
@@ -208,7 +206,6 @@ class StoreChain:
 __all__ = [
     "APPLY_OPTION",
     "FOLDER",
-    "MAX_CONTROLS_BYTES",
     "NOTICE_TEXT",
     "ControlsError",
     "ControlsStore",

@@ -18,7 +18,6 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ctune.compile.entry import parse_entry, same_params
 from ctune.draft.guess import (
     BLOCK_X_VALUES,
     BLOCK_YZ_VALUES,
@@ -36,8 +35,9 @@ from ctune.draft.guess import (
 from ctune.draft.source import Kernel, Param, Source
 from ctune.draft.undefined import Probe
 from ctune.errors import UserError
-from ctune.kernelspec import DTYPE_BYTES, load_spec
 from ctune.names import NAME_RE
+from ctune.spec import DTYPE_BYTES, load_spec
+from ctune.spec.entry import parse_entry, same_params
 
 AXES = ("x", "y", "z")
 #: problem sizes by how many grid axes the data spans: about 16 MiB per float buffer

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ctune.compile.entry import same_params, split_top
+from ctune.spec.entry import same_params, split_top
 
 _STRING = re.compile(r'"(?:\\.|[^"\\\n])*"')
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -18,7 +18,7 @@ from pathlib import Path
 from ctune.compile.command import target_flags
 from ctune.compile.logs import first_error_line
 from ctune.compile.process import run_nvcc
-from ctune.compile.quoting import define_flag
+from ctune.quoting import define_flag
 
 _UNDEFINED = re.compile(r'identifier "([A-Za-z_]\w*)" is undefined')
 MAX_ROUNDS = 4

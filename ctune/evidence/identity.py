@@ -3,9 +3,11 @@
 A fingerprint is a flat ``{field: value}`` mapping of strings. :data:`FIELDS` gives every
 field a source and one severity (hard: STALE; build: decided by the rebuilt SASS; soft: a
 warning), the one rule that both ``ctune check`` and ``--resume`` apply. :func:`gpu_id` and
-:func:`gpu_label` are the one identifier and the one display form of a GPU. Nothing is
-probed at import: NVML, CuPy and the compile helpers are imported where they are needed.
-The model and its fields: docs/staleness.md.
+:func:`gpu_label` are the one identifier and the one display form of a GPU. This module is
+the model and the GPU's probe; what needs the layers above it (the toolchain's versions, the
+protocol version, the source closure) is probed by :mod:`ctune.identity_probe`, which
+assembles the current fingerprint. Nothing is probed at import: NVML and CuPy are imported
+where they are needed. The model and its fields: docs/staleness.md.
 """
 
 from __future__ import annotations
@@ -15,8 +17,6 @@ import contextlib
 import hashlib
 import io
 import re
-import shutil
-import subprocess
 import tokenize
 from collections.abc import Mapping
 from pathlib import Path
@@ -69,7 +69,6 @@ FIELDS: dict[str, tuple[str, str]] = {
 }
 
 _COMPUTE_MODES = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
-_PROBE_TIMEOUT_S = 60
 
 
 #: why a change of a field matters, where the field name alone does not say it
@@ -83,17 +82,6 @@ EXPLAIN = {
 def severity(name: str) -> str:
     """Hard, build or soft; a field this ctune does not know is hard (cannot vouch for it)."""
     return FIELDS.get(name, (HARD, ""))[0]
-
-
-def _first_line(argv: list[str]) -> str | None:
-    try:
-        done = subprocess.run(
-            argv, capture_output=True, text=True, timeout=_PROBE_TIMEOUT_S, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    lines = [ln.strip() for ln in done.stdout.splitlines() if ln.strip()]
-    return lines[0] if done.returncode == 0 and lines else None
 
 
 #: what :func:`gpu_id` names a result taken without a GPU (a compile-only run)
@@ -134,24 +122,6 @@ def gpu_label(device: DeviceInfo | Mapping[str, str]) -> str:
     it (``--resume`` compares it, so its format stays)."""
     name, sm = _model_and_sm(device)
     return f"{name} ({sm})"
-
-
-def probe_toolchain(nvcc: str = "nvcc", host_cxx: str = "g++") -> dict[str, str]:
-    """nvcc, ptxas and host-compiler version strings.
-
-    Raises ToolchainError when nvcc is missing: a staleness check without
-    the toolchain would pass while checking almost nothing.
-    """
-    from ctune.compile.toolchain import probe_toolchain as probe_nvcc
-
-    tc = probe_nvcc(nvcc)
-    # a split toolchain (cubins from another release's ptxas) says so in ptxas_version
-    out = {"nvcc_version": tc.nvcc_version_line, "ptxas_version": tc.ptxas_label}
-    cxx = shutil.which(host_cxx)
-    line = _first_line([cxx, "--version"]) if cxx else None
-    if line:
-        out["host_compiler"] = line
-    return out
 
 
 def _text(value: Any) -> str:
@@ -250,18 +220,6 @@ def harness_sha256(package: Path | None = None) -> str:
         code = _code_text(path.read_text(errors="replace"), docstrings=False)
         h.update(name.encode() + b"\0" + hashlib.sha256(code.encode()).digest())
     return h.hexdigest()
-
-
-def harness_fields() -> dict[str, str]:
-    """The protocol version (hard), the measuring code's digest and ctune's version (soft)."""
-    from ctune import __version__
-    from ctune.measure.protocol import PROTOCOL_VERSION
-
-    return {
-        "protocol_version": str(PROTOCOL_VERSION),
-        "harness_sha256": harness_sha256(),
-        "ctune_version": __version__,
-    }
 
 
 def _digest(value: Any) -> str:
@@ -414,58 +372,6 @@ def spec_part_fields(spec: Any, problem: str | None = None) -> dict[str, str]:
     }
 
 
-def spec_fields(
-    spec: Any,
-    problem: str | None = None,
-    nvcc: str = "nvcc",
-    *,
-    l2_policy: str | None = None,
-    arch: str | None = None,
-) -> dict[str, str]:
-    """:func:`spec_part_fields` plus the source closure, arch, L2 policy and CUTLASS."""
-    from ctune.compile.deps import (
-        closure_sha256,
-        cutlass_version,
-        source_closure,
-        uses_cutlass,
-    )
-
-    on_cutlass = uses_cutlass(tuple(getattr(spec, "include_dirs", ())))
-    return {
-        "kernel_source_sha256": closure_sha256(source_closure(spec, nvcc, arch=arch or "")),
-        "arch": arch or spec.arch,
-        "l2_policy": l2_policy or spec.l2_policy,
-        "cutlass_version": cutlass_version() if on_cutlass else "none",
-        **spec_part_fields(spec, problem),
-    }
-
-
-def current_fingerprint(
-    spec: Any,
-    gpu: bool,
-    *,
-    problem: str | None = None,
-    nvcc: str = "nvcc",
-    l2_policy: str | None = None,
-    arch: str | None = None,
-    toolchain: Mapping[str, str] | None = None,
-    gpu_fields: Mapping[str, str] | None = None,
-) -> dict[str, str]:
-    """Everything this machine can say about ``spec`` (for ``problem``) now.
-
-    ``gpu=False`` leaves the GPU fields out (they are then "not checked");
-    ``toolchain``/``gpu_fields`` pass probes already made for other specs.
-    The search writes exactly this (with ``gpu=True``) into the artifact and,
-    without the GPU fields, into the journal's header.
-    """
-    out = dict(toolchain if toolchain is not None else probe_toolchain(nvcc))
-    out.update(harness_fields())
-    out.update(spec_fields(spec, problem, nvcc, l2_policy=l2_policy, arch=arch))
-    if gpu:
-        out.update((gpu_fields if gpu_fields is not None else probe_gpu_machine()) or {})
-    return {k: v for k, v in out.items() if k in FIELDS}
-
-
 def diff(old: Mapping[str, str], new: Mapping[str, str], checked: set[str]) -> list[FieldChange]:
     """Fields in ``checked`` whose value in ``new`` differs from ``old``, hard first.
 
@@ -521,11 +427,9 @@ __all__ = [
     "NO_GPU",
     "SOFT",
     "adopt_older_forms",
-    "current_fingerprint",
     "diff",
     "gpu_id",
     "gpu_label",
-    "harness_fields",
     "harness_sha256",
     "legacy_reference_code_sha256",
     "not_checked",
@@ -534,9 +438,7 @@ __all__ = [
     "probe_gpu",
     "probe_gpu_machine",
     "probe_runtime",
-    "probe_toolchain",
     "reference_code_sha256",
     "severity",
-    "spec_fields",
     "spec_part_fields",
 ]

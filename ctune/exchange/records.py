@@ -11,8 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ctune.errors import UserError
-
 if TYPE_CHECKING:
     from ctune.records import GeneValue, Trial
     from ctune.registry.schema import Artifact, FrontMember
@@ -138,23 +136,4 @@ def _member_row(member: FrontMember, objectives: list[Objective], role: str) -> 
     return row
 
 
-def load(source: str, registry: Path) -> Export:
-    """A journal (``.jsonl``), a result file (``.json``) or a registry KEY."""
-    if source.endswith(".jsonl"):
-        return from_journal(Path(source))
-    if source.endswith(".json"):
-        from ctune.registry.store import read_result
-
-        return from_artifact(read_result(Path(source)), source)
-    if "/" not in source:
-        raise UserError(
-            f"{source}: expected a journal (.jsonl), a result file (.json) or a registry KEY "
-            "(kernel/problem/device-class)"
-        )
-    from ctune.registry.service import load_artifact
-
-    _, artifact = load_artifact(registry, source)
-    return from_artifact(artifact, source)
-
-
-__all__ = ["Export", "Objective", "Row", "from_artifact", "from_journal", "load"]
+__all__ = ["Export", "Objective", "Row", "from_artifact", "from_journal"]

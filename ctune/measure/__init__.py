@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Self
 
 if TYPE_CHECKING:
-    from ctune.kernelspec import KernelSpec, Problem
     from ctune.records import Build, Candidate, Measurement
+    from ctune.spec import KernelSpec, Problem
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,8 +20,8 @@ import numpy as np
 from ctune.errors import SpecError
 
 if TYPE_CHECKING:
-    from ctune.kernelspec import ArgSpec, KernelSpec, Problem
     from ctune.records import GeneValue
+    from ctune.spec import ArgSpec, KernelSpec, Problem
 
 #: spec dtype -> storage dtype on the device (bfloat16 travels as raw bits)
 STORAGE_DTYPES: dict[str, str] = {

@@ -22,8 +22,8 @@ from ctune.measure.arrays import Buffers, bits_view, make_buffers, to_float32
 from ctune.records import Outcome
 
 if TYPE_CHECKING:
-    from ctune.kernelspec import KernelSpec, Problem, Tolerance
     from ctune.records import GeneValue
+    from ctune.spec import KernelSpec, Problem, Tolerance
 
 #: run(buffers) launches the kernel once on these buffers and waits for it
 RunFn = Callable[[Buffers], None]

@@ -24,15 +24,16 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ctune.measure import Measurer
-from ctune.measure.device_settings import AS_FOUND, DEVICE_GENES, DeviceLimits, DeviceSetting
+from ctune.measure.device_settings import AS_FOUND, DeviceLimits, DeviceSetting
 from ctune.space.params import Gene
+from ctune.spec.model import DEVICE_GENES
 
 if TYPE_CHECKING:
-    from ctune.kernelspec import KernelSpec, Problem
     from ctune.measure import SamplingPlan
     from ctune.measure.device_control import DeviceControl
     from ctune.measure.device_settings import Settled
     from ctune.records import Build, Candidate, Measurement
+    from ctune.spec import KernelSpec, Problem
 
 DEVICE_FAMILY = "device"
 

@@ -33,9 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctune.errors import ToolchainError, UserError
+from ctune.spec.model import DEVICE_GENES
 
-#: --device-genes names -> the gene each adds
-DEVICE_GENES = {"clocks": "sm_clock_mhz", "power_limit": "power_limit_w"}
 #: a device gene's value meaning "leave it as found" (clocks unlocked; the limit at start)
 AS_FOUND = 0
 CLOCK_CHOICES = 7  # locked clocks offered, evenly spaced from the top down to half of it
@@ -297,7 +296,6 @@ def wait_settled(
 
 __all__ = [
     "AS_FOUND",
-    "DEVICE_GENES",
     "AsFound",
     "DeviceLimits",
     "DeviceSetting",

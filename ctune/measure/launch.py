@@ -11,7 +11,8 @@ value of ``args[i]`` (cuLaunchKernel's convention: a device pointer for a
 buffer, the scalar itself for a scalar) on CuPy's current stream; a non-zero
 return is a ``cudaError_t``.
 
-Geometry and parameter packing are pure and CPU-tested; loading needs a GPU.
+The geometry is the spec's launch rule evaluated (``ctune.spec.model.launch_geometry``); parameter
+packing is pure and CPU-tested; loading needs a GPU.
 """
 
 from __future__ import annotations
@@ -23,72 +24,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ctune.expr import ExprError
+from ctune.spec.model import Geometry, LaunchConfigError, launch_geometry
 
 if TYPE_CHECKING:
-    from ctune.kernelspec import KernelSpec, Problem
     from ctune.measure.arrays import Buffers
     from ctune.records import GeneValue
+    from ctune.spec import KernelSpec, Problem
 
 DEFAULT_SMEM_LIMIT = 48 * 1024  # dynamic shared memory without the opt-in attribute
-
-
-class LaunchConfigError(Exception):
-    """The launch rule gives no valid launch for this candidate: a LAUNCH_ERROR, not a bug."""
-
-
-@dataclass(frozen=True, slots=True)
-class Geometry:
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    smem_bytes: int
-
-    @property
-    def threads(self) -> int:
-        return self.block[0] * self.block[1] * self.block[2]
-
-
-INT_MAX = 2**31 - 1
-GRID_YZ_MAX = 65535
-
-
-def _dimension(label: str, source: str, value: Any, minimum: int, maximum: int = INT_MAX) -> int:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not float(value).is_integer()
-    ):
-        raise LaunchConfigError(f"launch.{label}: '{source}' = {value!r} is not an integer")
-    if not minimum <= int(value) <= maximum:
-        raise LaunchConfigError(
-            f"launch.{label}: '{source}' = {int(value)} (allowed: {minimum}..{maximum})"
-        )
-    return int(value)
-
-
-def launch_geometry(
-    spec: KernelSpec, genes: Mapping[str, GeneValue], dims: Mapping[str, int]
-) -> Geometry:
-    """Evaluate the spec's launch rule for one candidate and problem."""
-    if spec.launch is None:
-        raise LaunchConfigError(f"{spec.name}: a launcher entry has no launch rule")
-    try:
-        env = spec.space.environment(genes, dims)
-        grid = tuple(
-            _dimension(
-                f"grid[{i}]", e.source, e.evaluate(env), 1, INT_MAX if i == 0 else GRID_YZ_MAX
-            )
-            for i, e in enumerate(spec.launch.grid)
-        )
-        block = tuple(
-            _dimension(f"block[{i}]", e.source, e.evaluate(env), 1)
-            for i, e in enumerate(spec.launch.block)
-        )
-        smem_expr = spec.launch.dynamic_smem_bytes
-        smem = _dimension("dynamic_smem_bytes", smem_expr.source, smem_expr.evaluate(env), 0)
-    except ExprError as exc:
-        raise LaunchConfigError(f"launch rule: {exc}") from None
-    return Geometry((grid[0], grid[1], grid[2]), (block[0], block[1], block[2]), smem)
 
 
 # --- launcher (.so) parameters ------------------------------------------------------
@@ -238,14 +181,11 @@ def load_candidate(
 
 
 __all__ = [
-    "Geometry",
     "KernelLaunch",
-    "LaunchConfigError",
     "LauncherError",
     "LauncherLaunch",
     "PackedParams",
     "ctypes_scalar",
-    "launch_geometry",
     "launcher_values",
     "load_candidate",
     "pack_params",

@@ -23,7 +23,7 @@ from ctune.measure import SamplingPlan
 
 if TYPE_CHECKING:
     from ctune.config import Settings
-    from ctune.kernelspec import KernelSpec
+    from ctune.spec import KernelSpec
 
 #: NVML's energy counter moves every ~100 ms; windows under 1 s gave 20-22% CV (docs/design.md)
 MIN_ENERGY_WINDOW_S = 1.0

@@ -48,8 +48,8 @@ from ctune.measure.worker import MeasureRequest, decode, encode, measure_message
 from ctune.records import DeviceInfo, Measurement, Outcome
 
 if TYPE_CHECKING:
-    from ctune.kernelspec import KernelSpec, Problem
     from ctune.records import Build, Candidate
+    from ctune.spec import KernelSpec, Problem
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 #: what a measuring process's set-up imports anyway; imported while the context is made
 IMPORTS_AHEAD = (
     "cupyx",  # CuPy imports it at its first elementwise call
-    "ctune.kernelspec",
+    "ctune.spec",
     "ctune.measure.arrays",
     "ctune.measure.correctness",
     "ctune.measure.launch",

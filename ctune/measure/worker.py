@@ -67,7 +67,7 @@ from ctune.records import (
 )
 
 if TYPE_CHECKING:
-    from ctune.kernelspec import KernelSpec, Problem
+    from ctune.spec import KernelSpec, Problem
 
 log = logging.getLogger(__name__)
 
@@ -288,7 +288,7 @@ class WorkerService:
             return evidence(exc)
 
     def _spec(self, path: Path) -> KernelSpec:
-        from ctune.kernelspec import load_spec
+        from ctune.spec import load_spec
 
         key = str(path)
         stamp = path.stat().st_mtime_ns
@@ -375,7 +375,7 @@ class WorkerService:
 
     def measure(self, request: MeasureRequest) -> tuple[Measurement, bool]:
         from ctune.measure.device import classify_exception
-        from ctune.measure.launch import LaunchConfigError
+        from ctune.spec import LaunchConfigError
 
         started = time.perf_counter()
         spec = self._spec(request.spec_path)

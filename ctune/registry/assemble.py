@@ -26,8 +26,8 @@ from ctune.search.report import median_of
 from ctune.search.result import MemberResult, SearchResult, clean_json
 
 if TYPE_CHECKING:
-    from ctune.kernelspec import KernelSpec, Problem
     from ctune.objective.spec import ObjectiveSpec
+    from ctune.spec import KernelSpec, Problem
 
 log = logging.getLogger(__name__)
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ctune import identity_probe
 from ctune.controls.store import ControlsError, StoreChain
 from ctune.errors import EXIT_GATE_FAILED, EXIT_OK, CtuneError, ToolchainError, UserError
 from ctune.evidence import identity as fingerprint
@@ -338,7 +339,7 @@ def _missing_specs(missing: Sequence[SpecNotFound]) -> UserError:
 def load_kernel_spec(kernels_dir: Path, kernel: str, nvcc: str = "nvcc") -> Any:
     """``<kernels_dir>/<kernel>.yaml`` loaded with this nvcc's options."""
     from ctune.compile.toolchain import probe_toolchain
-    from ctune.kernelspec import load_spec
+    from ctune.spec import load_spec
 
     path = Path(kernels_dir) / f"{kernel}.yaml"
     if not path.is_file():
@@ -433,7 +434,7 @@ class FingerprintProbe:
         self.arch = arch
         self.l2_policy = l2_policy
         self.plan = dict(plan or {})
-        self.toolchain = fingerprint.probe_toolchain(nvcc)
+        self.toolchain = identity_probe.probe_toolchain(nvcc)
         self.toolchains = toolchains or ToolchainFinder(nvcc)
         self.controls = controls
         self.gpu_fields = fingerprint.probe_gpu_machine() if gpu else None
@@ -465,7 +466,7 @@ class FingerprintProbe:
 
     def _fields(self, nvcc: str) -> dict[str, str]:
         if nvcc not in self._toolchain_fields:
-            self._toolchain_fields[nvcc] = fingerprint.probe_toolchain(nvcc)
+            self._toolchain_fields[nvcc] = identity_probe.probe_toolchain(nvcc)
         return self._toolchain_fields[nvcc]
 
     def current(
@@ -480,7 +481,7 @@ class FingerprintProbe:
 
             spec = self.spec(kernel, nvcc)
             spec.problem(problem)  # a problem the spec no longer has: one line, STALE
-            fields = fingerprint.current_fingerprint(
+            fields = identity_probe.current_fingerprint(
                 spec,
                 gpu,
                 problem=problem,

@@ -106,9 +106,9 @@ class ToolchainFinder:
     def selected_fields(self) -> dict[str, str]:
         """The selected toolchain's fingerprint fields (probed once)."""
         if self._selected is None:
-            from ctune.evidence import identity
+            from ctune import identity_probe
 
-            probed = identity.probe_toolchain(self.nvcc)
+            probed = identity_probe.probe_toolchain(self.nvcc)
             self._selected = {k: probed[k] for k in ("nvcc_version", "ptxas_version")}
         return self._selected
 

@@ -23,7 +23,6 @@ from pathlib import Path, PurePosixPath
 
 from ctune.controls.store import (
     FOLDER,
-    MAX_CONTROLS_BYTES,
     NOTICE_NAME,
     NOTICE_TEXT,
     ControlsError,
@@ -32,7 +31,7 @@ from ctune.controls.store import (
     registry_relative,
 )
 from ctune.errors import RegistryError, UserError
-from ctune.files import InputFileError, file_kind, read_capped
+from ctune.files import MAX_CONTROLS_BYTES, InputFileError, file_kind, read_capped
 from ctune.records import is_sha256_hex, sha256_hex
 from ctune.registry.layout import contained_path
 from ctune.registry.schema import Artifact, FrontMember

@@ -42,9 +42,9 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from ctune.compile.quoting import define_flag
 from ctune.controls.store import APPLY_OPTION, applied_digest
 from ctune.errors import UserError
+from ctune.quoting import define_flag
 from ctune.registry.controls import NEEDS, ControlsRef, member_controls
 from ctune.registry.schema import Artifact, FrontMember
 

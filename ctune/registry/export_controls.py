@@ -22,8 +22,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from ctune.compile.quoting import bare_refusal
 from ctune.errors import UserError
+from ctune.quoting import bare_refusal
 from ctune.registry.controls import ControlsRef, member_controls, read_held
 from ctune.registry.schema import Artifact, FrontMember
 from ctune.writes import write_atomic

@@ -37,8 +37,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from ctune.controls.store import MAX_CONTROLS_BYTES
 from ctune.errors import RegistryError, UserError
+from ctune.files import MAX_CONTROLS_BYTES
 from ctune.registry import schema
 from ctune.registry.controls import is_entry_name, write_files
 from ctune.registry.git import GitRegistry, TreeEntry

@@ -3,7 +3,7 @@
 The digest (``schema.py``) catches a torn or corrupted file, not an edit: anyone can
 recompute it. What ctune checks instead is that every member's genes are the spec's own
 values (``Space.check_values``, type included) or, where the spec cannot be had, that
-every value could go on nvcc's command line at all (``compile/quoting.py``). ``ctune
+every value could go on nvcc's command line at all (``quoting.py``). ``ctune
 check`` calls such an artifact STALE and builds none of it; ``ctune registry verify``
 reports it (docs/security.md).
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ctune.compile.quoting import bare_refusal, value_refusal
 from ctune.errors import CtuneError
+from ctune.quoting import bare_refusal, value_refusal
 from ctune.records import is_sha256_hex
 from ctune.registry.schema import Artifact
 from ctune.space.nvcc import ACF_GENES, CATALOGUE, NO_CONTROLS
@@ -24,7 +24,7 @@ EDITED = "the artifact was edited by hand or the space changed"
 
 def _grammar_refusal(name: str, value: str) -> str | None:
     """Why a value could not go on nvcc's command line at all: a catalogue flag's value
-    is written bare there, any other value as a quoted ``-D`` (``compile/quoting.py``); a
+    is written bare there, any other value as a quoted ``-D`` (``quoting.py``); a
     controls file's gene names one by its digest (or ``none``), never a path."""
     if name in ACF_GENES:
         ok = value == NO_CONTROLS or is_sha256_hex(value)
@@ -67,7 +67,7 @@ def spec_space(kernels_dir: Path, kernel: str, nvcc: str = "nvcc") -> Space | No
     """The space of ``<kernels_dir>/<kernel>.yaml`` (with this nvcc's options where nvcc
     is here), or None when the spec is missing or does not load."""
     from ctune.compile.toolchain import probe_toolchain
-    from ctune.kernelspec import load_spec
+    from ctune.spec import load_spec
 
     path = Path(kernels_dir) / f"{kernel}.yaml"
     if not path.is_file():

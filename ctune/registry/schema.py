@@ -26,6 +26,7 @@ from typing import Any
 
 from ctune.errors import RegistryError, UserError
 from ctune.records import Candidate, canonical_json, sha256_hex
+from ctune.spec import DEVICE_GENES
 
 #: 2: front members may carry runtime genes (``runtime``)
 #: 3: ``protocol`` (the resolved sampling plan and timing method the numbers were taken
@@ -40,7 +41,7 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 # Values that end up in a C header, a shell line or CMake (export.py): no
 # quotes, backslashes, '$', ';', '#', whitespace other than ' ', or controls.
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.:<>,+\-*/()% ]{0,200}$")
-# (``\,`` is nvcc's comma escape inside a -D value: compile/quoting.py)
+# (``\,`` is nvcc's comma escape inside a -D value: quoting.py)
 _SAFE_FLAG = re.compile(r"^(?:[A-Za-z0-9_.,=+\-/:<> ]|\\,){1,200}$")
 _PRINTABLE = re.compile(r"^[\x20-\x7e]{0,2000}$")
 
@@ -423,8 +424,6 @@ def _member(c: _Checker, v: Any, path: str, kernel: str, n_values: int) -> Front
 
 
 def _device(c: _Checker, v: Any, path: str) -> dict[str, int]:
-    from ctune.measure.device_settings import DEVICE_GENES
-
     def positive_int(x: Any, p: str) -> int:
         if isinstance(x, bool) or not isinstance(x, int) or x <= 0:
             raise c.fail(p, "expected a positive whole number (MHz or W)")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ctune.compile.toolchain import Toolchain
     from ctune.config import Settings
-    from ctune.kernelspec import KernelSpec
+    from ctune.spec import KernelSpec
 
 
 def uses_engine(settings: Settings) -> bool:

@@ -32,8 +32,8 @@ from ctune.scale.tasks import CompileRecipe, compile_task
 if TYPE_CHECKING:
     from ctune.compile.toolchain import Toolchain
     from ctune.config import Settings
-    from ctune.kernelspec import KernelSpec, Problem
     from ctune.records import Candidate
+    from ctune.spec import KernelSpec, Problem
 
 
 class EngineCompiler(Compiler):

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ctune.engine_settings import ExecutorChoice, parse_executor, parse_gpus
 from ctune.errors import ToolchainError, UserError
-from ctune.scale.options import ExecutorChoice, parse_executor, parse_gpus
 
 if TYPE_CHECKING:
     from ctune.config import Settings

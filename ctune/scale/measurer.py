@@ -41,9 +41,9 @@ from ctune.scale.tasks import (
 
 if TYPE_CHECKING:
     from ctune.config import Settings
-    from ctune.kernelspec import KernelSpec, Problem
     from ctune.measure import SamplingPlan
     from ctune.records import Build, Candidate
+    from ctune.spec import KernelSpec, Problem
 
 
 class EngineMeasurer(Measurer):

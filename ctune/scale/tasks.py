@@ -20,9 +20,9 @@ if TYPE_CHECKING:
     from ctune.compile.nvcc import NvccCompiler
     from ctune.compile.toolchain import Toolchain
     from ctune.config import Settings
-    from ctune.kernelspec import KernelSpec, Problem
     from ctune.measure import Measurer, SamplingPlan
     from ctune.records import Build, Candidate, Measurement
+    from ctune.spec import KernelSpec, Problem
 
 _LOCK = threading.Lock()
 _COMPILERS: dict[tuple[str, ...], NvccCompiler] = {}

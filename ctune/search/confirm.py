@@ -48,10 +48,17 @@ RoundRunner = Callable[[Sequence[tuple[Trial, Build]]], Mapping[str, Measurement
 ValueOf = Callable[[Build, Sequence[Measurement]], float | None]
 
 
+def significance(
+    member: Sequence[Measurement], baseline: Sequence[Measurement], rule: NoiseRule | None = None
+) -> Comparison:
+    """A member's latency against the baseline's, by the gate's comparison rule."""
+    from ctune.evidence.compare import SampleSet, compare
+
+    return compare(SampleSet.from_measurements(baseline), SampleSet.from_measurements(member), rule)
+
+
 def separation(member: Sequence[Measurement], reference: Sequence[Measurement]) -> Comparison:
     """The one comparison rule of confirmation: is ``member`` told apart from ``reference``?"""
-    from ctune.search.report import significance
-
     return significance(member, reference)
 
 

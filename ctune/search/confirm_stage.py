@@ -203,7 +203,7 @@ class ConfirmStage:
         """The best confirmed member with a controls file against the best without one, by
         the gate's rule (None when either was not confirmed)."""
         from ctune.evidence.compare import Difference
-        from ctune.search.report import significance
+        from ctune.search.confirm import significance
 
         inputs = self.inputs
         if len(inputs.objective.directions) != 1:
@@ -324,7 +324,8 @@ class ConfirmStage:
         self, base: MemberResult, front: Sequence[MemberResult]
     ) -> list[MemberResult]:
         """Each front member with its significance and gain over the re-measured baseline."""
-        from ctune.search.report import bootstrap, gain, significance
+        from ctune.search.confirm import significance
+        from ctune.search.report import bootstrap, gain
 
         inputs = self.inputs
         assert base.pooled is not None

@@ -26,7 +26,7 @@ from ctune.expr import ExprError
 from ctune.records import Build, Candidate, Outcome, Trial, canonical_json, sha256_hex
 
 if TYPE_CHECKING:
-    from ctune.kernelspec import KernelSpec, Problem
+    from ctune.spec import KernelSpec, Problem
 
 #: a budgeted search compiles at most this many candidates per unit of budget
 COMPILE_CAP_FACTOR = 4

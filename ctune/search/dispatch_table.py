@@ -26,13 +26,14 @@ from typing import TYPE_CHECKING, Any
 from ctune.errors import UserError
 from ctune.files import MAX_DATA_BYTES, InputFileError, read_text_capped
 from ctune.records import Candidate
+from ctune.search.set_layout import HEADER, MATRIX, TABLE, best_rows, compiled_build_id, read_rows
 from ctune.writes import write_atomic
 
 if TYPE_CHECKING:
-    from ctune.kernelspec import KernelSpec, Problem
     from ctune.objective.spec import ObjectiveSpec
     from ctune.search.dispatch import Cover, Matrix
-    from ctune.search.problem_set import SetOptions
+    from ctune.search.set_layout import SetOptions
+    from ctune.spec import KernelSpec, Problem
 
 KIND = "ctune-dispatch"
 VERSION = 1
@@ -98,8 +99,6 @@ def build_table(
     flags: Mapping[str, Sequence[str]],
 ) -> tuple[Table, list[dict[str, Any]]]:
     """The table, and the per-shape rows of the JSON (times, losses, best builds)."""
-    from ctune.search.problem_set import best_rows
-
     chosen = {b: i for i, b in enumerate(cover.builds)}
     cells = best_rows(rows)
     dim_names = tuple(problems[0].dims) if problems else ()
@@ -204,8 +203,6 @@ def build_ids_today(spec: KernelSpec, builds: Sequence[Mapping[str, Any]]) -> li
     """Each table build's id as a search over today's space names it (a table written before
     a gene was added recorded an id over the genes of its day); the recorded id where the
     build lacks its genes or serves no problem the spec still has."""
-    from ctune.search.problem_set import compiled_build_id
-
     known = set(spec.problem_names())
     ids = []
     for b in builds:
@@ -360,7 +357,6 @@ def write_table(
 ) -> tuple[Path, Path]:
     """dispatch.json and dispatch.h in the set's folder."""
     from ctune.compile.command import tuned_flags
-    from ctune.search.problem_set import HEADER, MATRIX, TABLE, best_rows, read_rows
 
     rows = read_rows(opts.set_dir / MATRIX)
     cells = best_rows(rows)

@@ -106,9 +106,9 @@ from ctune.space.limits import DeviceLimits, device_limits
 if TYPE_CHECKING:
     from ctune.compile.toolchain import Toolchain
     from ctune.config import Settings
-    from ctune.kernelspec import KernelSpec
     from ctune.measure import Measurer, SamplingPlan
     from ctune.objective.spec import ObjectiveSpec
+    from ctune.spec import KernelSpec
 
 #: consecutive generations with nothing new before the search counts as converged
 MAX_IDLE_GENERATIONS = 10
@@ -169,18 +169,19 @@ def _fingerprint(
         fields = part.fingerprint_fields() if part is not None else None
         if fields is not None:
             stand_in.update(fields)
+    from ctune import identity_probe
     from ctune.compile.select_toolchain import nvcc_for
     from ctune.evidence import identity as fp
 
     if stand_in:
         return {
-            **fp.harness_fields(),
+            **identity_probe.harness_fields(),
             **fp.spec_part_fields(spec, problem),
             "arch": settings.arch or spec.arch,
             "l2_policy": l2_policy(settings, spec),
             **stand_in,
         }
-    return fp.current_fingerprint(
+    return identity_probe.current_fingerprint(
         spec,
         gpu=gpu,
         problem=problem,

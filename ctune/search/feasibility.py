@@ -20,14 +20,26 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ctune.objective.pareto import dominates, minimized, sign
-from ctune.records import Trial
+from ctune.records import Build, Measurement, Trial
 
 if TYPE_CHECKING:
     from ctune.objective.spec import Constraint, ObjectiveSpec
-    from ctune.search.result import MemberResult
+
+
+class Member(Protocol):
+    """What the analysis reads of a confirmed member (``ctune.search.result.MemberResult``):
+    its values, and the build and pooled measurement its constraints are judged on."""
+
+    @property
+    def values(self) -> tuple[float, ...]: ...
+    @property
+    def build(self) -> Build | None: ...
+    @property
+    def pooled(self) -> Measurement | None: ...
+
 
 #: a constraint "rules out most candidates" above this share of the measured ones
 MOST = 0.5
@@ -178,8 +190,8 @@ def analyze(
     objective: ObjectiveSpec,
     dims: Mapping[str, int],
     baseline: Trial,
-    front: Sequence[MemberResult],
-    baseline_member: MemberResult | None,
+    front: Sequence[Member],
+    baseline_member: Member | None,
 ) -> Feasibility:
     """What the constraints did to this search (see the module docstring)."""
     ctx = objective.context(dims)

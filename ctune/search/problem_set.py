@@ -43,38 +43,26 @@ from typing import TYPE_CHECKING, Any
 from ctune.errors import UserError
 from ctune.files import MAX_DATA_BYTES, read_text_capped
 from ctune.interrupts import Interrupted
-from ctune.records import Candidate, canonical_json, sha256_hex
+from ctune.records import Candidate
 from ctune.search import dispatch
-from ctune.search.budget import WARM_START_SHARE
+from ctune.search.set_layout import (
+    FINALISTS,
+    MATRIX,
+    WINNERS,
+    SetOptions,
+    build_id,
+    read_rows,
+)
 from ctune.writes import write_atomic
 
 if TYPE_CHECKING:
     from ctune.compile.contract import Compiler
     from ctune.config import Settings
-    from ctune.kernelspec import KernelSpec, Problem
     from ctune.objective.spec import ObjectiveSpec
     from ctune.records import Build, Measurement
     from ctune.search import Publisher
     from ctune.search.driver import EventSink, SearchOptions
-
-MATRIX = "matrix.json"
-FINALISTS = "finalists.json"
-TABLE = "dispatch.json"
-WINNERS = "winners.json"
-HEADER = "dispatch.h"
-
-
-@dataclass(frozen=True)
-class SetOptions:
-    """A problem-set search: which set, where its state lives, how far this call goes."""
-
-    set_name: str
-    set_dir: Path
-    margin: float = 0.03
-    step_s: float | None = None  # wall time for this call; None: to the end
-    cross_processes: int = 1  # fresh processes per shape in the cross phase
-    reuse_share: float = WARM_START_SHARE  # of a shape's budget: the group's earlier builds
-    shipped: frozenset[str] = frozenset()  # build ids other tables ship: the cover takes them first
+    from ctune.spec import KernelSpec, Problem
 
 
 @dataclass(frozen=True)
@@ -116,23 +104,6 @@ class SetProgress:
 def group_of(problem: Problem) -> str:
     """A problem's compile group: its defines (builds of different groups differ)."""
     return ",".join(f"{k}={v}" for k, v in sorted(problem.defines.items()))
-
-
-def build_id(spec: KernelSpec, candidate: Candidate, problem: Problem) -> str:
-    """The compiled build a candidate runs as on a problem: compiled genes plus defines."""
-    return compiled_build_id(spec, candidate.as_dict(), problem.defines)
-
-
-def compiled_build_id(
-    spec: KernelSpec, genes: Mapping[str, Any], defines: Mapping[str, Any]
-) -> str:
-    """The id of the build these compiled genes make, in today's space (``Space.in_today``):
-    a table written before a gene was added names its builds as a search today does, not by
-    an id no search gives any more."""
-    today = spec.space.in_today(genes)
-    compiled = {name: v for name, v in today.items() if name not in spec.runtime_names}
-    digest = sha256_hex(canonical_json({"genes": compiled, "defines": dict(defines)}))
-    return "b" + digest[:11]
 
 
 def check_set(spec: KernelSpec, set_name: str, objective: ObjectiveSpec) -> list[Problem]:
@@ -499,21 +470,6 @@ def _journal_path(opts: SetOptions, spec: KernelSpec, problem: Problem) -> Path:
 # --- cross-measurement ----------------------------------------------------------------------
 
 
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    try:
-        data = json.loads(read_text_capped(path, MAX_DATA_BYTES, "dispatch matrix"))
-        rows = data["rows"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UserError(
-            f"{path}: not a dispatch matrix ({exc}); move it away to start over"
-        ) from None
-    if not isinstance(rows, list):
-        raise UserError(f"{path}: 'rows' is not a list; move it away to start over")
-    return rows
-
-
 def _write_json(path: Path, data: Any) -> None:
     """Whole file or nothing: a step cut off mid-write must not leave half a matrix."""
     write_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
@@ -663,20 +619,6 @@ def to_matrix(
     )
 
 
-def best_rows(
-    rows: Sequence[Mapping[str, Any]],
-) -> dict[tuple[str, str], Mapping[str, Any]]:
-    """(shape, build) -> the row of the build's fastest variant there (its runtime genes)."""
-    out: dict[tuple[str, str], Mapping[str, Any]] = {}
-    for r in rows:
-        if r["cost"] is None:
-            continue
-        key = (r["shape"], r["build"])
-        if key not in out or r["cost"] < out[key]["cost"]:
-            out[key] = r
-    return out
-
-
 def _write_finalists(
     spec: KernelSpec, opts: SetOptions, problems: Sequence[Problem], compiler: Compiler | None
 ) -> None:
@@ -705,19 +647,11 @@ def _write_finalists(
 
 
 __all__ = [
-    "FINALISTS",
-    "HEADER",
-    "MATRIX",
-    "TABLE",
-    "SetOptions",
     "SetProgress",
-    "best_rows",
-    "build_id",
     "check_set",
     "cross_row",
     "finalists",
     "group_of",
-    "read_rows",
     "run_problem_set",
     "to_matrix",
 ]

@@ -5,7 +5,8 @@ are re-measured in k fresh processes, interleaved, before anything is
 reported (``Measurer.remeasure``).
 
 - **Significance** (per member, latency): the one comparison rule of
-  ``ctune.evidence.compare`` (the gate's), member against the baseline.
+  ``ctune.evidence.compare`` (the gate's), member against the baseline
+  (``ctune.search.confirm.significance``, which confirmation stops on).
 - **Gain** (pinned member and every confirmed member, first objective):
   ``ratio`` = baseline/member (minimise) or member/baseline (maximise), with
   a 95% percentile CI from a hierarchical bootstrap: resample processes,
@@ -25,7 +26,6 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ctune.evidence.compare import Comparison, NoiseRule, SampleSet, compare
 from ctune.records import (
     Build,
     Candidate,
@@ -113,16 +113,6 @@ def _median_summary(summaries: Sequence[Quantiles]) -> Quantiles:
         p95_ci_ms=med_ci("p95_ci_ms"),
         p99_ci_ms=med_ci("p99_ci_ms"),
     )
-
-
-# --- significance ----------------------------------------------------------------------
-
-
-def significance(
-    member: Sequence[Measurement], baseline: Sequence[Measurement], rule: NoiseRule | None = None
-) -> Comparison:
-    """A member's latency against the baseline's, by the gate's comparison rule."""
-    return compare(SampleSet.from_measurements(baseline), SampleSet.from_measurements(member), rule)
 
 
 # --- gain with a confidence interval -------------------------------------------------
@@ -281,5 +271,4 @@ __all__ = [
     "gain",
     "pick_for_confirmation",
     "pool",
-    "significance",
 ]

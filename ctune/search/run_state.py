@@ -25,7 +25,6 @@ from ctune.search.trial_book import TrialBook
 
 if TYPE_CHECKING:
     from ctune.config import Settings
-    from ctune.kernelspec import KernelSpec, Problem
     from ctune.measure import Measurer, SamplingPlan
     from ctune.objective.spec import ObjectiveSpec
     from ctune.records import Trial
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
     from ctune.search.plan import SearchPlan
     from ctune.space.limits import DeviceLimits
     from ctune.space.params import Space
+    from ctune.spec import KernelSpec, Problem
 
 log = logging.getLogger("ctune.search.driver")  # the notes keep the logger they were said on
 

@@ -23,11 +23,11 @@ from ctune.search.journal_writer import device_label
 from ctune.search.result import COMPILE_ONLY
 
 if TYPE_CHECKING:
-    from ctune.kernelspec import KernelSpec
     from ctune.objective.spec import ObjectiveSpec
     from ctune.search.journal_writer import JournalWriter
     from ctune.search.pipeline import Pipeline
     from ctune.search.run_state import SearchRun
+    from ctune.spec import KernelSpec
 
 
 def request_identity(

@@ -20,7 +20,7 @@ from ctune.search.dedup import BinaryTable
 from ctune.search.front import FrontTracker, Score
 
 if TYPE_CHECKING:
-    from ctune.kernelspec import KernelSpec, Problem
+    from ctune.spec import KernelSpec, Problem
 
 
 class TrialBook:

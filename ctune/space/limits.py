@@ -29,12 +29,13 @@ from typing import TYPE_CHECKING
 from ctune.arch import capability
 from ctune.expr import Expr, parse
 from ctune.space.params import Space
+from ctune.spec import LaunchConfigError, launch_geometry
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from ctune.kernelspec import KernelSpec, LaunchRule
     from ctune.records import GeneValue, Resources
+    from ctune.spec import KernelSpec, LaunchRule
 
 #: registers are allocated per warp in units of this many
 REGISTER_ALLOCATION_UNIT = 256
@@ -135,8 +136,6 @@ def launch_violation(
     """
     if spec.launch is None:
         return None
-    from ctune.measure.launch import LaunchConfigError, launch_geometry
-
     try:
         geometry = launch_geometry(spec, values, dims)
     except LaunchConfigError:

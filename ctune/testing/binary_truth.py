@@ -27,7 +27,7 @@ from ctune.records import GeneValue, canonical_json, sha256_hex
 from ctune.testing.json_files import load_json, save_json
 
 if TYPE_CHECKING:
-    from ctune.kernelspec import KernelSpec, Problem
+    from ctune.spec import KernelSpec, Problem
     from ctune.testing.standins import GroundTruth
 
 FORMAT = "ctune-ground-truth/2"

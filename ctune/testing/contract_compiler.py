@@ -28,8 +28,8 @@ import pytest
 
 from ctune.compile.contract import Compiler
 from ctune.config import Settings
-from ctune.kernelspec import KernelSpec, Problem
 from ctune.records import Build, Candidate, Outcome
+from ctune.spec import KernelSpec, Problem
 
 
 @dataclass

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from ctune.kernelspec import KernelSpec, Problem
 from ctune.measure import Measurer, SamplingPlan
 from ctune.records import Build, Candidate, Measurement, Outcome
+from ctune.spec import KernelSpec, Problem
 
 #: what a measurer may say it can measure
 CAPABILITIES = frozenset({"gpu", "nvml"})

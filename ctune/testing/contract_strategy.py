@@ -31,7 +31,6 @@ from typing import Any
 import pytest
 
 from ctune.errors import UserError
-from ctune.kernelspec import KernelSpec
 from ctune.measure import SamplingPlan
 from ctune.objective import ObjectiveSpec, parse_objective_spec
 from ctune.records import Candidate, Trial
@@ -39,6 +38,7 @@ from ctune.search import make_strategy, resolve_name
 from ctune.search.journal import read as read_journal
 from ctune.search.result import SearchResult
 from ctune.search.strategy import StrategyContext
+from ctune.spec import KernelSpec
 from ctune.testing.searches import quiet_search
 from ctune.testing.standins import StandInCompiler, StandInMeasurer, standin_spec
 

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 from ctune.testing.standins import StandInMeasurer
 
 if TYPE_CHECKING:
-    from ctune.kernelspec import KernelSpec, Problem
     from ctune.measure import SamplingPlan
     from ctune.records import Build, Candidate, Measurement
+    from ctune.spec import KernelSpec, Problem
 
 
 class SleepingStandInMeasurer(StandInMeasurer):

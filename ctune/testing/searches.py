@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ctune.kernelspec import KernelSpec
     from ctune.objective import ObjectiveSpec
     from ctune.search.result import SearchResult
+    from ctune.spec import KernelSpec
 
 
 def quiet_search(

@@ -38,8 +38,8 @@ from ctune.testing.standins import StandInMeasurer, write_standin_kernel
 
 if TYPE_CHECKING:
     from ctune.config import Settings
-    from ctune.kernelspec import KernelSpec, Problem
     from ctune.measure import SamplingPlan
+    from ctune.spec import KernelSpec, Problem
 
 
 class FakeClock:
@@ -222,7 +222,7 @@ metrics:
 
 def runtime_standin_spec(folder: Path, name: str = "standin_rt") -> KernelSpec:
     """Write and load the runtime-gene stand-in kernel (its ``.cu`` is never compiled)."""
-    from ctune.kernelspec import load_spec
+    from ctune.spec import load_spec
 
     return load_spec(write_standin_kernel(Path(folder), name, RUNTIME_YAML))
 

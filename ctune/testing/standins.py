@@ -65,9 +65,9 @@ from ctune.testing.json_files import load_json, save_json
 
 if TYPE_CHECKING:
     from ctune.config import Settings
-    from ctune.kernelspec import KernelSpec, Problem
     from ctune.measure import SamplingPlan
     from ctune.space.params import Space
+    from ctune.spec import KernelSpec, Problem
 
 STANDIN_DEVICE = DeviceInfo(
     name="stand-in (not a GPU)", uuid="standin-0", sm="sm_00", driver="none"
@@ -821,7 +821,7 @@ def write_standin_kernel(folder: Path, name: str = "standin", yaml: str = STANDI
 
 
 def standin_spec(folder: Path, name: str = "standin") -> KernelSpec:
-    from ctune.kernelspec import load_spec
+    from ctune.spec import load_spec
 
     return load_spec(write_standin_kernel(folder, name))
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ctune.kernelspec import load_spec
+from ctune.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 

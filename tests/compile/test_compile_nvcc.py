@@ -13,9 +13,9 @@ from ctune.compile import NvccCompiler, probe_toolchain
 from ctune.compile import nvcc as nvcc_module
 from ctune.compile.deps import uses_cutlass
 from ctune.compile.sass import defined_symbols, sass_digest
-from ctune.kernelspec import load_spec
 from ctune.records import Outcome
 from ctune.space import CATALOGUE
+from ctune.spec import load_spec
 
 pytestmark = pytest.mark.nvcc
 
@@ -303,15 +303,15 @@ def test_the_source_closure_is_the_one_of_the_arch_built_for(toolchain, tmp_path
     recorded inputs, ctune check) is the sm_80 build's: taken for the spec's arch, it missed
     ampere.h, so an edit there kept serving the old sm_80 build from the cache."""
 
+    from ctune import identity_probe
     from ctune.compile import deps
     from ctune.config import Settings
-    from ctune.evidence import identity
     from ctune.registry.check import FingerprintProbe
 
     spec = load_spec(_arch_kernel(tmp_path / "kernels"), toolchain.help_text)
     sm80 = deps.source_closure(spec, arch="sm_80")
     assert "ampere.h" in sm80 and "ampere.h" not in deps.source_closure(spec)
-    assert identity.spec_fields(spec, arch="sm_80")["kernel_source_sha256"] == (
+    assert identity_probe.spec_fields(spec, arch="sm_80")["kernel_source_sha256"] == (
         deps.closure_sha256(sm80)
     )
     probe = FingerprintProbe(tmp_path / "kernels", gpu=False, arch="sm_80")

@@ -14,8 +14,8 @@ from ctune.compile.logs import first_error_line
 from ctune.compile.sass import entry_functions, kernel_param_sizes
 from ctune.compile.signature import ptx_param_sizes
 from ctune.errors import SpecError
-from ctune.kernelspec import load_spec
 from ctune.records import Outcome
+from ctune.spec import load_spec
 
 pytestmark = pytest.mark.nvcc
 

@@ -25,11 +25,11 @@ import numpy as np
 import pytest
 
 from ctune.compile.nvcc import NvccCompiler
-from ctune.compile.quoting import CommandLineError
 from ctune.compile.toolchain import probe_toolchain
 from ctune.errors import EXIT_GATE_FAILED, EXIT_OK, EXIT_USER_ERROR, SpecError, UserError
-from ctune.kernelspec import load_spec
+from ctune.quoting import CommandLineError
 from ctune.records import Candidate, canonical_json
+from ctune.spec import load_spec
 
 pytestmark = pytest.mark.nvcc
 
@@ -224,6 +224,7 @@ def _built_artifact(kernels: Path, cache: Path) -> Any:
     import importlib.util
     import sys
 
+    from ctune import identity_probe
     from ctune.compile.deps import source_closure
     from ctune.evidence import identity as fingerprint
     from ctune.registry.schema import FrontMember
@@ -257,7 +258,7 @@ def _built_artifact(kernels: Path, cache: Path) -> Any:
                 )
             )
     gpu = {k: v for k, v in support.FINGERPRINT.items() if fingerprint.FIELDS[k][1] == "gpu"}
-    fp = {**gpu, **fingerprint.current_fingerprint(spec, False, problem="n1m")}
+    fp = {**gpu, **identity_probe.current_fingerprint(spec, False, problem="n1m")}
     return dataclasses.replace(
         template,
         fingerprint=fp,

@@ -23,6 +23,7 @@ from types import ModuleType
 
 import pytest
 
+from ctune import identity_probe
 from ctune.compile.command import split_genes, tuned_flags
 from ctune.compile.deps import source_closure
 from ctune.compile.find_toolchains import wheel_nvccs
@@ -33,9 +34,9 @@ from ctune.compile.toolchain import Toolchain, controls_release, probe_toolchain
 from ctune.config import Settings
 from ctune.controls.store import ControlsStore, StoreChain
 from ctune.evidence import identity
-from ctune.kernelspec import load_spec
 from ctune.registry.schema import Artifact, FrontMember
 from ctune.registry.service import publish_artifact
+from ctune.spec import load_spec
 
 pytestmark = pytest.mark.nvcc
 
@@ -146,7 +147,7 @@ def _artifact(p: dict[str, Path], toolchain: Toolchain, digest: str | None) -> A
                 )
             )
     gpu = {k: v for k, v in support.FINGERPRINT.items() if identity.FIELDS[k][1] == "gpu"}
-    here = identity.current_fingerprint(spec, False, problem="n1m", nvcc=toolchain.nvcc)
+    here = identity_probe.current_fingerprint(spec, False, problem="n1m", nvcc=toolchain.nvcc)
     return dataclasses.replace(
         template,
         fingerprint={**gpu, **here},
@@ -254,7 +255,7 @@ def test_a_controls_file_no_store_holds_makes_the_artifact_stale(
     plain = probe_toolchain("nvcc")
     a = _with_standin_file(project, _artifact(project, plain, None), False)
     a = dataclasses.replace(
-        a, fingerprint={**a.fingerprint, **identity.probe_toolchain(split.nvcc)}
+        a, fingerprint={**a.fingerprint, **identity_probe.probe_toolchain(split.nvcc)}
     )
     _publish(project, a)
     digest = a.front[0].candidate.as_dict()["acf_ptxas"]

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from ctune import identity_probe
 from ctune.evidence import identity as fingerprint
-from ctune.kernelspec import load_spec
 from ctune.registry import export
 from ctune.registry.service import publish_artifact
+from ctune.spec import load_spec
 
 pytestmark = pytest.mark.nvcc
 
@@ -43,7 +44,7 @@ def kernels(tmp_path: Path) -> Path:
 
 
 def test_toolchain_probe_is_repeatable() -> None:
-    first, second = fingerprint.probe_toolchain(), fingerprint.probe_toolchain()
+    first, second = identity_probe.probe_toolchain(), identity_probe.probe_toolchain()
     assert first == second
     assert "release" in first["nvcc_version"] and first["ptxas_version"]
     assert all(isinstance(v, str) for v in first.values())
@@ -51,13 +52,13 @@ def test_toolchain_probe_is_repeatable() -> None:
 
 def test_fingerprint_repeats_and_names_a_source_edit(kernels: Path) -> None:
     spec = load_spec(kernels / "saxpy.yaml")
-    first = fingerprint.current_fingerprint(spec, False, problem="n1m")
+    first = identity_probe.current_fingerprint(spec, False, problem="n1m")
     for _ in range(3):
-        again = fingerprint.current_fingerprint(load_spec(kernels / "saxpy.yaml"), False)
+        again = identity_probe.current_fingerprint(load_spec(kernels / "saxpy.yaml"), False)
         assert fingerprint.diff(first, again, set(again)) == []
     with (kernels / "saxpy.cu").open("a") as fh:
         fh.write("\n// edited\n")
-    edited = fingerprint.current_fingerprint(load_spec(kernels / "saxpy.yaml"), False)
+    edited = identity_probe.current_fingerprint(load_spec(kernels / "saxpy.yaml"), False)
     changes = fingerprint.diff(first, edited, set(edited))
     assert [(c.name, c.severity) for c in changes] == [("kernel_source_sha256", "build")]
 
@@ -95,7 +96,7 @@ def _real_artifact(kernels: Path, cache: Path):  # type: ignore[no-untyped-def]
                 )
             )
     gpu = {k: v for k, v in support.FINGERPRINT.items() if fingerprint.FIELDS[k][1] == "gpu"}
-    fp = {**gpu, **fingerprint.current_fingerprint(spec, False, problem="n1m")}
+    fp = {**gpu, **identity_probe.current_fingerprint(spec, False, problem="n1m")}
     return dataclasses.replace(
         template,
         fingerprint=fp,

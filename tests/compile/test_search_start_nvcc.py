@@ -13,10 +13,10 @@ import pytest
 from ctune.compile import probe_toolchain
 from ctune.config import Settings
 from ctune.errors import SpecError
-from ctune.kernelspec import load_spec
 from ctune.objective import parse_objective_spec
 from ctune.search import driver
 from ctune.search.driver import SearchOptions, run_search
+from ctune.spec import load_spec
 from ctune.testing.standins import StandInMeasurer
 
 pytestmark = pytest.mark.nvcc

@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pytest
 
+from ctune import identity_probe
 from ctune.compile import NvccCompiler
 from ctune.compile.find_toolchains import wheel_nvccs
 from ctune.compile.sass import defined_symbols, embedded_cubins, sass_digest
 from ctune.compile.select_toolchain import toolchain_for
 from ctune.compile.toolchain import Toolchain, controls_release, probe_toolchain, version_in
 from ctune.config import Settings
-from ctune.evidence import identity
-from ctune.kernelspec import load_spec
 from ctune.records import Outcome
+from ctune.spec import load_spec
 
 pytestmark = pytest.mark.nvcc
 
@@ -111,7 +111,7 @@ def test_the_cubins_come_from_the_given_ptxas(tmp_path: Path) -> None:
     assert controls_release(split.ptxas_version) and split.nvcc_version.startswith("13.0")
     assert split.takes_controls("ptxas", "sm_90a")[0]
     assert not split.takes_controls("nvcc", "sm_100")[0]  # nvcc is still 13.0
-    fields = identity.probe_toolchain(split.nvcc)
+    fields = identity_probe.probe_toolchain(split.nvcc)
     assert fields["ptxas_version"] == f"{split.ptxas_version} (split: PTX from nvcc 13.0.88)"
     build = _default_build(split, tmp_path)
     assert build.outcome is Outcome.OK, build.log_tail

@@ -25,7 +25,7 @@ def toolchain() -> Any:
 
 @pytest.fixture(scope="session")
 def load(toolchain: Any) -> Callable[[Path], Any]:
-    from ctune.kernelspec import load_spec
+    from ctune.spec import load_spec
 
     def load_one(path: Path) -> Any:
         return load_spec(path, toolchain.help_text)

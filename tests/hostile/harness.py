@@ -728,12 +728,13 @@ def _real_artifact(project: Project) -> Any:
     """A saxpy artifact as a search records it: two members built by this nvcc, their SASS,
     launch geometry, the source closure and this machine's fingerprint (GPU fields from the
     registry tests' stand-in)."""
+    from ctune import identity_probe
     from ctune.compile.deps import source_closure
     from ctune.compile.nvcc import NvccCompiler
     from ctune.compile.toolchain import probe_toolchain
     from ctune.evidence import identity
-    from ctune.kernelspec import load_spec
     from ctune.registry.schema import FrontMember
+    from ctune.spec import load_spec
 
     support = _support()
     spec = load_spec(project.path("kernels/saxpy.yaml"))
@@ -759,7 +760,7 @@ def _real_artifact(project: Project) -> Any:
             )
     shutil.rmtree(project.base / "tuned")
     gpu = {k: v for k, v in support.FINGERPRINT.items() if identity.FIELDS[k][1] == "gpu"}
-    fp = {**gpu, **identity.current_fingerprint(spec, False, problem="n1m")}
+    fp = {**gpu, **identity_probe.current_fingerprint(spec, False, problem="n1m")}
     return dataclasses.replace(
         template,
         fingerprint=fp,

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from ctune.config import Settings
-from ctune.kernelspec import load_spec
 from ctune.scale.compiler import EngineCompiler
 from ctune.scale.engine import Engine
 from ctune.scale.measurer import EngineMeasurer
 from ctune.scale.tasks import MeasurerFactory
+from ctune.spec import load_spec
 from ctune.testing.contract_compiler import CompilerCase, CompilerContract
 from ctune.testing.contract_measurer import MeasurerCase, MeasurerContract
 from ctune.testing.standins import StandInCompiler, standin_spec

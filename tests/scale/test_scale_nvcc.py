@@ -22,7 +22,6 @@ from ctune.compile.nvcc import NvccCompiler
 from ctune.compile.sass import sass_digest
 from ctune.compile.toolchain import probe_toolchain
 from ctune.config import Settings
-from ctune.kernelspec import load_spec
 from ctune.objective import parse_objective_spec
 from ctune.records import Candidate, Outcome
 from ctune.scale.compiler import EngineCompiler
@@ -31,6 +30,7 @@ from ctune.scale.measurer import EngineMeasurer
 from ctune.scale.tasks import MeasurerFactory
 from ctune.search import journal as journal_mod
 from ctune.search.driver import SearchOptions, run_search
+from ctune.spec import load_spec
 from ctune.testing.cli_app import ctune_main
 from ctune.testing.engine_standins import held_workers, write_gated_nvcc
 from ctune.testing.standins import StandInMeasurer

@@ -10,10 +10,10 @@ from typer.testing import CliRunner
 
 from ctune.cli import search as search_cli
 from ctune.config import Settings, resolve
+from ctune.engine_settings import parse_executor, parse_gpus
 from ctune.errors import EXIT_TOOLCHAIN, UserError
-from ctune.kernelspec import load_spec
 from ctune.scale.engine import resolve_executor, resolve_gpus
-from ctune.scale.options import parse_executor, parse_gpus
+from ctune.spec import load_spec
 from ctune.testing.cli_app import ctune_main
 from ctune.testing.standins import write_standin_kernel
 

@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 from ctune.config import Settings
-from ctune.kernelspec import KernelSpec, Problem
 from ctune.objective import parse_objective_spec
 from ctune.records import Build, Candidate, Outcome
 from ctune.scale.engine import GPU, Engine
@@ -30,6 +29,7 @@ from ctune.search.confirm import min_processes
 from ctune.search.driver import SearchOptions, run_search
 from ctune.search.events import SearchEvent, TrialFinished
 from ctune.search.result import SearchResult
+from ctune.spec import KernelSpec, Problem
 from ctune.testing.standins import StandInCompiler, StandInMeasurer, standin_spec
 
 pytest.importorskip("distributed", reason="no cluster extra (dask, distributed)")

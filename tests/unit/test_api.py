@@ -9,7 +9,7 @@ import pytest
 
 import ctune
 from ctune.errors import CtuneError, UserError
-from ctune.kernelspec import load_spec
+from ctune.spec import load_spec
 from ctune.testing.standins import StandInCompiler, StandInMeasurer
 
 KERNEL = """

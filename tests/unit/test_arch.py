@@ -14,7 +14,7 @@ import yaml
 from ctune import arch
 from ctune.config import resolve
 from ctune.errors import SpecError, UserError
-from ctune.kernelspec import load_spec
+from ctune.spec import load_spec
 
 DATA = Path(__file__).parents[1] / "data" / "kernels"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ctune.exchange.t4 import candidates, read_t4
-from ctune.kernelspec import KernelSpec, load_spec
+from ctune.spec import KernelSpec, load_spec
 
 ROOT = Path(__file__).parents[2]
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from ctune.errors import SpecError, UserError
-from ctune.kernelspec import load_spec
+from ctune.spec import load_spec
 
 DATA = Path(__file__).parents[1] / "data" / "kernels"
 

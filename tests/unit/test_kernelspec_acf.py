@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from ctune.errors import SpecError
-from ctune.kernelspec import load_spec
 from ctune.records import sha256_hex
+from ctune.spec import load_spec
 
 DATA = Path(__file__).parents[1] / "data" / "kernels"
 

@@ -13,10 +13,10 @@ from ctune import l2policy
 from ctune.config import resolve
 from ctune.errors import UserError
 from ctune.evidence.identity import spec_part_fields
-from ctune.kernelspec import load_spec
 from ctune.measure.plan import plan_from_json, plan_to_json
 from ctune.measure.protocol import record
 from ctune.records import canonical_json, sha256_hex
+from ctune.spec import load_spec
 
 ROOT = Path(__file__).parents[2]
 DATA = ROOT / "tests" / "data" / "kernels"

@@ -101,7 +101,7 @@ def _stand_ins(mp: pytest.MonkeyPatch) -> None:
     import ctune.cli.search as search_cli
     import ctune.measure.session as session
     import ctune.search.driver as driver
-    from ctune.kernelspec import load_spec
+    from ctune.spec import load_spec
     from ctune.testing.standins import StandInCompiler, StandInMeasurer
 
     mp.setattr(search_cli, "load_kernel", lambda kernel, cfg: (load_spec(kernel), None))

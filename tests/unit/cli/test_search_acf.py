@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 import ctune.cli.search as search_cli
 import ctune.controls.setup as controls_setup_module
 from ctune.compile.toolchain import Toolchain
-from ctune.kernelspec import load_spec
+from ctune.spec import load_spec
 from ctune.testing.cli_app import ctune_main
 from ctune.testing.standins import StandInCompiler, StandInMeasurer, write_standin_kernel
 

@@ -17,7 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 import ctune.cli.search as search_cli
-from ctune.kernelspec import load_spec
+from ctune.cli.options import parse_duration
+from ctune.spec import load_spec
 from ctune.testing.cli_app import ctune_main
 from ctune.testing.standins import StandInCompiler, StandInMeasurer, write_standin_kernel
 
@@ -345,11 +346,11 @@ def test_no_fill_reaches_the_search(run: Run, monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_durations() -> None:
-    assert search_cli.parse_duration("30m") == 1800.0
-    assert search_cli.parse_duration("1h30m") == 5400.0
-    assert search_cli.parse_duration("90s") == 90.0
-    assert search_cli.parse_duration("2.5h") == 9000.0
-    assert search_cli.parse_duration("600") == 600.0
+    assert parse_duration("30m") == 1800.0
+    assert parse_duration("1h30m") == 5400.0
+    assert parse_duration("90s") == 90.0
+    assert parse_duration("2.5h") == 9000.0
+    assert parse_duration("600") == 600.0
 
 
 def test_plot_writes_a_png_of_the_front(run: Run, tmp_path: Path) -> None:

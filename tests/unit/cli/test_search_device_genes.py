@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 
 import ctune.cli.search as search_cli
 import ctune.measure.session as session
-from ctune.kernelspec import KernelSpec, Problem, load_spec
 from ctune.measure import SamplingPlan
 from ctune.records import Build, Candidate, Measurement
+from ctune.spec import KernelSpec, Problem, load_spec
 from ctune.testing.cli_app import ctune_main
 from ctune.testing.standin_nvml import StandInNvmlLibrary
 from ctune.testing.standins import StandInCompiler, StandInMeasurer, write_standin_kernel

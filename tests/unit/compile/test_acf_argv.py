@@ -8,12 +8,12 @@ import pytest
 
 from ctune.compile.command import tuned_flags
 from ctune.compile.nvcc import NvccCompiler
-from ctune.compile.quoting import CommandLineError, check_argv
 from ctune.compile.toolchain import Toolchain
 from ctune.controls.store import ControlsError, ControlsStore, StoreChain
-from ctune.kernelspec import KernelSpec, load_spec
+from ctune.quoting import CommandLineError, check_argv
 from ctune.records import sha256_hex
 from ctune.registry.schema import _SAFE_FLAG
+from ctune.spec import KernelSpec, load_spec
 
 DATA = Path(__file__).parents[2] / "data" / "kernels"
 FAKE_TOOLCHAIN = Toolchain("/bin/nvcc", "13.3.73", "13.3.73", "release 13.3, V13.3.73", "")

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from ctune.compile.command import build_argv, key_argv, split_genes, tuned_flags
-from ctune.compile.flags import check_flags
 from ctune.compile.nvcc import NvccCompiler
 from ctune.compile.toolchain import Toolchain
 from ctune.errors import UserError
-from ctune.kernelspec import load_spec
 from ctune.records import Build, Outcome
 from ctune.space import CATALOGUE, Gene
+from ctune.spec import load_spec
+from ctune.spec.flags import check_flags
 
 SRC = Path("/k/gemm.cu")
 OUT = Path("/c/kernel.cubin")

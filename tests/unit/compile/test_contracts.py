@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from ctune.config import Settings
-from ctune.kernelspec import KernelSpec, load_spec
 from ctune.records import Candidate
+from ctune.spec import KernelSpec, load_spec
 from ctune.testing.contract_compiler import CompilerCase, CompilerContract
 from ctune.testing.slow_builds import FakeClock, SlowStandInCompiler
 from ctune.testing.standins import GroundTruth, ReplayCompiler, StandInCompiler, standin_spec

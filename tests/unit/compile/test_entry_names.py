@@ -6,18 +6,15 @@ import shutil
 
 import pytest
 
-from ctune.compile.entry import (
-    EntryError,
-    demangle,
-    instantiation_source,
+from ctune.compile.entry import EntryError, demangle, instantiation_source, resolve
+from ctune.compile.logs import first_error_line
+from ctune.spec.entry import (
     parse_entry,
-    resolve,
     split_name,
     substitute,
     template_parameters,
     undeclared_arguments,
 )
-from ctune.compile.logs import first_error_line
 
 # what c++filt prints for the kernels of one file (symbol -> demangled)
 KERNELS = {

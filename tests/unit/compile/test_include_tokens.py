@@ -11,7 +11,7 @@ import yaml
 
 from ctune.compile import deps
 from ctune.errors import SpecError
-from ctune.kernelspec import load_spec
+from ctune.spec import load_spec
 
 DATA = Path(__file__).parents[2] / "data" / "kernels"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ctune.compile.process import SCRATCH_PREFIX, LiveGroups, run_nvcc
-from ctune.compile.quoting import CommandLineError
+from ctune.quoting import CommandLineError
 
 
 def _fake_nvcc(tmp_path: Path, body: str) -> Path:

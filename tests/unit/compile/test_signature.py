@@ -6,7 +6,7 @@ import pytest
 
 from ctune.compile.signature import KernelParams, arg_mismatch, ptx_param_sizes
 from ctune.expr import parse
-from ctune.kernelspec import ArgSpec
+from ctune.spec import ArgSpec
 
 PTX = """
 .visible .entry _Z4vaddPfPKfS_i(

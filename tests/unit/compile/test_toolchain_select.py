@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from ctune import identity_probe
 from ctune.compile.find_toolchains import toolchain_places, wheel_nvccs
 from ctune.compile.select_toolchain import nvcc_for, resolve_nvcc
 from ctune.compile.split_toolchain import split_profile, split_toolchain
 from ctune.compile.toolchain import SPLIT_MARKER, Toolchain, probe_toolchain
 from ctune.config import resolve
 from ctune.errors import ToolchainError, UserError
-from ctune.evidence import identity
 
 #: a stand-in nvcc: its version, and, as ``nvcc -dryrun`` does, where it runs from and a
 #: PATH that starts there (a real nvcc.profile's ``PATH += $(_HERE_)``)
@@ -174,9 +174,9 @@ def test_a_split_toolchain_says_so_in_its_description_and_fingerprint(tmp_path: 
     assert plain.ptxas == str(nvcc.parent / "ptxas")
     assert split.split and split.ptxas == str(ptxas)
     assert split.describe() == "nvcc 13.0.88 / ptxas 13.3.73 (split)"
-    fields = identity.probe_toolchain(split.nvcc)
+    fields = identity_probe.probe_toolchain(split.nvcc)
     assert fields["ptxas_version"] == "13.3.73 (split: PTX from nvcc 13.0.88)"
-    assert identity.probe_toolchain(str(nvcc))["ptxas_version"] == "13.0.88"  # as recorded
+    assert identity_probe.probe_toolchain(str(nvcc))["ptxas_version"] == "13.0.88"  # as recorded
 
 
 def test_the_ptxas_setting_selects_the_split_toolchain_under_the_cache(tmp_path: Path) -> None:

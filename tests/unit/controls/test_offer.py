@@ -9,7 +9,7 @@ import pytest
 from ctune.compile.toolchain import Toolchain
 from ctune.controls.offer import offer_acf, parse_acf_option
 from ctune.errors import UserError
-from ctune.kernelspec import KernelSpec
+from ctune.spec import KernelSpec
 from ctune.testing.standins import standin_spec
 
 

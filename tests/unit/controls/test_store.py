@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from ctune.controls.store import (
-    MAX_CONTROLS_BYTES,
     NOTICE_TEXT,
     ControlsError,
     ControlsStore,
@@ -17,6 +16,7 @@ from ctune.controls.store import (
     registry_relative,
 )
 from ctune.errors import UserError
+from ctune.files import MAX_CONTROLS_BYTES
 from ctune.records import sha256_hex
 
 DATA = b"\x8f\x01 encrypted controls \x00\xff" * 40

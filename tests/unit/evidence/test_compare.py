@@ -10,7 +10,7 @@ import pytest
 from ctune.evidence.compare import Difference, NoiseRule, SampleSet, compare, predicted_fpr
 from ctune.records import Measurement, Outcome
 from ctune.registry.gate import Verdict, decide_regression
-from ctune.search.report import significance
+from ctune.search.confirm import significance
 
 
 def _runs(rng: np.random.Generator, median: float, between: float, k: int = 3) -> list[Measurement]:

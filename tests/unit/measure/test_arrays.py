@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from ctune.errors import SpecError
-from ctune.kernelspec import load_spec
 from ctune.measure import arrays as A
+from ctune.spec import load_spec
 
 DATA = Path(__file__).parents[2] / "data" / "kernels"
 

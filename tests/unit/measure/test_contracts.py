@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from ctune.kernelspec import KernelSpec, load_spec
 from ctune.measure import Measurer, SamplingPlan
 from ctune.measure.device_control import DeviceControl
 from ctune.measure.device_genes import DeviceGeneMeasurer, device_genes, with_device_genes
 from ctune.measure.device_settings import DeviceLimits
 from ctune.measure.session import WorkerMeasurer
 from ctune.records import Build, Candidate, Outcome
+from ctune.spec import KernelSpec, load_spec
 from ctune.testing.contract_measurer import MeasurerCase, MeasurerContract
 from ctune.testing.engine_standins import SleepingStandInMeasurer
 from ctune.testing.slow_builds import FakeClock, TimedStandInMeasurer

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from ctune.errors import SpecError
-from ctune.kernelspec import Tolerance, load_spec
 from ctune.measure import correctness as C
 from ctune.measure.arrays import Buffers
 from ctune.records import Outcome
+from ctune.spec import Tolerance, load_spec
 
 DATA = Path(__file__).parents[2] / "data" / "kernels"
 TOL = Tolerance(rel_l2=1e-2, max_abs=0.5)

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from ctune.errors import UserError
-from ctune.kernelspec import KernelSpec, Problem
 from ctune.measure import SamplingPlan
 from ctune.measure.device_control import DeviceControl
 from ctune.measure.device_genes import (
@@ -27,6 +26,7 @@ from ctune.measure.device_settings import AS_FOUND, DeviceLimits, DeviceSetting
 from ctune.records import Build, Candidate, Measurement
 from ctune.search.dedup import binary_identity
 from ctune.space.params import Gene
+from ctune.spec import KernelSpec, Problem
 from ctune.testing.standin_nvml import StandInNvmlLibrary
 from ctune.testing.standins import StandInCompiler, StandInMeasurer, standin_spec
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ctune.kernelspec import load_spec
 from ctune.measure import launch as L
 from ctune.measure.arrays import make_buffers
+from ctune.spec import Geometry, LaunchConfigError, launch_geometry, load_spec
 
 DATA = Path(__file__).parents[2] / "data" / "kernels"
 
@@ -26,23 +26,23 @@ def faults():
 
 
 def test_saxpy_geometry(saxpy):
-    geo = L.launch_geometry(saxpy, {"BLOCK": 128, "UNROLL": 4}, {"N": 1000003})
-    assert geo == L.Geometry((1954, 1, 1), (128, 1, 1), 0)  # ceil(1000003 / 512)
+    geo = launch_geometry(saxpy, {"BLOCK": 128, "UNROLL": 4}, {"N": 1000003})
+    assert geo == Geometry((1954, 1, 1), (128, 1, 1), 0)  # ceil(1000003 / 512)
     assert geo.threads == 128
 
 
 def test_fault_mode_5_asks_for_2048_threads(faults):
-    assert L.launch_geometry(faults, {"MODE": 5}, {"N": 65536}).block == (2048, 1, 1)
-    assert L.launch_geometry(faults, {"MODE": 0}, {"N": 65536}).block == (256, 1, 1)
+    assert launch_geometry(faults, {"MODE": 5}, {"N": 65536}).block == (2048, 1, 1)
+    assert launch_geometry(faults, {"MODE": 0}, {"N": 65536}).block == (256, 1, 1)
 
 
 def test_bad_geometry_is_a_launch_config_error(saxpy):
-    with pytest.raises(L.LaunchConfigError, match="grid"):
-        L.launch_geometry(saxpy, {"BLOCK": 128, "UNROLL": 4}, {"N": 0})
-    with pytest.raises(L.LaunchConfigError):
-        L.launch_geometry(saxpy, {"BLOCK": 128, "UNROLL": 4}, {"N": 2**40})  # grid.x too large
-    with pytest.raises(L.LaunchConfigError, match="launch rule"):
-        L.launch_geometry(saxpy, {"BLOCK": 128}, {"N": 10})  # UNROLL missing
+    with pytest.raises(LaunchConfigError, match="grid"):
+        launch_geometry(saxpy, {"BLOCK": 128, "UNROLL": 4}, {"N": 0})
+    with pytest.raises(LaunchConfigError):
+        launch_geometry(saxpy, {"BLOCK": 128, "UNROLL": 4}, {"N": 2**40})  # grid.x too large
+    with pytest.raises(LaunchConfigError, match="launch rule"):
+        launch_geometry(saxpy, {"BLOCK": 128}, {"N": 10})  # UNROLL missing
 
 
 def test_ctypes_scalars():

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from ctune.errors import DeviceUnhealthy, ToolchainError, UserError
-from ctune.kernelspec import load_spec
 from ctune.measure import SamplingPlan
 from ctune.measure.session import (
     HarnessError,
@@ -22,6 +21,7 @@ from ctune.measure.session import (
     remeasure,
 )
 from ctune.records import Build, Candidate, Outcome
+from ctune.spec import load_spec
 
 FAKE = Path(__file__).with_name("fake_worker.py")
 SPEC = Path(__file__).parents[2] / "data" / "kernels" / "faults.yaml"

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from ctune.kernelspec import load_spec
 from ctune.measure import SamplingPlan, nvml_energy
 from ctune.measure.session import WorkerMeasurer
 from ctune.records import Build, Outcome
+from ctune.spec import load_spec
 
 HERE = Path(__file__).parent
 DATA = HERE.parents[1] / "data" / "kernels"

@@ -31,6 +31,7 @@ import ctune.compile.find_toolchains as find_toolchains_module
 import ctune.evidence.identity as fingerprint_module
 import ctune.registry.check as check_module
 import ctune.registry.gate_run as gate_run_module
+from ctune import identity_probe
 from ctune.errors import ToolchainError
 from ctune.evidence.identity import FIELDS
 from ctune.records import sha256_hex
@@ -373,9 +374,9 @@ def machine(monkeypatch: pytest.MonkeyPatch) -> dict:
         fields = {**state["fingerprint"], **(kw.get("gpu_fields") or {})}
         return fields if gpu else {k: v for k, v in fields.items() if FIELDS[k][1] != "gpu"}
 
-    monkeypatch.setattr(fingerprint_module, "probe_toolchain", probe_toolchain)
+    monkeypatch.setattr(identity_probe, "probe_toolchain", probe_toolchain)
     monkeypatch.setattr(fingerprint_module, "probe_gpu_machine", lambda: state["gpu"])
-    monkeypatch.setattr(fingerprint_module, "current_fingerprint", current)
+    monkeypatch.setattr(identity_probe, "current_fingerprint", current)
     monkeypatch.setattr(fingerprint_module, "older_forms", lambda spec: {})
     monkeypatch.setattr(
         check_module.FingerprintProbe,

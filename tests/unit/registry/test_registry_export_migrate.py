@@ -227,9 +227,9 @@ def test_members_without_runtime_genes_keep_their_bytes() -> None:
 
 def test_a_searched_member_records_runtime_genes_apart_from_defines() -> None:
     """What the artifact stores for a member, from the spec: -D defines vs runtime values."""
-    from ctune.kernelspec import load_spec
     from ctune.registry.assemble import front_member
     from ctune.search.result import MemberResult
+    from ctune.spec import load_spec
 
     spec = load_spec(Path(__file__).parents[2] / "data" / "kernels" / "rt_saxpy.yaml")
     problem = spec.problem()

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from registry_support import FINGERPRINT, make_artifact
 
+from ctune import identity_probe
 from ctune.evidence import identity as fingerprint
 from ctune.evidence.identity import BUILD, FIELDS, HARD, SOFT, diff, not_checked, not_checked_reason
 from ctune.records import sha256_hex
@@ -243,7 +244,7 @@ def test_probe_gpu_none_without_gpu(monkeypatch: pytest.MonkeyPatch, kind: str) 
 def test_harness_digest_is_stable_hex() -> None:
     a, b = fingerprint.harness_sha256(), fingerprint.harness_sha256()
     assert a == b and len(a) == 64
-    assert fingerprint.harness_fields()["ctune_version"] == __import__("ctune").__version__
+    assert identity_probe.harness_fields()["ctune_version"] == __import__("ctune").__version__
 
 
 def test_harness_digest_follows_the_code_not_its_comments(tmp_path: Path) -> None:
@@ -280,14 +281,14 @@ def test_current_fingerprint_composes_and_keeps_only_known_fields(
     monkeypatch.setattr(deps, "source_closure", lambda spec, nvcc="nvcc", **_: {"k.cu": "c" * 64})
     toolchain = {"nvcc_version": "V", "ptxas_version": "P", "host_compiler": "G"}
     gpu = {"gpu_name": "G", "sm": "sm_90", "unknown_field": "x"}
-    got = fingerprint.current_fingerprint(
+    got = identity_probe.current_fingerprint(
         spec, True, problem="p", toolchain=toolchain, gpu_fields=gpu
     )
     assert got["l2_policy"] == "hot" and got["cutlass_version"] == "none"
     assert got["kernel_source_sha256"] == deps.closure_sha256({"k.cu": "c" * 64})
     assert got["spec_entry"] == "k" and got["protocol_version"] == "1"
     assert "unknown_field" not in got and got["gpu_name"] == "G"
-    no_gpu = fingerprint.current_fingerprint(
+    no_gpu = identity_probe.current_fingerprint(
         spec, False, problem="p", toolchain=toolchain, gpu_fields=gpu
     )
     assert "gpu_name" not in no_gpu

@@ -15,7 +15,6 @@ from registry_support import FINGERPRINT, Run, StandInRemeasurer, make_artifact
 
 from ctune.errors import UserError
 from ctune.evidence.compare import NoiseRule
-from ctune.kernelspec import load_spec
 from ctune.records import Candidate
 from ctune.registry.check import STALE, Current, check_artifact, current_candidate
 from ctune.registry.gate import Verdict
@@ -24,6 +23,7 @@ from ctune.registry.layout import ArtifactKey
 from ctune.registry.member_genes import EDITED, hand_edits
 from ctune.registry.schema import Artifact
 from ctune.registry.service import publish_artifact
+from ctune.spec import load_spec
 
 DATA = Path(__file__).parents[2] / "data" / "kernels"
 CLEAN = {"BLOCK": 256, "UNROLL": 1, "ptxas_opt": 3, "maxrregcount": 0, "fast_math": False}

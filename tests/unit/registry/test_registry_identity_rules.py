@@ -13,12 +13,12 @@ from registry_support import FINGERPRINT, make_artifact
 
 from ctune.evidence import identity
 from ctune.evidence.identity import BUILD, HARD
-from ctune.kernelspec import load_spec
 from ctune.records import sha256_hex
 from ctune.registry.check import FRESH, STALE, WARN, BinaryCheck, Current, check_artifact
 from ctune.registry.layout import parse_key
 from ctune.registry.refresh import refresh_artifact
 from ctune.registry.schema import Artifact, FrontMember
+from ctune.spec import load_spec
 
 KEY = parse_key("saxpy/n1m/sm90-nvidia-h100-80gb-hbm3")
 SAXPY = Path(__file__).parents[2] / "data" / "kernels"

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from ctune.config import Settings
-from ctune.kernelspec import KernelSpec
 from ctune.objective import parse_objective_spec
 from ctune.registry.assemble import ResultPublisher
 from ctune.search.driver import SearchOptions, run_search
 from ctune.search.events import SearchEvent
 from ctune.search.result import SearchResult
+from ctune.spec import KernelSpec
 from ctune.testing.standins import StandInCompiler, StandInMeasurer, standin_spec
 
 

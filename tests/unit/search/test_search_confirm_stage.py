@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from ctune.kernelspec import KernelSpec, Problem
 from ctune.measure import SamplingPlan
 from ctune.records import Build, Candidate, Measurement
+from ctune.spec import KernelSpec, Problem
 from ctune.testing.standins import StandInMeasurer, summarize_samples
 
 

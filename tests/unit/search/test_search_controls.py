@@ -13,9 +13,9 @@ import pytest
 from ctune.controls.setup import ControlsSetup
 from ctune.controls.store import ControlsStore
 from ctune.errors import UserError
-from ctune.kernelspec import KernelSpec
 from ctune.records import Trial
 from ctune.search.journal import read
+from ctune.spec import KernelSpec
 from ctune.testing.standin_controls import decisions
 from ctune.testing.standins import StandInMeasurer
 

@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 from ctune.config import Settings
-from ctune.kernelspec import KernelSpec, load_spec
 from ctune.objective import parse_objective_spec
 from ctune.records import Build, Candidate, Outcome
 from ctune.search.dedup import COMPILE_CAP_FACTOR, binary_identity
 from ctune.search.driver import SearchOptions, run_search
 from ctune.search.journal import read
+from ctune.spec import KernelSpec, load_spec
 from ctune.testing.standins import (
     STANDIN_YAML,
     StandInCompiler,

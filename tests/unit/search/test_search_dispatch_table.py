@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from ctune.errors import UserError
-from ctune.kernelspec import KernelSpec, load_spec
 from ctune.search.dispatch_table import Entry, Table, from_json, header, shipped_builds
-from ctune.search.problem_set import build_id
+from ctune.search.set_layout import build_id
+from ctune.spec import KernelSpec, load_spec
 
 ROOT = Path(__file__).parents[3]
 

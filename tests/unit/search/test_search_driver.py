@@ -11,7 +11,6 @@ import pytest
 
 from ctune.config import Settings
 from ctune.errors import ToolchainError, UserError
-from ctune.kernelspec import KernelSpec
 from ctune.objective import parse_objective_spec
 from ctune.records import Outcome
 from ctune.registry.store import read_result
@@ -19,6 +18,7 @@ from ctune.search import events as ev
 from ctune.search.driver import SearchOptions, run_search
 from ctune.search.evolution import NSGA2_OPTIONS
 from ctune.search.journal import read
+from ctune.spec import KernelSpec
 from ctune.testing.standins import StandInCompiler, StandInMeasurer
 
 

@@ -9,17 +9,18 @@ from pathlib import Path
 
 import pytest
 
+from ctune.cli.results import load
 from ctune.config import Settings
 from ctune.errors import UserError
-from ctune.exchange.records import from_artifact, from_journal, load
+from ctune.exchange.records import from_artifact, from_journal
 from ctune.exchange.t4 import INVALIDITY, candidates, read_t4, to_t4
 from ctune.exchange.table import to_csv
-from ctune.kernelspec import KernelSpec
 from ctune.objective import parse_objective_spec
 from ctune.registry.store import read_result
 from ctune.search import events as ev
 from ctune.search.driver import SearchOptions, run_search
 from ctune.search.journal import read
+from ctune.spec import KernelSpec
 from ctune.testing.standins import StandInCompiler, StandInMeasurer
 
 #: the invalidity values Kernel Tuner's T4 1.0.0 results schema allows

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from ctune.config import Settings
-from ctune.kernelspec import KernelSpec
 from ctune.objective import parse_objective_spec
 from ctune.records import Build, Outcome, Trial
 from ctune.search import events as ev
@@ -25,6 +24,7 @@ from ctune.search.filling import Filler, runtime_genes
 from ctune.search.journal import read
 from ctune.search.result import SearchResult
 from ctune.search.strategy import StrategyContext
+from ctune.spec import KernelSpec
 from ctune.testing.slow_builds import (
     FakeClock,
     SlowStandInCompiler,

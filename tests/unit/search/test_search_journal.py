@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from ctune.errors import UserError
-from ctune.kernelspec import KernelSpec
 from ctune.records import Candidate, Outcome, Trial
 from ctune.search.journal import Journal, default_path, read, trials_by_generation
+from ctune.spec import KernelSpec
 from ctune.testing.standins import StandInMeasurer
 
 

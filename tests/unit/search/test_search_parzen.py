@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from ctune.errors import UserError
-from ctune.kernelspec import KernelSpec, load_spec
 from ctune.records import Candidate, GeneValue, Outcome, Trial
 from ctune.search import make_strategy
 from ctune.search.parzen import density, log_ratio, split_good_bad
 from ctune.search.strategy import StrategyContext, seed_values
+from ctune.spec import KernelSpec, load_spec
 from ctune.testing.binary_truth import synthetic_binary_truth
 from tests.unit.search.test_search_staged import SUBSPACE, _best
 

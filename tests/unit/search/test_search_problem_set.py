@@ -14,7 +14,6 @@ from typer.testing import CliRunner
 import ctune.cli.search as search_cli
 from ctune.config import Settings
 from ctune.errors import UserError
-from ctune.kernelspec import KernelSpec, load_spec
 from ctune.measure import Measurer
 from ctune.objective import parse_objective_spec
 from ctune.registry.assemble import ResultPublisher
@@ -22,16 +21,14 @@ from ctune.search.dispatch import EDGE_EPS
 from ctune.search.dispatch_table import from_json
 from ctune.search.driver import SearchOptions
 from ctune.search.problem_set import (
-    MATRIX,
-    SetOptions,
     SetProgress,
-    build_id,
     finalists,
     group_of,
     journal_paths,
-    read_rows,
     run_problem_set,
 )
+from ctune.search.set_layout import MATRIX, SetOptions, build_id, read_rows
+from ctune.spec import KernelSpec, load_spec
 from ctune.testing.cli_app import ctune_main
 from ctune.testing.standins import StandInCompiler, StandInMeasurer, write_standin_kernel
 
@@ -270,7 +267,8 @@ class _NoCompiles(StandInCompiler):
 
 
 def test_finalists_name_cached_builds_without_compiling(spec: KernelSpec, tmp_path: Path) -> None:
-    from ctune.search.problem_set import FINALISTS, _write_finalists
+    from ctune.search.problem_set import _write_finalists
+    from ctune.search.set_layout import FINALISTS
 
     problems = [spec.problem(n) for n in spec.problem_sets["all"]]
     default = spec.default_candidate()
@@ -517,7 +515,8 @@ def test_group_seeds_prefer_the_nearest_shapes_measurements(
     from types import SimpleNamespace
 
     from ctune.search import journal
-    from ctune.search.problem_set import WINNERS, group_seeds
+    from ctune.search.problem_set import group_seeds
+    from ctune.search.set_layout import WINNERS
 
     values = list(spec.space.iter_valid(spec.problem("m16").dims))
     default = spec.default_candidate()
@@ -668,7 +667,7 @@ def test_an_interrupted_set_says_what_its_folder_keeps(spec: KernelSpec, tmp_pat
 
 def test_a_winner_the_spec_does_not_have_is_refused(spec: KernelSpec, tmp_path: Path) -> None:
     """winners.json is data: a winner edited by hand is never built (docs/security.md)."""
-    from ctune.search.problem_set import WINNERS
+    from ctune.search.set_layout import WINNERS
 
     set_dir = tmp_path / "set"
     set_dir.mkdir()

@@ -9,7 +9,6 @@ import math
 import pytest
 
 from ctune.errors import UserError
-from ctune.kernelspec import KernelSpec
 from ctune.measure import SamplingPlan
 from ctune.measure.plan import (
     PRUNE_MIN_SAMPLES,
@@ -34,6 +33,7 @@ from ctune.search.pruning import (
     prune_threshold_ms,
     search_phase_plan,
 )
+from ctune.spec import KernelSpec
 from ctune.testing.standins import StandInMeasurer, summarize_samples
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from ctune.kernelspec import KernelSpec
 from ctune.measure import SamplingPlan
 from ctune.objective import ObjectiveSpec, parse_objective_spec
 from ctune.objective.pareto import as_minimization, hypervolume, non_dominated
+from ctune.spec import KernelSpec
 from ctune.testing.searches import feasible_values, quiet_search
 from ctune.testing.standins import StandInCompiler, StandInMeasurer
 

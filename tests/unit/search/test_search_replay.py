@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ctune.config import Settings
-from ctune.kernelspec import KernelSpec
 from ctune.objective import parse_objective_spec
 from ctune.search.driver import SearchOptions, run_search
 from ctune.search.journal import read
+from ctune.spec import KernelSpec
 from ctune.testing.standins import (
     GroundTruth,
     ReplayCompiler,

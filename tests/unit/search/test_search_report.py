@@ -9,11 +9,11 @@ from ctune.evidence.compare import Difference
 from ctune.objective import parse_objective_spec
 from ctune.objective.terms import TermContext
 from ctune.records import Build, Candidate, Measurement, Outcome, Trial
+from ctune.search.confirm import significance
 from ctune.search.report import (
     gain,
     pick_for_confirmation,
     pool,
-    significance,
 )
 from ctune.testing.standins import STANDIN_DEVICE, summarize_samples
 

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from ctune.errors import ToolchainError, UserError
-from ctune.kernelspec import KernelSpec, load_spec
 from ctune.objective import parse_objective_spec
 from ctune.records import GeneValue, Outcome, Trial
 from ctune.search import make_strategy, strategy_class
 from ctune.search.journal import read
 from ctune.search.staged import flag_genes, structure_space
 from ctune.search.strategy import StrategyContext
+from ctune.spec import KernelSpec, load_spec
 from ctune.testing.binary_truth import BinaryTruth, synthetic_binary_truth
 from ctune.testing.searches import quiet_search
 from ctune.testing.standins import ReplayCompiler, ReplayMeasurer

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from ctune.kernelspec import load_spec
 from ctune.records import Resources
 from ctune.space.limits import (
     DeviceLimits,
@@ -18,6 +17,7 @@ from ctune.space.limits import (
     probe_device_limits,
     table_limits,
 )
+from ctune.spec import load_spec
 
 SPEC = """\
 entry: mm

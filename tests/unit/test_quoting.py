@@ -1,4 +1,4 @@
-"""compile.quoting: what may go on nvcc's command line, and how a define is written there.
+"""quoting: what may go on nvcc's command line, and how a define is written there.
 
 The rule itself is checked against the real nvcc in tests/compile/test_hostile_genes_nvcc.py;
 these tests pin down which item is judged by which half of it."""
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from ctune.compile.command import build_argv
-from ctune.compile.quoting import CommandLineError, check_argv, define_flag, value_refusal
 from ctune.errors import EXIT_USER_ERROR
+from ctune.quoting import CommandLineError, check_argv, define_flag, value_refusal
 from ctune.space import CATALOGUE
 
 SHELL_ACTIVE_OR_CONTROL = [

@@ -1,0 +1,88 @@
+"""A problem-set search's folder and what the dispatch table reads of it: the file names, the
+options that locate the folder, the rows of its matrix, and the id a compiled build goes by.
+
+Both the set search (``ctune.search.problem_set``) and the table it ends with
+(``ctune.search.dispatch_table``) read these; they live here so that neither imports the other
+for them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ctune.errors import UserError
+from ctune.files import MAX_DATA_BYTES, read_text_capped
+from ctune.records import Candidate, canonical_json, sha256_hex
+from ctune.search.budget import WARM_START_SHARE
+
+if TYPE_CHECKING:
+    from ctune.spec import KernelSpec, Problem
+
+MATRIX = "matrix.json"
+FINALISTS = "finalists.json"
+TABLE = "dispatch.json"
+WINNERS = "winners.json"
+HEADER = "dispatch.h"
+
+
+@dataclass(frozen=True)
+class SetOptions:
+    """A problem-set search: which set, where its state lives, how far this call goes."""
+
+    set_name: str
+    set_dir: Path
+    margin: float = 0.03
+    step_s: float | None = None  # wall time for this call; None: to the end
+    cross_processes: int = 1  # fresh processes per shape in the cross phase
+    reuse_share: float = WARM_START_SHARE  # of a shape's budget: the group's earlier builds
+    shipped: frozenset[str] = frozenset()  # build ids other tables ship: the cover takes them first
+
+
+def build_id(spec: KernelSpec, candidate: Candidate, problem: Problem) -> str:
+    """The compiled build a candidate runs as on a problem: compiled genes plus defines."""
+    return compiled_build_id(spec, candidate.as_dict(), problem.defines)
+
+
+def compiled_build_id(
+    spec: KernelSpec, genes: Mapping[str, Any], defines: Mapping[str, Any]
+) -> str:
+    """The id of the build these compiled genes make, in today's space (``Space.in_today``):
+    a table written before a gene was added names its builds as a search today does, not by
+    an id no search gives any more."""
+    today = spec.space.in_today(genes)
+    compiled = {name: v for name, v in today.items() if name not in spec.runtime_names}
+    digest = sha256_hex(canonical_json({"genes": compiled, "defines": dict(defines)}))
+    return "b" + digest[:11]
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    try:
+        data = json.loads(read_text_capped(path, MAX_DATA_BYTES, "dispatch matrix"))
+        rows = data["rows"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UserError(
+            f"{path}: not a dispatch matrix ({exc}); move it away to start over"
+        ) from None
+    if not isinstance(rows, list):
+        raise UserError(f"{path}: 'rows' is not a list; move it away to start over")
+    return rows
+
+
+def best_rows(
+    rows: Sequence[Mapping[str, Any]],
+) -> dict[tuple[str, str], Mapping[str, Any]]:
+    """(shape, build) -> the row of the build's fastest variant there (its runtime genes)."""
+    out: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for r in rows:
+        if r["cost"] is None:
+            continue
+        key = (r["shape"], r["build"])
+        if key not in out or r["cost"] < out[key]["cost"]:
+            out[key] = r
+    return out

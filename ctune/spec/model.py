@@ -1,0 +1,339 @@
+"""KernelSpec: what a kernel's YAML sidecar says, as loaded (``ctune.spec.loader``).
+
+The sidecar (``kernels/<name>.yaml`` next to ``kernels/<name>.cu``) says how to build,
+launch, feed, check and tune the kernel; docs/spec-format.md is the reference. This module
+is the model every layer reads: the spec, its problems, arguments, tolerances and launch
+rule, and the vocabulary they are written in (dtypes, roles, entry kinds). The launch
+rule's one evaluation (:func:`launch_geometry`) lives here too: the measurer launches with
+it, an artifact records it and the device limits screen candidates with it. Pure: no GPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from ctune import l2policy
+from ctune.errors import SpecError, UserError
+from ctune.expr import Expr, ExprError
+from ctune.records import Candidate, GeneValue, canonical_json, sha256_hex
+from ctune.space.nvcc import ACF, ACF_GENES, acf_gene
+from ctune.space.params import Gene, Space
+
+DTYPES = (
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+    "int8",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+)
+#: bytes of one value: what a scalar argument occupies in the kernel's parameter list
+DTYPE_BYTES = {
+    "float16": 2,
+    "bfloat16": 2,
+    "float32": 4,
+    "float64": 8,
+    "int8": 1,
+    "int32": 4,
+    "int64": 8,
+    "uint8": 1,
+    "uint16": 2,
+    "uint32": 4,
+}
+ROLES = ("input", "output", "inout", "scratch", "scalar")
+ENTRY_KINDS = ("kernel", "launcher")
+#: device gene kinds a spec (``device_genes``) or --device-genes may name -> the gene each adds
+DEVICE_GENES = {"clocks": "sm_clock_mhz", "power_limit": "power_limit_w"}
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rel_l2: float
+    max_abs: float
+
+
+@dataclass(frozen=True)
+class Problem:
+    name: str
+    dims: dict[str, int]
+    defines: dict[str, GeneValue] = field(default_factory=dict)
+    dtypes: dict[str, str] = field(default_factory=dict)
+    #: this problem's own tolerance, ahead of the spec's: an output's size grows with the
+    #: problem (a long reduction's values reach where a 16-bit type's rounding step is larger)
+    tolerance: dict[str, Tolerance] = field(default_factory=dict)
+
+    def key(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    name: str
+    role: str
+    dtype: str
+    shape: tuple[Expr, ...] = ()
+    init: tuple[str, float, float] = ("normal", 0.0, 1.0)  # (dist, a, b): N(a, b) or U[a, b]
+    value: Expr | None = None  # scalars
+
+    def dtype_for(self, problem: Problem) -> str:
+        return problem.dtypes.get(self.name, self.dtype)
+
+
+@dataclass(frozen=True)
+class LaunchRule:
+    grid: tuple[Expr, Expr, Expr]
+    block: tuple[Expr, Expr, Expr]
+    dynamic_smem_bytes: Expr
+
+
+# --- the launch rule evaluated -------------------------------------------------------
+
+
+class LaunchConfigError(Exception):
+    """The launch rule gives no valid launch for this candidate: a LAUNCH_ERROR, not a bug."""
+
+
+@dataclass(frozen=True, slots=True)
+class Geometry:
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    smem_bytes: int
+
+    @property
+    def threads(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+
+INT_MAX = 2**31 - 1
+GRID_YZ_MAX = 65535
+
+
+def _dimension(label: str, source: str, value: Any, minimum: int, maximum: int = INT_MAX) -> int:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not float(value).is_integer()
+    ):
+        raise LaunchConfigError(f"launch.{label}: '{source}' = {value!r} is not an integer")
+    if not minimum <= int(value) <= maximum:
+        raise LaunchConfigError(
+            f"launch.{label}: '{source}' = {int(value)} (allowed: {minimum}..{maximum})"
+        )
+    return int(value)
+
+
+def launch_geometry(
+    spec: KernelSpec, genes: Mapping[str, GeneValue], dims: Mapping[str, int]
+) -> Geometry:
+    """Evaluate the spec's launch rule for one candidate and problem."""
+    if spec.launch is None:
+        raise LaunchConfigError(f"{spec.name}: a launcher entry has no launch rule")
+    try:
+        env = spec.space.environment(genes, dims)
+        grid = tuple(
+            _dimension(
+                f"grid[{i}]", e.source, e.evaluate(env), 1, INT_MAX if i == 0 else GRID_YZ_MAX
+            )
+            for i, e in enumerate(spec.launch.grid)
+        )
+        block = tuple(
+            _dimension(f"block[{i}]", e.source, e.evaluate(env), 1)
+            for i, e in enumerate(spec.launch.block)
+        )
+        smem_expr = spec.launch.dynamic_smem_bytes
+        smem = _dimension("dynamic_smem_bytes", smem_expr.source, smem_expr.evaluate(env), 0)
+    except ExprError as exc:
+        raise LaunchConfigError(f"launch rule: {exc}") from None
+    return Geometry((grid[0], grid[1], grid[2]), (block[0], block[1], block[2]), smem)
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    name: str
+    yaml_path: Path
+    source_path: Path
+    entry_symbol: str
+    entry_kind: str
+    arch: str
+    std: str
+    include_dirs: tuple[Path, ...]
+    extra_flags: tuple[str, ...]
+    flag_genes: tuple[Gene, ...]
+    genes: tuple[Gene, ...]
+    derived: tuple[tuple[str, Expr], ...]
+    restrictions: tuple[Expr, ...]
+    launch: LaunchRule | None
+    problems: tuple[Problem, ...]
+    problem_sets: dict[str, tuple[str, ...]]
+    default_problem: str
+    args: tuple[ArgSpec, ...]
+    reference_path: Path
+    reference_function: str
+    tolerance: dict[str, Tolerance]
+    metrics: dict[str, Expr]
+    deterministic: bool
+    l2_policy: str
+    description: str
+    raw: dict[str, Any] = field(repr=False, compare=False)
+    timing: str = "auto"  # what a sample is: auto, events or graph (ctune.measure.plan)
+    # device gene kinds a search of this kernel adds by default (--device-genes overrides;
+    # their values come from the GPU at search time, ctune.measure.device_settings)
+    device_genes: tuple[str, ...] = ()
+    #: the compilers whose controls files the spec tunes (``acf: [ptxas]``): their ``acf``
+    #: genes are among ``flag_genes`` until a search leaves out what its toolchain refuses
+    acf: tuple[str, ...] = ()
+    #: per compiler, the spec's own controls files (``acf_files``): (sha256, path) each
+    acf_seeds: Mapping[str, tuple[tuple[str, Path], ...]] = field(default_factory=dict)
+
+    @cached_property
+    def space(self) -> Space:
+        return Space(self.flag_genes + self.genes, self.restrictions, self.derived)
+
+    def with_genes(self, change: Callable[[Gene], Gene]) -> KernelSpec:
+        """This spec with every gene (flag genes included) passed through ``change``: a
+        space narrowed for a replay or a pinned subspace. The space is rebuilt from them."""
+        return dataclasses.replace(
+            self,
+            flag_genes=tuple(change(g) for g in self.flag_genes),
+            genes=tuple(change(g) for g in self.genes),
+        )
+
+    def with_acf(self, spaces: tuple[str, ...]) -> KernelSpec:
+        """This spec with the ``acf`` genes of exactly ``spaces`` (``ptxas``, ``nvcc``), each
+        seeded with the spec's own files for it: what a search offers (ctune.controls.offer)."""
+        others = tuple(g for g in self.flag_genes if g.family != "acf")
+        added = tuple(
+            acf_gene(s, [d for d, _ in self.acf_seeds.get(s, ())]) for s in ACF if s in spaces
+        )
+        return dataclasses.replace(self, flag_genes=others + added, acf=spaces)
+
+    def with_acf_of(self, values: Mapping[str, object]) -> KernelSpec:
+        """This spec with the ``acf`` genes a recorded candidate names (an artifact searched
+        with ``--acf`` while its spec names none): what rebuilding that candidate needs."""
+        named = {ACF_GENES[n].space for n in values if n in ACF_GENES}
+        if named <= set(self.acf):
+            return self
+        return self.with_acf(tuple(s for s in ACF if s in named or s in self.acf))
+
+    @cached_property
+    def runtime_names(self) -> frozenset[str]:
+        """Genes of family runtime: never compiled in, so they never change a build."""
+        return frozenset(g.name for g in self.genes if g.runtime)
+
+    def runtime_values(self, candidate: Candidate) -> dict[str, GeneValue]:
+        """The candidate's runtime genes: they reach the kernel at launch, never nvcc."""
+        return {k: v for k, v in candidate.genes if k in self.runtime_names}
+
+    @cached_property
+    def spec_sha256(self) -> str:
+        """Digest of the canonical spec content (not the YAML bytes or comments), taken on
+        the L2 policy's old spelling so that either spelling digests the same."""
+        return sha256_hex(canonical_json(l2policy.legacy_form(self.raw)))
+
+    def problem(self, name: str | None = None) -> Problem:
+        wanted = name or self.default_problem
+        for problem in self.problems:
+            if problem.name == wanted:
+                return problem
+        raise UserError(
+            f"{self.yaml_path}: no problem '{wanted}' (known: {', '.join(self.problem_names())})"
+        )
+
+    def problem_names(self) -> list[str]:
+        return [p.name for p in self.problems]
+
+    def select_problems(self, name: str | None) -> list[Problem]:
+        """A problem name or a problem-set name (default: the default problem)."""
+        if name and name in self.problem_sets:
+            return [self.problem(n) for n in self.problem_sets[name]]
+        return [self.problem(name)]
+
+    def default_candidate(self) -> Candidate:
+        return Candidate.of(self.name, self.space.default_values())
+
+    def candidate(self, values: Mapping[str, GeneValue]) -> Candidate:
+        return Candidate.of(self.name, values)
+
+    def in_space(self, recorded: Candidate) -> Candidate:
+        """A recorded candidate (an artifact's member) in today's space: a gene added since it
+        was recorded takes its default, which keeps the code it had (a rebuild's SASS digest
+        against the recorded one checks that); a gene the space no longer has cannot be
+        honoured, nor can a value the space does not have (a file is data: only the spec's
+        own values are ever built)."""
+        values = recorded.as_dict()
+        gone = sorted(set(values) - set(self.space.names))
+        if gone:
+            raise UserError(
+                f"{self.name}: recorded candidate {recorded.key()} sets {', '.join(gone)}, "
+                f"which {self.yaml_path.name} no longer has; retune it (ctune registry retune)"
+            )
+        values = self.space.check_values(
+            values, f"{self.name}: recorded candidate {recorded.key()}"
+        )
+        if len(values) == len(self.space.names):
+            return recorded
+        return self.candidate({**self.space.default_values(), **values})
+
+    def launch_geometry(self, candidate: Candidate, problem: Problem) -> dict[str, Any]:
+        """grid / block / dynamic shared memory of ``candidate`` on ``problem`` ({} for a
+        launcher, which launches itself), as the artifact records it.
+
+        The rule is evaluated by :func:`launch_geometry`, the one evaluation the measurer
+        launches with; a rule that gives no valid launch is a UserError naming the spec,
+        the candidate and the problem.
+        """
+        if self.launch is None:
+            return {}
+        try:
+            g = launch_geometry(self, candidate.as_dict(), problem.dims)
+        except LaunchConfigError as exc:
+            raise UserError(
+                f"{self.yaml_path}: launch rule for candidate {candidate.key()} on "
+                f"{problem.name}: {exc}"
+            ) from None
+        return {"grid": g.grid, "block": g.block, "dynamic_smem_bytes": g.smem_bytes}
+
+    def tolerance_for(self, output: str, problem: Problem | None = None) -> Tolerance:
+        """The problem's own entry for this output or its default, else the spec's."""
+        own = problem.tolerance if problem is not None else {}
+        return (
+            own.get(output)
+            or own.get("default")
+            or self.tolerance.get(output)
+            or self.tolerance["default"]
+        )
+
+    def outputs(self) -> list[ArgSpec]:
+        return [a for a in self.args if a.role in ("output", "inout")]
+
+    def reference(self) -> Callable[..., dict[str, Any]]:
+        """Import the reference function from its file (user code, like the kernel)."""
+        module_name = f"ctune_reference_{self.name.replace('-', '_').replace('.', '_')}"
+        spec = importlib.util.spec_from_file_location(module_name, self.reference_path)
+        if spec is None or spec.loader is None:
+            raise SpecError(f"{self.yaml_path}: reference: cannot import {self.reference_path}")
+        module = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            raise SpecError(
+                f"{self.reference_path}: importing the reference failed: "
+                f"{type(exc).__name__}: {exc}"
+            ) from None
+        func = getattr(module, self.reference_function, None)
+        if not callable(func):
+            raise SpecError(
+                f"{self.yaml_path}: reference: {self.reference_path.name} has no function "
+                f"'{self.reference_function}'"
+            )
+        return func
