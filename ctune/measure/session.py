@@ -1,23 +1,13 @@
 """The parent side of measurement: worker processes, faults, hangs, health, re-measurement.
 
-:class:`WorkerMeasurer` implements the :class:`~ctune.measure.Measurer`
-protocol. It keeps one live worker (``python -m ctune.measure.worker``) per
-GPU, sends it one candidate at a time and turns whatever happens into a
-:class:`~ctune.records.Measurement`:
-
-- a sticky CUDA fault: the worker reports RUNTIME_FAULT and exits; a worker
-  that dies mid-request (EOF, signal, non-zero exit) is RUNTIME_FAULT with the
-  exit status and its stderr tail as evidence;
-- a hang: no answer within max(10 s, 20x a typical measurement's wall time) (or the
-  plan's ``timeout_s``): the worker's whole process group is SIGKILLed and the
-  candidate is RUN_TIMEOUT;
-- either way the next request starts a fresh worker, which must pass a
-  health-check kernel within ``health_timeout_s`` or :class:`DeviceUnhealthy`
-  is raised (the driver ends the run cleanly; completed trials are journaled).
-
-Measured: a fresh process is healthy 0.73-0.98 s after the faulting one exits,
-0.93 s after a SIGKILL of a spinning kernel; a start costs 0.4-0.9 s, so
-healthy workers are kept between candidates.
+:class:`WorkerMeasurer` implements the :class:`~ctune.measure.Measurer` protocol. It keeps
+one live worker (``python -m ctune.measure.worker``) per GPU, because a start is costly,
+sends it one candidate at a time and turns whatever happens into a
+:class:`~ctune.records.Measurement`: a sticky fault or a worker that dies mid-request is
+RUNTIME_FAULT (exit status and stderr tail as evidence), a hang (rules R1-R3 in
+docs/design.md) kills the worker's process group and is RUN_TIMEOUT. The next request then
+starts a fresh worker, which must pass a health check or :class:`DeviceUnhealthy` ends the
+run cleanly (completed trials are journaled).
 """
 
 from __future__ import annotations
