@@ -200,8 +200,7 @@ def _first_round(state: _State) -> list[str]:
     """One objective: the search's leader, and from the start every runner-up within the
     rule's smallest threshold of it. Joining after the first round (the rule's threshold is
     unknown before the minimum of processes, so it is this same one) would cost one more
-    fresh process for the same members: measured on an H200, 4 rounds instead of 3 when
-    the default search left a runner-up within 2%."""
+    fresh process for the same members (docs/search.md)."""
     if not state.order:
         return []
     leader, floor = state.order[0], _rule().floor

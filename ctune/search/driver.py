@@ -147,9 +147,9 @@ def _fingerprint(
 
 def _fingerprints_ahead(inputs: RunInputs) -> Future[Fingerprints]:
     """The journal's fingerprint (no GPU fields) and the artifact's, computed in a thread
-    from the run's start: the artifact's scans the source's includes with nvcc (0.2-0.4 s
-    on an H200), which sat between the baseline's measurement and the next candidate's,
-    and again at the end. Both describe what the search compiled: the source as it starts.
+    from the run's start: the artifact's scans the source's includes with nvcc, which would
+    otherwise sit between the baseline's measurement and the next candidate's
+    (docs/search.md). Both describe what the search compiled: the source as it starts.
     The journal's is the artifact's without its GPU fields, unless a stand-in measurer
     gave those: then it is made without the measurer."""
     from concurrent.futures import ThreadPoolExecutor
@@ -361,8 +361,8 @@ def _start_workers(
 ) -> None:
     """Start the measuring worker now, and beside it the processes of the confirmation
     rounds that will surely run (they wait, fresh, until then), each asked to set the
-    problem up once it is up: a start takes over a second (measured in
-    ``measure/worker.py``), and the first measurement waits for all of them, so it
+    problem up once it is up: a start is costly and the first measurement waits for all of
+    them, so it
     overlaps the device probe and the baseline's compile instead of following them."""
     if measurer is None or not objective.measures:
         return
@@ -373,7 +373,7 @@ def _start_workers(
 def _build_baseline_ahead(compiler: Compiler, spec: KernelSpec, opts: SearchOptions) -> None:
     """Start the default build's compile (its include closure, nvcc, the check of its
     args) now, beside the device probe: the baseline then finds it built or under way
-    instead of starting it (on an H200, 0.55 s of probe ran before ~1 s of that path).
+    instead of starting it after the probe.
     Its outcome, an error included, is the baseline's: the local compiler runs one compile
     per build key and says an args error again on every build. (An engine's compiler would
     compile it twice: it is left to start with the baseline.)"""
