@@ -1,18 +1,11 @@
 """ctune from Python, the way ``kernel_tuner.tune_kernel`` users call a tuner.
 
 :func:`tune` takes a kernel (a ``.cu`` file or its source text), its arguments as
-numpy/cupy arrays and numpy scalars, a dict of tunable parameters with restrictions,
-and objectives. It writes the kernel's sidecar (``write_spec``: the same YAML a user
-would write, kept in a work folder so the search can be resumed and re-run from the
-command line), runs ``ctune search`` on it and returns every result and the front.
-:func:`load_artifact` reads a tuned result back from a registry. ``docs/python-api.md``
-is the guide.
-
-What differs from Kernel Tuner, and why: the arrays give each argument's dtype and
-shape and the scalars their values, but ctune fills the inputs with seeded random
-values itself (never zeros, the same in every measuring process) and checks the
-outputs against ``reference``, a function of those inputs, rather than against a
-fixed ``answer``; restrictions are ctune expressions (strings), not lambdas.
+numpy/cupy arrays and numpy scalars, tunable parameters with restrictions, and objectives;
+it writes the kernel's sidecar (the same YAML a user would write, kept so the search can
+be resumed from the command line), runs ``ctune search`` and returns every result and the
+front. :func:`load_artifact` reads a tuned result back from a registry. The guide, and
+what differs from Kernel Tuner and why: docs/python-api.md.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """The only place that prints: rich consoles, tables and progress for the CLI.
 
-Nothing printed is parsed as rich markup (the consoles have markup and emoji
-codes off): a path like ``kernels/[/x].cu`` or a value like ``[red]`` prints
-as itself. Styled parts are :class:`rich.text.Text` spans built by
-:func:`styled`, and every piece of text passes :mod:`ctune.cli.sanitize`.
-
-Every command's report goes through :func:`report`, which picks the form ``--format``
-asked for: the command's table, one JSON document, or CSV rows.
-
-Output that is not a terminal (a pipe, a file, a CI log) is not laid out for a screen:
-tables take their natural width instead of rich's 80 columns (``COLUMNS``, when set,
-still asks for a width), and no line ends in padding.
+Nothing printed is parsed as rich markup (markup and emoji codes are off), so a path like
+``kernels/[/x].cu`` prints as itself; styled parts are :class:`rich.text.Text` spans from
+:func:`styled`, and all text passes :mod:`ctune.cli.sanitize`. :func:`report` gives every
+command's report in the form ``--format`` asked for (table, JSON or CSV). Output that is not
+a terminal is not laid out for a screen: tables take their natural width (``COLUMNS`` still
+asks for one) and no line ends in padding.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """Find the kernel a spec's entry names in a built cubin, and build what a template entry needs.
 
-A cubin names its kernels by linkage symbol: an ``extern "C"`` kernel by its name, any
-other by its Itanium-mangled name (``_Z4vaddPfS_S_i``). The cubin's entry functions are
-demangled and matched against the entry (its grammar: ``ctune.spec.entry``); the match is
-the symbol that is launched and whose resources ptxas reports.
-
-A template the file never instantiates has no kernel in the cubin, so for a template
-entry the compiler builds a small source that includes the kernel's file and takes the
-instantiation's address (CuPy's name expressions do the same through NVRTC). A gene
-named like one of the file's template parameters (``template <int BM>`` and a gene
-``BM``) is undefined before the file is read, so the two may share the name.
-
-Demangling uses the toolkit's ``cu++filt`` when it is installed, else binutils'
-``c++filt`` (the host compiler nvcc needs comes with it); the names are the same
-Itanium ABI either way.
+A cubin names its kernels by linkage symbol (an ``extern "C"`` name or an Itanium-mangled
+one): its entry functions are demangled (``cu++filt``, else binutils' ``c++filt``) and
+matched against the entry (grammar: ``ctune.spec.entry``); the match is the symbol that is
+launched. A template the file never instantiates has no kernel in the cubin, so a template
+entry gets a small source that includes the file and takes the instantiation's address
+(docs/spec-format.md, "Naming the entry").
 """
 
 from __future__ import annotations

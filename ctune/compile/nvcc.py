@@ -1,31 +1,11 @@
 """NvccCompiler: run nvcc for candidates, in parallel, into a content-addressed cache.
 
-A build is keyed by everything that decides its bytes: the argv (without
-paths ctune owns), the digest of the source and its include closure, the
-toolchain version and the content of any controls file. An ``acf`` gene's value is a
-controls file's digest: the compiler finds the file in its store chain (the search's
-``<cache_dir>/controls``, then the registry's, ``ctune.controls.store``) and passes its
-path; the key names it ``<controls>/DIGEST.acf``, so it does not depend on where a store is.
-A second request for the same key is a cache hit, also
-across runs; failed builds are cached too so a bad candidate is never
-compiled twice (Kernel Tuner records failures the same way). Candidates that
-differ only in runtime genes have the same argv, so they share one build: a
-request for a key that another thread is compiling waits for it rather than
-running nvcc again, and every candidate gets the shared build under its own
-``candidate_key``.
-
-The entry may be named as the source spells it (``spec/entry.py``): each
-build resolves it against its cubin's kernels and records the symbol to launch
-(``Build.entry_symbol``); a template entry is compiled through a generated
-source that instantiates it. The first good build of a compiler also checks the
-spec's ``args`` against the kernel's parameter list (``compile/signature.py``),
-which raises a SpecError: a wrong argument count is the spec's, not a candidate's.
-
-Each compile runs in its own process group with a wall-clock timeout (the
-whole group is killed: nvcc spawns cicc and ptxas) and an address-space limit.
-Failures become Outcomes with the stderr tail, never exceptions; an argv that nvcc's
-sub-shell would interpret is refused before it runs (``quoting.py``), a
-CommandLineError: the value is bad input, not a failed build.
+A build is keyed by everything that decides its bytes, so a key is compiled once, across
+runs and failures included, and candidates that differ only in runtime genes share one
+build (docs/design.md, "The build cache"). Each build resolves the spec's entry against its
+cubin and the first good one checks ``args`` against the kernel's parameters
+(docs/spec-format.md, "Naming the entry"). Failures become Outcomes with the stderr tail,
+never exceptions; an argv nvcc's sub-shell would interpret is refused before it runs.
 """
 
 from __future__ import annotations

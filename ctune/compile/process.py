@@ -1,22 +1,10 @@
 """One nvcc process, started and ended by one rule.
 
 Every nvcc ctune runs to compile (a build, the ``-M`` dependency run, the PTX rerun,
-``ctune init``'s probe) goes through :func:`run_nvcc`:
-
-- the argv is checked first (``quoting.py``): nothing the shell nvcc runs its
-  steps through would act on reaches it;
-- it runs in its own process group, started with SIGINT and SIGTERM blocked
-  (:func:`ctune.interrupts.blocked`): the terminal's Ctrl-C is ctune's to act on, never
-  nvcc's. So ctune ends the group itself, with SIGKILL, on every way out (a timeout, an
-  exception, Ctrl-C or SIGTERM while it waits) and reaps nvcc before going on;
-- it has a wall-clock timeout;
-- its TMPDIR is a folder of its own (nvcc leaves its ``tmpxft_*`` files there when it fails
-  or is killed), made under ctune's cache where the caller has one and removed when the
-  run ends, whatever happens;
-- the variables that would add flags behind ctune's back (``NVCC_PREPEND_FLAGS`` ...) are
-  not passed on;
-- when the command ends (:func:`runs_end_with_the_command`, at the command line's edge),
-  a run a background thread still waits on is ended the same way: nothing outlives it.
+``ctune init``'s probe) goes through :func:`run_nvcc`, so each one gets the same argv
+check, process group, timeout, private TMPDIR and cleaned environment, and none outlives
+the command (:func:`runs_end_with_the_command`). The rules: docs/design.md, "The build
+cache".
 """
 
 from __future__ import annotations

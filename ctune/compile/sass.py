@@ -1,17 +1,12 @@
 """Read a cubin's ELF: fingerprint its machine code (SASS), name its kernels, size their
 parameters.
 
-Identical compiles can differ in cubin bytes (``-lineinfo`` embeds the build
-path; measured), but their executable sections are the same SASS. The
-digest covers the name and bytes of every executable ELF section, which is
-exactly the code ``cuobjdump -sass`` disassembles, without depending on a
-disassembler's version or text format. For a launcher's shared library the
-cubins are found inside the ``.nv_fatbin`` section (built with --no-compress).
-
-A kernel's parameters are in its ``.nv.info.<kernel>`` section: one EIATTR_KPARAM_INFO
-record per parameter, the table the driver lays a launch's arguments out by (what
-``cuobjdump -elf`` prints as ``Ordinal``, ``Offset``, ``Size``). Reading them costs no
-compile, where the PTX's ``.entry`` costs a second front-end pass.
+Identical compiles can differ in cubin bytes (``-lineinfo`` embeds the build path), but not
+in their executable sections: the digest covers the name and bytes of each, exactly the
+code ``cuobjdump -sass`` disassembles, without depending on a disassembler. A launcher's
+cubins are found in its ``.nv_fatbin`` section. Parameters come from each kernel's
+``.nv.info.<kernel>`` EIATTR_KPARAM_INFO records, the table the driver lays a launch's
+arguments out by: no second front-end pass over the PTX.
 """
 
 from __future__ import annotations

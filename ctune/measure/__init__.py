@@ -1,17 +1,11 @@
 """Turn a compiled candidate into a trustworthy measurement on the GPU.
 
-The boundary is the :class:`Measurer` base class (its docstring is the contract).
-The real implementation,
-``ctune.measure.session.WorkerMeasurer``, runs candidates in a worker
-subprocess (``ctune.measure.worker``) so that a sticky CUDA fault or a hang
-never takes the tuner down; stand-ins for unit tests live in
-``ctune.testing.standins`` and say so in their names.
-
-Modules: ``plan`` and ``stats`` (pure arithmetic), ``arrays`` and
-``correctness`` (numpy or cupy), ``device`` (CUDA error classes, NVML
-telemetry), ``launch``, ``cupy_events`` and ``nvml_energy`` (worker side),
-``worker`` (the subprocess and its protocol), ``session`` (the parent side).
-Importing any of them imports neither CuPy nor pynvml.
+The boundary is the :class:`Measurer` base class (its docstring is the contract). The real
+implementation, ``session.WorkerMeasurer``, runs candidates in a worker subprocess
+(``worker``) so that a sticky CUDA fault or a hang never takes the tuner down; stand-ins
+live in ``ctune.testing.standins``. Pure modules (``plan``, ``stats``) sit beside the
+worker-side ones (``launch``, ``cupy_events``, ``nvml_energy``); importing any of them
+imports neither CuPy nor pynvml.
 """
 
 from __future__ import annotations

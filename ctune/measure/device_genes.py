@@ -1,20 +1,11 @@
 """The ``device`` gene family: genes that set the GPU, not the build.
 
-``--device-genes clocks,power_limit`` adds ``sm_clock_mhz`` and/or
-``power_limit_w`` to a spec's space, with values read from the device
-(:class:`~ctune.measure.device_settings.DeviceLimits`) and ``0`` (as found)
-as the default build's value, so the baseline is the GPU as the user runs it.
-Device genes never reach nvcc or the kernel, so candidates differing only in
-them share one build, but they are part of what a measurement means (the
-binary identity includes them).
-
-:class:`DeviceGeneMeasurer` wraps the measurer of a search: the measuring
-parent, which holds the :class:`~ctune.measure.device_control.DeviceControl`
-(and through it the guardian), applies a candidate's device genes around
-the inner measurement and restores after it; the worker never touches NVML
-settings. The settled clock is recorded in the measurement's sampling note,
-next to what the worker itself observed during timing (``sm_clock_mhz``,
-``throttle_reasons``, ``sw_power_capped``), so a throttled sample shows.
+``--device-genes clocks,power_limit`` adds ``sm_clock_mhz`` and/or ``power_limit_w``, with
+values read from the device and ``0`` (as found) as the default build's, so the baseline is
+the GPU as the user runs it. They never reach nvcc, so they share builds, but the binary
+identity includes them. :class:`DeviceGeneMeasurer` wraps a search's measurer: the parent
+applies a candidate's device genes around the inner measurement and restores after it; the
+worker never touches NVML settings (docs/search.md, "Device genes").
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """The guardian: a small process that puts the GPU's clocks and power limit back when the
 process that changed them ends, however it ends.
 
-The parent starts it before its first change and keeps the write end of a pipe
-to the guardian's stdin. The guardian reads until EOF; EOF comes when the
-parent closes the pipe (a normal end) or when the kernel closes it because
-the parent died (Ctrl-C, an exception, SIGKILL). Either way the guardian then
-restores the values the parent found. It runs in its own session, ignores
-SIGINT and SIGHUP (a Ctrl-C to the terminal must not kill it before it
-restores), and the pipe is close-on-exec, so a measuring worker never holds
-it open: restore does not depend on any worker surviving or dying.
-
-Run as ``python -m ctune.measure.device_guardian --nvml SPEC --device N
-[--power-limit-mw MW] [--reset-clocks]``; it prints ``ready`` once NVML is open
-and ``restored`` (or ``restore failed: ...``) at the end.
+The parent starts it before its first change and holds the write end of a pipe to its
+stdin; EOF comes when the parent closes it or dies, and the guardian then restores what the
+parent found (docs/search.md, "Device genes"). It runs in its own session, ignores SIGINT
+and SIGHUP, and the pipe is close-on-exec, so no measuring worker holds it open. Run as
+``python -m ctune.measure.device_guardian --nvml SPEC --device N [--power-limit-mw MW]
+[--reset-clocks]``; it prints ``ready``, then ``restored`` (or ``restore failed: ...``).
 """
 
 from __future__ import annotations

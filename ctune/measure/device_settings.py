@@ -1,26 +1,12 @@
 """Device genes: a locked SM clock and a board power limit, set through NVML around a
 measurement and always put back.
 
-What is tuned, and why these two: they move energy per call more than any
-compiler flag (a lower clock or a power cap trades time for joules), and NVML
-can set both for the whole GPU. Values come from the device itself (its
-supported graphics clocks at the highest memory clock, its allowed power-limit
-range), never from a table.
-
-Permission is checked before anything changes: MIG mode and other compute
-processes on the GPU (a shared GPU) refuse outright; then the power limit is
-written back at its current value, and locked clocks are reset (the state
-ctune's restore leaves them in). Both probes leave the GPU as ctune would
-after a run, so they are safe; a refusal is one ToolchainError line (exit 3).
-
-Restore never depends on the measuring worker: the parent that applies a
-setting restores it in a ``finally``, and a guardian process
-(:mod:`ctune.measure.device_guardian`) started before the first change
-restores it when the parent's pipe closes, which happens however the parent
-ends (Ctrl-C, a fault, SIGKILL).
-
-``pynvml`` is imported inside functions only; tests pass a stand-in library
-spec (``ctune.testing.standin_nvml:STATE``) so no test changes a real GPU.
+These two move energy per call more than any compiler flag, and NVML sets both for the
+whole GPU; their values come from the device, never from a table. Permission is probed
+before anything changes, and restore never depends on the worker: the parent restores in
+a ``finally`` and :mod:`ctune.measure.device_guardian` when the parent's pipe closes
+(docs/search.md, "Device genes"). ``pynvml`` is imported inside functions only; tests pass
+a stand-in library spec (``ctune.testing.standin_nvml:STATE``) so no test changes a GPU.
 """
 
 from __future__ import annotations

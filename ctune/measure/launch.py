@@ -1,18 +1,11 @@
 """Load a built candidate and launch it: cubin via CuPy, launcher .so via ctypes.
 
-``entry.kind: kernel``: the cubin is loaded with ``cupy.RawModule(path=...)``
-and launched with the grid, block and dynamic shared memory the spec's launch
-rule gives for the candidate's genes and the problem's dims (above 48 KiB the
-kernel is opted in, as the spec format promises).
-
-``entry.kind: launcher``: the shared library's ``int ctune_launch(void* const*
-params, cudaStream_t stream)`` is called with ``params[i]`` pointing at the
-value of ``args[i]`` (cuLaunchKernel's convention: a device pointer for a
-buffer, the scalar itself for a scalar) on CuPy's current stream; a non-zero
-return is a ``cudaError_t``.
-
-The geometry is the spec's launch rule evaluated (``ctune.spec.model.launch_geometry``); parameter
-packing is pure and CPU-tested; loading needs a GPU.
+``entry.kind: kernel``: the cubin is loaded with ``cupy.RawModule(path=...)`` and launched
+with the geometry the spec's launch rule gives (``ctune.spec.model.launch_geometry``),
+above 48 KiB of dynamic shared memory opted in. ``entry.kind: launcher``: the library's
+``ctune_launch(params, stream)`` is called with cuLaunchKernel's parameter convention on
+CuPy's current stream; a non-zero return is a ``cudaError_t`` (docs/spec-format.md).
+Parameter packing is pure and CPU-tested; loading needs a GPU.
 """
 
 from __future__ import annotations

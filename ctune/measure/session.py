@@ -1,23 +1,13 @@
 """The parent side of measurement: worker processes, faults, hangs, health, re-measurement.
 
-:class:`WorkerMeasurer` implements the :class:`~ctune.measure.Measurer`
-protocol. It keeps one live worker (``python -m ctune.measure.worker``) per
-GPU, sends it one candidate at a time and turns whatever happens into a
-:class:`~ctune.records.Measurement`:
-
-- a sticky CUDA fault: the worker reports RUNTIME_FAULT and exits; a worker
-  that dies mid-request (EOF, signal, non-zero exit) is RUNTIME_FAULT with the
-  exit status and its stderr tail as evidence;
-- a hang: no answer within max(10 s, 20x a typical measurement's wall time) (or the
-  plan's ``timeout_s``): the worker's whole process group is SIGKILLed and the
-  candidate is RUN_TIMEOUT;
-- either way the next request starts a fresh worker, which must pass a
-  health-check kernel within ``health_timeout_s`` or :class:`DeviceUnhealthy`
-  is raised (the driver ends the run cleanly; completed trials are journaled).
-
-Measured: a fresh process is healthy 0.73-0.98 s after the faulting one exits,
-0.93 s after a SIGKILL of a spinning kernel; a start costs 0.4-0.9 s, so
-healthy workers are kept between candidates.
+:class:`WorkerMeasurer` implements the :class:`~ctune.measure.Measurer` protocol. It keeps
+one live worker (``python -m ctune.measure.worker``) per GPU, because a start is costly,
+sends it one candidate at a time and turns whatever happens into a
+:class:`~ctune.records.Measurement`: a sticky fault or a worker that dies mid-request is
+RUNTIME_FAULT (exit status and stderr tail as evidence), a hang (rules R1-R3 in
+docs/design.md) kills the worker's process group and is RUN_TIMEOUT. The next request then
+starts a fresh worker, which must pass a health check or :class:`DeviceUnhealthy` ends the
+run cleanly (completed trials are journaled).
 """
 
 from __future__ import annotations
@@ -307,8 +297,7 @@ class WorkerProcess:
         """Wait for the answer to the exit :meth:`begin_exit` asked for, then for the process
         to end (kill it if it does not in ``timeout_s``), and release the pipes. Without
         ``wait`` its end is waited for in a thread: once it has answered, it runs nothing
-        more on the GPU, and its end is the driver releasing its context (~0.27 s of a
-        search's close on an H200, on nobody's path)."""
+        more on the GPU, and its end is the driver releasing its context, on nobody's path."""
         deadline = time.monotonic() + timeout_s
         if self.alive:
             with contextlib.suppress(WorkerTimeout, WorkerDied, HarnessError):
@@ -415,7 +404,7 @@ class WorkerMeasurer(Measurer):
     def prestart(self, count: int, wait: bool = True) -> None:
         """Start ``count`` fresh worker processes now, side by side, for the next
         measurements that need a fresh process (``restart``, ``remeasure``): their start
-        (Python, CuPy, a CUDA context: ~1-2 s each) then overlaps instead of adding up.
+        (Python, CuPy, a CUDA context) then overlaps instead of adding up.
         ``wait``: return only when each is up, so that no context is created while a
         later measurement runs. A spare that fails to start is dropped here; the normal
         start, with its retries and errors, happens when it is needed."""
@@ -438,10 +427,10 @@ class WorkerMeasurer(Measurer):
         """Ask each process started ahead (:meth:`prestart`) to set ``problem`` up as soon
         as it is up, without a module (no build exists yet), and the one that becomes the
         live worker to answer its health check first: the first measurement then waits for
-        neither the live worker's set-up nor the spares' after the first build (0.27 s and
-        ~0.3 s of a search's start on an H200). Nothing is waited for here; the answers are
-        collected before anything is timed, and a set-up that fails is done again where the
-        problem is first measured, which reports what goes wrong."""
+        neither the live worker's set-up nor the spares' after the first build. Nothing is
+        waited for here; the answers are collected before anything is timed, and a set-up
+        that fails is done again where the problem is first measured, which reports what
+        goes wrong."""
         validate(plan)
         request = MeasureRequest(spec.yaml_path, candidate, None, problem.name, plan)
         message, key = measure_message(0, request, op="prepare"), _set_up_key(request)
@@ -457,13 +446,12 @@ class WorkerMeasurer(Measurer):
 
     def _settle_spares(self, request: MeasureRequest) -> list[tuple[WorkerProcess, int | None]]:
         """Wait until every spare is up before anything is timed: a process creating its
-        CUDA context beside a measurement inflates its tail (on an H200, p99 2-22x for
-        ~2 s when a problem set's next shape topped the spares up beside a live worker).
+        CUDA context beside a measurement inflates its tail (docs/search.md).
         Then ask each new spare to set ``request``'s problem up, without waiting: the live
         worker sets it up meanwhile (:meth:`_spares_set_up` collects the answers), and a
         confirmation round then measures as soon as its spare takes over, instead of
-        setting the problem up first (0.18 s a round on an H200, beside the last worker's
-        exit). Returns (spare, request id, or None where it died on the request)."""
+        setting the problem up first. Returns (spare, request id, or None where it died on
+        the request)."""
         if any(message is None for _, message in self._spares):
             self.prestart(len(self._spares), wait=True)
         message = measure_message(0, request, op="prepare")
@@ -631,8 +619,8 @@ class WorkerMeasurer(Measurer):
     def _set_up_problem(self, request: MeasureRequest, failed: Measurement) -> Measurement | None:
         """Set ``request``'s problem up in the live worker before it is measured there: the
         reference's outputs and the check's helper kernels, which CuPy compiles for a new
-        shape (13-17 s on a bare machine), then count against :func:`setup_timeout_s`, not
-        the hang limit (a correct kernel on a new problem was killed as hung at 10 s). Once
+        shape, then count against :func:`setup_timeout_s`, not the hang limit (docs/design.md,
+        measured facts). Once
         per problem and worker. None when set up (or when the setup reported an error: the
         measurement does the same work and reports it); else the failed measurement."""
         worker = self._ensure_worker()

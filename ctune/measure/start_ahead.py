@@ -1,19 +1,11 @@
 """A measuring process's start, overlapped: the CUDA context made while Python imports.
 
-Measured in fresh processes on an H200 host, four starting at once as a search starts
-them: the device's context takes 0.2-0.55 s to create (more when four processes create
-theirs together), and CuPy's first elementwise call imports ``cupyx`` (0.3-0.4 s, with
-``scipy.sparse`` under it) inside the first set-up. Both sat one after the other on the
-path to a search's first measurement. Here the context is made in a thread while the
-main thread does those imports; the first measurement waits for the slowest of the
-processes, so every process's start counts.
-
-The context is made through the driver API (``cuDevicePrimaryCtxRetain``), called
-through ``ctypes``, which releases the GIL for the call. (CuPy's ``runtime.setDevice``
-makes the context holding the GIL: the imports then waited for it, measured.) It is the
-device's primary context, the one the CUDA runtime and so CuPy use: CuPy finds it made.
-A failure here (no ``libcuda``, a driver error) is left for CuPy to meet and report as
-it would without this.
+Creating the device's context and importing what the first set-up needs used to sit one
+after the other on the path to a search's first measurement, and the first measurement
+waits for the slowest process. Here the primary context (the one CuPy uses) is made in a
+thread through the driver API (``cuDevicePrimaryCtxRetain`` via ``ctypes``, which releases
+the GIL) while the main thread imports. A failure here is left for CuPy to meet and report
+as it would without this. Timings: docs/search.md.
 """
 
 from __future__ import annotations

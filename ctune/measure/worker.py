@@ -1,38 +1,11 @@
 """The measurement worker: ``python -m ctune.measure.worker --device N``.
 
-One process per GPU, kept alive between candidates (a start costs 1.1-1.6 s on an
-H200 host with three siblings starting beside it: ``measure/start_ahead.py``) and
-replaced after a sticky fault (the CUDA context is dead for the rest of the process,
-measured) or a hang (the parent kills its process group).
-
-Protocol: newline-delimited JSON over the worker's stdin/stdout. The worker
-first writes a ready line, ``{"id": 0, "ready": true, "pid": ..., "device":
-{...}}`` (or ``"ready": false`` with the error when CUDA is unusable), then
-answers each request line with exactly one response line carrying the same
-``id``. Requests:
-
-- ``{"id", "op": "measure", "spec", "candidate", "build", "problem", "plan"}``
-  -> ``{"id", "ok": true, "measurement": {...}, "fatal": bool}``
-- ``{"id", "op": "prepare", ...}`` (a measure request's fields) -> ``{"id", "ok": true}``:
-  what a measurement of a new problem sets up, without timing anything (the spec, the
-  check's reference outputs and helper kernels, the module, the cold-L2 buffer): sent
-  once per problem and process under a setup limit, so that CuPy's compiling for a new
-  shape never counts against the hang limit, and in a fresh process while the last one
-  exits. ``"build": null`` sets the problem up without a module: a search sends that as
-  its processes start, before its first build exists
-- ``{"id", "op": "health"}`` -> ``{"id", "ok": true, "healthy": bool, "detail", "fatal"}``
-- ``{"id", "op": "info"}`` -> ``{"id", "ok": true, "device": {...}}``
-- ``{"id", "op": "exit"}`` -> ``{"id", "ok": true}``, then the worker exits at once
-  (``os._exit`` after a device sync: the driver frees the context; CuPy's own teardown
-  took ~0.3 s of every confirmation round on an H200).
-
-``"ok": false`` responses carry ``kind`` (``user``, ``toolchain`` or
-``internal``) and ``error``. ``"fatal": true`` means the worker exits right
-after the response; the parent must replace it. Everything the worker or
-user code prints goes to stderr (the protocol owns the real stdout).
-
-The protocol helpers at the top are pure; CuPy is imported only in
-:class:`WorkerService`.
+One process per GPU, kept alive between candidates because a start is costly
+(``measure/start_ahead.py``), and replaced after a sticky fault (the CUDA context is dead
+for the rest of the process) or a hang (the parent kills its process group). It speaks
+newline-delimited JSON on stdin/stdout, one response per request (docs/design.md, "The
+worker protocol"); everything else it or user code prints goes to stderr. The protocol
+helpers at the top are pure; CuPy is imported only in :class:`WorkerService`.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """The built-in objective terms: what one number means, its unit and direction.
 
-A term turns a finished candidate (its :class:`~ctune.records.Build` and
-:class:`~ctune.records.Measurement`) into one number in its own unit. Terms
-declare what they need (``needs``: ``{"gpu"}``, ``{"gpu", "nvml"}`` or
-nothing) so that ``ctune search`` can refuse an ``--objective energy`` on a
-machine without NVML before it compiles anything, and which latency quantile
-they need sampled (``quantile``) so that the sampling plan takes enough
-samples for a p99 (p99 from 100 samples is the maximum).
-
-Latency terms prefer the measurer's own summary (it knows which samples it
-excluded under throttling, rule M2) and fall back to the raw samples,
-which is what a pooled confirmation measurement carries.
+A term turns a finished candidate (its Build and Measurement) into one number in its own
+unit. It declares what it needs (``needs``: ``{"gpu"}``, ``{"gpu", "nvml"}`` or nothing), so
+``ctune search`` refuses ``--objective energy`` without NVML before compiling, and which
+latency quantile (``quantile``), so the plan samples enough for a p99. Latency terms prefer
+the measurer's summary (it knows which samples rule M2 excluded) and fall back to the raw
+samples, which is what a pooled confirmation measurement carries.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """The four figures of ``ctune plot``, drawn with matplotlib (the ``plot`` extra).
 
-- ``convergence``: each objective's feasible values and the best so far,
-  against evaluations and against the search's own time (journal only);
-- ``front``: every feasible evaluation, the non-dominated ones joined, the
-  baseline and the pinned member (a journal: its best on the first objective;
-  the first two objectives; with one
-  objective, the front members against the baseline);
-- ``sensitivity``: per gene, the first objective for each value it took,
-  with the median, and the baseline's level (journal only);
-- ``distribution``: the measured latency of each front member and the
-  baseline: the samples where the source kept them, else their quantiles.
-
-Each function returns a matplotlib Figure; :func:`save` writes it. Only
-this module imports matplotlib, and only when a figure is drawn.
+``convergence``, ``front``, ``sensitivity`` and ``distribution``: what each shows and which
+source it needs is in docs/results.md. Each function returns a matplotlib Figure;
+:func:`save` writes it. Only this module imports matplotlib, and only when a figure is
+drawn.
 """
 
 from __future__ import annotations

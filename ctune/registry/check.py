@@ -1,29 +1,12 @@
 """Staleness: is each artifact still what would be built and measured here, now?
 
-``ctune check`` (and the gate's first step) runs this. The rule is the
-identity model of :mod:`ctune.evidence.identity`:
-
-- a *hard* change (measurement protocol, sampling plan, arch, this artifact's
-  problem / args / entry / reference / tolerance / metrics, L2 policy, each
-  member's launch geometry, a gene default the baseline was built with, the
-  GPU model) makes the artifact STALE;
-- a *build* change (toolchain, source closure, the spec's build settings, a
-  member's nvcc flags as today's code renders its genes: the flag catalogue,
-  its defaults and render rules) is decided by the binary: every member is
-  rebuilt (nvcc, build cache) and
-  its SASS digest compared with the recorded one. Identical SASS: fresh, with
-  the changed inputs named (``ctune registry refresh`` records them);
-  different SASS or a member that no longer builds: STALE, naming the changed
-  inputs down to the file;
-- a *soft* change (host compiler, driver, measuring-code digest, the rest of
-  the spec) is a warning; ``--strict`` fails on soft and verified build changes.
-
-The toolchain and the GPU are probed once per run, each kernel's spec and
-source closure once per kernel and toolchain. Each artifact is checked with the toolchain
-:mod:`ctune.registry.check_toolchain` chooses (its recorded one where this machine has it),
-its spec widened to the ``acf`` genes its members record, their controls files found in the
-cache's and the registry's stores. Without a GPU the GPU fields are reported
-"not checked: no GPU" instead of being assumed equal.
+``ctune check`` (and the gate's first step) runs this, following the identity model of
+:mod:`ctune.evidence.identity`: a hard change makes an artifact STALE, a build change is
+decided by rebuilding every member and comparing SASS digests, a soft change is a warning
+(docs/staleness.md). The toolchain and the GPU are probed once per run, each kernel's spec
+and source closure once per kernel and toolchain; each artifact is checked with the
+toolchain :mod:`ctune.registry.check_toolchain` chooses. Without a GPU the GPU fields are
+"not checked", never assumed equal.
 """
 
 from __future__ import annotations

@@ -1,37 +1,11 @@
 """Give a build what it needs from one artifact member: pure text renderers.
 
-Four forms of the same facts (nvcc/ptxas flags, ``-D`` defines, which also
-carry template arguments, the launch configuration, and the runtime genes,
-which the caller passes at launch and which are never compile flags):
-
-- ``flags``: one shell-quoted line for a Makefile or a script (compile
-  flags only, so no runtime genes);
-- ``header``: a C header of ``#define``s: the tunables as
-  ``CTUNE_<KERNEL>_<NAME>``, ``CTUNE_<KERNEL>_GRID_X`` ... and
-  ``CTUNE_<KERNEL>_RUNTIME_<GENE>``, so the headers of several kernels can be
-  included together (two kernels' ``BLOCK_N`` would clash). The kernel reads
-  the bare names: where its source is compiled, define
-  ``CTUNE_<KERNEL>_BARE_NAMES`` before including the header, which then also
-  defines each bare name as its prefixed one;
-- ``cmake``: ``set(CTUNE_<KERNEL>_FLAGS ...)``, a definitions list for
-  ``target_compile_definitions`` (prefixed likewise) and one
-  ``CTUNE_<KERNEL>_RUNTIME_<GENE>`` variable per runtime gene;
-- ``json``: everything above for other tools (``defines`` as the kernel reads
-  them, ``prefix`` for the prefixed names).
-
-``bare=True`` (``ctune registry export --bare``) writes the tunables under
-the names the kernel reads, in the header and the CMake definitions, for a
-build that compiles one kernel. The flags line always carries the bare
-``-D`` names: it is the kernel's own compile line.
-
-A member built with an advanced-controls file applies it with
-``-Xptxas --apply-controls=PATH`` (ptxas's) or ``--apply-controls=PATH`` (nvcc's): each
-renderer takes ``controls``, {digest: PATH as this export names the file} (the copy
-beside the output, or the registry's file), and says which toolchain the file needs.
-
-Values were allowlisted when the artifact was read (:mod:`schema`), so no
-quote, ``$``, ``;``, newline or ``#`` can reach these outputs; shell
-quoting is applied anyway.
+Four forms of the same facts (compile flags, ``-D`` defines, the launch configuration,
+the runtime genes the caller passes at launch): ``flags``, ``header``, ``cmake`` and
+``json``; what each writes, ``bare=True`` and the prefixed names are in docs/registry.md
+("Exports"). A member built with an advanced-controls file takes ``controls``, {digest:
+PATH as this export names the file}. Values were allowlisted when the artifact was read
+(:mod:`schema`); shell quoting is applied anyway (docs/security.md).
 """
 
 from __future__ import annotations

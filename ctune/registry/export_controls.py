@@ -1,18 +1,10 @@
 """Where an export puts a member's controls files, and the path its text names each by.
 
 An export must build as it is, so each controls file the member applies travels with it:
-
-- with an output (``--out FILE``, or ``--out DIR``, which writes
-  ``DIR/<kernel>-<problem>.<ext>``), the file is copied beside the output, named
-  ``<kernel>-<problem>.acf`` (``<kernel>-<problem>-<compiler>.acf`` when the member applies
-  both compilers' files), and the export names it relative to the output's folder (CMake:
-  ``${CMAKE_CURRENT_LIST_DIR}/<name>``, so the snippet works wherever it is included from);
-- to standard output (or a device such as ``/dev/stdout``), the export names the registry's
-  own file by its absolute path.
-
-Every copy is read from the registry and checked against its digest first, so an export
-never names a file that is missing or altered. nvcc passes a ptxas option to its shell
-bare, so a path with a space or a shell character is refused in one line.
+copied beside the output and named relative to its folder, or, to standard output, named
+by the registry's own file's absolute path (docs/advanced-controls.md, "Exporting"). Every
+copy is read from the registry and checked against its digest first, so an export never
+names a file that is missing or altered.
 """
 
 from __future__ import annotations

@@ -1,33 +1,10 @@
 """The registry folder against a registry ref that is not checked out (``ctune registry pull``).
 
-When the registry ref is the checked-out branch, git keeps the folder and
-the ref together (``read-tree -m -u``). In the CI set-up the ref is another
-branch (``refs/heads/ctune/registry``), and ``ctune registry list/show/
-check/gate`` read the folder, so ``pull`` writes the ref's artifact files
-into it. Decision (documented here because it is what makes that safe):
-
-- Only artifact files are written: ``<kernel>/<problem>/<device-class>.json``
-  below the registry root, as regular blobs within :data:`schema.MAX_BYTES`,
-  each through :meth:`ArtifactStore.write_encoded` (atomic, no symlink on
-  the way, never outside the root), and the controls files they are built
-  with (``controls/<sha256>.acf`` and ``controls/NOTICE``, within the controls
-  store's cap). Any other ``*.json`` the ref has below the root, or other entry
-  of its ``controls/``, is listed as *skipped*; other files are not looked at.
-- A file is written when it is absent, or when its bytes differ from the
-  ref's and git already holds them (an earlier version of that artifact,
-  fetched, committed or published here): replacing it loses nothing. Where
-  the checked-out branch tracks that file, it shows as modified there.
-- A file whose bytes git does not hold (a hand edit, an artifact written
-  without a commit, a truncated file), a symlink, or anything that is not a
-  regular file, where the ref has other bytes, is *in the way*: the caller
-  refuses before anything moves, as ``read-tree -m -u`` does for the
-  checked-out branch.
-- Nothing is ever deleted. Artifact files the folder has and the ref lacks
-  (deleted on the remote, written without a commit, of another branch) are
-  listed as *local-only*, for a person to import or remove.
-
-The index is never touched: the files are the ref's, not the checked-out
-branch's.
+When the registry ref is the checked-out branch, git keeps the folder and the ref together
+(``read-tree -m -u``). In the CI set-up the ref is another branch, and ``registry
+list/show/check/gate`` read the folder, so ``pull`` writes the ref's artifact files into
+it: only artifact and controls files, only where nothing is lost, never deleting and never
+touching the index. The rules that make that safe are in docs/registry.md ("Sharing").
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """Find and clear git lock files left behind by a crashed writer.
 
-A SIGKILL at the wrong moment left a stale ``refs/heads/*.lock`` in 1 of 30
-trials (measured, docs/design.md), and every later write then
-fails. Normal commands only *report* such a lock (naming it); removing it is
-``ctune registry doctor --fix`` (and the lead's ``ctune doctor --fix``), and
-only when (G3):
-
-- it is older than ``older_than_s`` (a live git process holds its lock for
-  milliseconds), and
-- no live ctune writer holds the registry ``flock``: clearing happens while
-  holding that lock ourselves, so no ctune writer can start meanwhile.
-
-Only regular files named ``*.lock`` inside the git directory are touched;
-symlinks are never followed or removed.
+A SIGKILL at the wrong moment can leave a stale ``refs/heads/*.lock``, and every later
+write then fails. Normal commands only *report* such a lock (naming it); removing it is
+``ctune registry doctor --fix`` (and ``ctune doctor --fix``), and only when (G3) it is
+older than ``older_than_s`` (a live git process holds its lock for milliseconds) and no
+live ctune writer holds the registry ``flock`` (held while clearing). Only regular files
+named ``*.lock`` inside the git directory are touched; symlinks are never followed.
 """
 
 from __future__ import annotations

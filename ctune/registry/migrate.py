@@ -1,17 +1,9 @@
 """Schema migrations: pure functions from one version's JSON to the next.
 
-``ctune registry migrate`` reads each older file strictly (duplicate keys,
-size cap), applies the steps up to :data:`SCHEMA_VERSION`, validates the
-result exactly as a read would, and writes it in a *new* commit (asv
-``asv update``; rule G11). Each step is tested on a golden file.
-
-Schema 0 is the pre-release format: fingerprint fields had short names
-(``nvcc``, ``gpu``, ``cupy``), objectives were bare names, members carried
-``genes`` and ``flags`` directly, ``pinned`` was an index into ``front``,
-and there was no digest. A fingerprint version stored as a JSON *number*
-cannot be migrated: ``12.1`` may have been ``12.10`` (rule S4).
-Schema 1 had no runtime genes. Schema 2 recorded neither the sampling plan nor
-the measurement protocol, and digested the whole spec in one ``spec_sha256``.
+``ctune registry migrate`` reads each older file strictly, applies the steps up to
+:data:`SCHEMA_VERSION`, validates the result exactly as a read would and writes it in a
+*new* commit (as asv's ``asv update``; rule G11). Each step is tested on a golden file.
+What each older schema lacked: docs/registry.md, "Schema versions".
 """
 
 from __future__ import annotations

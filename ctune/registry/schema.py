@@ -1,17 +1,12 @@
 """The artifact: one registry file per (kernel, problem, device class).
 
-An artifact holds the Pareto front a search kept, the default build as the
-baseline, the objectives, the samples of the pinned member, provenance and
-the full fingerprint. It is the unit that is committed, diffed, pinned,
-exported and gated.
-
-On disk it is JSON (``indent=2, sort_keys=True`` plus a newline, so reviews
-read well), with a ``digest`` field: the sha256 of the canonical
-form of everything else. :func:`decode` is strict on purpose (rule G4,
-G5, G11, X5): a size cap, UTF-8 only, duplicate keys and NaN refused, the
-schema version checked first (older -> migrate, newer -> upgrade), the digest
-verified, every field type-checked, unknown fields refused except under
-``extensions``. Any problem is one :class:`RegistryError` naming the file.
+An artifact holds the Pareto front a search kept, the default build as the baseline, the
+objectives, the pinned member's samples, provenance and the full fingerprint: the unit that
+is committed, diffed, pinned, exported and gated. On disk it is JSON (``indent=2,
+sort_keys=True``, so reviews read well) with a ``digest`` of the canonical rest.
+:func:`decode` is strict on purpose (rules G4, G5, G11, X5: size cap, UTF-8, no duplicate
+keys or NaN, schema version first, digest verified, fields type-checked, unknown fields
+only under ``extensions``); any problem is one :class:`RegistryError` naming the file.
 """
 
 from __future__ import annotations

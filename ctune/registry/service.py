@@ -2,16 +2,10 @@
 refresh.
 
 Each function opens the registry's git repository for its own duration (``with
-GitRegistry(...)``, ``git.py``) and takes the writer lock
-around write-and-commit, so a file and its commit never disagree. Nothing
-here prints.
-
-How the search hands over its result (either works):
-
-- ``store.write_result(artifact, path)`` writes a result file anywhere; a
-  person or CI then runs ``ctune registry import PATH``;
-- ``publish_artifact(settings.registry, artifact)`` writes and commits at
-  once (``ctune search --commit``).
+GitRegistry(...)``) and takes the writer lock around write-and-commit, so a file and its
+commit never disagree; nothing here prints. A search hands over its result either as a
+result file (``store.write_result``, then ``ctune registry import PATH``) or by
+``publish_artifact`` (``ctune search --commit``).
 """
 
 from __future__ import annotations

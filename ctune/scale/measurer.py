@@ -1,18 +1,11 @@
 """EngineMeasurer: measurement on the engine's GPU workers, one long-lived worker per GPU.
 
-Each GPU worker (resource ``GPU``, one thread) hosts the same measurer as a local run,
-a ``WorkerMeasurer`` on its one visible GPU: a candidate that faults or hangs kills that
-measurer's subprocess, which it replaces, as locally. If the GPU worker itself dies
-(killed, out of memory), the engine's Nanny starts a new one and the scheduler runs the
-measurement once more; a second death is recorded as the candidate's RUNTIME_FAULT and
-the search goes on. ``slots`` is the number of GPUs: the driver measures that many
-candidates at once (``start``); ``measure`` is the one-at-a-time protocol call.
-
-As locally, the measuring processes start with the search (``prestart``): on each GPU
-worker its measurer's worker and the confirmation's spares, so that the first
-measurement there and each confirmation round (on whichever GPU worker it runs) take
-over a process that is up instead of starting one (about 2 s a round on an H200 host);
-and each is asked to set the search's problem up as soon as it is up (``set_up_ahead``).
+Each GPU worker hosts the same measurer as a local run (a ``WorkerMeasurer`` on its one
+visible GPU), so faults and hangs are handled as locally; a GPU worker that dies is
+restarted by its Nanny and the measurement retried once (docs/scale-out.md). ``slots`` is
+the number of GPUs: the driver measures that many candidates at once (``start``). As
+locally, the measuring processes and the confirmation's spares start with the search
+(``prestart``) and set the search's problem up as soon as they are up (``set_up_ahead``).
 """
 
 from __future__ import annotations

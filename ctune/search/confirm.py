@@ -1,29 +1,11 @@
 """Confirmation in proportion: fresh processes only for what the decision needs.
 
-Run-to-run noise dominates within-run noise, so what a search pins is re-measured
-in fresh processes before it is reported. A fixed number of processes for every
-member costs the same whatever the evidence (about 8-10 s per search, half of a
-small search's wall time); this measures sequentially instead, one fresh process
-(a round) at a time:
-
-- one objective: the baseline and the leader, and a runner-up only when its
-  search value lies within the noise threshold of the leader's (it could be the
-  real leader): from the first round for the rule's smallest threshold (2%), later
-  for the threshold the processes give, while enough rounds are left for it to
-  reach the minimum.
-  After at least :func:`min_processes` rounds for everything
-  measured (the registry gate needs that many recorded processes per side, so
-  fewer would leave an artifact it can never judge), stop as soon as every
-  comparison is settled: the leader against the baseline and against every
-  runner-up that joined; otherwise add rounds up to the limit
-  (``--confirm-processes``).
-- several objectives: every front member is re-measured (the front is the
-  decision); stop once each one's comparison with the baseline is settled.
-
-A comparison is settled when it is separated (the report's rule: Mann-Whitney and
-an effect beyond max(2%, 5 x between-process CV), reached through
-:func:`separation` alone) or futile: its effect is under half that threshold, so
-more processes would not make it one.
+Run-to-run noise dominates within-run noise, so what a search pins is re-measured in fresh
+processes before it is reported. A fixed number of processes per member costs the same
+whatever the evidence; this adds one fresh process (a round) at a time and stops once every
+comparison is settled: separated by the report's rule (through :func:`separation` alone)
+or futile, its effect under half the threshold. Who is measured, and the minimum of
+:func:`min_processes` rounds the registry gate needs: docs/search.md.
 """
 
 from __future__ import annotations
@@ -218,8 +200,7 @@ def _first_round(state: _State) -> list[str]:
     """One objective: the search's leader, and from the start every runner-up within the
     rule's smallest threshold of it. Joining after the first round (the rule's threshold is
     unknown before the minimum of processes, so it is this same one) would cost one more
-    fresh process for the same members: measured on an H200, 4 rounds instead of 3 when
-    the default search left a runner-up within 2%."""
+    fresh process for the same members (docs/search.md)."""
     if not state.order:
         return []
     leader, floor = state.order[0], _rule().floor

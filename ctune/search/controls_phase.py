@@ -1,17 +1,11 @@
 """The controls phase: controls files proposed by an engine, on the leading build.
 
-Advanced-controls files change the machine code of every build, but most of them make it
-slower, so they are searched last, on a build the other genes already made good: the
-*base*, every gene of the best build told so far with its controls at ``none``. The
-engine (``ctune.controls``) proposes files; each is stored by content and becomes a
-candidate, the base with an ``acf_*`` gene set to the file's digest. A trial's value goes
-back to the engine as its score (lower is better; a failed build, fault or wrong result
-is a failure), so the engine evolves its files from measured times, never from a model.
-
-The phase's state holds the engine's checkpoint, so ``--resume`` takes the engine back as
-it was: it proposes what the uninterrupted search would have (the same decisions; the
-bytes of an encrypted controls file differ, and a binary measured already is not measured
-again: ``dedup.py``).
+Advanced-controls files change the machine code of every build but mostly make it slower,
+so they are searched last, on the *base*: every gene of the best build told so far with its
+controls at ``none``. Each file the engine (``ctune.controls``) proposes is stored by
+content and becomes a candidate with an ``acf_*`` gene set to its digest; the trial's value
+goes back as its score, so the engine learns from measured times, never from a model. The
+phase's state holds the engine's checkpoint for ``--resume`` (docs/advanced-controls.md).
 """
 
 from __future__ import annotations

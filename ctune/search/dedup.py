@@ -1,18 +1,11 @@
 """One binary, one measurement: candidates that compile to the same code share a trial.
 
-Many flag combinations compile to the same machine code (the hand GEMM's 168
-combinations of four flag genes give 8 distinct SASS binaries), and a runtime
-or launch gene can leave both the code and the launch unchanged. Measuring
-such a candidate again measures only noise, so a search measures each binary
-once: a later candidate with the same :func:`binary_identity` gets the first
-one's measurement, is journaled as "same binary as KEY", and its values are
-told to the strategy like any other trial, with no GPU time spent.
-
-Budget rule (``--budget``): a search's budget counts the candidates that cost a
-GPU measurement, i.e. distinct binaries, baseline and failed builds included;
-candidates answered by an identical binary do not count, and fillers do not
-either. So that a flag-heavy search cannot compile forever, at most
-``COMPILE_CAP_FACTOR`` x budget candidates are compiled.
+Many flag combinations compile to the same machine code, and a runtime or launch gene can
+leave both the code and the launch unchanged; measuring such a candidate again measures
+only noise. So a later candidate with the same :func:`binary_identity` gets the first
+one's measurement, is journaled as "same binary as KEY" and is told to the strategy like
+any other trial, with no GPU time spent and no budget counted; at most
+``COMPILE_CAP_FACTOR`` x budget candidates are compiled (docs/search.md).
 """
 
 from __future__ import annotations

@@ -1,57 +1,11 @@
 """THE search loop: ask -> dedup -> compile ahead -> measure -> score -> journal -> tell.
 
-This module coordinates; each step has its own module (docs/design.md, "the path of
-one candidate"): ``pipeline.py`` compiles ahead, measures and fills, ``trial_book.py``
-accounts every trial, ``budget.py`` decides when to stop, ``session_journal.py`` starts
-(new, resumed, warm-started) and writes the journal, ``confirm_stage.py`` re-measures
-what the result reports. One generation at a time:
-
-1. the strategy proposes candidates (``ask``);
-2. candidates already tried (in this run or in the resumed journal) are
-   answered from the cache: never measured twice, not counted against the
-   budget;
-3. new candidates are compiled ahead, ``jobs`` builds at a time
-   (``submit`` futures): while the GPU measures one candidate, the next
-   builds compile. Candidates that differ only in runtime genes share one
-   build, so the second waits on the first's future instead of taking a
-   compile slot (and running nvcc again);
-4. each is measured serially on the one GPU as soon as its build is ready
-   (batch order among the ready ones), scored by the objective spec,
-   appended to the journal (fsync'd) and only then, per generation, told to
-   the strategy. While every build the batch waits for is still compiling,
-   the GPU measures fillers instead: unseen runtime-gene variants of the
-   best builds, which need no compile (``filling.py``; ``fill=False`` turns
-   it off). They are ordinary trials, journaled and told with the
-   generation's, but extra to the budget (below).
-
-Candidate failures are trials with an outcome, never exceptions.
-What does raise: a baseline (default build) that does not compile or does
-not run, before anything is written (rule I1); the first N searched
-candidates all failing to compile (a broken kernel or toolchain, not a bad
-region); a term that needs NVML or a GPU this machine lacks, before
-anything is compiled but after the request itself is checked (problem,
-strategy, options, a journal to resume): a typo is found without a GPU.
-The first Ctrl-C lets the candidate in flight finish (its measurement is
-journaled), starts nothing new and returns what the search has, marked
-``interrupted`` (``--resume`` goes on from there); a second Ctrl-C abandons
-the candidate in flight at once. Either way every finished trial is
-already on disk.
-
-Budget: ``budget`` counts GPU measurements, i.e. distinct binaries (baseline,
-failed builds and resumed trials included): a candidate that compiles to a
-binary this search already measured reuses that measurement and does not
-count (``dedup.py``), and at most ``COMPILE_CAP_FACTOR`` x budget candidates
-are compiled. Fillers do not count either: they
-run only in GPU time that pending compiles would leave idle (a filler in
-progress delays a build that finishes meanwhile by one measurement at most),
-so the strategy gets its whole budget of builds; ``time_s`` stops starting
-new candidates after that much wall time; ``patience`` stops after that
-many generations without improving the best value (one objective) or the
-hypervolume (several).
-Without either budget, the search stops at ``DEFAULT_BUDGET`` evaluations
-(exhaustive search: when the space is exhausted). These and the strategy, its
-options and the seed are the search's plan (``plan.py``): recorded in the
-journal, reused by ``--resume``, which refuses a flag that differs.
+This module only coordinates, one generation at a time; each step has its own module
+(docs/design.md, "the path of one candidate"): ``pipeline.py`` compiles ahead, measures
+and fills, ``trial_book.py`` accounts every trial, ``budget.py`` decides when to stop,
+``session_journal.py`` starts and writes the journal, ``confirm_stage.py`` re-measures
+what the result reports. A candidate's failure is a trial with an outcome, never an
+exception; what counts against the budget and when a search stops: docs/search.md.
 """
 
 from __future__ import annotations
@@ -193,9 +147,9 @@ def _fingerprint(
 
 def _fingerprints_ahead(inputs: RunInputs) -> Future[Fingerprints]:
     """The journal's fingerprint (no GPU fields) and the artifact's, computed in a thread
-    from the run's start: the artifact's scans the source's includes with nvcc (0.2-0.4 s
-    on an H200), which sat between the baseline's measurement and the next candidate's,
-    and again at the end. Both describe what the search compiled: the source as it starts.
+    from the run's start: the artifact's scans the source's includes with nvcc, which would
+    otherwise sit between the baseline's measurement and the next candidate's
+    (docs/search.md). Both describe what the search compiled: the source as it starts.
     The journal's is the artifact's without its GPU fields, unless a stand-in measurer
     gave those: then it is made without the measurer."""
     from concurrent.futures import ThreadPoolExecutor
@@ -407,8 +361,8 @@ def _start_workers(
 ) -> None:
     """Start the measuring worker now, and beside it the processes of the confirmation
     rounds that will surely run (they wait, fresh, until then), each asked to set the
-    problem up once it is up: a start takes over a second (measured in
-    ``measure/worker.py``), and the first measurement waits for all of them, so it
+    problem up once it is up: a start is costly and the first measurement waits for all of
+    them, so it
     overlaps the device probe and the baseline's compile instead of following them."""
     if measurer is None or not objective.measures:
         return
@@ -419,7 +373,7 @@ def _start_workers(
 def _build_baseline_ahead(compiler: Compiler, spec: KernelSpec, opts: SearchOptions) -> None:
     """Start the default build's compile (its include closure, nvcc, the check of its
     args) now, beside the device probe: the baseline then finds it built or under way
-    instead of starting it (on an H200, 0.55 s of probe ran before ~1 s of that path).
+    instead of starting it after the probe.
     Its outcome, an error included, is the baseline's: the local compiler runs one compile
     per build key and says an args error again on every build. (An engine's compiler would
     compile it twice: it is left to start with the baseline.)"""

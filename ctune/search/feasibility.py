@@ -1,19 +1,10 @@
 """Why the constraints left so little, and whether what they left is worth pinning.
 
-A constraint that no good candidate meets used to be silent: the search
-reported its infeasible count and pinned the best of what was left, even a
-build slower and hungrier than the default one. This module reads the
-trials once the search is over and says, per constraint:
-
-- how many measured candidates break it, and the measured range of its term
-  (with the baseline's value), so the user sees where the bound sits;
-- what relaxing it would buy: the best candidate (first objective) that only
-  this constraint rules out, and the bound that would admit it.
-
-The verdict ``dominated`` is True when the baseline breaks a constraint and
-it dominates every front member on the objectives (as good on all, better on
-one): then nothing the constraints allow is worth deploying, and the search
-pins nothing and ends inconclusive rather than pinning a worse build.
+Once the search is over this reads the trials and says, per constraint, how many measured
+candidates break it, its term's measured range (with the baseline's value), and what
+relaxing it would buy. ``dominated`` is True when the baseline breaks a constraint and
+dominates every front member: then nothing allowed is worth deploying, and the search pins
+nothing and ends inconclusive rather than pinning a worse build (docs/results.md).
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """Genetic operators on index-encoded candidates; pure, driven by one seeded RNG.
 
-A candidate is a vector of value indices, one per gene (``Space.encode``).
-Operators respect gene types: an ordered numeric gene mutates by a +-1
-step in its value list most of the time (neighbouring tile sizes behave
-alike) or by a uniform resample; a categorical gene (strings) only by a
-uniform resample, since "next value" means nothing there; a two-valued gene
-(flags, booleans) flips. Crossover is uniform per gene. Validity is not
-their job: the caller repairs with ``Space.repair``.
-
-They take ``random.Random`` explicitly: DEAP's operators use the global
-``random`` module, which would make seeded runs depend on everything else
-in the process.
+A candidate is a vector of value indices (``Space.encode``). An ordered numeric gene mostly
+mutates by a +-1 step (neighbouring tile sizes behave alike), else by a uniform resample; a
+categorical gene only by a resample; a two-valued gene flips. Crossover is uniform per gene.
+Validity is the caller's (``Space.repair``). They take ``random.Random`` explicitly: DEAP's
+use the global ``random``, which would make seeded runs depend on the rest of the process.
 """
 
 from __future__ import annotations

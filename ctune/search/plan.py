@@ -1,16 +1,10 @@
 """What shapes a search's trials: recorded in its journal, reused by ``--resume`` and retune.
 
 The strategy, its options, the seed and what stops the search (budget, time, patience,
-filling) decide which candidates a search tries. They are written into the journal's
-header (``"search"``) and into the artifact (``extensions.search.plan``), so that:
-
-- ``--resume`` continues exactly the recorded search: a flag left out takes the
-  recorded value, a flag that differs is refused in one line (the resumed trials would
-  belong to another search: start a new one instead);
-- ``ctune registry retune`` runs the same search again, options included.
-
-Journals written before the plan was recorded hold strategy, seed and budget under
-``info``; what they lack is taken from the flags, or the defaults.
+filling) decide which candidates a search tries. They are written into the journal's header
+(``"search"``) and the artifact (``extensions.search.plan``), so ``--resume`` continues
+exactly the recorded search (a flag left out takes the recorded value, one that differs is
+refused) and ``ctune registry retune`` runs the same search again (docs/journal-format.md).
 """
 
 from __future__ import annotations

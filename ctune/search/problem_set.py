@@ -1,31 +1,11 @@
 """One search over a problem set: the best build per shape, then a few builds for all shapes.
 
-Three phases, each resumable from the set's folder, so a long set runs as several calls that
-each fit a wall-time step (``step_s``; a GPU lent for minutes at a time):
-
-1. **search**: an ordinary search (``run_search``) per shape not yet searched, its winner
-   recorded in ``winners.json`` and, through the caller's publisher (the CLI passes the
-   registry's), its result file under ``artifacts/`` (``ctune registry import`` takes
-   them). Builds do not depend on
-   the shape when the shape's sizes are launcher arguments (only a problem's ``defines`` are
-   compiled in), so later shapes hit the build cache; each search is warm-started with what
-   the earlier shapes of its group measured (nearest shapes first: their winners, then the
-   rest by how far each beat the default on the nearest shape it ran on), measured first: up
-   to ``reuse_share`` of the budget, so that with a share of 1 a later shape spends its
-   budget on builds that need no compile.
-2. **cross**: every finalist (each shape's winner, and the default build) measured on every
-   shape of its group, shape by shape, all of a shape's finalists interleaved in the same
-   fresh processes (``Measurer.remeasure``): one harness and one run per shape, so the cells
-   of a row compare. Rows are appended to ``matrix.json``.
-3. **cover**: the fewest compiled builds within ``margin`` of each shape's best
-   (``dispatch.greedy_cover``; builds that other tables ship, ``shipped``, first), written as
-   ``dispatch.json`` and ``dispatch.h``.
-
-A phase stops starting new shapes when the step's time left is under the longest shape it
-has taken so far (the first shape of a call always runs); the next call goes on from the
-folder. The matrix's columns are compiled builds (genes that are compiled in, plus the
-problem's defines): the runtime genes of a cell are those of the best of the build's
-finalist variants on that shape, so a build's runtime values may differ per shape.
+Three phases, each resumable from the set's folder, so a long set runs as several calls
+that each fit a wall-time step (``step_s``; a GPU lent for minutes at a time): **search**
+(``run_search`` per shape, warm-started from what the earlier shapes of its group
+measured), **cross** (every finalist measured on every shape of its group, interleaved in
+fresh processes) and **cover** (``dispatch.greedy_cover``: the fewest compiled builds
+within ``margin`` of each shape's best). What each phase does and writes: docs/dispatch.md.
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
 """Confirm the winners and say how sure we are.
 
-Run-to-run noise dominates within-run noise, so the front and the baseline
-are re-measured in k fresh processes, interleaved, before anything is
-reported (``Measurer.remeasure``).
-
-- **Significance** (per member, latency): the one comparison rule of
-  ``ctune.evidence.compare`` (the gate's), member against the baseline
-  (``ctune.search.confirm.significance``, which confirmation stops on).
-- **Gain** (pinned member and every confirmed member, first objective):
-  ``ratio`` = baseline/member (minimise) or member/baseline (maximise), with
-  a 95% percentile CI from a hierarchical bootstrap: resample processes,
-  then samples within each resampled process, recompute the objective on
-  the pooled resample, for both sides independently (1000 rounds, seeded).
-  Objectives that are not a statistic of the latency samples (energy,
-  power) are bootstrapped over the per-process values only; with k = 3
-  that interval is coarse, and it says so in ``method``.
-
-The artifact a result becomes is assembled by ``ctune.registry.assemble``.
+Run-to-run noise dominates within-run noise, so the front and the baseline are re-measured
+in fresh processes, interleaved, before anything is reported (``Measurer.remeasure``).
+Each member gets the one comparison rule of ``ctune.evidence.compare`` against the
+baseline, and the pinned and confirmed members a gain ratio with a hierarchical bootstrap
+CI (docs/design.md, "The evidence"). The artifact a result becomes is assembled by
+``ctune.registry.assemble``.
 """
 
 from __future__ import annotations

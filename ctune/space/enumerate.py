@@ -1,17 +1,11 @@
 """Valid assignments of the restricted genes, found by depth-first search with pruning.
 
-Filtering the full product of the restricted genes costs one evaluation of
-every restriction per combination: 1.9 million combinations, 8 seconds, for
-the CUTLASS GEMM. Here each derived value and each restriction is evaluated
-as soon as the genes it depends on are assigned, so a broken prefix (a tile
-too large for shared memory) prunes every combination below it. Genes in
-independent groups (no restriction or derived value links them) are
-counted apart and multiplied.
-
-The result is the same as filtering the product in spec order (the walk
-assigns genes in that order, each gene's values in their order), including
-a derived value that cannot be evaluated, which makes a combination invalid
-(``Space.violations``).
+Filtering the full product of the restricted genes evaluates every restriction per
+combination, too slow for a space such as the CUTLASS GEMM's (docs/spec-format.md). Here
+each derived value and restriction is evaluated as soon as its genes are assigned, so a
+broken prefix prunes every combination below it; independent gene groups are counted apart
+and multiplied. The result is the same as filtering the product in spec order, including a
+derived value that cannot be evaluated, which makes a combination invalid.
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """The device's limits as restrictions every candidate must meet, before it is measured.
 
-A block of 64 x 32 threads is a valid point of a spec's space and a launch error on
-every NVIDIA GPU. Kernel Tuner keeps such points out of the search by itself; ctune
-does the same in two steps:
-
-- before compiling, from the launch rule: threads per block, each block dimension
-  and the dynamic shared memory are restrictions over the genes
-  (:meth:`DeviceLimits.restrictions`), so strategies never propose what cannot
-  launch and ``ctune space`` says how many the device rules out;
-- after compiling, from ptxas's resources: static plus dynamic shared memory against
-  the opt-in maximum, and registers per thread times the block's threads against the
-  registers per block (:meth:`DeviceLimits.violation`). Such a candidate is
-  ``Outcome.INVALID``: infeasible, never measured, not a failure.
-
-The numbers come from the GPU when CuPy sees one of the target's architecture
-(:func:`probe_device_limits`), else from the table of the CUDA Programming Guide's
-compute capabilities, keyed by the target architecture (``--arch`` or the spec's).
+A block of 64 x 32 threads is a valid point of a spec's space and a launch error on every
+NVIDIA GPU, so, as Kernel Tuner does, such points are kept out: before compiling as
+restrictions over the genes (:meth:`DeviceLimits.restrictions`), after compiling from
+ptxas's resources (:meth:`DeviceLimits.violation`, ``Outcome.INVALID``: infeasible, not a
+failure). The numbers come from the GPU (:func:`probe_device_limits`) or the compute
+capability table (docs/spec-format.md, "Device limits").
 """
 
 from __future__ import annotations

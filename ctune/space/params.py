@@ -1,18 +1,11 @@
 """Genes, restrictions and the space they span: encode, enumerate, sample, repair.
 
-One genome holds several families of genes: nvcc flags, ptxas flags, launch
-configuration, template/define parameters (all of them compiled in) and
-runtime values, which reach the kernel only through its launch rule, so
-candidates differing only in them share one build. Every gene is a finite
-ordered list of values, so a candidate is also a vector of indices, which is
-what the genetic operators work on. Restrictions are safe expressions (``ctune.expr``)
-over genes, derived values and the problem's dimensions.
-
-An *open* gene (``Gene.open``: the ``acf`` family, an advanced-controls file) also takes
-values it does not list: any sha256 digest names a controls file by its content. Its
-listed values (``"none"``) are all that strategies choose among; the digests come from the
-controls engine (``ctune.controls``), so a candidate's code (:meth:`Space.encode`) speaks
-of an open gene's default whatever digest it holds.
+One genome holds several families of genes (nvcc and ptxas flags, launch configuration,
+template/define parameters, runtime values, which share a build). Every gene is a finite
+ordered list of values, so a candidate is also a vector of indices for the genetic
+operators; restrictions are safe expressions (``ctune.expr``) over genes, derived values
+and the problem's dimensions. An *open* gene (``Gene.open``: the ``acf`` family) also takes
+any sha256 digest it does not list; strategies choose only among its listed values.
 """
 
 from __future__ import annotations

@@ -1,26 +1,10 @@
 """Stand-ins on a simulated clock, for how the driver spends wall time.
 
 NOT NVCC and NOT A GPU (stand-ins only test logic): they exist to test compile-ahead,
-build-aware filling and in-flight build sharing without sleeping. Every
-duration advances a :class:`FakeClock`, which the driver reads through
-``run_search(clock=...)``; a compile "finishes" when the clock passes its
-end, so ``Future.done()`` answers as a real compile would, and waiting on
-an unfinished one moves the clock to its end.
-
-- :class:`SlowStandInCompiler`: one build per distinct set of compiled
-  genes (runtime genes are not part of a build, as with nvcc), taking
-  ``compile_s`` of simulated time on one of ``jobs`` slots, first come
-  first served, like the thread pool of ``NvccCompiler``. A request for a
-  finished build is a cache hit (instant); a request that starts while the
-  same build is compiling holds its slot until that one ends, as the
-  compiler's per-key wait does. ``submits``, ``nvcc_runs`` and
-  ``slot_waits`` record what the driver asked for, what was really
-  compiled, and how many requests held a slot only to wait for another.
-- :class:`TimedStandInMeasurer`: the analytic :class:`StandInMeasurer`,
-  taking ``measure_s`` of simulated time per candidate.
-- :func:`runtime_standin_spec`: a stand-in kernel whose SPLIT_K and
-  RASTER are runtime genes (12 runtime settings per build, fewer where a
-  restriction ties SPLIT_K to the tile).
+build-aware filling and in-flight build sharing without sleeping. Every duration advances
+a :class:`FakeClock`, which the driver reads through ``run_search(clock=...)``; a compile
+"finishes" when the clock passes its end, so ``Future.done()`` answers as a real compile
+would, and waiting on an unfinished one moves the clock to its end.
 """
 
 from __future__ import annotations
@@ -84,7 +68,16 @@ class _SimulatedCompile(Future[Build]):
 
 
 class SlowStandInCompiler(Compiler):
-    """NOT NVCC: every distinct build takes ``compile_s`` simulated seconds on a slot."""
+    """NOT NVCC: every distinct build takes ``compile_s`` simulated seconds on a slot.
+
+    One build per distinct set of compiled genes (runtime genes are not part of a build, as
+    with nvcc), on one of ``jobs`` slots, first come first served, like the thread pool of
+    ``NvccCompiler``. A request for a finished build is a cache hit (instant); a request
+    that starts while the same build is compiling holds its slot until that one ends, as
+    the compiler's per-key wait does. ``submits``, ``nvcc_runs`` and ``slot_waits`` record
+    what the driver asked for, what was really compiled, and how many requests held a slot
+    only to wait for another.
+    """
 
     def __init__(
         self, spec: KernelSpec, clock: FakeClock, *, compile_s: float = 60.0, jobs: int = 4
@@ -221,7 +214,11 @@ metrics:
 
 
 def runtime_standin_spec(folder: Path, name: str = "standin_rt") -> KernelSpec:
-    """Write and load the runtime-gene stand-in kernel (its ``.cu`` is never compiled)."""
+    """Write and load the runtime-gene stand-in kernel (its ``.cu`` is never compiled).
+
+    SPLIT_K and RASTER are runtime genes: 12 runtime settings per build, fewer where a
+    restriction ties SPLIT_K to the tile.
+    """
     from ctune.spec import load_spec
 
     return load_spec(write_standin_kernel(Path(folder), name, RUNTIME_YAML))

@@ -1,35 +1,11 @@
 """Stand-ins for the compiler and the GPU, for strategy and driver logic only.
 
-Their names say what they are not (docs/design.md: stand-ins only test logic): nothing here compiles
-CUDA or touches a GPU, and nothing here may be used to decide performance.
-
-- :class:`StandInMeasurer`: a deterministic analytic cost model over any
-  Space. Each gene's value index is mapped to a position in [0, 1]; latency
-  is a product of smooth bowls around hashed optima plus a coupling between
-  neighbouring genes (so the landscape is smooth in index space, like tile
-  sizes, but not separable); the tail grows with a hashed mix of positions
-  (so p99 and p50 disagree); energy has its own optima (so latency and
-  energy trade off and a 2-D front exists). Noise is multiplicative and
-  seeded by (seed, candidate, process), so a candidate measures the same
-  every time in one "process" (the true front is computable by exhaustive
-  enumeration) and differently across confirmation processes. A
-  known-infeasible region: positions averaging above ``fault_corner`` give
-  RUNTIME_FAULT; every ``wrong_every``-th key (by hash) gives WRONG_RESULT.
-- :class:`DefaultWinsMeasurer`: the same, on a landscape where the default
-  build is the fastest and most frugal but draws the most power.
-- :class:`StandInCompiler`: returns Builds without nvcc. COMPILE_ERROR for
-  every ``fail_every``-th distinct candidate (in request order; ``submit``
-  builds synchronously so that order is the driver's), RESOURCE_LIMIT when
-  the register estimate exceeds ``regs_limit``. Its "SASS digest" covers the
-  genes other than ``noop_genes`` (genes that, like many flags, leave the
-  machine code unchanged), so candidates differing only in those share one.
-- :class:`ReplayMeasurer` / :class:`ReplayCompiler`: serve a recorded
-  ground truth (``tests/data/ground_truth/*.json.gz``, format in that
-  folder's README) keyed by candidate key (Kernel Tuner's
-  ``SimulationRunner`` idea), so strategies can be compared on a real
-  landscape without a GPU.
-- :func:`write_standin_kernel` / :func:`standin_spec`: a small kernel spec
-  (5 genes, 738 valid candidates) whose ``.cu`` is never compiled.
+Their names say what they are not (docs/design.md: stand-ins only test logic): nothing
+here compiles CUDA or touches a GPU, and nothing here may be used to decide performance.
+:class:`StandInMeasurer` and :class:`StandInCompiler` are seeded, deterministic models;
+:class:`ReplayMeasurer` / :class:`ReplayCompiler` serve a recorded ground truth
+(``tests/data/ground_truth/``) so strategies can be compared on a real landscape without a
+GPU; :func:`standin_spec` writes a small kernel spec whose ``.cu`` is never compiled.
 """
 
 from __future__ import annotations
@@ -98,7 +74,18 @@ def _positions(space: Space, values: Mapping[str, GeneValue]) -> list[float]:
 
 
 class StandInMeasurer(Measurer):
-    """NOT A GPU: an analytic, seeded cost model that speaks the Measurer protocol."""
+    """NOT A GPU: an analytic, seeded cost model that speaks the Measurer protocol.
+
+    Each gene's value index is mapped to a position in [0, 1]; latency is a product of
+    smooth bowls around hashed optima plus a coupling between neighbouring genes (smooth
+    in index space, like tile sizes, but not separable); the tail grows with a hashed mix
+    of positions (so p99 and p50 disagree); energy has its own optima (so a 2-D front
+    exists). Noise is multiplicative and seeded by (seed, candidate, process): a candidate
+    measures the same every time in one "process" (the true front is computable by
+    exhaustive enumeration) and differently across confirmation processes. Positions
+    averaging above ``fault_corner`` give RUNTIME_FAULT; every ``wrong_every``-th key (by
+    hash) gives WRONG_RESULT.
+    """
 
     device_name = gpu_label(STANDIN_DEVICE)
     capabilities = frozenset({"gpu", "nvml"})
@@ -358,7 +345,14 @@ def _argv(candidate: Candidate) -> tuple[str, ...]:
 
 
 class StandInCompiler(Compiler):
-    """NOT NVCC: Builds with scripted outcomes, instantly, and a register estimate."""
+    """NOT NVCC: Builds with scripted outcomes, instantly, and a register estimate.
+
+    COMPILE_ERROR for every ``fail_every``-th distinct candidate (in request order;
+    ``submit`` builds synchronously so that order is the driver's), RESOURCE_LIMIT when the
+    register estimate exceeds ``regs_limit``. Its "SASS digest" covers the genes other than
+    ``noop_genes`` (genes that, like many flags, leave the machine code unchanged), so
+    candidates differing only in those share one.
+    """
 
     def __init__(
         self,
@@ -623,7 +617,8 @@ class ReplayCompiler(Compiler):
 
 
 class ReplayMeasurer(Measurer):
-    """Serves the recorded measurements of a ground truth, keyed by candidate key.
+    """Serves the recorded measurements of a ground truth, keyed by candidate key (Kernel
+    Tuner's ``SimulationRunner`` idea).
 
     There are no samples, only the recorded quantiles (CIs collapse to the
     point); a key that was not recorded is INCONCLUSIVE, never a guess.
@@ -821,6 +816,7 @@ def write_standin_kernel(folder: Path, name: str = "standin", yaml: str = STANDI
 
 
 def standin_spec(folder: Path, name: str = "standin") -> KernelSpec:
+    """The stand-in kernel's spec (5 genes, 738 valid candidates), written into ``folder``."""
     from ctune.spec import load_spec
 
     return load_spec(write_standin_kernel(folder, name))
