@@ -285,7 +285,7 @@ def test_reports_keep_fillers_apart_from_the_budget(rt_spec: KernelSpec, tmp_pat
     result, _, _ = _search(rt_spec, tmp_path, budget=40, events=events)
     assert result.fillers > 0
     with render.console.capture() as captured:
-        final_report(result, json_out=False)
+        final_report(result, "table")
         last = [e for e in events if isinstance(e, ev.TrialFinished)][-1]
         render.console.print(status_block(last.progress, ["p50"]))
     text = " ".join(captured.get().split())
