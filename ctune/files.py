@@ -150,6 +150,21 @@ def read_text_capped(
         ) from None
 
 
+def unlinked_file_problem(path: Path | str, holder: str) -> str:
+    """Why ``path`` (a link not followed) is not a regular file ``holder`` may open ("" when
+    it is one): a symlink, a FIFO, a socket or a device is named, never opened (a FIFO
+    would block the reader)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError as exc:
+        return f"cannot read: {exc.strerror}"
+    if stat.S_ISLNK(mode):
+        return f"is a symlink; {holder} refuses symlinks"
+    if not stat.S_ISREG(mode):
+        return f"{file_kind(mode)}, not a regular file; {holder} holds only files"
+    return ""
+
+
 def program_problem(path: Path | str) -> str | None:
     """What keeps ``path`` from being a program to run (``no such file``, ``a directory``,
     ``not executable``); None when it is one. For a tool named by path, such as ptxas."""

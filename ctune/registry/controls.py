@@ -14,9 +14,7 @@ says why anything else is refused).
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -31,7 +29,12 @@ from ctune.controls.store import (
     registry_relative,
 )
 from ctune.errors import RegistryError, UserError
-from ctune.files import MAX_CONTROLS_BYTES, InputFileError, file_kind, read_capped
+from ctune.files import (
+    MAX_CONTROLS_BYTES,
+    InputFileError,
+    read_capped,
+    unlinked_file_problem,
+)
 from ctune.records import is_sha256_hex, sha256_hex
 from ctune.registry.layout import contained_path
 from ctune.registry.schema import Artifact, FrontMember
@@ -216,15 +219,7 @@ def entry_problem(path: Path) -> str:
     name = path.name
     if not (_ENTRY_NAME.fullmatch(name) or name == NOTICE_NAME):
         return f"not a controls file: {FOLDER}/ holds only <sha256>.acf files and {NOTICE_NAME}"
-    try:
-        mode = os.lstat(path).st_mode
-    except OSError as exc:
-        return f"cannot read: {exc.strerror}"
-    if stat.S_ISLNK(mode):
-        return "is a symlink; the registry refuses symlinks"
-    if not stat.S_ISREG(mode):
-        return f"{file_kind(mode)}, not a regular file; the registry holds only files"
-    return ""
+    return unlinked_file_problem(path, "the registry")
 
 
 def is_entry_name(name: str) -> bool:

@@ -15,14 +15,13 @@ reported, and skipped, so the other artifacts still work (rule G4).
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 
 from ctune.errors import RegistryError, UserError
-from ctune.files import InputFileError, file_kind, read_capped
+from ctune.files import InputFileError, read_capped, unlinked_file_problem
 from ctune.registry import schema
 from ctune.registry.controls import entry_problem
 from ctune.registry.layout import (
@@ -250,7 +249,7 @@ class ArtifactStore:
                 if name.startswith(".") or not name.endswith(SUFFIX):
                     continue  # temporary files of atomic writes, READMEs
                 rel = PurePosixPath(*rel_dir.parts, name)
-                yield rel, _entry_problem(os.path.join(dirpath, name))
+                yield rel, unlinked_file_problem(os.path.join(dirpath, name), "the registry")
 
 
 def _controls_problems(root: Path) -> Iterator[tuple[PurePosixPath, str]]:
@@ -272,20 +271,6 @@ def _controls_problems(root: Path) -> Iterator[tuple[PurePosixPath, str]]:
             problem = entry_problem(folder / entry.name)
             if problem:
                 yield rel, problem
-
-
-def _entry_problem(path: str) -> str:
-    """Why a listed name is not an artifact file to open ("" when it is one): a symlink, a
-    FIFO, a socket or a device is reported, never opened (a FIFO would block the listing)."""
-    try:
-        mode = os.lstat(path).st_mode
-    except OSError as exc:
-        return f"cannot read: {exc.strerror}"
-    if stat.S_ISLNK(mode):
-        return "is a symlink; the registry refuses symlinks"
-    if not stat.S_ISREG(mode):
-        return f"{file_kind(mode)}, not a regular file; the registry holds only files"
-    return ""
 
 
 def key_of(artifact: Artifact) -> ArtifactKey:
