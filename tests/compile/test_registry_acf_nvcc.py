@@ -37,6 +37,7 @@ from ctune.evidence import identity
 from ctune.registry.schema import Artifact, FrontMember
 from ctune.registry.service import publish_artifact
 from ctune.spec import load_spec
+from ctune.testing.toolchains import new_ptxas, ptxas_version
 
 pytestmark = pytest.mark.nvcc
 
@@ -56,22 +57,6 @@ def _support() -> ModuleType:
     return sys.modules["registry_support"]
 
 
-def _ptxas_version(ptxas: Path) -> str:
-    done = subprocess.run([ptxas, "--version"], capture_output=True, text=True, check=False)
-    return (version_in(done.stdout) or "") if done.returncode == 0 else ""
-
-
-def _new_ptxas() -> tuple[Path | None, str]:
-    given = os.environ.get("CTUNE_TEST_PTXAS")
-    found = [Path(given)] if given else [n.parent / "ptxas" for n in wheel_nvccs()]
-    for ptxas in found:
-        if ptxas.is_file() and controls_release(_ptxas_version(ptxas)):
-            return ptxas, ""
-    if given:
-        return None, f"CTUNE_TEST_PTXAS={given} is not a ptxas 13.3 or later"
-    return None, "no ptxas 13.3: pip install 'ctune[cuda13.3]' or set CTUNE_TEST_PTXAS"
-
-
 def _real_controls() -> bytes | None:
     given = os.environ.get("CTUNE_TEST_ACF")
     if not given:
@@ -81,7 +66,7 @@ def _real_controls() -> bytes | None:
     return files[0].read_bytes() if files else None
 
 
-NEW_PTXAS, NO_NEW_PTXAS = _new_ptxas()
+NEW_PTXAS, NO_NEW_PTXAS = new_ptxas()
 REAL_CONTROLS = _real_controls()
 needs_new_ptxas = pytest.mark.skipif(NEW_PTXAS is None, reason=NO_NEW_PTXAS)
 needs_13_3 = pytest.mark.skipif(
@@ -318,7 +303,7 @@ def test_check_finds_the_recorded_split_toolchain_on_this_machine(
     """With the default choice of toolchain, a ptxas of the recorded version that this
     machine has (the nvidia-cuda-nvcc wheel's) is made into the recorded split."""
     wheel = [n.parent / "ptxas" for n in wheel_nvccs()]
-    wheel = [w for w in wheel if controls_release(_ptxas_version(w))]
+    wheel = [w for w in wheel if controls_release(ptxas_version(w))]
     if not wheel:
         pytest.skip("no nvidia-cuda-nvcc 13.3 wheel installed: no ptxas 13.3 to find")
     split = toolchain_for(Settings(ptxas=str(wheel[0]), cache_dir=project["cache"]))

@@ -18,13 +18,13 @@ import pytest
 
 from ctune import identity_probe
 from ctune.compile import NvccCompiler
-from ctune.compile.find_toolchains import wheel_nvccs
 from ctune.compile.sass import defined_symbols, embedded_cubins, sass_digest
 from ctune.compile.select_toolchain import toolchain_for
-from ctune.compile.toolchain import Toolchain, controls_release, probe_toolchain, version_in
+from ctune.compile.toolchain import Toolchain, controls_release, probe_toolchain
 from ctune.config import Settings
 from ctune.records import Outcome
 from ctune.spec import load_spec
+from ctune.testing.toolchains import new_ptxas
 
 pytestmark = pytest.mark.nvcc
 
@@ -39,29 +39,12 @@ extern "C" int launch(float* x) { twice<<<1, 32>>>(x); return 0; }
 """
 
 
-def _version(ptxas: Path) -> str:
-    done = subprocess.run([ptxas, "--version"], capture_output=True, text=True, check=False)
-    return (version_in(done.stdout) or "") if done.returncode == 0 else ""
-
-
-def _new_ptxas() -> tuple[Path | None, str]:
-    """(a ptxas that takes advanced controls, "") or (None, why there is none)."""
-    given = os.environ.get("CTUNE_TEST_PTXAS")
-    found = [Path(given)] if given else [n.parent / "ptxas" for n in wheel_nvccs()]
-    for ptxas in found:
-        if ptxas.is_file() and controls_release(_version(ptxas)):
-            return ptxas, ""
-    if given:
-        return None, f"CTUNE_TEST_PTXAS={given} is not a ptxas 13.3 or later"
-    return None, "no ptxas 13.3: pip install 'ctune[cuda13.3]' or set CTUNE_TEST_PTXAS"
-
-
 def _controls_files() -> list[Path]:
     given = Path(os.environ.get("CTUNE_TEST_ACF", LOCAL_ACF))
     return sorted(given.glob("*.acf")) if given.is_dir() else [given] if given.is_file() else []
 
 
-NEW_PTXAS, NO_NEW_PTXAS = _new_ptxas()
+NEW_PTXAS, NO_NEW_PTXAS = new_ptxas()
 needs_new_ptxas = pytest.mark.skipif(NEW_PTXAS is None, reason=NO_NEW_PTXAS)
 
 
