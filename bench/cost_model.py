@@ -13,7 +13,8 @@ distinct binaries (GPU measurements):
   the model do better than a search that is simply shorter?
 - ``on_warm``: ``on`` again, with the journal of an earlier search of the kernel (no
   model, seed + 1000, the same budget) in its cache: the warm start a second search of
-  the same kernel gets (same shape and GPU here; the ground truths hold one each).
+  the same kernel gets (same shape and GPU here; the ground truths hold one each);
+- ``off_at_warm_builds``: no model, with a budget of the median builds ``on_warm`` made.
 
 A build is a trial with a build that is not a filler (the baseline included). Each run's
 score is optimum / best found; ``builds_to_0.99`` is when a run first reached 0.99 of the
@@ -115,7 +116,9 @@ def run(
 
 def _arm(runs: list[dict[str, Any]]) -> dict[str, Any]:
     reached = [r["builds_to_0.99"] for r in runs]
+    to_target = statistics.median(math.inf if b is None else b for b in reached)
     return {
+        "median_builds_to_0.99": to_target if math.isfinite(to_target) else None,
         "median_of_optimum": statistics.median(r["of_optimum"] for r in runs),
         "worst_of_optimum": min(r["of_optimum"] for r in runs),
         "median_builds": statistics.median(r["builds"] for r in runs),
@@ -139,8 +142,14 @@ def evaluate(truth: BinaryTruth, seeds: int, fraction: float, log: Any) -> dict[
             run(truth, spec, budget, seed + 1000, Path(tmp), False, cache=earlier)
             arms["on_warm"].append(run(truth, spec, budget, seed, Path(tmp), True, cache=earlier))
             log(f"  seed {seed}: " + ", ".join(f"{k} {v[-1]}" for k, v in arms.items()))
-        on_builds = max(2, math.ceil(statistics.median(r["builds"] for r in arms["on"])))
-        shorter = [run(truth, spec, on_builds, seed, Path(tmp), False) for seed in range(seeds)]
+
+        def shorter(arm: str) -> tuple[int, list[dict[str, Any]]]:
+            """No model, at the median builds ``arm`` made (the baseline is one of them)."""
+            budget = max(2, math.ceil(statistics.median(r["builds"] for r in arms[arm])))
+            return budget, [run(truth, spec, budget, s, Path(tmp), False) for s in range(seeds)]
+
+        on_builds, short_on = shorter("on")
+        warm_builds, short_warm = shorter("on_warm")
     off, on, warm = _arm(arms["off"]), _arm(arms["on"]), _arm(arms["on_warm"])
     saved = 1 - on["median_builds"] / off["median_builds"]
     warm_saved = 1 - warm["median_builds"] / off["median_builds"]
@@ -157,14 +166,17 @@ def evaluate(truth: BinaryTruth, seeds: int, fraction: float, log: Any) -> dict[
         "off": off,
         "on": on,
         "on_warm": warm,
-        "off_at_on_builds": {"budget": on_builds, **_arm(shorter)},
+        "off_at_on_builds": {"budget": on_builds, **_arm(short_on)},
+        "off_at_warm_builds": {"budget": warm_builds, **_arm(short_warm)},
         "builds_saved": saved,
         "builds_saved_warm": warm_saved,
         "meets_target": saved >= TARGET_SAVED and on["median_of_optimum"] >= TARGET_QUALITY,
         "meets_target_warm": warm_saved >= TARGET_SAVED
         and warm["median_of_optimum"] >= TARGET_QUALITY,
-        "model_beats_a_shorter_search": on["median_of_optimum"]
-        > _arm(shorter)["median_of_optimum"],
+        # does the model do better than a search with as many builds and no model?
+        "on_beats_a_search_as_short": on["median_of_optimum"] > _arm(short_on)["median_of_optimum"],
+        "on_warm_beats_a_search_as_short": warm["median_of_optimum"]
+        > _arm(short_warm)["median_of_optimum"],
     }
 
 
@@ -249,7 +261,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{gt['builds_saved']:.0%} saved), warm {gt['on_warm']['median_of_optimum']:.4f} "
             f"({gt['on_warm']['median_builds']} builds, {gt['builds_saved_warm']:.0%} saved), "
             f"off at {gt['off_at_on_builds']['budget']} "
-            f"{gt['off_at_on_builds']['median_of_optimum']:.4f}; target met: "
+            f"{gt['off_at_on_builds']['median_of_optimum']:.4f}, off at "
+            f"{gt['off_at_warm_builds']['budget']} "
+            f"{gt['off_at_warm_builds']['median_of_optimum']:.4f}; target met: "
             f"{gt['meets_target']} (warm {gt['meets_target_warm']})"
         )
     print(f"wrote {out}")

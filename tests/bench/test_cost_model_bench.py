@@ -25,7 +25,7 @@ def test_the_cost_model_benchmark_writes_its_fields(
     assert "CUTLASS" in report["cutlass_problem_set"]
     (truth,) = report["ground_truths"]
     assert truth["synthetic"] is True and truth["budget"] == 62
-    for arm in ("off", "on", "on_warm", "off_at_on_builds"):
+    for arm in ("off", "on", "on_warm", "off_at_on_builds", "off_at_warm_builds"):
         (run,) = truth[arm]["runs"]
         assert 0.0 < run["of_optimum"] <= 1.0 and run["builds"] >= 1
     (off,) = truth["off"]["runs"]
