@@ -200,23 +200,25 @@ class ModelPolicy(CostPolicy):
         self.warm = self._warm_examples(self.writer.journal.path)
 
     def _warm_examples(self, own: Path) -> list[Example]:
-        """Trials of the kernel's earlier journals in the cache, oldest first: the model's
-        warm start across shapes and GPUs. Earlier: started no later than this search and
+        """Trials of the kernel's earlier journals, oldest first: the model's warm start
+        across shapes and GPUs. Those in this journal's folder (a problem set's earlier
+        shapes) and in the cache's. Earlier: started no later than this search and
         last written before it started (within the stamp's second), so that a resume of
         this search finds the same ones (unless one of them is resumed meanwhile)."""
         from ctune.errors import UserError
         from ctune.search import journal as journal_mod
 
         inputs = self.run.inputs
-        folder = Path(inputs.settings.cache_dir) / "journals"
+        folders = dict.fromkeys([own.parent, Path(inputs.settings.cache_dir) / "journals"])
         started = str(self.writer.header.get("info", {}).get("created_utc", ""))
         try:
             start_s = _dt.datetime.strptime(started, STAMP).replace(tzinfo=_dt.UTC).timestamp()
         except ValueError:
             return []
         found: list[tuple[str, Path]] = []
-        for path in sorted(folder.glob(f"{inputs.spec.name}-*.jsonl")):
-            if path.resolve() == own.resolve():
+        paths = {p.resolve() for f in folders for p in f.glob(f"{inputs.spec.name}-*.jsonl")}
+        for path in sorted(paths):
+            if path == own.resolve():
                 continue
             try:
                 header = journal_mod.read_header(path)

@@ -185,6 +185,33 @@ def test_earlier_journals_of_the_kernel_warm_start_the_model(
     assert any(o == "skipped" for _, o in _decisions(warm.journal))
 
 
+@needs_sklearn
+def test_another_shape_s_journal_teaches_ratios_to_its_own_baseline(
+    landscape: tuple[BinaryTruth, KernelSpec], tmp_path: Path
+) -> None:
+    """A journal of sq1024 warm-starts a search of sq2048: its rows carry sq1024's dims, its
+    targets are ratios to its own baseline (the replay serves the same times to both)."""
+    from ctune.model import FeatureMap
+
+    _, spec = landscape
+    earlier = _search(landscape, tmp_path / "cache", budget=60, seed=11)
+    features = FeatureMap(spec)
+    examples = cost_policy.journal_examples(earlier.journal, features, "p50", "min")
+    trials = read(earlier.journal)[0].trials
+    assert len(examples) == len(trials) and examples[0].target == 0.0
+    column = features.names.index("dim:M")
+    assert {e.row[column] for e in examples} == {1024.0}
+    base = trials[0].values
+    assert base is not None
+    for example, trial in zip(examples, trials, strict=True):
+        if trial.values is not None:
+            assert example.target == pytest.approx(math.log(trial.values[0] / base[0]))
+    assert cost_policy.journal_examples(earlier.journal, features, "p99", "min") == []
+    other = _search(landscape, tmp_path / "cache", cost_model=True, budget=30, problem="sq2048")
+    assert any(n.startswith("cost model: 1 earlier journal(s)") for n in other.notes)
+    assert any(o == "skipped" for _, o in _decisions(other.journal))
+
+
 def test_without_scikit_learn_it_says_so_and_builds_everything(
     landscape: tuple[BinaryTruth, KernelSpec], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
