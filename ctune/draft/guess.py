@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 
 BLOCK_X_VALUES = (32, 64, 128, 256, 512, 1024)
 BLOCK_YZ_VALUES = (1, 2, 4, 8, 16, 32)
-TILE_VALUES = (4, 8, 16, 32)
-WORK_VALUES = (1, 2, 4, 8)
+TILE_VALUES = (8, 16, 32, 64)
+WORK_VALUES = (1, 2, 4, 8, 16)
 SWITCH_VALUES = (0, 1)
 
 _BLOCK_AXIS = [
@@ -188,6 +188,20 @@ def switch(name: str, why: str, *, ifdef: bool = False) -> GeneGuess:
     return GeneGuess(name, SWITCH_VALUES, 0, why, ifdef=ifdef)
 
 
+def selector(guess: GeneGuess, compared: set[int]) -> GeneGuess:
+    """A name a condition compares with values (``#if ALGO == 2``) picks a variant: its
+    values run from 0 to the largest compared, so every branch is a candidate."""
+    top = max(compared)
+    values = set(range(0, top + 1)) if top <= 16 else {0, *compared}
+    values |= {guess.default}
+    return replace(
+        guess,
+        values=tuple(sorted(values)),
+        why=f"{guess.why}; compared with {', '.join(str(v) for v in sorted(compared))}",
+        work=None,
+    )
+
+
 _X_DIMS = ("nx", "width", "w", "cols", "ncols", "n", "size", "len", "length", "count")
 _Y_DIMS = ("ny", "height", "h", "rows", "nrows", "m")
 _Z_DIMS = ("nz", "depth", "d", "k")
@@ -215,6 +229,7 @@ __all__ = [
     "gene_values",
     "is_tile",
     "parse_int",
+    "selector",
     "switch",
     "work_axis",
 ]

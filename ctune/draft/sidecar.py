@@ -15,7 +15,7 @@ import math
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ctune.draft.guess import (
@@ -23,6 +23,7 @@ from ctune.draft.guess import (
     BLOCK_YZ_VALUES,
     CTYPE_DTYPES,
     INTEGER_DTYPES,
+    WORK_VALUES,
     GeneGuess,
     block_axis,
     default_for,
@@ -30,11 +31,15 @@ from ctune.draft.guess import (
     gene,
     is_tile,
     parse_int,
+    selector,
     switch,
 )
+from ctune.draft.indexing import Reader, grid_stride, row_dim, shared_arrays, zero_steps
 from ctune.draft.source import Kernel, Param, Source
 from ctune.draft.undefined import Probe
 from ctune.errors import UserError
+from ctune.expr import ExprError
+from ctune.expr import parse as parse_expr
 from ctune.names import NAME_RE
 from ctune.spec import DTYPE_BYTES, load_spec
 from ctune.spec.entry import parse_entry, same_params
@@ -122,6 +127,9 @@ def _genes(source: Source, kernel: Kernel, probe: Probe | None) -> list[GeneGues
     for name, default in (probe.undefined if probe else {}).items():
         if name not in genes:
             genes[name] = gene(name, default, "used, defined nowhere")
+    for name, compared in source.selectors.items():
+        if name in genes and not genes[name].ifdef:
+            genes[name] = selector(genes[name], compared)
     return list(genes.values())
 
 
@@ -165,7 +173,10 @@ def _block(
     runtime: list[GeneGuess] = []
     checks: list[str] = []
     for axis in AXES:
-        if axis in by_axis:
+        if axis in by_axis and axis != "x" and not _reads_axis(source, axis):
+            block.append("1")  # the kernel never reads threadIdx/blockDim on it: 1 thread
+            checks.append(f"{by_axis[axis]}: the kernel never reads threadIdx.{axis}; block 1")
+        elif axis in by_axis:
             block.append(by_axis[axis])
         elif f"blockDim.{axis}" in source.reads:
             name = f"BLOCK_{axis.upper()}"
@@ -184,6 +195,10 @@ def _block(
     while len(block) > 1 and block[-1] == "1":
         block.pop()
     return block, runtime, checks
+
+
+def _reads_axis(source: Source, axis: str) -> bool:
+    return f"threadIdx.{axis}" in source.reads or f"blockDim.{axis}" in source.reads
 
 
 def _cap_block(
@@ -220,16 +235,209 @@ def draft_sidecar(
     genes = _genes(source, kernel, probe)
     bound = _launch_bound(source, kernel)
     block, runtime, checks = _block(source, kernel, genes, bound)
-    restrictions: list[str] = []
+    genes = [_square_tile(_unused_axis(source, g), block) for g in genes]
+    restrictions: list[tuple[str, str]] = []  # (expression, why)
     sized = [b for b in block if b in {g.name for g in genes + runtime}]
     if bound is not None and sized:
-        capped, restrictions = _cap_block(genes + runtime, sized, bound, checks)
+        capped, capping = _cap_block(genes + runtime, sized, bound, checks)
         genes, runtime = capped[: len(genes)], capped[len(genes) :]
+        restrictions += [(r, f"__launch_bounds__({bound})") for r in capping]
+    body = kernel.body or source.text
+    gene_names = {g.name for g in genes + runtime}
+    dims, macro_dims = _dims(source, kernel, gene_names, source_name, checks)
+    reader = Reader(body, {param: dim for dim, param in dims.items()})
+    if grid_stride(body):
+        runtime.append(_items_gene(gene_names))
     all_genes = genes + runtime
     gene_names = {g.name for g in all_genes}
 
-    # problem dimensions: the integer scalar parameters, else size-like macros
-    dims: dict[str, str] = {}  # dim -> the parameter (or macro) it stands for
+    # the grid: one axis per blockIdx the kernel reads, stepped as its index arithmetic says
+    grid, grid_why, covered, rows = _grid(source, reader, dims, block, genes, runtime, checks)
+    for row in rows:  # one block per row: a dimension the signature does not name
+        dims = {row: row, **dims}
+    fallback = list(reversed(covered)) or list(dims)
+    launch_names = {b for b in block if b in gene_names}
+    launch_names |= {g.name for g in genes if g.work is not None}
+    launch_names |= {n for expr in grid for n in _IDENT.findall(expr) if n in gene_names}
+
+    # args, in the kernel's order
+    arg_lines: list[str] = []
+    outputs: list[str] = []
+    inputs: list[str] = []
+    traffic: list[tuple[int, list[str]]] = []
+    atomics = any(
+        p.pointer
+        and reader.accumulates_atomically(p.name)
+        and _dtype(p, kernel, source_name).startswith("float")
+        for p in kernel.params
+    )
+    for param in kernel.params:
+        dtype = _dtype(param, kernel, source_name)
+        if param.pointer:
+            role, note = _role(reader, param)
+            init = ""
+            if atomics and role == "input":  # a sum of values around 0 has no relative error
+                init, note = ", init: {uniform: [0, 1]}", f"  # check: {POSITIVE_NOTE}"
+            (inputs if role == "input" else outputs).append(param.name)
+            shape = reader.buffer_shape(param.name)
+            if reader.one_element(param.name):
+                shape = ["1"]
+                if reader.accumulates_atomically(param.name):
+                    role, note = "inout", "  # check: one element the kernel adds into"
+                else:
+                    note = note or "  # check: one element (only *p, p[0] or atomics)"
+            elif shape is None:
+                shape = fallback
+                note = note or "  # check: the shape"
+            arg_lines.append(
+                f"  - {{name: {param.name}, role: {role}, dtype: {dtype}, "
+                f"shape: [{', '.join(shape)}]{init}}}{note}"
+            )
+            if shape != ["1"]:
+                traffic.append((DTYPE_BYTES[dtype], shape))
+        elif dtype in INTEGER_DTYPES and param.name in dims.values():
+            dim = next(d for d, p in dims.items() if p == param.name)
+            arg_lines.append(
+                f"  - {{name: {param.name}, role: scalar, dtype: {dtype}, value: {dim}}}"
+            )
+        else:
+            value = "1.0" if dtype.startswith(("float", "bfloat")) else "1"
+            arg_lines.append(
+                f"  - {{name: {param.name}, role: scalar, dtype: {dtype}, value: {value}}}"
+                "  # check: the value"
+            )
+    ndim = max((len(shape) for _, shape in traffic), default=len(covered))
+    sizes = SIZES[min(max(ndim, len(covered)), 3)]
+    dim_values = {dim: macro_dims.get(dim, sizes) for dim in dims}
+    if not outputs:
+        raise UserError(
+            f"{source_name}: {kernel.name} has no pointer parameter that is not const: "
+            "nothing to check against a reference"
+        )
+    restrictions += _step_restrictions(body, all_genes)
+    restrictions += _shared_restrictions(source, kernel, body, all_genes)
+
+    entry_text = _entry_text(source, kernel, entry, checks)
+    name = _spec_name(kernel, stem)
+    function = kernel.name if kernel.name.isidentifier() else "reference"
+    reference_file = f"{stem}_ref.py"
+    lines = [
+        f"# ctune sidecar drafted by `ctune init {source_name}`: check each '# check:' line,",
+        f"# write the reference in {reference_file}, then `ctune space {source_name}`.",
+        f"name: {name}",
+        f"entry: {entry_text if _PLAIN_ENTRY.match(entry_text) else json.dumps(entry_text)}",
+    ]
+    if source_name != f"{stem}.cu":  # a spec's source defaults to <stem>.cu (a .cuh, a .cu.h)
+        lines.append(f"source: {json.dumps(source_name)}")
+    lines.append(f"flags: [{', '.join(DRAFT_FLAGS)}]  # check: {FLAGS_NOTE}")
+    if all_genes:
+        lines.append("genes:")
+        for g in all_genes:
+            family = _family(g, runtime, launch_names)
+            values = ", ".join(str(v) for v in g.values)
+            ifdef = ", ifdef: true" if g.ifdef else ""
+            lines.append(
+                f"  {g.name}: {{values: [{values}], default: {g.default}, family: {family}"
+                f"{ifdef}}}  # check: values ({g.why})"
+            )
+    if restrictions:
+        lines.append("restrictions:")
+        lines += [f'  - "{r}"  # check: {why}' for r, why in restrictions]
+    lines.append("launch:")
+    lines += _wrapped("  grid: [", [_quote(g) for g in grid], f"]  # check: {grid_why}")
+    lines.append(f"  block: [{', '.join(block)}]  # check: {_block_why(block, gene_names)}")
+    if source.dynamic_shared:
+        threads = " * ".join(block)
+        lines.append(
+            f'  dynamic_smem_bytes: "4 * {threads}"  # check: extern __shared__ bytes per block'
+        )
+        checks.append("launch.dynamic_smem_bytes: one float per thread is a guess")
+    lines.append("problems:")
+    dims_text = ", ".join(f"{d}: {v}" for d, v in dim_values.items())
+    lines.append(f"  - {{name: default, dims: {{{dims_text}}}}}  # check: the sizes to tune for")
+    lines.append("args:  # in the kernel's order")
+    lines += arg_lines
+    lines.append(
+        f"reference: {{python: {reference_file}:{function}}}  # check: write it in {reference_file}"
+    )
+    lines.append(f"tolerance: {DRAFT_TOLERANCE}  # check: {TOLERANCE_NOTE}")
+    if atomics:
+        lines.append("deterministic: false  # check: atomics add in any order")
+    lines.append("metrics:")
+    lines.append(f'  bytes: "{_bytes(traffic, list(dims))}"  # check: bytes moved per call')
+    checks = [*checks, f"{reference_file}: write the reference of {kernel.name}"]
+    return Draft(
+        kernel=kernel,
+        entry=entry_text,
+        yaml="\n".join(lines) + "\n",
+        reference=_reference_stub(kernel.name, function, inputs, outputs, list(dims)),
+        reference_file=reference_file,
+        genes=all_genes,
+        checks=checks,
+    )
+
+
+#: catalogue flags that keep results as they are (fast_math is for the author to add)
+DRAFT_FLAGS = ("ptxas_opt", "maxrregcount", "dlcm")
+FLAGS_NOTE = "nvcc/ptxas flags to tune; add fast_math if its results may differ"
+#: tight enough for element-wise float32 work; a reduction's order needs more
+DRAFT_TOLERANCE = "{default: {rel_l2: 1.0e-6, max_abs: 1.0e-5}}"
+TOLERANCE_NOTE = "loosen for sums and dot products (their order changes the rounding)"
+POSITIVE_NOTE = "inputs in [0, 1): a sum of values around 0 has no meaningful relative error"
+#: a draft line's length before a list wraps, as the project's YAML is written
+LINE_WIDTH = 100
+
+
+def _wrapped(head: str, items: list[str], tail: str) -> list[str]:
+    """``head + items + tail`` on one line, or wrapped under the first item where the
+    items alone pass :data:`LINE_WIDTH` (the comment in ``tail`` may run over)."""
+    one = head + ", ".join(items)
+    if len(one) + tail.index("]") + 1 <= LINE_WIDTH:
+        return [one + tail]
+    lines, current = [], head
+    for i, item in enumerate(items):
+        piece = item + ("," if i < len(items) - 1 else "")
+        if current.strip() not in ("", head.strip()) and len(current) + 1 + len(piece) > LINE_WIDTH:
+            lines.append(current.rstrip())
+            current = " " * len(head)
+        current += piece + " "
+    return [*lines, current.rstrip() + tail]
+
+
+def _square_tile(g: GeneGuess, block: list[str]) -> GeneGuess:
+    """A tile that is both the block's x and y: its square is at most 1024 threads."""
+    if block.count(g.name) < 2:
+        return g
+    values = tuple(v for v in g.values if v * v <= 1024) or (32,)
+    return replace(g, values=values).with_default(min(g.default, values[-1]))
+
+
+_PLAIN_ENTRY = re.compile(r"^[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*$")
+
+
+def _unused_axis(source: Source, g: GeneGuess) -> GeneGuess:
+    """A gene that sizes a block axis the kernel never reads keeps one value, 1: more
+    threads on it would repeat the same work."""
+    axis = block_axis(g.name)
+    if axis in ("y", "z") and not _reads_axis(source, axis):
+        return GeneGuess(g.name, (1,), 1, f"the kernel never reads threadIdx.{axis}")
+    return g
+
+
+def _items_gene(taken: set[str]) -> GeneGuess:
+    """Elements per thread of a grid-stride loop: the grid is the data over it."""
+    name = "ITEMS"
+    while name in taken:
+        name += "_"
+    return GeneGuess(name, WORK_VALUES, 1, "a grid-stride loop: elements per thread", "x")
+
+
+def _dims(
+    source: Source, kernel: Kernel, gene_names: set[str], source_name: str, checks: list[str]
+) -> tuple[dict[str, str], dict[str, int]]:
+    """Problem dimensions: the integer scalar parameters, else size-like macros.
+    ({dim: the parameter or macro it stands for}, {macro dim: its value})."""
+    dims: dict[str, str] = {}
     for param in kernel.params:
         dtype = _dtype(param, kernel, source_name)
         if not param.pointer and dtype in INTEGER_DTYPES:
@@ -247,75 +455,169 @@ def draft_sidecar(
             macro_dims["N"] = SIZES[1]
             checks.append("problems: no size in the signature or macros; N is a placeholder")
         dims = {name: name for name in macro_dims}
+    return dims, macro_dims
 
-    # the grid: one axis per blockIdx the kernel reads, over the dimension it most likely spans
+
+def _grid(
+    source: Source,
+    reader: Reader,
+    dims: dict[str, str],
+    block: list[str],
+    genes: list[GeneGuess],
+    runtime: list[GeneGuess],
+    checks: list[str],
+) -> tuple[list[str], str, list[str], list[str]]:
+    """(the grid, why, the dims its axes cover, new one-block-per-row dims)."""
     axes = [a for a in AXES if f"blockIdx.{a}" in source.reads]
     taken: set[str] = set()
     grid: list[str] = []
     covered: list[str] = []
+    rows: list[str] = []
+    derived = False
+    names = {g.name for g in genes + runtime}
     for axis in AXES:
         if axis not in axes:
             grid.append("1")
             continue
-        spans = dim_for_axis(axis, list(dims), taken)
-        size = block[AXES.index(axis)] if AXES.index(axis) < len(block) else "1"
-        per = [g.name for g in genes if g.work == axis]
-        step = " * ".join([size, *per]) if size != "1" or per else "1"
+        steps = reader.block_steps(axis)
+        if steps and len(steps) == 1 and steps[0] in reader.dims:
+            rows.append(row_dim(axis))  # x + blockIdx.x * cols: a block per row
+            grid.append(row_dim(axis))
+            derived = True
+            continue
+        variable = reader.axis_variable(axis)
+        spans = reader.bound(variable) if variable else None
+        if spans is None or spans in taken:
+            spans = dim_for_axis(axis, list(dims), taken)
+        else:
+            derived = True
         if spans is None:
             grid.append("1")
             checks.append(f"launch.grid: no dimension for axis {axis}")
             continue
         taken.add(spans)
         covered.append(spans)
-        grid.append(f"ceil_div({spans}, {step})" if step != "1" else spans)
+        step = _step(axis, steps, block, names)
+        derived |= step is not None
+        if step is None:
+            size = block[AXES.index(axis)] if AXES.index(axis) < len(block) else "1"
+            per = [g.name for g in genes if g.work == axis]
+            step = [size, *per] if size != "1" or per else []
+        step += [g.name for g in runtime if g.work == axis and g.name not in step]
+        grid.append(f"ceil_div({spans}, {' * '.join(step)})" if step else spans)
     while len(grid) > 1 and grid[-1] == "1":
         grid.pop()
-    if axes:
+    if not axes:
+        why = "the kernel reads no blockIdx: one block"
+    elif derived:
+        why = "from the kernel's index arithmetic"
+    else:
+        why = "one thread per element is a guess"
         checks.append("launch.grid: one thread per element is a guess; check it")
+    return grid, why, covered, rows
 
-    sizes = SIZES[min(len(covered), 3)]
-    dim_values = {dim: macro_dims.get(dim, sizes) for dim in dims}
-    shape = list(reversed(covered)) or list(dims)
-    launch_names = {b for b in block if b in gene_names}
-    launch_names |= {g.name for g in genes if g.work is not None}
 
-    # args, in the kernel's order
-    arg_lines: list[str] = []
-    outputs: list[str] = []
-    inputs: list[str] = []
-    metrics: list[str] = []
-    for param in kernel.params:
-        dtype = _dtype(param, kernel, source_name)
-        if param.pointer:
-            role = "input" if param.const_pointee else "inout"
-            (inputs if role == "input" else outputs).append(param.name)
-            note = "" if role == "input" else "  # check: output if the kernel only writes it"
-            arg_lines.append(
-                f"  - {{name: {param.name}, role: {role}, dtype: {dtype}, "
-                f"shape: [{', '.join(shape)}]}}{note}"
-            )
-            metrics.append(f"{DTYPE_BYTES[dtype]} * {' * '.join(shape)}")
-        elif dtype in INTEGER_DTYPES and param.name in dims.values():
-            dim = next(d for d, p in dims.items() if p == param.name)
-            arg_lines.append(
-                f"  - {{name: {param.name}, role: scalar, dtype: {dtype}, value: {dim}}}"
-            )
+def _step(
+    axis: str, steps: list[str] | None, block: list[str], genes: set[str]
+) -> list[str] | None:
+    """What the grid divides a dimension by on ``axis``, from what multiplies blockIdx
+    there (``blockDim.x`` is the block's x); None where a factor is none of those."""
+    if not steps:
+        return None
+    out = []
+    for factor in steps:
+        if factor.startswith("blockDim."):
+            index = AXES.index(factor[-1])
+            size = block[index] if index < len(block) else "1"
+            if size != "1":
+                out.append(size)
+        elif factor in genes or factor.isdigit():
+            out.append(factor)
         else:
-            value = "1.0" if dtype.startswith(("float", "bfloat")) else "1"
-            arg_lines.append(
-                f"  - {{name: {param.name}, role: scalar, dtype: {dtype}, value: {value}}}"
-                "  # check: the value"
-            )
-    if not outputs:
-        raise UserError(
-            f"{source_name}: {kernel.name} has no pointer parameter that is not const: "
-            "nothing to check against a reference"
-        )
+            return None
+    return out
 
-    # the entry: a template's value parameters are its genes, its types float; an
-    # overload's parameter list picks it (with the template's types filled in)
+
+def _role(reader: Reader, param: Param) -> tuple[str, str]:
+    """(the role of a pointer parameter, the draft's note on it)."""
+    if param.const_pointee:
+        return "input", ""
+    if reader.written_only(param.name):
+        if reader.skips_a_border():
+            return "inout", "  # check: inout: the kernel leaves a border unwritten"
+        return "output", "  # check: inout if the kernel leaves elements unwritten"
+    return "inout", "  # check: output if the kernel only writes it"
+
+
+def _step_restrictions(body: str, genes: list[GeneGuess]) -> list[tuple[str, str]]:
+    """``A % B == 0`` where the kernel divides a gene by a gene or steps over one by one."""
+    out = []
+    for a, b in zero_steps(body, {g.name for g in genes if 0 not in g.values}):
+        why = f"{a} / {b} must not be 0 (a step of 0 loops forever) and cover {a} whole"
+        out.append((f"{a} % {b} == 0", why))
+    return out
+
+
+#: static __shared__ memory a block may declare without opting in
+STATIC_SMEM_BYTES = 48 * 1024
+
+
+def _shared_restrictions(
+    source: Source, kernel: Kernel, body: str, genes: list[GeneGuess]
+) -> list[tuple[str, str]]:
+    """The static shared memory limit, where genes size ``__shared__`` arrays so that
+    their largest values would pass it (ptxas would refuse those builds)."""
+    type_params = {p.name for p in kernel.template if p.kind == "type"}
+
+    def element_bytes(ctype: str) -> int | None:
+        if ctype in type_params:
+            return 4  # the template's types are float in the entry
+        dtype = CTYPE_DTYPES.get(ctype)
+        return DTYPE_BYTES[dtype] if dtype else None
+
+    by_name = {g.name: g for g in genes}
+    known = {
+        n: v
+        for n, text in source.defines.items()
+        if n not in by_name and (v := parse_int(text)) is not None
+    }
+    terms = []
+    used: set[str] = set()
+    for array in shared_arrays(body, element_bytes):
+        extents = []
+        for extent in array.sizes:
+            names = set(_IDENT.findall(extent))
+            if not names <= set(by_name) | set(known):
+                return []  # a size this draft cannot evaluate
+            used |= names & set(by_name)
+            text = _IDENT.sub(lambda m: str(known.get(m[0], m[0])), extent)
+            extents.append(text if _IDENT.fullmatch(text) or text.isdigit() else f"({text})")
+        terms.append(" * ".join([str(array.element_bytes), *extents]))
+    if not used:
+        return []
+    expression = " + ".join(terms)
+    try:
+        largest = parse_expr(expression).evaluate({n: max(by_name[n].values) for n in used})
+    except ExprError:
+        return []
+    if largest <= STATIC_SMEM_BYTES:
+        return []
+    return [
+        (
+            f"{expression} <= {STATIC_SMEM_BYTES}",
+            "static __shared__ bytes within 48 KiB (more needs an opt-in)",
+        )
+    ]
+
+
+def _entry_text(source: Source, kernel: Kernel, entry: str | None, checks: list[str]) -> str:
+    """The entry: a template's value parameters are its genes, its types float; an
+    overload's parameter list picks it (with the template's types filled in); a kernel in
+    a namespace by its qualified name."""
     targs = parse_entry(entry).template_args if entry else None
     entry_text = kernel.name
+    if kernel.namespace and not kernel.extern_c:
+        entry_text = f"{kernel.namespace}::{entry_text}"
     if kernel.template:
         if targs is None:
             targs = tuple(p.name if p.kind == "value" else "float" for p in kernel.template)
@@ -327,59 +629,40 @@ def draft_sidecar(
         types = {p.name: a for p, a in given if p.kind == "type"}
         params = [_IDENT.sub(lambda m: types.get(m[0], m[0]), t) for t in kernel.types]
         entry_text += f"({', '.join(params)})"
+    return entry_text
 
-    name = stem.lower() if NAME_RE.match(stem.lower()) else "kernel"
-    function = kernel.name if kernel.name.isidentifier() else "reference"
-    reference_file = f"{stem}_ref.py"
-    lines = [
-        f"# ctune sidecar drafted by `ctune init {source_name}`: check each '# check:' line,",
-        f"# write the reference in {reference_file}, then `ctune space {source_name}`.",
-        f"name: {name}",
-        f"entry: {json.dumps(entry_text) if not entry_text.isidentifier() else entry_text}",
-    ]
-    if source_name != f"{stem}.cu":  # a spec's source defaults to <stem>.cu (a .cuh, a .cu.h)
-        lines.append(f"source: {json.dumps(source_name)}")
-    if all_genes:
-        lines.append("genes:")
-        for g in all_genes:
-            family = _family(g, runtime, launch_names)
-            values = ", ".join(str(v) for v in g.values)
-            ifdef = ", ifdef: true" if g.ifdef else ""
-            lines.append(
-                f"  {g.name}: {{values: [{values}], default: {g.default}, family: {family}"
-                f"{ifdef}}}  # {g.why}"
-            )
-    if restrictions:
-        lines.append(f"restrictions:  # __launch_bounds__({bound})")
-        lines += [f'  - "{r}"' for r in restrictions]
-    lines.append("launch:")
-    lines.append(f"  grid: [{', '.join(_quote(g) for g in grid)}]")
-    lines.append(f"  block: [{', '.join(block)}]")
-    if source.dynamic_shared:
-        threads = " * ".join(block)
-        lines.append(
-            f'  dynamic_smem_bytes: "4 * {threads}"  # check: extern __shared__ bytes per block'
-        )
-        checks.append("launch.dynamic_smem_bytes: one float per thread is a guess")
-    lines.append("problems:")
-    dims_text = ", ".join(f"{d}: {v}" for d, v in dim_values.items())
-    lines.append(f"  - {{name: default, dims: {{{dims_text}}}}}  # check: the sizes to tune for")
-    lines.append("args:  # in the kernel's order")
-    lines += arg_lines
-    lines.append("reference:")
-    lines.append(f"  python: {reference_file}:{function}")
-    lines.append("metrics:")
-    lines.append(f'  bytes: "{" + ".join(metrics)}"  # check: bytes moved per call')
-    checks = [*checks, f"{reference_file}: write the reference of {kernel.name}"]
-    return Draft(
-        kernel=kernel,
-        entry=entry_text,
-        yaml="\n".join(lines) + "\n",
-        reference=_reference_stub(kernel.name, function, inputs, outputs, list(dims)),
-        reference_file=reference_file,
-        genes=all_genes,
-        checks=checks,
-    )
+
+def _spec_name(kernel: Kernel, stem: str) -> str:
+    """The kernel's name as a spec name (``matmul_tiled`` -> ``matmul-tiled``), else the
+    file's stem's."""
+    for candidate in (kernel.name.lower().replace("_", "-"), stem.lower()):
+        if NAME_RE.match(candidate):
+            return candidate
+    return "kernel"
+
+
+def _block_why(block: list[str], genes: set[str]) -> str:
+    named = [b for b in block if b in genes]
+    if named:
+        return f"threads per block from {', '.join(dict.fromkeys(named))}"
+    return "threads per block"
+
+
+def _bytes(traffic: list[tuple[int, list[str]]], dims: list[str]) -> str:
+    """Bytes the buffers hold, each once: ``12 * N`` where they share a shape (its dims in
+    the problem's order), else ``4 * (M * K + K * N + M * N)``."""
+    if not traffic:
+        return "0"
+    shapes = {tuple(sorted(shape)) for _, shape in traffic}  # [W, H] and [H, W]: as many
+    if len(shapes) == 1:
+        shape = traffic[0][1]
+        ordered = sorted(shape, key=lambda d: dims.index(d) if d in dims else len(dims))
+        return " * ".join([str(sum(size for size, _ in traffic)), *ordered])
+    sizes = {size for size, _ in traffic}
+    if len(sizes) == 1:
+        products = " + ".join(" * ".join(shape) for _, shape in traffic)
+        return f"{sizes.pop()} * ({products})"
+    return " + ".join(" * ".join([str(size), *shape]) for size, shape in traffic)
 
 
 def check_loads(draft: Draft, kernel: Path, nvcc_help: str | None = None) -> None:
