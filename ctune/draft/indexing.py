@@ -262,6 +262,18 @@ class Reader:
         return False
 
 
+def accumulates(body: str) -> bool:
+    """Does the kernel sum in a loop (``acc += a[k] * b[k]`` in a ``for`` body, not its
+    step)? A sum's rounding depends on its order: the reference needs a looser tolerance."""
+    text = body
+    for match in reversed(list(re.finditer(r"\bfor\s*\(", body))):
+        close = _closing(body, match.end() - 1)
+        if close > 0:
+            text = text[: match.end()] + text[close:]  # the loop's header, left out
+    loops = "for" in text or "while" in text
+    return loops and re.search(r"[\w\]]\s*\+=\s*[^;]*[\w\]\)]\s*;", text) is not None
+
+
 def row_dim(axis: str) -> str:
     """The dimension a one-block-per-row kernel's grid axis covers."""
     return "ROWS" if axis == "x" else f"ROWS_{axis.upper()}"
@@ -319,6 +331,7 @@ def shared_arrays(body: str, element_bytes: Callable[[str], int | None]) -> list
 __all__ = [
     "Reader",
     "SharedArray",
+    "accumulates",
     "grid_stride",
     "row_dim",
     "shared_arrays",

@@ -34,7 +34,14 @@ from ctune.draft.guess import (
     selector,
     switch,
 )
-from ctune.draft.indexing import Reader, grid_stride, row_dim, shared_arrays, zero_steps
+from ctune.draft.indexing import (
+    Reader,
+    accumulates,
+    grid_stride,
+    row_dim,
+    shared_arrays,
+    zero_steps,
+)
 from ctune.draft.source import Kernel, Param, Source
 from ctune.draft.undefined import Probe
 from ctune.errors import UserError
@@ -360,7 +367,10 @@ def draft_sidecar(
     lines.append(
         f"reference: {{python: {reference_file}:{function}}}  # check: write it in {reference_file}"
     )
-    lines.append(f"tolerance: {DRAFT_TOLERANCE}  # check: {TOLERANCE_NOTE}")
+    if accumulates(body):
+        lines.append(f"tolerance: {SUM_TOLERANCE}  # check: {SUM_NOTE}")
+    else:
+        lines.append(f"tolerance: {DRAFT_TOLERANCE}  # check: {TOLERANCE_NOTE}")
     if atomics:
         lines.append("deterministic: false  # check: atomics add in any order")
     lines.append("metrics:")
@@ -383,6 +393,9 @@ FLAGS_NOTE = "nvcc/ptxas flags to tune; add fast_math if its results may differ"
 #: tight enough for element-wise float32 work; a reduction's order needs more
 DRAFT_TOLERANCE = "{default: {rel_l2: 1.0e-6, max_abs: 1.0e-5}}"
 TOLERANCE_NOTE = "loosen for sums and dot products (their order changes the rounding)"
+#: a kernel that sums in a loop rounds in its own order
+SUM_TOLERANCE = "{default: {rel_l2: 1.0e-4, max_abs: 1.0e-2}}"
+SUM_NOTE = "the kernel sums in a loop: set max_abs for the size of its sums"
 POSITIVE_NOTE = "inputs in [0, 1): a sum of values around 0 has no meaningful relative error"
 #: a draft line's length before a list wraps, as the project's YAML is written
 LINE_WIDTH = 100

@@ -190,3 +190,20 @@ def test_a_border_left_unwritten_keeps_the_output_inout() -> None:
     body = "int x = threadIdx.x; if (x < 1 || x >= n - 1) return; out[x] = in[x - 1];"
     reader = Reader(body, {"n": "N"})
     assert reader.written_only("out") and reader.skips_a_border()
+
+
+def test_a_sum_in_a_loop_gets_a_looser_tolerance(tmp_path: Path) -> None:
+    from ctune.draft.indexing import accumulates
+
+    assert accumulates("float acc = 0; for (int k = 0; k < n; k += 4) acc += a[k] * b[k];")
+    assert not accumulates("for (int i = t; i < n; i += stride) y[i] = x[i];")  # its step
+    draft, _ = _draft(tmp_path, ROWS_2D)
+    assert "rel_l2: 1.0e-6" in _line(draft.yaml, "tolerance:")
+    text = ROWS_2D.replace(
+        "out[row * width + col] = 2.0f * in[row * width + col];",
+        "{ float s = 0; for (int k = 0; k < width; ++k) s += in[row * width + k];"
+        " out[row * width + col] = s; }",
+    )
+    draft, _ = _draft(tmp_path, text)
+    assert "rel_l2: 1.0e-4" in _line(draft.yaml, "tolerance:")
+    assert "# check:" in _line(draft.yaml, "tolerance:")
