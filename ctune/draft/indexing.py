@@ -10,9 +10,10 @@ Each answer is a guess the draft marks; None where the text does not say.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _CAST = re.compile(
@@ -22,6 +23,13 @@ _CAST = re.compile(
 _BUILTIN = re.compile(r"\b(blockIdx|blockDim|threadIdx|gridDim)\s*\.\s*([xyz])\b")
 _COMPARE = r"(<=|<|>=|>)"
 MAX_DEPTH = 4
+#: characters around a blockIdx read its factors are looked for in; the longest index
+#: expression and the most terms of one that are read: past them the text says nothing
+WINDOW = 200
+MAX_INDEX_CHARS = 400
+MAX_TERMS = 8
+#: indexings of one buffer looked at, at most
+MAX_USES = 16
 
 
 def _plain(expr: str) -> str:
@@ -80,9 +88,16 @@ class Reader:
 
     body: str
     dims: Mapping[str, str]
+    _bounds: dict[tuple[str, str], str | None] = field(default_factory=dict, repr=False)
+    _definitions: dict[str, str | None] = field(default_factory=dict, repr=False)
 
     def definition(self, name: str) -> str | None:
         """The expression a local variable is first given (``int i = a * n + b;``)."""
+        if name not in self._definitions:
+            self._definitions[name] = self._definition(name)
+        return self._definitions[name]
+
+    def _definition(self, name: str) -> str | None:
         match = re.search(
             rf"(?<![\w.])(?:[A-Za-z_][\w:]*[\s*&]+)+{re.escape(name)}\s*=\s*([^;=][^;]*);",
             self.body,
@@ -92,6 +107,11 @@ class Reader:
     def bound(self, var: str, near: str = "") -> str | None:
         """The dimension a variable is compared with (``row < M``, ``x >= nx - 1``),
         looking first in ``near`` (the statement that uses it), then the whole body."""
+        if (var, near) not in self._bounds:
+            self._bounds[var, near] = self._bound(var, near)
+        return self._bounds[var, near]
+
+    def _bound(self, var: str, near: str) -> str | None:
         pattern = re.compile(
             rf"(?<![\w.])({re.escape(var)})\s*(?:[+-]\s*\w+\s*)?{_COMPARE}\s*\(?\s*([A-Za-z_]\w*)"
             rf"|([A-Za-z_]\w*)\s*(?:[+-]\s*\w+\s*)?{_COMPARE}\s*{re.escape(var)}(?![\w.])"
@@ -106,7 +126,7 @@ class Reader:
     def shape(self, expr: str, near: str = "", depth: int = 0) -> list[str] | None:
         """The row-major shape an index expression walks, outermost first, or None."""
         expr = _plain(expr)
-        if depth > MAX_DEPTH or not expr:
+        if depth > MAX_DEPTH or not expr or len(expr) > MAX_INDEX_CHARS:
             return None
         if _IDENT.fullmatch(expr):
             found = self.bound(expr, near)
@@ -114,7 +134,7 @@ class Reader:
                 return [found]
             defined = self.definition(expr)
             return self.shape(defined, near, depth + 1) if defined else None
-        terms = _split(expr, "+")
+        terms = _split(expr, "+")[:MAX_TERMS]
         for term in terms:
             factors = _split(term, "*")
             if len(factors) < 2:
@@ -135,7 +155,8 @@ class Reader:
         """The shape a pointer parameter is indexed as, from its first index whose
         arithmetic says (``A[row * K + k]``), or through a pointer into it
         (``const float* row = x + blockIdx.x * cols``: one row per block)."""
-        for match in re.finditer(rf"(?<![\w.]){re.escape(pointer)}\s*\[", self.body):
+        uses = re.finditer(rf"(?<![\w.]){re.escape(pointer)}\s*\[", self.body)
+        for match in itertools.islice(uses, MAX_USES):
             close = _closing(self.body, match.end() - 1)
             if close < 0:
                 continue
@@ -144,7 +165,7 @@ class Reader:
             if found is not None:
                 return found
         for match in re.finditer(
-            rf"(?<![\w.]){re.escape(pointer)}\s*\+\s*([^;,)]+(?:\([^;]*?\))?[^;,]*)[;,]",
+            rf"(?<![\w.]){re.escape(pointer)}\s*\+\s*([^;,]+)[;,]",
             self.body,
         ):
             rows = self.rows_per_block(match.group(1))
@@ -170,8 +191,8 @@ class Reader:
         for match in re.finditer(rf"blockIdx\.{axis}\b", text):
             start = match.start()
             # blockIdx.a * A * B, or A * blockIdx.a
-            after = re.match(r"\s*((?:\*\s*[\w.]+\s*)+)", text[match.end() :])
-            before = re.search(r"((?:[\w.]+\s*\*\s*)+)$", text[:start])
+            after = re.match(r"\s*((?:\*\s*[\w.]+\s*)+)", text[match.end() : match.end() + WINDOW])
+            before = re.search(r"((?:[\w.]+\s*\*\s*)+)$", text[max(0, start - WINDOW) : start])
             factors: list[str] = []
             if after:
                 factors += [f.strip() for f in after.group(1).split("*") if f.strip()]
@@ -185,7 +206,7 @@ class Reader:
             if open_ >= 0 and not text[open_ - 1 : open_].strip().isidentifier():
                 close = _closing(text, open_)
                 if close > match.end() and f"threadIdx.{axis}" in text[open_:close]:
-                    tail = re.match(r"\s*((?:\*\s*[\w.]+\s*)+)", text[close + 1 :])
+                    tail = re.match(r"\s*((?:\*\s*[\w.]+\s*)+)", text[close + 1 : close + WINDOW])
                     if tail:
                         factors += [f.strip() for f in tail.group(1).split("*") if f.strip()]
             return factors
@@ -201,10 +222,16 @@ class Reader:
                 return match.group(1)
         return None
 
+    def _before(self, pos: int) -> str:
+        return self.body[max(0, pos - WINDOW) : pos]
+
+    def _after(self, pos: int) -> str:
+        return self.body[pos : pos + WINDOW]
+
     def alias(self, pos: int) -> str | None:
         """The pointer a declaration at ``pos`` makes into a buffer (``float* out = y +
         off;`` at ``y``), or None."""
-        match = re.search(r"\*\s*([A-Za-z_]\w*)\s*=\s*$", self.body[:pos])
+        match = re.search(r"\*\s*([A-Za-z_]\w*)\s*=\s*$", self._before(pos))
         return match.group(1) if match else None
 
     def written_only(self, pointer: str, depth: int = 0) -> bool:
@@ -219,15 +246,15 @@ class Reader:
                 if depth < MAX_DEPTH and self.written_only(alias, depth + 1):
                     continue
                 return False
-            rest = self.body[use.end() :]
-            declared = re.search(r"\*\s*$", self.body[: use.start()])
+            rest = self._after(use.end())
+            declared = re.search(r"\*\s*$", self._before(use.start()))
             if depth and declared and re.match(r"\s*=(?!=)", rest):
                 continue  # the alias's own declaration
             if not rest.lstrip().startswith("["):
                 return False
             open_ = use.end() + rest.index("[")
             close = _closing(self.body, open_)
-            if close < 0 or not re.match(r"\s*=(?!=)", self.body[close + 1 :]):
+            if close < 0 or not re.match(r"\s*=(?!=)", self._after(close + 1)):
                 return False
         return True
 
@@ -238,8 +265,8 @@ class Reader:
         if not uses:
             return False
         for use in uses:
-            before = self.body[: use.start()].rstrip()
-            after = self.body[use.end() :].lstrip()
+            before = self._before(use.start()).rstrip()
+            after = self._after(use.end()).lstrip()
             if after.startswith("[") and re.match(r"\[\s*0\s*\]", after):
                 continue
             if before.endswith("*") and not re.search(r"[\w)\]]\s*\*$", before):
@@ -265,11 +292,13 @@ class Reader:
 def accumulates(body: str) -> bool:
     """Does the kernel sum in a loop (``acc += a[k] * b[k]`` in a ``for`` body, not its
     step)? A sum's rounding depends on its order: the reference needs a looser tolerance."""
-    text = body
-    for match in reversed(list(re.finditer(r"\bfor\s*\(", body))):
+    pieces, pos = [], 0
+    for match in re.finditer(r"\bfor\s*\(", body):
         close = _closing(body, match.end() - 1)
-        if close > 0:
-            text = text[: match.end()] + text[close:]  # the loop's header, left out
+        if match.start() >= pos and close > 0:
+            pieces.append(body[pos : match.end()])  # the loop's header, left out
+            pos = close
+    text = "".join([*pieces, body[pos:]])
     loops = "for" in text or "while" in text
     return loops and re.search(r"[\w\]]\s*\+=\s*[^;]*[\w\]\)]\s*;", text) is not None
 
