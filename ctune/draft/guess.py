@@ -213,9 +213,31 @@ def dim_for_axis(axis: str, dims: list[str], taken: set[str]) -> str | None:
     free = [d for d in dims if d not in taken]
     for wanted in names:
         for dim in free:
-            if dim.lower() == wanted:
+            if size_word(dim) == wanted:
                 return dim
     return free[0] if free else None
+
+
+def size_word(name: str) -> str:
+    """The word of a name that says which size it is: ``image_width`` -> ``width``."""
+    return name.lower().rsplit("_", 1)[-1]
+
+
+#: the size a row-major buffer's rows are counted by, from its row length's word
+_PARTNERS = {"width": "height", "nx": "ny", "cols": "rows", "ncols": "nrows", "w": "h", "n": "m"}
+
+
+def row_partner(row_length: str, dims: list[str]) -> str | None:
+    """The dimension that counts the rows of rows ``row_length`` long (``WIDTH`` ->
+    ``HEIGHT``, ``image_width`` -> ``image_height``), among ``dims``."""
+    wanted = _PARTNERS.get(size_word(row_length))
+    if wanted is None:
+        return None
+    prefix = row_length[: len(row_length) - len(size_word(row_length))]
+    for dim in dims:
+        if size_word(dim) == wanted and dim.lower().startswith(prefix.lower()):
+            return dim
+    return None
 
 
 __all__ = [
@@ -229,7 +251,9 @@ __all__ = [
     "gene_values",
     "is_tile",
     "parse_int",
+    "row_partner",
     "selector",
+    "size_word",
     "switch",
     "work_axis",
 ]

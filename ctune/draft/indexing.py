@@ -22,6 +22,8 @@ _CAST = re.compile(
 )
 _BUILTIN = re.compile(r"\b(blockIdx|blockDim|threadIdx|gridDim)\s*\.\s*([xyz])\b")
 _COMPARE = r"(<=|<|>=|>)"
+#: what follows an element that is stored into: ``=``, ``+=``, ``<<=``, ``++``, ``--``
+_STORE = re.compile(r"\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|\s*(?:\+\+|--)")
 MAX_DEPTH = 4
 #: characters around a blockIdx read its factors are looked for in; the longest index
 #: expression and the most terms of one that are read: past them the text says nothing
@@ -88,6 +90,8 @@ class Reader:
 
     body: str
     dims: Mapping[str, str]
+    #: the dimension counting the rows of a row length, where no bound says it
+    partner: Callable[[str, list[str]], str | None] = lambda row, dims: None
     _bounds: dict[tuple[str, str], str | None] = field(default_factory=dict, repr=False)
     _definitions: dict[str, str | None] = field(default_factory=dict, repr=False)
 
@@ -141,10 +145,14 @@ class Reader:
                 continue
             last = _plain(factors[-1])
             if last in self.dims:
+                row = self.dims[last]
                 inner = self.shape(" * ".join(factors[:-1]), near, depth + 1)
+                if inner is None and depth == 0:
+                    partner = self.partner(row, list(self.dims.values()))
+                    inner = [partner] if partner is not None and partner != row else None
                 if inner is not None:
-                    return [*inner, self.dims[last]]
-        if len(terms) > 1:
+                    return [*inner, row]
+        if len(terms) > 1 and depth > 0:  # a row's index: (y + j) * WIDTH, y < HEIGHT
             for term in terms:
                 part = self.shape(term, near, depth + 1)
                 if part is not None and len(part) == 1:
@@ -255,6 +263,20 @@ class Reader:
             open_ = use.end() + rest.index("[")
             close = _closing(self.body, open_)
             if close < 0 or not re.match(r"\s*=(?!=)", self._after(close + 1)):
+                return False
+        return True
+
+    def read_only(self, pointer: str) -> bool:
+        """Does the kernel only read ``pointer`` (``p[i]`` never stored into, never handed
+        on), or not use it at all?"""
+        for use in re.finditer(rf"(?<![\w.]){re.escape(pointer)}(?!\w)", self.body):
+            rest = self._after(use.end())
+            if not rest.lstrip().startswith("["):
+                return False
+            close = _closing(self.body, use.end() + rest.index("["))
+            if close < 0 or _STORE.match(self._after(close + 1)):
+                return False
+            if re.search(r"(?:\+\+|--)\s*$", self._before(use.start())):
                 return False
         return True
 

@@ -31,7 +31,9 @@ from ctune.draft.guess import (
     gene,
     is_tile,
     parse_int,
+    row_partner,
     selector,
+    size_word,
     switch,
 )
 from ctune.draft.indexing import (
@@ -252,7 +254,7 @@ def draft_sidecar(
     body = kernel.body or source.text
     gene_names = {g.name for g in genes + runtime}
     dims, macro_dims = _dims(source, kernel, gene_names, source_name, checks)
-    reader = Reader(body, {param: dim for dim, param in dims.items()})
+    reader = Reader(body, {param: dim for dim, param in dims.items()}, row_partner)
     if grid_stride(body):
         runtime.append(_items_gene(gene_names))
     all_genes = genes + runtime
@@ -262,6 +264,11 @@ def draft_sidecar(
     grid, grid_why, covered, rows = _grid(source, reader, dims, block, genes, runtime, checks)
     for row in rows:  # one block per row: a dimension the signature does not name
         dims = {row: row, **dims}
+    if macro_dims:  # a #define the grid and the buffers do not use is not a problem size
+        used = {n for text in [*grid, *shapes_read(reader, kernel)] for n in _IDENT.findall(text)}
+        if used & set(macro_dims):
+            dims = {d: p for d, p in dims.items() if d in used or d not in macro_dims}
+            covered = [c for c in covered if c in dims]
     fallback = list(reversed(covered)) or list(dims)
     launch_names = {b for b in block if b in gene_names}
     launch_names |= {g.name for g in genes if g.work is not None}
@@ -428,6 +435,15 @@ def _square_tile(g: GeneGuess, block: list[str]) -> GeneGuess:
 _PLAIN_ENTRY = re.compile(r"^[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*$")
 
 
+def shapes_read(reader: Reader, kernel: Kernel) -> list[str]:
+    """The shapes the kernel's index arithmetic gives its buffers, as text."""
+    return [
+        " ".join(shape)
+        for p in kernel.params
+        if p.pointer and (shape := reader.buffer_shape(p.name)) is not None
+    ]
+
+
 def _unused_axis(source: Source, g: GeneGuess) -> GeneGuess:
     """A gene that sizes a block axis the kernel never reads keeps one value, 1: more
     threads on it would repeat the same work."""
@@ -462,7 +478,7 @@ def _dims(
     if not dims:
         for name, value in source.defines.items():
             number = parse_int(value)
-            if number is not None and name not in gene_names and name.lower() in _SIZE_NAMES:
+            if number is not None and name not in gene_names and size_word(name) in _SIZE_NAMES:
                 macro_dims[name] = number
         if not macro_dims:
             macro_dims["N"] = SIZES[1]
@@ -555,6 +571,8 @@ def _role(reader: Reader, param: Param) -> tuple[str, str]:
     """(the role of a pointer parameter, the draft's note on it)."""
     if param.const_pointee:
         return "input", ""
+    if reader.read_only(param.name):
+        return "input", "  # check: the kernel never writes it (not const in the signature)"
     if reader.written_only(param.name):
         if reader.skips_a_border():
             return "inout", "  # check: inout: the kernel leaves a border unwritten"

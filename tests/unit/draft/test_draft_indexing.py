@@ -207,3 +207,34 @@ def test_a_sum_in_a_loop_gets_a_looser_tolerance(tmp_path: Path) -> None:
     draft, _ = _draft(tmp_path, text)
     assert "rel_l2: 1.0e-4" in _line(draft.yaml, "tolerance:")
     assert "# check:" in _line(draft.yaml, "tolerance:")
+
+
+def test_a_pointer_the_kernel_only_reads_is_an_input_and_macro_sizes_pair_up(
+    tmp_path: Path,
+) -> None:
+    text = """\
+#define image_height 512
+#define image_width 1024
+#define filter_width 17
+__global__ void blur(float* out, float* in, float* unused) {
+  int x = blockIdx.x * block_size_x + threadIdx.x;
+  int y = blockIdx.y * block_size_y + threadIdx.y;
+  float s = 0;
+  for (int j = 0; j < filter_width; j++) s += in[y * image_width + x + j];
+  out[y * image_width + x] = s;
+}
+"""
+    probe = Probe({"block_size_x": 32, "block_size_y": 4}, builds=True)
+    draft, spec = _draft(tmp_path, text, probe)
+    assert [(a.name, a.role) for a in spec.args] == [
+        ("out", "output"),
+        ("in", "input"),  # not const, but never written
+        ("unused", "input"),
+    ]
+    assert [e.source for e in spec.args[0].shape] == ["image_height", "image_width"]
+    assert spec.problem().dims == {"image_height": 512, "image_width": 1024}  # not filter_width
+    assert [e.source for e in spec.launch.grid[:2]] == [
+        "ceil_div(image_width, block_size_x)",
+        "ceil_div(image_height, block_size_y)",
+    ]
+    assert "# check: the kernel never writes it" in _line(draft.yaml, "- {name: in,")
