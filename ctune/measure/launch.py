@@ -2,9 +2,12 @@
 
 ``entry.kind: kernel``: the cubin is loaded with ``cupy.RawModule(path=...)`` and launched
 with the geometry the spec's launch rule gives (``ctune.spec.model.launch_geometry``),
-above 48 KiB of dynamic shared memory opted in. ``entry.kind: launcher``: the library's
-``ctune_launch(params, stream)`` is called with cuLaunchKernel's parameter convention on
-CuPy's current stream; a non-zero return is a ``cudaError_t`` (docs/spec-format.md).
+above 48 KiB of dynamic shared memory opted in; the spec's constants (role ``constant``)
+are copied into the module's ``__constant__`` symbols of their names when a launch is
+bound, on the launch's stream and before it, so no timed launch includes the copy.
+``entry.kind: launcher``: the library's ``ctune_launch(params, stream)`` is called with
+cuLaunchKernel's parameter convention on CuPy's current stream; a non-zero return is a
+``cudaError_t`` (docs/spec-format.md).
 Parameter packing is pure and CPU-tested; loading needs a GPU.
 """
 
@@ -17,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ctune.errors import SpecError
 from ctune.spec.model import Geometry, LaunchConfigError, launch_geometry
 
 if TYPE_CHECKING:
@@ -97,6 +101,7 @@ class KernelLaunch:
     ):
         self.geometry = geometry
         module = cupy.RawModule(path=path)
+        self.module = module
         self.kernel = module.get_function(symbol)
         self.kernel.kernel  # noqa: B018 -- load now so a bad image fails here, classified
         static = int(self.kernel.shared_size_bytes)
@@ -113,11 +118,32 @@ class KernelLaunch:
         # the loaded cupy.cuda.Function itself: skips RawKernel's per-call cache lookup, which
         # matters when the host's enqueue rate bounds microsecond kernels
         function, geo, args = self.kernel.kernel, self.geometry, buffers.args()
+        for name, values in buffers.constants.items():
+            fill_constant(self.module, name, values, stream)
 
         def launch() -> None:
             function(geo.grid, geo.block, args, shared_mem=geo.smem_bytes)
 
         return launch
+
+
+def fill_constant(module: Any, name: str, values: Any, stream: Any) -> None:
+    """Copy ``values`` (a device array) into the module's ``__constant__`` symbol ``name``,
+    on ``stream``; SpecError when the module has no such symbol or it is smaller."""
+    try:
+        symbol = module.get_global(name)
+    except Exception:
+        raise SpecError(
+            f"args.{name}: role constant, but the kernel's module has no __constant__ symbol "
+            f"'{name}' (name the arg as the source names the symbol)"
+        ) from None
+    size = int(symbol.mem.size)
+    if values.nbytes > size:
+        raise SpecError(
+            f"args.{name}: {values.nbytes} B, but __constant__ {name} holds {size} B; "
+            "make its shape fit the declaration"
+        )
+    symbol.copy_from_device_async(values.data, values.nbytes, stream)
 
 
 class LauncherError(RuntimeError):
@@ -179,6 +205,7 @@ __all__ = [
     "LauncherLaunch",
     "PackedParams",
     "ctypes_scalar",
+    "fill_constant",
     "launcher_values",
     "load_candidate",
     "pack_params",
