@@ -9,6 +9,7 @@ flags a spec may add (``ctune.spec.flags``), the include_dirs tokens
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 from typing import Any
@@ -17,12 +18,20 @@ from ctune import l2policy
 from ctune.arch import check as check_arch
 from ctune.errors import SpecError, UserError
 from ctune.expr import Expr, ExprError, parse
-from ctune.files import MAX_CONTROLS_BYTES, MAX_SOURCE_BYTES, InputFileError, file_kind, read_capped
+from ctune.files import (
+    MAX_CONTROLS_BYTES,
+    MAX_SOURCE_BYTES,
+    InputFileError,
+    file_kind,
+    read_capped,
+    read_text_capped,
+)
 from ctune.names import NAME_RE
 from ctune.quoting import value_refusal
 from ctune.records import GeneValue, sha256_hex
 from ctune.space.nvcc import ACF, ACF_GENES, CATALOGUE, acf_gene
 from ctune.space.params import SPEC_FAMILIES, Gene
+from ctune.spec.declarations import c_extent_expression, int_defines, static_shared
 from ctune.spec.elements import ElementError, allowed_text, element, struct_element
 from ctune.spec.entry import parse_entry, undeclared_arguments
 from ctune.spec.flags import check_flags
@@ -165,7 +174,8 @@ def _build(
     section refers to names an earlier one defined); long because it is that list."""
     folder = yaml_path.parent
     name = _name(ctx, "name", data.get("name", yaml_path.stem))
-    source_path = _source(ctx, folder, data.get("source", f"{yaml_path.stem}.cu"), cu_path)
+    default_source = cu_path.name if cu_path is not None else f"{yaml_path.stem}.cu"
+    source_path = _source(ctx, folder, data.get("source", default_source), cu_path)
     symbol, kind = _entry(ctx, data["entry"])
     try:
         arch = check_arch(str(data.get("arch", "sm_90")))
@@ -201,6 +211,9 @@ def _build(
         for i, src in enumerate(data.get("restrictions") or [])
     )
     launch = _launch(ctx, data.get("launch"), kind, known)
+    if launch is not None:
+        static = static_smem_estimate(source_path, symbol, genes)
+        launch = dataclasses.replace(launch, static_smem_bytes=static)
     args = _args(ctx, folder, data["args"], dim_names, genes)
     _check_runtime_used(ctx, genes, derived, launch, args)
     by_name = {a.name: a for a in args}
@@ -767,6 +780,33 @@ def _check_constants(
                 f"constant memory holds {CONSTANT_BYTES} B, but problem {problem.name} needs "
                 f"{total} B ({', '.join(sizes)}); make it an input buffer (role: input)",
             )
+
+
+def static_smem_estimate(source: Path, symbol: str, genes: tuple[Gene, ...]) -> Expr | None:
+    """The entry kernel's static shared memory as an expression over its compiled genes,
+    from the ``__shared__`` arrays its body declares (``ctune.spec.declarations``); None
+    when none can be read. Arrays whose type or extents it cannot read are left out."""
+    try:
+        text = read_text_capped(source, MAX_SOURCE_BYTES, "kernel source")
+    except InputFileError:
+        return None
+    compiled = {g.name for g in genes if g.compiled}
+    defines = {k: v for k, v in int_defines(text).items() if k not in compiled}
+    terms = []
+    for decl in static_shared(text, parse_entry(symbol).name.rsplit("::", 1)[-1]):
+        extents = [c_extent_expression(e, defines) for e in decl.extents]
+        if decl.element_bytes is None or None in extents:
+            continue
+        term = " * ".join([str(decl.element_bytes), *(f"({e})" for e in extents)])
+        try:
+            expr = parse(term)
+        except ExprError:
+            continue
+        if expr.names <= compiled:
+            terms.append(term)
+    if not terms:
+        return None
+    return parse(" + ".join(terms))
 
 
 def _scalar_value(

@@ -97,6 +97,9 @@ class LaunchRule:
     grid: tuple[Expr, Expr, Expr]
     block: tuple[Expr, Expr, Expr]
     dynamic_smem_bytes: Expr
+    #: the kernel's static shared memory as its source declares it, over the compiled genes
+    #: (``ctune.spec.loader.static_smem_estimate``); None when it declares none ctune reads
+    static_smem_bytes: Expr | None = None
 
 
 # --- the launch rule evaluated -------------------------------------------------------
