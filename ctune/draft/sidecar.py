@@ -18,6 +18,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ctune.draft.constants import constant_lines
 from ctune.draft.guess import (
     BLOCK_X_VALUES,
     BLOCK_YZ_VALUES,
@@ -36,7 +37,8 @@ from ctune.draft.source import Kernel, Param, Source
 from ctune.draft.undefined import Probe
 from ctune.errors import UserError
 from ctune.names import NAME_RE
-from ctune.spec import DTYPE_BYTES, load_spec
+from ctune.spec import load_spec
+from ctune.spec.elements import C_TYPES, element
 from ctune.spec.entry import parse_entry, same_params
 
 AXES = ("x", "y", "z")
@@ -294,7 +296,7 @@ def draft_sidecar(
                 f"  - {{name: {param.name}, role: {role}, dtype: {dtype}, "
                 f"shape: [{', '.join(shape)}]}}{note}"
             )
-            metrics.append(f"{DTYPE_BYTES[dtype]} * {' * '.join(shape)}")
+            metrics.append(f"{element(dtype).itemsize} * {' * '.join(shape)}")
         elif dtype in INTEGER_DTYPES and param.name in dims.values():
             dim = next(d for d, p in dims.items() if p == param.name)
             arg_lines.append(
@@ -366,6 +368,7 @@ def draft_sidecar(
     lines.append(f"  - {{name: default, dims: {{{dims_text}}}}}  # check: the sizes to tune for")
     lines.append("args:  # in the kernel's order")
     lines += arg_lines
+    lines += constant_lines(source.text, checks)
     lines.append("reference:")
     lines.append(f"  python: {reference_file}:{function}")
     lines.append("metrics:")
@@ -419,11 +422,19 @@ def _dtype(param: Param, kernel: Kernel, where: str) -> str:
     base = param.base
     if base in {p.name for p in kernel.template if p.kind == "type"}:
         return "float32"  # the template is instantiated with float (the entry says so)
-    dtype = CTYPE_DTYPES.get(base)
+    dtype = CTYPE_DTYPES.get(base) or (C_TYPES.get(base) if param.pointer else None)
     if dtype is None:
+        what = "buffers of" if param.pointer else "scalars of"
         raise UserError(
             f"{where}: parameter {param.name} of {kernel.name} has type {param.ctype}; ctune "
-            "passes buffers and scalars of " + ", ".join(sorted(set(CTYPE_DTYPES)))
+            f"passes {what} "
+            + ", ".join(sorted(set(CTYPE_DTYPES)))
+            + (
+                ", the CUDA vector types (float2, int4, ...) or a struct given as "
+                "dtype: {struct: [[FIELD, DTYPE], ...]}"
+                if param.pointer
+                else ""
+            )
         )
     return dtype
 

@@ -50,7 +50,7 @@ def given_storage(
     where = f"{spec.yaml_path}: args.{arg.name}.init: {data.describe()}"
     stat = data.path.stat() if data.path.exists() else None
     stamp = (stat.st_mtime_ns, stat.st_size) if stat else None
-    key = (str(data.path), data.member, stamp, dtype, shape)
+    key: tuple[Any, ...] = (str(data.path), data.member, stamp, dtype, shape)
     if data.kind == "python":
         key += (seed, tuple(sorted(dims.items())))
     found = _cache.get(key)
