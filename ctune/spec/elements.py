@@ -74,6 +74,8 @@ C_TYPES = {
     "__half2": "half2",
     **{name: name for name in VECTOR_TYPES},
 }
+#: fields one struct may have
+MAX_FIELDS = 256
 _STRUCT_TEXT = re.compile(r"^struct\{(.*)\}$")
 _FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
@@ -141,6 +143,8 @@ def struct_element(fields: list[tuple[str, str]]) -> Element:
     """A struct of ``(name, dtype)`` fields (scalars or vectors), laid out as C lays it out."""
     if not fields:
         raise ElementError("a struct needs at least one field")
+    if len(fields) > MAX_FIELDS:
+        raise ElementError(f"{len(fields)} struct fields; at most {MAX_FIELDS}")
     names = [name for name, _ in fields]
     for name in names:
         if not _FIELD_NAME.match(name):
@@ -193,6 +197,7 @@ def c_type_mismatch(dtype: str, ctype: str) -> bool:
 __all__ = [
     "C_TYPES",
     "FLOAT_SCALARS",
+    "MAX_FIELDS",
     "SCALAR_BYTES",
     "VECTOR_TYPES",
     "Element",
