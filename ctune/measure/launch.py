@@ -16,10 +16,12 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ctune.compile.sass import symbol_sizes
 from ctune.errors import SpecError
 from ctune.spec.model import Geometry, LaunchConfigError, launch_geometry
 
@@ -102,6 +104,7 @@ class KernelLaunch:
         self.geometry = geometry
         module = cupy.RawModule(path=path)
         self.module = module
+        self._path = path
         self.kernel = module.get_function(symbol)
         self.kernel.kernel  # noqa: B018 -- load now so a bad image fails here, classified
         static = int(self.kernel.shared_size_bytes)
@@ -113,13 +116,19 @@ class KernelLaunch:
         if geometry.smem_bytes > DEFAULT_SMEM_LIMIT:
             self.kernel.max_dynamic_shared_size_bytes = geometry.smem_bytes
 
+    @cached_property
+    def _symbol_sizes(self) -> dict[str, int]:
+        """The cubin's symbols' sizes (CuPy's ``get_global`` does not say a symbol's)."""
+        with open(self._path, "rb") as file:
+            return symbol_sizes(file.read())
+
     def bind(self, buffers: Buffers, stream: Any) -> Callable[[], None]:
         """A no-argument launcher on ``stream`` (which must be CuPy's current stream)."""
         # the loaded cupy.cuda.Function itself: skips RawKernel's per-call cache lookup, which
         # matters when the host's enqueue rate bounds microsecond kernels
         function, geo, args = self.kernel.kernel, self.geometry, buffers.args()
         for name, values in buffers.constants.items():
-            fill_constant(self.module, name, values, stream)
+            fill_constant(self.module, name, self._symbol_sizes.get(name), values, stream)
 
         def launch() -> None:
             function(geo.grid, geo.block, args, shared_mem=geo.smem_bytes)
@@ -127,17 +136,19 @@ class KernelLaunch:
         return launch
 
 
-def fill_constant(module: Any, name: str, values: Any, stream: Any) -> None:
-    """Copy ``values`` (a device array) into the module's ``__constant__`` symbol ``name``,
-    on ``stream``; SpecError when the module has no such symbol or it is smaller."""
+def fill_constant(module: Any, name: str, size: int | None, values: Any, stream: Any) -> None:
+    """Copy ``values`` (a device array) into the module's ``__constant__`` symbol ``name``
+    of ``size`` bytes (None: not in the cubin's symbol table), on ``stream``; SpecError when
+    the module has no such symbol or it is smaller."""
     try:
-        symbol = module.get_global(name)
+        symbol = None if size is None else module.get_global(name)
     except Exception:
+        symbol = None
+    if symbol is None or size is None:
         raise SpecError(
             f"args.{name}: role constant, but the kernel's module has no __constant__ symbol "
             f"'{name}' (name the arg as the source names the symbol)"
-        ) from None
-    size = int(symbol.mem.size)
+        )
     if values.nbytes > size:
         raise SpecError(
             f"args.{name}: {values.nbytes} B, but __constant__ {name} holds {size} B; "
