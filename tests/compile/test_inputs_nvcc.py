@@ -15,6 +15,7 @@ import yaml
 
 from ctune.compile import NvccCompiler, probe_toolchain
 from ctune.compile.resources import parse_ptxas_report
+from ctune.compile.sass import symbol_sizes
 from ctune.errors import SpecError
 from ctune.records import Outcome
 from ctune.spec import load_spec
@@ -50,6 +51,8 @@ def test_vector_struct_and_constant_args_fit_the_kernel(fir: Path, toolchain, tm
         # the estimate the device limits screen with is what ptxas counts
         static = spec.launch.static_smem_bytes.evaluate({"BLOCK": block})
         assert static == build.resources.smem_bytes == 4 * block
+        # the constant's size, which the launch checks the arg against, from the cubin
+        assert symbol_sizes(Path(build.binary_path).read_bytes())["coeffs"] == 16 * 4
 
 
 def test_a_float32_buffer_for_a_float2_parameter_is_refused(fir: Path, toolchain, tmp_path) -> None:
