@@ -57,7 +57,7 @@ from ctune.records import (
     to_json,
 )
 from ctune.spec import KernelSpec, Problem
-from ctune.spec.declarations import launched_kernels
+from ctune.spec.declarations import launched_kernels, struct_dtypes
 from ctune.writes import naming, write_atomic
 
 log = logging.getLogger(__name__)
@@ -192,16 +192,24 @@ class NvccCompiler(Compiler):
         return frozenset(grammar.template_parameters(text))
 
     @cached_property
+    def _source_text(self) -> str:
+        try:
+            return read_text_capped(self.spec.source_path, MAX_SOURCE_BYTES, "kernel source")
+        except InputFileError:
+            return ""
+
+    @cached_property
     def _launched_kernels(self) -> frozenset[str]:
         """The kernels a launcher's source launches (``k<<<...>>>``): its resources are
         theirs, not those of whatever else the library holds."""
         if self.spec.entry_kind != "launcher":
             return frozenset()
-        try:
-            text = read_text_capped(self.spec.source_path, MAX_SOURCE_BYTES, "kernel source")
-        except InputFileError:
-            return frozenset()
-        return frozenset(launched_kernels(text))
+        return frozenset(launched_kernels(self._source_text))
+
+    @cached_property
+    def _source_structs(self) -> dict[str, str]:
+        """The structs the kernel's file spells out, for the check of struct buffers."""
+        return struct_dtypes(self._source_text)
 
     @property
     def entries_dir(self) -> Path:
@@ -540,7 +548,11 @@ class NvccCompiler(Compiler):
                 if not self._args_checked:
                     params = self.kernel_params(build, candidate, problem)
                     dtypes = {a.name: a.dtype_for(problem) for a in self.spec.args}
-                    wrong = None if params is None else arg_mismatch(self.spec.args, params, dtypes)
+                    wrong = (
+                        None
+                        if params is None
+                        else arg_mismatch(self.spec.args, params, dtypes, self._source_structs)
+                    )
                     if wrong is not None:
                         self._args_wrong = f"{self.spec.yaml_path}: {wrong}"
                     self._args_checked = True

@@ -66,15 +66,19 @@ def _is_pointer(ctype: str) -> bool:
 
 
 def arg_mismatch(
-    args: Sequence[ArgSpec], params: KernelParams, dtypes: Mapping[str, str] | None = None
+    args: Sequence[ArgSpec],
+    params: KernelParams,
+    dtypes: Mapping[str, str] | None = None,
+    structs: Mapping[str, str] | None = None,
 ) -> str | None:
     """What is wrong with ``args`` for this kernel, in one line; None when they agree.
 
     Buffers are passed as device pointers (8 bytes), scalars by value (their dtype's
     size); a problem's dtype overrides (``dtypes``) change element types, never these
     sizes. Where the C types are known, a buffer's element type must agree with what the
-    pointer points at (``ctune.spec.elements.c_type_mismatch``). Constants are module
-    symbols, not parameters, and are left out.
+    pointer points at (``ctune.spec.elements.c_type_mismatch``; ``structs`` are the
+    source's own, C name -> dtype). Constants are module symbols, not parameters, and are
+    left out.
     """
     args = [a for a in args if a.is_parameter]
     sizes = params.sizes
@@ -109,7 +113,7 @@ def arg_mismatch(
                     f"but {named} is {size} B; make it role: scalar or fix the arg order"
                 )
             dtype = (dtypes or {}).get(arg.name, arg.dtype)
-            if ctype is not None and c_type_mismatch(dtype, ctype):
+            if ctype is not None and c_type_mismatch(dtype, ctype, structs):
                 return (
                     f"args.{arg.name}: dtype {dtype}, but {named} points at another element "
                     "type; give the dtype the kernel reads (float2, {struct: ...}: "

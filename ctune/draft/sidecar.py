@@ -38,7 +38,8 @@ from ctune.draft.undefined import Probe
 from ctune.errors import UserError
 from ctune.names import NAME_RE
 from ctune.spec import load_spec
-from ctune.spec.elements import C_TYPES, element
+from ctune.spec.declarations import struct_dtypes
+from ctune.spec.elements import C_TYPES, element, yaml_dtype
 from ctune.spec.entry import parse_entry, same_params
 
 AXES = ("x", "y", "z")
@@ -229,11 +230,12 @@ def draft_sidecar(
         genes, runtime = capped[: len(genes)], capped[len(genes) :]
     all_genes = genes + runtime
     gene_names = {g.name for g in all_genes}
+    structs = struct_dtypes(source.text)  # a pointer to one of them is a struct buffer
 
     # problem dimensions: the integer scalar parameters, else size-like macros
     dims: dict[str, str] = {}  # dim -> the parameter (or macro) it stands for
     for param in kernel.params:
-        dtype = _dtype(param, kernel, source_name)
+        dtype = _dtype(param, kernel, source_name, structs)
         if not param.pointer and dtype in INTEGER_DTYPES:
             dim = param.name.upper()
             while dim in gene_names or dim in dims:
@@ -287,13 +289,13 @@ def draft_sidecar(
     inputs: list[str] = []
     metrics: list[str] = []
     for param in kernel.params:
-        dtype = _dtype(param, kernel, source_name)
+        dtype = _dtype(param, kernel, source_name, structs)
         if param.pointer:
             role = "input" if param.const_pointee else "inout"
             (inputs if role == "input" else outputs).append(param.name)
             note = "" if role == "input" else "  # check: output if the kernel only writes it"
             arg_lines.append(
-                f"  - {{name: {param.name}, role: {role}, dtype: {dtype}, "
+                f"  - {{name: {param.name}, role: {role}, dtype: {yaml_dtype(dtype)}, "
                 f"shape: [{', '.join(shape)}]}}{note}"
             )
             metrics.append(f"{element(dtype).itemsize} * {' * '.join(shape)}")
@@ -418,11 +420,13 @@ def _quote(expression: str) -> str:
     return expression if expression.isidentifier() or expression.isdigit() else f'"{expression}"'
 
 
-def _dtype(param: Param, kernel: Kernel, where: str) -> str:
+def _dtype(param: Param, kernel: Kernel, where: str, structs: dict[str, str]) -> str:
     base = param.base
     if base in {p.name for p in kernel.template if p.kind == "type"}:
         return "float32"  # the template is instantiated with float (the entry says so)
-    dtype = CTYPE_DTYPES.get(base) or (C_TYPES.get(base) if param.pointer else None)
+    dtype = CTYPE_DTYPES.get(base) or (
+        (C_TYPES.get(base) or structs.get(base.removeprefix("::"))) if param.pointer else None
+    )
     if dtype is None:
         what = "buffers of" if param.pointer else "scalars of"
         raise UserError(

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ctune.spec.elements import element_of_c_type
+from ctune.spec.elements import C_TYPES, ElementError, element_of_c_type, struct_element
 
 #: static shared memory a block may declare (above it only dynamic shared memory, opted in)
 STATIC_SMEM_BYTES = 48 * 1024
@@ -140,6 +140,49 @@ def static_shared(text: str, kernel: str) -> list[Declaration]:
     ]
 
 
+_STRUCT = re.compile(
+    r"\b(?:typedef\s+)?struct\s+(?P<tag>[A-Za-z_]\w*)?\s*\{(?P<body>[^{}]*)\}\s*(?P<alias>[A-Za-z_]\w*)?\s*;"
+)
+_MEMBER = re.compile(
+    r"^(?P<ctype>[A-Za-z_]\w*(?:\s+[A-Za-z_]\w*)*?)\s+(?P<names>[A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)$"
+)
+
+
+def struct_dtypes(text: str) -> dict[str, str]:
+    """The file's plain structs as spec dtypes (``struct Point { float x, y; };`` ->
+    ``Point: struct{x:float32,y:float32}``): only those whose members are all scalar or
+    vector types, without arrays, bit fields, alignment attributes or methods."""
+    code = _COMMENT.sub(" ", text)
+    found: dict[str, str] = {}
+    for match in _STRUCT.finditer(code):
+        names = [match.group("tag")]
+        if match.group(0).startswith("typedef"):
+            names.append(match.group("alias"))
+        fields = _struct_fields(match.group("body"))
+        if not fields or "align" in match.group(0):
+            continue
+        try:
+            dtype = struct_element(fields).dtype
+        except ElementError:
+            continue
+        found |= {name: dtype for name in names if name}
+    return found
+
+
+def _struct_fields(body: str) -> list[tuple[str, str]] | None:
+    fields: list[tuple[str, str]] = []
+    for statement in body.split(";"):
+        statement = " ".join(statement.split())
+        if not statement:
+            continue
+        member = _MEMBER.match(statement)
+        dtype = C_TYPES.get(member.group("ctype")) if member else None
+        if member is None or dtype is None:
+            return None
+        fields += [(n.strip(), dtype) for n in member.group("names").split(",")]
+    return fields
+
+
 def launched_kernels(text: str) -> set[str]:
     """The names of the kernels ``text`` launches with ``<<<...>>>`` (namespace dropped)."""
     return {m.group(1).rsplit("::", 1)[-1] for m in _LAUNCH.finditer(text)}
@@ -154,4 +197,5 @@ __all__ = [
     "kernel_body",
     "launched_kernels",
     "static_shared",
+    "struct_dtypes",
 ]

@@ -13,6 +13,7 @@ the check of ``args`` against the kernel's parameters.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -169,29 +170,46 @@ def struct_element(fields: list[tuple[str, str]]) -> Element:
     return Element(text, "struct", tuple(laid), size, align)
 
 
-def element_of_c_type(ctype: str) -> Element | None:
-    """The element a C value type names (``const float2``), or None when the table has no
-    such type (a template parameter, a user struct): nothing to compare against then."""
+def yaml_dtype(dtype: str) -> str:
+    """A dtype as a spec writes it in a flow mapping: a struct as ``{struct: [[x, float32],
+    ...]}`` (what the loader reads back into the same text), any other as it is."""
+    el = element(dtype)
+    if el.kind != "struct":
+        return dtype
+    pairs = _STRUCT_TEXT.match(dtype).group(1).split(",")  # type: ignore[union-attr]
+    return "{struct: [" + ", ".join(f"[{p.replace(':', ', ')}]" for p in pairs) + "]}"
+
+
+def element_of_c_type(ctype: str, structs: Mapping[str, str] | None = None) -> Element | None:
+    """The element a C value type names (``const float2``; a struct of ``structs``, C name
+    -> spec dtype), or None when neither knows the type (a template parameter, a struct
+    the source does not spell out): nothing to compare against then."""
     words = [w for w in ctype.replace("*", " ").split() if w not in _C_QUALIFIERS]
-    found = C_TYPES.get(" ".join(words).removeprefix("struct ").removeprefix("::"))
+    name = " ".join(words).removeprefix("::")
+    found = C_TYPES.get(name) or (structs or {}).get(name)
     return element(found) if found else None
 
 
 _C_QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "struct"}
 
 
-def c_type_mismatch(dtype: str, ctype: str) -> bool:
+def c_type_mismatch(dtype: str, ctype: str, structs: Mapping[str, str] | None = None) -> bool:
     """Does a buffer of ``dtype`` disagree with a kernel parameter pointing at ``ctype``?
 
-    They disagree when the element sizes differ or one holds floats and the other integers;
-    a signedness difference (``unsigned*`` for int32) is not refused. An unknown C type
-    (a template parameter, a struct) and ``void*`` are never refused.
+    They disagree when the element sizes differ or one holds floats and the other integers
+    (field by field, at the same offsets, for a struct); a signedness difference
+    (``unsigned*`` for int32) and field names are not checked. An unknown C type (a
+    template parameter, a struct ``structs`` lacks) and ``void*`` are never refused.
     """
-    theirs = element_of_c_type(ctype)
+    theirs = element_of_c_type(ctype, structs)
     if theirs is None:
         return False
-    ours = element(dtype)
-    return ours.itemsize != theirs.itemsize or ours.is_float != theirs.is_float
+    return _shape_of(element(dtype)) != _shape_of(theirs)
+
+
+def _shape_of(el: Element) -> tuple[int, tuple[tuple[int, int, bool], ...]]:
+    """What a layout check compares: the size and each field's offset, bytes and kind."""
+    return el.itemsize, tuple((f.offset, f.nbytes, f.scalar in FLOAT_SCALARS) for f in el.fields)
 
 
 __all__ = [
@@ -208,4 +226,5 @@ __all__ = [
     "element",
     "element_of_c_type",
     "struct_element",
+    "yaml_dtype",
 ]

@@ -142,3 +142,29 @@ def test_init_on_a_header_drafts_its_constants(tmp_path: Path) -> None:
         cwd=tmp_path, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert space.returncode == 0, space.stderr
+
+
+POINTS = """\
+struct Point { float x; float y; };
+__global__ void norm(const Point* __restrict__ pts, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = pts[i].x * pts[i].x + pts[i].y * pts[i].y;
+}
+"""
+
+
+def test_init_drafts_a_struct_buffer_that_compiles_and_fits(tmp_path: Path, toolchain) -> None:
+    (tmp_path / "norm.cu").write_text(POINTS)
+    done = subprocess.run(
+        [sys.executable, "-m", "ctune", "init", "norm.cu"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "dtype: {struct: [[x, float32], [y, float32]]}" in (tmp_path / "norm.yaml").read_text()
+    _, build = _build(tmp_path / "norm.yaml", toolchain, tmp_path)  # the args check passes
+    assert build.outcome is Outcome.OK, build.log_tail
+    data = yaml.safe_load((tmp_path / "norm.yaml").read_text())
+    data["args"][0]["dtype"] = {"struct": [["x", "float64"], ["y", "float64"]]}
+    (tmp_path / "norm.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(SpecError, match=r"args.pts: dtype struct\{x:float64,y:float64\}"):
+        _build(tmp_path / "norm.yaml", toolchain, tmp_path / "other")

@@ -130,3 +130,14 @@ def test_constants_are_not_parameters() -> None:
     args = [_buffer("a"), _buffer("b"), _buffer("c"), _scalar("n")]
     taps = ArgSpec("taps", "constant", "float32", (parse("16"),))
     assert arg_mismatch([*args[:2], taps, *args[2:]], VADD) is None
+
+
+def test_a_struct_the_source_spells_out_is_compared_by_layout() -> None:
+    structs = {"Point": "struct{x:float32,y:float32}"}
+    same = "struct{a:float32,b:float32}"  # names are the author's; the layout is the same
+    fits = [_buffer("v", "float2"), _buffer("p", same), _buffer("u", "int32"), _scalar("n")]
+    assert arg_mismatch(fits, PAIRS, structs=structs) is None
+    other = "struct{x:float32,y:int32}"
+    wrong = [_buffer("v", "float2"), _buffer("p", other), _buffer("u", "int32"), _scalar("n")]
+    text = arg_mismatch(wrong, PAIRS, structs=structs) or ""
+    assert "args.p: dtype struct{x:float32,y:int32}" in text and "(Point*)" in text

@@ -147,3 +147,23 @@ def test_static_shared_memory_is_read_from_the_entry_body(fir: Path) -> None:
     spec = load_spec(fir)
     assert spec.launch is not None and spec.launch.static_smem_bytes is not None
     assert spec.launch.static_smem_bytes.evaluate({"BLOCK": 256}) == 4 * 256
+
+
+def test_the_sources_plain_structs_are_read_as_dtypes() -> None:
+    from ctune.spec.declarations import struct_dtypes
+    from ctune.spec.elements import yaml_dtype
+
+    found = struct_dtypes(
+        "struct Point { float x; float y; };\n"
+        "typedef struct Tag { int a, b; float2 v; } Pair;\n"
+        "struct Arr { float v[3]; };\n"  # an array member: not read
+        "struct __align__(16) Wide { float x; };\n"  # its own alignment: not read
+        "struct Meth { float x; __device__ float f() { return x; } };\n"
+    )
+    assert found == {
+        "Point": "struct{x:float32,y:float32}",
+        "Tag": "struct{a:int32,b:int32,v:float2}",
+        "Pair": "struct{a:int32,b:int32,v:float2}",
+    }
+    assert yaml_dtype(found["Pair"]) == "{struct: [[a, int32], [b, int32], [v, float2]]}"
+    assert yaml_dtype("float2") == "float2"
