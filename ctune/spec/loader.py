@@ -783,7 +783,7 @@ def _check_constants(
 
 
 def static_smem_estimate(source: Path, symbol: str, genes: tuple[Gene, ...]) -> Expr | None:
-    """The entry kernel's static shared memory as an expression over its compiled genes,
+    """The entry kernel's static shared memory as an expression over its integer compiled genes,
     from the ``__shared__`` arrays its body declares (``ctune.spec.declarations``); None
     when none can be read. Arrays whose type or extents it cannot read are left out."""
     try:
@@ -791,6 +791,7 @@ def static_smem_estimate(source: Path, symbol: str, genes: tuple[Gene, ...]) -> 
     except InputFileError:
         return None
     compiled = {g.name for g in genes if g.compiled}
+    numbers = {g.name for g in genes if g.compiled and all(type(v) is int for v in g.values)}
     defines = {k: v for k, v in int_defines(text).items() if k not in compiled}
     terms = []
     for decl in static_shared(text, parse_entry(symbol).name.rsplit("::", 1)[-1]):
@@ -802,7 +803,7 @@ def static_smem_estimate(source: Path, symbol: str, genes: tuple[Gene, ...]) -> 
             expr = parse(term)
         except ExprError:
             continue
-        if expr.names <= compiled:
+        if expr.names <= numbers:
             terms.append(term)
     if not terms:
         return None
