@@ -18,6 +18,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ctune.draft.constants import constant_lines
 from ctune.draft.guess import (
     BLOCK_X_VALUES,
     BLOCK_YZ_VALUES,
@@ -36,7 +37,9 @@ from ctune.draft.source import Kernel, Param, Source
 from ctune.draft.undefined import Probe
 from ctune.errors import UserError
 from ctune.names import NAME_RE
-from ctune.spec import DTYPE_BYTES, load_spec
+from ctune.spec import load_spec
+from ctune.spec.declarations import struct_dtypes
+from ctune.spec.elements import C_TYPES, element, yaml_dtype
 from ctune.spec.entry import parse_entry, same_params
 
 AXES = ("x", "y", "z")
@@ -227,11 +230,12 @@ def draft_sidecar(
         genes, runtime = capped[: len(genes)], capped[len(genes) :]
     all_genes = genes + runtime
     gene_names = {g.name for g in all_genes}
+    structs = struct_dtypes(source.text)  # a pointer to one of them is a struct buffer
 
     # problem dimensions: the integer scalar parameters, else size-like macros
     dims: dict[str, str] = {}  # dim -> the parameter (or macro) it stands for
     for param in kernel.params:
-        dtype = _dtype(param, kernel, source_name)
+        dtype = _dtype(param, kernel, source_name, structs)
         if not param.pointer and dtype in INTEGER_DTYPES:
             dim = param.name.upper()
             while dim in gene_names or dim in dims:
@@ -285,16 +289,16 @@ def draft_sidecar(
     inputs: list[str] = []
     metrics: list[str] = []
     for param in kernel.params:
-        dtype = _dtype(param, kernel, source_name)
+        dtype = _dtype(param, kernel, source_name, structs)
         if param.pointer:
             role = "input" if param.const_pointee else "inout"
             (inputs if role == "input" else outputs).append(param.name)
             note = "" if role == "input" else "  # check: output if the kernel only writes it"
             arg_lines.append(
-                f"  - {{name: {param.name}, role: {role}, dtype: {dtype}, "
+                f"  - {{name: {param.name}, role: {role}, dtype: {yaml_dtype(dtype)}, "
                 f"shape: [{', '.join(shape)}]}}{note}"
             )
-            metrics.append(f"{DTYPE_BYTES[dtype]} * {' * '.join(shape)}")
+            metrics.append(f"{element(dtype).itemsize} * {' * '.join(shape)}")
         elif dtype in INTEGER_DTYPES and param.name in dims.values():
             dim = next(d for d, p in dims.items() if p == param.name)
             arg_lines.append(
@@ -366,6 +370,7 @@ def draft_sidecar(
     lines.append(f"  - {{name: default, dims: {{{dims_text}}}}}  # check: the sizes to tune for")
     lines.append("args:  # in the kernel's order")
     lines += arg_lines
+    lines += constant_lines(source.text, checks)
     lines.append("reference:")
     lines.append(f"  python: {reference_file}:{function}")
     lines.append("metrics:")
@@ -415,15 +420,25 @@ def _quote(expression: str) -> str:
     return expression if expression.isidentifier() or expression.isdigit() else f'"{expression}"'
 
 
-def _dtype(param: Param, kernel: Kernel, where: str) -> str:
+def _dtype(param: Param, kernel: Kernel, where: str, structs: dict[str, str]) -> str:
     base = param.base
     if base in {p.name for p in kernel.template if p.kind == "type"}:
         return "float32"  # the template is instantiated with float (the entry says so)
-    dtype = CTYPE_DTYPES.get(base)
+    dtype = CTYPE_DTYPES.get(base) or (
+        (C_TYPES.get(base) or structs.get(base.removeprefix("::"))) if param.pointer else None
+    )
     if dtype is None:
+        what = "buffers of" if param.pointer else "scalars of"
         raise UserError(
             f"{where}: parameter {param.name} of {kernel.name} has type {param.ctype}; ctune "
-            "passes buffers and scalars of " + ", ".join(sorted(set(CTYPE_DTYPES)))
+            f"passes {what} "
+            + ", ".join(sorted(set(CTYPE_DTYPES)))
+            + (
+                ", the CUDA vector types (float2, int4, ...) or a struct given as "
+                "dtype: {struct: [[FIELD, DTYPE], ...]}"
+                if param.pointer
+                else ""
+            )
         )
     return dtype
 
