@@ -167,3 +167,26 @@ def test_the_sources_plain_structs_are_read_as_dtypes() -> None:
     }
     assert yaml_dtype(found["Pair"]) == "{struct: [[a, int32], [b, int32], [v, float2]]}"
     assert yaml_dtype("float2") == "float2"
+
+
+def test_given_data_bytes_are_part_of_the_artifacts_inputs(fir: Path) -> None:
+    from ctune.evidence.identity import spec_part_fields
+
+    before = spec_part_fields(load_spec(fir))["spec_args_sha256"]
+    taps = fir.parent / "taps.npy"
+    data = bytearray(taps.read_bytes())
+    data[-1] ^= 0xFF  # other values, same shape: only the bytes tell
+    taps.write_bytes(bytes(data))
+    assert spec_part_fields(load_spec(fir))["spec_args_sha256"] != before
+
+
+def test_a_spec_without_given_data_keeps_its_args_digest(fir: Path) -> None:
+    from ctune.evidence.identity import _digest, spec_part_fields
+
+    data = yaml.safe_load(fir.read_text())
+    for arg in data["args"]:
+        if isinstance(arg.get("init"), dict):
+            arg["init"] = "normal"
+    fir.write_text(yaml.safe_dump(data))
+    spec = load_spec(fir)
+    assert spec_part_fields(spec)["spec_args_sha256"] == _digest(spec.raw.get("args"))
