@@ -2,7 +2,8 @@
 
 Genes render in a fixed order: target, language, resource report, include
 dirs, defines (problem defines, then define/template/launch genes, sorted),
-catalogue flags (catalogue order), the spec's fixed flags, output, source.
+catalogue flags (catalogue order), the spec's fixed flags, output, source (``-x cu`` before
+a source that is not a ``.cu``: a header).
 The same candidate always gives the same argv, which is part of the build key.
 A define is written by :func:`ctune.quoting.define_flag`, the one rule for what
 reaches nvcc's command line (checked where nvcc is run).
@@ -21,6 +22,7 @@ from ctune.quoting import define_flag
 from ctune.records import GeneValue
 from ctune.space.nvcc import render_flags
 from ctune.space.params import Gene
+from ctune.spec.flags import language_flags
 
 
 def split_genes(
@@ -79,7 +81,7 @@ def build_argv(
     argv += [define_flag(k, v) for k, v in sorted(define_genes.items())]
     argv += render_flags(dict(flag_genes))
     argv += list(extra_flags)
-    argv += ["-o", str(output), str(source)]
+    argv += ["-o", str(output), *language_flags(source, extra_flags), str(source)]
     return argv
 
 

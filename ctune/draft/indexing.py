@@ -355,37 +355,11 @@ def zero_steps(text: str, genes: Collection[str]) -> list[tuple[str, str]]:
     return list(found)
 
 
-@dataclass(frozen=True)
-class SharedArray:
-    name: str
-    element_bytes: int
-    sizes: tuple[str, ...]  # the extents as written, outermost first
-
-
-def shared_arrays(body: str, element_bytes: Callable[[str], int | None]) -> list[SharedArray]:
-    """The statically sized ``__shared__`` arrays a kernel declares (``extern`` ones are
-    dynamic and left out)."""
-    out = []
-    for match in re.finditer(
-        r"(?<!extern)\s__shared__\s+(?:volatile\s+)?([A-Za-z_][\w:]*(?:\s+[A-Za-z_]\w*)?)\s+"
-        r"([A-Za-z_]\w*)\s*((?:\[[^\]]+\]\s*)+);",
-        f" {body}",
-    ):
-        size = element_bytes(match.group(1).strip())
-        if size is None:
-            continue
-        extents = tuple(e.strip() for e in re.findall(r"\[([^\]]+)\]", match.group(3)))
-        out.append(SharedArray(match.group(2), size, extents))
-    return out
-
-
 __all__ = [
     "Reader",
-    "SharedArray",
     "accumulates",
     "grid_stride",
     "row_dim",
-    "shared_arrays",
     "statement_at",
     "zero_steps",
 ]

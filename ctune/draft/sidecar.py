@@ -18,6 +18,7 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ctune.draft.constants import constant_lines
 from ctune.draft.guess import (
     BLOCK_X_VALUES,
     BLOCK_YZ_VALUES,
@@ -41,7 +42,6 @@ from ctune.draft.indexing import (
     accumulates,
     grid_stride,
     row_dim,
-    shared_arrays,
     zero_steps,
 )
 from ctune.draft.source import Kernel, Param, Source
@@ -50,10 +50,20 @@ from ctune.errors import UserError
 from ctune.expr import ExprError
 from ctune.expr import parse as parse_expr
 from ctune.names import NAME_RE
-from ctune.spec import DTYPE_BYTES, load_spec
+from ctune.spec import load_spec
+from ctune.spec.declarations import (
+    STATIC_SMEM_BYTES,
+    c_extent_expression,
+    int_defines,
+    static_shared,
+    struct_dtypes,
+)
+from ctune.spec.elements import C_TYPES, element, yaml_dtype
 from ctune.spec.entry import parse_entry, same_params
 
 AXES = ("x", "y", "z")
+#: a restriction the draft proposes, and why (its ``# check:``)
+Rule = tuple[str, str]
 #: problem sizes by how many grid axes the data spans: about 16 MiB per float buffer
 SIZES = {0: 1 << 22, 1: 1 << 22, 2: 2048, 3: 256}
 _IDENT = re.compile(r"[A-Za-z_]\w*")
@@ -245,15 +255,16 @@ def draft_sidecar(
     bound = _launch_bound(source, kernel)
     block, runtime, checks = _block(source, kernel, genes, bound)
     genes = [_square_tile(_unused_axis(source, g), block) for g in genes]
-    restrictions: list[tuple[str, str]] = []  # (expression, why)
+    restrictions: list[Rule] = []
     sized = [b for b in block if b in {g.name for g in genes + runtime}]
     if bound is not None and sized:
         capped, capping = _cap_block(genes + runtime, sized, bound, checks)
         genes, runtime = capped[: len(genes)], capped[len(genes) :]
         restrictions += [(r, f"__launch_bounds__({bound})") for r in capping]
     body = kernel.body or source.text
+    structs = struct_dtypes(source.text)  # a pointer to one of them is a struct buffer
     gene_names = {g.name for g in genes + runtime}
-    dims, macro_dims = _dims(source, kernel, gene_names, source_name, checks)
+    dims, macro_dims = _dims(source, kernel, gene_names, source_name, structs, checks)
     reader = Reader(body, {param: dim for dim, param in dims.items()}, row_partner)
     if grid_stride(body):
         runtime.append(_items_gene(gene_names))
@@ -282,11 +293,11 @@ def draft_sidecar(
     atomics = any(
         p.pointer
         and reader.accumulates_atomically(p.name)
-        and _dtype(p, kernel, source_name).startswith("float")
+        and _dtype(p, kernel, source_name, structs).startswith("float")
         for p in kernel.params
     )
     for param in kernel.params:
-        dtype = _dtype(param, kernel, source_name)
+        dtype = _dtype(param, kernel, source_name, structs)
         if param.pointer:
             role, note = _role(reader, param)
             init = ""
@@ -304,11 +315,11 @@ def draft_sidecar(
                 shape = fallback
                 note = note or "  # check: the shape"
             arg_lines.append(
-                f"  - {{name: {param.name}, role: {role}, dtype: {dtype}, "
+                f"  - {{name: {param.name}, role: {role}, dtype: {yaml_dtype(dtype)}, "
                 f"shape: [{', '.join(shape)}]{init}}}{note}"
             )
             if shape != ["1"]:
-                traffic.append((DTYPE_BYTES[dtype], shape))
+                traffic.append((element(dtype).itemsize, shape))
         elif dtype in INTEGER_DTYPES and param.name in dims.values():
             dim = next(d for d, p in dims.items() if p == param.name)
             arg_lines.append(
@@ -329,7 +340,7 @@ def draft_sidecar(
             "nothing to check against a reference"
         )
     restrictions += _step_restrictions(body, all_genes)
-    restrictions += _shared_restrictions(source, kernel, body, all_genes)
+    restrictions += _shared_restrictions(source, kernel, all_genes)
 
     entry_text = _entry_text(source, kernel, entry, checks)
     name = _spec_name(kernel, stem)
@@ -371,6 +382,7 @@ def draft_sidecar(
     lines.append(f"  - {{name: default, dims: {{{dims_text}}}}}  # check: the sizes to tune for")
     lines.append("args:  # in the kernel's order")
     lines += arg_lines
+    lines += constant_lines(source.text, checks)
     lines.append(
         f"reference: {{python: {reference_file}:{function}}}  # check: write it in {reference_file}"
     )
@@ -462,13 +474,18 @@ def _items_gene(taken: set[str]) -> GeneGuess:
 
 
 def _dims(
-    source: Source, kernel: Kernel, gene_names: set[str], source_name: str, checks: list[str]
+    source: Source,
+    kernel: Kernel,
+    gene_names: set[str],
+    source_name: str,
+    structs: dict[str, str],
+    checks: list[str],
 ) -> tuple[dict[str, str], dict[str, int]]:
     """Problem dimensions: the integer scalar parameters, else size-like macros.
     ({dim: the parameter or macro it stands for}, {macro dim: its value})."""
     dims: dict[str, str] = {}
     for param in kernel.params:
-        dtype = _dtype(param, kernel, source_name)
+        dtype = _dtype(param, kernel, source_name, structs)
         if not param.pointer and dtype in INTEGER_DTYPES:
             dim = param.name.upper()
             while dim in gene_names or dim in dims:
@@ -580,7 +597,7 @@ def _role(reader: Reader, param: Param) -> tuple[str, str]:
     return "inout", "  # check: output if the kernel only writes it"
 
 
-def _step_restrictions(body: str, genes: list[GeneGuess]) -> list[tuple[str, str]]:
+def _step_restrictions(body: str, genes: list[GeneGuess]) -> list[Rule]:
     """``A % B == 0`` where the kernel divides a gene by a gene or steps over one by one."""
     out = []
     for a, b in zero_steps(body, {g.name for g in genes if 0 not in g.values}):
@@ -589,56 +606,30 @@ def _step_restrictions(body: str, genes: list[GeneGuess]) -> list[tuple[str, str
     return out
 
 
-#: static __shared__ memory a block may declare without opting in
-STATIC_SMEM_BYTES = 48 * 1024
-
-
-def _shared_restrictions(
-    source: Source, kernel: Kernel, body: str, genes: list[GeneGuess]
-) -> list[tuple[str, str]]:
-    """The static shared memory limit, where genes size ``__shared__`` arrays so that
-    their largest values would pass it (ptxas would refuse those builds)."""
-    type_params = {p.name for p in kernel.template if p.kind == "type"}
-
-    def element_bytes(ctype: str) -> int | None:
-        if ctype in type_params:
-            return 4  # the template's types are float in the entry
-        dtype = CTYPE_DTYPES.get(ctype)
-        return DTYPE_BYTES[dtype] if dtype else None
-
+def _shared_restrictions(source: Source, kernel: Kernel, genes: list[GeneGuess]) -> list[Rule]:
+    """The static shared memory limit, where genes size the kernel's ``__shared__`` arrays
+    (read as the spec's screening reads them, ``ctune.spec.declarations``) so that their
+    largest values would pass it: the author sees the rule the device limits apply."""
     by_name = {g.name: g for g in genes}
-    known = {
-        n: v
-        for n, text in source.defines.items()
-        if n not in by_name and (v := parse_int(text)) is not None
-    }
-    terms = []
-    used: set[str] = set()
-    for array in shared_arrays(body, element_bytes):
-        extents = []
-        for extent in array.sizes:
-            names = set(_IDENT.findall(extent))
-            if not names <= set(by_name) | set(known):
-                return []  # a size this draft cannot evaluate
-            used |= names & set(by_name)
-            text = _IDENT.sub(lambda m: str(known.get(m[0], m[0])), extent)
-            extents.append(text if _IDENT.fullmatch(text) or text.isdigit() else f"({text})")
-        terms.append(" * ".join([str(array.element_bytes), *extents]))
-    if not used:
-        return []
-    expression = " + ".join(terms)
+    defines = {k: v for k, v in int_defines(source.text).items() if k not in by_name}
+    terms: list[str] = []
+    for decl in static_shared(source.text, kernel.name):
+        extents = [c_extent_expression(e, defines) for e in decl.extents]
+        if decl.element_bytes is None or None in extents:
+            return []  # an array this draft cannot size
+        shown = [e if _IDENT.fullmatch(e) or e.isdigit() else f"({e})" for e in extents if e]
+        terms.append(" * ".join([str(decl.element_bytes), *shown]))
     try:
-        largest = parse_expr(expression).evaluate({n: max(by_name[n].values) for n in used})
+        total = parse_expr(" + ".join(terms)) if terms else None
+        if total is None or not total.names or not total.names <= set(by_name):
+            return []
+        largest = total.evaluate({n: max(by_name[n].values) for n in total.names})
     except ExprError:
         return []
     if largest <= STATIC_SMEM_BYTES:
         return []
-    return [
-        (
-            f"{expression} <= {STATIC_SMEM_BYTES}",
-            "static __shared__ bytes within 48 KiB (more needs an opt-in)",
-        )
-    ]
+    why = "static __shared__ bytes within 48 KiB (more needs an opt-in)"
+    return [(f"{total.source} <= {STATIC_SMEM_BYTES}", why)]
 
 
 def _entry_text(source: Source, kernel: Kernel, entry: str | None, checks: list[str]) -> str:
@@ -729,15 +720,25 @@ def _quote(expression: str) -> str:
     return expression if expression.isidentifier() or expression.isdigit() else f'"{expression}"'
 
 
-def _dtype(param: Param, kernel: Kernel, where: str) -> str:
+def _dtype(param: Param, kernel: Kernel, where: str, structs: dict[str, str]) -> str:
     base = param.base
     if base in {p.name for p in kernel.template if p.kind == "type"}:
         return "float32"  # the template is instantiated with float (the entry says so)
-    dtype = CTYPE_DTYPES.get(base)
+    dtype = CTYPE_DTYPES.get(base) or (
+        (C_TYPES.get(base) or structs.get(base.removeprefix("::"))) if param.pointer else None
+    )
     if dtype is None:
+        what = "buffers of" if param.pointer else "scalars of"
         raise UserError(
             f"{where}: parameter {param.name} of {kernel.name} has type {param.ctype}; ctune "
-            "passes buffers and scalars of " + ", ".join(sorted(set(CTYPE_DTYPES)))
+            f"passes {what} "
+            + ", ".join(sorted(set(CTYPE_DTYPES)))
+            + (
+                ", the CUDA vector types (float2, int4, ...) or a struct given as "
+                "dtype: {struct: [[FIELD, DTYPE], ...]}"
+                if param.pointer
+                else ""
+            )
         )
     return dtype
 

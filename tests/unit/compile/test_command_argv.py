@@ -289,3 +289,15 @@ def test_a_build_under_way_is_shared_not_compiled_again(rt_compiler, monkeypatch
             mine.argv,
         )
     assert theirs.build_key != mine.build_key and not theirs.cache_hit
+
+
+def test_a_header_compiles_as_cuda_and_a_spec_may_say_so_itself():
+    argv = _argv(source=Path("/k/gemm.cuh"))
+    assert argv[-4:] == ["/c/kernel.cubin", "-x", "cu", "/k/gemm.cuh"]
+    assert "-x" not in _argv()  # a .cu needs nothing
+    check_flags(["-x", "cu"])  # the one language a spec may name
+    for flags in (["-x", "c++"], ["-x"], ["-x", "cu", "foo.c"]):
+        with pytest.raises(UserError, match="not allowed"):
+            check_flags(flags)
+    given = _argv(source=Path("/k/gemm.h"), extra_flags=("-x", "cu"))
+    assert given.count("-x") == 1
