@@ -403,7 +403,7 @@ def _write_spec(
                 {"name": symbol, "role": "constant", "dtype": _dtype(values, where),
                  "shape": list(values.shape) or [1], "init": {"npy": f"cmem_{symbol}.npy"}}
             )  # fmt: skip
-            data[f"cmem_{symbol}.npy"] = values
+            data[f"cmem_{symbol}.npy"] = values.reshape(-1) if values.shape == () else values
     spec["args"] = args
     if tolerance is not None:
         rel_l2, max_abs = tolerance

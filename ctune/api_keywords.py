@@ -9,7 +9,6 @@ a reference that returns the expected arrays, and ``cmem_args`` constant-memory 
 from __future__ import annotations
 
 import ast
-import importlib.util
 import inspect
 import itertools
 import random
@@ -142,18 +141,6 @@ def _untranslatable(fn: Any, why: str) -> UserError:
 # --- given data: answer and cmem_args ---------------------------------------------------
 
 
-def given_data_supported() -> bool:
-    """Can a spec give a buffer's data (``init: {npy: FILE}``), as ``answer`` needs?"""
-    return importlib.util.find_spec("ctune.measure.given") is not None
-
-
-def constant_role_supported() -> bool:
-    """Does a spec have the constant-memory arg role, as ``cmem_args`` needs?"""
-    from ctune.spec.model import ROLES
-
-    return "constant" in ROLES
-
-
 def check_answer(answer: Sequence[Any], arguments: Sequence[Any], names: list[str]) -> list[str]:
     """The names of the arguments ``answer`` gives expected values for (Kernel Tuner's
     form: one entry per argument, None where it is not checked)."""
@@ -176,12 +163,6 @@ def check_answer(answer: Sequence[Any], arguments: Sequence[Any], names: list[st
         checked.append(name)
     if not checked:
         raise UserError("answer: every entry is None; give the expected value of an output")
-    if not given_data_supported():
-        raise UserError(
-            "answer: ctune checks against a reference of the inputs it makes, and this "
-            "version cannot give a buffer your arguments' data; pass reference= (a function "
-            "of the inputs) instead"
-        )
     return checked
 
 
@@ -200,11 +181,6 @@ def check_cmem_args(cmem_args: Mapping[str, Any], params: list[str]) -> None:
     """``cmem_args``: {the kernel's __constant__ symbol: its values}."""
     if not isinstance(cmem_args, Mapping):
         raise UserError("cmem_args: a dict {constant symbol name: array}")
-    if not constant_role_supported():
-        raise UserError(
-            "cmem_args: this version of ctune has no constant-memory argument role, so "
-            "__constant__ memory cannot be filled; copy the values in a launcher instead"
-        )
     for name, values in cmem_args.items():
         if not isinstance(name, str) or not name.isidentifier():
             raise UserError(f"cmem_args: {name!r} is not a C identifier")
@@ -218,7 +194,5 @@ __all__ = [
     "answer_reference",
     "check_answer",
     "check_cmem_args",
-    "constant_role_supported",
-    "given_data_supported",
     "restriction_text",
 ]

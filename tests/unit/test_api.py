@@ -121,7 +121,8 @@ def test_a_kernel_file_keeps_its_includes(tmp_path: Path) -> None:
             "answer: n is a scalar argument",
         ),
         ({"reference": None, "answer": [None] * 3}, "answer: 3 entries for 4 arguments"),
-        ({"cmem_args": {"c": np.zeros(4)}}, "cmem_args"),
+        ({"cmem_args": {"c": np.zeros(4)}}, "cmem_args: c is a kernel parameter"),
+        ({"cmem_args": {"k": [1, 2]}}, "cmem_args['k']: expected a numpy array"),
         ({"reference": None}, "give reference= (a function of the inputs) or answer="),
         ({"kernel_source": "no kernel here"}, "give a .cu file path or the kernel's source"),
         ({"kernel_source": "missing.cu"}, "kernel file missing.cu: no such file"),
@@ -224,38 +225,35 @@ def test_a_callable_restriction_is_written_as_the_expression_it_computes(tmp_pat
     ]
     one = ctune.write_spec(
         "vector_add", KERNEL, N, _arguments(), {"block_size_x": [64, 128]},
-        reference=vector_add, workdir=tmp_path / "v", restrictions=lambda p: p["block_size_x"] < 128,
+        reference=vector_add, workdir=tmp_path / "v",
+        restrictions=lambda p: p["block_size_x"] < 128,
     )  # fmt: skip
     assert [r.source for r in load_spec(one).restrictions] == ["block_size_x < 128"]
 
 
-def test_answer_and_cmem_args_need_given_data_and_the_constant_role(tmp_path: Path) -> None:
-    from ctune.api_keywords import constant_role_supported, given_data_supported
-
+def test_answer_gives_the_inputs_and_cmem_args_fill_constant_memory(tmp_path: Path) -> None:
     arguments = _arguments()
+    arguments[1] = np.arange(N, dtype=np.float32)  # given data, not ctune's random values
     expected = arguments[1] + arguments[2]
     call = {
         "kernel_name": "vector_add", "kernel_source": KERNEL, "problem_size": N,
         "arguments": arguments, "tune_params": {"block_size_x": [64]}, "workdir": tmp_path / "w",
     }  # fmt: skip
-    if not given_data_supported():
-        with pytest.raises(UserError, match="cannot give a buffer your arguments' data"):
-            ctune.write_spec(**call, answer=[expected, None, None, None])
-    else:
-        spec = load_spec(ctune.write_spec(**call, answer=[expected, None, None, None]))
-        assert [(a.name, a.role) for a in spec.args] == [
-            ("c", "inout"), ("a", "input"), ("b", "input"), ("n", "scalar"),
-        ]  # fmt: skip
-        outputs = spec.reference()(np, {}, {})
-        assert np.array_equal(outputs["c"], expected) and list(outputs) == ["c"]
-    if not constant_role_supported():
-        with pytest.raises(UserError, match="no constant-memory argument role"):
-            ctune.write_spec(**call, reference=vector_add, cmem_args={"coeff": np.ones(8)})
-    else:
-        spec = load_spec(
-            ctune.write_spec(**call, reference=vector_add, cmem_args={"coeff": np.ones(8)})
-        )
-        assert [(a.name, a.role) for a in spec.args][-1] == ("coeff", "constant")
+    path = ctune.write_spec(**call, answer=[expected, None, None, None])
+    spec = load_spec(path)
+    assert [(a.name, a.role) for a in spec.args] == [
+        ("c", "inout"), ("a", "input"), ("b", "input"), ("n", "scalar"),
+    ]  # fmt: skip
+    assert np.array_equal(np.load(path.parent / "arg_a.npy"), arguments[1])
+    outputs = spec.reference()(np, {}, {})
+    assert list(outputs) == ["c"] and np.array_equal(outputs["c"], expected)
+    spec = load_spec(
+        ctune.write_spec(**call, reference=vector_add, cmem_args={"coeff": np.ones(8, np.float32)})
+    )
+    coeff = spec.args[-1]
+    assert (coeff.name, coeff.role, coeff.dtype, [e.source for e in coeff.shape]) == (
+        "coeff", "constant", "float32", ["8"],
+    )  # fmt: skip
 
 
 def test_a_failed_tune_leaves_no_spec_folder(tmp_path: Path, monkeypatch) -> None:
