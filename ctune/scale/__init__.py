@@ -4,7 +4,7 @@
 a search compiles and measures; ``gpus`` how many GPUs of this host measure. The
 driver, journal, resume and report are the same for every executor: only the compiler
 (``EngineCompiler``) and the measurer (``EngineMeasurer``) differ, and with several GPUs
-the driver measures that many candidates at once (``search/concurrent_batch.py``). Why
+the scheduler measures that many candidates at once (``search/scheduler.py``). Why
 Dask, and how to run it: docs/scale-out.md.
 
 Importing this package imports neither Dask nor CuPy.
