@@ -1,8 +1,9 @@
 """THE search loop: ask -> dedup -> compile ahead -> measure -> score -> journal -> tell.
 
 This module only coordinates, one generation at a time; each step has its own module
-(docs/design.md, "the path of one candidate"): ``pipeline.py`` compiles ahead, measures
-and fills, ``trial_book.py`` accounts every trial, ``budget.py`` decides when to stop,
+(docs/design.md, "the path of one candidate"): ``session.py`` puts the search together,
+``scheduler.py`` compiles ahead, measures and fills, ``pipeline.py`` scores and journals
+each candidate, ``trial_book.py`` accounts every trial, ``budget.py`` decides when to stop,
 ``session_journal.py`` starts and writes the journal, ``confirm_stage.py`` re-measures
 what the result reports. A candidate's failure is a trial with an outcome, never an
 exception; what counts against the budget and when a search stops: docs/search.md.
