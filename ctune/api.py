@@ -96,7 +96,8 @@ def tune(
     from ctune.config import resolve
     from ctune.objective import parse_objective_spec
     from ctune.registry.assemble import ResultPublisher
-    from ctune.search.driver import SearchOptions, run_search
+    from ctune.search.driver import SearchOptions, run_session
+    from ctune.search.session import SearchSession
     from ctune.spec import load_spec
 
     overrides = {"arch": arch} if arch else {}
@@ -147,7 +148,7 @@ def tune(
         warm_start=seeds,
         warm_start_source=str(warm_start or ""),
     )
-    result = run_search(
+    session = SearchSession(
         settings,
         spec,
         objective_spec,
@@ -159,6 +160,7 @@ def tune(
             settings.registry, Path(settings.cache_dir), spec_path.parent / "result.json"
         ),
     )
+    result = run_session(session)
     return _tune_result(result, spec_path, [o["name"] for o in result.objectives])
 
 
