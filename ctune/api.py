@@ -165,7 +165,8 @@ def _tune_spec(
     """:func:`tune` on the spec it wrote."""
     from ctune.objective import parse_objective_spec
     from ctune.registry.assemble import ResultPublisher
-    from ctune.search.driver import SearchOptions, run_search
+    from ctune.search.driver import SearchOptions, run_session
+    from ctune.search.session import SearchSession
     from ctune.spec import load_spec
 
     toolchain = None
@@ -197,7 +198,7 @@ def _tune_spec(
         warm_start=seeds,
         warm_start_source=str(warm_start or ""),
     )
-    result = run_search(
+    session = SearchSession(
         settings,
         spec,
         objective_spec,
@@ -209,6 +210,7 @@ def _tune_spec(
             settings.registry, Path(settings.cache_dir), spec_path.parent / "result.json"
         ),
     )
+    result = run_session(session)
     return _tune_result(result, spec_path, [o["name"] for o in result.objectives])
 
 

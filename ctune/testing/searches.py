@@ -32,9 +32,10 @@ def quiet_search(
 ) -> SearchResult:
     """One search with its cache and journal under ``folder``."""
     from ctune.config import Settings
-    from ctune.search.driver import SearchOptions, run_search
+    from ctune.search.driver import SearchOptions, run_session
+    from ctune.search.session import SearchSession
 
-    return run_search(
+    session = SearchSession(
         Settings(cache_dir=folder),
         spec,
         objective,
@@ -50,6 +51,7 @@ def quiet_search(
         measurer=measurer,
         fingerprint=dict(fingerprint) if fingerprint is not None else None,
     )
+    return run_session(session)
 
 
 def feasible_values(result: SearchResult) -> list[tuple[float, ...]]:
