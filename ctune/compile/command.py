@@ -119,19 +119,37 @@ def key_argv(argv: Sequence[str]) -> list[str]:
     return items
 
 
-def tuned_flags(argv: Sequence[str]) -> list[str]:
-    """The part of argv a build system must reproduce (defines and catalogue flags); a
-    stored controls file is named as the registry holds it (``controls/DIGEST.acf``)."""
-    items = key_argv(argv)[:-1]  # drop the source
+#: argv items only ctune's own builds need: the output it inspects (a cubin, a host
+#: library with a readable cubin) and the resource report it parses. A user's build
+#: chooses its own output, so they are never recorded or exported.
+HARNESS_ITEMS = frozenset({"-cubin", "-shared", "--no-compress"})
+HARNESS_PAIRS = frozenset({("-Xcompiler", "-fPIC"), ("-Xptxas", "-v")})
+
+
+def without_harness_flags(items: Sequence[str]) -> list[str]:
+    """``items`` without :data:`HARNESS_ITEMS` and :data:`HARNESS_PAIRS`: the flags as a
+    user compiles the kernel (also the form an older record is compared in)."""
+    out: list[str] = []
     skip_next = False
-    out = []
     for i, item in enumerate(items):
         if skip_next:
             skip_next = False
             continue
-        if item == "-Xptxas" and i + 1 < len(items) and items[i + 1] == "-v":
+        if i + 1 < len(items) and (item, items[i + 1]) in HARNESS_PAIRS:
             skip_next = True
             continue
+        if item not in HARNESS_ITEMS:
+            out.append(item)
+    return out
+
+
+def tuned_flags(argv: Sequence[str]) -> list[str]:
+    """The part of argv a build system must reproduce (target, defines and catalogue
+    flags), without ctune's own output mode and include paths; a stored controls file is
+    named as the registry holds it (``controls/DIGEST.acf``)."""
+    items = without_harness_flags(key_argv(argv)[:-1])  # drop the source
+    out = []
+    for item in items:
         if item.startswith("-I"):
             continue
         digest = applied_digest(item)

@@ -133,11 +133,22 @@ def test_tuned_flags_are_what_a_build_needs():
     argv = _argv(define_genes={"BM": 64}, flag_genes={"ptxas_opt": 2}, include_dirs=(Path("/inc"),))
     assert tuned_flags(argv) == [
         "--generate-code=arch=compute_90,code=sm_90",
-        "-cubin",
         "-std=c++17",
         "-DBM=64",
         "-Xptxas",
         "-O2",
+    ]
+
+
+def test_tuned_flags_of_a_launcher_leave_out_the_harness_library():
+    """A launcher is built as a host library for ctune's harness: a user's build makes its
+    own program, so -shared, -Xcompiler -fPIC and --no-compress are not what it needs."""
+    argv = _argv(entry_kind="launcher", define_genes={"BM": 64}, output=Path("/c/kernel.so"))
+    assert "-shared" in argv and "--no-compress" in argv  # ctune's own build has them
+    assert tuned_flags(argv) == [
+        "--generate-code=arch=compute_90,code=sm_90",
+        "-std=c++17",
+        "-DBM=64",
     ]
 
 
