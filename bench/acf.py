@@ -26,6 +26,7 @@ Needs a GPU, ptxas >= 13.3 (``--ptxas``), ``compileiq`` and its spaces (``--spac
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -83,8 +84,11 @@ def target(key: str) -> Target:
 # --- run: ctune's controls stage -------------------------------------------------------
 
 
-def search_argv(t: Target, warm: Path, out: Path, ptxas: str, seed: int) -> list[str]:
+def search_argv(
+    t: Target, warm: Path, out: Path, ptxas: str, seed: int, prune_margin: str = "default"
+) -> list[str]:
     """The ``ctune search`` of one target's controls stage."""
+    prune = [] if prune_margin == "default" else ["--prune-margin", prune_margin]
     return [
         sys.executable,
         "-m",
@@ -111,6 +115,7 @@ def search_argv(t: Target, warm: Path, out: Path, ptxas: str, seed: int) -> list
         str(t.budget),
         "--seed",
         str(seed),
+        *prune,
         "--no-commit",
         "--out",
         str(out),
@@ -122,7 +127,14 @@ def search_record(result: Mapping[str, Any]) -> Mapping[str, Any]:
     return (result.get("extensions") or {}).get("search") or {}
 
 
-def row(t: Target, result: Mapping[str, Any], wall_s: float) -> dict[str, Any]:
+def settings_label(t: Target, prune_margin: str) -> str:
+    """The stage's settings as a row label: rows of one key under other settings are kept."""
+    return f"pool{t.pool}" + ("" if prune_margin == "default" else f"-prune-{prune_margin}")
+
+
+def row(
+    t: Target, result: Mapping[str, Any], wall_s: float, prune_margin: str = "default"
+) -> dict[str, Any]:
     """One target's row from its search's result file: the controls verdict (the best file
     against the pinned build without one, confirmed in the same processes) and the cost."""
     search = search_record(result)
@@ -141,6 +153,7 @@ def row(t: Target, result: Mapping[str, Any], wall_s: float) -> dict[str, Any]:
         "search_wall_s": (search.get("timing") or {}).get("wall_s"),
         "budget": t.budget,
         "pool": t.pool,
+        "settings": settings_label(t, prune_margin),
         "variant": t.variant,
         "member": verdict.get("member"),
         "reference": verdict.get("reference"),
@@ -156,15 +169,23 @@ def run_target(t: Target, args: argparse.Namespace, out_dir: Path) -> dict[str, 
         check=True,
         cwd=ROOT,
     )
-    result_file = out_dir / f"{t.kernel}-{t.problem}.result.json"
+    result_file = result_path(t, args, out_dir)
     started = time.monotonic()
     done = subprocess.run(
-        search_argv(t, warm, result_file, args.ptxas, args.seed), cwd=ROOT, check=False
+        search_argv(t, warm, result_file, args.ptxas, args.seed, args.prune_margin),
+        cwd=ROOT,
+        check=False,
     )
     wall = time.monotonic() - started
     if done.returncode not in (0, 4) or not result_file.is_file():
         return {"key": t.key, "error": f"ctune search exited {done.returncode}", "wall_s": wall}
-    return row(t, json.loads(result_file.read_text()), wall)
+    return row(t, json.loads(result_file.read_text()), wall, args.prune_margin)
+
+
+def result_path(t: Target, args: argparse.Namespace, out_dir: Path) -> Path:
+    """One target's stage result file under the given settings."""
+    label = settings_label(t, args.prune_margin)
+    return out_dir / f"{t.kernel}-{t.problem}-{label}.result.json"
 
 
 # --- h2h: CompileIQ's own loop ------------------------------------------------------------
@@ -271,7 +292,7 @@ def confirm_together(
 def head_to_head(t: Target, args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
     """ctune's controls stage (its result file from ``run``) against CompileIQ's loop over
     as many files, both bests confirmed together."""
-    result_file = out_dir / f"{t.kernel}-{t.problem}.result.json"
+    result_file = result_path(t, args, out_dir)
     if not result_file.is_file():
         raise SystemExit(f"{result_file}: run `bench/acf.py run --only {t.key}` first")
     result = json.loads(result_file.read_text())
@@ -301,6 +322,7 @@ def head_to_head(t: Target, args: argparse.Namespace, out_dir: Path) -> dict[str
         "compileiq_best_search_ms": theirs["best_search_ms"],
         "reference": verdict.get("reference"),
         "confirm_processes": args.processes,
+        "settings": settings_label(t, args.prune_margin),
     }
 
 
@@ -331,11 +353,8 @@ def fingerprint(ptxas: str) -> dict[str, Any]:
 def merge(path: Path, key: str, rows: list[dict[str, Any]], fp: Mapping[str, Any]) -> Path:
     """Rows into the result file, replacing rows of the same key (calls add up)."""
     data = json.loads(path.read_text()) if path.is_file() else {}
-    old = [
-        r
-        for r in data.get(key, [])
-        if r.get("key", r.get("kernel")) not in {r.get("key", r.get("kernel")) for r in rows}
-    ]
+    new = {row_id(r) for r in rows}
+    old = [r for r in data.get(key, []) if row_id(r) not in new]
     data[key] = old + rows
     data["fingerprint"] = dict(fp)
     data["target"] = summary(data)
@@ -343,22 +362,31 @@ def merge(path: Path, key: str, rows: list[dict[str, Any]], fp: Mapping[str, Any
     return path
 
 
+def row_id(r: Mapping[str, Any]) -> tuple[str, str]:
+    """A row's identity: its target and the settings it ran under (older rows: pool16)."""
+    return (str(r.get("key", r.get("kernel"))), str(r.get("settings", "pool16")))
+
+
 def summary(data: Mapping[str, Any]) -> dict[str, Any]:
     """The issue's two targets, as measured: >= 2% confirmed on >= 3 of 8; ctune's best at
     least as fast in no more wall time on >= 2 kernels."""
     stage = data.get("stage", [])
-    gains = [r for r in stage if r.get("significant") and (r.get("gain_p99") or 0) >= 1.02]
-    wins = [
-        r
+    gains = {
+        row_id(r)[0] for r in stage if r.get("significant") and (r.get("gain_p99") or 0) >= 1.02
+    }
+    wins = {
+        row_id(r)[0]
         for r in data.get("head_to_head", [])
         if r.get("compileiq_best_ms") is not None
         and r["ctune_best_ms"] <= r["compileiq_best_ms"]
         and (r.get("ctune_wall_s") or 0) <= (r.get("compileiq_wall_s") or 0)
-    ]
+    }
+    targets = {row_id(r)[0] for r in stage}
     return {
         "stage_rows": len(stage),
+        "stage_targets": len(targets),
         "confirmed_gains_2pct": len(gains),
-        "stage_target_met": len(gains) >= 3 and len(stage) >= 8,
+        "stage_target_met": len(gains) >= 3 and len(targets) >= 8,
         "head_to_head_rows": len(data.get("head_to_head", [])),
         "head_to_head_wins": len(wins),
         "head_to_head_target_met": len(wins) >= 2,
@@ -373,11 +401,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", default=None, help="target keys")
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--processes", type=int, default=3, help="h2h confirmation processes")
+    parser.add_argument("--pool", type=int, default=None, help="controls files per generation")
+    parser.add_argument(
+        "--prune-margin", default="default", help="the stage's --prune-margin (off: never)"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--work", type=Path, default=ROOT / ".ctune" / "acf-bench")
     args = parser.parse_args(argv)
     os.environ["CTUNE_ACF_SPACES"] = str(args.spaces.resolve())
     chosen = [target(k) for k in args.only] if args.only else list(TARGETS)
+    if args.pool is not None:
+        chosen = [dataclasses.replace(t, pool=args.pool) for t in chosen]
     args.work.mkdir(parents=True, exist_ok=True)
     from ctune.evidence.identity import gpu_id
 

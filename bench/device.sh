@@ -39,7 +39,9 @@
 #   import    those result files into this copy's registry without a commit (so that a
 #             `gate` stage after it gates the re-tuned artifacts; commit them here later)
 #   staleness bench/staleness.py (CPU only; runs anywhere nvcc is)
-#   acf       bench/acf.py: controls files on pinned artifacts (ACF_WHAT=run|h2h, ACF_ARGS)
+#   acf       bench/acf.py: controls files on pinned artifacts (ACF_WHAT: run, h2h or "run h2h";
+#             ACF_ARGS, e.g. "--only gemm/sq4096 --pool 32 --prune-margin off")
+#   regen     docs/regen.py --gpu: the README's and docs' transcripts, the GPU ones included
 #   devicegenes bench/device_gene_values.py: the clocks and power limits --device-genes would
 #             offer here, READ ONLY (a proxy refuses every NVML setter; nothing is changed)
 #   dispatch  one step of the CUTLASS problem-set search (ctune search --problem-set): the set's
@@ -144,8 +146,10 @@ for stage in "${STAGES[@]}"; do
       # .device/ciq-spaces; the searches' result files and controls files come back in acf.tgz
       run acf bash -c "xz -dc .device/carry/ptxas-13.3.73.xz >/tmp/ptxas-13.3 \
         && chmod +x /tmp/ptxas-13.3 && /tmp/ptxas-13.3 --version | tail -1 \
-        && $PY bench/acf.py ${ACF_WHAT:-run} --ptxas /tmp/ptxas-13.3 \
-        --spaces .device/ciq-spaces --work .device/acf ${ACF_ARGS:-}" ;;
+        && for what in ${ACF_WHAT:-run}; do $PY bench/acf.py \$what --ptxas /tmp/ptxas-13.3 \
+        --spaces .device/ciq-spaces --work .device/acf ${ACF_ARGS:-} || exit 1; done" ;;
+    regen)
+      run regen $PY docs/regen.py --gpu ;;
     devicegenes)
       run devicegenes $PY bench/device_gene_values.py ;;
     gtmap)
@@ -212,7 +216,7 @@ for stage in "${STAGES[@]}"; do
   esac
 done
 
-tar czf "$OUT/results.tgz" bench/results registry tests/data/ground_truth docs \
+tar czf "$OUT/results.tgz" bench/results registry tests/data/ground_truth docs README.md \
   $(ls -d .device/sets/*/dispatch.* .device/sets/*/matrix.json 2>/dev/null) 2>/dev/null
 # a problem-set search's whole state (journals, winners, result files), and its carried builds
 # in parts of 15 MiB (a file over 16 MiB does not come back). Here:

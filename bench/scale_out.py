@@ -222,7 +222,7 @@ def run_one(settings: Settings, yaml: Path, objective: str, **options: Any) -> A
 
 def part_search(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:
     from ctune.compile.select_toolchain import toolchain_for
-    from ctune.scale import compiler_for
+    from ctune.search.session import compiler_for
     from ctune.spec import load_spec
 
     cache = Path(tempfile.mkdtemp(prefix="ctune-scale-search-"))

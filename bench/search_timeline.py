@@ -54,7 +54,7 @@ import search_overhead  # noqa: E402  (the kernel, the problem and the spaces)
 STEPS = (
     ("ctune.measure.session", "WorkerMeasurer", "prestart", "prestart"),
     ("ctune.measure.session", "WorkerMeasurer", "set_up_ahead", "set-up asked ahead"),
-    ("ctune.search.driver", None, "device_limits", "device limits"),
+    ("ctune.search.session", None, "device_limits", "device limits"),
     ("ctune.compile.nvcc", "NvccCompiler", "closure_digest", "closure digest"),
     ("ctune.compile.nvcc", "NvccCompiler", "_compile", "baseline compile"),
     ("ctune.compile.nvcc", "NvccCompiler", "_ptx_sizes", "ptx args check"),

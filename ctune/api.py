@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 import math
 import re
+import shutil
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from ctune.errors import UserError
 from ctune.records import canonical_json, sha256_hex
 
 if TYPE_CHECKING:
+    from ctune.config import Settings
     from ctune.registry.schema import Artifact
     from ctune.search.result import SearchResult
 
@@ -61,8 +63,11 @@ def tune(
     arguments: Sequence[Any],
     tune_params: Mapping[str, Sequence[Any]],
     *,
-    reference: Callable[..., Mapping[str, Any]] | str,
-    restrictions: Sequence[str] = (),
+    reference: Callable[..., Mapping[str, Any]] | str | None = None,
+    answer: Sequence[Any] | None = None,
+    verify: Callable[..., Any] | None = None,
+    cmem_args: Mapping[str, Any] | None = None,
+    restrictions: Restrictions = (),
     grid_div_x: Sequence[str] | None = None,
     grid_div_y: Sequence[str] | None = None,
     grid_div_z: Sequence[str] | None = None,
@@ -91,23 +96,24 @@ def tune(
     nvcc/ptxas catalogue genes (``ctune space`` lists them); ``tolerance`` is
     ``(rel_l2, max_abs)``. ``warm_start`` is a T4 results file whose best configurations
     are measured first. ``compiler`` and ``measurer`` replace nvcc and the GPU
-    (``ctune.testing.standins``) in tests.
+    (``ctune.testing.standins``) in tests. Kernel Tuner's ``answer``, ``cmem_args`` and
+    callable restrictions are taken as :func:`write_spec` says; a failed call removes the
+    spec folder it made.
     """
     from ctune.config import resolve
-    from ctune.objective import parse_objective_spec
-    from ctune.registry.assemble import ResultPublisher
-    from ctune.search.driver import SearchOptions, run_search
-    from ctune.spec import load_spec
 
     overrides = {"arch": arch} if arch else {}
     settings = resolve(overrides)
-    spec_path = write_spec(
+    spec_path, made = _write_spec(
         kernel_name,
         kernel_source,
         problem_size,
         arguments,
         tune_params,
         reference=reference,
+        answer=answer,
+        verify=verify,
+        cmem_args=cmem_args,
         restrictions=restrictions,
         grid_div_x=grid_div_x,
         grid_div_y=grid_div_y,
@@ -118,6 +124,51 @@ def tune(
         workdir=workdir,
         cache_dir=settings.cache_dir,
     )
+    try:
+        return _tune_spec(
+            settings,
+            spec_path,
+            objective=objective,
+            constraints=constraints,
+            strategy=strategy,
+            strategy_options=strategy_options,
+            budget=budget,
+            time_s=time_s,
+            seed=seed,
+            confirm_processes=confirm_processes,
+            warm_start=warm_start,
+            compiler=compiler,
+            measurer=measurer,
+        )
+    except Exception:
+        if made:  # nothing of a failed call is left behind: the folder it made goes
+            shutil.rmtree(spec_path.parent, ignore_errors=True)
+        raise
+
+
+def _tune_spec(
+    settings: Settings,
+    spec_path: Path,
+    *,
+    objective: str | Sequence[str],
+    constraints: Sequence[str],
+    strategy: str | None,
+    strategy_options: Mapping[str, Any] | None,
+    budget: int | None,
+    time_s: float | None,
+    seed: int | None,
+    confirm_processes: int,
+    warm_start: str | Path | None,
+    compiler: Any,
+    measurer: Any,
+) -> TuneResult:
+    """:func:`tune` on the spec it wrote."""
+    from ctune.objective import parse_objective_spec
+    from ctune.registry.assemble import ResultPublisher
+    from ctune.search.driver import SearchOptions, run_session
+    from ctune.search.session import SearchSession
+    from ctune.spec import load_spec
+
     toolchain = None
     help_text = None
     if compiler is None:
@@ -147,7 +198,7 @@ def tune(
         warm_start=seeds,
         warm_start_source=str(warm_start or ""),
     )
-    result = run_search(
+    session = SearchSession(
         settings,
         spec,
         objective_spec,
@@ -159,6 +210,7 @@ def tune(
             settings.registry, Path(settings.cache_dir), spec_path.parent / "result.json"
         ),
     )
+    result = run_session(session)
     return _tune_result(result, spec_path, [o["name"] for o in result.objectives])
 
 
@@ -196,6 +248,9 @@ def _tune_result(result: SearchResult, spec_path: Path, names: list[str]) -> Tun
 # --- the sidecar -----------------------------------------------------------------------
 
 
+Restrictions = Sequence[str | Callable[..., Any]] | Callable[..., Any]
+
+
 def write_spec(
     kernel_name: str,
     kernel_source: str | Path,
@@ -203,8 +258,11 @@ def write_spec(
     arguments: Sequence[Any],
     tune_params: Mapping[str, Sequence[Any]],
     *,
-    reference: Callable[..., Mapping[str, Any]] | str,
-    restrictions: Sequence[str] = (),
+    reference: Callable[..., Mapping[str, Any]] | str | None = None,
+    answer: Sequence[Any] | None = None,
+    verify: Callable[..., Any] | None = None,
+    cmem_args: Mapping[str, Any] | None = None,
+    restrictions: Restrictions = (),
     grid_div_x: Sequence[str] | None = None,
     grid_div_y: Sequence[str] | None = None,
     grid_div_z: Sequence[str] | None = None,
@@ -217,11 +275,74 @@ def write_spec(
     """Write the sidecar (with the kernel and the reference) that :func:`tune` searches;
     :func:`tune`'s spec arguments, so that a call moves between the two unchanged.
 
-    The folder is ``workdir``, else ``<cache_dir>/api/<kernel>-<digest>``: the same call
-    finds the same folder, so its journal and builds are reused.
+    Kernel Tuner's keywords: ``answer`` (one entry per argument, None where unchecked)
+    takes the place of ``reference``, and the arguments' own data become the inputs;
+    ``cmem_args`` ({symbol: array}) fill ``__constant__`` memory; a restriction may be a
+    callable, written as the expression it computes. ``verify`` is refused: ctune compares
+    outputs by ``tolerance``. The folder is ``workdir``, else
+    ``<cache_dir>/api/<kernel>-<digest>``: the same call finds the same folder, so its
+    journal and builds are reused.
     """
+    return _write_spec(
+        kernel_name,
+        kernel_source,
+        problem_size,
+        arguments,
+        tune_params,
+        reference=reference,
+        answer=answer,
+        verify=verify,
+        cmem_args=cmem_args,
+        restrictions=restrictions,
+        grid_div_x=grid_div_x,
+        grid_div_y=grid_div_y,
+        grid_div_z=grid_div_z,
+        block_size_names=block_size_names,
+        flags=flags,
+        tolerance=tolerance,
+        workdir=workdir,
+        cache_dir=cache_dir,
+    )[0]
+
+
+def _write_spec(
+    kernel_name: str,
+    kernel_source: str | Path,
+    problem_size: int | Sequence[int],
+    arguments: Sequence[Any],
+    tune_params: Mapping[str, Sequence[Any]],
+    *,
+    reference: Callable[..., Mapping[str, Any]] | str | None,
+    answer: Sequence[Any] | None,
+    verify: Callable[..., Any] | None,
+    cmem_args: Mapping[str, Any] | None,
+    restrictions: Restrictions,
+    grid_div_x: Sequence[str] | None,
+    grid_div_y: Sequence[str] | None,
+    grid_div_z: Sequence[str] | None,
+    block_size_names: Sequence[str] | None,
+    flags: Sequence[str],
+    tolerance: tuple[float, float] | None,
+    workdir: str | Path | None,
+    cache_dir: Path,
+) -> tuple[Path, bool]:
+    """(:func:`write_spec`'s path, whether this call made its folder)."""
     import yaml
 
+    from ctune.api_keywords import (
+        answer_reference,
+        check_answer,
+        check_cmem_args,
+        restriction_text,
+    )
+
+    if verify is not None:
+        raise UserError(
+            "verify: ctune compares each output with the reference by rel_l2 and max_abs "
+            "(tolerance=(rel_l2, max_abs)); a custom comparison function is not taken"
+        )
+    if (reference is None) == (answer is None):
+        raise UserError("reference: give reference= (a function of the inputs) or answer=")
     source_text, origin = _source(kernel_source)
     sizes = _problem_size(problem_size)
     names = list(block_size_names or BLOCK_SIZE_NAMES)
@@ -257,33 +378,82 @@ def write_spec(
         spec["flags"] = list(flags)
     if genes:
         spec["genes"] = genes
+    if callable(restrictions) or isinstance(restrictions, str):
+        restrictions = [restrictions]
     if restrictions:
-        if any(not isinstance(r, str) for r in restrictions):
-            raise UserError(
-                "restrictions: write each as an expression string, e.g. 'bx * by <= 1024'"
-            )
-        spec["restrictions"] = list(restrictions)
+        spec["restrictions"] = [restriction_text(r, tune_params) for r in restrictions]
     spec["launch"] = {"grid": grid, "block": block}
     dims = {f"problem_size_{AXES[i]}": s for i, s in enumerate(sizes)}
     spec["problems"] = [{"name": "tune", "dims": dims}]
-    spec["args"] = _args(kernel_name, source_text, arguments)
+    args = _args(kernel_name, source_text, arguments)
+    data: dict[str, Any] = {}  # file name -> the array it holds, beside the spec
+    if answer is not None:
+        checked = check_answer(answer, arguments, [a["name"] for a in args])
+        for arg, value, expected in zip(args, arguments, answer, strict=True):
+            if "shape" not in arg:
+                continue
+            arg["role"] = "inout" if arg["name"] in checked else "input"
+            arg["init"] = {"npy": f"arg_{arg['name']}.npy"}  # the arguments' own data
+            data[arg["init"]["npy"]] = value
+            if expected is not None:
+                data[f"answer_{arg['name']}.npy"] = expected
+    if cmem_args:
+        check_cmem_args(cmem_args, [a["name"] for a in args])
+        for symbol, values in cmem_args.items():
+            where = f"cmem_args[{symbol!r}]"
+            args.append(
+                {"name": symbol, "role": "constant", "dtype": _dtype(values, where),
+                 "shape": list(values.shape) or [1], "init": {"npy": f"cmem_{symbol}.npy"}}
+            )  # fmt: skip
+            data[f"cmem_{symbol}.npy"] = values.reshape(-1) if values.shape == () else values
+    spec["args"] = args
     if tolerance is not None:
         rel_l2, max_abs = tolerance
         spec["tolerance"] = {"default": {"rel_l2": float(rel_l2), "max_abs": float(max_abs)}}
-    ref_file, ref_text, function = _reference(reference)
+    ref_text: str | None
+    if answer is not None:
+        ref_file, ref_text, function = "answer.py", answer_reference(checked), "answer"
+    else:
+        assert reference is not None
+        ref_file, ref_text, function = _reference(reference)
     spec["reference"] = {"python": f"{ref_file}:{function}"}
-    digest = sha256_hex(canonical_json({"spec": spec, "source": source_text, "ref": ref_text}))
+    arrays = {k: _npy_bytes(v) for k, v in data.items()}
+    digest = sha256_hex(
+        canonical_json(
+            {
+                "spec": spec,
+                "source": source_text,
+                "ref": ref_text,
+                **({"data": {k: sha256_hex(v) for k, v in arrays.items()}} if arrays else {}),
+            }
+        )
+    )
     folder = Path(workdir) if workdir else Path(cache_dir) / "api" / f"{name}-{digest[:12]}"
+    made = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
     from ctune.writes import write_atomic
 
+    for file_name, content in arrays.items():
+        write_atomic(folder / file_name, content)
     write_atomic(folder / "kernel.cu", source_text)
     if ref_text is not None:
         write_atomic(folder / ref_file, ref_text)
     path = folder / f"{name}.yaml"
     header = "# written by ctune.tune(); `ctune search` and `ctune space` take it as it is\n"
     write_atomic(path, header + yaml.safe_dump(spec, sort_keys=False, width=100))
-    return path
+    return path, made
+
+
+def _npy_bytes(array: Any) -> bytes:
+    """An array (numpy, or cupy brought to the host) as a ``.npy`` file's bytes."""
+    import io
+
+    import numpy as np
+
+    host = array.get() if hasattr(array, "get") and not isinstance(array, np.ndarray) else array
+    out = io.BytesIO()
+    np.save(out, np.ascontiguousarray(host), allow_pickle=False)
+    return out.getvalue()
 
 
 def _source(kernel_source: str | Path) -> tuple[str, Path | None]:

@@ -236,13 +236,23 @@ def _check(tree: ast.AST, source: str) -> frozenset[str]:
 #: CPython 3.11 keeps ``ast.parse``'s recursion count per interpreter, not per thread: two
 #: threads parsing at once fail with "AST constructor recursion depth mismatch"
 _PARSING = threading.Lock()
+#: the lock orders ctune's own parses; Python 3.11's traceback formatting parses too (its
+#: caret anchors), in whatever thread logs an exception (Dask's do), so a parse that lost
+#: that race is retried: the text is the same and the failure is the counter's, not ours
+_RACE_RETRIES = 5
 
 
 def parse_python(text: str, mode: str = "exec") -> ast.AST:
     """``ast.parse``, one thread at a time: every parse in ctune goes through here (a
     search computes its fingerprint in a thread while the main thread reads the spec)."""
     with _PARSING:
-        return ast.parse(text, mode=mode)
+        for attempt in range(_RACE_RETRIES + 1):
+            try:
+                return ast.parse(text, mode=mode)
+            except SystemError as exc:
+                if "recursion depth mismatch" not in str(exc) or attempt == _RACE_RETRIES:
+                    raise
+    raise AssertionError("unreachable")  # the loop returns or raises
 
 
 @lru_cache(maxsize=4096)

@@ -74,7 +74,7 @@ def bench_command(
     from ctune.compile.nvcc import NvccCompiler
     from ctune.measure.plan import plan_for, validate
     from ctune.measure.session import WorkerMeasurer
-    from ctune.search.driver import gpu_available
+    from ctune.search.session import gpu_available
 
     out = output_format(fmt, json_out)
     cfg = settings(

@@ -82,6 +82,12 @@ def compile_command(
         items.append(f"{ACF[file_space].gene_name}={digest}")
     candidate = candidate_from_sets(spec, items)
     chosen = spec.problem(problem)
+    broken = spec.space.violations(candidate.as_dict(), chosen.dims)
+    if broken:  # nothing to compile: one line, no report of a build that never ran
+        raise UserError(
+            f"{spec.source_path.name}: candidate {candidate.key()} breaks restriction "
+            f"{broken[0]}; choose --set values within it (`ctune space` lists them)"
+        )
     with NvccCompiler.from_settings(spec, toolchain, cfg) as compiler:
         build = compiler.build(candidate, chosen)
     render.compile_report(spec, chosen, candidate, build, out)

@@ -80,4 +80,4 @@ def init_command(
 
     write_atomic(yaml_path, draft.yaml)
     write_atomic(reference, draft.reference)
-    render_kernel.init_report(yaml_path, reference, draft, out)
+    render_kernel.init_report(yaml_path, reference, draft, out, source=kernel)

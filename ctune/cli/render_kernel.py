@@ -11,10 +11,13 @@ if TYPE_CHECKING:
     from ctune.draft.sidecar import Draft
 
 
-def init_report(yaml_path: Path, reference: Path, draft: Draft, fmt: str = "table") -> None:
-    """One line per fact, never wrapped (a narrow terminal folds them, a log keeps them)."""
+def init_report(
+    yaml_path: Path, reference: Path, draft: Draft, fmt: str = "table", source: Path | None = None
+) -> None:
+    """One line per fact, never wrapped (a narrow terminal folds them, a log keeps them).
+    ``source``: the kernel file as given (a header keeps its own suffix)."""
     lines = len(draft.yaml.splitlines())
-    next_command = f"ctune space {yaml_path.with_suffix('.cu')}"
+    next_command = f"ctune space {source or yaml_path.with_suffix('.cu')}"
 
     def document() -> dict[str, Any]:
         return {

@@ -1,4 +1,4 @@
-"""``ctune search``: parse, resolve settings, call ``run_search``, render, return.
+"""``ctune search``: parse, resolve settings, run a ``SearchSession``, render, return.
 
 No search logic lives here . Test hooks: the three factories
 below (:func:`load_kernel`, :func:`make_compiler`, :func:`make_measurer`)
@@ -49,7 +49,7 @@ def load_kernel(kernel: Path, cfg: Settings) -> tuple[KernelSpec, Any]:
 
 def make_compiler(spec: KernelSpec, toolchain: Any, cfg: Settings) -> Any:
     """nvcc here, or compile tasks on the engine (``--executor``)."""
-    from ctune.scale import compiler_for
+    from ctune.search.session import compiler_for
 
     return compiler_for(spec, toolchain, cfg)
 
@@ -57,7 +57,7 @@ def make_compiler(spec: KernelSpec, toolchain: Any, cfg: Settings) -> Any:
 def make_measurer(cfg: Settings) -> Any:
     """None for GPU 0 here: the service creates it itself, after its capability checks;
     else the engine's GPU workers (``--executor``, ``--gpus``) or another local GPU."""
-    from ctune.scale import measurer_for
+    from ctune.search.session import measurer_for
 
     return measurer_for(cfg)
 
@@ -368,10 +368,11 @@ def search_command(
     from ctune.controls.setup import controls_setup
     from ctune.objective import parse_objective_spec
     from ctune.registry.assemble import ResultPublisher
-    from ctune.search import run_search
+    from ctune.search import driver
     from ctune.search.cost_policy import parse_on_off
     from ctune.search.driver import SearchOptions
     from ctune.search.pruning import parse_prune_margin, parse_search_rep
+    from ctune.search.session import SearchSession
     from ctune.search.strategy import parse_option_items
 
     report_fmt = output_format(fmt, json_out)
@@ -463,18 +464,18 @@ def search_command(
             measurer, control = device_measurer(cfg, control), None  # it closes the control
         else:
             measurer = make_measurer(cfg)
+        session = SearchSession(
+            cfg,
+            spec,
+            objectives,
+            options,
+            compiler=compiler,
+            measurer=measurer,
+            toolchain=toolchain,
+            publish=ResultPublisher(cfg.registry, Path(cfg.cache_dir), out, commit),
+        )
         with display:
-            result = run_search(
-                cfg,
-                spec,
-                objectives,
-                options,
-                compiler=compiler,
-                measurer=measurer,
-                toolchain=toolchain,
-                on_event=display.handle,
-                publish=ResultPublisher(cfg.registry, Path(cfg.cache_dir), out, commit),
-            )
+            result = driver.run_session(session, display.handle)
     finally:
         for part in (measurer, compiler, control):
             if part is not None:

@@ -35,8 +35,7 @@ def open_device_genes(
     from ctune.measure.device_control import DeviceControl
     from ctune.measure.device_genes import device_genes, with_device_genes
     from ctune.measure.device_settings import parse_device_genes
-    from ctune.scale import measurer_for
-    from ctune.search.driver import check_request
+    from ctune.search.session import check_request, measurer_for
 
     kinds = parse_device_genes(text)
     if problem_set is not None:

@@ -47,7 +47,7 @@ class LazyMeasurer(Measurer):
 
     def _started(self) -> Measurer:
         if self.real is None:
-            from ctune.search.driver import default_measurer
+            from ctune.search.session import default_measurer
 
             self.real = default_measurer(self.cfg)
         return self.real

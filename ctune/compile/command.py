@@ -2,7 +2,8 @@
 
 Genes render in a fixed order: target, language, resource report, include
 dirs, defines (problem defines, then define/template/launch genes, sorted),
-catalogue flags (catalogue order), the spec's fixed flags, output, source.
+catalogue flags (catalogue order), the spec's fixed flags, output, source (``-x cu`` before
+a source that is not a ``.cu``: a header).
 The same candidate always gives the same argv, which is part of the build key.
 A define is written by :func:`ctune.quoting.define_flag`, the one rule for what
 reaches nvcc's command line (checked where nvcc is run).
@@ -21,6 +22,7 @@ from ctune.quoting import define_flag
 from ctune.records import GeneValue
 from ctune.space.nvcc import render_flags
 from ctune.space.params import Gene
+from ctune.spec.flags import language_flags
 
 
 def split_genes(
@@ -79,7 +81,7 @@ def build_argv(
     argv += [define_flag(k, v) for k, v in sorted(define_genes.items())]
     argv += render_flags(dict(flag_genes))
     argv += list(extra_flags)
-    argv += ["-o", str(output), str(source)]
+    argv += ["-o", str(output), *language_flags(source, extra_flags), str(source)]
     return argv
 
 
@@ -117,19 +119,37 @@ def key_argv(argv: Sequence[str]) -> list[str]:
     return items
 
 
-def tuned_flags(argv: Sequence[str]) -> list[str]:
-    """The part of argv a build system must reproduce (defines and catalogue flags); a
-    stored controls file is named as the registry holds it (``controls/DIGEST.acf``)."""
-    items = key_argv(argv)[:-1]  # drop the source
+#: argv items only ctune's own builds need: the output it inspects (a cubin, a host
+#: library with a readable cubin) and the resource report it parses. A user's build
+#: chooses its own output, so they are never recorded or exported.
+HARNESS_ITEMS = frozenset({"-cubin", "-shared", "--no-compress"})
+HARNESS_PAIRS = frozenset({("-Xcompiler", "-fPIC"), ("-Xptxas", "-v")})
+
+
+def without_harness_flags(items: Sequence[str]) -> list[str]:
+    """``items`` without :data:`HARNESS_ITEMS` and :data:`HARNESS_PAIRS`: the flags as a
+    user compiles the kernel (also the form an older record is compared in)."""
+    out: list[str] = []
     skip_next = False
-    out = []
     for i, item in enumerate(items):
         if skip_next:
             skip_next = False
             continue
-        if item == "-Xptxas" and i + 1 < len(items) and items[i + 1] == "-v":
+        if i + 1 < len(items) and (item, items[i + 1]) in HARNESS_PAIRS:
             skip_next = True
             continue
+        if item not in HARNESS_ITEMS:
+            out.append(item)
+    return out
+
+
+def tuned_flags(argv: Sequence[str]) -> list[str]:
+    """The part of argv a build system must reproduce (target, defines and catalogue
+    flags), without ctune's own output mode and include paths; a stored controls file is
+    named as the registry holds it (``controls/DIGEST.acf``)."""
+    items = without_harness_flags(key_argv(argv)[:-1])  # drop the source
+    out = []
+    for item in items:
         if item.startswith("-I"):
             continue
         digest = applied_digest(item)

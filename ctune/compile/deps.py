@@ -29,6 +29,7 @@ from ctune.errors import UserError
 from ctune.files import MAX_SOURCE_BYTES, open_regular, read_capped
 from ctune.quoting import define_flag
 from ctune.records import GeneValue
+from ctune.spec.flags import language_flags
 from ctune.spec.includes import INCLUDE_TOKENS
 
 if TYPE_CHECKING:
@@ -155,7 +156,7 @@ def include_closure(
     known = scan_includes(source, include_dirs)
     argv = [nvcc, "-M", f"-std={std}", f"-arch={arch}", *(f"-I{d}" for d in include_dirs)]
     argv += [define_flag(k, v) for k, v in sorted(defines.items())]
-    argv.append(str(source))
+    argv += [*language_flags(source), str(source)]
     try:
         done = run_nvcc(argv, what=f"{source}: nvcc -M", timeout_s=timeout_s, scratch=scratch)
     except OSError as exc:

@@ -44,6 +44,7 @@ from ctune.compile.toolchain import Toolchain
 from ctune.config import Settings
 from ctune.controls.store import APPLY_OPTION, FOLDER, StoreChain, applied_digest, file_name
 from ctune.errors import SpecError
+from ctune.files import MAX_SOURCE_BYTES, InputFileError, read_text_capped
 from ctune.quoting import CommandLineError, check_argv
 from ctune.records import (
     Build,
@@ -56,6 +57,7 @@ from ctune.records import (
     to_json,
 )
 from ctune.spec import KernelSpec, Problem
+from ctune.spec.declarations import launched_kernels, struct_dtypes
 from ctune.writes import naming, write_atomic
 
 log = logging.getLogger(__name__)
@@ -188,6 +190,26 @@ class NvccCompiler(Compiler):
         except OSError:
             return frozenset()
         return frozenset(grammar.template_parameters(text))
+
+    @cached_property
+    def _source_text(self) -> str:
+        try:
+            return read_text_capped(self.spec.source_path, MAX_SOURCE_BYTES, "kernel source")
+        except InputFileError:
+            return ""
+
+    @cached_property
+    def _launched_kernels(self) -> frozenset[str]:
+        """The kernels a launcher's source launches (``k<<<...>>>``): its resources are
+        theirs, not those of whatever else the library holds."""
+        if self.spec.entry_kind != "launcher":
+            return frozenset()
+        return frozenset(launched_kernels(self._source_text))
+
+    @cached_property
+    def _source_structs(self) -> dict[str, str]:
+        """The structs the kernel's file spells out, for the check of struct buffers."""
+        return struct_dtypes(self._source_text)
 
     @property
     def entries_dir(self) -> Path:
@@ -447,7 +469,7 @@ class NvccCompiler(Compiler):
         if outcome.is_ok:
             outcome, sass, note, symbol = self._inspect(output, candidate, problem)
             text += note
-        resources = entry_resources(text, symbol or self.spec.entry_symbol)
+        resources = entry_resources(text, symbol or self.spec.entry_symbol, self._launched_kernels)
         stable_argv = self.argv(candidate, problem, final / self._binary_name)
         build = Build(
             candidate.key(),
@@ -525,7 +547,12 @@ class NvccCompiler(Compiler):
             with self._args_lock:
                 if not self._args_checked:
                     params = self.kernel_params(build, candidate, problem)
-                    wrong = None if params is None else arg_mismatch(self.spec.args, params)
+                    dtypes = {a.name: a.dtype_for(problem) for a in self.spec.args}
+                    wrong = (
+                        None
+                        if params is None
+                        else arg_mismatch(self.spec.args, params, dtypes, self._source_structs)
+                    )
                     if wrong is not None:
                         self._args_wrong = f"{self.spec.yaml_path}: {wrong}"
                     self._args_checked = True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from ctune.records import Resources
 
@@ -56,12 +57,23 @@ def _make(values: dict[str, int]) -> Resources:
     )
 
 
-def entry_resources(text: str, symbol: str) -> Resources:
-    """The entry kernel's resources; for launchers (mangled CUTLASS kernels) the heaviest."""
+def entry_resources(text: str, symbol: str, launched: Iterable[str] = ()) -> Resources:
+    """The entry kernel's resources. A launcher's are those of the kernels its source
+    launches (``launched``, by name, the heaviest instantiation), else the heaviest kernel
+    of the library (a CUTLASS operator launches through its own code)."""
     report = parse_ptxas_report(text)
     if symbol in report:
         return report[symbol]
-    kernels = [r for r in report.values() if r.regs is not None]
+    names = set(launched)
+    chosen = {k: r for k, r in report.items() if _is_named(k, names)}
+    kernels = [r for r in (chosen or report).values() if r.regs is not None]
     if not kernels:
         return Resources()
     return max(kernels, key=lambda r: (r.regs or 0, r.smem_bytes or 0))
+
+
+def _is_named(mangled: str, names: set[str]) -> bool:
+    """Is ``mangled`` (an Itanium-mangled or extern "C" name) a function of one of ``names``?"""
+    return mangled in names or any(
+        re.search(rf"(?<![0-9]){len(n)}{re.escape(n)}", mangled) for n in names
+    )

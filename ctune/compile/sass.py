@@ -125,6 +125,25 @@ def _symbols(blob: bytes) -> list[tuple[str, int, int]]:
     return out
 
 
+def symbol_sizes(blob: bytes) -> dict[str, int]:
+    """Byte size of each named ELF symbol (``st_size``): a ``__constant__`` array's size,
+    which the driver does not tell CuPy."""
+    sections = _sections(blob)
+    out: dict[str, int] = {}
+    for section in sections:
+        if section.type != _SHT_SYMTAB:
+            continue
+        strtab = sections[section.link]
+        strings = blob[strtab.offset : strtab.offset + strtab.size]
+        for base in range(section.offset, section.offset + section.size, 24):
+            name_off = struct.unpack_from("<I", blob, base)[0]
+            if name_off:
+                end = strings.index(b"\0", name_off)
+                name = strings[name_off:end].decode(errors="replace")
+                out[name] = struct.unpack_from("<Q", blob, base + 16)[0]
+    return out
+
+
 def defined_symbols(blob: bytes) -> set[str]:
     """Names in the ELF symbol table (the cubin's kernels, device globals)."""
     return {name for name, _, _ in _symbols(blob)}

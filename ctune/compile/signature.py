@@ -11,11 +11,12 @@ tells a pointer from a 64-bit scalar. Pure: the caller compiles the PTX.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ctune.spec import DTYPE_BYTES
+from ctune.spec.elements import c_type_mismatch
 
 if TYPE_CHECKING:
     from ctune.spec import ArgSpec
@@ -64,12 +65,22 @@ def _is_pointer(ctype: str) -> bool:
     return text.endswith("*")
 
 
-def arg_mismatch(args: Sequence[ArgSpec], params: KernelParams) -> str | None:
+def arg_mismatch(
+    args: Sequence[ArgSpec],
+    params: KernelParams,
+    dtypes: Mapping[str, str] | None = None,
+    structs: Mapping[str, str] | None = None,
+) -> str | None:
     """What is wrong with ``args`` for this kernel, in one line; None when they agree.
 
     Buffers are passed as device pointers (8 bytes), scalars by value (their dtype's
-    size); a problem's dtype overrides change element types, never these sizes.
+    size); a problem's dtype overrides (``dtypes``) change element types, never these
+    sizes. Where the C types are known, a buffer's element type must agree with what the
+    pointer points at (``ctune.spec.elements.c_type_mismatch``; ``structs`` are the
+    source's own, C name -> dtype). Constants are module symbols, not parameters, and are
+    left out.
     """
+    args = [a for a in args if a.is_parameter]
     sizes = params.sizes
     if len(args) != len(sizes):
         listed = ", ".join(a.name for a in args)
@@ -100,6 +111,13 @@ def arg_mismatch(args: Sequence[ArgSpec], params: KernelParams) -> str | None:
                 return (
                     f"args.{arg.name}: a buffer is passed as an {POINTER_BYTES} B pointer, "
                     f"but {named} is {size} B; make it role: scalar or fix the arg order"
+                )
+            dtype = (dtypes or {}).get(arg.name, arg.dtype)
+            if ctype is not None and c_type_mismatch(dtype, ctype, structs):
+                return (
+                    f"args.{arg.name}: dtype {dtype}, but {named} points at another element "
+                    "type; give the dtype the kernel reads (float2, {struct: ...}: "
+                    "docs/spec-format.md)"
                 )
     return None
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 
 BLOCK_X_VALUES = (32, 64, 128, 256, 512, 1024)
 BLOCK_YZ_VALUES = (1, 2, 4, 8, 16, 32)
-TILE_VALUES = (4, 8, 16, 32)
-WORK_VALUES = (1, 2, 4, 8)
+TILE_VALUES = (8, 16, 32, 64)
+WORK_VALUES = (1, 2, 4, 8, 16)
 SWITCH_VALUES = (0, 1)
 
 _BLOCK_AXIS = [
@@ -188,6 +188,20 @@ def switch(name: str, why: str, *, ifdef: bool = False) -> GeneGuess:
     return GeneGuess(name, SWITCH_VALUES, 0, why, ifdef=ifdef)
 
 
+def selector(guess: GeneGuess, compared: set[int]) -> GeneGuess:
+    """A name a condition compares with values (``#if ALGO == 2``) picks a variant: its
+    values run from 0 to the largest compared, so every branch is a candidate."""
+    top = max(compared)
+    values = set(range(0, top + 1)) if top <= 16 else {0, *compared}
+    values |= {guess.default}
+    return replace(
+        guess,
+        values=tuple(sorted(values)),
+        why=f"{guess.why}; compared with {', '.join(str(v) for v in sorted(compared))}",
+        work=None,
+    )
+
+
 _X_DIMS = ("nx", "width", "w", "cols", "ncols", "n", "size", "len", "length", "count")
 _Y_DIMS = ("ny", "height", "h", "rows", "nrows", "m")
 _Z_DIMS = ("nz", "depth", "d", "k")
@@ -199,9 +213,31 @@ def dim_for_axis(axis: str, dims: list[str], taken: set[str]) -> str | None:
     free = [d for d in dims if d not in taken]
     for wanted in names:
         for dim in free:
-            if dim.lower() == wanted:
+            if size_word(dim) == wanted:
                 return dim
     return free[0] if free else None
+
+
+def size_word(name: str) -> str:
+    """The word of a name that says which size it is: ``image_width`` -> ``width``."""
+    return name.lower().rsplit("_", 1)[-1]
+
+
+#: the size a row-major buffer's rows are counted by, from its row length's word
+_PARTNERS = {"width": "height", "nx": "ny", "cols": "rows", "ncols": "nrows", "w": "h", "n": "m"}
+
+
+def row_partner(row_length: str, dims: list[str]) -> str | None:
+    """The dimension that counts the rows of rows ``row_length`` long (``WIDTH`` ->
+    ``HEIGHT``, ``image_width`` -> ``image_height``), among ``dims``."""
+    wanted = _PARTNERS.get(size_word(row_length))
+    if wanted is None:
+        return None
+    prefix = row_length[: len(row_length) - len(size_word(row_length))]
+    for dim in dims:
+        if size_word(dim) == wanted and dim.lower().startswith(prefix.lower()):
+            return dim
+    return None
 
 
 __all__ = [
@@ -215,6 +251,9 @@ __all__ = [
     "gene_values",
     "is_tile",
     "parse_int",
+    "row_partner",
+    "selector",
+    "size_word",
     "switch",
     "work_axis",
 ]

@@ -15,14 +15,16 @@ import math
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ctune.draft.constants import constant_lines
 from ctune.draft.guess import (
     BLOCK_X_VALUES,
     BLOCK_YZ_VALUES,
     CTYPE_DTYPES,
     INTEGER_DTYPES,
+    WORK_VALUES,
     GeneGuess,
     block_axis,
     default_for,
@@ -30,16 +32,38 @@ from ctune.draft.guess import (
     gene,
     is_tile,
     parse_int,
+    row_partner,
+    selector,
+    size_word,
     switch,
+)
+from ctune.draft.indexing import (
+    Reader,
+    accumulates,
+    grid_stride,
+    row_dim,
+    zero_steps,
 )
 from ctune.draft.source import Kernel, Param, Source
 from ctune.draft.undefined import Probe
 from ctune.errors import UserError
+from ctune.expr import ExprError
+from ctune.expr import parse as parse_expr
 from ctune.names import NAME_RE
-from ctune.spec import DTYPE_BYTES, load_spec
+from ctune.spec import load_spec
+from ctune.spec.declarations import (
+    STATIC_SMEM_BYTES,
+    c_extent_expression,
+    int_defines,
+    static_shared,
+    struct_dtypes,
+)
+from ctune.spec.elements import C_TYPES, element, yaml_dtype
 from ctune.spec.entry import parse_entry, same_params
 
 AXES = ("x", "y", "z")
+#: a restriction the draft proposes, and why (its ``# check:``)
+Rule = tuple[str, str]
 #: problem sizes by how many grid axes the data spans: about 16 MiB per float buffer
 SIZES = {0: 1 << 22, 1: 1 << 22, 2: 2048, 3: 256}
 _IDENT = re.compile(r"[A-Za-z_]\w*")
@@ -122,6 +146,9 @@ def _genes(source: Source, kernel: Kernel, probe: Probe | None) -> list[GeneGues
     for name, default in (probe.undefined if probe else {}).items():
         if name not in genes:
             genes[name] = gene(name, default, "used, defined nowhere")
+    for name, compared in source.selectors.items():
+        if name in genes and not genes[name].ifdef:
+            genes[name] = selector(genes[name], compared)
     return list(genes.values())
 
 
@@ -165,7 +192,10 @@ def _block(
     runtime: list[GeneGuess] = []
     checks: list[str] = []
     for axis in AXES:
-        if axis in by_axis:
+        if axis in by_axis and axis != "x" and not _reads_axis(source, axis):
+            block.append("1")  # the kernel never reads threadIdx/blockDim on it: 1 thread
+            checks.append(f"{by_axis[axis]}: the kernel never reads threadIdx.{axis}; block 1")
+        elif axis in by_axis:
             block.append(by_axis[axis])
         elif f"blockDim.{axis}" in source.reads:
             name = f"BLOCK_{axis.upper()}"
@@ -184,6 +214,10 @@ def _block(
     while len(block) > 1 and block[-1] == "1":
         block.pop()
     return block, runtime, checks
+
+
+def _reads_axis(source: Source, axis: str) -> bool:
+    return f"threadIdx.{axis}" in source.reads or f"blockDim.{axis}" in source.reads
 
 
 def _cap_block(
@@ -220,81 +254,72 @@ def draft_sidecar(
     genes = _genes(source, kernel, probe)
     bound = _launch_bound(source, kernel)
     block, runtime, checks = _block(source, kernel, genes, bound)
-    restrictions: list[str] = []
+    genes = [_square_tile(_unused_axis(source, g), block) for g in genes]
+    restrictions: list[Rule] = []
     sized = [b for b in block if b in {g.name for g in genes + runtime}]
     if bound is not None and sized:
-        capped, restrictions = _cap_block(genes + runtime, sized, bound, checks)
+        capped, capping = _cap_block(genes + runtime, sized, bound, checks)
         genes, runtime = capped[: len(genes)], capped[len(genes) :]
+        restrictions += [(r, f"__launch_bounds__({bound})") for r in capping]
+    body = kernel.body or source.text
+    structs = struct_dtypes(source.text)  # a pointer to one of them is a struct buffer
+    gene_names = {g.name for g in genes + runtime}
+    dims, macro_dims = _dims(source, kernel, gene_names, source_name, structs, checks)
+    reader = Reader(body, {param: dim for dim, param in dims.items()}, row_partner)
+    if grid_stride(body):
+        runtime.append(_items_gene(gene_names))
     all_genes = genes + runtime
     gene_names = {g.name for g in all_genes}
 
-    # problem dimensions: the integer scalar parameters, else size-like macros
-    dims: dict[str, str] = {}  # dim -> the parameter (or macro) it stands for
-    for param in kernel.params:
-        dtype = _dtype(param, kernel, source_name)
-        if not param.pointer and dtype in INTEGER_DTYPES:
-            dim = param.name.upper()
-            while dim in gene_names or dim in dims:
-                dim += "_DIM"
-            dims[dim] = param.name
-    macro_dims: dict[str, int] = {}
-    if not dims:
-        for name, value in source.defines.items():
-            number = parse_int(value)
-            if number is not None and name not in gene_names and name.lower() in _SIZE_NAMES:
-                macro_dims[name] = number
-        if not macro_dims:
-            macro_dims["N"] = SIZES[1]
-            checks.append("problems: no size in the signature or macros; N is a placeholder")
-        dims = {name: name for name in macro_dims}
-
-    # the grid: one axis per blockIdx the kernel reads, over the dimension it most likely spans
-    axes = [a for a in AXES if f"blockIdx.{a}" in source.reads]
-    taken: set[str] = set()
-    grid: list[str] = []
-    covered: list[str] = []
-    for axis in AXES:
-        if axis not in axes:
-            grid.append("1")
-            continue
-        spans = dim_for_axis(axis, list(dims), taken)
-        size = block[AXES.index(axis)] if AXES.index(axis) < len(block) else "1"
-        per = [g.name for g in genes if g.work == axis]
-        step = " * ".join([size, *per]) if size != "1" or per else "1"
-        if spans is None:
-            grid.append("1")
-            checks.append(f"launch.grid: no dimension for axis {axis}")
-            continue
-        taken.add(spans)
-        covered.append(spans)
-        grid.append(f"ceil_div({spans}, {step})" if step != "1" else spans)
-    while len(grid) > 1 and grid[-1] == "1":
-        grid.pop()
-    if axes:
-        checks.append("launch.grid: one thread per element is a guess; check it")
-
-    sizes = SIZES[min(len(covered), 3)]
-    dim_values = {dim: macro_dims.get(dim, sizes) for dim in dims}
-    shape = list(reversed(covered)) or list(dims)
+    # the grid: one axis per blockIdx the kernel reads, stepped as its index arithmetic says
+    grid, grid_why, covered, rows = _grid(source, reader, dims, block, genes, runtime, checks)
+    for row in rows:  # one block per row: a dimension the signature does not name
+        dims = {row: row, **dims}
+    if macro_dims:  # a #define the grid and the buffers do not use is not a problem size
+        used = {n for text in [*grid, *shapes_read(reader, kernel)] for n in _IDENT.findall(text)}
+        if used & set(macro_dims):
+            dims = {d: p for d, p in dims.items() if d in used or d not in macro_dims}
+            covered = [c for c in covered if c in dims]
+    fallback = list(reversed(covered)) or list(dims)
     launch_names = {b for b in block if b in gene_names}
     launch_names |= {g.name for g in genes if g.work is not None}
+    launch_names |= {n for expr in grid for n in _IDENT.findall(expr) if n in gene_names}
 
     # args, in the kernel's order
     arg_lines: list[str] = []
     outputs: list[str] = []
     inputs: list[str] = []
-    metrics: list[str] = []
+    traffic: list[tuple[int, list[str]]] = []
+    atomics = any(
+        p.pointer
+        and reader.accumulates_atomically(p.name)
+        and _dtype(p, kernel, source_name, structs).startswith("float")
+        for p in kernel.params
+    )
     for param in kernel.params:
-        dtype = _dtype(param, kernel, source_name)
+        dtype = _dtype(param, kernel, source_name, structs)
         if param.pointer:
-            role = "input" if param.const_pointee else "inout"
+            role, note = _role(reader, param)
+            init = ""
+            if atomics and role == "input":  # a sum of values around 0 has no relative error
+                init, note = ", init: {uniform: [0, 1]}", f"  # check: {POSITIVE_NOTE}"
             (inputs if role == "input" else outputs).append(param.name)
-            note = "" if role == "input" else "  # check: output if the kernel only writes it"
+            shape = reader.buffer_shape(param.name)
+            if reader.one_element(param.name):
+                shape = ["1"]
+                if reader.accumulates_atomically(param.name):
+                    role, note = "inout", "  # check: one element the kernel adds into"
+                else:
+                    note = note or "  # check: one element (only *p, p[0] or atomics)"
+            elif shape is None:
+                shape = fallback
+                note = note or "  # check: the shape"
             arg_lines.append(
-                f"  - {{name: {param.name}, role: {role}, dtype: {dtype}, "
-                f"shape: [{', '.join(shape)}]}}{note}"
+                f"  - {{name: {param.name}, role: {role}, dtype: {yaml_dtype(dtype)}, "
+                f"shape: [{', '.join(shape)}]{init}}}{note}"
             )
-            metrics.append(f"{DTYPE_BYTES[dtype]} * {' * '.join(shape)}")
+            if shape != ["1"]:
+                traffic.append((element(dtype).itemsize, shape))
         elif dtype in INTEGER_DTYPES and param.name in dims.values():
             dim = next(d for d, p in dims.items() if p == param.name)
             arg_lines.append(
@@ -306,39 +331,30 @@ def draft_sidecar(
                 f"  - {{name: {param.name}, role: scalar, dtype: {dtype}, value: {value}}}"
                 "  # check: the value"
             )
+    ndim = max((len(shape) for _, shape in traffic), default=len(covered))
+    sizes = SIZES[min(max(ndim, len(covered)), 3)]
+    dim_values = {dim: macro_dims.get(dim, sizes) for dim in dims}
     if not outputs:
         raise UserError(
             f"{source_name}: {kernel.name} has no pointer parameter that is not const: "
             "nothing to check against a reference"
         )
+    restrictions += _step_restrictions(body, all_genes)
+    restrictions += _shared_restrictions(source, kernel, all_genes)
 
-    # the entry: a template's value parameters are its genes, its types float; an
-    # overload's parameter list picks it (with the template's types filled in)
-    targs = parse_entry(entry).template_args if entry else None
-    entry_text = kernel.name
-    if kernel.template:
-        if targs is None:
-            targs = tuple(p.name if p.kind == "value" else "float" for p in kernel.template)
-            if any(p.kind == "type" for p in kernel.template):
-                checks.append("entry: type template arguments are float; change them if not")
-        entry_text += f"<{', '.join(targs)}>"
-    if _overloaded(source, kernel):
-        given = zip(kernel.template, targs or (), strict=False)  # defaults may be left out
-        types = {p.name: a for p, a in given if p.kind == "type"}
-        params = [_IDENT.sub(lambda m: types.get(m[0], m[0]), t) for t in kernel.types]
-        entry_text += f"({', '.join(params)})"
-
-    name = stem.lower() if NAME_RE.match(stem.lower()) else "kernel"
+    entry_text = _entry_text(source, kernel, entry, checks)
+    name = _spec_name(kernel, stem)
     function = kernel.name if kernel.name.isidentifier() else "reference"
     reference_file = f"{stem}_ref.py"
     lines = [
         f"# ctune sidecar drafted by `ctune init {source_name}`: check each '# check:' line,",
         f"# write the reference in {reference_file}, then `ctune space {source_name}`.",
         f"name: {name}",
-        f"entry: {json.dumps(entry_text) if not entry_text.isidentifier() else entry_text}",
+        f"entry: {entry_text if _PLAIN_ENTRY.match(entry_text) else json.dumps(entry_text)}",
     ]
     if source_name != f"{stem}.cu":  # a spec's source defaults to <stem>.cu (a .cuh, a .cu.h)
         lines.append(f"source: {json.dumps(source_name)}")
+    lines.append(f"flags: [{', '.join(DRAFT_FLAGS)}]  # check: {FLAGS_NOTE}")
     if all_genes:
         lines.append("genes:")
         for g in all_genes:
@@ -347,14 +363,14 @@ def draft_sidecar(
             ifdef = ", ifdef: true" if g.ifdef else ""
             lines.append(
                 f"  {g.name}: {{values: [{values}], default: {g.default}, family: {family}"
-                f"{ifdef}}}  # {g.why}"
+                f"{ifdef}}}  # check: values ({g.why})"
             )
     if restrictions:
-        lines.append(f"restrictions:  # __launch_bounds__({bound})")
-        lines += [f'  - "{r}"' for r in restrictions]
+        lines.append("restrictions:")
+        lines += [f'  - "{r}"  # check: {why}' for r, why in restrictions]
     lines.append("launch:")
-    lines.append(f"  grid: [{', '.join(_quote(g) for g in grid)}]")
-    lines.append(f"  block: [{', '.join(block)}]")
+    lines += _wrapped("  grid: [", [_quote(g) for g in grid], f"]  # check: {grid_why}")
+    lines.append(f"  block: [{', '.join(block)}]  # check: {_block_why(block, gene_names)}")
     if source.dynamic_shared:
         threads = " * ".join(block)
         lines.append(
@@ -366,10 +382,18 @@ def draft_sidecar(
     lines.append(f"  - {{name: default, dims: {{{dims_text}}}}}  # check: the sizes to tune for")
     lines.append("args:  # in the kernel's order")
     lines += arg_lines
-    lines.append("reference:")
-    lines.append(f"  python: {reference_file}:{function}")
+    lines += constant_lines(source.text, checks)
+    lines.append(
+        f"reference: {{python: {reference_file}:{function}}}  # check: write it in {reference_file}"
+    )
+    if accumulates(body):
+        lines.append(f"tolerance: {SUM_TOLERANCE}  # check: {SUM_NOTE}")
+    else:
+        lines.append(f"tolerance: {DRAFT_TOLERANCE}  # check: {TOLERANCE_NOTE}")
+    if atomics:
+        lines.append("deterministic: false  # check: atomics add in any order")
     lines.append("metrics:")
-    lines.append(f'  bytes: "{" + ".join(metrics)}"  # check: bytes moved per call')
+    lines.append(f'  bytes: "{_bytes(traffic, list(dims))}"  # check: bytes moved per call')
     checks = [*checks, f"{reference_file}: write the reference of {kernel.name}"]
     return Draft(
         kernel=kernel,
@@ -380,6 +404,287 @@ def draft_sidecar(
         genes=all_genes,
         checks=checks,
     )
+
+
+#: catalogue flags that keep results as they are (fast_math is for the author to add)
+DRAFT_FLAGS = ("ptxas_opt", "maxrregcount", "dlcm")
+FLAGS_NOTE = "nvcc/ptxas flags to tune; add fast_math if its results may differ"
+#: tight enough for element-wise float32 work; a reduction's order needs more
+DRAFT_TOLERANCE = "{default: {rel_l2: 1.0e-6, max_abs: 1.0e-5}}"
+TOLERANCE_NOTE = "loosen for sums and dot products (their order changes the rounding)"
+#: a kernel that sums in a loop rounds in its own order
+SUM_TOLERANCE = "{default: {rel_l2: 1.0e-4, max_abs: 1.0e-2}}"
+SUM_NOTE = "the kernel sums in a loop: set max_abs for the size of its sums"
+POSITIVE_NOTE = "inputs in [0, 1): a sum of values around 0 has no meaningful relative error"
+#: a draft line's length before a list wraps, as the project's YAML is written
+LINE_WIDTH = 100
+
+
+def _wrapped(head: str, items: list[str], tail: str) -> list[str]:
+    """``head + items + tail`` on one line, or wrapped under the first item where the
+    items alone pass :data:`LINE_WIDTH` (the comment in ``tail`` may run over)."""
+    one = head + ", ".join(items)
+    if len(one) + tail.index("]") + 1 <= LINE_WIDTH:
+        return [one + tail]
+    lines, current = [], head
+    for i, item in enumerate(items):
+        piece = item + ("," if i < len(items) - 1 else "")
+        if current.strip() not in ("", head.strip()) and len(current) + 1 + len(piece) > LINE_WIDTH:
+            lines.append(current.rstrip())
+            current = " " * len(head)
+        current += piece + " "
+    return [*lines, current.rstrip() + tail]
+
+
+def _square_tile(g: GeneGuess, block: list[str]) -> GeneGuess:
+    """A tile that is both the block's x and y: its square is at most 1024 threads."""
+    if block.count(g.name) < 2:
+        return g
+    values = tuple(v for v in g.values if v * v <= 1024) or (32,)
+    return replace(g, values=values).with_default(min(g.default, values[-1]))
+
+
+_PLAIN_ENTRY = re.compile(r"^[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*$")
+
+
+def shapes_read(reader: Reader, kernel: Kernel) -> list[str]:
+    """The shapes the kernel's index arithmetic gives its buffers, as text."""
+    return [
+        " ".join(shape)
+        for p in kernel.params
+        if p.pointer and (shape := reader.buffer_shape(p.name)) is not None
+    ]
+
+
+def _unused_axis(source: Source, g: GeneGuess) -> GeneGuess:
+    """A gene that sizes a block axis the kernel never reads keeps one value, 1: more
+    threads on it would repeat the same work."""
+    axis = block_axis(g.name)
+    if axis in ("y", "z") and not _reads_axis(source, axis):
+        return GeneGuess(g.name, (1,), 1, f"the kernel never reads threadIdx.{axis}")
+    return g
+
+
+def _items_gene(taken: set[str]) -> GeneGuess:
+    """Elements per thread of a grid-stride loop: the grid is the data over it."""
+    name = "ITEMS"
+    while name in taken:
+        name += "_"
+    return GeneGuess(name, WORK_VALUES, 1, "a grid-stride loop: elements per thread", "x")
+
+
+def _dims(
+    source: Source,
+    kernel: Kernel,
+    gene_names: set[str],
+    source_name: str,
+    structs: dict[str, str],
+    checks: list[str],
+) -> tuple[dict[str, str], dict[str, int]]:
+    """Problem dimensions: the integer scalar parameters, else size-like macros.
+    ({dim: the parameter or macro it stands for}, {macro dim: its value})."""
+    dims: dict[str, str] = {}
+    for param in kernel.params:
+        dtype = _dtype(param, kernel, source_name, structs)
+        if not param.pointer and dtype in INTEGER_DTYPES:
+            dim = param.name.upper()
+            while dim in gene_names or dim in dims:
+                dim += "_DIM"
+            dims[dim] = param.name
+    macro_dims: dict[str, int] = {}
+    if not dims:
+        for name, value in source.defines.items():
+            number = parse_int(value)
+            if number is not None and name not in gene_names and size_word(name) in _SIZE_NAMES:
+                macro_dims[name] = number
+        if not macro_dims:
+            macro_dims["N"] = SIZES[1]
+            checks.append("problems: no size in the signature or macros; N is a placeholder")
+        dims = {name: name for name in macro_dims}
+    return dims, macro_dims
+
+
+def _grid(
+    source: Source,
+    reader: Reader,
+    dims: dict[str, str],
+    block: list[str],
+    genes: list[GeneGuess],
+    runtime: list[GeneGuess],
+    checks: list[str],
+) -> tuple[list[str], str, list[str], list[str]]:
+    """(the grid, why, the dims its axes cover, new one-block-per-row dims)."""
+    axes = [a for a in AXES if f"blockIdx.{a}" in source.reads]
+    taken: set[str] = set()
+    grid: list[str] = []
+    covered: list[str] = []
+    rows: list[str] = []
+    derived = False
+    names = {g.name for g in genes + runtime}
+    for axis in AXES:
+        if axis not in axes:
+            grid.append("1")
+            continue
+        steps = reader.block_steps(axis)
+        if steps and len(steps) == 1 and steps[0] in reader.dims:
+            rows.append(row_dim(axis))  # x + blockIdx.x * cols: a block per row
+            grid.append(row_dim(axis))
+            derived = True
+            continue
+        variable = reader.axis_variable(axis)
+        spans = reader.bound(variable) if variable else None
+        if spans is None or spans in taken:
+            spans = dim_for_axis(axis, list(dims), taken)
+        else:
+            derived = True
+        if spans is None:
+            grid.append("1")
+            checks.append(f"launch.grid: no dimension for axis {axis}")
+            continue
+        taken.add(spans)
+        covered.append(spans)
+        step = _step(axis, steps, block, names)
+        derived |= step is not None
+        if step is None:
+            size = block[AXES.index(axis)] if AXES.index(axis) < len(block) else "1"
+            per = [g.name for g in genes if g.work == axis]
+            step = [size, *per] if size != "1" or per else []
+        step += [g.name for g in runtime if g.work == axis and g.name not in step]
+        grid.append(f"ceil_div({spans}, {' * '.join(step)})" if step else spans)
+    while len(grid) > 1 and grid[-1] == "1":
+        grid.pop()
+    if not axes:
+        why = "the kernel reads no blockIdx: one block"
+    elif derived:
+        why = "from the kernel's index arithmetic"
+    else:
+        why = "one thread per element is a guess"
+        checks.append("launch.grid: one thread per element is a guess; check it")
+    return grid, why, covered, rows
+
+
+def _step(
+    axis: str, steps: list[str] | None, block: list[str], genes: set[str]
+) -> list[str] | None:
+    """What the grid divides a dimension by on ``axis``, from what multiplies blockIdx
+    there (``blockDim.x`` is the block's x); None where a factor is none of those."""
+    if not steps:
+        return None
+    out = []
+    for factor in steps:
+        if factor.startswith("blockDim."):
+            index = AXES.index(factor[-1])
+            size = block[index] if index < len(block) else "1"
+            if size != "1":
+                out.append(size)
+        elif factor in genes or factor.isdigit():
+            out.append(factor)
+        else:
+            return None
+    return out
+
+
+def _role(reader: Reader, param: Param) -> tuple[str, str]:
+    """(the role of a pointer parameter, the draft's note on it)."""
+    if param.const_pointee:
+        return "input", ""
+    if reader.read_only(param.name):
+        return "input", "  # check: the kernel never writes it (not const in the signature)"
+    if reader.written_only(param.name):
+        if reader.skips_a_border():
+            return "inout", "  # check: inout: the kernel leaves a border unwritten"
+        return "output", "  # check: inout if the kernel leaves elements unwritten"
+    return "inout", "  # check: output if the kernel only writes it"
+
+
+def _step_restrictions(body: str, genes: list[GeneGuess]) -> list[Rule]:
+    """``A % B == 0`` where the kernel divides a gene by a gene or steps over one by one."""
+    out = []
+    for a, b in zero_steps(body, {g.name for g in genes if 0 not in g.values}):
+        why = f"{a} / {b} must not be 0 (a step of 0 loops forever) and cover {a} whole"
+        out.append((f"{a} % {b} == 0", why))
+    return out
+
+
+def _shared_restrictions(source: Source, kernel: Kernel, genes: list[GeneGuess]) -> list[Rule]:
+    """The static shared memory limit, where genes size the kernel's ``__shared__`` arrays
+    (read as the spec's screening reads them, ``ctune.spec.declarations``) so that their
+    largest values would pass it: the author sees the rule the device limits apply."""
+    by_name = {g.name: g for g in genes}
+    defines = {k: v for k, v in int_defines(source.text).items() if k not in by_name}
+    terms: list[str] = []
+    for decl in static_shared(source.text, kernel.name):
+        extents = [c_extent_expression(e, defines) for e in decl.extents]
+        if decl.element_bytes is None or None in extents:
+            return []  # an array this draft cannot size
+        shown = [e if _IDENT.fullmatch(e) or e.isdigit() else f"({e})" for e in extents if e]
+        terms.append(" * ".join([str(decl.element_bytes), *shown]))
+    try:
+        total = parse_expr(" + ".join(terms)) if terms else None
+        if total is None or not total.names or not total.names <= set(by_name):
+            return []
+        largest = total.evaluate({n: max(by_name[n].values) for n in total.names})
+    except ExprError:
+        return []
+    if largest <= STATIC_SMEM_BYTES:
+        return []
+    why = "static __shared__ bytes within 48 KiB (more needs an opt-in)"
+    return [(f"{total.source} <= {STATIC_SMEM_BYTES}", why)]
+
+
+def _entry_text(source: Source, kernel: Kernel, entry: str | None, checks: list[str]) -> str:
+    """The entry: a template's value parameters are its genes, its types float; an
+    overload's parameter list picks it (with the template's types filled in); a kernel in
+    a namespace by its qualified name."""
+    targs = parse_entry(entry).template_args if entry else None
+    entry_text = kernel.name
+    if kernel.namespace and not kernel.extern_c:
+        entry_text = f"{kernel.namespace}::{entry_text}"
+    if kernel.template:
+        if targs is None:
+            targs = tuple(p.name if p.kind == "value" else "float" for p in kernel.template)
+            if any(p.kind == "type" for p in kernel.template):
+                checks.append("entry: type template arguments are float; change them if not")
+        entry_text += f"<{', '.join(targs)}>"
+    if _overloaded(source, kernel):
+        given = zip(kernel.template, targs or (), strict=False)  # defaults may be left out
+        types = {p.name: a for p, a in given if p.kind == "type"}
+        params = [_IDENT.sub(lambda m: types.get(m[0], m[0]), t) for t in kernel.types]
+        entry_text += f"({', '.join(params)})"
+    return entry_text
+
+
+def _spec_name(kernel: Kernel, stem: str) -> str:
+    """The kernel's name as a spec name (``matmul_tiled`` -> ``matmul-tiled``), else the
+    file's stem's."""
+    for candidate in (kernel.name.lower().replace("_", "-"), stem.lower()):
+        if NAME_RE.match(candidate):
+            return candidate
+    return "kernel"
+
+
+def _block_why(block: list[str], genes: set[str]) -> str:
+    named = [b for b in block if b in genes]
+    if named:
+        return f"threads per block from {', '.join(dict.fromkeys(named))}"
+    return "threads per block"
+
+
+def _bytes(traffic: list[tuple[int, list[str]]], dims: list[str]) -> str:
+    """Bytes the buffers hold, each once: ``12 * N`` where they share a shape (its dims in
+    the problem's order), else ``4 * (M * K + K * N + M * N)``."""
+    if not traffic:
+        return "0"
+    shapes = {tuple(sorted(shape)) for _, shape in traffic}  # [W, H] and [H, W]: as many
+    if len(shapes) == 1:
+        shape = traffic[0][1]
+        ordered = sorted(shape, key=lambda d: dims.index(d) if d in dims else len(dims))
+        return " * ".join([str(sum(size for size, _ in traffic)), *ordered])
+    sizes = {size for size, _ in traffic}
+    if len(sizes) == 1:
+        products = " + ".join(" * ".join(shape) for _, shape in traffic)
+        return f"{sizes.pop()} * ({products})"
+    return " + ".join(" * ".join([str(size), *shape]) for size, shape in traffic)
 
 
 def check_loads(draft: Draft, kernel: Path, nvcc_help: str | None = None) -> None:
@@ -415,15 +720,25 @@ def _quote(expression: str) -> str:
     return expression if expression.isidentifier() or expression.isdigit() else f'"{expression}"'
 
 
-def _dtype(param: Param, kernel: Kernel, where: str) -> str:
+def _dtype(param: Param, kernel: Kernel, where: str, structs: dict[str, str]) -> str:
     base = param.base
     if base in {p.name for p in kernel.template if p.kind == "type"}:
         return "float32"  # the template is instantiated with float (the entry says so)
-    dtype = CTYPE_DTYPES.get(base)
+    dtype = CTYPE_DTYPES.get(base) or (
+        (C_TYPES.get(base) or structs.get(base.removeprefix("::"))) if param.pointer else None
+    )
     if dtype is None:
+        what = "buffers of" if param.pointer else "scalars of"
         raise UserError(
             f"{where}: parameter {param.name} of {kernel.name} has type {param.ctype}; ctune "
-            "passes buffers and scalars of " + ", ".join(sorted(set(CTYPE_DTYPES)))
+            f"passes {what} "
+            + ", ".join(sorted(set(CTYPE_DTYPES)))
+            + (
+                ", the CUDA vector types (float2, int4, ...) or a struct given as "
+                "dtype: {struct: [[FIELD, DTYPE], ...]}"
+                if param.pointer
+                else ""
+            )
         )
     return dtype
 

@@ -28,6 +28,9 @@ _CONDITION = re.compile(r"^[ \t]*#[ \t]*(?:if|elif)\b(.*)$", re.M)
 _IFDEF = re.compile(r"^[ \t]*#[ \t]*(?:el)?ifn?def[ \t]+([A-Za-z_]\w*)", re.M)
 _DEFINED = re.compile(r"\bdefined\s*\(?\s*([A-Za-z_]\w*)")
 _GLOBAL = re.compile(r"\b__global__\b")
+_NAMESPACE = re.compile(r"\bnamespace\s+((?:[A-Za-z_]\w*\s*::\s*)*[A-Za-z_]\w*)?\s*\{")
+#: ``NAME == 3``, ``3 == NAME``: a value a preprocessor condition picks a variant by
+_COMPARED = re.compile(r"\b([A-Za-z_]\w*)\s*[=!]=\s*(\d+)\b|\b(\d+)\s*[=!]=\s*([A-Za-z_]\w*)\b")
 _QUALIFIERS = {
     "void",
     "static",
@@ -83,6 +86,8 @@ class Kernel:
     template: tuple[TemplateParam, ...] = ()
     extern_c: bool = False
     launch_bounds: str | None = None  # the first __launch_bounds__ argument, as written
+    body: str = ""  # the code between its braces (empty for a declaration)
+    namespace: str = ""  # the named namespaces around it, ``a::b`` (anonymous ones left out)
 
     @property
     def types(self) -> list[str]:
@@ -105,6 +110,8 @@ class Source:
     conditions: set[str] = field(default_factory=set)  # names #if tests, defined nowhere
     #: names #ifdef, #ifndef or defined() tests, defined nowhere: on or off by being defined
     ifdefs: set[str] = field(default_factory=set)
+    #: the values a preprocessor condition compares a name with (``#if ALGO == 2``)
+    selectors: dict[str, set[int]] = field(default_factory=dict)
     reads: set[str] = field(default_factory=set)  # blockDim.x, blockIdx.y, ... as used
     dynamic_shared: bool = False  # extern __shared__
     text: str = ""  # without comments
@@ -181,6 +188,16 @@ def _template_before(text: str, pos: int) -> tuple[TemplateParam, ...]:
     return tuple(params)
 
 
+def _namespace_at(text: str, pos: int) -> str:
+    """The named namespaces whose braces hold position ``pos``, outermost first."""
+    names = []
+    for match in _NAMESPACE.finditer(text, 0, pos):
+        end = _balanced(text, match.end() - 1, "{", "}")
+        if match.group(1) and (end < 0 or end > pos):
+            names.append(match.group(1).replace(" ", ""))
+    return "::".join(names)
+
+
 def _kernels(text: str) -> list[Kernel]:
     """Each kernel once: overloads apart, a declaration and its definition as one."""
     found: list[Kernel] = []
@@ -218,7 +235,19 @@ def _kernels(text: str) -> list[Kernel]:
         )
         line_start = text.rfind("\n", 0, match.start()) + 1
         extern_c = 'extern "C"' in text[max(0, line_start - 80) : match.start()]
-        kernel = Kernel(name, params, _template_before(text, match.start()), extern_c, bounds)
+        body_text = ""
+        if body is not None and body.group(1) == "{":
+            end = _balanced(text, body.end() - 1, "{", "}")
+            body_text = text[body.end() : end - 1] if end > 0 else text[body.end() :]
+        kernel = Kernel(
+            name,
+            params,
+            _template_before(text, match.start()),
+            extern_c,
+            bounds,
+            body_text,
+            _namespace_at(text, match.start()),
+        )
         same = [
             i for i, k in enumerate(found) if k.name == name and same_params(k.types, kernel.types)
         ]
@@ -253,6 +282,11 @@ def read_source(raw: str) -> Source:
         source.conditions.update(
             n for n in _IDENT.findall(_DEFINED.sub(" ", expression)) if free(n)
         )
+        for compared in _COMPARED.finditer(expression):
+            name = compared.group(1) or compared.group(4)
+            value = compared.group(2) or compared.group(3)
+            if not name.startswith("__") and name not in _PREPROCESSOR_WORDS:
+                source.selectors.setdefault(name, set()).add(int(value))
     source.ifdefs.update(filter(free, _IFDEF.findall(text)))
     for match in re.finditer(r"\b(blockDim|blockIdx|threadIdx|gridDim)\s*\.\s*([xyz])\b", code):
         source.reads.add(f"{match.group(1)}.{match.group(2)}")

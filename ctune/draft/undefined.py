@@ -19,6 +19,7 @@ from ctune.compile.command import target_flags
 from ctune.compile.logs import first_error_line
 from ctune.compile.process import run_nvcc
 from ctune.quoting import define_flag
+from ctune.spec.flags import language_flags
 
 _UNDEFINED = re.compile(r'identifier "([A-Za-z_]\w*)" is undefined')
 MAX_ROUNDS = 4
@@ -57,6 +58,7 @@ def find_undefined(
                 *(define_flag(k, v) for k, v in sorted(values.items())),
                 "-o",
                 str(Path(work) / "probe.cubin"),
+                *language_flags(Path(source)),
                 str(source),
             ]
             try:

@@ -323,6 +323,33 @@ def _reference_sha256(raw: Mapping[str, Any], code: str) -> str:
     )
 
 
+def given_data_sha256(spec: Any) -> dict[str, str]:
+    """Each given-data file's bytes by argument name (``init: {npy|npz|python: ...}``): the
+    data an artifact was measured on is part of its inputs, as the reference's code is."""
+    out: dict[str, str] = {}
+    for arg in getattr(spec, "args", ()) or ():
+        given = getattr(arg, "init", None)
+        path = getattr(given, "path", None)
+        if isinstance(path, Path):
+            digest = hashlib.sha256()
+            try:
+                with path.open("rb") as f:
+                    for block in iter(lambda: f.read(1 << 20), b""):
+                        digest.update(block)
+            except OSError:
+                out[arg.name] = "unreadable"
+                continue
+            out[arg.name] = digest.hexdigest()
+    return out
+
+
+def _args_sha256(raw: Mapping[str, Any], given: Mapping[str, str]) -> str:
+    """The args' text, and the given data's bytes where an arg has some (a spec without
+    given data digests as it always did, so its artifacts stay current)."""
+    args = raw.get("args")
+    return _digest(args) if not given else _digest({"args": args, "given": dict(given)})
+
+
 def older_forms(spec: Any) -> dict[str, str]:
     """Fields whose value ``spec`` has today also in an older digest form, that form: an
     artifact recorded in it describes the same inputs (``spec_reference_sha256`` before
@@ -361,7 +388,7 @@ def spec_part_fields(spec: Any, problem: str | None = None) -> dict[str, str]:
     return {
         "spec_entry": entry if isinstance(entry, str) else canonical_json(entry),
         "spec_problem_sha256": _digest(body),
-        "spec_args_sha256": _digest(raw.get("args")),
+        "spec_args_sha256": _args_sha256(raw, given_data_sha256(spec)),
         "spec_reference_sha256": _reference_sha256(raw, reference_code_sha256(spec.reference_path)),
         "spec_tolerance_sha256": _digest(raw.get("tolerance")),
         "spec_metrics_sha256": _digest(raw.get("metrics")),

@@ -5,6 +5,12 @@ tests and in the worker. bfloat16 buffers are raw 16-bit words (uint16) on the
 device: fp32 -> bf16 is round-to-nearest-even on the bit pattern, bf16 -> fp32
 is a 16-bit left shift. The same seed gives the same inputs on the same
 backend; numpy and cupy draw different (but each deterministic) streams.
+
+A vector element (``float2``) is stored as its components on a last axis (float32
+``(*shape, 2)``); a struct element as its bytes (uint8 ``(*shape, itemsize)``), each field
+at its C offset (``ctune.spec.elements``): CuPy has no structured arrays. Given data
+(``init: {npy: ...}``) comes from ``ctune.measure.given``; constants are kept apart from the
+parameter list, for the launch to copy into their module symbols.
 """
 
 from __future__ import annotations
@@ -18,6 +24,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ctune.errors import SpecError
+from ctune.measure.bf16 import bf16_bits_to_float32, float32_to_bf16_bits
+from ctune.measure.given import given_storage
+from ctune.spec.elements import element
+from ctune.spec.model import GivenData
 
 if TYPE_CHECKING:
     from ctune.records import GeneValue
@@ -46,29 +56,42 @@ _BITS_VIEW = {1: "uint8", 2: "uint16", 4: "uint32", 8: "uint64"}
 
 
 def storage_dtype(dtype: str) -> str:
+    """The device storage of a scalar dtype (a vector's components, a struct's bytes: see
+    :func:`buffer_storage`)."""
     try:
         return STORAGE_DTYPES[dtype]
     except KeyError:
         raise SpecError(f"unsupported dtype {dtype!r}") from None
 
 
-# --- bfloat16 ---------------------------------------------------------------
+def buffer_storage(dtype: str, shape: tuple[int, ...]) -> tuple[str, tuple[int, ...]]:
+    """(storage dtype, storage shape) of a buffer of ``shape`` elements of ``dtype``."""
+    el = element(dtype)
+    if el.kind == "scalar":
+        return storage_dtype(dtype), shape
+    if el.kind == "vector":
+        return storage_dtype(el.fields[0].scalar), (*shape, el.fields[0].lanes)
+    return "uint8", (*shape, el.itemsize)
 
 
-def float32_to_bf16_bits(xp: ModuleType, values: Any) -> Any:
-    """fp32 -> bf16 bit patterns (uint16), round to nearest, ties to even; NaN stays NaN."""
-    bits = xp.ascontiguousarray(values, dtype=xp.float32).view(xp.uint32)
-    lsb = (bits >> 16) & xp.uint32(1)
-    rounded = ((bits + (xp.uint32(0x7FFF) + lsb)) >> 16).astype(xp.uint16)
-    is_nan = (bits & xp.uint32(0x7FFFFFFF)) > xp.uint32(0x7F800000)
-    quiet = ((bits >> 16) | xp.uint32(0x0040)).astype(xp.uint16)
-    return xp.where(is_nan, quiet, rounded)
+def struct_field(xp: ModuleType, array: Any, dtype: str, name: str) -> Any:
+    """One field of a struct buffer, in its storage dtype: ``shape`` or ``(*shape, lanes)``."""
+    field_ = next(f for f in element(dtype).fields if f.name == name)
+    raw = xp.ascontiguousarray(array[..., field_.offset : field_.offset + field_.nbytes])
+    values = raw.view(storage_dtype(field_.scalar))
+    return values[..., 0] if field_.lanes == 1 else values
 
 
-def bf16_bits_to_float32(xp: ModuleType, bits: Any) -> Any:
-    """bf16 bit patterns (uint16) -> fp32, exact."""
-    wide = xp.ascontiguousarray(bits, dtype=xp.uint16).astype(xp.uint32) << 16
-    return wide.view(xp.float32)
+def float32_values(xp: ModuleType, array: Any, dtype: str) -> Any:
+    """What the reference sees of a buffer: float32 values (a vector's components on a last
+    axis), or for a struct a dict of its fields as float32 arrays."""
+    el = element(dtype)
+    if el.kind == "struct":
+        return {
+            f.name: to_float32(xp, struct_field(xp, array, dtype, f.name), f.scalar)
+            for f in el.fields
+        }
+    return to_float32(xp, array, el.fields[0].scalar)
 
 
 def to_float32(xp: ModuleType, array: Any, dtype: str) -> Any:
@@ -134,8 +157,21 @@ def generate_input(
 
     Zeros are replaced after rounding to the storage type (a tiny normal draw
     can round to 0 in float16), because timing on zeros flatters kernels
-    (rule M6) and a zero hides wrong indexing from the check.
+    (rule M6) and a zero hides wrong indexing from the check. A vector's components and a
+    struct's fields are drawn alike, each field from its own stream.
     """
+    el = element(dtype)
+    if el.kind == "vector":
+        field_ = el.fields[0]
+        return generate_input(xp, field_.scalar, (*shape, field_.lanes), init, seed)
+    if el.kind == "struct":
+        out = xp.zeros((*shape, el.itemsize), dtype=xp.uint8)
+        for index, f in enumerate(el.fields):
+            values = generate_input(xp, f.scalar, (*shape, f.lanes), init, arg_seed(seed, index))
+            out[..., f.offset : f.offset + f.nbytes] = values.view(xp.uint8).reshape(
+                (*shape, f.nbytes)
+            )
+        return out
     storage_dtype(dtype)
     values = random_values(xp, init, shape, seed)
     if dtype not in FLOAT_DTYPES:
@@ -181,13 +217,15 @@ def arg_shape(arg: ArgSpec, dims: Mapping[str, int]) -> tuple[int, ...]:
 
 @dataclass
 class Buffers:
-    """One set of kernel arguments: device buffers (storage dtype) and scalars."""
+    """One set of kernel arguments: device buffers (storage dtype) and scalars, in the
+    parameter list's ``order``, and the constants filled into module symbols of their name."""
 
     order: tuple[str, ...]
     roles: dict[str, str]
     dtypes: dict[str, str]  # spec dtype per arg, after the problem's overrides
     arrays: dict[str, Any] = field(default_factory=dict)
     scalars: dict[str, Any] = field(default_factory=dict)
+    constants: dict[str, Any] = field(default_factory=dict)
 
     def args(self) -> tuple[Any, ...]:
         return tuple(self.arrays[n] if n in self.arrays else self.scalars[n] for n in self.order)
@@ -196,10 +234,10 @@ class Buffers:
         return [n for n in self.order if self.roles[n] in roles]
 
     def reference_inputs(self, xp: ModuleType) -> dict[str, Any]:
-        """float32 copies of what the kernel reads (inputs and inouts), for the reference."""
-        return {
-            n: to_float32(xp, self.arrays[n], self.dtypes[n]) for n in self.names("input", "inout")
-        }
+        """float32 copies of what the kernel reads (inputs, inouts and constants), for the
+        reference (:func:`float32_values`)."""
+        read = {n: self.arrays[n] for n in self.names("input", "inout")} | self.constants
+        return {n: float32_values(xp, a, self.dtypes[n]) for n, a in read.items()}
 
     def snapshot(self, xp: ModuleType, names: list[str]) -> dict[str, Any]:
         return {n: self.arrays[n].copy() for n in names}
@@ -217,6 +255,22 @@ class Buffers:
         return int(sum(a.nbytes for a in self.arrays.values()))
 
 
+def input_values(
+    xp: ModuleType,
+    spec: KernelSpec,
+    arg: ArgSpec,
+    dtype: str,
+    problem: Problem,
+    seed: int,
+    index: int,
+) -> Any:
+    """An input's (inout's, constant's) storage array: the data given for it, else drawn."""
+    shape = arg_shape(arg, problem.dims)
+    if isinstance(arg.init, GivenData):
+        return xp.asarray(given_storage(spec, arg, dtype, shape, problem.dims, seed))
+    return generate_input(xp, dtype, shape, arg.init, arg_seed(seed, index))
+
+
 def make_buffers(
     xp: ModuleType,
     spec: KernelSpec,
@@ -228,7 +282,7 @@ def make_buffers(
     over the problem's dims and the candidate's ``runtime`` genes."""
     dims: dict[str, Any] = {**problem.dims, **(runtime or {})}
     buffers = Buffers(
-        order=tuple(a.name for a in spec.args),
+        order=tuple(a.name for a in spec.args if a.is_parameter),
         roles={a.name: a.role for a in spec.args},
         dtypes={a.name: a.dtype_for(problem) for a in spec.args},
     )
@@ -238,17 +292,17 @@ def make_buffers(
             assert arg.value is not None
             buffers.scalars[arg.name] = scalar_value(dtype, arg.value.evaluate(dims), arg.name)
             continue
-        shape = arg_shape(arg, dims)
+        store, shape = buffer_storage(dtype, arg_shape(arg, dims))
         if arg.role in ("input", "inout"):
-            buffers.arrays[arg.name] = generate_input(
-                xp, dtype, shape, arg.init, arg_seed(seed, index)
-            )
+            buffers.arrays[arg.name] = input_values(xp, spec, arg, dtype, problem, seed, index)
+        elif arg.role == "constant":
+            buffers.constants[arg.name] = input_values(xp, spec, arg, dtype, problem, seed, index)
         elif arg.role == "output":
-            array = xp.empty(shape, dtype=storage_dtype(dtype))
+            array = xp.empty(shape, dtype=store)
             poison(xp, array)
             buffers.arrays[arg.name] = array
         else:  # scratch: zeroed, as CUTLASS-style workspaces (semaphores) expect
-            buffers.arrays[arg.name] = xp.zeros(shape, dtype=storage_dtype(dtype))
+            buffers.arrays[arg.name] = xp.zeros(shape, dtype=store)
     return buffers
 
 
@@ -265,7 +319,9 @@ __all__ = [
     "arg_shape",
     "bf16_bits_to_float32",
     "bits_view",
+    "buffer_storage",
     "float32_to_bf16_bits",
+    "float32_values",
     "from_float32",
     "generate_input",
     "make_buffers",
@@ -273,5 +329,6 @@ __all__ = [
     "random_values",
     "scalar_value",
     "storage_dtype",
+    "struct_field",
     "to_float32",
 ]

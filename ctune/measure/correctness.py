@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ctune.errors import SpecError
-from ctune.measure.arrays import Buffers, bits_view, make_buffers, to_float32
+from ctune.measure.arrays import Buffers, bits_view, float32_values, make_buffers
 from ctune.records import Outcome
 
 if TYPE_CHECKING:
@@ -107,9 +107,24 @@ def check_outputs(
                 f"{spec.reference_path.name}: the reference returned no '{name}' "
                 f"(returned: {', '.join(sorted(reference)) or 'nothing'})"
             )
-        values = to_float32(xp, buffers.arrays[name], buffers.dtypes[name])
-        errors.append(compare(xp, name, values, reference[name], spec.tolerance_for(name, problem)))
+        values = float32_values(xp, buffers.arrays[name], buffers.dtypes[name])
+        tol = spec.tolerance_for(name, problem)
+        for part, (got, want) in _parts(spec, name, values, reference[name]).items():
+            errors.append(compare(xp, part, got, want, tol))
     return errors
+
+
+def _parts(spec: KernelSpec, name: str, values: Any, expected: Any) -> dict[str, tuple[Any, Any]]:
+    """An output and its reference by part: the output itself, or each field of a struct
+    (the reference returns a dict of fields for a struct output)."""
+    if not isinstance(values, Mapping):
+        return {name: (values, expected)}
+    if not isinstance(expected, Mapping) or set(expected) != set(values):
+        raise SpecError(
+            f"{spec.reference_path.name}: output {name} is a struct; return a dict of its "
+            f"fields ({', '.join(values)}) for it"
+        )
+    return {f"{name}.{f}": (values[f], expected[f]) for f in values}
 
 
 def warm_checks(
@@ -124,8 +139,10 @@ def warm_checks(
     limit counts it, rather than inside the first candidate's timed request."""
     for name in buffers.names("output", "inout"):
         if name in reference:
-            to_float32(xp, buffers.arrays[name], buffers.dtypes[name])
-            compare(xp, name, reference[name], reference[name], spec.tolerance_for(name, problem))
+            values = float32_values(xp, buffers.arrays[name], buffers.dtypes[name])
+            tol = spec.tolerance_for(name, problem)
+            for part, (_, want) in _parts(spec, name, values, reference[name]).items():
+                compare(xp, part, want, want, tol)
     for name in buffers.names("input", "inout"):
         differing_elements(xp, buffers.arrays[name], buffers.arrays[name])
 
@@ -152,7 +169,9 @@ def run_checks(
         rel, max_abs = _worst(all_errors)
         bad = [e for e in errors if not e.ok]
         if bad:
-            text = "; ".join(e.describe(spec.tolerance_for(e.name, problem)) for e in bad)
+            text = "; ".join(
+                e.describe(spec.tolerance_for(e.name.split(".")[0], problem)) for e in bad
+            )
             return CheckReport(
                 Outcome.WRONG_RESULT,
                 rel,
@@ -210,9 +229,14 @@ def reference_outputs(
             f"{spec.reference_path.name}:{spec.reference_function} must return a dict of outputs, "
             f"got {type(result).__name__}"
         )
-    return {
-        str(k): xp.ascontiguousarray(xp.asarray(v), dtype=xp.float32) for k, v in result.items()
-    }
+    return {str(k): _float32(xp, v) for k, v in result.items()}
+
+
+def _float32(xp: ModuleType, value: Any) -> Any:
+    """A reference output as float32 (a struct output's dict of fields, field by field)."""
+    if isinstance(value, Mapping):
+        return {str(k): _float32(xp, v) for k, v in value.items()}
+    return xp.ascontiguousarray(xp.asarray(value), dtype=xp.float32)
 
 
 def _looks_like_cuda(exc: BaseException) -> bool:

@@ -2,9 +2,12 @@
 
 ``entry.kind: kernel``: the cubin is loaded with ``cupy.RawModule(path=...)`` and launched
 with the geometry the spec's launch rule gives (``ctune.spec.model.launch_geometry``),
-above 48 KiB of dynamic shared memory opted in. ``entry.kind: launcher``: the library's
-``ctune_launch(params, stream)`` is called with cuLaunchKernel's parameter convention on
-CuPy's current stream; a non-zero return is a ``cudaError_t`` (docs/spec-format.md).
+above 48 KiB of dynamic shared memory opted in; the spec's constants (role ``constant``)
+are copied into the module's ``__constant__`` symbols of their names when a launch is
+bound, on the launch's stream and before it, so no timed launch includes the copy.
+``entry.kind: launcher``: the library's ``ctune_launch(params, stream)`` is called with
+cuLaunchKernel's parameter convention on CuPy's current stream; a non-zero return is a
+``cudaError_t`` (docs/spec-format.md).
 Parameter packing is pure and CPU-tested; loading needs a GPU.
 """
 
@@ -13,10 +16,13 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ctune.compile.sass import symbol_sizes
+from ctune.errors import SpecError
 from ctune.spec.model import Geometry, LaunchConfigError, launch_geometry
 
 if TYPE_CHECKING:
@@ -97,6 +103,8 @@ class KernelLaunch:
     ):
         self.geometry = geometry
         module = cupy.RawModule(path=path)
+        self.module = module
+        self._path = path
         self.kernel = module.get_function(symbol)
         self.kernel.kernel  # noqa: B018 -- load now so a bad image fails here, classified
         static = int(self.kernel.shared_size_bytes)
@@ -108,16 +116,45 @@ class KernelLaunch:
         if geometry.smem_bytes > DEFAULT_SMEM_LIMIT:
             self.kernel.max_dynamic_shared_size_bytes = geometry.smem_bytes
 
+    @cached_property
+    def _symbol_sizes(self) -> dict[str, int]:
+        """The cubin's symbols' sizes (CuPy's ``get_global`` does not say a symbol's)."""
+        with open(self._path, "rb") as file:
+            return symbol_sizes(file.read())
+
     def bind(self, buffers: Buffers, stream: Any) -> Callable[[], None]:
         """A no-argument launcher on ``stream`` (which must be CuPy's current stream)."""
         # the loaded cupy.cuda.Function itself: skips RawKernel's per-call cache lookup, which
         # matters when the host's enqueue rate bounds microsecond kernels
         function, geo, args = self.kernel.kernel, self.geometry, buffers.args()
+        for name, values in buffers.constants.items():
+            fill_constant(self.module, name, self._symbol_sizes.get(name), values, stream)
 
         def launch() -> None:
             function(geo.grid, geo.block, args, shared_mem=geo.smem_bytes)
 
         return launch
+
+
+def fill_constant(module: Any, name: str, size: int | None, values: Any, stream: Any) -> None:
+    """Copy ``values`` (a device array) into the module's ``__constant__`` symbol ``name``
+    of ``size`` bytes (None: not in the cubin's symbol table), on ``stream``; SpecError when
+    the module has no such symbol or it is smaller."""
+    try:
+        symbol = None if size is None else module.get_global(name)
+    except Exception:
+        symbol = None
+    if symbol is None or size is None:
+        raise SpecError(
+            f"args.{name}: role constant, but the kernel's module has no __constant__ symbol "
+            f"'{name}' (name the arg as the source names the symbol)"
+        )
+    if values.nbytes > size:
+        raise SpecError(
+            f"args.{name}: {values.nbytes} B, but __constant__ {name} holds {size} B; "
+            "make its shape fit the declaration"
+        )
+    symbol.copy_from_device_async(values.data, values.nbytes, stream)
 
 
 class LauncherError(RuntimeError):
@@ -179,6 +216,7 @@ __all__ = [
     "LauncherLaunch",
     "PackedParams",
     "ctypes_scalar",
+    "fill_constant",
     "launcher_values",
     "load_candidate",
     "pack_params",

@@ -273,15 +273,20 @@ class WorkerService:
 
     def _reference(self, spec: KernelSpec, problem: Problem) -> Any:
         from ctune.measure.correctness import reference_outputs
+        from ctune.spec import GivenData
 
         key = str(spec.yaml_path)
         if key not in self._reference_funcs:
             self._reference_funcs[key] = spec.reference()
         func = self._reference_funcs[key]
         stamp = spec.reference_path.stat().st_mtime_ns
+        # given data files (and generators) are inputs too: a changed one is new references
+        given = tuple(
+            a.init.path.stat().st_mtime_ns for a in spec.args if isinstance(a.init, GivenData)
+        )
 
         def reference(seed: int, buffers: Any) -> dict[str, Any]:
-            cache_key = (spec.spec_sha256, stamp, problem.name, seed)
+            cache_key = (spec.spec_sha256, stamp, given, problem.name, seed)
             found = self._references.get(cache_key)
             if found is None:
                 found = reference_outputs(self.cp, spec, func, problem, buffers)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ctune import identity_probe
+from ctune.compile.command import without_harness_flags
 from ctune.controls.store import ControlsError, StoreChain
 from ctune.errors import EXIT_GATE_FAILED, EXIT_OK, CtuneError, ToolchainError, UserError
 from ctune.evidence import identity as fingerprint
@@ -218,7 +219,7 @@ def argv_changes(artifact: Artifact, flags_of: FlagRenderer | None) -> list[Fiel
                 FieldChange(name, "(as recorded)", f"not rendered: {exc}", fingerprint.BUILD)
             )
             continue
-        old = [_portable_flag(f) for f in m.nvcc_flags]
+        old = [_portable_flag(f) for f in without_harness_flags(m.nvcc_flags)]
         if not old:
             out.append(FieldChange(name, "(not recorded)", " ".join(now), fingerprint.BUILD))
         elif old != now:

@@ -7,7 +7,7 @@ never imports DEAP), and a missing optional dependency is named. Names that
 are not built in are looked up in the entry-point group ``ctune.strategies``,
 only then.
 
-``run_search`` (``driver.py``) is the one service the CLI calls.
+A search is put together by ``session.py`` (``SearchSession``) and run by ``driver.py``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """THE search loop: ask -> dedup -> compile ahead -> measure -> score -> journal -> tell.
 
 This module only coordinates, one generation at a time; each step has its own module
-(docs/design.md, "the path of one candidate"): ``pipeline.py`` compiles ahead, measures
-and fills, ``trial_book.py`` accounts every trial, ``budget.py`` decides when to stop,
+(docs/design.md, "the path of one candidate"): ``session.py`` puts the search together,
+``scheduler.py`` compiles ahead, measures and fills, ``pipeline.py`` scores and journals
+each candidate, ``trial_book.py`` accounts every trial, ``budget.py`` decides when to stop,
 ``session_journal.py`` starts and writes the journal, ``confirm_stage.py`` re-measures
 what the result reports. A candidate's failure is a trial with an outcome, never an
 exception; what counts against the budget and when a search stops: docs/search.md.
@@ -22,15 +23,12 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from ctune.errors import ToolchainError, UserError
 from ctune.interrupts import STOP_SIGNALS, Interrupted
-from ctune.measure import capabilities
-from ctune.measure.capabilities import gpu_available
 from ctune.records import Candidate, Trial
 from ctune.search import Compiler, Publisher, make_strategy
 from ctune.search import journal as journal_mod
 from ctune.search.budget import MAX_BATCH
-from ctune.search.confirm_stage import ConfirmStage, can_confirm, sure_rounds
+from ctune.search.confirm_stage import ConfirmStage, can_confirm
 from ctune.search.cost_policy import cost_policy
 from ctune.search.events import (
     BaselineMeasured,
@@ -42,7 +40,7 @@ from ctune.search.filling import Filler
 from ctune.search.journal_writer import JournalWriter
 from ctune.search.options import SearchOptions
 from ctune.search.pipeline import Pipeline
-from ctune.search.plan import DEFAULT_BUDGET, SearchPlan, new_plan, resume_plan
+from ctune.search.plan import DEFAULT_BUDGET
 from ctune.search.result import ResultRecord, SearchResult
 from ctune.search.run_result import search_result
 from ctune.search.run_state import (
@@ -52,62 +50,29 @@ from ctune.search.run_state import (
     RunStatus,
     SearchRun,
     l2_policy,
-    sampling_plan,
 )
-from ctune.search.session_journal import SessionJournal, request_identity
+from ctune.search.session import (
+    SearchSession,
+    check_needs,
+    check_request,
+    default_measurer,
+    gpu_available,
+    probe_capabilities,
+    require_capabilities,
+)
+from ctune.search.session_journal import SessionJournal
 from ctune.search.strategy import StrategyContext
-from ctune.space.limits import DeviceLimits, device_limits
 
 if TYPE_CHECKING:
     from ctune.compile.toolchain import Toolchain
     from ctune.config import Settings
-    from ctune.measure import Measurer, SamplingPlan
+    from ctune.measure import Measurer
     from ctune.objective.spec import ObjectiveSpec
+    from ctune.space.limits import DeviceLimits
     from ctune.spec import KernelSpec
 
 #: consecutive generations with nothing new before the search counts as converged
 MAX_IDLE_GENERATIONS = 10
-
-
-# --- capabilities --------------------------------------------------------------------------
-
-
-def probe_capabilities() -> set[str]:
-    """What this machine offers: "gpu" (a CUDA device) and "nvml" (energy counters)."""
-    return capabilities.probe_capabilities(gpu_available)
-
-
-_NEED_TEXT = {
-    "gpu": "a CUDA GPU (none visible; run `ctune doctor`)",
-    "nvml": "NVML energy readings (install nvidia-ml-py and check permissions; `ctune doctor`)",
-}
-
-
-def check_needs(objective: ObjectiveSpec, capabilities: set[str] | frozenset[str]) -> None:
-    """Refuse terms this machine cannot measure, naming the term and the fix."""
-    terms = [t for o in objective.objectives for _, t in o.parts]
-    terms += [c.term for c in objective.constraints]
-    for need in ("gpu", "nvml"):
-        if need in objective.needs and need not in capabilities:
-            names = sorted({t.name for t in terms if need in t.needs})
-            raise ToolchainError(
-                f"{', '.join(names)} need{'s' if len(names) == 1 else ''} {_NEED_TEXT[need]}; "
-                "nothing was compiled"
-            )
-
-
-def require_capabilities(
-    objective: ObjectiveSpec,
-    measurer: Measurer | None,
-    capabilities: set[str] | frozenset[str] | None = None,
-) -> None:
-    """:func:`check_needs` against ``capabilities``, else the measurer's, else the probes'."""
-    caps = capabilities
-    if caps is None and measurer is not None:
-        caps = measurer.capabilities
-    if caps is None and objective.needs:
-        caps = probe_capabilities()
-    check_needs(objective, set(caps or ()))
 
 
 # --- helpers ----------------------------------------------------------------------------
@@ -298,159 +263,34 @@ def run_search(
     limits: DeviceLimits | None = None,
     publish: Publisher | None = None,
 ) -> SearchResult:
-    """Search ``spec`` for ``objective``; the one service ``ctune search`` calls.
+    """Search ``spec`` for ``objective``: the :class:`SearchSession` of these inputs
+    (its docstring says what each replaces), executed; progress goes to ``on_event``.
+    Returns the result, also when interrupted (Ctrl-C), with ``stop_reason ==
+    "interrupted"``."""
+    session = SearchSession(
+        settings,
+        spec,
+        objective,
+        options or SearchOptions(),
+        compiler=compiler,
+        measurer=measurer,
+        toolchain=toolchain,
+        capabilities=capabilities,
+        limits=limits,
+        clock=clock,
+        publish=publish,
+        fingerprint=fingerprint,
+    )
+    return run_session(session, on_event)
 
-    ``compiler`` and ``measurer`` are injectable (stand-ins in unit tests);
-    by default an ``NvccCompiler`` from ``settings``/``toolchain`` and the
-    GPU ``WorkerMeasurer`` are created here, after the capability check, and
-    closed at the end. ``capabilities`` overrides the probe (else the
-    measurer's ``capabilities`` attribute, else NVML/CuPy probes).
-    ``fingerprint`` overrides the probe for the artifact. ``limits`` are the
-    device's (``space/limits.py``); by default the GPU's when ctune measures on it
-    itself and it is of the target architecture, else the target's table. Progress goes to
-    ``on_event``. Returns the result, also when interrupted (Ctrl-C), with
-    ``stop_reason == "interrupted"``. ``publish`` (the registry's
-    ``ResultPublisher``) writes, and may commit, the artifact of a finished
-    search; it is checked before the search starts.
-    """
-    opts = options or SearchOptions()
+
+def run_session(session: SearchSession, on_event: EventSink | None = None) -> SearchResult:
+    """Execute the search ``session`` puts together; progress goes to ``on_event``."""
     emit = on_event or (lambda event: None)
-    if publish is not None:
-        publish.check()
-    known = measurer.device_name if measurer is not None else None  # never probed
-    plan = check_request(spec, objective, opts, known or None)
-    require_capabilities(objective, measurer, capabilities)
-
-    owned: list[Measurer | Compiler] = []
-    try:
-        own_gpu = measurer is None and objective.measures
-        if own_gpu:
-            measurer = default_measurer(settings)
-            owned.append(measurer)
-        _start_workers(measurer, opts, objective, sampling_plan(settings, spec, objective), spec)
-        if compiler is None:
-            compiler = _default_compiler(settings, spec, toolchain)
-            owned.append(compiler)
-            _build_baseline_ahead(compiler, spec, opts)
-        if limits is None:
-            limits = device_limits(settings.arch or spec.arch, probe=own_gpu)
-        problem = spec.problem(opts.problem)
-        inputs = RunInputs(
-            settings=settings,
-            spec=spec,
-            objective=objective,
-            opts=opts,
-            search_plan=plan,
-            problem=problem,
-            # what the strategy and the filler may propose: the spec's space within the device
-            space=limits.constrain(spec.space, spec.launch),
-            limits=limits,
-            compiler=compiler,
-            measurer=measurer,
-            clock=clock,
-        )
+    with session.open() as inputs:
         search = _Search(inputs, emit)
         search.run.notices.listened = on_event is not None
-        return _execute(search, opts, fingerprint, emit, publish)
-    finally:
-        for part in reversed(owned):
-            part.close()
-
-
-def _start_workers(
-    measurer: Measurer | None,
-    opts: SearchOptions,
-    objective: ObjectiveSpec,
-    plan: SamplingPlan,
-    spec: KernelSpec,
-) -> None:
-    """Start the measuring worker now, and beside it the processes of the confirmation
-    rounds that will surely run (they wait, fresh, until then), each asked to set the
-    problem up once it is up: a start is costly and the first measurement waits for all of
-    them, so it
-    overlaps the device probe and the baseline's compile instead of following them."""
-    if measurer is None or not objective.measures:
-        return
-    measurer.prestart(1 + sure_rounds(opts.confirm_processes, objective, measurer), wait=False)
-    measurer.set_up_ahead(spec, spec.default_candidate(), spec.problem(opts.problem), plan)
-
-
-def _build_baseline_ahead(compiler: Compiler, spec: KernelSpec, opts: SearchOptions) -> None:
-    """Start the default build's compile (its include closure, nvcc, the check of its
-    args) now, beside the device probe: the baseline then finds it built or under way
-    instead of starting it after the probe.
-    Its outcome, an error included, is the baseline's: the local compiler runs one compile
-    per build key and says an args error again on every build. (An engine's compiler would
-    compile it twice: it is left to start with the baseline.)"""
-    from ctune.compile.nvcc import NvccCompiler
-
-    if isinstance(compiler, NvccCompiler):
-        compiler.submit(spec.default_candidate(), spec.problem(opts.problem))
-
-
-def _check_options(opts: SearchOptions) -> None:
-    """Refuse an option out of range before anything is probed, compiled or written."""
-    for name, value in (("budget", opts.budget), ("patience", opts.patience)):
-        if value is not None and value < 1:
-            raise UserError(f"--{name} must be at least 1, got {value}")
-    if opts.time_s is not None and opts.time_s <= 0:
-        raise UserError(f"--time must be positive, got {opts.time_s:g} s")
-    if opts.confirm_processes < 0:
-        raise UserError("--confirm-processes must be 0 or more")
-    if opts.fill is not None and not isinstance(opts.fill, bool):
-        raise UserError(f"fill must be true or false, got {opts.fill!r}")
-    if opts.cost_model is not None and not isinstance(opts.cost_model, bool):
-        raise UserError(f"cost_model must be true or false, got {opts.cost_model!r}")
-
-
-def check_request(
-    spec: KernelSpec,
-    objective: ObjectiveSpec,
-    opts: SearchOptions,
-    device: str | None,
-    *,
-    identity: bool = True,
-) -> SearchPlan:
-    """The search's plan, once every part of the request that needs no GPU or toolchain is
-    checked: the options' ranges, the problem, a journal to resume (its search, its flags,
-    then every record; its build is checked when the journal opens), warm-start
-    configurations (of this kernel at all?), the strategy and its options. Called before
-    the capability check and before anything is compiled, so that a typo is found on a
-    machine without a GPU too (exit 2), not first on the GPU machine.
-
-    ``identity=False`` leaves out whether the journal is this search's, and its records:
-    before device genes are opened (their values come from the GPU) the space is not the
-    search's yet, and the rest of the request is checked before the GPU is asked for them."""
-    _check_options(opts)
-    problem = spec.problem(opts.problem)
-    n_objectives = len(objective.objectives)
-    if opts.resume is None:
-        plan = new_plan(opts, n_objectives)
-    else:
-        path = Path(opts.resume)
-        if not path.exists():
-            raise UserError(f"{path}: no such journal to resume")
-        header = journal_mod.read_header(path)  # a FIFO or a folder is refused there
-        plan, conflict = resume_plan(opts, header, n_objectives, path)
-        # is it this search's journal at all, before which of its flags differs
-        if identity:
-            ours = request_identity(spec, problem.name, objective, device)
-            journal_mod.check_identity(path, header, ours)
-        if conflict is not None:
-            raise UserError(conflict)
-        if identity:  # every record checked before anything is compiled (read again to replay)
-            journal_mod.read(path)
-    if opts.warm_start:
-        from ctune.exchange.t4 import check_shares_genes
-
-        check_shares_genes(opts.warm_start, spec.space, spec.name, opts.warm_start_source)
-    # a strategy checks its options when it is made: once here on the spec's space, and
-    # again in _Search on the space within the device's limits (known only after the probe)
-    context = StrategyContext(
-        spec.name, spec.space, dict(problem.dims), objective.directions, plan.seed, opts.controls
-    )
-    make_strategy(plan.strategy, context, plan.options)
-    return plan
+        return _execute(search, session.options, session.fingerprint, emit, session.publish)
 
 
 @contextlib.contextmanager
@@ -616,33 +456,6 @@ def _record(
     )
 
 
-def _default_compiler(
-    settings: Settings, spec: KernelSpec, toolchain: Toolchain | None
-) -> Compiler:
-    from ctune.compile.select_toolchain import toolchain_for
-    from ctune.scale import compiler_for
-
-    return compiler_for(spec, toolchain or toolchain_for(settings), settings)
-
-
-def default_measurer(settings: Settings) -> Measurer:
-    """The GPU measurer a search makes when given none: the engine's workers or another GPU
-    than 0 where the settings say so (``scale/``), else a worker on GPU 0."""
-    from ctune.scale import measurer_for
-
-    chosen = measurer_for(settings)  # the engine's GPU workers, or another GPU than 0
-    if chosen is not None:
-        return chosen
-    try:
-        from ctune.measure.session import WorkerMeasurer
-    except ImportError as exc:
-        raise ToolchainError(
-            f"GPU measurement is not available in this ctune install ({exc}); "
-            "install the cuda13 extra (pip install 'ctune[cuda13]')"
-        ) from None
-    return WorkerMeasurer(device=0, settings=settings)
-
-
 __all__ = [
     "DEFAULT_BUDGET",
     "EventSink",
@@ -654,4 +467,5 @@ __all__ = [
     "probe_capabilities",
     "require_capabilities",
     "run_search",
+    "run_session",
 ]

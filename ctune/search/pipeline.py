@@ -1,20 +1,15 @@
-"""From candidates to trials: compile ahead, measure when built, fill while all compile.
+"""From a built candidate to a trial: the device check, measure, score, journal, announce.
 
-One generation's new candidates are compiled ahead, ``jobs`` builds at a time
-(``submit`` futures): while the GPU measures one candidate, the next builds compile.
-Candidates that differ only in runtime genes share one build, so the second waits on
-the first's future instead of taking a compile slot (and running nvcc again). Each is
-measured serially on the one GPU as soon as its build is ready (batch order among the
-ready ones), scored by the objective spec and journaled. While every build the batch
-waits for is still compiling, the GPU measures fillers instead (``filling.py``).
-A measurer with several GPUs measures that many at once (``concurrent_batch.py``).
+A batch goes through the scheduler (``scheduler.py``: compile slots, measure slots,
+fillers, one measurement per binary); each of its candidates comes back here to be
+checked against the device, scored by the objective spec, journaled and announced. The
+generation's sampling plan (its pruning threshold) is decided here, once.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 from ctune.measure import SamplingPlan
@@ -23,17 +18,12 @@ from ctune.search.dedup import shared_trial
 from ctune.search.events import TrialFinished
 from ctune.search.filling import Filler
 from ctune.search.pruning import prune_threshold_ms, search_phase_plan
+from ctune.search.scheduler import CompileSlots, Fillers, Scheduler
 from ctune.space.limits import launch_violation
-from ctune.space.params import BuildGroup
 
 if TYPE_CHECKING:
     from ctune.search.journal_writer import JournalWriter
     from ctune.search.run_state import SearchRun
-
-
-#: builds of later generations queued per compile job, beyond this generation's (only for
-#: a strategy that names its next candidates: ``ExhaustiveStrategy.upcoming``)
-AHEAD_PER_JOB = 4
 
 
 class Pipeline:
@@ -49,13 +39,14 @@ class Pipeline:
         self.writer = writer
         self.confirms = confirms
         inputs = run.inputs
-        self.jobs = max(1, inputs.opts.jobs or inputs.compiler.jobs or inputs.settings.jobs or 4)
-        self.filler = filler
-        # compile-only objectives cannot tell runtime variants apart: nothing to fill with
-        self.filling = inputs.search_plan.fill and filler.active and inputs.objective.measures
+        self.compiles = CompileSlots(inputs, run.strategy, run.book, run.budget)
+        self.fillers = Fillers(inputs, filler, run.book, run.budget, run.notices)
         self._plans: tuple[int, SamplingPlan] | None = None  # (generation, its plan)
-        # builds of the strategy's next generation, started while this one is measured
-        self._ahead: dict[BuildGroup, Future[Build]] = {}
+
+    @property
+    def jobs(self) -> int:
+        """Builds compiled at once."""
+        return self.compiles.jobs
 
     # --- one candidate ----------------------------------------------------------------------
     def make_trial(
@@ -175,136 +166,17 @@ class Pipeline:
 
     # --- a batch ----------------------------------------------------------------------------
     def evaluate_batch(self, new: Sequence[Candidate], generation: int) -> list[Trial]:
-        """Compile ahead, measure each build when ready, fill while all compile.
-
-        Returns the trials in journal order, fillers included; stops early on time.
-        A measurer with several GPUs (``slots``) measures that many at once (``scale/``).
-        """
+        """Compile ahead, measure each build when ready, fill while all compile: the
+        trials in journal order, fillers included; stops early on time (``scheduler.py``)."""
         run = self.run
-        if (
-            run.inputs.measurer is not None
-            and run.inputs.measurer.slots > 1
-            and run.inputs.objective.measures
-        ):
-            from ctune.search.concurrent_batch import evaluate_concurrently
+        state = (run.book, run.budget, run.timers, run.status)
+        batch = Scheduler(run.inputs, state, self, self.compiles, self.fillers, new, generation)
+        return batch.run()
 
-            return evaluate_concurrently(run, self, new, generation)
-        futures: dict[int, Future[Build]] = {}
-        shared: dict[BuildGroup, Future[Build]] = {}
-        left = list(range(len(new)))  # not measured yet, in batch order
-        pending = {c.key() for c in new}
-        done: list[Trial] = []
-        try:
-            while left:
-                if run.status.stop_requested:
-                    break
-                if done and run.budget.out_of_time():
-                    break
-                self.compile_ahead(new, left, futures, shared)
-                i = next((j for j in left if j in futures and futures[j].done()), None)
-                if i is None:
-                    filler = self.pick_filler(pending)
-                    if filler is not None:
-                        done.append(self.evaluate_filler(filler, generation))
-                        continue
-                    i = left[0]
-                left.remove(i)
-                start = run.inputs.clock()
-                build = futures.pop(i).result()
-                run.timers.compile_wait_s += run.inputs.clock() - start
-                done.append(self.evaluate(new[i], build, generation))
-        finally:
-            for future in futures.values():
-                future.cancel()  # not started yet: dropped; running compiles finish into the cache
-        return done
-
-    def compile_ahead(
-        self,
-        new: Sequence[Candidate],
-        left: Sequence[int],
-        futures: dict[int, Future[Build]],
-        shared: dict[BuildGroup, Future[Build]],
-    ) -> None:
-        """Keep ``jobs + 1`` distinct builds of this generation compiling (or queued), and
-        up to ``AHEAD_PER_JOB x jobs`` of the next ones where the strategy can name them.
-
-        A build that is done no longer counts: nothing runs here while a measurement
-        blocks (the first one waits for its worker, ~1.7 s on an H200), so the queue must
-        be deep enough to keep the compiler busy through it, not stop at jobs + 1 with
-        finished builds. A candidate whose build another one already requested (they
-        differ only in runtime genes) gets that future: submitting it again would hold a
-        compile slot while it waits for the same build.
-        """
-        run = self.run
-        busy = {id(futures[j]) for j in left if j in futures and not futures[j].done()}
-        for j in left:
-            if len(busy) > self.jobs:
-                return
-            if j in futures:
-                continue
-            group = run.inputs.spec.space.build_group(new[j].genes)
-            if group not in shared:
-                ahead = self._ahead.pop(group, None)
-                shared[group] = ahead or run.inputs.compiler.submit(new[j], run.inputs.problem)
-            futures[j] = shared[group]
-            if not futures[j].done():
-                busy.add(id(futures[j]))
-        self.queue_ahead(len(left), shared)
-
-    def queue_ahead(self, left: int, shared: dict[BuildGroup, Future[Build]] | None = None) -> None:
-        """Keep ``AHEAD_PER_JOB x jobs`` builds of later generations compiling or queued
-        (``left``: candidates of this generation, or the baseline, still to measure)."""
-        pending = sum(1 for f in self._ahead.values() if not f.done())
-        self.compile_next_generation(left, AHEAD_PER_JOB * self.jobs - pending, shared or {})
-
-    def compile_next_generation(
-        self, left: int, slots: int, shared: dict[BuildGroup, Future[Build]]
-    ) -> None:
-        """Queue up to ``slots`` more builds of the next generations when the strategy can
-        say what it will propose (:meth:`ExhaustiveStrategy.upcoming`): the measurer then
-        finds them built when a generation starts. Never past the budget."""
-        run = self.run
-        upcoming = getattr(run.strategy, "upcoming", None)
-        # never past the budget: what is ahead already, done or not, counts
-        total = min(len(self._ahead) + slots, run.budget.remaining() - left)
-        if upcoming is None or total <= len(self._ahead) or run.budget.out_of_time():
-            return
-        for cand in upcoming(total):
-            if len(self._ahead) >= total:
-                return
-            group = run.inputs.spec.space.build_group(cand.genes)
-            if (
-                group not in self._ahead
-                and group not in shared
-                and cand.key() not in run.book.cache
-            ):
-                self._ahead[group] = run.inputs.compiler.submit(cand, run.inputs.problem)
-
-    # --- fillers ----------------------------------------------------------------------------
-    def pick_filler(self, pending: set[str]) -> Candidate | None:
-        """A filler, if filling is on and the clock leaves room for one."""
-        if not self.filling:
-            return None
-        if self.run.budget.out_of_time():
-            return None
-        book = self.run.book
-        return self.filler.pick([t for _, t in book.front.members], book.cache, pending)
-
-    def evaluate_filler(self, cand: Candidate, generation: int) -> Trial:
-        run = self.run
-        start = run.inputs.clock()
-        build = run.inputs.compiler.build(
-            cand, run.inputs.problem
-        )  # the parent's build: a cache hit
-        run.timers.compile_wait_s += run.inputs.clock() - start
-        if not build.cache_hit:
-            # the compiler built it anew: it passes runtime genes to nvcc, or lost its cache
-            self.filling = False
-            run.notices.note(
-                "filling stopped: a runtime-gene variant of a built candidate was compiled "
-                "anew, so fillers are not cheap with this compiler"
-            )
-        return self.evaluate(cand, build, generation, filler=True)
+    def queue_ahead(self, left: int) -> None:
+        """Keep builds of later generations compiling while ``left`` candidates (the
+        baseline) are measured (``CompileSlots.queue_ahead``)."""
+        self.compiles.queue_ahead(left)
 
 
 __all__ = ["Pipeline"]

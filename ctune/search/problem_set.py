@@ -189,7 +189,7 @@ def run_problem_set(
     ``publish_for(path)`` gives the publisher of a shape's finished search (the registry's
     ``ResultPublisher`` writing its result file to ``path``); None writes no artifacts.
     """
-    from ctune.search.driver import check_request, require_capabilities
+    from ctune.search.session import check_request, require_capabilities
 
     problems = check_set(spec, opts.set_name, objective)
     # before anything compiles: the request as each shape's search will check it (strategy,
@@ -272,8 +272,12 @@ def _search_phase(
     publish_for: Callable[[Path], Publisher] | None,
 ) -> list[str]:
     """Search each shape without a winner; return the names still pending."""
-    from ctune.search.driver import run_search
+    from ctune.search.driver import run_session
+    from ctune.search.session import SearchSession
 
+    session = SearchSession(
+        settings, spec, objective, search, compiler=compiler, measurer=measurer, toolchain=toolchain
+    )
     done = read_winners(opts)
     pending = [p.name for p in problems if p.name not in done]
     _build_defaults_ahead(spec, [p for p in problems if p.name in pending], compiler)
@@ -302,17 +306,9 @@ def _search_phase(
             warm_start_share=opts.reuse_share,
         )
         try:
-            result = run_search(
-                settings,
-                spec,
-                objective,
-                options,
-                compiler=compiler,
-                measurer=measurer,
-                toolchain=toolchain,
-                on_event=on_event,
-                publish=publish_for(artifact_path(opts, spec, problem)) if publish_for else None,
-            )
+            publish = publish_for(artifact_path(opts, spec, problem)) if publish_for else None
+            shape = dataclasses.replace(session, options=options, publish=publish)
+            result = run_session(shape, on_event)
         except KeyboardInterrupt:
             raise Interrupted(_kept(opts, problems, pending)) from None
         step.timed(began)

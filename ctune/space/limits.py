@@ -2,10 +2,11 @@
 
 A block of 64 x 32 threads is a valid point of a spec's space and a launch error on every
 NVIDIA GPU, so, as Kernel Tuner does, such points are kept out: before compiling as
-restrictions over the genes (:meth:`DeviceLimits.restrictions`), after compiling from
-ptxas's resources (:meth:`DeviceLimits.violation`, ``Outcome.INVALID``: infeasible, not a
-failure). The numbers come from the GPU (:func:`probe_device_limits`) or the compute
-capability table (docs/spec-format.md, "Device limits").
+restrictions over the genes (:meth:`DeviceLimits.restrictions`; static shared memory from
+the source's ``__shared__`` arrays, at most 48 KiB, which ptxas would refuse later), after
+compiling from ptxas's resources (:meth:`DeviceLimits.violation`, ``Outcome.INVALID``:
+infeasible, not a failure). The numbers come from the GPU (:func:`probe_device_limits`) or
+the compute capability table (docs/spec-format.md, "Device limits").
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ctune.arch import capability
 from ctune.expr import Expr, parse
 from ctune.space.params import Space
 from ctune.spec import LaunchConfigError, launch_geometry
+from ctune.spec.declarations import STATIC_SMEM_BYTES
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -73,8 +75,13 @@ class DeviceLimits:
         if None in sizes or math.prod(s or 0 for s in sizes) > self.threads_per_block:
             factors = [_term(e) for e, n in zip(launch.block, sizes, strict=True) if n != 1]
             sources.append(f"{' * '.join(factors) or '1'} <= {self.threads_per_block}")
-        smem = launch.dynamic_smem_bytes
-        if not _literal_within(smem, self.smem_per_block):
+        smem, static = launch.dynamic_smem_bytes, launch.static_smem_bytes
+        if static is not None:
+            # ptxas refuses more static shared memory than this on every GPU
+            sources.append(f"{_term(static)} <= {STATIC_SMEM_BYTES}")
+            if _literal(smem) != 0:
+                sources.append(f"{_term(static)} + {_term(smem)} <= {self.smem_per_block}")
+        elif not _literal_within(smem, self.smem_per_block):
             sources.append(f"{_term(smem)} <= {self.smem_per_block}")
         return tuple(parse(s) for s in dict.fromkeys(sources))
 

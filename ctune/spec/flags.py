@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from pathlib import Path
 
 from ctune.errors import UserError
+
+#: nvcc's flag that compiles a file of another suffix (a ``.cuh``, a ``.h``) as CUDA: the
+#: builds of such a source carry it (:func:`language_flags`), and a spec may write it
+CUDA_LANGUAGE = ("-x", "cu")
 
 _ALLOWED = [
     re.compile(p)
@@ -28,12 +33,13 @@ _ALLOWED = [
         r"^--restrict$",
         r"^-w$",
         r"^--diag-suppress=[0-9,]+$",
+        rf"^{CUDA_LANGUAGE[0]}={CUDA_LANGUAGE[1]}$",
         r"^-Xptxas=?(-O[0-3]|-dlcm=(ca|cg)|-dscm=(wb|cg|cs|wt)|--register-usage-level=\d+"
         r"|--allow-expensive-optimizations=(true|false)|--Ofast-compile=(0|min|mid|max))$",
     )
 ]
 # flags that take their value as the next argv item
-_PAIRED = {"-Xptxas"}
+_PAIRED = {"-Xptxas", CUDA_LANGUAGE[0]}
 
 
 def check_flags(flags: Iterable[str]) -> None:
@@ -48,3 +54,11 @@ def check_flags(flags: Iterable[str]) -> None:
         if not any(p.match(flag) for p in _ALLOWED):
             raise UserError(f"flag {items[i]!r} is not allowed (ctune owns outputs and host tools)")
         i += 1
+
+
+def language_flags(source: Path, flags: Iterable[str] = ()) -> list[str]:
+    """What tells nvcc that ``source`` is CUDA: nothing for a ``.cu`` (nor where ``flags``
+    already say it), ``-x cu`` for a header or any other suffix."""
+    items = list(flags)
+    given = any(items[i : i + 2] == list(CUDA_LANGUAGE) for i in range(len(items)))
+    return [] if source.suffix == ".cu" or given else list(CUDA_LANGUAGE)

@@ -9,6 +9,7 @@ flags a spec may add (``ctune.spec.flags``), the include_dirs tokens
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 from typing import Any
@@ -17,12 +18,21 @@ from ctune import l2policy
 from ctune.arch import check as check_arch
 from ctune.errors import SpecError, UserError
 from ctune.expr import Expr, ExprError, parse
-from ctune.files import MAX_CONTROLS_BYTES, MAX_SOURCE_BYTES, InputFileError, file_kind, read_capped
+from ctune.files import (
+    MAX_CONTROLS_BYTES,
+    MAX_SOURCE_BYTES,
+    InputFileError,
+    file_kind,
+    read_capped,
+    read_text_capped,
+)
 from ctune.names import NAME_RE
 from ctune.quoting import value_refusal
 from ctune.records import GeneValue, sha256_hex
 from ctune.space.nvcc import ACF, ACF_GENES, CATALOGUE, acf_gene
 from ctune.space.params import SPEC_FAMILIES, Gene
+from ctune.spec.declarations import c_extent_expression, int_defines, static_shared
+from ctune.spec.elements import ElementError, allowed_text, element, struct_element
 from ctune.spec.entry import parse_entry, undeclared_arguments
 from ctune.spec.flags import check_flags
 from ctune.spec.includes import INCLUDE_TOKENS, include_token_dir
@@ -32,6 +42,8 @@ from ctune.spec.model import (
     ENTRY_KINDS,
     ROLES,
     ArgSpec,
+    GivenData,
+    Init,
     KernelSpec,
     LaunchRule,
     Problem,
@@ -162,7 +174,8 @@ def _build(
     section refers to names an earlier one defined); long because it is that list."""
     folder = yaml_path.parent
     name = _name(ctx, "name", data.get("name", yaml_path.stem))
-    source_path = _source(ctx, folder, data.get("source", f"{yaml_path.stem}.cu"), cu_path)
+    default_source = cu_path.name if cu_path is not None else f"{yaml_path.stem}.cu"
+    source_path = _source(ctx, folder, data.get("source", default_source), cu_path)
     symbol, kind = _entry(ctx, data["entry"])
     try:
         arch = check_arch(str(data.get("arch", "sm_90")))
@@ -198,12 +211,24 @@ def _build(
         for i, src in enumerate(data.get("restrictions") or [])
     )
     launch = _launch(ctx, data.get("launch"), kind, known)
-    args = _args(ctx, data["args"], dim_names, genes)
+    if launch is not None:
+        static = static_smem_estimate(source_path, symbol, genes)
+        launch = dataclasses.replace(launch, static_smem_bytes=static)
+    args = _args(ctx, folder, data["args"], dim_names, genes)
     _check_runtime_used(ctx, genes, derived, launch, args)
+    by_name = {a.name: a for a in args}
     for problem in problems:
         for arg_name in problem.dtypes:
-            if arg_name not in {a.name for a in args}:
-                raise ctx.fail(f"problems.{problem.name}.dtypes.{arg_name}", "no such arg")
+            key = f"problems.{problem.name}.dtypes.{arg_name}"
+            if arg_name not in by_name:
+                raise ctx.fail(key, "no such arg")
+            if element(by_name[arg_name].dtype).kind != "scalar":
+                raise ctx.fail(
+                    key,
+                    f"{arg_name} is a {by_name[arg_name].dtype} buffer; only a "
+                    "scalar dtype can be overridden",
+                )
+    _check_constants(ctx, kind, args, problems)
     problem_names = [p.name for p in problems]
     sets = _problem_sets(ctx, data.get("problem_sets") or {}, problem_names)
     default_problem = data.get("default_problem", problem_names[0])
@@ -646,7 +671,9 @@ def _launch(ctx: _Ctx, data: Any, kind: str, known: set[str]) -> LaunchRule | No
     return LaunchRule(triple("grid"), triple("block"), smem)
 
 
-def _args(ctx: _Ctx, data: Any, dims: set[str], genes: tuple[Gene, ...]) -> tuple[ArgSpec, ...]:
+def _args(
+    ctx: _Ctx, folder: Path, data: Any, dims: set[str], genes: tuple[Gene, ...]
+) -> tuple[ArgSpec, ...]:
     if not isinstance(data, list) or not data:
         raise ctx.fail("args", "expected a non-empty list")
     args, seen = [], set()
@@ -663,21 +690,124 @@ def _args(ctx: _Ctx, data: Any, dims: set[str], genes: tuple[Gene, ...]) -> tupl
         role = body.get("role")
         if role not in ROLES:
             raise ctx.fail(f"{key}.role", f"{role!r} (allowed: {', '.join(ROLES)})")
-        dtype = body.get("dtype")
-        if dtype not in DTYPES:
-            raise ctx.fail(f"{key}.dtype", f"{dtype!r} (allowed: {', '.join(DTYPES)})")
         if role == "scalar":
+            dtype = body.get("dtype")
+            if dtype not in DTYPES:
+                raise ctx.fail(
+                    f"{key}.dtype",
+                    f"{dtype!r} (a scalar is one of {', '.join(DTYPES)}; vectors and structs "
+                    "are for buffers)",
+                )
             if "value" not in body:
                 raise ctx.fail(f"{key}.value", "a scalar needs a value expression")
             value = _scalar_value(ctx, f"{key}.value", body["value"], dims, genes)
             args.append(ArgSpec(name, role, dtype, value=value))
             continue
+        dtype = _buffer_dtype(ctx, f"{key}.dtype", body.get("dtype"))
         shape = body.get("shape")
         if not isinstance(shape, list) or not shape:
             raise ctx.fail(f"{key}.shape", "expected a list of dimension expressions")
         exprs = tuple(_expr_over(ctx, f"{key}.shape[{j}]", s, dims) for j, s in enumerate(shape))
-        args.append(ArgSpec(name, role, dtype, exprs, _init(ctx, f"{key}.init", body.get("init"))))
+        init = _init(ctx, folder, f"{key}.init", body.get("init"))
+        if isinstance(init, GivenData) and role not in ("input", "inout", "constant"):
+            raise ctx.fail(
+                f"{key}.init",
+                f"a {role} buffer is not read by the kernel; "
+                "given data is for roles input, inout and constant",
+            )
+        args.append(ArgSpec(name, role, dtype, exprs, init))
     return tuple(args)
+
+
+def _buffer_dtype(ctx: _Ctx, key: str, value: Any) -> str:
+    """A buffer's element type: a scalar dtype, a vector type (``float2``) or
+    ``{struct: [[x, float32], [y, float32]]}``, carried as its text (ctune.spec.elements)."""
+    try:
+        if isinstance(value, dict):
+            fields = value.get("struct")
+            if (
+                set(value) != {"struct"}
+                or not isinstance(fields, list)
+                or not all(
+                    isinstance(f, list) and len(f) == 2 and all(isinstance(x, str) for x in f)
+                    for f in fields
+                )
+            ):
+                raise ElementError("expected {struct: [[FIELD, DTYPE], ...]}")
+            return struct_element([(f[0], f[1]) for f in fields]).dtype
+        if isinstance(value, str) and not value.startswith("struct"):
+            return element(value).dtype
+    except ElementError as exc:
+        raise ctx.fail(key, str(exc)) from None
+    raise ctx.fail(key, f"{value!r} (allowed: {allowed_text()})")
+
+
+#: bytes of constant memory a module may hold (every __constant__ symbol together)
+CONSTANT_BYTES = 64 * 1024
+
+
+def _check_constants(
+    ctx: _Ctx, kind: str, args: tuple[ArgSpec, ...], problems: tuple[Problem, ...]
+) -> None:
+    """Constants are module symbols ctune fills: a launcher fills its own, and together they
+    must fit the 64 KiB of constant memory on every problem."""
+    constants = [a for a in args if a.role == "constant"]
+    if not constants:
+        return
+    if kind == "launcher":
+        raise ctx.fail(
+            f"args.{constants[0].name}.role",
+            "constant is for entry kind kernel (a launcher library fills its own "
+            "__constant__ memory)",
+        )
+    for problem in problems:
+        total, sizes = 0, []
+        for arg in constants:
+            count = 1
+            for expr in arg.shape:
+                try:
+                    count *= int(expr.evaluate(problem.dims))
+                except (ExprError, TypeError, ValueError) as exc:
+                    raise ctx.fail(
+                        f"args.{arg.name}.shape", f"{exc} (problem {problem.name})"
+                    ) from None
+            nbytes = count * element(arg.dtype).itemsize
+            total += nbytes
+            sizes.append(f"{arg.name} {nbytes} B")
+        if total > CONSTANT_BYTES:
+            raise ctx.fail(
+                f"args.{constants[0].name}" if len(constants) == 1 else "args",
+                f"constant memory holds {CONSTANT_BYTES} B, but problem {problem.name} needs "
+                f"{total} B ({', '.join(sizes)}); make it an input buffer (role: input)",
+            )
+
+
+def static_smem_estimate(source: Path, symbol: str, genes: tuple[Gene, ...]) -> Expr | None:
+    """The entry kernel's static shared memory as an expression over its integer compiled genes,
+    from the ``__shared__`` arrays its body declares (``ctune.spec.declarations``); None
+    when none can be read. Arrays whose type or extents it cannot read are left out."""
+    try:
+        text = read_text_capped(source, MAX_SOURCE_BYTES, "kernel source")
+    except InputFileError:
+        return None
+    compiled = {g.name for g in genes if g.compiled}
+    numbers = {g.name for g in genes if g.compiled and all(type(v) is int for v in g.values)}
+    defines = {k: v for k, v in int_defines(text).items() if k not in compiled}
+    terms = []
+    for decl in static_shared(text, parse_entry(symbol).name.rsplit("::", 1)[-1]):
+        extents = [c_extent_expression(e, defines) for e in decl.extents]
+        if decl.element_bytes is None or None in extents:
+            continue
+        term = " * ".join([str(decl.element_bytes), *(f"({e})" for e in extents)])
+        try:
+            expr = parse(term)
+        except ExprError:
+            continue
+        if expr.names <= numbers:
+            terms.append(term)
+    if not terms:
+        return None
+    return parse(" + ".join(terms))
 
 
 def _scalar_value(
@@ -735,13 +865,19 @@ def _check_runtime_used(
             )
 
 
-def _init(ctx: _Ctx, key: str, value: Any) -> tuple[str, float, float]:
+#: ``init`` keys that name data given in a file, and the suffix each file must have
+_GIVEN = {"npy": ".npy", "npz": ".npz", "python": ".py"}
+
+
+def _init(ctx: _Ctx, folder: Path, key: str, value: Any) -> Init:
     if value is None or value == "normal":
         return ("normal", 0.0, 1.0)
     if value == "uniform":
         return ("uniform", -1.0, 1.0)
     if isinstance(value, dict) and len(value) == 1:
         ((dist, params),) = value.items()
+        if dist in _GIVEN:
+            return _given(ctx, folder, f"{key}.{dist}", dist, params)
         if dist in ("normal", "uniform") and isinstance(params, list) and len(params) == 2:
             try:
                 a, b = (float(p) for p in params)
@@ -752,7 +888,29 @@ def _init(ctx: _Ctx, key: str, value: Any) -> tuple[str, float, float]:
             if dist == "uniform" and a >= b:
                 raise ctx.fail(key, "uniform: [lo, hi] needs lo < hi (inputs are never constant)")
             return (dist, a, b)
-    raise ctx.fail(key, "expected normal, uniform, {normal: [mean, std]} or {uniform: [lo, hi]}")
+    raise ctx.fail(
+        key,
+        "expected normal, uniform, {normal: [mean, std]}, {uniform: [lo, hi]}, {npy: FILE.npy}, "
+        "{npz: FILE.npz:MEMBER} or {python: FILE.py:FUNCTION}",
+    )
+
+
+def _given(ctx: _Ctx, folder: Path, key: str, kind: str, value: Any) -> GivenData:
+    """``{npy: a.npy}``, ``{npz: a.npz:MEMBER}`` or ``{python: gen.py:FUNCTION}``: a file
+    inside the spec's folder (read when the buffers are made, ``ctune.measure.given``)."""
+    suffix = _GIVEN[kind]
+    form = {"npy": "FILE.npy", "npz": "FILE.npz:MEMBER", "python": "FILE.py:FUNCTION"}[kind]
+    if not isinstance(value, str):
+        raise ctx.fail(key, f"expected {form}")
+    file_part, _, member = value.partition(":") if kind != "npy" else (value, "", "")
+    if not file_part.endswith(suffix) or (kind != "npy" and not IDENT_RE.match(member)):
+        raise ctx.fail(key, f"{value!r} is not {form}")
+    path = (folder / file_part).resolve()
+    if not path.is_relative_to(folder.resolve()):
+        raise ctx.fail(key, f"{file_part} resolves outside the spec's folder")
+    if not path.is_file():
+        raise ctx.fail(key, f"{file_part} is not a file in the spec's folder")
+    return GivenData(kind, path, member)
 
 
 def _problem_sets(ctx: _Ctx, data: Any, names: list[str]) -> dict[str, tuple[str, ...]]:

@@ -24,33 +24,14 @@ from ctune.expr import Expr, ExprError
 from ctune.records import Candidate, GeneValue, canonical_json, sha256_hex
 from ctune.space.nvcc import ACF, ACF_GENES, acf_gene
 from ctune.space.params import Gene, Space
+from ctune.spec.elements import SCALAR_BYTES
 
-DTYPES = (
-    "float16",
-    "bfloat16",
-    "float32",
-    "float64",
-    "int8",
-    "int32",
-    "int64",
-    "uint8",
-    "uint16",
-    "uint32",
-)
+#: scalar dtypes: what a scalar argument may be, and a buffer's simplest element
+DTYPES = tuple(SCALAR_BYTES)
 #: bytes of one value: what a scalar argument occupies in the kernel's parameter list
-DTYPE_BYTES = {
-    "float16": 2,
-    "bfloat16": 2,
-    "float32": 4,
-    "float64": 8,
-    "int8": 1,
-    "int32": 4,
-    "int64": 8,
-    "uint8": 1,
-    "uint16": 2,
-    "uint32": 4,
-}
-ROLES = ("input", "output", "inout", "scratch", "scalar")
+DTYPE_BYTES = SCALAR_BYTES
+#: ``constant`` is a ``__constant__`` symbol of the module, filled before the kernel runs
+ROLES = ("input", "output", "inout", "scratch", "scalar", "constant")
 ENTRY_KINDS = ("kernel", "launcher")
 #: device gene kinds a spec (``device_genes``) or --device-genes may name -> the gene each adds
 DEVICE_GENES = {"clocks": "sm_clock_mhz", "power_limit": "power_limit_w"}
@@ -77,13 +58,35 @@ class Problem:
 
 
 @dataclass(frozen=True)
+class GivenData:
+    """An input's values as given: a ``.npy`` file, a member of a ``.npz`` file, or what
+    ``function(dims, seed)`` of a Python file returns (``ctune.measure.given`` reads them)."""
+
+    kind: str  # "npy", "npz" or "python"
+    path: Path
+    member: str = ""  # the .npz member or the Python function
+
+    def describe(self) -> str:
+        return f"{self.path.name}:{self.member}" if self.member else self.path.name
+
+
+#: (dist, a, b): N(a, b) or U[a, b]; or the data given for it
+Init = tuple[str, float, float] | GivenData
+
+
+@dataclass(frozen=True)
 class ArgSpec:
     name: str
     role: str
-    dtype: str
+    dtype: str  # a scalar dtype, a vector type or a struct's text (ctune.spec.elements)
     shape: tuple[Expr, ...] = ()
-    init: tuple[str, float, float] = ("normal", 0.0, 1.0)  # (dist, a, b): N(a, b) or U[a, b]
+    init: Init = ("normal", 0.0, 1.0)
     value: Expr | None = None  # scalars
+
+    @property
+    def is_parameter(self) -> bool:
+        """Passed in the kernel's parameter list (a constant is a module symbol instead)."""
+        return self.role != "constant"
 
     def dtype_for(self, problem: Problem) -> str:
         return problem.dtypes.get(self.name, self.dtype)
@@ -94,6 +97,9 @@ class LaunchRule:
     grid: tuple[Expr, Expr, Expr]
     block: tuple[Expr, Expr, Expr]
     dynamic_smem_bytes: Expr
+    #: the kernel's static shared memory as its source declares it, over the compiled genes
+    #: (``ctune.spec.loader.static_smem_estimate``); None when it declares none ctune reads
+    static_smem_bytes: Expr | None = None
 
 
 # --- the launch rule evaluated -------------------------------------------------------
@@ -315,6 +321,10 @@ class KernelSpec:
 
     def outputs(self) -> list[ArgSpec]:
         return [a for a in self.args if a.role in ("output", "inout")]
+
+    def parameters(self) -> list[ArgSpec]:
+        """The args the kernel's parameter list takes, in order (constants are symbols)."""
+        return [a for a in self.args if a.is_parameter]
 
     def reference(self) -> Callable[..., dict[str, Any]]:
         """Import the reference function from its file (user code, like the kernel)."""

@@ -34,9 +34,10 @@ def quiet_search(
     """One search with its cache and journal under ``folder`` (``cost_model``: skip the
     builds the cost model rules out, ``search/cost_policy.py``)."""
     from ctune.config import Settings
-    from ctune.search.driver import SearchOptions, run_search
+    from ctune.search.driver import SearchOptions, run_session
+    from ctune.search.session import SearchSession
 
-    return run_search(
+    session = SearchSession(
         Settings(cache_dir=folder),
         spec,
         objective,
@@ -53,6 +54,7 @@ def quiet_search(
         measurer=measurer,
         fingerprint=dict(fingerprint) if fingerprint is not None else None,
     )
+    return run_session(session)
 
 
 def feasible_values(result: SearchResult) -> list[tuple[float, ...]]:

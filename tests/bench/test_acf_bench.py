@@ -3,6 +3,7 @@ the summary judges the issue's two targets from the rows, not from a constant.""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -60,7 +61,7 @@ def test_a_row_reads_the_controls_verdict(acf) -> None:
 
 
 def test_the_summary_counts_confirmed_gains_and_head_to_head_wins(acf) -> None:
-    stage = (
+    rows = (
         [{"significant": True, "gain_p99": 1.03}] * 3
         + [
             {"significant": True, "gain_p99": 1.01},
@@ -69,20 +70,24 @@ def test_the_summary_counts_confirmed_gains_and_head_to_head_wins(acf) -> None:
         * 2
         + [{"significant": False, "gain_p99": None}]
     )
+    stage = [{**r, "key": f"k{i}"} for i, r in enumerate(rows)]
     h2h = [
         {
+            "kernel": "a",
             "ctune_best_ms": 1.0,
             "compileiq_best_ms": 1.01,
             "ctune_wall_s": 50,
             "compileiq_wall_s": 60,
         },
         {
+            "kernel": "b",
             "ctune_best_ms": 1.0,
             "compileiq_best_ms": 0.99,
             "ctune_wall_s": 50,
             "compileiq_wall_s": 60,
         },
         {
+            "kernel": "c",
             "ctune_best_ms": 1.0,
             "compileiq_best_ms": 1.2,
             "ctune_wall_s": 70,
@@ -93,3 +98,30 @@ def test_the_summary_counts_confirmed_gains_and_head_to_head_wins(acf) -> None:
     assert got["confirmed_gains_2pct"] == 3 and got["stage_target_met"]
     assert got["head_to_head_wins"] == 1 and not got["head_to_head_target_met"]
     assert not acf.summary({"stage": stage[:7]})["stage_target_met"]  # fewer than 8 rows
+
+
+def test_a_target_counts_once_whatever_settings_its_rows_ran_under(acf) -> None:
+    gain = {"key": "k", "significant": True, "gain_p99": 1.05}
+    stage = [gain, {**gain, "settings": "pool32-prune-off"}]
+    got = acf.summary({"stage": stage})
+    assert got["confirmed_gains_2pct"] == 1 and got["stage_targets"] == 1
+
+
+def test_rows_under_other_settings_are_kept_and_same_settings_replaced(acf, tmp_path) -> None:
+    path = tmp_path / "acf.json"
+    acf.merge(path, "stage", [{"key": "k", "gain_p99": 1.0}], {"gpu": "x"})
+    acf.merge(path, "stage", [{"key": "k", "settings": "pool32", "gain_p99": 1.1}], {})
+    acf.merge(path, "stage", [{"key": "k", "settings": "pool32", "gain_p99": 1.2}], {})
+    rows = json.loads(path.read_text())["stage"]
+    assert sorted((r.get("settings", "pool16"), r["gain_p99"]) for r in rows) == [
+        ("pool16", 1.0),
+        ("pool32", 1.2),
+    ]
+
+
+def test_pruning_can_be_turned_off_for_the_stage(acf) -> None:
+    t = acf.TARGETS[0]
+    argv = acf.search_argv(t, Path("w"), Path("r"), "/x/ptxas", 7, prune_margin="off")
+    assert "--prune-margin off" in " ".join(argv)
+    assert "--prune-margin" not in acf.search_argv(t, Path("w"), Path("r"), "/x", 7)
+    assert acf.settings_label(t, "off") == f"pool{t.pool}-prune-off"

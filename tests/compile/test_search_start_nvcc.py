@@ -14,7 +14,7 @@ from ctune.compile import probe_toolchain
 from ctune.config import Settings
 from ctune.errors import SpecError
 from ctune.objective import parse_objective_spec
-from ctune.search import driver
+from ctune.search import session
 from ctune.search.driver import SearchOptions, run_search
 from ctune.spec import load_spec
 from ctune.testing.standins import StandInMeasurer
@@ -58,7 +58,7 @@ def probed_after_the_build(settings: Settings, monkeypatch: pytest.MonkeyPatch) 
     list says, per probe, whether it came."""
     builds = Path(settings.cache_dir) / "builds"
     seen: list[bool] = []
-    probe = driver.device_limits
+    probe = session.device_limits
 
     def slow_probe(*args: Any, **kw: Any) -> Any:
         deadline = time.monotonic() + 60
@@ -67,7 +67,7 @@ def probed_after_the_build(settings: Settings, monkeypatch: pytest.MonkeyPatch) 
         seen.append(any(builds.glob("*/build.json")))
         return probe(*args, **kw)
 
-    monkeypatch.setattr(driver, "device_limits", slow_probe)
+    monkeypatch.setattr(session, "device_limits", slow_probe)
     return seen
 
 

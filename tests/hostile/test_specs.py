@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable
 
 from hostile_harness import DATA_KERNELS, Case, Project, add_gene, case, tier
-from hostile_setups import chain, sparse, spec_variant, write
+from hostile_setups import chain, fifo, sparse, spec_variant, write
 
 CASES: list[Case] = []
 RESTRICTION = '  - "BLOCK * UNROLL <= 4096"\n'
@@ -115,6 +115,35 @@ CASES += [
         2,
         setup=spec_variant(
             "bomb", _replace('grid: ["ceil_div(N, BLOCK * UNROLL)"]', 'grid: ["(N ** 64) ** 64"]')
+        ),
+    ),
+]
+
+# --- element types and given data (issue 46): bounded, and files of the spec's folder ------
+X_ARG = "{name: x, role: input, dtype: float32, shape: [N]}"
+CASES += [
+    _space(
+        "struct-100k-fields",
+        _replace(
+            X_ARG,
+            "{name: x, role: input, shape: [N], dtype: {struct: ["
+            + ", ".join(f"[f{i}, float32]" for i in range(100_000))
+            + "]}}",
+        ),
+    ),
+    _space("given-outside-folder", _replace(X_ARG, X_ARG[:-1] + ", init: {npy: ../../x.npy}}")),
+    _space(
+        "constant-1e12-bytes",
+        _replace(X_ARG, X_ARG + "\n  - {name: c, role: constant, dtype: float4, shape: [1e12]}"),
+    ),
+    case(
+        "given-fifo-space",
+        "specs",
+        ["space", "kernels/bomb.cu"],
+        2,
+        setup=chain(
+            fifo("kernels/x.npy"),
+            spec_variant("bomb", _replace(X_ARG, X_ARG[:-1] + ", init: {npy: x.npy}}")),
         ),
     ),
 ]

@@ -107,7 +107,23 @@ def test_a_kernel_file_keeps_its_includes(tmp_path: Path) -> None:
         ),
         ({"tune_params": {"bad name": [1]}}, "'bad name' is not a C identifier"),
         ({"tune_params": {"tile": []}}, "expected a non-empty list"),
-        ({"restrictions": [lambda p: True]}, "write each as an expression string"),
+        ({"restrictions": [lambda p: p.get("x")]}, "cannot be written as a spec expression"),
+        ({"restrictions": [lambda p: p["x"] > 1]}, "it reads x, not a tune_params name"),
+        ({"restrictions": [lambda p: p["block_size_x"] // 0 > 1]}, "it raised ZeroDivisionError"),
+        ({"verify": lambda a, b, atol=None: True}, "verify: ctune compares each output"),
+        ({"reference": None, "answer": [None, None, None, None]}, "answer: every entry is None"),
+        (
+            {"reference": None, "answer": [np.zeros(3), None, None, None]},
+            "answer: c has shape (3,)",
+        ),
+        (
+            {"reference": None, "answer": [None, None, None, np.int32(1)]},
+            "answer: n is a scalar argument",
+        ),
+        ({"reference": None, "answer": [None] * 3}, "answer: 3 entries for 4 arguments"),
+        ({"cmem_args": {"c": np.zeros(4)}}, "cmem_args: c is a kernel parameter"),
+        ({"cmem_args": {"k": [1, 2]}}, "cmem_args['k']: expected a numpy array"),
+        ({"reference": None}, "give reference= (a function of the inputs) or answer="),
         ({"kernel_source": "no kernel here"}, "give a .cu file path or the kernel's source"),
         ({"kernel_source": "missing.cu"}, "kernel file missing.cu: no such file"),
     ],
@@ -161,6 +177,7 @@ def test_tune_returns_results_the_front_and_the_best(tmp_path: Path, monkeypatch
     artifact = ctune.load_artifact(out.artifact)
     pinned = artifact.pinned_member()
     assert pinned is not None and pinned.candidate.as_dict() == out.best
+    assert pinned.nvcc_flags and "-cubin" not in pinned.nvcc_flags  # as a user compiles it
     assert artifact.provenance["budget"] == 4
     # and from a registry, by its key
     from ctune.registry.service import publish_artifact
@@ -190,3 +207,75 @@ def test_tune_reports_a_typo_before_the_missing_gpu(tmp_path: Path, monkeypatch)
             compiler=compiler, measurer=NoGpu(),
         )  # fmt: skip
     assert compiler.calls == 0
+
+
+def test_a_callable_restriction_is_written_as_the_expression_it_computes(tmp_path: Path) -> None:
+    def fits(block_size_x, tile):
+        return block_size_x * tile <= 512
+
+    path = ctune.write_spec(
+        "vector_add", KERNEL, N, _arguments(), {"block_size_x": [64, 128, 256], "tile": [1, 2, 4]},
+        reference=vector_add, workdir=tmp_path / "w",
+        restrictions=[lambda p: p["block_size_x"] * p["tile"] <= 512, fits, "tile >= 1"],
+    )  # fmt: skip
+    assert [r.source for r in load_spec(path).restrictions] == [
+        "block_size_x * tile <= 512",
+        "block_size_x * tile <= 512",
+        "tile >= 1",
+    ]
+    one = ctune.write_spec(
+        "vector_add", KERNEL, N, _arguments(), {"block_size_x": [64, 128]},
+        reference=vector_add, workdir=tmp_path / "v",
+        restrictions=lambda p: p["block_size_x"] < 128,
+    )  # fmt: skip
+    assert [r.source for r in load_spec(one).restrictions] == ["block_size_x < 128"]
+
+
+def test_answer_gives_the_inputs_and_cmem_args_fill_constant_memory(tmp_path: Path) -> None:
+    arguments = _arguments()
+    arguments[1] = np.arange(N, dtype=np.float32)  # given data, not ctune's random values
+    expected = arguments[1] + arguments[2]
+    call = {
+        "kernel_name": "vector_add", "kernel_source": KERNEL, "problem_size": N,
+        "arguments": arguments, "tune_params": {"block_size_x": [64]}, "workdir": tmp_path / "w",
+    }  # fmt: skip
+    path = ctune.write_spec(**call, answer=[expected, None, None, None])
+    spec = load_spec(path)
+    assert [(a.name, a.role) for a in spec.args] == [
+        ("c", "inout"), ("a", "input"), ("b", "input"), ("n", "scalar"),
+    ]  # fmt: skip
+    assert np.array_equal(np.load(path.parent / "arg_a.npy"), arguments[1])
+    outputs = spec.reference()(np, {}, {})
+    assert list(outputs) == ["c"] and np.array_equal(outputs["c"], expected)
+    spec = load_spec(
+        ctune.write_spec(**call, reference=vector_add, cmem_args={"coeff": np.ones(8, np.float32)})
+    )
+    coeff = spec.args[-1]
+    assert (coeff.name, coeff.role, coeff.dtype, [e.source for e in coeff.shape]) == (
+        "coeff", "constant", "float32", ["8"],
+    )  # fmt: skip
+
+
+def test_a_failed_tune_leaves_no_spec_folder(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CTUNE_CACHE_DIR", str(tmp_path / "cache"))
+    path = ctune.write_spec(
+        "vector_add", KERNEL, N, _arguments(), {"block_size_x": [64, 128]},
+        reference=vector_add, workdir=tmp_path / "w",
+    )  # fmt: skip
+    with pytest.raises(UserError, match="unknown strategy 'gaa'"):
+        ctune.tune(
+            "vector_add", KERNEL, N, _arguments(), {"block_size_x": [64, 128]},
+            reference=vector_add, strategy="gaa",
+            compiler=StandInCompiler(load_spec(path)), measurer=StandInMeasurer(),
+        )  # fmt: skip
+    api = tmp_path / "cache" / "api"
+    assert not api.exists() or not any(api.iterdir())
+    # a folder the caller named and that was there before is theirs: it stays
+    with pytest.raises(UserError, match="unknown strategy 'gaa'"):
+        ctune.tune(
+            "vector_add", KERNEL, N, _arguments(), {"block_size_x": [64, 128]},
+            reference=vector_add, strategy="gaa", workdir=tmp_path / "w",
+            compiler=StandInCompiler(load_spec(path)), measurer=StandInMeasurer(),
+        )  # fmt: skip
+    assert path.is_file()

@@ -135,3 +135,24 @@ def test_every_python_parse_in_ctune_goes_through_the_one_locked_parser() -> Non
         if "ast.parse(" in path.read_text()
     ]
     assert callers == ["expr.py"]
+
+
+def test_a_parse_that_lost_the_interpreters_race_is_retried(monkeypatch) -> None:
+    """Python 3.11's traceback formatting parses in whatever thread logs an exception; a
+    parse of ours that lost that race fails once with the counter's SystemError."""
+    real, failures = expr.ast.parse, ["AST constructor recursion depth mismatch (before=1)"]
+
+    def racing(text: str, mode: str = "exec"):
+        if failures:
+            raise SystemError(failures.pop())
+        return real(text, mode=mode)
+
+    monkeypatch.setattr(expr.ast, "parse", racing)
+    assert isinstance(expr.parse_python("x = 1"), expr.ast.Module)
+
+    def broken(text: str, mode: str = "exec"):
+        raise SystemError("something else")
+
+    monkeypatch.setattr(expr.ast, "parse", broken)
+    with pytest.raises(SystemError, match="something else"):
+        expr.parse_python("x = 1")

@@ -36,7 +36,7 @@ LAYERS: dict[str, int] = {
     **dict.fromkeys(("measure", "compile", "controls", "identity_probe"), 3),
     **dict.fromkeys(("search", "scale", "draft", "exchange"), 4),
     **dict.fromkeys(("registry", "plot"), 5),
-    **dict.fromkeys(("cli", "api", "doctor", "testing", "__init__", "__main__"), 6),
+    **dict.fromkeys(("cli", "api", "api_keywords", "doctor", "testing", "__init__", "__main__"), 6),
 }
 
 #: upward imports kept: (importer, imported module, why). Annotation-only imports name a

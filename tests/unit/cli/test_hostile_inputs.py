@@ -259,9 +259,9 @@ def run(project: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[list[str]],
     monkeypatch.setenv("COLUMNS", "100")
     probed = toolchain.probe_toolchain("nvcc")  # the machine boundary: probed once
     monkeypatch.setattr(toolchain, "probe_toolchain", lambda *_a, **_k: probed)
-    import ctune.search.driver as driver
+    import ctune.search.session as session
 
-    monkeypatch.setattr(driver, "gpu_available", lambda index=0: False)  # never a GPU here
+    monkeypatch.setattr(session, "gpu_available", lambda index=0: False)  # never a GPU here
 
     def invoke(argv: list[str]) -> tuple[int, str, str]:
         out, err = io.StringIO(), io.StringIO()

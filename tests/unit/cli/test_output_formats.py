@@ -100,14 +100,14 @@ def _stand_ins(mp: pytest.MonkeyPatch) -> None:
     """The GPU boundary of ``search`` and ``bench``."""
     import ctune.cli.search as search_cli
     import ctune.measure.session as session
-    import ctune.search.driver as driver
+    import ctune.search.session as search_session
     from ctune.spec import load_spec
     from ctune.testing.standins import StandInCompiler, StandInMeasurer
 
     mp.setattr(search_cli, "load_kernel", lambda kernel, cfg: (load_spec(kernel), None))
     mp.setattr(search_cli, "make_compiler", lambda spec, toolchain, cfg: StandInCompiler(spec))
     mp.setattr(search_cli, "make_measurer", lambda cfg: StandInMeasurer(samples=40))
-    mp.setattr(driver, "gpu_available", lambda index=0: True)
+    mp.setattr(search_session, "gpu_available", lambda index=0: True)
     mp.setattr(session, "WorkerMeasurer", _StandInWorker)
 
 

@@ -330,13 +330,13 @@ def test_no_fill_reaches_the_search(run: Run, monkeypatch: pytest.MonkeyPatch) -
     from ctune.search import driver
 
     fill: list[bool] = []
-    real = driver.run_search
+    real = driver.run_session
 
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        fill.append(args[3].fill)
-        return real(*args, **kwargs)
+    def spy(session: Any, *args: Any, **kwargs: Any) -> Any:
+        fill.append(session.options.fill)
+        return real(session, *args, **kwargs)
 
-    monkeypatch.setattr(driver, "run_search", spy)
+    monkeypatch.setattr(driver, "run_session", spy)
     for flag in ("--no-fill", "--fill"):
         result = run(
             "--objective", "p50", "--budget", "6", "--json", "--confirm-processes", "0", flag
@@ -350,13 +350,13 @@ def test_cost_model_reaches_the_search(run: Run, monkeypatch: pytest.MonkeyPatch
     from ctune.search import driver
 
     asked: list[bool | None] = []
-    real = driver.run_search
+    real = driver.run_session
 
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        asked.append(args[3].cost_model)
-        return real(*args, **kwargs)
+    def spy(session: Any, *args: Any, **kwargs: Any) -> Any:
+        asked.append(session.options.cost_model)
+        return real(session, *args, **kwargs)
 
-    monkeypatch.setattr(driver, "run_search", spy)
+    monkeypatch.setattr(driver, "run_session", spy)
     for given in ((), ("--cost-model", "off"), ("--cost-model", "on")):
         result = run("--objective", "p50", "--budget", "6", "--confirm-processes", "0", *given)
         assert result.exit_code == 0, result.output

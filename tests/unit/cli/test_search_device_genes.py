@@ -175,9 +175,9 @@ def test_a_device_gene_search_resumes_with_device_genes(
 def test_the_specs_device_genes_are_the_default_and_none_leaves_them_out(
     setup: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import ctune.search.driver as driver
+    import ctune.search.session as session
 
-    monkeypatch.setattr(driver, "gpu_available", lambda index=0: True)  # the stand-in worker
+    monkeypatch.setattr(session, "gpu_available", lambda index=0: True)  # the stand-in worker
     yaml = tmp_path / "k" / "standin.yaml"
     yaml.write_text(yaml.read_text() + "\ndevice_genes: [clocks]\n")
     assert load_spec(yaml).device_genes == ("clocks",)

@@ -133,11 +133,22 @@ def test_tuned_flags_are_what_a_build_needs():
     argv = _argv(define_genes={"BM": 64}, flag_genes={"ptxas_opt": 2}, include_dirs=(Path("/inc"),))
     assert tuned_flags(argv) == [
         "--generate-code=arch=compute_90,code=sm_90",
-        "-cubin",
         "-std=c++17",
         "-DBM=64",
         "-Xptxas",
         "-O2",
+    ]
+
+
+def test_tuned_flags_of_a_launcher_leave_out_the_harness_library():
+    """A launcher is built as a host library for ctune's harness: a user's build makes its
+    own program, so -shared, -Xcompiler -fPIC and --no-compress are not what it needs."""
+    argv = _argv(entry_kind="launcher", define_genes={"BM": 64}, output=Path("/c/kernel.so"))
+    assert "-shared" in argv and "--no-compress" in argv  # ctune's own build has them
+    assert tuned_flags(argv) == [
+        "--generate-code=arch=compute_90,code=sm_90",
+        "-std=c++17",
+        "-DBM=64",
     ]
 
 
@@ -278,3 +289,15 @@ def test_a_build_under_way_is_shared_not_compiled_again(rt_compiler, monkeypatch
             mine.argv,
         )
     assert theirs.build_key != mine.build_key and not theirs.cache_hit
+
+
+def test_a_header_compiles_as_cuda_and_a_spec_may_say_so_itself():
+    argv = _argv(source=Path("/k/gemm.cuh"))
+    assert argv[-4:] == ["/c/kernel.cubin", "-x", "cu", "/k/gemm.cuh"]
+    assert "-x" not in _argv()  # a .cu needs nothing
+    check_flags(["-x", "cu"])  # the one language a spec may name
+    for flags in (["-x", "c++"], ["-x"], ["-x", "cu", "foo.c"]):
+        with pytest.raises(UserError, match="not allowed"):
+            check_flags(flags)
+    given = _argv(source=Path("/k/gemm.h"), extra_flags=("-x", "cu"))
+    assert given.count("-x") == 1

@@ -58,7 +58,7 @@ VADD = KernelParams(
 
 
 def test_args_that_fit_pass() -> None:
-    args = [_buffer("a"), _buffer("b", "float16"), _buffer("c"), _scalar("n")]
+    args = [_buffer("a"), _buffer("b"), _buffer("c"), _scalar("n")]
     assert arg_mismatch(args, VADD) is None
     # extern "C" kernels have no C types: sizes alone decide
     assert arg_mismatch(args, KernelParams("vadd", VADD.sizes)) is None
@@ -103,3 +103,41 @@ def test_a_buffer_on_a_small_parameter_without_types() -> None:
 def test_qualified_pointers_are_pointers() -> None:
     params = KernelParams("k", (8, 8), ("float* const", "float const* __restrict__"))
     assert arg_mismatch([_buffer("a"), _buffer("b")], params) is None
+
+
+PAIRS = KernelParams(
+    "pairs(float2 const*, Point*, unsigned int*, int)",
+    (8, 8, 8, 4),
+    ("float2 const*", "Point*", "unsigned int*", "int"),
+)
+
+
+def test_a_buffer_element_type_must_be_what_the_pointer_points_at() -> None:
+    point = "struct{x:float32,y:float32}"
+    fits = [_buffer("v", "float2"), _buffer("p", point), _buffer("u", "int32"), _scalar("n")]
+    assert arg_mismatch(fits, PAIRS) is None  # a struct the table does not know, signedness
+    wrong = [_buffer("v"), _buffer("p", point), _buffer("u", "int32"), _scalar("n")]
+    text = arg_mismatch(wrong, PAIRS)
+    assert text is not None and "\n" not in text
+    assert "args.v: dtype float32" in text and "(float2 const*)" in text
+    floats = [_buffer("v", "float2"), _buffer("p", point), _buffer("u"), _scalar("n")]
+    assert "args.u: dtype float32" in (arg_mismatch(floats, PAIRS) or "")
+    # a problem's dtype override is what the build was made with
+    assert arg_mismatch(fits, PAIRS, {"v": "float4"}) is not None
+
+
+def test_constants_are_not_parameters() -> None:
+    args = [_buffer("a"), _buffer("b"), _buffer("c"), _scalar("n")]
+    taps = ArgSpec("taps", "constant", "float32", (parse("16"),))
+    assert arg_mismatch([*args[:2], taps, *args[2:]], VADD) is None
+
+
+def test_a_struct_the_source_spells_out_is_compared_by_layout() -> None:
+    structs = {"Point": "struct{x:float32,y:float32}"}
+    same = "struct{a:float32,b:float32}"  # names are the author's; the layout is the same
+    fits = [_buffer("v", "float2"), _buffer("p", same), _buffer("u", "int32"), _scalar("n")]
+    assert arg_mismatch(fits, PAIRS, structs=structs) is None
+    other = "struct{x:float32,y:int32}"
+    wrong = [_buffer("v", "float2"), _buffer("p", other), _buffer("u", "int32"), _scalar("n")]
+    text = arg_mismatch(wrong, PAIRS, structs=structs) or ""
+    assert "args.p: dtype struct{x:float32,y:int32}" in text and "(Point*)" in text

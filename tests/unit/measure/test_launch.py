@@ -75,3 +75,43 @@ def test_launcher_values_follow_argument_order(saxpy):
         ("float32", np.float32(1.5)),
         ("int32", np.int32(1000003)),
     ]
+
+
+class _Module:
+    """A loaded module's symbol lookup, as CuPy's RawModule.get_global answers it."""
+
+    def __init__(self, names: set[str]) -> None:
+        self.names, self.copies = names, []
+
+    def get_global(self, name: str):
+        if name not in self.names:
+            raise RuntimeError("CUDA_ERROR_NOT_FOUND")
+        module = self
+
+        class Symbol:
+            def copy_from_device_async(self, src, size, stream):
+                module.copies.append((name, size, stream))
+
+        return Symbol()
+
+
+class _Values:
+    nbytes, data = 64, object()
+
+
+def test_a_constant_is_copied_into_its_symbol_on_the_stream() -> None:
+    from ctune.measure.launch import fill_constant
+
+    module = _Module({"taps"})
+    fill_constant(module, "taps", 64, _Values(), "stream")
+    assert module.copies == [("taps", 64, "stream")]
+
+
+def test_a_constant_the_module_lacks_or_too_large_is_one_line() -> None:
+    from ctune.errors import SpecError
+    from ctune.measure.launch import fill_constant
+
+    with pytest.raises(SpecError, match="no __constant__ symbol 'taps'"):
+        fill_constant(_Module(set()), "taps", None, _Values(), "stream")
+    with pytest.raises(SpecError, match="64 B, but __constant__ taps holds 32 B"):
+        fill_constant(_Module({"taps"}), "taps", 32, _Values(), "stream")

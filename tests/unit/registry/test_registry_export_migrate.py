@@ -194,6 +194,36 @@ def test_export_takes_defines_from_defines_and_drops_ctune_output_mode() -> None
     assert '"SHELL:-Xptxas -O3"' in export.render(a, None, "cmake")
 
 
+def test_a_launcher_export_builds_as_a_user_compiles_it() -> None:
+    """A launcher member records the flags of ctune's harness library and reads CUTLASS
+    through the @cutlass token: the export leaves out the library and names the folder."""
+    import dataclasses
+
+    from ctune.spec.includes import include_token_dir
+
+    folder = include_token_dir("@cutlass")
+    if folder is None:
+        pytest.skip("the nvidia-cutlass wheel is not installed")
+    a = make_artifact()
+    searched = dataclasses.replace(
+        a.front[0],
+        nvcc_flags=("--generate-code=arch=compute_90a,code=sm_90a", "-shared", "-Xcompiler",
+                    "-fPIC", "--no-compress", "-std=c++17", "-DBLOCK_M=128", "-Xptxas", "-O3"),
+    )  # fmt: skip
+    closure = {"gemm.cu": "0" * 64, "@cutlass/cute/tensor.hpp": "1" * 64}
+    a = dataclasses.replace(a, front=(searched, a.front[1]), inputs={"closure": closure})
+    line = export.render(a, None, "flags").split()
+    assert line[:4] == [f"-I{folder}", "--generate-code=arch=compute_90a,code=sm_90a",
+                        "-std=c++17", "-Xptxas"]  # fmt: skip
+    for harness in ("-shared", "-fPIC", "--no-compress", "-cubin"):
+        assert harness not in line
+    assert json.loads(export.render(a, None, "json"))["nvcc_flags"][0] == f"-I{folder}"
+    cmake = export.render(a, None, "cmake")
+    assert f'set(CTUNE_GEMM_INCLUDE_DIRS "{folder}")' in cmake
+    assert "target_include_directories(<target> PRIVATE ${CTUNE_GEMM_INCLUDE_DIRS})" in cmake
+    assert f"-I{folder}" in export.render(a, None, "header")
+
+
 def test_runtime_genes_are_exported_as_runtime_values_not_flags() -> None:
     import dataclasses
 

@@ -116,11 +116,12 @@ def test_the_recorded_settings_reach_the_search_and_not_os_environ(
     publish_artifact(registry, _recorded())
     seen: list[tuple[Path, Path, str | None]] = []
 
-    def spy(settings: Settings, *args: Any, publish: Any = None, **kwargs: Any) -> Any:
-        seen.append((settings.registry, publish.registry, os.environ.get("CTUNE_REGISTRY")))
+    def spy(session: Any, *args: Any, **kwargs: Any) -> Any:
+        registries = (session.settings.registry, session.publish.registry)
+        seen.append((*registries, os.environ.get("CTUNE_REGISTRY")))
         raise UserError("the search stops here: its settings are what this test looks at")
 
-    monkeypatch.setattr(driver, "run_search", spy)
+    monkeypatch.setattr(driver, "run_session", spy)
     kernels = str(ROOT / "kernels")
     code, _, err = cli(
         "registry", "retune", "--run", "--registry", str(registry), "--kernels", kernels

@@ -205,10 +205,10 @@ def test_the_search_samples_lighter_where_confirmation_measures_by_the_protocol(
 
 
 def test_the_workers_start_before_the_device_is_probed(search, monkeypatch) -> None:
-    import ctune.search.driver as driver
+    import ctune.search.session as session
 
     order: list[str] = []
-    probe = driver.device_limits
+    probe = session.device_limits
 
     def limits(*args, **kwargs):
         order.append("device limits")
@@ -219,7 +219,7 @@ def test_the_workers_start_before_the_device_is_probed(search, monkeypatch) -> N
             order.append("prestart")
             super().prestart(count, wait)
 
-    monkeypatch.setattr(driver, "device_limits", limits)
+    monkeypatch.setattr(session, "device_limits", limits)
     search(measurer=Recorder(), budget=4, seed=1, journal_fsync=False)
     # a worker's start (~2 s with its siblings) overlaps the probe and the baseline's compile
     assert order[:2] == ["prestart", "device limits"]

@@ -169,3 +169,48 @@ def test_a_gpu_of_the_target_architecture_gives_its_own_limits(monkeypatch) -> N
     assert probe_device_limits("sm_90") is None
     assert device_limits("sm_90").source == "sm_90 table"
     assert device_limits("sm_89", probe=False).source == "sm_89 table"
+
+
+STATIC = """\
+entry: tiles
+genes:
+  TILE: {values: [16, 32, 64, 128], default: 16, family: launch}
+  SMEM: {values: [0, 65536], default: 0, family: runtime}
+launch:
+  grid: ["ceil_div(N, TILE)"]
+  block: [TILE]
+  dynamic_smem_bytes: SMEM
+problems: [{name: n512, dims: {N: 512}}]
+args:
+  - {name: C, role: output, dtype: float32, shape: [N, N]}
+reference: {python: ref.py:ref}
+"""
+
+TILES = """\
+#define PAD 1
+__global__ void other() { __shared__ double huge[1 << 20]; }
+__global__ void tiles(float* C) {
+    __shared__ float a[TILE][TILE + PAD];
+    __shared__ float2 b[TILE / 2];
+    __shared__ Unknown skipped[TILE];  // a type ctune cannot size: left out
+    extern __shared__ float dynamic[];
+    C[threadIdx.x] = a[0][0] + b[0].x + dynamic[0];
+}
+"""
+
+
+def test_static_shared_memory_of_the_source_is_a_restriction(tmp_path: Path) -> None:
+    (tmp_path / "tiles.cu").write_text(TILES)
+    (tmp_path / "ref.py").write_text("def ref(xp, inputs, dims):\n    return {}\n")
+    (tmp_path / "tiles.yaml").write_text(STATIC)
+    spec = load_spec(tmp_path / "tiles.yaml")
+    limits = table_limits("sm_90")
+    sources = [r.source for r in limits.restrictions(spec.launch)]
+    static = "(4 * (TILE) * (TILE + (1)) + 8 * (TILE // 2))"
+    assert f"{static} <= 49152" in sources
+    assert f"{static} + SMEM <= {227 * 1024}" in sources
+    space = limits.constrain(spec.space, spec.launch)
+    dims = spec.problem().dims
+    # 4*64*65 + 8*32 = 16896 B fits; 4*128*129 + 8*64 = 66560 B is more than ptxas takes
+    assert space.violations({"TILE": 64, "SMEM": 65536}, dims) == []
+    assert space.violations({"TILE": 128, "SMEM": 0}, dims) == [f"{static} <= 49152"]

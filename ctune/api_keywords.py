@@ -1,0 +1,198 @@
+"""Kernel Tuner's ``tune_kernel`` keywords as the spec ``ctune.tune`` writes says them.
+
+A spec is YAML that ``ctune search`` resumes from the command line, so what Kernel Tuner
+takes as Python objects becomes spec text and files beside it: a callable restriction
+becomes the expression it computes (checked against the callable on the space), ``answer``
+a reference that returns the expected arrays, and ``cmem_args`` constant-memory args.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import itertools
+import random
+import textwrap
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ctune.errors import UserError
+from ctune.expr import ExprError
+from ctune.expr import parse as parse_expr
+
+#: combinations a translated restriction is compared with its callable on, at most
+CHECKED_COMBINATIONS = 4096
+
+
+def restriction_text(restriction: Any, tune_params: Mapping[str, Sequence[Any]]) -> str:
+    """A restriction as a spec expression: a string as it is; a callable (``lambda p:
+    p["bx"] * p["by"] <= 1024``, or one taking the parameters by name) as the expression
+    it returns, once it agrees with the callable on the space."""
+    if isinstance(restriction, str):
+        return restriction
+    if not callable(restriction):
+        raise UserError(
+            f"restrictions: {restriction!r} is neither an expression string nor a function"
+        )
+    function = _function_node(restriction)
+    params = [a.arg for a in function.args.args]
+    body = function.body
+    if isinstance(body, list):  # a def: one return statement
+        returns = [s for s in body if isinstance(s, ast.Return)]
+        if len(body) != 1 or len(returns) != 1 or returns[0].value is None:
+            raise _untranslatable(restriction, "its body is more than one return statement")
+        body = returns[0].value
+    by_name = len(params) != 1 or params[0] in tune_params
+    if not by_name:
+        body = _ParamsAsNames(params[0]).visit(body)
+    text = ast.unparse(body)
+    try:
+        expr = parse_expr(text)
+    except ExprError as exc:
+        raise _untranslatable(restriction, str(exc)) from None
+    unknown = sorted(expr.names - set(tune_params))
+    if unknown:
+        raise _untranslatable(restriction, f"it reads {', '.join(unknown)}, not a tune_params name")
+    _check_agrees(restriction, expr, tune_params, by_name)
+    return text
+
+
+class _ParamsAsNames(ast.NodeTransformer):
+    """``p["name"]`` -> ``name``; any other use of ``p`` cannot be a spec expression."""
+
+    def __init__(self, dict_name: str) -> None:
+        self.dict_name = dict_name
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        if (
+            isinstance(node.value, ast.Name)
+            and node.value.id == self.dict_name
+            and isinstance(node.slice, ast.Constant)
+            and isinstance(node.slice.value, str)
+        ):
+            return ast.copy_location(ast.Name(node.slice.value, ast.Load()), node)
+        return self.generic_visit(node)
+
+
+def _function_node(fn: Callable[..., Any]) -> ast.Lambda | ast.FunctionDef:
+    """The lambda or def of ``fn`` in its source (a lambda may sit inside a call)."""
+    try:
+        lines, _ = inspect.getsourcelines(fn)
+    except (OSError, TypeError):
+        raise _untranslatable(fn, "its source cannot be read") from None
+    text = textwrap.dedent("".join(lines))
+    arity = fn.__code__.co_argcount if hasattr(fn, "__code__") else -1
+    for candidate in _parses(text):
+        for node in ast.walk(candidate):
+            if isinstance(node, (ast.Lambda, ast.FunctionDef)) and len(node.args.args) == arity:
+                if isinstance(node, ast.FunctionDef) and node.name != fn.__name__:
+                    continue
+                return node
+    raise _untranslatable(fn, "its source could not be read as one function")
+
+
+def _parses(text: str) -> list[ast.AST]:
+    """``text`` parsed whole, else each ``lambda`` in it, cut where it parses."""
+    try:
+        return [ast.parse(text)]
+    except SyntaxError:
+        pass
+    found: list[ast.AST] = []
+    start = text.find("lambda")
+    while start >= 0:
+        for end in range(len(text), start, -1):
+            try:
+                found.append(ast.parse(text[start:end].strip(), mode="eval"))
+                break
+            except SyntaxError:
+                continue
+        start = text.find("lambda", start + 1)
+    return found
+
+
+def _check_agrees(
+    fn: Callable[..., Any], expr: Any, tune_params: Mapping[str, Sequence[Any]], by_name: bool
+) -> None:
+    names = list(tune_params)
+    product = itertools.product(*(tune_params[n] for n in names))
+    combos = list(itertools.islice(product, CHECKED_COMBINATIONS * 4))
+    if len(combos) > CHECKED_COMBINATIONS:
+        combos = random.Random(0).sample(combos, CHECKED_COMBINATIONS)
+    parameters = inspect.signature(fn).parameters if by_name else {}
+    for combo in combos:
+        values = dict(zip(names, combo, strict=True))
+        try:
+            wanted = fn(**{k: values[k] for k in parameters}) if by_name else fn(values)
+            got = expr.evaluate(values)
+        except Exception as exc:  # the user's callable may raise anything
+            raise _untranslatable(fn, f"at {values} it raised {type(exc).__name__}") from None
+        if bool(wanted) != bool(got):
+            raise _untranslatable(fn, f"'{expr.source}' disagrees with it at {values}")
+
+
+def _untranslatable(fn: Any, why: str) -> UserError:
+    name = getattr(fn, "__name__", type(fn).__name__)
+    return UserError(
+        f"restrictions: {name} cannot be written as a spec expression ({why}); "
+        "pass it as an expression string, e.g. 'block_size_x * block_size_y <= 1024'"
+    )
+
+
+# --- given data: answer and cmem_args ---------------------------------------------------
+
+
+def check_answer(answer: Sequence[Any], arguments: Sequence[Any], names: list[str]) -> list[str]:
+    """The names of the arguments ``answer`` gives expected values for (Kernel Tuner's
+    form: one entry per argument, None where it is not checked)."""
+    if isinstance(answer, (str, bytes)) or not isinstance(answer, Sequence):
+        raise UserError("answer: a list with one entry per argument (None where not checked)")
+    if len(answer) != len(arguments):
+        raise UserError(f"answer: {len(answer)} entries for {len(arguments)} arguments")
+    checked = []
+    for name, expected, given in zip(names, answer, arguments, strict=True):
+        if expected is None:
+            continue
+        shape = getattr(given, "shape", None)
+        if shape is None or len(shape) == 0:
+            raise UserError(f"answer: {name} is a scalar argument; only buffers are checked")
+        if tuple(getattr(expected, "shape", ())) != tuple(shape):
+            raise UserError(
+                f"answer: {name} has shape {tuple(getattr(expected, 'shape', ()))}, "
+                f"its argument {tuple(shape)}"
+            )
+        checked.append(name)
+    if not checked:
+        raise UserError("answer: every entry is None; give the expected value of an output")
+    return checked
+
+
+def answer_reference(checked: list[str]) -> str:
+    """A reference module that returns the expected arrays saved beside it."""
+    names = ", ".join(f'"{n}"' for n in checked)
+    return (
+        '"""The answer passed to ctune.tune(): the expected outputs, saved beside this file."""\n'
+        "\nfrom pathlib import Path\n\nimport numpy as np\n\n_HERE = Path(__file__).parent\n\n\n"
+        "def answer(xp, inputs, dims):\n"
+        f"    return {{n: xp.asarray(np.load(_HERE / f'answer_{{n}}.npy')) for n in ({names},)}}\n"
+    )
+
+
+def check_cmem_args(cmem_args: Mapping[str, Any], params: list[str]) -> None:
+    """``cmem_args``: {the kernel's __constant__ symbol: its values}."""
+    if not isinstance(cmem_args, Mapping):
+        raise UserError("cmem_args: a dict {constant symbol name: array}")
+    for name, values in cmem_args.items():
+        if not isinstance(name, str) or not name.isidentifier():
+            raise UserError(f"cmem_args: {name!r} is not a C identifier")
+        if name in params:
+            raise UserError(f"cmem_args: {name} is a kernel parameter, not a constant symbol")
+        if getattr(values, "shape", None) is None:
+            raise UserError(f"cmem_args[{name!r}]: expected a numpy array")
+
+
+__all__ = [
+    "answer_reference",
+    "check_answer",
+    "check_cmem_args",
+    "restriction_text",
+]
