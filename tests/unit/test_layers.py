@@ -32,7 +32,7 @@ LAYERS: dict[str, int] = {
         0,
     ),
     **dict.fromkeys(("objective", "space", "spec", "config", "engine_settings", "l2policy"), 1),
-    "evidence": 2,
+    **dict.fromkeys(("evidence", "model"), 2),
     **dict.fromkeys(("measure", "compile", "controls", "identity_probe"), 3),
     **dict.fromkeys(("search", "scale", "draft", "exchange"), 4),
     **dict.fromkeys(("registry", "plot"), 5),
