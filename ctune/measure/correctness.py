@@ -260,10 +260,10 @@ def verified(
     the tolerance compare sees them, ``atol`` the outputs' max_abs where the spec gives a
     tolerance. What it raises is the spec's problem, as a failing reference is."""
     got = {
-        name: _host(float32_values(xp, buffers.arrays[name], buffers.dtypes[name]))
+        name: _host(xp, float32_values(xp, buffers.arrays[name], buffers.dtypes[name]))
         for name in buffers.names("output", "inout")
     }
-    want = {name: _host(value) for name, value in expected.items()}
+    want = {name: _host(xp, value) for name, value in expected.items()}
     kwargs = {"atol": _atol(spec, problem, list(got))} if _takes_atol(verify) else {}
     try:
         answer = verify(want, got, **kwargs)
@@ -283,13 +283,11 @@ def _verify_name(spec: KernelSpec) -> str:
     return f"{path.name if path is not None else '?'}:{spec.verify_function}"
 
 
-def _host(value: Any) -> Any:
+def _host(xp: ModuleType, value: Any) -> Any:
     """A numpy array on the host (a struct's dict of fields, field by field)."""
     if isinstance(value, Mapping):
-        return {str(k): _host(v) for k, v in value.items()}
-    if hasattr(value, "get") and not isinstance(value, np.ndarray):
-        return value.get()  # a cupy array
-    return np.asarray(value)
+        return {str(k): _host(xp, v) for k, v in value.items()}
+    return np.asarray(getattr(xp, "asnumpy", np.asarray)(value))
 
 
 def _atol(spec: KernelSpec, problem: Problem, outputs: list[str]) -> float | None:
