@@ -9,6 +9,13 @@ template the file never instantiates (``block_sum``), two kernels in one file wi
 with ``__launch_bounds__`` and dynamic shared memory (``softmax_rows``). No kernel file
 is edited: its sha256 is checked before and after.
 
+The external set (``--set external``) is kernels from public projects (NVIDIA's CUDA
+samples, Rodinia, PolyBench/GPU), listed with their upstream commit, licence and sha256
+in ``bench/external/manifest.json`` and fetched unmodified into the git-ignored
+``bench/external/src/`` by ``python bench/external_kernels.py fetch``; the specs and
+references beside the manifest are ctune's. A kernel whose spec needs a feature this
+ctune lacks (its ``needs``) and does not load is skipped with the reason.
+
 For each kernel:
 
 1. ``ctune init`` drafts a sidecar from a copy of the ``.cu`` and ``ctune space`` runs
@@ -24,7 +31,8 @@ Writes ``bench/results/own_kernels-<gpu_id>.json`` (``kernels``: one record per 
 ``tuned_unmodified``: how many were tuned with their source unchanged; ``spec_lines``
 per kernel), with the machine's fingerprint.
 
-    python bench/own_kernels.py [--compile-only] [--budget 24] [--kernels vecadd ...]
+    python bench/own_kernels.py [--set own|external|all] [--compile-only] [--budget 24]
+        [--kernels vecadd ...]
 """
 
 from __future__ import annotations
@@ -43,15 +51,21 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS_DIR = ROOT / "bench" / "own_kernels"
+EXTERNAL_DIR = ROOT / "bench" / "external"
+# a sidecar line that says where the sidecar lies relative to the kernel, not a review
+PLACEMENT_KEYS = ("source:",)
 
 
 @dataclass(frozen=True)
 class Case:
     name: str
-    source: str  # the kernel file, as written
+    source: str  # the kernel file, as written, relative to folder
     entry: str | None  # --entry for ctune init when the file has several kernels
-    sidecar: str  # the reviewed sidecar
+    sidecar: str  # the reviewed sidecar, in folder
     style: str
+    folder: Path = KERNELS_DIR
+    project: str | None = None  # external: the project folder under src/ copied for init
+    needs: tuple[str, ...] = ()  # external: spec features this ctune may lack
 
 
 CASES = (
@@ -94,6 +108,27 @@ CASES = (
 )
 
 
+def external_cases(manifest: Path = EXTERNAL_DIR / "manifest.json") -> tuple[Case, ...]:
+    """The external set, from the manifest's kernel table."""
+    data = json.loads(manifest.read_text())
+    return tuple(
+        Case(
+            name=k["name"],
+            source=f"src/{k['file']}",
+            entry=k["entry"].split("<", 1)[0],
+            sidecar=k["spec"],
+            style=k["style"],
+            folder=manifest.parent,
+            project=k["file"].split("/", 1)[0],
+            needs=tuple(k.get("needs", ())),
+        )
+        for k in data["kernels"]
+    )
+
+
+SETS = {"own": lambda: CASES, "external": external_cases}
+
+
 def ctune(*args: str, cwd: Path, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
     """The ctune command line, as a user runs it."""
     return subprocess.run(
@@ -116,10 +151,15 @@ def _meaningful(path: Path) -> list[str]:
     return [line for line in lines if line.strip()]
 
 
-def edited_lines(draft_path: Path, reviewed: Path) -> int:
-    """Lines of the reviewed sidecar that the draft did not have as they are."""
-    drafted = set(_meaningful(draft_path))
-    return sum(1 for line in _meaningful(reviewed) if line not in drafted)
+def edited_lines(draft_path: Path | None, reviewed: Path) -> int:
+    """Lines of the reviewed sidecar that the draft did not have as they are (every line
+    when there is no draft); a placement line (``source:``) is not an edit."""
+    drafted = set(_meaningful(draft_path)) if draft_path is not None else set()
+    return sum(
+        1
+        for line in _meaningful(reviewed)
+        if line not in drafted and not line.strip().startswith(PLACEMENT_KEYS)
+    )
 
 
 def sha256(path: Path) -> str:
@@ -135,16 +175,22 @@ def draft(case: Case, work: Path) -> dict[str, Any]:
     """``ctune init`` on a copy of the kernel, then ``ctune space`` on the draft as it is."""
     folder = work / case.name
     folder.mkdir(parents=True, exist_ok=True)
-    shutil.copy(KERNELS_DIR / case.source, folder / case.source)
+    if case.project:  # the project's folder, so that the file's own includes resolve
+        shutil.copytree(case.folder / "src" / case.project, folder / "src" / case.project)
+    else:
+        shutil.copy(case.folder / case.source, folder / case.source)
+    source = folder / case.source
     entry = ["--entry", case.entry] if case.entry else []
-    made = ctune("init", case.source, *entry, cwd=folder)
+    made = ctune("init", source.name, *entry, cwd=source.parent)
     out: dict[str, Any] = {"init": made.returncode == 0}
     if made.returncode != 0:
-        return {**out, "error": _error(made)}
-    sidecar = (folder / case.source).with_suffix(".yaml")
+        edited = edited_lines(None, case.folder / case.sidecar)
+        return {**out, "edited_lines": edited, "error": _error(made)}
+    sidecar = source.with_suffix(".yaml")
     out["draft_lines"] = spec_lines(sidecar)
-    out["edited_lines"] = edited_lines(sidecar, KERNELS_DIR / case.sidecar)
-    space = ctune("space", case.source, "--json", cwd=folder)
+    out["edited_lines"] = edited_lines(sidecar, case.folder / case.sidecar)
+    out["check_marks"] = sum("# check:" in line for line in sidecar.read_text().splitlines())
+    space = ctune("space", source.name, "--json", cwd=source.parent)
     out["space"] = space.returncode == 0
     if space.returncode != 0:
         return {**out, "error": _error(space)}
@@ -158,10 +204,13 @@ def draft(case: Case, work: Path) -> dict[str, Any]:
 
 def compile_default(case: Case, work: Path) -> dict[str, Any]:
     """The reviewed sidecar: its size, its space within the device, its default build."""
-    sidecar = KERNELS_DIR / case.sidecar
+    sidecar = case.folder / case.sidecar
     out: dict[str, Any] = {"spec_lines": spec_lines(sidecar)}
     space = ctune("space", str(sidecar), "--json", cwd=work)
     if space.returncode != 0:
+        if case.needs:
+            reason = f"needs {', '.join(case.needs)}: {_error(space)}"
+            return {**out, "skipped": reason}
         return {**out, "error": _error(space)}
     report = json.loads(space.stdout)
     device = report.get("device") or {}
@@ -186,7 +235,7 @@ def compile_default(case: Case, work: Path) -> dict[str, Any]:
 
 def tune(case: Case, work: Path, out_dir: Path, budget: int, seed: int) -> dict[str, Any]:
     """``ctune search --objective p50`` on the GPU; the search confirms in fresh processes."""
-    sidecar = KERNELS_DIR / case.sidecar
+    sidecar = case.folder / case.sidecar
     artifact = out_dir / "artifacts" / f"own-{case.name}.json"
     artifact.parent.mkdir(parents=True, exist_ok=True)
     args = ["--objective", "p50", "--budget", str(budget), "--seed", str(seed)]
@@ -215,17 +264,22 @@ def tune(case: Case, work: Path, out_dir: Path, budget: int, seed: int) -> dict[
 def run_case(
     case: Case, work: Path, out_dir: Path, *, gpu: bool, budget: int, seed: int
 ) -> dict[str, Any]:
-    source = KERNELS_DIR / case.source
-    before = sha256(source)
+    source = case.folder / case.source
+    folder = case.folder.relative_to(ROOT)
     record: dict[str, Any] = {
         "kernel": case.name,
-        "source": f"bench/own_kernels/{case.source}",
-        "sidecar": f"bench/own_kernels/{case.sidecar}",
+        "set": "external" if case.project else "own",
+        "source": f"{folder}/{case.source}",
+        "sidecar": f"{folder}/{case.sidecar}",
         "style": case.style,
-        "source_sha256": before,
-        "draft": draft(case, work),
-        **compile_default(case, work),
     }
+    if case.project:
+        record.update(project=case.project, needs=list(case.needs))
+    if not source.is_file():
+        fetch = "python bench/external_kernels.py fetch"
+        return {**record, "skipped": f"{case.source} not fetched: run `{fetch}`"}
+    before = sha256(source)
+    record.update(source_sha256=before, draft=draft(case, work), **compile_default(case, work))
     if gpu and record.get("compiled"):
         record["search"] = tune(case, work, out_dir, budget, seed)
     unchanged = sha256(source) == before
@@ -241,13 +295,14 @@ def report(records: list[dict[str, Any]], gpu: dict[str, str] | None, wall_s: fl
         "compile_only": gpu is None,
         "wall_s": round(wall_s, 1),
         "kernels": records,
-        "tuned_unmodified": sum(r["tuned_unmodified"] for r in records),
+        "tuned_unmodified": sum(bool(r.get("tuned_unmodified")) for r in records),
         "compiled_unmodified": sum(
-            bool(r.get("compiled") and r["source_unchanged"]) for r in records
+            bool(r.get("compiled") and r.get("source_unchanged")) for r in records
         ),
-        "spec_lines": {r["kernel"]: r["spec_lines"] for r in records},
-        "draft_lines": {r["kernel"]: r["draft"].get("draft_lines") for r in records},
-        "edited_lines": {r["kernel"]: r["draft"].get("edited_lines") for r in records},
+        "skipped": {r["kernel"]: r["skipped"] for r in records if "skipped" in r},
+        "spec_lines": {r["kernel"]: r.get("spec_lines") for r in records},
+        "draft_lines": {r["kernel"]: r.get("draft", {}).get("draft_lines") for r in records},
+        "edited_lines": {r["kernel"]: r.get("draft", {}).get("edited_lines") for r in records},
     }
 
 
@@ -257,11 +312,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compile-only", action="store_true", help="no search, even on a GPU")
     parser.add_argument("--budget", type=int, default=24, help="evaluations per search")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--kernels", nargs="*", default=[c.name for c in CASES])
+    parser.add_argument("--set", choices=[*SETS, "all"], default="all", dest="kernel_set")
+    parser.add_argument("--kernels", nargs="*", help="only these (default: the whole set)")
     args = parser.parse_args(argv)
-    unknown = sorted(set(args.kernels) - {c.name for c in CASES})
+    names = list(SETS) if args.kernel_set == "all" else [args.kernel_set]
+    cases = [case for name in names for case in SETS[name]()]
+    known = [c.name for c in cases]
+    unknown = sorted(set(args.kernels or ()) - set(known))
     if unknown:
-        parser.error(f"unknown kernels {unknown} (known: {', '.join(c.name for c in CASES)})")
+        parser.error(f"unknown kernels {unknown} (known: {', '.join(known)})")
+    if args.kernels:
+        cases = [c for c in cases if c.name in args.kernels]
 
     gpu = None
     if not args.compile_only:
@@ -271,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     records = []
     with tempfile.TemporaryDirectory(prefix="own-kernels-") as scratch:
-        for case in (c for c in CASES if c.name in args.kernels):
+        for case in cases:
             print(f"[{time.time() - started:6.0f} s] {case.name}: {case.style}", flush=True)
             records.append(
                 run_case(
@@ -291,11 +352,14 @@ def main(argv: list[str] | None = None) -> int:
     path.write_text(json.dumps(data, indent=2) + "\n")
     print(path)
     for r in records:
+        if "skipped" in r:
+            print(f"  {r['kernel']:22s} skipped: {r['skipped']}")
+            continue
         state = (
             "tuned" if r["tuned_unmodified"] else ("compiled" if r.get("compiled") else "FAILED")
         )
         print(f"  {r['kernel']:22s} {r['spec_lines']:3d} spec lines  {state}  {r.get('error', '')}")
-    return 0 if all(r.get("compiled") for r in records) else 1
+    return 0 if all(r.get("compiled") for r in records if "skipped" not in r) else 1
 
 
 if __name__ == "__main__":
