@@ -202,16 +202,21 @@ def draft(case: Case, work: Path) -> dict[str, Any]:
     return out
 
 
+def _failed(case: Case, done: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    """A step that failed: an error, or a skip where the spec uses features this ctune
+    may lack (the lead's GPU run then shows which ones were missing)."""
+    if case.needs:
+        return {"skipped": f"needs {', '.join(case.needs)}: {_error(done)}"}
+    return {"error": _error(done)}
+
+
 def compile_default(case: Case, work: Path) -> dict[str, Any]:
     """The reviewed sidecar: its size, its space within the device, its default build."""
     sidecar = case.folder / case.sidecar
     out: dict[str, Any] = {"spec_lines": spec_lines(sidecar)}
     space = ctune("space", str(sidecar), "--json", cwd=work)
     if space.returncode != 0:
-        if case.needs:
-            reason = f"needs {', '.join(case.needs)}: {_error(space)}"
-            return {**out, "skipped": reason}
-        return {**out, "error": _error(space)}
+        return {**out, **_failed(case, space)}
     report = json.loads(space.stdout)
     device = report.get("device") or {}
     out.update(
@@ -222,7 +227,7 @@ def compile_default(case: Case, work: Path) -> dict[str, Any]:
     )
     built = ctune("compile", str(sidecar), "--json", cwd=work)
     if built.returncode != 0:
-        return {**out, "compiled": False, "error": _error(built)}
+        return {**out, "compiled": False, **_failed(case, built)}
     build = json.loads(built.stdout)["build"]
     out.update(
         compiled=build["outcome"] == "ok",
