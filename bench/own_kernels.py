@@ -270,7 +270,7 @@ def run_case(
     case: Case, work: Path, out_dir: Path, *, gpu: bool, budget: int, seed: int
 ) -> dict[str, Any]:
     source = case.folder / case.source
-    folder = case.folder.relative_to(ROOT)
+    folder = case.folder.relative_to(ROOT) if case.folder.is_relative_to(ROOT) else case.folder
     record: dict[str, Any] = {
         "kernel": case.name,
         "set": "external" if case.project else "own",
@@ -311,10 +311,21 @@ def report(records: list[dict[str, Any]], gpu: dict[str, str] | None, wall_s: fl
     }
 
 
+def merged(previous: list[dict[str, Any]], now: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of this run, after the earlier rows of kernels it did not run."""
+    ran = {r["kernel"] for r in now}
+    return [r for r in previous if r["kernel"] not in ran] + now
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--compile-only", action="store_true", help="no search, even on a GPU")
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the result file's rows of kernels not run now (one set per call)",
+    )
     parser.add_argument("--budget", type=int, default=24, help="evaluations per search")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--set", choices=[*SETS, "all"], default="all", dest="kernel_set")
@@ -349,11 +360,16 @@ def main(argv: list[str] | None = None) -> int:
                     seed=args.seed,
                 )
             )
-    data = report(records, gpu, time.time() - started)
     from ctune.evidence.identity import gpu_id
 
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"own_kernels-{gpu_id(gpu)}.json"
+    wall_s = time.time() - started
+    if args.merge and path.is_file():
+        previous = json.loads(path.read_text())
+        wall_s += previous.get("wall_s", 0.0)
+        records = merged(previous["kernels"], records)
+    data = report(records, gpu, wall_s)
     path.write_text(json.dumps(data, indent=2) + "\n")
     print(path)
     for r in records:

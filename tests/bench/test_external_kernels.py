@@ -149,3 +149,45 @@ def test_the_external_cases_come_from_the_manifest(bench) -> None:
     assert matmul.entry == "MatrixMulCUDA" and matmul.project == "cuda-samples"
     assert (matmul.folder / matmul.sidecar).is_file()
     assert cases["cs_conv_rows"].needs == ("cmem",)
+
+
+def test_an_unfetched_kernel_is_skipped_with_the_command_to_fetch(bench, tmp_path: Path) -> None:
+    (tmp_path / "manifest.json").write_text((EXTERNAL / "manifest.json").read_text())
+    case = next(c for c in bench.external_cases(tmp_path / "manifest.json"))
+    record = bench.run_case(case, tmp_path, tmp_path, gpu=False, budget=1, seed=0)
+    assert "bench/external_kernels.py fetch" in record["skipped"]
+    assert bench.report([record], None, 0.0)["skipped"] == {case.name: record["skipped"]}
+
+
+@pytest.mark.nvcc
+@pytest.mark.timeout(600)
+def test_fetched_kernels_are_drafted_counted_and_compiled_unmodified(
+    bench, fetcher, tmp_path: Path
+) -> None:
+    if fetcher.missing_or_changed(fetcher.load_manifest()):
+        pytest.skip("the external sources are not fetched (bench/external_kernels.py fetch)")
+    names = ["cs_matrixmul", "pb_atax"]
+    assert (
+        bench.main(
+            ["--set", "external", "--compile-only", "--out", str(tmp_path), "--kernels", *names]
+        )
+        == 0
+    )
+    data = json.loads((tmp_path / "own_kernels-compile-only.json").read_text())
+    records = {r["kernel"]: r for r in data["kernels"]}
+    assert set(records) == set(names)
+    for record in records.values():
+        assert record["compiled"] and record["source_unchanged"], record
+        assert record["set"] == "external" and record["source"].startswith("bench/external/src/")
+        assert 0 < record["draft"]["edited_lines"] <= record["spec_lines"]
+    # a template kernel from a file with main() and helper headers: the template's symbol
+    assert records["cs_matrixmul"]["entry_symbol"] == "_Z13MatrixMulCUDAILi32EEvPfS0_S0_ii"
+
+
+def test_merge_keeps_the_rows_of_the_other_set(bench) -> None:
+    earlier = [{"kernel": "vecadd", "x": 1}, {"kernel": "pb_atax", "x": 1}]
+    now = [{"kernel": "pb_atax", "x": 2}]
+    assert bench.merged(earlier, now) == [
+        {"kernel": "vecadd", "x": 1},
+        {"kernel": "pb_atax", "x": 2},
+    ]
