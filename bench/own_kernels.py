@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -162,6 +163,46 @@ def edited_lines(draft_path: Path | None, reviewed: Path) -> int:
     )
 
 
+_LIST_ITEM = re.compile(r"^\s*-\s*\{?\s*name:\s*([^,}\s]+)")
+_KEY = re.compile(r"^(\s*)([A-Za-z_][\w.-]*)\s*:")
+
+
+def _identities(path: Path) -> dict[str, tuple[str, bool]]:
+    """Each meaningful line's place in the sidecar (``args.x``, ``launch.grid``, ``name``)
+    with whether the line carried a ``# check:`` mark."""
+    places: dict[str, tuple[str, bool]] = {}
+    section = ""
+    for raw in path.read_text().splitlines():
+        line = raw.split("#", 1)[0].rstrip()
+        if not line.strip():
+            continue
+        item, key = _LIST_ITEM.match(line), _KEY.match(line)
+        if item:
+            place = f"{section}.{item.group(1)}"
+        elif key and not key.group(1):
+            section = place = key.group(2)
+        elif key:
+            place = f"{section}.{key.group(2)}"
+        else:
+            place = f"{section}.{line.strip()}"
+        places[line] = (place, "# check:" in raw)
+    return places
+
+
+def unmarked_edits(draft_path: Path, reviewed: Path) -> list[str]:
+    """Edited lines (as ``edited_lines`` counts them) whose place in the draft carried no
+    ``# check:`` mark, or that the draft had no place for: the edits init did not flag."""
+    drafted = _identities(draft_path)
+    marked = {place for place, mark in drafted.values() if mark}
+    out = []
+    for line, (place, _) in _identities(reviewed).items():
+        if line in drafted or line.strip().startswith(PLACEMENT_KEYS):
+            continue
+        if place not in marked:
+            out.append(place)
+    return out
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -190,6 +231,7 @@ def draft(case: Case, work: Path) -> dict[str, Any]:
     out["draft_lines"] = spec_lines(sidecar)
     out["edited_lines"] = edited_lines(sidecar, case.folder / case.sidecar)
     out["check_marks"] = sum("# check:" in line for line in sidecar.read_text().splitlines())
+    out["unmarked_edits"] = unmarked_edits(sidecar, case.folder / case.sidecar)
     space = ctune("space", source.name, "--json", cwd=source.parent)
     out["space"] = space.returncode == 0
     if space.returncode != 0:

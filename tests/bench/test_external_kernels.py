@@ -191,3 +191,22 @@ def test_merge_keeps_the_rows_of_the_other_set(bench) -> None:
         {"kernel": "vecadd", "x": 1},
         {"kernel": "pb_atax", "x": 2},
     ]
+
+
+def test_unmarked_edits_are_the_changes_no_check_mark_flagged(bench, tmp_path: Path) -> None:
+    draft = tmp_path / "draft.yaml"
+    draft.write_text(
+        "name: k\nentry: k\nlaunch:\n  grid: [N]  # check: a guess\n  block: [256]\n"
+        "args:\n  - {name: x, role: inout, dtype: float32, shape: [N]}  # check: output?\n"
+        "  - {name: n, role: scalar, dtype: int32, value: N}\n"
+    )
+    reviewed = tmp_path / "k.yaml"
+    reviewed.write_text(
+        "name: k\nsource: k.cu\nentry: k\nlaunch:\n  grid: [N // 2]\n  block: [128]\n"
+        "args:\n  - {name: x, role: output, dtype: float32, shape: [N]}\n"
+        "  - {name: n, role: scalar, dtype: int32, value: N}\n"
+        "  - {name: c, role: constant, dtype: float32, shape: [4]}\n"
+    )
+    # grid and x were marked; block was not, and c had no place in the draft
+    assert bench.unmarked_edits(draft, reviewed) == ["launch.block", "args.c"]
+    assert bench.edited_lines(draft, reviewed) == 4
