@@ -168,19 +168,21 @@ _KEY = re.compile(r"^(\s*)([A-Za-z_][\w.-]*)\s*:")
 
 
 def _identities(path: Path) -> dict[str, tuple[str, bool]]:
-    """Each meaningful line's place in the sidecar (``args.x``, ``launch.grid``, ``name``)
-    with whether the line carried a ``# check:`` mark."""
+    """Each meaningful line's place in the sidecar (``args.x``, ``problems.0``,
+    ``launch.grid``, ``name``) with whether the line carried a ``# check:`` mark."""
     places: dict[str, tuple[str, bool]] = {}
-    section = ""
+    section, items = "", 0
     for raw in path.read_text().splitlines():
         line = raw.split("#", 1)[0].rstrip()
         if not line.strip():
             continue
         item, key = _LIST_ITEM.match(line), _KEY.match(line)
-        if item:
-            place = f"{section}.{item.group(1)}"
+        if item:  # an arg by its parameter's name, another list's item by its position
+            place = f"{section}.{item.group(1) if section == 'args' else items}"
+            items += 1
         elif key and not key.group(1):
-            section = place = key.group(2)
+            section, items = key.group(2), 0
+            place = section
         elif key:
             place = f"{section}.{key.group(2)}"
         else:

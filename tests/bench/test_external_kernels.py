@@ -199,6 +199,7 @@ def test_unmarked_edits_are_the_changes_no_check_mark_flagged(bench, tmp_path: P
         "name: k\nentry: k\nlaunch:\n  grid: [N]  # check: a guess\n  block: [256]\n"
         "args:\n  - {name: x, role: inout, dtype: float32, shape: [N]}  # check: output?\n"
         "  - {name: n, role: scalar, dtype: int32, value: N}\n"
+        "problems:\n  - {name: default, dims: {N: 64}}  # check: the sizes\n"
     )
     reviewed = tmp_path / "k.yaml"
     reviewed.write_text(
@@ -206,7 +207,8 @@ def test_unmarked_edits_are_the_changes_no_check_mark_flagged(bench, tmp_path: P
         "args:\n  - {name: x, role: output, dtype: float32, shape: [N]}\n"
         "  - {name: n, role: scalar, dtype: int32, value: N}\n"
         "  - {name: c, role: constant, dtype: float32, shape: [4]}\n"
+        "problems:\n  - {name: big, dims: {N: 4096}}\n"
     )
-    # grid and x were marked; block was not, and c had no place in the draft
+    # grid, x and the first problem (renamed) were marked; block was not, c had no place
     assert bench.unmarked_edits(draft, reviewed) == ["launch.block", "args.c"]
-    assert bench.edited_lines(draft, reviewed) == 4
+    assert bench.edited_lines(draft, reviewed) == 5
