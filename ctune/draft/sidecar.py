@@ -15,6 +15,7 @@ import math
 import re
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -44,7 +45,7 @@ from ctune.draft.indexing import (
     row_dim,
     zero_steps,
 )
-from ctune.draft.source import Kernel, Param, Source
+from ctune.draft.source import Kernel, Param, Source, resolve_type
 from ctune.draft.undefined import Probe
 from ctune.errors import UserError
 from ctune.expr import ExprError
@@ -81,6 +82,7 @@ class Draft:
     reference_file: str
     genes: list[GeneGuess] = field(default_factory=list)
     checks: list[str] = field(default_factory=list)
+    include_dirs: list[str] = field(default_factory=list)  # relative to the kernel's folder
 
 
 def pick_kernel(source: Source, entry: str | None, where: str) -> Kernel:
@@ -248,8 +250,10 @@ def draft_sidecar(
     source_name: str,
     entry: str | None = None,
     probe: Probe | None = None,
+    include_dirs: Sequence[str] = (),
 ) -> Draft:
-    """The YAML draft and the reference stub for one kernel of ``source``."""
+    """The YAML draft and the reference stub for one kernel of ``source`` (``include_dirs``:
+    the folders the author gave for its includes, relative to the kernel's folder)."""
     kernel = pick_kernel(source, entry, source_name)
     genes = _genes(source, kernel, probe)
     bound = _launch_bound(source, kernel)
@@ -293,11 +297,11 @@ def draft_sidecar(
     atomics = any(
         p.pointer
         and reader.accumulates_atomically(p.name)
-        and _dtype(p, kernel, source_name, structs).startswith("float")
+        and _dtype(p, kernel, source_name, structs, source.type_names).startswith("float")
         for p in kernel.params
     )
     for param in kernel.params:
-        dtype = _dtype(param, kernel, source_name, structs)
+        dtype = _dtype(param, kernel, source_name, structs, source.type_names)
         if param.pointer:
             role, note = _role(reader, param)
             init = ""
@@ -341,6 +345,7 @@ def draft_sidecar(
         )
     restrictions += _step_restrictions(body, all_genes)
     restrictions += _shared_restrictions(source, kernel, all_genes)
+    all_genes = _defaults_within(all_genes, [r for r, _ in restrictions], checks)
 
     entry_text = _entry_text(source, kernel, entry, checks)
     name = _spec_name(kernel, stem)
@@ -354,6 +359,9 @@ def draft_sidecar(
     ]
     if source_name != f"{stem}.cu":  # a spec's source defaults to <stem>.cu (a .cuh, a .cu.h)
         lines.append(f"source: {json.dumps(source_name)}")
+    if include_dirs:
+        lines.append(f"include_dirs: [{', '.join(json.dumps(d) for d in include_dirs)}]")
+    lines += _function_flags(probe, checks)
     lines.append(f"flags: [{', '.join(DRAFT_FLAGS)}]  # check: {FLAGS_NOTE}")
     if all_genes:
         lines.append("genes:")
@@ -382,7 +390,7 @@ def draft_sidecar(
     lines.append(f"  - {{name: default, dims: {{{dims_text}}}}}  # check: the sizes to tune for")
     lines.append("args:  # in the kernel's order")
     lines += arg_lines
-    lines += constant_lines(source.text, checks)
+    lines += constant_lines(source.text, checks, {**source.header_defines, **source.defines})
     lines.append(
         f"reference: {{python: {reference_file}:{function}}}  # check: write it in {reference_file}"
     )
@@ -403,7 +411,62 @@ def draft_sidecar(
         reference_file=reference_file,
         genes=all_genes,
         checks=checks,
+        include_dirs=list(include_dirs),
     )
+
+
+def _function_flags(probe: Probe | None, checks: list[str]) -> list[str]:
+    """``extra_flags`` for the functions the file calls but nothing defines: a runtime
+    function CUDA removed mapped to its successor, any other left for the author."""
+    functions = probe.functions if probe else {}
+    if not functions:
+        return []
+    mapped = [f"-D{n}={m}" for n, m in functions.items() if m is not None]
+    unknown = [n for n, m in functions.items() if m is None]
+    why = [f"{n} is gone from this CUDA: mapped to {m}" for n, m in functions.items() if m]
+    if unknown:
+        why.append(f"{', '.join(unknown)}: called, defined nowhere; map each with -DNAME=...")
+    checks.append(f"extra_flags: {'; '.join(why)}")
+    flags = ", ".join(json.dumps(f) for f in mapped)
+    return [f"extra_flags: [{flags}]  # check: {'; '.join(why)}"]
+
+
+def _defaults_within(
+    genes: list[GeneGuess], rules: list[str], checks: list[str]
+) -> list[GeneGuess]:
+    """The genes with defaults that keep every proposed restriction: a default that breaks
+    one is lowered to the largest of its values that keeps them all (the others' at
+    their defaults), so that the draft's default candidate is one the space holds."""
+    parsed = []
+    for rule in rules:
+        try:
+            parsed.append(parse_expr(rule))
+        except ExprError:
+            continue
+    by_name = {g.name: g for g in genes}
+
+    def kept(values: dict[str, int]) -> bool:
+        try:
+            return all(bool(rule.evaluate(values)) for rule in parsed)
+        except (ExprError, ZeroDivisionError):
+            return False
+
+    defaults = {g.name: g.default for g in genes}
+    for expr in parsed:
+        if kept(defaults):
+            break
+        for name in sorted(expr.names & by_name.keys()):
+            fits = [v for v in by_name[name].values if kept({**defaults, name: v})]
+            if fits:
+                smaller = [v for v in fits if v <= defaults[name]]
+                chosen = max(smaller) if smaller else min(fits)
+                checks.append(
+                    f"{name}: default {defaults[name]} breaks a proposed restriction; "
+                    f"{chosen} instead"
+                )
+                defaults[name] = chosen
+                break
+    return [g.with_default(defaults[g.name]) if defaults[g.name] != g.default else g for g in genes]
 
 
 #: catalogue flags that keep results as they are (fast_math is for the author to add)
@@ -485,7 +548,7 @@ def _dims(
     ({dim: the parameter or macro it stands for}, {macro dim: its value})."""
     dims: dict[str, str] = {}
     for param in kernel.params:
-        dtype = _dtype(param, kernel, source_name, structs)
+        dtype = _dtype(param, kernel, source_name, structs, source.type_names)
         if not param.pointer and dtype in INTEGER_DTYPES:
             dim = param.name.upper()
             while dim in gene_names or dim in dims:
@@ -694,7 +757,13 @@ def check_loads(draft: Draft, kernel: Path, nvcc_help: str | None = None) -> Non
     with tempfile.TemporaryDirectory(prefix="ctune-init-") as scratch:
         folder = Path(scratch)
         shutil.copyfile(kernel, folder / kernel.name)
-        (folder / kernel.with_suffix(".yaml").name).write_text(draft.yaml)
+        yaml_text = draft.yaml
+        if draft.include_dirs:  # the scratch copy finds the author's folders where they are
+            here = [json.dumps(str((kernel.parent / d).resolve())) for d in draft.include_dirs]
+            yaml_text = re.sub(
+                r"^include_dirs: .*$", f"include_dirs: [{', '.join(here)}]", yaml_text, flags=re.M
+            )
+        (folder / kernel.with_suffix(".yaml").name).write_text(yaml_text)
         (folder / draft.reference_file).write_text(draft.reference)
         try:
             load_spec(folder / kernel.name, nvcc_help)
@@ -720,10 +789,18 @@ def _quote(expression: str) -> str:
     return expression if expression.isidentifier() or expression.isdigit() else f'"{expression}"'
 
 
-def _dtype(param: Param, kernel: Kernel, where: str, structs: dict[str, str]) -> str:
-    base = param.base
-    if base in {p.name for p in kernel.template if p.kind == "type"}:
+def _dtype(
+    param: Param,
+    kernel: Kernel,
+    where: str,
+    structs: dict[str, str],
+    type_names: dict[str, str] | None = None,
+) -> str:
+    """The dtype of a parameter, its type read through the file's typedefs and type macros
+    (``DATA_TYPE*`` where ``#define DATA_TYPE float`` is a float32 buffer)."""
+    if param.base in {p.name for p in kernel.template if p.kind == "type"}:
         return "float32"  # the template is instantiated with float (the entry says so)
+    base = resolve_type(param.base, type_names or {})
     dtype = CTYPE_DTYPES.get(base) or (
         (C_TYPES.get(base) or structs.get(base.removeprefix("::"))) if param.pointer else None
     )
