@@ -360,7 +360,8 @@ def draft_sidecar(
     if source_name != f"{stem}.cu":  # a spec's source defaults to <stem>.cu (a .cuh, a .cu.h)
         lines.append(f"source: {json.dumps(source_name)}")
     if include_dirs:
-        lines.append(f"include_dirs: [{', '.join(json.dumps(d) for d in include_dirs)}]")
+        shown = [d if _PLAIN_PATH.fullmatch(d) else json.dumps(d) for d in include_dirs]
+        lines.append(f"include_dirs: [{', '.join(shown)}]")
     lines += _function_flags(probe, checks)
     lines.append(f"flags: [{', '.join(DRAFT_FLAGS)}]  # check: {FLAGS_NOTE}")
     if all_genes:
@@ -507,6 +508,7 @@ def _square_tile(g: GeneGuess, block: list[str]) -> GeneGuess:
     return replace(g, values=values).with_default(min(g.default, values[-1]))
 
 
+_PLAIN_PATH = re.compile(r"[\w.][\w./+-]*")
 _PLAIN_ENTRY = re.compile(r"^[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*$")
 
 
