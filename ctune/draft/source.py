@@ -210,6 +210,17 @@ def _namespace_at(text: str, pos: int) -> str:
     return "::".join(names)
 
 
+def _bounds_before(text: str, pos: int) -> str | None:
+    """The first ``__launch_bounds__`` argument written in the declaration before ``pos``."""
+    start = max(text.rfind(";", 0, pos), text.rfind("}", 0, pos), text.rfind("{", 0, pos))
+    found = re.search(r"\b__launch_bounds__\s*\(", text[start + 1 : pos])
+    if found is None:
+        return None
+    open_ = start + 1 + found.end() - 1
+    close = _balanced(text, open_, "(", ")")
+    return split_top(text[open_ + 1 : close - 1])[0] if close > 0 else None
+
+
 def _kernels(text: str) -> list[Kernel]:
     """Each kernel once: overloads apart, a declaration and its definition as one."""
     found: list[Kernel] = []
@@ -235,6 +246,8 @@ def _kernels(text: str) -> list[Kernel]:
             pos = after
         if name is None:
             continue
+        if bounds is None:  # written before __global__: __launch_bounds__(128) __global__ f(
+            bounds = _bounds_before(text, match.start())
         close = _balanced(text, pos, "(", ")")
         if close < 0:
             continue
