@@ -326,8 +326,10 @@ def draft_sidecar(
                 traffic.append((element(dtype).itemsize, shape))
         elif dtype in INTEGER_DTYPES and param.name in dims.values():
             dim = next(d for d, p in dims.items() if p == param.name)
+            scaled = _scaled(body, param.name)
+            note = f"  # check: the kernel reads {scaled}: the value in its units" if scaled else ""
             arg_lines.append(
-                f"  - {{name: {param.name}, role: scalar, dtype: {dtype}, value: {dim}}}"
+                f"  - {{name: {param.name}, role: scalar, dtype: {dtype}, value: {dim}}}{note}"
             )
         else:
             value = "1.0" if dtype.startswith(("float", "bfloat")) else "1"
@@ -401,7 +403,7 @@ def draft_sidecar(
         lines.append(f"tolerance: {DRAFT_TOLERANCE}  # check: {TOLERANCE_NOTE}")
     if atomics:
         lines.append("deterministic: false  # check: atomics add in any order")
-    lines.append("metrics:")
+    lines.append(f"metrics:  # check: {METRICS_NOTE}")
     lines.append(f'  bytes: "{_bytes(traffic, list(dims))}"  # check: bytes moved per call')
     checks = [*checks, f"{reference_file}: write the reference of {kernel.name}"]
     return Draft(
@@ -414,6 +416,15 @@ def draft_sidecar(
         checks=checks,
         include_dirs=list(include_dirs),
     )
+
+
+def _scaled(body: str, name: str) -> str | None:
+    """``optN / 2`` where the kernel divides or multiplies a size parameter: the size may
+    count other units than the buffers' elements (a float2 holds two values)."""
+    found = re.search(
+        rf"(?<![\w.]){re.escape(name)}\s*[/*]\s*\w+|\w+\s*[/*]\s*{re.escape(name)}(?!\w)", body
+    )
+    return " ".join(found.group(0).split()) if found else None
 
 
 def _function_flags(probe: Probe | None, checks: list[str]) -> list[str]:
@@ -480,6 +491,7 @@ TOLERANCE_NOTE = "loosen for sums and dot products (their order changes the roun
 SUM_TOLERANCE = "{default: {rel_l2: 1.0e-4, max_abs: 1.0e-2}}"
 SUM_NOTE = "the kernel sums in a loop: set max_abs for the size of its sums"
 POSITIVE_NOTE = "inputs in [0, 1): a sum of values around 0 has no meaningful relative error"
+METRICS_NOTE = 'add flops: "..." (operations per call) for a FLOP rate'
 #: a draft line's length before a list wraps, as the project's YAML is written
 LINE_WIDTH = 100
 
