@@ -355,6 +355,12 @@ def grid_stride(body: str) -> bool:
     return re.search(r"\+=\s*[^;]*\bgridDim\s*\.\s*x\b", body) is not None
 
 
+def block_stride(body: str) -> bool:
+    """A loop over blocks (``vec += gridDim.x``, no blockDim in the step): each block
+    takes one item at a time, and any grid covers the data."""
+    return re.search(r"\+=\s*gridDim\s*\.\s*x\s*[;)]", body) is not None
+
+
 def zero_steps(text: str, genes: Collection[str]) -> list[tuple[str, str]]:
     """(A, B) for each gene divided by a gene (``A / B``) or a loop over a gene stepping
     by a gene (``for (j = 0; j < A; j += B)``): both need ``A % B == 0``, or the quotient
@@ -378,6 +384,7 @@ def zero_steps(text: str, genes: Collection[str]) -> list[tuple[str, str]]:
 __all__ = [
     "Reader",
     "accumulates",
+    "block_stride",
     "grid_stride",
     "row_dim",
     "statement_at",

@@ -41,6 +41,7 @@ from ctune.draft.guess import (
 from ctune.draft.indexing import (
     Reader,
     accumulates,
+    block_stride,
     grid_stride,
     row_dim,
     zero_steps,
@@ -65,6 +66,8 @@ from ctune.spec.entry import parse_entry, same_params
 AXES = ("x", "y", "z")
 #: a restriction the draft proposes, and why (its ``# check:``)
 Rule = tuple[str, str]
+#: blocks in a grid a block-stride loop covers the data with, whatever its size
+GRID_VALUES = (32, 64, 128, 256, 512, 1024)
 #: problem sizes by how many grid axes the data spans: about 16 MiB per float buffer
 SIZES = {0: 1 << 22, 1: 1 << 22, 2: 2048, 3: 256}
 _IDENT = re.compile(r"[A-Za-z_]\w*")
@@ -270,13 +273,18 @@ def draft_sidecar(
     gene_names = {g.name for g in genes + runtime}
     dims, macro_dims = _dims(source, kernel, gene_names, source_name, structs, checks)
     reader = Reader(body, {param: dim for dim, param in dims.items()}, row_partner)
-    if grid_stride(body):
+    blocks_gene = _blocks_gene(gene_names) if block_stride(body) else None
+    if blocks_gene is not None:
+        runtime.append(blocks_gene)
+    elif grid_stride(body):
         runtime.append(_items_gene(gene_names))
     all_genes = genes + runtime
     gene_names = {g.name for g in all_genes}
 
     # the grid: one axis per blockIdx the kernel reads, stepped as its index arithmetic says
     grid, grid_why, covered, rows = _grid(source, reader, dims, block, genes, runtime, checks)
+    if blocks_gene is not None:  # each block loops over the data: the grid is the gene
+        grid, grid_why = [blocks_gene.name, *grid[1:]], blocks_gene.why
     for row in rows:  # one block per row: a dimension the signature does not name
         dims = {row: row, **dims}
     if macro_dims:  # a #define the grid and the buffers do not use is not a problem size
@@ -540,6 +548,14 @@ def _unused_axis(source: Source, g: GeneGuess) -> GeneGuess:
     if axis in ("y", "z") and not _reads_axis(source, axis):
         return GeneGuess(g.name, (1,), 1, f"the kernel never reads threadIdx.{axis}")
     return g
+
+
+def _blocks_gene(taken: set[str]) -> GeneGuess:
+    """Blocks of a loop that steps by ``gridDim.x`` alone: any grid covers the data."""
+    name = "GRID_X"
+    while name in taken:
+        name += "_"
+    return GeneGuess(name, GRID_VALUES, 128, "a loop steps over blocks by gridDim.x")
 
 
 def _items_gene(taken: set[str]) -> GeneGuess:
