@@ -41,10 +41,10 @@ class Probe:
     """What compiling the file alone said: the names it lacked and whether it then built."""
 
     undefined: dict[str, int] = field(default_factory=dict)  # name -> the value it was given
-    #: names called as functions, defined nowhere -> what they map to (None: not known)
-    functions: dict[str, str | None] = field(default_factory=dict)
     builds: bool = False
     error: str = ""  # the first error left, when it does not build
+    #: names called as functions, defined nowhere -> what they map to (None: not known)
+    functions: dict[str, str | None] = field(default_factory=dict)
 
 
 def find_undefined(
