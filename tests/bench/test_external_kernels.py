@@ -200,7 +200,7 @@ EDITED_AT_MOST = {
     "pb_atax": 5,
     "pb_2mm": 11,
     "pb_gesummv": 7,
-    "pb_conv2d": 4,
+    "pb_conv2d": 5,
 }
 
 
