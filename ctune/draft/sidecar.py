@@ -210,6 +210,8 @@ def _block(
             default = default if bound is None else min(default, bound)
             runtime.append(GeneGuess(name, values, default, f"the kernel reads blockDim.{axis}"))
             block.append(name)
+        elif axis == "x" and (fixed := _fixed_step(source, kernel)) is not None:
+            block.append(str(fixed))  # blockIdx.x * MAX_THREADS: the block the kernel assumes
         elif axis == "x":
             threads = 256 if bound is None else min(256, bound)
             block.append(str(threads))
@@ -219,6 +221,22 @@ def _block(
     while len(block) > 1 and block[-1] == "1":
         block.pop()
     return block, runtime, checks
+
+
+def _plain_defines(source: Source) -> dict[str, int]:
+    """The file's integer ``#define``s no build sets (a guarded one is a gene)."""
+    values = {n: parse_int(v) for n, v in source.defines.items() if n not in source.guarded}
+    return {n: v for n, v in values.items() if v is not None}
+
+
+def _fixed_step(source: Source, kernel: Kernel) -> int | None:
+    """The threads per block a kernel assumes where it steps ``blockIdx.x`` by a plain
+    ``#define`` alone (``blockIdx.x * MAX_THREADS_PER_BLOCK + threadIdx.x``)."""
+    steps = Reader(kernel.body or source.text, {}, row_partner).block_steps("x")
+    if not steps or len(steps) != 1:
+        return None
+    value = _plain_defines(source).get(steps[0])
+    return value if value is not None and 0 < value <= 1024 else None
 
 
 def _reads_axis(source: Source, axis: str) -> bool:
@@ -636,7 +654,7 @@ def _grid(
             continue
         taken.add(spans)
         covered.append(spans)
-        step = _step(axis, steps, block, names)
+        step = _step(axis, steps, block, names, _plain_defines(source))
         derived |= step is not None
         if step is None:
             size = block[AXES.index(axis)] if AXES.index(axis) < len(block) else "1"
@@ -657,10 +675,15 @@ def _grid(
 
 
 def _step(
-    axis: str, steps: list[str] | None, block: list[str], genes: set[str]
+    axis: str,
+    steps: list[str] | None,
+    block: list[str],
+    genes: set[str],
+    fixed: dict[str, int] | None = None,
 ) -> list[str] | None:
     """What the grid divides a dimension by on ``axis``, from what multiplies blockIdx
-    there (``blockDim.x`` is the block's x); None where a factor is none of those."""
+    there (``blockDim.x`` is the block's x, a plain ``#define`` its value); None where a
+    factor is none of those."""
     if not steps:
         return None
     out = []
@@ -672,6 +695,8 @@ def _step(
                 out.append(size)
         elif factor in genes or factor.isdigit():
             out.append(factor)
+        elif factor in (fixed or {}):
+            out.append(str((fixed or {})[factor]))
         else:
             return None
     return out

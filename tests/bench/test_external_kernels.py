@@ -195,7 +195,7 @@ EDITED_AT_MOST = {
     "cs_matrixmul": 9,
     "rd_hotspot": 5,
     "rd_pathfinder": 5,
-    "rd_bfs": 11,
+    "rd_bfs": 9,
     "rd_nn": 1,
     "pb_atax": 5,
     "pb_2mm": 11,

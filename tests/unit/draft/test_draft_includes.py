@@ -220,3 +220,14 @@ def test_init_takes_include_folders_and_records_them(tmp_path: Path) -> None:
     )  # fmt: skip
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1
     assert "nowhere" in missing.stderr
+
+
+def test_a_block_stepped_by_a_plain_define_is_that_many_threads(tmp_path: Path) -> None:
+    (tmp_path / "walk.cu").write_text(
+        "#define MAX_THREADS_PER_BLOCK 512\n"
+        "__global__ void walk(int* cost, int n) {\n"
+        "  int tid = blockIdx.x * MAX_THREADS_PER_BLOCK + threadIdx.x;\n"
+        "  if (tid < n) cost[tid] += 1;\n}\n"
+    )
+    draft = _draft(tmp_path, "walk.cu")
+    assert '  grid: ["ceil_div(N, 512)"]' in draft and "  block: [512]" in draft
