@@ -5,7 +5,8 @@ float``) or its array lengths in files it ``#include``s. ``init`` follows the in
 can find (``"name"`` beside the including file, then in the include folders the author
 gave; ``<name>`` in those folders only, never the system's): a file that defines a
 ``__global__`` function is put in the text where it is included (its kernels are the
-file's), any other is a header whose macros and typedefs ``init`` may read.
+file's), any other is a header whose macros and typedefs ``init`` may read. An included
+file ``init`` cannot read (too large, unreadable) is left to the compiler.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ctune.files import MAX_SOURCE_BYTES, read_text_capped
+from ctune.files import MAX_SOURCE_BYTES, InputFileError, read_text_capped
 
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*(?:"([^"\n]+)"|<([^>\n]+)>)[^\n]*$', re.M)
 _GLOBAL = re.compile(r"\b__global__\b")
@@ -43,7 +44,10 @@ def read_with_includes(path: Path, include_dirs: Sequence[Path] = ()) -> Include
             if found is None or found in seen or len(seen) >= MAX_FILES or depth > 8:
                 return match.group(0)
             seen.add(found)
-            inner = read_text_capped(found, MAX_SOURCE_BYTES, "included file", errors="replace")
+            try:
+                inner = read_text_capped(found, MAX_SOURCE_BYTES, "included file", errors="replace")
+            except InputFileError:  # too large, unreadable: the compiler reads it, init does not
+                return match.group(0)
             inner = expand(inner, found.parent, depth + 1)
             if _GLOBAL.search(inner):
                 return inner

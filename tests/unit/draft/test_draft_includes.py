@@ -231,3 +231,13 @@ def test_a_block_stepped_by_a_plain_define_is_that_many_threads(tmp_path: Path) 
     )
     draft = _draft(tmp_path, "walk.cu")
     assert '  grid: ["ceil_div(N, 512)"]' in draft and "  block: [512]" in draft
+
+
+def test_an_include_init_cannot_read_is_left_to_the_compiler(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "big.h").write_text("#define DATA_TYPE float\n")
+    (tmp_path / "k.cu").write_text('#include "big.h"\n')
+    monkeypatch.setattr("ctune.draft.includes.MAX_SOURCE_BYTES", 20)  # big.h is over it
+    included = read_with_includes(tmp_path / "k.cu")
+    assert included.text == '#include "big.h"\n' and included.headers == []
