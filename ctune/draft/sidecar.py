@@ -25,6 +25,7 @@ from ctune.draft.guess import (
     BLOCK_YZ_VALUES,
     CTYPE_DTYPES,
     INTEGER_DTYPES,
+    TILE_VALUES,
     WORK_VALUES,
     GeneGuess,
     block_axis,
@@ -193,6 +194,9 @@ def _block(
         by_axis["x"] = tile
         if "y" not in by_axis and ("threadIdx.y" in source.reads or "blockIdx.y" in source.reads):
             by_axis["y"] = tile
+    square = by_axis.get("x") in _square_shared(source, kernel)  # As[BLOCK][BLOCK]: a tile
+    if square and "y" not in by_axis and "threadIdx.y" in source.reads:
+        by_axis["y"] = by_axis["x"]
     block: list[str] = []
     runtime: list[GeneGuess] = []
     checks: list[str] = []
@@ -237,6 +241,15 @@ def _fixed_step(source: Source, kernel: Kernel) -> int | None:
         return None
     value = _plain_defines(source).get(steps[0])
     return value if value is not None and 0 < value <= 1024 else None
+
+
+def _square_shared(source: Source, kernel: Kernel) -> set[str]:
+    """Names that are both extents of a 2-D ``__shared__`` array of the kernel."""
+    return {
+        d.extents[0].strip()
+        for d in static_shared(source.text, kernel.name)
+        if len(d.extents) == 2 and d.extents[0].strip() == d.extents[1].strip()
+    }
 
 
 def _reads_axis(source: Source, axis: str) -> bool:
@@ -542,7 +555,9 @@ def _square_tile(g: GeneGuess, block: list[str]) -> GeneGuess:
     """A tile that is both the block's x and y: its square is at most 1024 threads."""
     if block.count(g.name) < 2:
         return g
-    values = tuple(v for v in g.values if v * v <= 1024) or (32,)
+    values = tuple(v for v in g.values if v * v <= 1024)
+    if len(values) < 2:  # values sized for a 1-D block: a tile's own instead
+        values = tuple(v for v in TILE_VALUES if v * v <= 1024)
     return replace(g, values=values).with_default(min(g.default, values[-1]))
 
 

@@ -192,7 +192,7 @@ EDITED_AT_MOST = {
     "cs_conv_cols": 2,
     "cs_blackscholes": 7,
     "cs_scalarprod": 4,
-    "cs_matrixmul": 9,
+    "cs_matrixmul": 7,
     "rd_hotspot": 5,
     "rd_pathfinder": 5,
     "rd_bfs": 9,

@@ -112,18 +112,30 @@ def test_a_constant_array_sized_by_a_header_macro_is_an_arg(tmp_path: Path) -> N
 
 
 def test_a_default_that_breaks_a_proposed_restriction_is_lowered(tmp_path: Path) -> None:
+    (tmp_path / "stage.cu").write_text(
+        "template <int BLOCK_SIZE> __global__ void stage(float* c, const float* a, int n) {\n"
+        "  __shared__ float buf[BLOCK_SIZE * 64];\n"
+        "  int i = blockIdx.x * BLOCK_SIZE + threadIdx.x;\n"
+        "  buf[threadIdx.x] = a[i]; __syncthreads();\n"
+        "  if (i < n) c[i] = buf[threadIdx.x];\n}\n"
+    )
+    draft = _draft(tmp_path, "stage.cu")  # 256 * 64 floats would be 64 KiB
+    assert '  - "4 * (BLOCK_SIZE * 64) <= 49152"  # check:' in draft
+    gene = next(line for line in draft.splitlines() if line.startswith("  BLOCK_SIZE:"))
+    assert "default: 128," in gene  # the largest of its values within 48 KiB
+
+
+def test_a_gene_sizing_a_square_shared_tile_is_the_block_on_x_and_y(tmp_path: Path) -> None:
     (tmp_path / "mm.cu").write_text(
         "template <int BLOCK_SIZE> __global__ void mm(float* c, const float* a, int n) {\n"
         "  __shared__ float As[BLOCK_SIZE][BLOCK_SIZE];\n"
-        "  __shared__ float Bs[BLOCK_SIZE][BLOCK_SIZE];\n"
         "  int i = blockIdx.x * BLOCK_SIZE + threadIdx.x;\n"
-        "  As[threadIdx.y][threadIdx.x] = a[i]; Bs[0][0] = 0; __syncthreads();\n"
-        "  if (i < n) c[i] = As[0][threadIdx.x] + Bs[0][0];\n}\n"
+        "  As[threadIdx.y][threadIdx.x] = a[i]; __syncthreads();\n"
+        "  if (i < n) c[i] = As[0][threadIdx.x];\n}\n"
     )
-    draft = _draft(tmp_path, "mm.cu")  # 256 * 256 floats twice would be 512 KiB
-    assert "4 * BLOCK_SIZE * BLOCK_SIZE + 4 * BLOCK_SIZE * BLOCK_SIZE <= 49152" in draft
-    gene = next(line for line in draft.splitlines() if line.startswith("  BLOCK_SIZE:"))
-    assert "default: 64," in gene  # the largest of its values within 48 KiB
+    draft = _draft(tmp_path, "mm.cu")
+    assert "  BLOCK_SIZE: {values: [8, 16, 32], default: 32, family: template}" in draft
+    assert "  block: [BLOCK_SIZE, BLOCK_SIZE]" in draft
 
 
 def test_a_loop_over_blocks_makes_the_grid_a_gene(tmp_path: Path) -> None:
