@@ -198,7 +198,7 @@ EDITED_AT_MOST = {
     "rd_bfs": 9,
     "rd_nn": 1,
     "pb_atax": 5,
-    "pb_2mm": 11,
+    "pb_2mm": 9,
     "pb_gesummv": 7,
     "pb_conv2d": 5,
 }
