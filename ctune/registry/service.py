@@ -46,7 +46,7 @@ from ctune.registry.store import (
     read_bytes_capped,
     read_result,
 )
-from ctune.space.params import Space
+from ctune.spec.space.params import Space
 
 
 @dataclass(frozen=True, slots=True)

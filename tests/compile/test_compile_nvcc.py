@@ -14,8 +14,8 @@ from ctune.compile import nvcc as nvcc_module
 from ctune.compile.deps import uses_cutlass
 from ctune.compile.sass import defined_symbols, sass_digest
 from ctune.records import Outcome
-from ctune.space import CATALOGUE
 from ctune.spec import load_spec
+from ctune.spec.space import CATALOGUE
 
 pytestmark = pytest.mark.nvcc
 

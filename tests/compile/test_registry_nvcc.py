@@ -175,7 +175,7 @@ def test_a_changed_render_rule_is_rebuilt_and_judged_by_its_sass(
 ) -> None:
     """How a flag gene renders into argv is part of the build: a rule that passes the
     default explicitly keeps the SASS (valid), an inverted one changes it (stale)."""
-    from ctune.space import nvcc
+    from ctune.spec.space import nvcc
 
     support = _support()
     for name, value in support.GIT_IDENTITY.items():

@@ -38,7 +38,7 @@ from ctune.records import sha256_hex
 from ctune.registry.schema import encode
 from ctune.registry.service import publish_artifact
 from ctune.registry.store import ArtifactStore, write_result
-from ctune.space.params import Space
+from ctune.spec.space.params import Space
 
 KEY = "gemm/sq4096/sm90-nvidia-h100-80gb-hbm3"
 DIGEST = sha256_hex(CONTROLS_BYTES)

@@ -155,7 +155,7 @@ def test_a_changed_spec_default_is_hard(
 
 
 def test_a_changed_catalogue_default_is_hard(saxpy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ctune.space import nvcc
+    from ctune.spec.space import nvcc
 
     artifact = saxpy_artifact(saxpy)
     flag = nvcc.CATALOGUE["ptxas_opt"]
