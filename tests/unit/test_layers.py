@@ -37,7 +37,8 @@ LAYERS: dict[str, int] = {
     **dict.fromkeys(("measure", "compile", "controls", "identity_probe"), 3),
     **dict.fromkeys(("search", "scale", "spec.draft", "exchange"), 4),
     **dict.fromkeys(("registry", "plot"), 5),
-    **dict.fromkeys(("cli", "api", "api_keywords", "doctor", "testing", "__init__", "__main__"), 6),
+    "ci": 6,
+    **dict.fromkeys(("cli", "api", "api_keywords", "doctor", "testing", "__init__", "__main__"), 7),
 }
 
 #: upward imports kept: (importer, imported module, why). Annotation-only imports name a

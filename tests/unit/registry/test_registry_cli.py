@@ -26,11 +26,11 @@ from registry_support import (
     with_controls,
 )
 
+import ctune.ci.check as check_module
+import ctune.ci.gate_run as gate_run_module
 import ctune.compile.deps as deps_module
 import ctune.compile.find_toolchains as find_toolchains_module
 import ctune.evidence.identity as fingerprint_module
-import ctune.registry.check as check_module
-import ctune.registry.gate_run as gate_run_module
 from ctune import identity_probe
 from ctune.errors import ToolchainError
 from ctune.evidence.identity import FIELDS
