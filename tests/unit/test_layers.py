@@ -36,7 +36,7 @@ LAYERS: dict[str, int] = {
     "evidence": 2,
     **dict.fromkeys(("measure", "compile", "controls", "identity_probe"), 3),
     **dict.fromkeys(("search", "scale", "spec.draft", "exchange"), 4),
-    **dict.fromkeys(("registry", "plot"), 5),
+    **dict.fromkeys(("registry", "plot", "sets"), 5),
     "ci": 6,
     **dict.fromkeys(("cli", "api", "api_keywords", "doctor", "testing", "__init__", "__main__"), 7),
 }
