@@ -31,7 +31,9 @@
 #   profile   bench/measure_profile.py: where one measurement's time goes, by phase (~1 min)
 #   search    ctune search on the GEMM, end to end, plus a two-objective search
 #   kernels   bench/kernels_vs_vendor.py          (tuned vs default vs cuBLAS / SDPA)
-#   own       bench/own_kernels.py                (kernels written elsewhere, tuned unmodified)
+#   own       bench/own_kernels.py                (kernels written elsewhere, tuned unmodified;
+#             the external set's sources must be carried: bench/external/src, git-ignored;
+#             one set per call: OWN_ARGS="--set own", then "--set external --merge")
 #   busy      a CUTLASS GEMM search on 16 cores: the share of wall time the GPU measured
 #   gate      ctune check with the GPU's fields, then ctune gate on the committed registry
 #   retune    every stale artifact's recorded search again, result files into

@@ -9,6 +9,13 @@ template the file never instantiates (``block_sum``), two kernels in one file wi
 with ``__launch_bounds__`` and dynamic shared memory (``softmax_rows``). No kernel file
 is edited: its sha256 is checked before and after.
 
+The external set (``--set external``) is kernels from public projects (NVIDIA's CUDA
+samples, Rodinia, PolyBench/GPU), listed with their upstream commit, licence and sha256
+in ``bench/external/manifest.json`` and fetched unmodified into the git-ignored
+``bench/external/src/`` by ``python bench/external_kernels.py fetch``; the specs and
+references beside the manifest are ctune's. A kernel whose spec needs a feature this
+ctune lacks (its ``needs``) and does not load is skipped with the reason.
+
 For each kernel:
 
 1. ``ctune init`` drafts a sidecar from a copy of the ``.cu`` and ``ctune space`` runs
@@ -24,7 +31,8 @@ Writes ``bench/results/own_kernels-<gpu_id>.json`` (``kernels``: one record per 
 ``tuned_unmodified``: how many were tuned with their source unchanged; ``spec_lines``
 per kernel), with the machine's fingerprint.
 
-    python bench/own_kernels.py [--compile-only] [--budget 24] [--kernels vecadd ...]
+    python bench/own_kernels.py [--set own|external|all] [--compile-only] [--budget 24]
+        [--kernels vecadd ...]
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -43,15 +52,21 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS_DIR = ROOT / "bench" / "own_kernels"
+EXTERNAL_DIR = ROOT / "bench" / "external"
+# a sidecar line that says where the sidecar lies relative to the kernel, not a review
+PLACEMENT_KEYS = ("source:",)
 
 
 @dataclass(frozen=True)
 class Case:
     name: str
-    source: str  # the kernel file, as written
+    source: str  # the kernel file, as written, relative to folder
     entry: str | None  # --entry for ctune init when the file has several kernels
-    sidecar: str  # the reviewed sidecar
+    sidecar: str  # the reviewed sidecar, in folder
     style: str
+    folder: Path = KERNELS_DIR
+    project: str | None = None  # external: the project folder under src/ copied for init
+    needs: tuple[str, ...] = ()  # external: spec features this ctune may lack
 
 
 CASES = (
@@ -94,6 +109,27 @@ CASES = (
 )
 
 
+def external_cases(manifest: Path = EXTERNAL_DIR / "manifest.json") -> tuple[Case, ...]:
+    """The external set, from the manifest's kernel table."""
+    data = json.loads(manifest.read_text())
+    return tuple(
+        Case(
+            name=k["name"],
+            source=f"src/{k['file']}",
+            entry=k["entry"].split("<", 1)[0],
+            sidecar=k["spec"],
+            style=k["style"],
+            folder=manifest.parent,
+            project=k["file"].split("/", 1)[0],
+            needs=tuple(k.get("needs", ())),
+        )
+        for k in data["kernels"]
+    )
+
+
+SETS = {"own": lambda: CASES, "external": external_cases}
+
+
 def ctune(*args: str, cwd: Path, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
     """The ctune command line, as a user runs it."""
     return subprocess.run(
@@ -116,10 +152,57 @@ def _meaningful(path: Path) -> list[str]:
     return [line for line in lines if line.strip()]
 
 
-def edited_lines(draft_path: Path, reviewed: Path) -> int:
-    """Lines of the reviewed sidecar that the draft did not have as they are."""
-    drafted = set(_meaningful(draft_path))
-    return sum(1 for line in _meaningful(reviewed) if line not in drafted)
+def edited_lines(draft_path: Path | None, reviewed: Path) -> int:
+    """Lines of the reviewed sidecar that the draft did not have as they are (every line
+    when there is no draft); a placement line (``source:``) is not an edit."""
+    drafted = set(_meaningful(draft_path)) if draft_path is not None else set()
+    return sum(
+        1
+        for line in _meaningful(reviewed)
+        if line not in drafted and not line.strip().startswith(PLACEMENT_KEYS)
+    )
+
+
+_LIST_ITEM = re.compile(r"^\s*-\s*\{?\s*name:\s*([^,}\s]+)")
+_KEY = re.compile(r"^(\s*)([A-Za-z_][\w.-]*)\s*:")
+
+
+def _identities(path: Path) -> dict[str, tuple[str, bool]]:
+    """Each meaningful line's place in the sidecar (``args.x``, ``problems.0``,
+    ``launch.grid``, ``name``) with whether the line carried a ``# check:`` mark."""
+    places: dict[str, tuple[str, bool]] = {}
+    section, items = "", 0
+    for raw in path.read_text().splitlines():
+        line = raw.split("#", 1)[0].rstrip()
+        if not line.strip():
+            continue
+        item, key = _LIST_ITEM.match(line), _KEY.match(line)
+        if item:  # an arg by its parameter's name, another list's item by its position
+            place = f"{section}.{item.group(1) if section == 'args' else items}"
+            items += 1
+        elif key and not key.group(1):
+            section, items = key.group(2), 0
+            place = section
+        elif key:
+            place = f"{section}.{key.group(2)}"
+        else:
+            place = f"{section}.{line.strip()}"
+        places[line] = (place, "# check:" in raw)
+    return places
+
+
+def unmarked_edits(draft_path: Path, reviewed: Path) -> list[str]:
+    """Edited lines (as ``edited_lines`` counts them) whose place in the draft carried no
+    ``# check:`` mark, or that the draft had no place for: the edits init did not flag."""
+    drafted = _identities(draft_path)
+    marked = {place for place, mark in drafted.values() if mark}
+    out = []
+    for line, (place, _) in _identities(reviewed).items():
+        if line in drafted or line.strip().startswith(PLACEMENT_KEYS):
+            continue
+        if place not in marked:
+            out.append(place)
+    return out
 
 
 def sha256(path: Path) -> str:
@@ -135,16 +218,23 @@ def draft(case: Case, work: Path) -> dict[str, Any]:
     """``ctune init`` on a copy of the kernel, then ``ctune space`` on the draft as it is."""
     folder = work / case.name
     folder.mkdir(parents=True, exist_ok=True)
-    shutil.copy(KERNELS_DIR / case.source, folder / case.source)
+    if case.project:  # the project's folder, so that the file's own includes resolve
+        shutil.copytree(case.folder / "src" / case.project, folder / "src" / case.project)
+    else:
+        shutil.copy(case.folder / case.source, folder / case.source)
+    source = folder / case.source
     entry = ["--entry", case.entry] if case.entry else []
-    made = ctune("init", case.source, *entry, cwd=folder)
+    made = ctune("init", source.name, *entry, cwd=source.parent)
     out: dict[str, Any] = {"init": made.returncode == 0}
     if made.returncode != 0:
-        return {**out, "error": _error(made)}
-    sidecar = (folder / case.source).with_suffix(".yaml")
+        edited = edited_lines(None, case.folder / case.sidecar)
+        return {**out, "edited_lines": edited, "error": _error(made)}
+    sidecar = source.with_suffix(".yaml")
     out["draft_lines"] = spec_lines(sidecar)
-    out["edited_lines"] = edited_lines(sidecar, KERNELS_DIR / case.sidecar)
-    space = ctune("space", case.source, "--json", cwd=folder)
+    out["edited_lines"] = edited_lines(sidecar, case.folder / case.sidecar)
+    out["check_marks"] = sum("# check:" in line for line in sidecar.read_text().splitlines())
+    out["unmarked_edits"] = unmarked_edits(sidecar, case.folder / case.sidecar)
+    space = ctune("space", source.name, "--json", cwd=source.parent)
     out["space"] = space.returncode == 0
     if space.returncode != 0:
         return {**out, "error": _error(space)}
@@ -156,13 +246,21 @@ def draft(case: Case, work: Path) -> dict[str, Any]:
     return out
 
 
+def _failed(case: Case, done: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    """A step that failed: an error, or a skip where the spec uses features this ctune
+    may lack (the lead's GPU run then shows which ones were missing)."""
+    if case.needs:
+        return {"skipped": f"needs {', '.join(case.needs)}: {_error(done)}"}
+    return {"error": _error(done)}
+
+
 def compile_default(case: Case, work: Path) -> dict[str, Any]:
     """The reviewed sidecar: its size, its space within the device, its default build."""
-    sidecar = KERNELS_DIR / case.sidecar
+    sidecar = case.folder / case.sidecar
     out: dict[str, Any] = {"spec_lines": spec_lines(sidecar)}
     space = ctune("space", str(sidecar), "--json", cwd=work)
     if space.returncode != 0:
-        return {**out, "error": _error(space)}
+        return {**out, **_failed(case, space)}
     report = json.loads(space.stdout)
     device = report.get("device") or {}
     out.update(
@@ -173,7 +271,7 @@ def compile_default(case: Case, work: Path) -> dict[str, Any]:
     )
     built = ctune("compile", str(sidecar), "--json", cwd=work)
     if built.returncode != 0:
-        return {**out, "compiled": False, "error": _error(built)}
+        return {**out, "compiled": False, **_failed(case, built)}
     build = json.loads(built.stdout)["build"]
     out.update(
         compiled=build["outcome"] == "ok",
@@ -186,7 +284,7 @@ def compile_default(case: Case, work: Path) -> dict[str, Any]:
 
 def tune(case: Case, work: Path, out_dir: Path, budget: int, seed: int) -> dict[str, Any]:
     """``ctune search --objective p50`` on the GPU; the search confirms in fresh processes."""
-    sidecar = KERNELS_DIR / case.sidecar
+    sidecar = case.folder / case.sidecar
     artifact = out_dir / "artifacts" / f"own-{case.name}.json"
     artifact.parent.mkdir(parents=True, exist_ok=True)
     args = ["--objective", "p50", "--budget", str(budget), "--seed", str(seed)]
@@ -215,17 +313,22 @@ def tune(case: Case, work: Path, out_dir: Path, budget: int, seed: int) -> dict[
 def run_case(
     case: Case, work: Path, out_dir: Path, *, gpu: bool, budget: int, seed: int
 ) -> dict[str, Any]:
-    source = KERNELS_DIR / case.source
-    before = sha256(source)
+    source = case.folder / case.source
+    folder = case.folder.relative_to(ROOT) if case.folder.is_relative_to(ROOT) else case.folder
     record: dict[str, Any] = {
         "kernel": case.name,
-        "source": f"bench/own_kernels/{case.source}",
-        "sidecar": f"bench/own_kernels/{case.sidecar}",
+        "set": "external" if case.project else "own",
+        "source": f"{folder}/{case.source}",
+        "sidecar": f"{folder}/{case.sidecar}",
         "style": case.style,
-        "source_sha256": before,
-        "draft": draft(case, work),
-        **compile_default(case, work),
     }
+    if case.project:
+        record.update(project=case.project, needs=list(case.needs))
+    if not source.is_file():
+        fetch = "python bench/external_kernels.py fetch"
+        return {**record, "skipped": f"{case.source} not fetched: run `{fetch}`"}
+    before = sha256(source)
+    record.update(source_sha256=before, draft=draft(case, work), **compile_default(case, work))
     if gpu and record.get("compiled"):
         record["search"] = tune(case, work, out_dir, budget, seed)
     unchanged = sha256(source) == before
@@ -241,27 +344,45 @@ def report(records: list[dict[str, Any]], gpu: dict[str, str] | None, wall_s: fl
         "compile_only": gpu is None,
         "wall_s": round(wall_s, 1),
         "kernels": records,
-        "tuned_unmodified": sum(r["tuned_unmodified"] for r in records),
+        "tuned_unmodified": sum(bool(r.get("tuned_unmodified")) for r in records),
         "compiled_unmodified": sum(
-            bool(r.get("compiled") and r["source_unchanged"]) for r in records
+            bool(r.get("compiled") and r.get("source_unchanged")) for r in records
         ),
-        "spec_lines": {r["kernel"]: r["spec_lines"] for r in records},
-        "draft_lines": {r["kernel"]: r["draft"].get("draft_lines") for r in records},
-        "edited_lines": {r["kernel"]: r["draft"].get("edited_lines") for r in records},
+        "skipped": {r["kernel"]: r["skipped"] for r in records if "skipped" in r},
+        "spec_lines": {r["kernel"]: r.get("spec_lines") for r in records},
+        "draft_lines": {r["kernel"]: r.get("draft", {}).get("draft_lines") for r in records},
+        "edited_lines": {r["kernel"]: r.get("draft", {}).get("edited_lines") for r in records},
     }
+
+
+def merged(previous: list[dict[str, Any]], now: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of this run, after the earlier rows of kernels it did not run."""
+    ran = {r["kernel"] for r in now}
+    return [r for r in previous if r["kernel"] not in ran] + now
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--compile-only", action="store_true", help="no search, even on a GPU")
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the result file's rows of kernels not run now (one set per call)",
+    )
     parser.add_argument("--budget", type=int, default=24, help="evaluations per search")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--kernels", nargs="*", default=[c.name for c in CASES])
+    parser.add_argument("--set", choices=[*SETS, "all"], default="all", dest="kernel_set")
+    parser.add_argument("--kernels", nargs="*", help="only these (default: the whole set)")
     args = parser.parse_args(argv)
-    unknown = sorted(set(args.kernels) - {c.name for c in CASES})
+    names = list(SETS) if args.kernel_set == "all" else [args.kernel_set]
+    cases = [case for name in names for case in SETS[name]()]
+    known = [c.name for c in cases]
+    unknown = sorted(set(args.kernels or ()) - set(known))
     if unknown:
-        parser.error(f"unknown kernels {unknown} (known: {', '.join(c.name for c in CASES)})")
+        parser.error(f"unknown kernels {unknown} (known: {', '.join(known)})")
+    if args.kernels:
+        cases = [c for c in cases if c.name in args.kernels]
 
     gpu = None
     if not args.compile_only:
@@ -271,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     records = []
     with tempfile.TemporaryDirectory(prefix="own-kernels-") as scratch:
-        for case in (c for c in CASES if c.name in args.kernels):
+        for case in cases:
             print(f"[{time.time() - started:6.0f} s] {case.name}: {case.style}", flush=True)
             records.append(
                 run_case(
@@ -283,19 +404,27 @@ def main(argv: list[str] | None = None) -> int:
                     seed=args.seed,
                 )
             )
-    data = report(records, gpu, time.time() - started)
     from ctune.evidence.identity import gpu_id
 
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"own_kernels-{gpu_id(gpu)}.json"
+    wall_s = time.time() - started
+    if args.merge and path.is_file():
+        previous = json.loads(path.read_text())
+        wall_s += previous.get("wall_s", 0.0)
+        records = merged(previous["kernels"], records)
+    data = report(records, gpu, wall_s)
     path.write_text(json.dumps(data, indent=2) + "\n")
     print(path)
     for r in records:
+        if "skipped" in r:
+            print(f"  {r['kernel']:22s} skipped: {r['skipped']}")
+            continue
         state = (
             "tuned" if r["tuned_unmodified"] else ("compiled" if r.get("compiled") else "FAILED")
         )
         print(f"  {r['kernel']:22s} {r['spec_lines']:3d} spec lines  {state}  {r.get('error', '')}")
-    return 0 if all(r.get("compiled") for r in records) else 1
+    return 0 if all(r.get("compiled") for r in records if "skipped" not in r) else 1
 
 
 if __name__ == "__main__":

@@ -33,6 +33,8 @@ BLOCK_SIZE_NAMES = ("block_size_x", "block_size_y", "block_size_z")
 BLOCK_DEFAULTS = (256, 1, 1)
 AXES = "xyz"
 _SCALARS = {"int": "int32", "float": "float32", "bool": "uint8"}
+#: the file ``verify=`` is copied into, beside the spec
+VERIFY_FILE = "verify.py"
 
 
 @dataclass(frozen=True)
@@ -96,8 +98,8 @@ def tune(
     nvcc/ptxas catalogue genes (``ctune space`` lists them); ``tolerance`` is
     ``(rel_l2, max_abs)``. ``warm_start`` is a T4 results file whose best configurations
     are measured first. ``compiler`` and ``measurer`` replace nvcc and the GPU
-    (``ctune.testing.standins``) in tests. Kernel Tuner's ``answer``, ``cmem_args`` and
-    callable restrictions are taken as :func:`write_spec` says; a failed call removes the
+    (``ctune.testing.standins``) in tests. Kernel Tuner's ``answer``, ``verify``, ``cmem_args``
+    and callable restrictions are taken as :func:`write_spec` says; a failed call removes the
     spec folder it made.
     """
     from ctune.config import resolve
@@ -278,8 +280,10 @@ def write_spec(
     Kernel Tuner's keywords: ``answer`` (one entry per argument, None where unchecked)
     takes the place of ``reference``, and the arguments' own data become the inputs;
     ``cmem_args`` ({symbol: array}) fill ``__constant__`` memory; a restriction may be a
-    callable, written as the expression it computes. ``verify`` is refused: ctune compares
-    outputs by ``tolerance``. The folder is ``workdir``, else
+    callable, written as the expression it computes; ``verify`` (``fn(expected, got,
+    atol=None) -> bool`` by output name) decides correctness in place of ``tolerance``, copied
+    into ``verify.py`` where it is a module-level def using only modules (else refused). The
+    folder is ``workdir``, else
     ``<cache_dir>/api/<kernel>-<digest>``: the same call finds the same folder, so its
     journal and builds are reused.
     """
@@ -334,13 +338,10 @@ def _write_spec(
         check_answer,
         check_cmem_args,
         restriction_text,
+        verify_module,
     )
 
-    if verify is not None:
-        raise UserError(
-            "verify: ctune compares each output with the reference by rel_l2 and max_abs "
-            "(tolerance=(rel_l2, max_abs)); a custom comparison function is not taken"
-        )
+    verify_text, verify_name = verify_module(verify) if verify is not None else (None, "")
     if (reference is None) == (answer is None):
         raise UserError("reference: give reference= (a function of the inputs) or answer=")
     source_text, origin = _source(kernel_source)
@@ -417,6 +418,8 @@ def _write_spec(
         assert reference is not None
         ref_file, ref_text, function = _reference(reference)
     spec["reference"] = {"python": f"{ref_file}:{function}"}
+    if verify_text is not None:
+        spec["verify"] = {"python": f"{VERIFY_FILE}:{verify_name}"}
     arrays = {k: _npy_bytes(v) for k, v in data.items()}
     digest = sha256_hex(
         canonical_json(
@@ -424,6 +427,7 @@ def _write_spec(
                 "spec": spec,
                 "source": source_text,
                 "ref": ref_text,
+                **({"verify": verify_text} if verify_text is not None else {}),
                 **({"data": {k: sha256_hex(v) for k, v in arrays.items()}} if arrays else {}),
             }
         )
@@ -438,6 +442,8 @@ def _write_spec(
     write_atomic(folder / "kernel.cu", source_text)
     if ref_text is not None:
         write_atomic(folder / ref_file, ref_text)
+    if verify_text is not None:
+        write_atomic(folder / VERIFY_FILE, verify_text)
     path = folder / f"{name}.yaml"
     header = "# written by ctune.tune(); `ctune search` and `ctune space` take it as it is\n"
     write_atomic(path, header + yaml.safe_dump(spec, sort_keys=False, width=100))

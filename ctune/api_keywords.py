@@ -9,10 +9,13 @@ a reference that returns the expected arrays, and ``cmem_args`` constant-memory 
 from __future__ import annotations
 
 import ast
+import builtins
+import dis
 import inspect
 import itertools
 import random
 import textwrap
+import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -138,6 +141,89 @@ def _untranslatable(fn: Any, why: str) -> UserError:
     )
 
 
+# --- verify: a function copied by its source ------------------------------------------
+
+#: what a verify function that cannot be copied can be instead
+_VERIFY_HOW = (
+    "define it with def at a module's top level, using only its arguments and modules that "
+    "module imports, or write a verify file and the spec key verify: {python: FILE.py:FUNCTION}"
+)
+
+
+def verify_module(verify: Any) -> tuple[str, str]:
+    """(the text of ``verify.py``, the function's name): Kernel Tuner's ``verify`` copied by
+    its source with the modules it uses, for the measuring worker imports it from a file.
+    Only what is carried faithfully is taken: a module-level ``def`` whose free names are
+    modules; anything else (a lambda, a closure, a method, other globals) is refused."""
+    if not inspect.isfunction(verify):
+        raise UserError(
+            f"verify: expected a function (expected, got, atol=None) -> bool, got "
+            f"{type(verify).__name__}; {_VERIFY_HOW}"
+        )
+    name = verify.__name__
+    if name == "<lambda>":
+        raise _uncopied("it is a lambda")
+    owner = verify.__qualname__.rpartition(".")[0]
+    if owner and not owner.endswith("<locals>"):
+        raise _uncopied(f"{owner.split('.')[-1]}.{name} is defined in a class")
+    if verify.__closure__ or owner:
+        raise _uncopied(f"{name} is defined inside a function")
+    try:
+        inspect.signature(verify).bind({}, {})
+    except TypeError:
+        raise UserError(f"verify: {name} must take (expected, got, atol=None)") from None
+    try:
+        text = inspect.getsource(verify)
+    except (OSError, TypeError):
+        raise _uncopied(f"the source of {name} cannot be read") from None
+    try:
+        node = next(iter(ast.parse(textwrap.dedent(text)).body), None)
+    except SyntaxError:
+        node = None
+    if not isinstance(node, ast.FunctionDef) or node.name != name:
+        raise _uncopied(f"the source of {name} is not one def")
+    if node.decorator_list:
+        raise _uncopied(f"{name} is decorated")
+    defaults = [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
+    used = _global_names(verify.__code__) | {
+        n.id for d in defaults for n in ast.walk(d) if isinstance(n, ast.Name)
+    }
+    imports = []
+    for used_name in sorted(used - {name}):  # its own name: verify.py defines it too
+        value = verify.__globals__.get(used_name)
+        if isinstance(value, types.ModuleType) and value.__name__ != "__main__":
+            module = value.__name__
+            imports.append(
+                f"import {module}" if module == used_name else f"import {module} as {used_name}"
+            )
+        elif used_name in verify.__globals__ or not hasattr(builtins, used_name):
+            raise _uncopied(f"{name} uses {used_name}, which is not a module its file imports")
+    header = (
+        '"""The verify function passed to ctune.tune(), copied here for the measuring worker."""'
+    )
+    body = "\n".join(["from __future__ import annotations", "", *imports])
+    return f"{header}\n\n{body}\n\n\n{textwrap.dedent(text)}", name
+
+
+def _global_names(code: types.CodeType) -> set[str]:
+    """The global names a function's code (and the code nested in it) reads."""
+    names = {
+        str(i.argval)
+        for i in dis.get_instructions(code)
+        if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")
+    }
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _global_names(const)
+    return names
+
+
+def _uncopied(what: str) -> UserError:
+    return UserError(
+        f"verify: cannot copy the function into the spec folder: {what}; {_VERIFY_HOW}"
+    )
+
+
 # --- given data: answer and cmem_args ---------------------------------------------------
 
 
@@ -195,4 +281,5 @@ __all__ = [
     "check_answer",
     "check_cmem_args",
     "restriction_text",
+    "verify_module",
 ]

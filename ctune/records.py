@@ -35,6 +35,7 @@ class Outcome(enum.StrEnum):
     WRONG_RESULT = "wrong_result"  # failed the reference check; never eligible
     NONDETERMINISTIC = "nondeterministic"  # results differ between runs of a deterministic kernel
     INCONCLUSIVE = "inconclusive"  # too many samples excluded (throttling): no number
+    SKIPPED = "skipped"  # the cost model ruled it out before building (search/cost_policy.py)
 
     @property
     def is_ok(self) -> bool:

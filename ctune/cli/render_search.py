@@ -125,12 +125,13 @@ class SearchDisplay:
 
 def _evaluations(p: Progress) -> str:
     budget = f"/{p.budget}" if p.budget is not None else ""
-    # the budget counts GPU measurements; fillers and candidates that reused an
-    # identical binary's measurement are extra
+    # the budget counts GPU measurements; fillers, candidates that reused an identical
+    # binary's measurement and those the cost model skipped are extra
     return (
-        f"{p.evaluations - p.fillers - p.reused}{budget}"
+        f"{p.evaluations - p.fillers - p.reused - p.skipped}{budget}"
         + (f" + {p.reused} same binary" if p.reused else "")
         + (f" + {p.fillers} fillers" if p.fillers else "")
+        + (f" + {p.skipped} skipped" if p.skipped else "")
     )
 
 
@@ -387,13 +388,14 @@ def _final_table(result: SearchResult) -> None:
     failures = ", ".join(f"{k} {v}" for k, v in sorted(result.failures.items())) or "none"
     line(
         ("evaluations", "bold"),
-        f" {result.evaluations - result.fillers - result.reused}"
+        f" {result.evaluations - result.fillers - result.reused - result.skipped}"
         + (f"/{result.budget}" if result.budget else "")
         + (
             f" + {result.fillers} fillers (runtime-gene variants measured while builds compiled)"
             if result.fillers
             else ""
         )
+        + (f" + {result.skipped} skipped by the cost model" if result.skipped else "")
         + f" in {result.generations} generations ({result.strategy}, seed "
         f"{result.seed}); stopped: {result.stop_reason}; cached {result.cached}",
     )
@@ -446,6 +448,8 @@ def binaries_line(result: SearchResult) -> str:
         parts.append(
             f"{result.pruned} pruned: clearly slower than the leader on their first samples"
         )
+    if result.skipped:
+        parts.append(f"{result.skipped} never built: the cost model ruled them out")
     return f"{result.evaluations} candidates -> {result.binaries} {distinct} ({'; '.join(parts)})"
 
 

@@ -183,6 +183,16 @@ def search_command(
             rich_help_panel=_BUDGET,
         ),
     ] = None,
+    cost_model: Annotated[
+        str | None,
+        typer.Option(
+            "--cost-model",
+            help="on: skip builds a model of earlier trials predicts cannot beat the leader "
+            "(default off; docs/cost-model.md)",
+            show_default=False,
+            rich_help_panel=_BUDGET,
+        ),
+    ] = None,
     l2_policy: Annotated[
         str | None,
         typer.Option(
@@ -359,6 +369,7 @@ def search_command(
     from ctune.objective import parse_objective_spec
     from ctune.registry.assemble import ResultPublisher
     from ctune.search import driver
+    from ctune.search.cost_policy import parse_on_off
     from ctune.search.driver import SearchOptions
     from ctune.search.pruning import parse_prune_margin, parse_search_rep
     from ctune.search.session import SearchSession
@@ -400,6 +411,7 @@ def search_command(
         prune_margin=parse_prune_margin(prune_margin),
         search_rep_ms=parse_search_rep(search_rep_ms),
         fill=fill,
+        cost_model=parse_on_off(cost_model, "--cost-model"),
         warm_start=seeds,
         warm_start_source=str(warm_start or ""),
         controls=controls_setup(

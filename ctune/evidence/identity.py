@@ -306,6 +306,7 @@ _OWN_KEYS = frozenset(
         "entry",
         "args",
         "reference",
+        "verify",  # in spec_reference_sha256, with its code
         "deterministic",
         "tolerance",
         "metrics",
@@ -317,10 +318,23 @@ _OWN_KEYS = frozenset(
 )
 
 
-def _reference_sha256(raw: Mapping[str, Any], code: str) -> str:
-    return _digest(
-        {"reference": raw.get("reference"), "code": code, "deterministic": raw.get("deterministic")}
-    )
+def _reference_sha256(raw: Mapping[str, Any], code: str, verify_code: str | None = None) -> str:
+    """What decides correctness: the reference and its code, and the verify function's key
+    and code where the spec has one (a spec without it digests as it always did)."""
+    parts = {
+        "reference": raw.get("reference"),
+        "code": code,
+        "deterministic": raw.get("deterministic"),
+    }
+    if verify_code is not None:
+        parts["verify"] = {"key": raw.get("verify"), "code": verify_code}
+    return _digest(parts)
+
+
+def _verify_code_sha256(spec: Any) -> str | None:
+    """The verify file's code digest (as the reference's), None where the spec has none."""
+    path = getattr(spec, "verify_path", None)
+    return reference_code_sha256(path) if isinstance(path, Path) else None
 
 
 def given_data_sha256(spec: Any) -> dict[str, str]:
@@ -357,7 +371,9 @@ def older_forms(spec: Any) -> dict[str, str]:
     raw = getattr(spec, "raw", None) or {}
     path = spec.reference_path
     legacy, now = legacy_reference_code_sha256(path), reference_code_sha256(path)
-    return {} if legacy == now else {"spec_reference_sha256": _reference_sha256(raw, legacy)}
+    if legacy == now:
+        return {}
+    return {"spec_reference_sha256": _reference_sha256(raw, legacy, _verify_code_sha256(spec))}
 
 
 def adopt_older_forms(
@@ -389,7 +405,9 @@ def spec_part_fields(spec: Any, problem: str | None = None) -> dict[str, str]:
         "spec_entry": entry if isinstance(entry, str) else canonical_json(entry),
         "spec_problem_sha256": _digest(body),
         "spec_args_sha256": _args_sha256(raw, given_data_sha256(spec)),
-        "spec_reference_sha256": _reference_sha256(raw, reference_code_sha256(spec.reference_path)),
+        "spec_reference_sha256": _reference_sha256(
+            raw, reference_code_sha256(spec.reference_path), _verify_code_sha256(spec)
+        ),
         "spec_tolerance_sha256": _digest(raw.get("tolerance")),
         "spec_metrics_sha256": _digest(raw.get("metrics")),
         "spec_build_sha256": _digest({k: raw.get(k) for k in BUILD_KEYS}),

@@ -5,17 +5,21 @@ error and max abs error against the spec's per-output tolerance; any NaN or
 Inf fails; outputs are poisoned before each run; fresh inputs per check (two
 checks, different seeds); kernels declared deterministic are run twice on the
 same inputs and must agree bitwise; inputs the kernel must not modify are
-checked unchanged afterwards. Generic over ``xp`` (numpy in CPU tests, cupy in
-the worker); the kernel run and the reference are injected.
+checked unchanged afterwards. A spec's ``verify`` function, where it has one, decides in
+place of the tolerance (the other rules still apply). Generic over ``xp`` (numpy in CPU
+tests, cupy in the worker); the kernel run and the reference are injected.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from ctune.errors import SpecError
 from ctune.measure.arrays import Buffers, bits_view, float32_values, make_buffers
@@ -29,6 +33,8 @@ if TYPE_CHECKING:
 RunFn = Callable[[Buffers], None]
 #: reference(seed, buffers) -> float32 outputs by name (cached per seed by the caller)
 ReferenceFn = Callable[[int, Buffers], Mapping[str, Any]]
+#: the spec's verify function: (expected, got, atol=None) -> True where the outputs are right
+VerifyFn = Callable[..., Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +143,7 @@ def warm_checks(
     """Run the check's own kernels once on ``reference`` against itself (verdicts dropped):
     CuPy compiles them for this problem's shapes here, while a problem is set up and no hang
     limit counts it, rather than inside the first candidate's timed request."""
-    for name in buffers.names("output", "inout"):
+    for name in buffers.names("output", "inout") if spec.verify_path is None else ():
         if name in reference:
             values = float32_values(xp, buffers.arrays[name], buffers.dtypes[name])
             tol = spec.tolerance_for(name, problem)
@@ -155,8 +161,12 @@ def run_checks(
     reference: ReferenceFn,
     seeds: tuple[int, ...],
     runtime: Mapping[str, GeneValue] | None = None,
+    verify: VerifyFn | None = None,
 ) -> CheckReport:
-    """Check the candidate once per seed; the first check also tests determinism."""
+    """Check the candidate once per seed; the first check also tests determinism. With a
+    spec's ``verify`` (``verify``, else imported here) it decides instead of the tolerance."""
+    if verify is None and spec.verify_path is not None:
+        verify = spec.verify()
     all_errors: list[OutputError] = []
     for index, seed in enumerate(seeds):
         buffers = make_buffers(xp, spec, problem, seed, runtime)
@@ -164,7 +174,19 @@ def run_checks(
         pristine = buffers.snapshot(xp, buffers.names("input", "inout"))
         expected = reference(seed, buffers)
         run(buffers)
-        errors = check_outputs(xp, spec, problem, buffers, expected)
+        if verify is None:
+            errors = check_outputs(xp, spec, problem, buffers, expected)
+        else:
+            errors = poisoned_outputs(xp, buffers)
+            if not errors and not verified(xp, spec, problem, buffers, expected, verify):
+                return CheckReport(
+                    Outcome.WRONG_RESULT,
+                    None,
+                    None,
+                    f"verify {_verify_name(spec)} returned False on check {index + 1} "
+                    f"(seed {seed})",
+                    index + 1,
+                )
         all_errors.extend(errors)
         rel, max_abs = _worst(all_errors)
         bad = [e for e in errors if not e.ok]
@@ -210,6 +232,81 @@ def run_checks(
     return CheckReport(Outcome.OK, rel, max_abs, "", len(seeds))
 
 
+def poisoned_outputs(xp: ModuleType, buffers: Buffers) -> list[OutputError]:
+    """The outputs (a struct's fields each) with NaN or Inf values: unwritten elements keep
+    the poison, whatever a verify function would make of them."""
+    bad = []
+    for name in buffers.names("output", "inout"):
+        values = float32_values(xp, buffers.arrays[name], buffers.dtypes[name])
+        parts = values if isinstance(values, Mapping) else {None: values}
+        for field_name, part in parts.items():
+            count = int(part.size - int(xp.isfinite(part).sum()))
+            if count:
+                label = name if field_name is None else f"{name}.{field_name}"
+                bad.append(OutputError(label, math.inf, math.inf, count, False))
+    return bad
+
+
+def verified(
+    xp: ModuleType,
+    spec: KernelSpec,
+    problem: Problem,
+    buffers: Buffers,
+    expected: Mapping[str, Any],
+    verify: VerifyFn,
+) -> bool:
+    """The spec's verify function on host copies (Kernel Tuner's ``verify(answer, result,
+    atol=...)`` by output name): ``expected`` as the reference returned it, the outputs as
+    the tolerance compare sees them, ``atol`` the outputs' max_abs where the spec gives a
+    tolerance. What it raises is the spec's problem, as a failing reference is."""
+    got = {
+        name: _host(xp, float32_values(xp, buffers.arrays[name], buffers.dtypes[name]))
+        for name in buffers.names("output", "inout")
+    }
+    want = {name: _host(xp, value) for name, value in expected.items()}
+    kwargs = {"atol": _atol(spec, problem, list(got))} if _takes_atol(verify) else {}
+    try:
+        answer = verify(want, got, **kwargs)
+    except Exception as exc:
+        if _looks_like_cuda(exc):
+            raise  # a device fault surfacing here is the candidate's, not the function's
+        raise SpecError(f"verify {_verify_name(spec)} raised {type(exc).__name__}: {exc}") from None
+    if not isinstance(answer, (bool, np.bool_)):
+        raise SpecError(
+            f"verify {_verify_name(spec)} must return True or False, got {type(answer).__name__}"
+        )
+    return bool(answer)
+
+
+def _verify_name(spec: KernelSpec) -> str:
+    path = spec.verify_path
+    return f"{path.name if path is not None else '?'}:{spec.verify_function}"
+
+
+def _host(xp: ModuleType, value: Any) -> Any:
+    """A numpy array on the host (a struct's dict of fields, field by field)."""
+    if isinstance(value, Mapping):
+        return {str(k): _host(xp, v) for k, v in value.items()}
+    return np.asarray(getattr(xp, "asnumpy", np.asarray)(value))
+
+
+def _atol(spec: KernelSpec, problem: Problem, outputs: list[str]) -> float | None:
+    """The strictest max_abs the spec or the problem gives the outputs; None where neither
+    gives a tolerance (Kernel Tuner passes atol only when its user sets one)."""
+    if "tolerance" not in spec.raw and not problem.tolerance:
+        return None
+    return min(spec.tolerance_for(name, problem).max_abs for name in outputs)
+
+
+def _takes_atol(function: VerifyFn) -> bool:
+    """Whether ``function`` takes ``atol`` (a two-argument one is called without it)."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(p.name == "atol" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
 def reference_outputs(
     xp: ModuleType, spec: KernelSpec, func: Callable[..., Any], problem: Problem, buffers: Buffers
 ) -> dict[str, Any]:
@@ -250,6 +347,8 @@ __all__ = [
     "check_outputs",
     "compare",
     "differing_elements",
+    "poisoned_outputs",
     "reference_outputs",
     "run_checks",
+    "verified",
 ]

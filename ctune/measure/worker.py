@@ -212,6 +212,7 @@ class WorkerService:
         self._specs: dict[str, tuple[int, KernelSpec]] = {}
         self._references = ReferenceCache()
         self._reference_funcs: dict[str, Any] = {}
+        self._verify_funcs: dict[str, Any] = {}
         self._loaded: tuple[str, Any] | None = None
 
     # --- requests ----------------------------------------------------------------
@@ -269,6 +270,7 @@ class WorkerService:
         if cached is None or cached[0] != stamp:
             self._specs[key] = (stamp, load_spec(path))
             self._reference_funcs.pop(key, None)
+            self._verify_funcs.pop(key, None)
         return self._specs[key][1]
 
     def _reference(self, spec: KernelSpec, problem: Problem) -> Any:
@@ -294,6 +296,14 @@ class WorkerService:
             return found
 
         return reference
+
+    def _verify(self, spec: KernelSpec) -> Any:
+        """The spec's verify function (None without one), imported once per spec like the
+        reference: what importing it raises is a SpecError, the spec's problem."""
+        key = str(spec.yaml_path)
+        if key not in self._verify_funcs:
+            self._verify_funcs[key] = spec.verify()
+        return self._verify_funcs[key]
 
     def _load(
         self, spec: KernelSpec, request: MeasureRequest, build: Build, problem: Problem
@@ -333,6 +343,7 @@ class WorkerService:
         runtime = spec.runtime_values(request.candidate)
         if request.plan.check:
             reference = self._reference(spec, problem)
+            self._verify(spec)  # a verify file that does not import is said here, once
             for seed in check_seeds(problem.name):
                 buffers = make_buffers(self.cp, spec, problem, seed, runtime)
                 expected = reference(seed, buffers)
@@ -455,7 +466,8 @@ class WorkerService:
                 stream.synchronize()
 
             reference = self._reference(spec, problem)
-            report = run_checks(cp, spec, problem, run, reference, seeds, runtime)
+            verify = self._verify(spec)
+            report = run_checks(cp, spec, problem, run, reference, seeds, runtime, verify)
             rel_l2, max_abs = report.rel_l2, report.max_abs
             if not report.outcome.is_ok:
                 return dataclasses.replace(

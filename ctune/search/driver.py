@@ -29,6 +29,7 @@ from ctune.search import Compiler, Publisher, make_strategy
 from ctune.search import journal as journal_mod
 from ctune.search.budget import MAX_BATCH
 from ctune.search.confirm_stage import ConfirmStage, can_confirm
+from ctune.search.cost_policy import cost_policy
 from ctune.search.events import (
     BaselineMeasured,
     GenerationFinished,
@@ -173,6 +174,7 @@ class _Search:
         self.writer = JournalWriter(self.run.book, self.run.timers)
         confirms = can_confirm(opts.confirm_processes, objective, inputs.measurer)
         self.pipeline = Pipeline(self.run, self.writer, filler, confirms)
+        self.costs = cost_policy(self.run, self.writer)  # --cost-model: which builds to skip
         self.session = SessionJournal(self.run, self.writer, self.pipeline)
         run = self.run
         self.confirmation = ConfirmStage(
@@ -228,9 +230,11 @@ class _Search:
                 keys.add(key)
                 new.append(cand)
         new = new[:remaining]
-        finished = self.pipeline.evaluate_batch(new, status.generation)
-        told.extend(finished)
-        fresh = [t for t in finished if t.candidate.key() in keys]  # fillers were not asked
+        screened = self.costs.screen(new, status.generation)  # skipped: journaled already
+        finished = self.pipeline.evaluate_batch(screened.kept, status.generation)
+        told.extend(screened.skipped + finished)
+        # fillers were not asked; a skipped candidate was decided, as a measured one
+        fresh = screened.skipped + [t for t in finished if t.candidate.key() in keys]
         run.strategy.tell(told)
         assert self.writer.journal is not None
         self.writer.journal.append_state(status.generation, run.strategy.state())
@@ -239,6 +243,7 @@ class _Search:
         return new, fresh
 
     def result(self, interrupted: bool) -> SearchResult:
+        self.costs.report()
         return search_result(self.run, self.confirmation, self.writer, interrupted)
 
 

@@ -32,6 +32,7 @@ class Progress:
     cached: int = 0  # duplicates answered from the cache (not counted against the budget)
     fillers: int = 0  # runtime-gene variants measured while builds compiled (in evaluations)
     reused: int = 0  # asked candidates that took an identical binary's measurement (in them)
+    skipped: int = 0  # candidates the cost model ruled out, never built (in them)
     best: tuple[float, ...] | None = None  # single objective: the best raw values so far
     hypervolume: float | None = None  # several objectives: of the feasible front, normalised
     front_size: int = 0

@@ -334,12 +334,15 @@ class Journal:
         filler: bool = False,
         elapsed_s: float | None = None,
         same_binary_as: str | None = None,
+        skipped: Mapping[str, Any] | None = None,
     ) -> None:
         record: dict[str, Any] = {"kind": "trial", "trial": to_json(trial)}
         if filler:
             record["filler"] = True
         if same_binary_as is not None:
             record["same_binary_as"] = same_binary_as
+        if skipped is not None:
+            record["skipped"] = dict(skipped)
         if elapsed_s is not None:
             record["elapsed_s"] = round(elapsed_s, 3)
         self._write(record)

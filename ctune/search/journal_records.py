@@ -212,6 +212,7 @@ _PLAN: dict[str, tuple[Callable[[Any], bool], str]] = {
     "time_s": (_optional(_positive_finite), "a positive number of seconds, or null"),
     "patience": (_optional(_positive_int), "a whole number of at least 1, or null"),
     "fill": (lambda v: isinstance(v, bool), "true or false"),
+    "cost_model": (lambda v: isinstance(v, bool), "true or false"),
 }
 
 

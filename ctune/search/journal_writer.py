@@ -100,12 +100,21 @@ class JournalWriter:
             journal_mod.check_identity(self.journal.path, self.header, {"device": label})
             self.device_checked = True
 
-    def record(self, trial: Trial, filler: bool = False, same_as: str | None = None) -> None:
-        """Journal a finished trial, then account it."""
+    def record(
+        self,
+        trial: Trial,
+        filler: bool = False,
+        same_as: str | None = None,
+        skipped: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Journal a finished trial, then account it (``skipped``: why the cost model
+        ruled it out, ``cost_policy.py``)."""
         assert self.journal is not None
         self.check_device(trial.measurement)
         elapsed = self.timers.search_elapsed()
-        self.journal.append(trial, filler=filler, elapsed_s=elapsed, same_binary_as=same_as)
+        self.journal.append(
+            trial, filler=filler, elapsed_s=elapsed, same_binary_as=same_as, skipped=skipped
+        )
         self.book.add(trial, same_as, filler)
         if trial.build is not None and not trial.build.cache_hit:
             self.timers.compile_cpu_s += trial.build.compile_s

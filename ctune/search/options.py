@@ -46,6 +46,8 @@ class SearchOptions:
     jobs: int = 0  # compile-ahead depth; 0: the compiler's jobs, else settings.jobs, else CPUs
     journal_fsync: bool = True  # False only for tests on slow disks
     fill: bool | None = None  # while builds compile, measure runtime-gene variants (default on)
+    # skip builds the cost model rules out (search/cost_policy.py; default off)
+    cost_model: bool | None = None
     # configurations to measure first (a T4 file's best, exchange/t4.py), and where from
     warm_start: tuple[Mapping[str, Any], ...] = ()
     warm_start_source: str = ""

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 #: without --budget or --time, a search stops after this many evaluations
 DEFAULT_BUDGET = 100
 DEFAULT_SEED = 0
-PLAN_FIELDS = ("strategy", "options", "seed", "budget", "time_s", "patience", "fill")
+PLAN_FIELDS = ("strategy", "options", "seed", "budget", "time_s", "patience", "fill", "cost_model")
 
 
 @dataclass(frozen=True)
@@ -37,9 +37,15 @@ class SearchPlan:
     time_s: float | None = None
     patience: int | None = None
     fill: bool = True
+    cost_model: bool = False  # skip builds the cost model rules out (search/cost_policy.py)
 
     def to_json(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in PLAN_FIELDS}
+        """The recorded plan; ``cost_model`` only when on, so a search without it records
+        what it always did."""
+        out = {name: getattr(self, name) for name in PLAN_FIELDS}
+        if not self.cost_model:
+            del out["cost_model"]
+        return out
 
 
 def _given(opts: SearchOptions, n_objectives: int) -> dict[str, Any]:
@@ -49,7 +55,7 @@ def _given(opts: SearchOptions, n_objectives: int) -> dict[str, Any]:
         given["strategy"] = resolve_name(opts.strategy, n_objectives)
     if opts.strategy_options:
         given["options"] = dict(opts.strategy_options)
-    for name in ("seed", "budget", "time_s", "patience", "fill"):
+    for name in ("seed", "budget", "time_s", "patience", "fill", "cost_model"):
         value = getattr(opts, name)
         if value is not None:
             given[name] = value
@@ -70,6 +76,7 @@ def _complete(values: Mapping[str, Any], n_objectives: int) -> SearchPlan:
         time_s=values.get("time_s"),
         patience=values.get("patience"),
         fill=bool(values.get("fill", True)),
+        cost_model=bool(values.get("cost_model", False)),
     )
 
 
@@ -82,7 +89,8 @@ def recorded(header: Mapping[str, Any]) -> dict[str, Any]:
     """The plan fields a journal header holds (all of them, or what older journals kept)."""
     plan = header.get("search")
     if isinstance(plan, dict):
-        return {name: plan[name] for name in PLAN_FIELDS if name in plan}
+        # a plan without cost_model ran without it (it is recorded only when on)
+        return {"cost_model": False, **{name: plan[name] for name in PLAN_FIELDS if name in plan}}
     info = header.get("info") or {}
     return {name: info[name] for name in ("strategy", "seed", "budget") if name in info}
 
@@ -95,6 +103,7 @@ _FLAGS = {
     "time_s": "--time",
     "patience": "--patience",
     "fill": "--fill",
+    "cost_model": "--cost-model",
 }
 
 
@@ -132,6 +141,8 @@ def _as_flag(name: str, value: Any) -> str:
     """A plan value as the command-line flag that sets it."""
     if name == "fill":
         return "--fill" if value else "--no-fill"
+    if name == "cost_model":
+        return f"--cost-model {'on' if value else 'off'}"
     if name == "options":
         return " ".join(f"--option {k}={v}" for k, v in value.items()) or "no --option"
     if value is None:

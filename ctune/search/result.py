@@ -164,6 +164,7 @@ class SearchResult:
     binaries: int = 0  # distinct binaries measured (dedup.py); evaluations - reused - failures
     reused: int = 0  # asked candidates answered by a binary this search measured already
     pruned: int = 0  # measured trials stopped after their first chunk (pruning.py)
+    skipped: int = 0  # candidates the cost model ruled out, never built (cost_policy.py)
     record: ResultRecord | None = None  # set for a finished search with a baseline
     confirmation_rounds: int = 0  # rounds of the confirmation the journal holds
     controls: ControlsVerdict | None = None  # a controls file against its build without one
@@ -228,6 +229,7 @@ class SearchResult:
                 "binaries": self.binaries,
                 "reused": self.reused,
                 "pruned": self.pruned,
+                "skipped": self.skipped,
                 "feasibility": self.feasibility.to_json() if self.feasibility else None,
                 "verdict": "inconclusive" if self.inconclusive else "ok",
                 "artifact": str(self.artifact_path) if self.artifact_path else None,

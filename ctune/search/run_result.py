@@ -68,6 +68,7 @@ def search_result(
         confirmation=stage.cost,
         binaries=book.binaries.binaries,
         reused=book.reused_asked,
+        skipped=book.skipped,
         pruned=sum(1 for t in book.trials if t.measurement is not None and t.measurement.pruned),
         plan=run.inputs.search_plan.to_json(),
         feasibility=feasibility,

@@ -169,6 +169,7 @@ class SearchRun:
             cached=book.cached,
             fillers=book.fillers,
             reused=book.reused_asked,
+            skipped=book.skipped,
             best=best,
             hypervolume=-score if score is not None and several else None,
             front_size=front,

@@ -160,6 +160,8 @@ def _check_options(opts: SearchOptions) -> None:
         raise UserError("--confirm-processes must be 0 or more")
     if opts.fill is not None and not isinstance(opts.fill, bool):
         raise UserError(f"fill must be true or false, got {opts.fill!r}")
+    if opts.cost_model is not None and not isinstance(opts.cost_model, bool):
+        raise UserError(f"cost_model must be true or false, got {opts.cost_model!r}")
 
 
 def check_request(

@@ -43,6 +43,7 @@ class TrialBook:
         self.fillers = 0  # filler trials, resumed ones included
         self.reused_asked = 0  # asked trials answered by an identical binary (budget-free)
         self.cached = 0  # asked duplicates answered from the cache
+        self.skipped = 0  # ruled out by the cost model before building (cost_policy.py)
         self._observe = observe  # the filler learns the parents it fills around
         self._first_checked = False
 
@@ -58,6 +59,8 @@ class TrialBook:
         self.trials.append(trial)
         if trial.outcome is Outcome.INVALID or (trial.outcome.is_ok and not trial.feasible):
             self.infeasible += 1
+        elif trial.outcome is Outcome.SKIPPED:
+            self.skipped += 1  # never built: not a failure (the cost policy's note says why)
         elif not trial.outcome.is_ok:
             self.outcomes[trial.outcome.value] += 1
         self.front.add(trial)
@@ -68,8 +71,9 @@ class TrialBook:
     @property
     def asked(self) -> int:
         """Trials the budget counts: GPU measurements, so neither fillers (they only use
-        idle GPU time) nor candidates answered by an identical binary."""
-        return len(self.trials) - self.fillers - self.reused_asked
+        idle GPU time), candidates answered by an identical binary, nor candidates the
+        cost model skipped (never built; the compile cap bounds how many are decided)."""
+        return len(self.trials) - self.fillers - self.reused_asked - self.skipped
 
     def failures(self) -> tuple[dict[str, int], int]:
         return dict(self.outcomes), self.infeasible

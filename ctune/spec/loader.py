@@ -9,6 +9,7 @@ flags a spec may add (``ctune.spec.flags``), the include_dirs tokens
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
 from pathlib import Path
@@ -76,6 +77,7 @@ _TOP_KEYS = {
     "default_problem",
     "args",
     "reference",
+    "verify",  # a function that decides correctness in place of the tolerance
     "tolerance",
     "metrics",
     "deterministic",
@@ -235,6 +237,7 @@ def _build(
     if default_problem not in problem_names:
         raise ctx.fail("default_problem", f"{default_problem!r} is not a problem name")
     ref_path, ref_func = _reference(ctx, folder, data["reference"])
+    verify_path, verify_func = _verify(ctx, folder, data.get("verify"))
     outputs = [a.name for a in args if a.role in ("output", "inout")]
     if not outputs:
         raise ctx.fail("args", "no output arg (role: output or inout) to check")
@@ -288,6 +291,8 @@ def _build(
         device_genes=device_genes,
         acf=acf,
         acf_seeds=acf_seeds,
+        verify_path=verify_path,
+        verify_function=verify_func,
     )
     _check_default(ctx, spec)
     return spec
@@ -940,6 +945,52 @@ def _reference(ctx: _Ctx, folder: Path, data: Any) -> tuple[Path, str]:
     if not path.is_file():
         raise ctx.fail("reference.python", f"{path} does not exist")
     return path, func
+
+
+def _verify(ctx: _Ctx, folder: Path, data: Any) -> tuple[Path | None, str]:
+    """``verify: {python: FILE.py:FUNCTION}``: a file inside the spec's folder that defines
+    FUNCTION at its top level (read, not run: the worker imports it when it checks)."""
+    if data is None:
+        return None, ""
+    if not isinstance(data, dict) or set(data) != {"python"} or not isinstance(data["python"], str):
+        raise ctx.fail("verify", "expected {python: FILE.py:FUNCTION}")
+    file_part, _, func = data["python"].partition(":")
+    if not func or not IDENT_RE.match(func) or not file_part.endswith(".py"):
+        raise ctx.fail("verify.python", f"{data['python']!r} is not FILE.py:FUNCTION")
+    path = (folder / file_part).resolve()
+    if not path.is_relative_to(folder.resolve()):
+        raise ctx.fail("verify.python", f"{file_part} resolves outside the spec's folder")
+    if not path.is_file():
+        raise ctx.fail("verify.python", f"{file_part} is not a file in the spec's folder")
+    try:
+        tree = ast.parse(read_text_capped(path, MAX_SOURCE_BYTES, "verify file"))
+    except InputFileError as exc:
+        raise ctx.fail("verify.python", str(exc)) from None
+    except SyntaxError as exc:
+        raise ctx.fail("verify.python", f"{file_part} line {exc.lineno}: {exc.msg}") from None
+    except (ValueError, RecursionError) as exc:  # a NUL byte; nesting too deep to parse
+        raise ctx.fail("verify.python", f"{file_part} is not Python source: {exc}") from None
+    if func not in _top_level_names(tree):
+        raise ctx.fail(
+            "verify.python",
+            f"{file_part} defines no function '{func}' at its top level; "
+            "def it there, or name the function it defines",
+        )
+    return path, func
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    """The names a module binds at its top level (defs, assignments, imports)."""
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
 
 
 def _tolerance(

@@ -200,6 +200,10 @@ class KernelSpec:
     acf: tuple[str, ...] = ()
     #: per compiler, the spec's own controls files (``acf_files``): (sha256, path) each
     acf_seeds: Mapping[str, tuple[tuple[str, Path], ...]] = field(default_factory=dict)
+    #: the spec's ``verify: {python: FILE.py:FUNCTION}``: a function that decides whether
+    #: the outputs are correct in place of the tolerance compare (None: the tolerance)
+    verify_path: Path | None = None
+    verify_function: str = ""
 
     @cached_property
     def space(self) -> Space:
@@ -328,22 +332,28 @@ class KernelSpec:
 
     def reference(self) -> Callable[..., dict[str, Any]]:
         """Import the reference function from its file (user code, like the kernel)."""
-        module_name = f"ctune_reference_{self.name.replace('-', '_').replace('.', '_')}"
-        spec = importlib.util.spec_from_file_location(module_name, self.reference_path)
+        return self._import("reference", self.reference_path, self.reference_function)
+
+    def verify(self) -> Callable[..., Any] | None:
+        """Import the verify function from its file, or None where the spec has none."""
+        if self.verify_path is None:
+            return None
+        return self._import("verify", self.verify_path, self.verify_function)
+
+    def _import(self, key: str, path: Path, function: str) -> Callable[..., Any]:
+        """``function`` from the Python file ``path`` of spec key ``key``."""
+        module_name = f"ctune_{key}_{self.name.replace('-', '_').replace('.', '_')}"
+        spec = importlib.util.spec_from_file_location(module_name, path)
         if spec is None or spec.loader is None:
-            raise SpecError(f"{self.yaml_path}: reference: cannot import {self.reference_path}")
+            raise SpecError(f"{self.yaml_path}: {key}: cannot import {path}")
         module = importlib.util.module_from_spec(spec)
         try:
             spec.loader.exec_module(module)
         except Exception as exc:
             raise SpecError(
-                f"{self.reference_path}: importing the reference failed: "
-                f"{type(exc).__name__}: {exc}"
+                f"{path}: importing the {key} failed: {type(exc).__name__}: {exc}"
             ) from None
-        func = getattr(module, self.reference_function, None)
+        func = getattr(module, function, None)
         if not callable(func):
-            raise SpecError(
-                f"{self.yaml_path}: reference: {self.reference_path.name} has no function "
-                f"'{self.reference_function}'"
-            )
+            raise SpecError(f"{self.yaml_path}: {key}: {path.name} has no function '{function}'")
         return func

@@ -29,8 +29,10 @@ def quiet_search(
     measurer: Any,
     strategy_options: Mapping[str, Any] | None = None,
     fingerprint: Mapping[str, str] | None = None,
+    cost_model: bool = False,
 ) -> SearchResult:
-    """One search with its cache and journal under ``folder``."""
+    """One search with its cache and journal under ``folder`` (``cost_model``: skip the
+    builds the cost model rules out, ``search/cost_policy.py``)."""
     from ctune.config import Settings
     from ctune.search.driver import SearchOptions, run_session
     from ctune.search.session import SearchSession
@@ -46,6 +48,7 @@ def quiet_search(
             seed=seed,
             confirm_processes=0,
             journal_fsync=False,
+            cost_model=cost_model,
         ),
         compiler=compiler,
         measurer=measurer,

@@ -28,7 +28,7 @@ def test_every_kernel_is_drafted_shown_and_compiled_unmodified(tmp_path: Path) -
     bench = _bench()
     assert len(bench.CASES) >= 5
     before = {c.source: (bench.KERNELS_DIR / c.source).read_bytes() for c in bench.CASES}
-    assert bench.main(["--compile-only", "--out", str(tmp_path)]) == 0
+    assert bench.main(["--set", "own", "--compile-only", "--out", str(tmp_path)]) == 0
     data = json.loads((tmp_path / "own_kernels-compile-only.json").read_text())
     assert data["compile_only"] and data["tuned_unmodified"] == 0
     assert data["compiled_unmodified"] == len(bench.CASES)

@@ -25,6 +25,17 @@ def vector_add(xp, inputs, dims):
     return {"c": inputs["a"] + inputs["b"]}
 
 
+def close_enough(expected, got, atol=None):
+    return bool(np.allclose(expected["c"], got["c"], atol=atol or 1e-6))
+
+
+LIMIT = 0.5
+
+
+def uses_a_global(expected, got, atol=None):
+    return bool(np.abs(expected["c"] - got["c"]).max() <= LIMIT)
+
+
 N = 100_000
 
 
@@ -110,7 +121,11 @@ def test_a_kernel_file_keeps_its_includes(tmp_path: Path) -> None:
         ({"restrictions": [lambda p: p.get("x")]}, "cannot be written as a spec expression"),
         ({"restrictions": [lambda p: p["x"] > 1]}, "it reads x, not a tune_params name"),
         ({"restrictions": [lambda p: p["block_size_x"] // 0 > 1]}, "it raised ZeroDivisionError"),
-        ({"verify": lambda a, b, atol=None: True}, "verify: ctune compares each output"),
+        (
+            {"verify": lambda a, b, atol=None: True},
+            "verify: cannot copy the function into the spec folder: it is a lambda; define it",
+        ),
+        ({"verify": "check.py:fn"}, "verify: expected a function"),
         ({"reference": None, "answer": [None, None, None, None]}, "answer: every entry is None"),
         (
             {"reference": None, "answer": [np.zeros(3), None, None, None]},
@@ -279,3 +294,52 @@ def test_a_failed_tune_leaves_no_spec_folder(tmp_path: Path, monkeypatch) -> Non
             compiler=StandInCompiler(load_spec(path)), measurer=StandInMeasurer(),
         )  # fmt: skip
     assert path.is_file()
+
+
+def test_a_module_level_verify_is_copied_beside_the_spec(tmp_path: Path) -> None:
+    call = {
+        "kernel_name": "vector_add", "kernel_source": KERNEL, "problem_size": N,
+        "arguments": _arguments(), "tune_params": {"block_size_x": [64]},
+        "reference": vector_add, "tolerance": (1e-3, 0.25),
+    }  # fmt: skip
+    path = ctune.write_spec(**call, verify=close_enough, workdir=tmp_path / "w")
+    spec = load_spec(path)
+    assert spec.verify_path == (path.parent / "verify.py").resolve()
+    assert "import numpy as np" in spec.verify_path.read_text()
+    copied = spec.verify()
+    assert copied is not None and copied is not close_enough
+    right = {"c": np.ones(4, np.float32)}
+    assert copied(right, {"c": right["c"] + 0.2}, atol=0.25) is True
+    assert copied(right, {"c": right["c"] + 0.3}, atol=0.25) is False
+    without = ctune.write_spec(**call, cache_dir=tmp_path / "cache")
+    assert not (without.parent / "verify.py").exists() and load_spec(without).verify() is None
+
+
+def test_a_verify_that_cannot_be_copied_is_refused_in_one_line(tmp_path: Path) -> None:
+    threshold = 0.5
+
+    def closure(expected, got, atol=None):
+        return bool(np.abs(expected["c"] - got["c"]).max() <= threshold)
+
+    class Checker:
+        def check(self, expected, got, atol=None):
+            return True
+
+    call = {
+        "kernel_name": "vector_add", "kernel_source": KERNEL, "problem_size": N,
+        "arguments": _arguments(), "tune_params": {"block_size_x": [64]},
+        "reference": vector_add, "workdir": tmp_path / "w",
+    }  # fmt: skip
+    for verify, why in [
+        (closure, "closure is defined inside a function"),
+        (Checker().check, "expected a function"),
+        (Checker.check, "Checker.check is defined in a class"),
+        (uses_a_global, "uses_a_global uses LIMIT, which is not a module its file imports"),
+        (lambda e, g: True, "it is a lambda"),
+    ]:
+        with pytest.raises(UserError) as err:
+            ctune.write_spec(**call, verify=verify)
+        text = str(err.value)
+        assert why in text and "\n" not in text, text
+        assert "verify: {python: FILE.py:FUNCTION}" in text or "expected a function" in text
+    assert not (tmp_path / "w").exists()  # refused before anything is written

@@ -33,7 +33,7 @@ LAYERS: dict[str, int] = {
         0,
     ),
     **dict.fromkeys(("objective", "spec", "config", "engine_settings", "l2policy"), 1),
-    "evidence": 2,
+    **dict.fromkeys(("evidence", "model"), 2),
     **dict.fromkeys(("measure", "compile", "controls", "identity_probe"), 3),
     **dict.fromkeys(("search", "scale", "spec.draft", "exchange"), 4),
     **dict.fromkeys(("registry", "plot", "sets"), 5),

@@ -127,6 +127,7 @@ def test_json_output_is_machine_readable(run: Run, tmp_path: Path) -> None:
         (["--objective", "p50", "--l2-policy", "warm"], "--l2-policy=warm: expected one of"),
         (["--objective", "p50", "--l2", "warm"], "--l2-policy=warm: expected one of"),
         (["--objective", "p50", "--resume", "nope.jsonl"], "nope.jsonl: no such journal"),
+        (["--objective", "p50", "--cost-model", "yes"], "--cost-model takes on or off, got 'yes'"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
@@ -343,6 +344,25 @@ def test_no_fill_reaches_the_search(run: Run, monkeypatch: pytest.MonkeyPatch) -
         assert result.exit_code == 0, result.output
         assert json.loads(result.stdout)["fillers"] == 0  # the stand-in kernel has no runtime genes
     assert fill == [False, True]
+
+
+def test_cost_model_reaches_the_search(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctune.search import driver
+
+    asked: list[bool | None] = []
+    real = driver.run_session
+
+    def spy(session: Any, *args: Any, **kwargs: Any) -> Any:
+        asked.append(session.options.cost_model)
+        return real(session, *args, **kwargs)
+
+    monkeypatch.setattr(driver, "run_session", spy)
+    for given in ((), ("--cost-model", "off"), ("--cost-model", "on")):
+        result = run("--objective", "p50", "--budget", "6", "--confirm-processes", "0", *given)
+        assert result.exit_code == 0, result.output
+    assert asked == [None, False, True]
+    # six measurements are too few for the model to rule anything out: it says so
+    assert "cost model: skipped 0 of" in result.output
 
 
 def test_durations() -> None:

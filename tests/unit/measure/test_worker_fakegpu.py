@@ -247,6 +247,48 @@ def test_reference_errors_surface_as_user_errors(tmp_path, fake_gpu):
         assert measurer.worker_pid is not None  # a spec problem does not cost the worker
 
 
+def test_a_verify_function_decides_in_the_worker(tmp_path, fake_gpu):
+    """The spec's verify passes a result the tolerance would fail (mode 4 is off by 1), says
+    False as a wrong result naming it, and what it raises is the spec's problem."""
+    import shutil
+
+    import yaml
+
+    from ctune.errors import UserError
+
+    for name in ("faults.cu", "faults.yaml", "faults_ref.py"):
+        shutil.copy(DATA / name, tmp_path / name)
+    (tmp_path / "check.py").write_text(
+        "import numpy as np\n\n\n"
+        "def within_two(expected, got, atol=None):\n"
+        "    return bool(np.abs(expected['y'] - got['y']).max() <= 2 and atol == 1e-5)\n\n\n"
+        "def never(expected, got):\n    return False\n\n\n"
+        "def broken(expected, got, atol=None):\n    return expected['nope']\n"
+    )
+    raw = yaml.safe_load((tmp_path / "faults.yaml").read_text())
+    outcomes = {}
+    for function in ("within_two", "never", "broken"):
+        raw["verify"] = {"python": f"check.py:{function}"}
+        (tmp_path / "faults.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+        spec = load_spec(tmp_path / "faults.yaml")
+        problem = spec.problem("n64k")
+        cand, build = binary(tmp_path, spec, problem, {"MODE": 4}, {"kernel": "faults", "mode": 4})
+        with WorkerMeasurer() as measurer:
+            try:
+                m = measurer.measure(spec, cand, build, problem, PLAN)
+                outcomes[function] = (m.outcome, m.error)
+            except UserError as exc:
+                outcomes[function] = (None, str(exc))
+                assert measurer.worker_pid is not None  # a spec problem does not cost the worker
+    assert outcomes["within_two"] == (Outcome.OK, "")
+    assert outcomes["never"][0] is Outcome.WRONG_RESULT
+    assert re.search(
+        r"verify check\.py:never returned False on check 1 \(seed \d+\)", outcomes["never"][1]
+    )
+    assert outcomes["broken"][0] is None
+    assert "check.py:broken raised KeyError" in outcomes["broken"][1]
+
+
 def test_a_plan_that_may_prune_is_screened_and_a_pruned_one_is_not_checked(
     tmp_path, fake_gpu, saxpy
 ):

@@ -1,0 +1,349 @@
+"""``--cost-model on``: skip the builds the cost model says cannot beat the leader.
+
+Before a generation's new candidates are compiled, the model (``ctune/model``) is fitted on
+the trials of the generations finished so far, and on earlier journals of the same kernel
+(other shapes, other GPUs), with the search's seed; a candidate whose predicted lower
+bound (at ``alpha``) is worse than the leader's measured value is not built: it is
+journaled as a ``skipped`` trial with the prediction and the leader beside it, told to
+the strategy like a failed one, and counts against the budget (the budget is what a
+search may try; the model saves the builds and measurements of what it rules out). The
+default build and confirmation never pass through here; warm-start configurations
+neither. Only the finished generations train the model, in journal order, so a resumed
+search decides exactly as the uninterrupted one did (docs/cost-model.md).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ctune.records import Candidate, Outcome, Trial
+
+if TYPE_CHECKING:
+    from ctune.model import CostModel, Example, FeatureMap, Prediction
+    from ctune.search.journal_writer import JournalWriter
+    from ctune.search.run_state import SearchRun
+
+#: measured trials (this search's and earlier journals') before anything may be skipped
+MIN_TRAINED = 10
+#: earlier journals of the kernel read for a warm start, the most recent ones
+MAX_WARM_JOURNALS = 64
+#: a journal header's ``created_utc`` (``journal.utc_stamp``)
+STAMP = "%Y%m%dT%H%M%SZ"
+
+
+@dataclass
+class Screened:
+    """A generation's new candidates split: those to build, and the trials of those
+    skipped (already journaled and accounted)."""
+
+    kept: list[Candidate]
+    skipped: list[Trial] = field(default_factory=list)
+
+
+class CostPolicy:
+    """Off: every candidate is built. The base of :class:`ModelPolicy`."""
+
+    def screen(self, new: Sequence[Candidate], generation: int) -> Screened:
+        """Which of ``new`` (generation ``generation``'s candidates) to build."""
+        return Screened(list(new))
+
+    def report(self) -> None:
+        """Say once, at the end, what the policy skipped (nothing when off)."""
+
+
+def cost_policy(run: SearchRun, writer: JournalWriter) -> CostPolicy:
+    """The policy the search plan asks for; off, with one note saying why, where the
+    model cannot run (scikit-learn missing) or cannot compare (several objectives)."""
+    if not run.inputs.search_plan.cost_model:
+        return CostPolicy()
+    from ctune.model import unavailable
+
+    why = unavailable()
+    if why is None and len(run.inputs.objective.objectives) != 1:
+        why = "it compares one objective with the leader's, and this search has several"
+    if why is not None:
+        run.notices.note(f"cost model unavailable: {why}; every candidate is built")
+        return CostPolicy()
+    return ModelPolicy(run, writer)
+
+
+def parse_on_off(text: str | None, flag: str) -> bool | None:
+    """``on``/``off`` as given on the command line (None: not given)."""
+    if text is None:
+        return None
+    if text.strip().lower() in ("on", "off"):
+        return text.strip().lower() == "on"
+    from ctune.errors import UserError
+
+    raise UserError(f"{flag} takes on or off, got {text[:40]!r}")
+
+
+def _target(value: float, baseline: float, direction: str) -> float | None:
+    """A value on the model's scale: log of value over the baseline's, smaller better."""
+    if not (value > 0 and baseline > 0 and math.isfinite(value)):
+        return None
+    ratio = math.log(value / baseline)
+    return ratio if direction == "min" else -ratio
+
+
+def _value(target: float, baseline: float, direction: str) -> float:
+    """The inverse of :func:`_target` (an infinite bound stays infinite)."""
+    ratio = target if direction == "min" else -target
+    return baseline * math.exp(ratio) if ratio < 700 else math.inf
+
+
+def trial_example(
+    trial: Trial, row: list[float], baseline: float | None, direction: str
+) -> Example:
+    """What one journaled trial teaches the model."""
+    from ctune.model import Example
+
+    target = None
+    if trial.outcome.is_ok and trial.values is not None and baseline is not None:
+        target = _target(trial.values[0], baseline, direction)
+    build = trial.build
+    compile_s = failed = spills = None
+    if build is not None:
+        if not build.cache_hit and build.compile_s > 0:
+            compile_s = build.compile_s
+        failed = build.outcome.is_build_failure and build.outcome is not Outcome.INVALID
+        if build.outcome.is_ok and build.resources.spills_store_bytes is not None:
+            spills = float(build.resources.spills_store_bytes)
+    return Example(tuple(row), target, compile_s, failed, spills)
+
+
+def journal_examples(
+    path: Path, features: FeatureMap, objective: str, direction: str
+) -> list[Example]:
+    """The trials of an earlier journal of the same kernel and first objective, each on
+    its own journal's baseline (its first trial): a ratio carries across shapes and GPUs
+    where a time does not. Empty when the journal is of something else."""
+    from ctune.model import sm_number
+    from ctune.search import journal as journal_mod
+
+    replay, _ = journal_mod.read(path)
+    header = replay.header
+    named = (header.get("objectives") or {}).get("objectives") or []
+    spec = features.spec
+    problems = {p.name: p for p in spec.problems}
+    if (
+        header.get("kernel") != spec.name
+        or not named
+        or named[0] != objective
+        or header.get("problem") not in problems
+        or not replay.trials
+        or replay.trials[0].values is None
+    ):
+        return []
+    dims = problems[str(header["problem"])].dims
+    sm = sm_number(str(header.get("device") or ""))
+    baseline = replay.trials[0].values[0]
+    return [
+        trial_example(t, features.row(t.candidate.as_dict(), dims, sm), baseline, direction)
+        for t in replay.trials
+    ]
+
+
+class ModelPolicy(CostPolicy):
+    """Skip a candidate whose predicted lower bound is worse than the leader's value."""
+
+    def __init__(self, run: SearchRun, writer: JournalWriter) -> None:
+        from ctune.model import DEFAULT_ALPHA, FeatureMap
+
+        self.run = run
+        self.writer = writer
+        self.alpha = DEFAULT_ALPHA
+        inputs = run.inputs
+        self.direction = inputs.objective.directions[0]
+        self.objective = inputs.objective.objectives[0].text
+        self.features = FeatureMap(inputs.spec, inputs.limits)
+        self.default_key = inputs.spec.default_candidate().key()
+        self.warm: list[Example] | None = None  # read at the first screen
+        self.warm_journals = 0
+        self.finished_generation: int | None = None  # the last one the model may learn from
+        self.rows: dict[str, list[float]] = {}
+        self.considered = 0
+        self.skipped = 0
+        self.reported = False
+        self._fitted: tuple[int, CostModel] | None = None  # (trials taught, the model)
+
+    # --- what the model learns from ---------------------------------------------------------
+    def _sm(self) -> float:
+        from ctune.model import sm_number
+
+        found = sm_number(self.writer.device)
+        if found < 0:
+            inputs = self.run.inputs
+            found = sm_number(inputs.settings.arch or inputs.spec.arch)
+        return found
+
+    def _row(self, cand: Candidate) -> list[float]:
+        key = cand.key()
+        if key not in self.rows:
+            dims = self.run.inputs.problem.dims
+            self.rows[key] = self.features.row(cand.as_dict(), dims, self._sm())
+        return self.rows[key]
+
+    def _start(self) -> None:
+        """At the first screen: which generations are finished (a resumed journal's last
+        generation record; a generation cut short is not), and the warm-start journals."""
+        assert self.writer.journal is not None
+        from ctune.search import journal as journal_mod
+
+        replay, _ = journal_mod.read(self.writer.journal.path)
+        self.finished_generation = max((g for g, _ in replay.states), default=0)
+        self.warm = self._warm_examples(self.writer.journal.path)
+
+    def _warm_examples(self, own: Path) -> list[Example]:
+        """Trials of the kernel's earlier journals, oldest first: the model's warm start
+        across shapes and GPUs. Those in this journal's folder (a problem set's earlier
+        shapes) and in the cache's. Earlier: started no later than this search and
+        last written before it started (within the stamp's second), so that a resume of
+        this search finds the same ones (unless one of them is resumed meanwhile)."""
+        from ctune.errors import UserError
+        from ctune.search import journal as journal_mod
+
+        inputs = self.run.inputs
+        folders = dict.fromkeys([own.parent, Path(inputs.settings.cache_dir) / "journals"])
+        started = str(self.writer.header.get("info", {}).get("created_utc", ""))
+        try:
+            start_s = _dt.datetime.strptime(started, STAMP).replace(tzinfo=_dt.UTC).timestamp()
+        except ValueError:
+            return []
+        found: list[tuple[str, Path]] = []
+        paths = {p.resolve() for f in folders for p in f.glob(f"{inputs.spec.name}-*.jsonl")}
+        for path in sorted(paths):
+            if path == own.resolve():
+                continue
+            try:
+                header = journal_mod.read_header(path)
+                written = path.stat().st_mtime
+            except (UserError, OSError):
+                continue
+            created = str((header.get("info") or {}).get("created_utc", ""))
+            if (
+                header.get("kernel") == inputs.spec.name
+                and created
+                and created <= started
+                and written < start_s + 1
+            ):
+                found.append((created, path))
+        examples: list[Example] = []
+        unreadable = 0
+        for _, path in sorted(found)[-MAX_WARM_JOURNALS:]:
+            try:
+                got = journal_examples(path, self.features, self.objective, self.direction)
+            except UserError:
+                unreadable += 1
+                continue
+            self.warm_journals += bool(got)
+            examples += got
+        if self.warm_journals or unreadable:
+            left_out = f"; {unreadable} unreadable left out" if unreadable else ""
+            self.run.notices.note(
+                f"cost model: {self.warm_journals} earlier journal(s) of {inputs.spec.name} "
+                f"({sum(e.target is not None for e in examples)} measured trials) train it "
+                f"from the start{left_out}",
+                "info",
+            )
+        return examples
+
+    def _fit(self, trials: Sequence[Trial], baseline: float) -> CostModel:
+        """The model fitted on the warm start and ``trials`` (skipped ones teach nothing);
+        the last fit again while no trial was added (the same examples, the same seed)."""
+        from ctune.model import CostModel
+
+        taught = [t for t in trials if t.outcome is not Outcome.SKIPPED]
+        if self._fitted is not None and self._fitted[0] == len(taught):
+            return self._fitted[1]
+        mine = [trial_example(t, self._row(t.candidate), baseline, self.direction) for t in taught]
+        model = CostModel(seed=self.run.inputs.search_plan.seed, alpha=self.alpha)
+        model.fit([*(self.warm or []), *mine])
+        self._fitted = (len(taught), model)
+        return model
+
+    # --- the decision -----------------------------------------------------------------------
+    def screen(self, new: Sequence[Candidate], generation: int) -> Screened:
+        if not new:
+            return Screened([])
+        if self.warm is None:
+            self._start()
+        finished = self.finished_generation if self.finished_generation is not None else 0
+        self.finished_generation = generation  # this one is finished by the next screen
+        book = self.run.book
+        self.considered += len(new)
+        baseline_trial = book.baseline
+        if baseline_trial is None or baseline_trial.values is None:
+            return Screened(list(new))
+        baseline = baseline_trial.values[0]
+        learned = [t for t in book.trials if t.generation <= finished]
+        leader = self._leader(learned, baseline)
+        if leader is None:
+            return Screened(list(new))
+        model = self._fit(learned, baseline)
+        if model.trained_on < MIN_TRAINED:
+            return Screened(list(new))
+        predictions = model.predict([self._row(c) for c in new])
+        out = Screened([])
+        for cand, predicted in zip(new, predictions, strict=True):
+            if cand.key() == self.default_key or not predicted.low > leader:
+                out.kept.append(cand)
+                continue
+            trial = Trial(len(book.trials), generation, cand, Outcome.SKIPPED)
+            self.writer.record(trial, skipped=self._why(predicted, leader, baseline, model))
+            out.skipped.append(trial)
+            self.skipped += 1
+        return out
+
+    def _leader(self, trials: Sequence[Trial], baseline: float) -> float | None:
+        """The best measured feasible value on the model's scale (None: none yet)."""
+        best = None
+        for t in trials:
+            if t.feasible and t.values is not None:
+                target = _target(t.values[0], baseline, self.direction)
+                if target is not None and (best is None or target < best):
+                    best = target
+        return best
+
+    def _why(
+        self, predicted: Prediction, leader: float, baseline: float, model: CostModel
+    ) -> dict[str, Any]:
+        """The journal's record of one skip: the prediction against the leader."""
+        return {
+            "rule": f"predicted {self.objective} at {1 - self.alpha:.0%} confidence is worse "
+            "than the leader's",
+            "bound": _value(predicted.low, baseline, self.direction),
+            "predicted": _value(predicted.mid, baseline, self.direction),
+            "leader": _value(leader, baseline, self.direction),
+            "alpha": self.alpha,
+            "trained_on": model.trained_on,
+            "model": predicted.to_json(),
+        }
+
+    def report(self) -> None:
+        if self.reported:
+            return
+        self.reported = True
+        self.run.notices.note(
+            f"cost model: skipped {self.skipped} of {self.considered} candidates predicted "
+            f"worse than the leader at {1 - self.alpha:.0%} confidence (journaled as skipped, "
+            "with the prediction)",
+            "info",
+        )
+
+
+__all__ = [
+    "MIN_TRAINED",
+    "CostPolicy",
+    "ModelPolicy",
+    "Screened",
+    "cost_policy",
+    "journal_examples",
+    "parse_on_off",
+    "trial_example",
+]

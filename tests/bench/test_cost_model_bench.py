@@ -1,0 +1,36 @@
+"""bench/cost_model.py runs end to end on a tiny (clearly synthetic) replay."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from ctune.model import unavailable
+
+
+@pytest.mark.skipif(unavailable() is not None, reason="needs the model extra (ctune[model])")
+def test_the_cost_model_benchmark_writes_its_fields(
+    tmp_path: Path, bench_module: Callable[[str], ModuleType]
+) -> None:
+    bench = bench_module("cost_model")
+    out = tmp_path / "c.json"
+    assert bench.main(["--synthetic", "--seeds", "1", "--fraction", "0.06", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["benchmark"] == "cost_model" and report["seeds"] == 1
+    assert report["fingerprint"]["gpu"].startswith("none")
+    assert "CUTLASS" in report["cutlass_problem_set"]
+    (truth,) = report["ground_truths"]
+    assert truth["synthetic"] is True and truth["budget"] == 62
+    for arm in ("off", "on", "on_warm", "off_at_on_builds", "off_at_warm_builds"):
+        (run,) = truth[arm]["runs"]
+        assert 0.0 < run["of_optimum"] <= 1.0 and run["builds"] >= 1
+    (off,) = truth["off"]["runs"]
+    (warm,) = truth["on_warm"]["runs"]
+    assert off["skipped"] == 0 and warm["skipped"] > 0  # the earlier journal lets it skip
+    assert warm["builds"] < off["builds"]
+    assert truth["builds_saved_warm"] == pytest.approx(1 - warm["builds"] / off["builds"])
+    assert isinstance(truth["meets_target"], bool)

@@ -1,0 +1,260 @@
+"""--cost-model on: what it skips is journaled with why, it never skips the default build or
+a confirmation, off changes nothing, and a resumed search skips as the uninterrupted one."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctune.config import Settings
+from ctune.errors import UserError
+from ctune.model import Prediction, unavailable
+from ctune.objective import parse_objective_spec
+from ctune.records import Outcome
+from ctune.search import cost_policy
+from ctune.search.driver import SearchOptions, run_search
+from ctune.search.journal import read
+from ctune.search.result import SearchResult
+from ctune.spec import KernelSpec, load_spec
+from ctune.testing.binary_truth import BinaryTruth, synthetic_binary_truth
+from ctune.testing.standins import ReplayCompiler, ReplayMeasurer
+
+KERNEL = Path(__file__).parents[3] / "kernels" / "tiled_matmul.cu"
+SUBSPACE: dict[str, list[Any]] = {
+    "BLOCK_X": [16, 32, 64],
+    "BLOCK_Y": [2, 4, 8, 16],
+    "WORK_X": [1, 2, 4],
+    "WORK_Y": [1, 2, 4, 8],
+    "TILE_K": [16, 32],
+    "PAD": [0],
+    "maxrregcount": [0, 32, 64, 128],
+    "fast_math": [False, True],
+}
+needs_sklearn = pytest.mark.skipif(
+    unavailable() is not None, reason="the cost model needs the model extra (ctune[model])"
+)
+
+
+@pytest.fixture(scope="module")
+def landscape() -> tuple[BinaryTruth, KernelSpec]:
+    spec = load_spec(KERNEL)
+    truth = synthetic_binary_truth(spec, spec.problem(), SUBSPACE, seed=5)
+    return truth, truth.restrict(spec)
+
+
+def _search(
+    landscape: tuple[BinaryTruth, KernelSpec],
+    cache: Path,
+    *,
+    measurer: ReplayMeasurer | None = None,
+    **options: Any,
+) -> SearchResult:
+    truth, spec = landscape
+    replay = truth.to_replay()
+    options.setdefault("budget", 60)
+    options.setdefault("seed", 3)
+    options.setdefault("confirm_processes", 0)
+    return run_search(
+        Settings(cache_dir=cache),
+        spec,
+        parse_objective_spec(["p50"], [], spec.metrics),
+        SearchOptions(strategy="auto", journal_fsync=False, **options),
+        compiler=ReplayCompiler(replay),
+        measurer=measurer or ReplayMeasurer(replay),
+        fingerprint=replay.fingerprint,
+    )
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _decisions(path: Path) -> list[tuple[str, str]]:
+    replay, _ = read(path)
+    return [(t.candidate.key(), t.outcome.value) for t in replay.trials]
+
+
+@needs_sklearn
+def test_skips_are_journaled_with_the_prediction_and_the_leader(
+    landscape: tuple[BinaryTruth, KernelSpec], tmp_path: Path
+) -> None:
+    result = _search(landscape, tmp_path / "cache", cost_model=True)
+    lines = _lines(result.journal)
+    assert lines[0]["search"]["cost_model"] is True
+    skipped = [r for r in lines if r.get("kind") == "trial" and "skipped" in r]
+    assert skipped, "the model skipped nothing on a landscape it learns easily"
+    for record in skipped:
+        trial, why = record["trial"], record["skipped"]
+        assert trial["outcome"] == "skipped" and trial["build"] is None
+        assert trial["measurement"] is None
+        assert why["bound"] > why["leader"] > 0  # p50 is minimised: the bound is worse
+        assert why["trained_on"] >= cost_policy.MIN_TRAINED
+    _, spec = landscape
+    skipped_keys = {spec.candidate(r["trial"]["candidate"]["genes"]).key() for r in skipped}
+    assert spec.default_candidate().key() not in skipped_keys
+    # the budget counts measurements: the skipped candidates are on top of it
+    assert result.skipped == len(skipped)
+    counted = result.evaluations - result.skipped - result.fillers - result.reused
+    assert counted == 60
+    from ctune.cli.render_search import binaries_line
+
+    assert f"{len(skipped)} never built: the cost model ruled them out" in binaries_line(result)
+    assert result.failures.get("skipped") is None  # a skip is no failure
+    (note,) = [n for n in result.notes if n.startswith("cost model: skipped")]
+    assert f"skipped {len(skipped)} of" in note
+
+
+@needs_sklearn
+def test_off_writes_the_journal_it_always_did(
+    landscape: tuple[BinaryTruth, KernelSpec], tmp_path: Path
+) -> None:
+    default = _search(landscape, tmp_path / "a")
+    off = _search(landscape, tmp_path / "b", cost_model=False)
+    assert "cost_model" not in _lines(default.journal)[0]["search"]
+    assert _decisions(default.journal) == _decisions(off.journal)
+    assert all(o != "skipped" for _, o in _decisions(off.journal))
+
+
+@needs_sklearn
+def test_a_resumed_search_skips_as_the_uninterrupted_one(
+    landscape: tuple[BinaryTruth, KernelSpec], tmp_path: Path
+) -> None:
+    """A journal cut after a generation in which the model skipped (a crash there) resumes
+    into the uninterrupted search's journal: the same candidates, skipped the same way."""
+    whole = _search(landscape, tmp_path / "whole", cost_model=True, budget=90)
+    lines = whole.journal.read_text().splitlines(keepends=True)
+    records = [json.loads(line) for line in lines]
+    first_skip = next(i for i, r in enumerate(records) if "skipped" in r)
+    cut = next(i for i, r in enumerate(records) if i > first_skip and r["kind"] == "generation")
+    assert cut < len(records) - 10  # the search goes on well past the cut
+    journal = tmp_path / "cut" / "journals" / "cut.jsonl"
+    journal.parent.mkdir(parents=True)
+    journal.write_text("".join(lines[: cut + 1]))
+    resumed = _search(landscape, tmp_path / "cut", resume=journal, budget=90)
+    assert _decisions(resumed.journal) == _decisions(whole.journal)
+    assert [r.get("skipped") for r in _lines(resumed.journal)] == [
+        r.get("skipped") for r in records
+    ]
+
+
+@needs_sklearn
+def test_never_the_default_build_nor_the_confirmation(
+    landscape: tuple[BinaryTruth, KernelSpec], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model that rules out everything still leaves the default build and the
+    confirmation alone."""
+    from ctune.model import CostModel
+
+    def hopeless(self: CostModel, rows: list[list[float]]) -> list[Prediction]:
+        return [Prediction(math.inf, math.inf, math.inf) for _ in rows]
+
+    monkeypatch.setattr(CostModel, "predict", hopeless)
+    _, spec = landscape
+    default = spec.default_candidate()
+    original = cost_policy.ModelPolicy.screen
+    asked: list[bool] = []
+
+    def screen(self: cost_policy.ModelPolicy, new: Any, generation: int) -> Any:
+        kept = original(self, [default], generation)
+        asked.append(kept.kept == [default] and not kept.skipped)
+        return original(self, new, generation)
+
+    monkeypatch.setattr(cost_policy.ModelPolicy, "screen", screen)
+    result = _search(landscape, tmp_path / "cache", cost_model=True, confirm_processes=3)
+    assert asked and all(asked)
+    assert result.confirmation is not None and result.confirmation.processes >= 1
+    assert result.baseline is not None and result.front  # re-measured, not skipped
+    outcomes = [o for _, o in _decisions(result.journal)]
+    assert outcomes[0] == "ok" and "skipped" in outcomes
+
+
+@needs_sklearn
+def test_earlier_journals_of_the_kernel_warm_start_the_model(
+    landscape: tuple[BinaryTruth, KernelSpec], tmp_path: Path
+) -> None:
+    """Alone, 30 trials are too few to bound anything; after an earlier search of the
+    kernel in the same cache, the model skips from its first generation on."""
+    cold = _search(landscape, tmp_path / "cold", cost_model=True, budget=30)
+    assert all(o != "skipped" for _, o in _decisions(cold.journal))
+    earlier = _search(landscape, tmp_path / "warm", seed=11, budget=90)
+    warm = _search(landscape, tmp_path / "warm", cost_model=True, budget=30)
+    assert warm.journal != earlier.journal
+    measured = sum(1 for t in read(earlier.journal)[0].trials if t.values is not None)
+    (note,) = [n for n in warm.notes if "earlier journal" in n]
+    assert note.startswith(f"cost model: 1 earlier journal(s) of tiled_matmul ({measured} ")
+    assert any(o == "skipped" for _, o in _decisions(warm.journal))
+
+
+@needs_sklearn
+def test_another_shape_s_journal_teaches_ratios_to_its_own_baseline(
+    landscape: tuple[BinaryTruth, KernelSpec], tmp_path: Path
+) -> None:
+    """A journal of sq1024 warm-starts a search of sq2048: its rows carry sq1024's dims, its
+    targets are ratios to its own baseline (the replay serves the same times to both)."""
+    from ctune.model import FeatureMap
+
+    _, spec = landscape
+    earlier = _search(landscape, tmp_path / "cache", budget=60, seed=11)
+    features = FeatureMap(spec)
+    examples = cost_policy.journal_examples(earlier.journal, features, "p50", "min")
+    trials = read(earlier.journal)[0].trials
+    assert len(examples) == len(trials) and examples[0].target == 0.0
+    column = features.names.index("dim:M")
+    assert {e.row[column] for e in examples} == {1024.0}
+    base = trials[0].values
+    assert base is not None
+    for example, trial in zip(examples, trials, strict=True):
+        if trial.values is not None:
+            assert example.target == pytest.approx(math.log(trial.values[0] / base[0]))
+    assert cost_policy.journal_examples(earlier.journal, features, "p99", "min") == []
+    other = _search(landscape, tmp_path / "cache", cost_model=True, budget=30, problem="sq2048")
+    assert any(n.startswith("cost model: 1 earlier journal(s)") for n in other.notes)
+    assert any(o == "skipped" for _, o in _decisions(other.journal))
+
+
+def test_without_scikit_learn_it_says_so_and_builds_everything(
+    landscape: tuple[BinaryTruth, KernelSpec], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ctune.model
+
+    monkeypatch.setattr(ctune.model, "unavailable", lambda: "scikit-learn is not installed")
+    result = _search(landscape, tmp_path / "cache", cost_model=True, budget=20)
+    notes = [n for n in result.notes if n.startswith("cost model")]
+    assert notes == [
+        "cost model unavailable: scikit-learn is not installed; every candidate is built"
+    ]
+    assert all(o != "skipped" for _, o in _decisions(result.journal))
+
+
+def test_resume_refuses_another_cost_model_setting(
+    landscape: tuple[BinaryTruth, KernelSpec], tmp_path: Path
+) -> None:
+    first = _search(landscape, tmp_path / "cache", budget=12)
+    refused = "cannot resume with --cost-model on: the journal's search ran with --cost-model off"
+    with pytest.raises(UserError, match=refused):
+        _search(landscape, tmp_path / "cache", resume=first.journal, budget=12, cost_model=True)
+
+
+def test_on_off_flag() -> None:
+    assert cost_policy.parse_on_off("on", "--cost-model") is True
+    assert cost_policy.parse_on_off("OFF", "--cost-model") is False
+    assert cost_policy.parse_on_off(None, "--cost-model") is None
+    with pytest.raises(UserError, match="--cost-model takes on or off, got 'maybe'"):
+        cost_policy.parse_on_off("maybe", "--cost-model")
+
+
+def test_a_skipped_trial_reads_back(tmp_path: Path) -> None:
+    from ctune.records import Candidate, Trial
+    from ctune.search.journal import Journal
+
+    path = tmp_path / "j.jsonl"
+    with Journal.create(path, {"kernel": "k"}) as journal:
+        trial = Trial(1, 2, Candidate.of("k", {"A": 1}), Outcome.SKIPPED)
+        journal.append(trial, skipped={"bound": 2.0, "leader": 1.0})
+    replay, _ = read(path)
+    assert replay.trials == [trial]
+    assert _lines(path)[1]["skipped"] == {"bound": 2.0, "leader": 1.0}
