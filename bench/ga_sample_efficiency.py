@@ -52,8 +52,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ctune.records import GeneValue  # noqa: E402
-from ctune.space.params import Gene  # noqa: E402
 from ctune.spec import KernelSpec, load_spec  # noqa: E402
+from ctune.spec.space.params import Gene  # noqa: E402
 
 DEFAULT_KERNEL = ROOT / "tests" / "data" / "kernels" / "saxpy.cu"
 DEFAULT_FIX = ("fast_math=False", "dlcm=default")

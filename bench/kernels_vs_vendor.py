@@ -617,7 +617,7 @@ def _without_shapes(
 
 def _union(sets: dict[str, dict[str, Any]], spec: KernelSpec) -> dict[str, Any]:
     """Shapes, the union of builds and the worst loss over some sets' dispatch tables."""
-    from ctune.search.dispatch_table import build_ids_today
+    from ctune.sets.dispatch_table import build_ids_today
 
     return {
         "shapes": [s for t in sets.values() for s in t.get("shapes", [])],

@@ -225,7 +225,7 @@ def _protocol_bump(clone: Path, scratch: Path) -> dict[str, str]:
 
 GEMM_YAML = "kernels/gemm.yaml"
 ATTENTION_YAML = "kernels/attention.yaml"
-CATALOGUE = "ctune/space/nvcc.py"
+CATALOGUE = "ctune/spec/space/nvcc.py"
 KERNEL = 'extern "C" __global__ void ctune_bench_extra(float* p) { p[0] = 1.f; }\n'
 PTXAS_OPT = '    return [] if v == 3 else ["-Xptxas", f"-O{v}"]'
 CASES = [

@@ -523,7 +523,7 @@ def _dtype(value: Any, where: str) -> str:
 def _args(kernel_name: str, source_text: str, arguments: Sequence[Any]) -> list[dict[str, Any]]:
     """One arg per argument: arrays are buffers (role from the kernel's constness), the rest
     scalars with their values; names from the kernel's signature where it can be read."""
-    from ctune.draft.source import read_source
+    from ctune.spec.draft.source import read_source
 
     base = kernel_name.split("<")[0].split("(")[0].split("::")[-1].strip()
     kernel = next((k for k in read_source(source_text).kernels if k.name == base), None)

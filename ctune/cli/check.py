@@ -43,10 +43,10 @@ def probe_for(cfg: Settings, kernels: Path, *, gpu: bool) -> Any:
     artifact checked with the toolchain it recorded where this machine has it (with the
     default choice of toolchain), its controls files found in the cache's and the
     registry's stores."""
+    from ctune.ci.check import FingerprintProbe
+    from ctune.ci.check_toolchain import ToolchainFinder
     from ctune.compile.select_toolchain import nvcc_for
     from ctune.controls.store import StoreChain
-    from ctune.registry.check import FingerprintProbe
-    from ctune.registry.check_toolchain import ToolchainFinder
 
     plan = {
         "warmup_ms": cfg.warmup_ms,
@@ -97,8 +97,8 @@ def check_command(
     json_out: JsonOpt = False,
 ) -> None:
     """Is each artifact still what would be built and measured here? Names every reason."""
+    from ctune.ci.check import check_registry, nvcc_verifier
     from ctune.evidence import identity as fingerprint
-    from ctune.registry.check import check_registry, nvcc_verifier
     from ctune.registry.store import require_registry
 
     out = output_format(fmt, json_out)

@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     from ctune.compile.toolchain import Toolchain
     from ctune.config import Settings
     from ctune.records import Candidate, GeneValue
-    from ctune.space.params import Space
     from ctune.spec import KernelSpec
+    from ctune.spec.space.params import Space
 
 
 def settings(**overrides: Any) -> Settings:

@@ -76,7 +76,7 @@ def compile_command(
     spec = offer_controls(spec, toolchain, cfg, asked, origin)
     if acf_file is not None:
         from ctune.controls.store import StoreChain
-        from ctune.space.nvcc import ACF
+        from ctune.spec.space.nvcc import ACF
 
         digest = StoreChain.for_settings(cfg).first.put_file(acf_file)
         items.append(f"{ACF[file_space].gene_name}={digest}")
@@ -92,7 +92,7 @@ def compile_command(
         build = compiler.build(candidate, chosen)
     render.compile_report(spec, chosen, candidate, build, out)
     if build.outcome.is_ok:
-        from ctune.space.limits import device_limits, launch_violation
+        from ctune.spec.space.limits import device_limits, launch_violation
 
         limits = device_limits(cfg.arch or spec.arch)
         why = launch_violation(limits, spec, candidate.as_dict(), chosen.dims, build.resources)
@@ -113,7 +113,7 @@ def _asked_controls(
     """(the compilers whose controls the command line asks for, None for the spec's; the
     compiler of ``--acf-file``): ``--acf``, the ``acf`` genes ``--set`` names, and the
     file's compiler: the one --acf names, else the one the spec names, else ptxas."""
-    from ctune.space.nvcc import ACF_GENES
+    from ctune.spec.space.nvcc import ACF_GENES
 
     names = (item.partition("=")[0].strip() for item in sets)
     named = [ACF_GENES[n].space for n in names if n in ACF_GENES]
@@ -152,7 +152,7 @@ def space_command(
     shared memory per block): the GPU's when one of the target architecture is visible
     to CuPy, else the target's table; the report says which, and how many it rules out.
     """
-    from ctune.space.limits import device_limits
+    from ctune.spec.space.limits import device_limits
 
     out = output_format(fmt, json_out)
     cfg = settings(arch=arch, nvcc=nvcc, ptxas=ptxas)

@@ -36,9 +36,9 @@ from ctune.evidence.noise_rule import NoiseRule
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from ctune.ci.check import FingerprintProbe
     from ctune.cli import render_registry as render
     from ctune.config import Settings
-    from ctune.registry.check import FingerprintProbe
     from ctune.registry.layout import ArtifactKey
     from ctune.registry.schema import Artifact
 else:  # loaded when the command runs, not when --help lists it
@@ -83,12 +83,12 @@ def gate_command(
     json_out: JsonOpt = False,
 ) -> None:
     """Re-measure pinned artifacts in k processes: PASS/REGRESSED/IMPROVED/INCONCLUSIVE."""
+    from ctune.ci.gate import exit_code
+    from ctune.ci.gate_run import RebuildingRemeasurer, run_gate
     from ctune.cli import verdict_documents as documents
     from ctune.cli.check import probe_for
     from ctune.cli.render import report
     from ctune.evidence import identity as fingerprint
-    from ctune.registry.gate import exit_code
-    from ctune.registry.gate_run import RebuildingRemeasurer, run_gate
     from ctune.registry.store import ArtifactStore, require_registry
 
     if processes < 3:
@@ -180,9 +180,9 @@ def _build_only(
     fmt: str = "table",
 ) -> None:
     """``--build-only``: compile what the gate would measure; exit 1 names what cannot be."""
+    from ctune.ci.gate_run import RebuildingRemeasurer, prebuild_gate
     from ctune.cli import verdict_documents as documents
     from ctune.cli.render import report
-    from ctune.registry.gate_run import RebuildingRemeasurer, prebuild_gate
 
     with RebuildingRemeasurer(cfg, kernels) as builder:
         reports = prebuild_gate(

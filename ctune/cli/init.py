@@ -53,11 +53,11 @@ def init_command(
     from ctune.cli.common import settings
     from ctune.compile.select_toolchain import nvcc_for
     from ctune.compile.toolchain import probe_toolchain
-    from ctune.draft.guess import default_for
-    from ctune.draft.includes import read_with_includes
-    from ctune.draft.sidecar import check_loads, draft_sidecar, pick_kernel
-    from ctune.draft.source import read_source
-    from ctune.draft.undefined import find_undefined
+    from ctune.spec.draft.guess import default_for
+    from ctune.spec.draft.includes import read_with_includes
+    from ctune.spec.draft.sidecar import check_loads, draft_sidecar, pick_kernel
+    from ctune.spec.draft.source import read_source
+    from ctune.spec.draft.undefined import find_undefined
 
     out = output_format(fmt, json_out)
     include_dirs = [d.resolve() for d in include_dir or ()]

@@ -26,9 +26,9 @@ from ctune.config import Settings
 from ctune.errors import GateFailure, RegistryError
 
 if TYPE_CHECKING:
+    from ctune.ci.retune import Retune
     from ctune.cli import render_registry as render
     from ctune.registry.layout import ArtifactKey
-    from ctune.registry.retune import Retune
     from ctune.registry.schema import Artifact
 else:  # loaded when the command runs, not when --help lists it
     render = lazy_module("ctune.cli.render_registry")
@@ -359,10 +359,10 @@ def refresh_command(
 ) -> None:
     """Record the current inputs (toolchain, sources, spec) of artifacts whose binaries are
     unchanged, in one commit, without re-measuring; stale artifacts are left for a re-tune."""
+    from ctune.ci.check import nvcc_verifier
+    from ctune.ci.refresh import refresh_registry
     from ctune.cli.check import probe_for
     from ctune.controls.store import StoreChain
-    from ctune.registry.check import nvcc_verifier
-    from ctune.registry.service import refresh_registry
     from ctune.registry.store import ArtifactStore, require_registry
 
     out = output_format(fmt, json_out)
@@ -539,8 +539,8 @@ def retune_command(
 ) -> None:
     """Re-run the search that made each stale artifact (problem, objectives, constraints,
     strategy, seed, budget, arch, L2 policy as recorded) and commit its result."""
+    from ctune.ci.retune import Retune, search_argv
     from ctune.errors import GateFailure
-    from ctune.registry.retune import Retune, search_argv
 
     out = output_format(fmt, json_out)
     settings = _settings(registry, nvcc, ptxas, kernels)
@@ -598,8 +598,8 @@ def _retune_targets(
     settings: Settings, kernels: Path, keys: list[str], every: bool
 ) -> list[tuple[ArtifactKey, Artifact]]:
     """KEYS as given, else every artifact (--all), else the ones `ctune check` calls stale."""
+    from ctune.ci.check import STALE, check_all, nvcc_verifier
     from ctune.cli.check import probe_for
-    from ctune.registry.check import STALE, check_all, nvcc_verifier
     from ctune.registry.store import ArtifactStore
 
     store = ArtifactStore(settings.registry)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ctune.cli.render import line, report
 
 if TYPE_CHECKING:
-    from ctune.draft.sidecar import Draft
+    from ctune.spec.draft.sidecar import Draft
 
 
 def init_report(

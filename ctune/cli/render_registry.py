@@ -15,19 +15,19 @@ from typing import Any
 
 from rich.table import Column, Table
 
+from ctune.ci.check import FRESH, STALE, WARN, CheckReport, CheckResult
+from ctune.ci.gate import GateReport, Regression, Verdict
+from ctune.ci.gate_run import Prebuilt
+from ctune.ci.refresh import RefreshOutcome
 from ctune.cli.render import console, line, progress_line, report, warn_line, write_out
 from ctune.cli.sanitize import one_line
 from ctune.exchange.columns import extra_columns, fill_objectives, gene_columns, objective_columns
 from ctune.records import FieldChange, to_json
-from ctune.registry.check import FRESH, STALE, WARN, CheckReport, CheckResult
 from ctune.registry.controls import HeldFile
 from ctune.registry.diff import ArtifactDiff
-from ctune.registry.gate import GateReport, Regression, Verdict
-from ctune.registry.gate_run import Prebuilt
 from ctune.registry.git import CommitResult
 from ctune.registry.layout import ArtifactKey
 from ctune.registry.locks import StaleLock
-from ctune.registry.refresh import RefreshOutcome
 from ctune.registry.remote import (
     STATUS_LIST_MAX,
     PullResult,

@@ -1,6 +1,6 @@
 """``ctune search --problem-set``: parse the set's options, run a step, report where it stands.
 
-The logic is ``ctune.search.problem_set``; this only refuses options that name one problem's
+The logic is ``ctune.sets.problem_set``; this only refuses options that name one problem's
 files (the set keeps one per shape in its folder), owns the measurer for the whole set, and
 prints the outcome.
 """
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ctune.objective.spec import ObjectiveSpec
     from ctune.records import Measurement
     from ctune.search.driver import SearchOptions
-    from ctune.search.problem_set import SetProgress
+    from ctune.sets.problem_set import SetProgress
     from ctune.spec import KernelSpec
 
 
@@ -111,10 +111,10 @@ def run_set(
     from ctune.cli import render_search
     from ctune.cli.options import parse_duration
     from ctune.registry.assemble import ResultPublisher
-    from ctune.search.dispatch import parse_margin
-    from ctune.search.dispatch_table import shipped_builds
-    from ctune.search.problem_set import run_problem_set
-    from ctune.search.set_layout import SetOptions
+    from ctune.search.pruning import parse_margin
+    from ctune.sets.dispatch_table import shipped_builds
+    from ctune.sets.problem_set import run_problem_set
+    from ctune.sets.set_layout import SetOptions
 
     owned = [compiler, measurer]
     try:

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ctune.ci.check import CheckReport, CheckResult
+from ctune.ci.gate import GateReport
+from ctune.ci.gate_run import Prebuilt
 from ctune.records import to_json
-from ctune.registry.check import CheckReport, CheckResult
-from ctune.registry.gate import GateReport
-from ctune.registry.gate_run import Prebuilt
 
 
 def check_verdict(r: CheckResult, strict: bool) -> dict[str, Any]:

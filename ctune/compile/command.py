@@ -20,9 +20,9 @@ from pathlib import Path
 from ctune.controls.store import APPLY_OPTION, applied_digest, registry_relative
 from ctune.quoting import define_flag
 from ctune.records import GeneValue
-from ctune.space.nvcc import render_flags
-from ctune.space.params import Gene
 from ctune.spec.flags import language_flags
+from ctune.spec.space.nvcc import render_flags
+from ctune.spec.space.params import Gene
 
 
 def split_genes(

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ctune.errors import UserError
-from ctune.space.nvcc import ACF
+from ctune.spec.space.nvcc import ACF
 
 if TYPE_CHECKING:
     from ctune.compile.toolchain import Toolchain

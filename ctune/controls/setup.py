@@ -15,7 +15,7 @@ from typing import Any
 
 from ctune.controls.spaces import space_for
 from ctune.controls.store import FOLDER
-from ctune.space.nvcc import ACF
+from ctune.spec.space.nvcc import ACF
 
 #: the engine a search uses unless told otherwise
 DEFAULT_ENGINE = "compileiq"

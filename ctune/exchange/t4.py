@@ -23,7 +23,7 @@ from ctune.objective.pareto import sign
 
 if TYPE_CHECKING:
     from ctune.records import Candidate, GeneValue
-    from ctune.space.params import Space
+    from ctune.spec.space.params import Space
 
 SCHEMA_VERSION = "1.0.0"
 #: ctune's outcome -> T4's invalidity

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from ctune.measure import Measurer
 from ctune.measure.device_settings import AS_FOUND, DeviceLimits, DeviceSetting
-from ctune.space.params import Gene
 from ctune.spec.model import DEVICE_GENES
+from ctune.spec.space.params import Gene
 
 if TYPE_CHECKING:
     from ctune.measure import SamplingPlan

@@ -20,8 +20,8 @@ from ctune.records import GeneValue
 from ctune.spec.model import LaunchConfigError, launch_geometry
 
 if TYPE_CHECKING:
-    from ctune.space.limits import DeviceLimits
     from ctune.spec import KernelSpec
+    from ctune.spec.space.limits import DeviceLimits
 
 #: what a column holds when the row cannot say (trees split it off like any value)
 MISSING = -1.0

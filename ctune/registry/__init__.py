@@ -1,1 +1,2 @@
-"""Persist, version, diff, export and gate tuned artifacts in a git repository."""
+"""Persist, version, diff and export tuned artifacts in a git repository (storage only: the CI
+verbs that rebuild and re-measure them are ``ctune.ci``)."""

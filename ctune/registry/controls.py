@@ -38,7 +38,7 @@ from ctune.files import (
 from ctune.records import is_sha256_hex, sha256_hex
 from ctune.registry.layout import contained_path
 from ctune.registry.schema import Artifact, FrontMember
-from ctune.space.nvcc import ACF, ACF_GENES
+from ctune.spec.space.nvcc import ACF, ACF_GENES
 from ctune.writes import write_atomic
 
 #: the names the registry's controls folder may hold

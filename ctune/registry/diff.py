@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from ctune.evidence import identity as fingerprint
 from ctune.records import FieldChange
 from ctune.registry.schema import Artifact
-from ctune.space.nvcc import ACF_GENES
+from ctune.spec.space.nvcc import ACF_GENES
 
 
 @dataclass(frozen=True, slots=True)

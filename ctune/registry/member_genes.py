@@ -16,8 +16,8 @@ from ctune.errors import CtuneError
 from ctune.quoting import bare_refusal, value_refusal
 from ctune.records import is_sha256_hex
 from ctune.registry.schema import Artifact
-from ctune.space.nvcc import ACF_GENES, CATALOGUE, NO_CONTROLS
-from ctune.space.params import Space, SpaceValueError
+from ctune.spec.space.nvcc import ACF_GENES, CATALOGUE, NO_CONTROLS
+from ctune.spec.space.params import Space, SpaceValueError
 
 EDITED = "the artifact was edited by hand or the space changed"
 

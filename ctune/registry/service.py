@@ -1,5 +1,5 @@
 """Registry operations the CLI and the search call: publish, import, pin, read, verify, migrate,
-refresh.
+commit.
 
 Each function opens the registry's git repository for its own duration (``with
 GitRegistry(...)``) and takes the writer lock around write-and-commit, so a file and its
@@ -21,7 +21,6 @@ from ctune.errors import RegistryError, UserError
 from ctune.files import read_capped
 from ctune.interrupts import Interrupted, deferred, keep
 from ctune.registry import schema
-from ctune.registry.check import FingerprintProbe, Verifier
 from ctune.registry.controls import controls_files, registry_problems, write_files
 from ctune.registry.export import resolve_member
 from ctune.registry.git import CommitResult, GitRegistry, NotInRepository
@@ -36,7 +35,6 @@ from ctune.registry.layout import (
 )
 from ctune.registry.member_genes import hand_edits, spec_space
 from ctune.registry.migrate import decode_history, upgrade
-from ctune.registry.refresh import RefreshOutcome, refresh_artifact
 from ctune.registry.schema import Artifact
 from ctune.registry.store import (
     ArtifactStore,
@@ -46,7 +44,7 @@ from ctune.registry.store import (
     read_bytes_capped,
     read_result,
 )
-from ctune.space.params import Space
+from ctune.spec.space.params import Space
 
 
 @dataclass(frozen=True, slots=True)
@@ -418,28 +416,19 @@ def migrate_registry(root: Path, *, ref: str | None = None, dry_run: bool = Fals
     return Migration(tuple(written), tuple(failed), result)
 
 
-def refresh_registry(
+def commit_artifacts(
     root: Path,
-    probe: FingerprintProbe,
-    verify: Verifier | None,
-    keys: Sequence[ArtifactKey] = (),
+    artifacts: Sequence[Artifact],
+    message: str,
     *,
     ref: str | None = None,
-    dry_run: bool = False,
     controls: StoreChain | None = None,
-) -> tuple[list[RefreshOutcome], CommitResult | None]:
-    """Refresh ``keys`` (else every artifact) in one commit; stale ones are left alone."""
-    store = ArtifactStore(root)
-    chosen = [(k, store.read(k)) for k in keys] if keys else list(store.list().artifacts)
-    outcomes = [refresh_artifact(k, a, probe.for_artifact(a), verify) for k, a in chosen]
-    changed = [o.artifact for o in outcomes if o.artifact is not None]
-    if dry_run or not changed:
-        return outcomes, None
+) -> CommitResult:
+    """Write ``artifacts`` and commit them in one commit, under the writer lock."""
     with GitRegistry(root, ref) as reg, reg.writer_lock():
         reg.target_ref()
-        message = f"ctune: refresh the recorded inputs of {len(changed)} artifact(s)"
-        _, result = _write_commit(reg, store, changed, message, controls)
-    return outcomes, result
+        _, result = _write_commit(reg, ArtifactStore(root), artifacts, message, controls)
+    return result
 
 
 def _upgrades(root: Path) -> tuple[list[Path], list[Artifact], list[Quarantined]]:
@@ -475,6 +464,7 @@ __all__ = [
     "PinCheck",
     "Published",
     "VerifyReport",
+    "commit_artifacts",
     "commit_message",
     "import_result",
     "load_artifact",
@@ -482,6 +472,5 @@ __all__ = [
     "migrate_registry",
     "pin_artifact",
     "publish_artifact",
-    "refresh_registry",
     "verify_registry",
 ]

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 from ctune.errors import UserError
 from ctune.records import Candidate, GeneValue
 from ctune.search.strategy import BaseStrategy, OptionTable, StrategyContext, check_at_least
-from ctune.space.params import BuildGroup
+from ctune.spec.space.params import BuildGroup
 
 _SAMPLE_ROUNDS = 4
 #: the largest space (product of its genes' values) a shuffled exhaustive order walks and

@@ -419,7 +419,7 @@ def _has_controls(trial: Trial | None) -> bool:
     """Does the trial's candidate apply a controls file (an acf gene that is not none)?"""
     if trial is None:
         return False
-    from ctune.space.nvcc import ACF_GENES, NO_CONTROLS
+    from ctune.spec.space.nvcc import ACF_GENES, NO_CONTROLS
 
     return any(v != NO_CONTROLS for k, v in trial.candidate.genes if k in ACF_GENES)
 

@@ -18,7 +18,7 @@ from ctune.controls.engine import ControlsEngine, make_engine
 from ctune.controls.setup import ControlsSetup
 from ctune.controls.store import ControlsStore
 from ctune.records import Candidate, GeneValue, Trial
-from ctune.space.nvcc import NO_CONTROLS
+from ctune.spec.space.nvcc import NO_CONTROLS
 
 #: a trial's score for the engine: its value to minimise, None when it failed
 Score = Callable[[Trial], float | None]

@@ -68,8 +68,8 @@ if TYPE_CHECKING:
     from ctune.config import Settings
     from ctune.measure import Measurer
     from ctune.objective.spec import ObjectiveSpec
-    from ctune.space.limits import DeviceLimits
     from ctune.spec import KernelSpec
+    from ctune.spec.space.limits import DeviceLimits
 
 #: consecutive generations with nothing new before the search counts as converged
 MAX_IDLE_GENERATIONS = 10

@@ -17,7 +17,7 @@ from collections.abc import Container, Iterator, Mapping, Sequence
 
 from ctune.records import Candidate, GeneValue, Trial
 from ctune.search.strategy import min_form
-from ctune.space.params import BuildGroup, Gene, Space
+from ctune.spec.space.params import BuildGroup, Gene, Space
 
 _Ranked = tuple[tuple[float, ...], int, Trial]
 

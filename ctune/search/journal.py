@@ -23,7 +23,7 @@ from ctune.files import InputFileError, open_regular
 from ctune.records import Measurement, Trial, sha256_hex, to_json
 from ctune.search import journal_records as records
 from ctune.search.journal_records import FIX, ConfirmationRound, JournalRecordError
-from ctune.space.params import Space
+from ctune.spec.space.params import Space
 from ctune.writes import naming
 
 log = logging.getLogger(__name__)

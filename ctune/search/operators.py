@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from ctune.space.params import Gene, Space
+from ctune.spec.space.params import Gene, Space
 
 
 def is_ordered(gene: Gene) -> bool:

@@ -27,7 +27,7 @@ from ctune.search.strategy import (
     min_form,
     seed_values,
 )
-from ctune.space.params import Space
+from ctune.spec.space.params import Space
 
 PARZEN_OPTIONS: OptionTable = {
     "startup_trials": ("seeds and uniform samples measured before the model proposes", 8),

@@ -19,7 +19,7 @@ from ctune.search.events import TrialFinished
 from ctune.search.filling import Filler
 from ctune.search.pruning import prune_threshold_ms, search_phase_plan
 from ctune.search.scheduler import CompileSlots, Fillers, Scheduler
-from ctune.space.limits import launch_violation
+from ctune.spec.space.limits import launch_violation
 
 if TYPE_CHECKING:
     from ctune.search.journal_writer import JournalWriter

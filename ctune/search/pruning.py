@@ -11,6 +11,7 @@ candidates that go on. The rules and their numbers: docs/search.md.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import TYPE_CHECKING
 
 from ctune.errors import UserError
@@ -34,10 +35,21 @@ SEARCH_MIN_SAMPLES = 30
 SEARCH_WARMUP_MS = 5.0
 
 
+def parse_margin(text: str | float, option: str = "--dispatch-margin", below: float = 1.0) -> float:
+    """``3%``, ``0.03`` or ``3 %`` -> 0.03 (a fraction, 0 to ``below``): a margin given as a
+    share, the pruning's and the dispatch cover's."""
+    raw = str(text).strip()
+    try:
+        value = float(raw[:-1].strip()) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise UserError(f"{option} {text!r}: expected a share like 3% or 0.03") from None
+    if not (math.isfinite(value) and 0 <= value < below):
+        raise UserError(f"{option} {text!r}: expected 0% to <{below:.0%}")
+    return value
+
+
 def parse_prune_margin(text: str) -> float | None:
     """``--prune-margin``: ``10%``, ``0.1``, or ``off`` (None: never prune)."""
-    from ctune.search.dispatch import parse_margin
-
     if text.strip().lower() in ("off", "none", "no"):
         return None
     value = parse_margin(text, "--prune-margin", below=10.0)
@@ -106,6 +118,7 @@ __all__ = [
     "DEFAULT_SEARCH_REP_MS",
     "SEARCH_MIN_SAMPLES",
     "SEARCH_WARMUP_MS",
+    "parse_margin",
     "parse_prune_margin",
     "parse_search_rep",
     "prune_threshold_ms",

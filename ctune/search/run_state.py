@@ -31,9 +31,9 @@ if TYPE_CHECKING:
     from ctune.search import Compiler, Strategy
     from ctune.search.options import SearchOptions
     from ctune.search.plan import SearchPlan
-    from ctune.space.limits import DeviceLimits
-    from ctune.space.params import Space
     from ctune.spec import KernelSpec, Problem
+    from ctune.spec.space.limits import DeviceLimits
+    from ctune.spec.space.params import Space
 
 log = logging.getLogger("ctune.search.driver")  # the notes keep the logger they were said on
 

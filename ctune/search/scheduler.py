@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ctune.search.run_state import Notices, RunInputs, RunStatus
     from ctune.search.timers import Timers
     from ctune.search.trial_book import TrialBook
-    from ctune.space.params import BuildGroup
+    from ctune.spec.space.params import BuildGroup
 
 POLL_S = 0.25  # how often a wait looks at the Ctrl-C flag
 

@@ -31,7 +31,7 @@ from ctune.search.plan import SearchPlan, new_plan, resume_plan
 from ctune.search.run_state import RunInputs, sampling_plan
 from ctune.search.session_journal import request_identity
 from ctune.search.strategy import StrategyContext
-from ctune.space.limits import DeviceLimits, device_limits
+from ctune.spec.space.limits import DeviceLimits, device_limits
 
 if TYPE_CHECKING:
     from ctune.compile.toolchain import Toolchain
@@ -258,7 +258,7 @@ class SearchSession:
     engine's compile tasks, and the measurer GPU 0's worker, another GPU's or the engine's
     GPU workers, made after the capability check and closed at the end. ``capabilities``
     overrides the probe (else the measurer's, else NVML/CuPy probes). ``limits`` are the
-    device's (``space/limits.py``); by default the GPU's when ctune measures on it itself
+    device's (``spec/space/limits.py``); by default the GPU's when ctune measures on it itself
     and it is of the target architecture, else the target's table. ``publish`` (the
     registry's ``ResultPublisher``) writes, and may commit, the artifact of a finished
     search; it is checked before anything else. ``fingerprint`` overrides the probe for

@@ -28,8 +28,8 @@ from ctune.search.strategy import (
     check_one_objective,
     min_form,
 )
-from ctune.space.nvcc import NO_CONTROLS
-from ctune.space.params import Gene, Space
+from ctune.spec.space.nvcc import NO_CONTROLS
+from ctune.spec.space.params import Gene, Space
 
 #: the strategies a structure phase can run, and their options
 STRUCTURE_STRATEGIES: dict[str, OptionTable] = {"parzen": PARZEN_OPTIONS, "ga": GA_OPTIONS}

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ctune.errors import UserError
 from ctune.records import Candidate, GeneValue, Trial
-from ctune.space.params import Space
+from ctune.spec.space.params import Space
 
 if TYPE_CHECKING:
     from ctune.controls.setup import ControlsSetup

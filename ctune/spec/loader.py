@@ -30,8 +30,6 @@ from ctune.files import (
 from ctune.names import NAME_RE
 from ctune.quoting import value_refusal
 from ctune.records import GeneValue, sha256_hex
-from ctune.space.nvcc import ACF, ACF_GENES, CATALOGUE, acf_gene
-from ctune.space.params import SPEC_FAMILIES, Gene
 from ctune.spec.declarations import c_extent_expression, int_defines, static_shared
 from ctune.spec.elements import ElementError, allowed_text, element, struct_element
 from ctune.spec.entry import parse_entry, undeclared_arguments
@@ -50,6 +48,8 @@ from ctune.spec.model import (
     Problem,
     Tolerance,
 )
+from ctune.spec.space.nvcc import ACF, ACF_GENES, CATALOGUE, acf_gene
+from ctune.spec.space.params import SPEC_FAMILIES, Gene
 from ctune.strict_yaml import StrictYamlError, load_file
 
 IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")

@@ -22,9 +22,9 @@ from ctune import l2policy
 from ctune.errors import SpecError, UserError
 from ctune.expr import Expr, ExprError
 from ctune.records import Candidate, GeneValue, canonical_json, sha256_hex
-from ctune.space.nvcc import ACF, ACF_GENES, acf_gene
-from ctune.space.params import Gene, Space
 from ctune.spec.elements import SCALAR_BYTES
+from ctune.spec.space.nvcc import ACF, ACF_GENES, acf_gene
+from ctune.spec.space.params import Gene, Space
 
 #: scalar dtypes: what a scalar argument may be, and a buffer's simplest element
 DTYPES = tuple(SCALAR_BYTES)

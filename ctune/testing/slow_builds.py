@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctune.compile.contract import Compiler
 from ctune.records import Build, Candidate, Measurement, Outcome, Resources
-from ctune.space.params import BuildGroup
+from ctune.spec.space.params import BuildGroup
 from ctune.testing.standins import StandInMeasurer, write_standin_kernel
 
 if TYPE_CHECKING:

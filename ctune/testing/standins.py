@@ -42,8 +42,8 @@ from ctune.testing.json_files import load_json, save_json
 if TYPE_CHECKING:
     from ctune.config import Settings
     from ctune.measure import SamplingPlan
-    from ctune.space.params import Space
     from ctune.spec import KernelSpec, Problem
+    from ctune.spec.space.params import Space
 
 STANDIN_DEVICE = DeviceInfo(
     name="stand-in (not a GPU)", uuid="standin-0", sm="sm_00", driver="none"

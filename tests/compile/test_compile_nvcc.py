@@ -14,8 +14,8 @@ from ctune.compile import nvcc as nvcc_module
 from ctune.compile.deps import uses_cutlass
 from ctune.compile.sass import defined_symbols, sass_digest
 from ctune.records import Outcome
-from ctune.space import CATALOGUE
 from ctune.spec import load_spec
+from ctune.spec.space import CATALOGUE
 
 pytestmark = pytest.mark.nvcc
 
@@ -304,9 +304,9 @@ def test_the_source_closure_is_the_one_of_the_arch_built_for(toolchain, tmp_path
     ampere.h, so an edit there kept serving the old sm_80 build from the cache."""
 
     from ctune import identity_probe
+    from ctune.ci.check import FingerprintProbe
     from ctune.compile import deps
     from ctune.config import Settings
-    from ctune.registry.check import FingerprintProbe
 
     spec = load_spec(_arch_kernel(tmp_path / "kernels"), toolchain.help_text)
     sm80 = deps.source_closure(spec, arch="sm_80")

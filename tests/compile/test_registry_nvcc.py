@@ -161,8 +161,8 @@ def test_ctune_check_end_to_end(kernels: Path, tmp_path: Path, monkeypatch) -> N
 
 def _check_here(kernels: Path, registry: Path, cache: Path):  # type: ignore[no-untyped-def]
     """``ctune check`` in this process (so a test can change ctune's flag catalogue)."""
+    from ctune.ci.check import FingerprintProbe, check_registry, nvcc_verifier
     from ctune.config import Settings
-    from ctune.registry.check import FingerprintProbe, check_registry, nvcc_verifier
 
     probe = FingerprintProbe(kernels, gpu=False)
     report = check_registry(registry, probe, verify=nvcc_verifier(Settings(cache_dir=cache)))
@@ -175,7 +175,7 @@ def test_a_changed_render_rule_is_rebuilt_and_judged_by_its_sass(
 ) -> None:
     """How a flag gene renders into argv is part of the build: a rule that passes the
     default explicitly keeps the SASS (valid), an inverted one changes it (stale)."""
-    from ctune.space import nvcc
+    from ctune.spec.space import nvcc
 
     support = _support()
     for name, value in support.GIT_IDENTITY.items():

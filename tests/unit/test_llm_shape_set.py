@@ -233,7 +233,7 @@ def test_dispatch_summary_counts_a_build_once_across_a_gene_added_since(
 ) -> None:
     """A table written before the GEMV genes existed and one written after name one build by
     two ids; the summary counts what an engine ships: one build."""
-    from ctune.search.set_layout import build_id
+    from ctune.sets.set_layout import build_id
 
     kv = _bench("kernels_vs_vendor")
     decode = {"SWAP_AB": 1, "TILE_M": 64, "TILE_N": 16, "TILE_K": 128, "SCHEDULE": 1}

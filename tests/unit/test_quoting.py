@@ -12,7 +12,7 @@ import pytest
 from ctune.compile.command import build_argv
 from ctune.errors import EXIT_USER_ERROR
 from ctune.quoting import CommandLineError, check_argv, define_flag, value_refusal
-from ctune.space import CATALOGUE
+from ctune.spec.space import CATALOGUE
 
 SHELL_ACTIVE_OR_CONTROL = [
     "$(id)",

@@ -12,9 +12,9 @@ from ctune.compile.nvcc import NvccCompiler
 from ctune.compile.toolchain import Toolchain
 from ctune.errors import UserError
 from ctune.records import Build, Outcome
-from ctune.space import CATALOGUE, Gene
 from ctune.spec import load_spec
 from ctune.spec.flags import check_flags
+from ctune.spec.space import CATALOGUE, Gene
 
 SRC = Path("/k/gemm.cu")
 OUT = Path("/c/kernel.cubin")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ctune.draft.constants import constant_lines
+from ctune.spec.draft.constants import constant_lines
 
 SOURCE = """\
 #define TAPS 8

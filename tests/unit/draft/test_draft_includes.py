@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from ctune.compile.toolchain import probe_toolchain
-from ctune.draft.guess import default_for
-from ctune.draft.includes import read_with_includes
-from ctune.draft.sidecar import check_loads, draft_sidecar
-from ctune.draft.source import read_source
-from ctune.draft.undefined import Probe, find_undefined
+from ctune.spec.draft.guess import default_for
+from ctune.spec.draft.includes import read_with_includes
+from ctune.spec.draft.sidecar import check_loads, draft_sidecar
+from ctune.spec.draft.source import read_source
+from ctune.spec.draft.undefined import Probe, find_undefined
 from ctune.spec import load_spec
 
 POLYBENCH_STYLE = """\
@@ -250,6 +250,6 @@ def test_an_include_init_cannot_read_is_left_to_the_compiler(
 ) -> None:
     (tmp_path / "big.h").write_text("#define DATA_TYPE float\n")
     (tmp_path / "k.cu").write_text('#include "big.h"\n')
-    monkeypatch.setattr("ctune.draft.includes.MAX_SOURCE_BYTES", 20)  # big.h is over it
+    monkeypatch.setattr("ctune.spec.draft.includes.MAX_SOURCE_BYTES", 20)  # big.h is over it
     included = read_with_includes(tmp_path / "k.cu")
     assert included.text == '#include "big.h"\n' and included.headers == []

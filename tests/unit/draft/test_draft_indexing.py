@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ctune.draft.indexing import Reader, zero_steps
-from ctune.draft.sidecar import draft_sidecar
-from ctune.draft.source import read_source
-from ctune.draft.undefined import Probe
 from ctune.spec import load_spec
+from ctune.spec.draft.indexing import Reader, zero_steps
+from ctune.spec.draft.sidecar import draft_sidecar
+from ctune.spec.draft.source import read_source
+from ctune.spec.draft.undefined import Probe
 
 
 def _draft(tmp_path: Path, text: str, probe: Probe | None = None):
@@ -193,7 +193,7 @@ def test_a_border_left_unwritten_keeps_the_output_inout() -> None:
 
 
 def test_a_sum_in_a_loop_gets_a_looser_tolerance(tmp_path: Path) -> None:
-    from ctune.draft.indexing import accumulates
+    from ctune.spec.draft.indexing import accumulates
 
     assert accumulates("float acc = 0; for (int k = 0; k < n; k += 4) acc += a[k] * b[k];")
     assert not accumulates("for (int i = t; i < n; i += stride) y[i] = x[i];")  # its step

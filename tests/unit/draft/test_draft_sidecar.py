@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from ctune.compile.entry import resolve
-from ctune.draft.guess import block_axis, default_for, gene_values, parse_int, work_axis
-from ctune.draft.sidecar import check_loads, draft_sidecar
-from ctune.draft.source import read_source, strip_comments
-from ctune.draft.undefined import Probe
 from ctune.errors import UserError
 from ctune.spec import load_spec
+from ctune.spec.draft.guess import block_axis, default_for, gene_values, parse_int, work_axis
+from ctune.spec.draft.sidecar import check_loads, draft_sidecar
+from ctune.spec.draft.source import read_source, strip_comments
+from ctune.spec.draft.undefined import Probe
 from ctune.spec.entry import parse_entry
 
 FILE = r"""

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
+from ctune.ci.gate import Verdict, decide_regression
 from ctune.evidence.compare import Difference, NoiseRule, SampleSet, compare, predicted_fpr
 from ctune.records import Measurement, Outcome
-from ctune.registry.gate import Verdict, decide_regression
 from ctune.search.confirm import significance
 
 

@@ -25,8 +25,8 @@ from ctune.measure.device_genes import (
 from ctune.measure.device_settings import AS_FOUND, DeviceLimits, DeviceSetting
 from ctune.records import Build, Candidate, Measurement
 from ctune.search.dedup import binary_identity
-from ctune.space.params import Gene
 from ctune.spec import KernelSpec, Problem
+from ctune.spec.space.params import Gene
 from ctune.testing.standin_nvml import StandInNvmlLibrary
 from ctune.testing.standins import StandInCompiler, StandInMeasurer, standin_spec
 
@@ -75,7 +75,7 @@ def test_a_spec_gene_of_the_same_name_is_refused(spec: KernelSpec) -> None:
 
 
 def test_spec_files_cannot_declare_the_family(spec: KernelSpec) -> None:
-    from ctune.space.params import SPEC_FAMILIES
+    from ctune.spec.space.params import SPEC_FAMILIES
 
     assert "device" not in SPEC_FAMILIES
     Gene("x", (0, 1), 0, "device")  # but the space holds it

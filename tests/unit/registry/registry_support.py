@@ -14,12 +14,12 @@ from typing import Any
 
 import numpy as np
 
+from ctune.ci.gate_run import Remeasured
 from ctune.evidence.compare import SampleSet
 from ctune.evidence.identity import FIELDS
 from ctune.measure import SamplingPlan
 from ctune.measure.protocol import record as protocol_record
 from ctune.records import Candidate, Measurement, Outcome
-from ctune.registry.gate_run import Remeasured
 from ctune.registry.schema import Artifact, FrontMember, ObjectiveInfo
 
 DEVICE = "sm90-nvidia-h100-80gb-hbm3"

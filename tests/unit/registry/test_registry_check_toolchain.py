@@ -18,8 +18,8 @@ from types import ModuleType
 import pytest
 from registry_support import make_artifact, with_controls
 
+from ctune.ci.check_toolchain import ToolchainFinder, ToolchainUse, controls_refusals
 from ctune.config import Settings
-from ctune.registry.check_toolchain import ToolchainFinder, ToolchainUse, controls_refusals
 from ctune.registry.schema import Artifact
 
 SPLIT_RECORD = {

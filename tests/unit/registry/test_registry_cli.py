@@ -26,11 +26,11 @@ from registry_support import (
     with_controls,
 )
 
+import ctune.ci.check as check_module
+import ctune.ci.gate_run as gate_run_module
 import ctune.compile.deps as deps_module
 import ctune.compile.find_toolchains as find_toolchains_module
 import ctune.evidence.identity as fingerprint_module
-import ctune.registry.check as check_module
-import ctune.registry.gate_run as gate_run_module
 from ctune import identity_probe
 from ctune.errors import ToolchainError
 from ctune.evidence.identity import FIELDS
@@ -38,7 +38,7 @@ from ctune.records import sha256_hex
 from ctune.registry.schema import encode
 from ctune.registry.service import publish_artifact
 from ctune.registry.store import ArtifactStore, write_result
-from ctune.space.params import Space
+from ctune.spec.space.params import Space
 
 KEY = "gemm/sq4096/sm90-nvidia-h100-80gb-hbm3"
 DIGEST = sha256_hex(CONTROLS_BYTES)

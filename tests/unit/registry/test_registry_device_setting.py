@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from registry_support import make_artifact
 
+from ctune.ci.gate_run import RebuildingRemeasurer, refuse_device_members
 from ctune.errors import EXIT_INCONCLUSIVE, GateInconclusive, RegistryError
 from ctune.records import Candidate, canonical_json, sha256_hex
 from ctune.registry import export, schema
-from ctune.registry.gate_run import RebuildingRemeasurer, refuse_device_members
 from ctune.registry.schema import Artifact
 
 DEVICE = {"sm_clock_mhz": 1410, "power_limit_w": 450}

@@ -11,10 +11,10 @@ import pytest
 from registry_support import FINGERPRINT, make_artifact
 
 from ctune import identity_probe
+from ctune.ci.check import STALE, WARN, BinaryCheck, Current, check_artifact
 from ctune.evidence import identity as fingerprint
 from ctune.evidence.identity import BUILD, FIELDS, HARD, SOFT, diff, not_checked, not_checked_reason
 from ctune.records import sha256_hex
-from ctune.registry.check import STALE, WARN, BinaryCheck, Current, check_artifact
 from ctune.registry.layout import parse_key
 
 KEY = parse_key("gemm/sq4096/sm90-nvidia-h100-80gb-hbm3")

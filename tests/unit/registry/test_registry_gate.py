@@ -14,11 +14,8 @@ from registry_support import (
     synthetic,
 )
 
-from ctune.errors import EXIT_GATE_FAILED, EXIT_INCONCLUSIVE, EXIT_OK
-from ctune.evidence.compare import Comparison, Difference, NoiseRule, SampleSet
-from ctune.records import FieldChange, Outcome
-from ctune.registry.check import Current
-from ctune.registry.gate import (
+from ctune.ci.check import Current
+from ctune.ci.gate import (
     GateReport,
     Regression,
     Verdict,
@@ -27,7 +24,10 @@ from ctune.registry.gate import (
     decide_regression,
     exit_code,
 )
-from ctune.registry.gate_run import gate_artifact, run_gate
+from ctune.ci.gate_run import gate_artifact, run_gate
+from ctune.errors import EXIT_GATE_FAILED, EXIT_INCONCLUSIVE, EXIT_OK
+from ctune.evidence.compare import Comparison, Difference, NoiseRule, SampleSet
+from ctune.records import FieldChange, Outcome
 from ctune.registry.layout import parse_key
 from ctune.registry.schema import Artifact
 

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 from registry_support import FINGERPRINT, Run, StandInRemeasurer, make_artifact
 
+from ctune.ci.check import STALE, Current, check_artifact, current_candidate
+from ctune.ci.gate import Verdict
+from ctune.ci.gate_run import gate_artifact
 from ctune.errors import UserError
 from ctune.evidence.compare import NoiseRule
 from ctune.records import Candidate
-from ctune.registry.check import STALE, Current, check_artifact, current_candidate
-from ctune.registry.gate import Verdict
-from ctune.registry.gate_run import gate_artifact
 from ctune.registry.layout import ArtifactKey
 from ctune.registry.member_genes import EDITED, hand_edits
 from ctune.registry.schema import Artifact

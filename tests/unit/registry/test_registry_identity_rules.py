@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from registry_support import FINGERPRINT, make_artifact
 
+from ctune.ci.check import FRESH, STALE, WARN, BinaryCheck, Current, check_artifact
+from ctune.ci.refresh import refresh_artifact
 from ctune.evidence import identity
 from ctune.evidence.identity import BUILD, HARD
 from ctune.records import sha256_hex
-from ctune.registry.check import FRESH, STALE, WARN, BinaryCheck, Current, check_artifact
 from ctune.registry.layout import parse_key
-from ctune.registry.refresh import refresh_artifact
 from ctune.registry.schema import Artifact, FrontMember
 from ctune.spec import load_spec
 
@@ -155,7 +155,7 @@ def test_a_changed_spec_default_is_hard(
 
 
 def test_a_changed_catalogue_default_is_hard(saxpy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ctune.space import nvcc
+    from ctune.spec.space import nvcc
 
     artifact = saxpy_artifact(saxpy)
     flag = nvcc.CATALOGUE["ptxas_opt"]

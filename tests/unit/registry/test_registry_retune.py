@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from registry_support import DEVICE, Run, make_artifact, one_line_error
 
+from ctune.ci.retune import Retune, search_argv
 from ctune.config import Settings
-from ctune.registry.retune import Retune, search_argv
 from ctune.registry.service import publish_artifact
 
 ROOT = Path(__file__).parents[3]

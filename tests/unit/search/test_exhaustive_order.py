@@ -19,8 +19,8 @@ from ctune.records import Build, Candidate, GeneValue, Outcome, Trial
 from ctune.search import baselines, make_strategy
 from ctune.search.baselines import ExhaustiveStrategy
 from ctune.search.strategy import StrategyContext
-from ctune.space.params import BuildGroup
 from ctune.spec import KernelSpec, load_spec
+from ctune.spec.space.params import BuildGroup
 from ctune.testing.binary_truth import BinaryTruth
 from ctune.testing.slow_builds import runtime_standin_spec
 

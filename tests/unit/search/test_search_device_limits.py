@@ -13,8 +13,8 @@ from ctune.records import Outcome
 from ctune.search import events as ev
 from ctune.search.driver import SearchOptions, run_search
 from ctune.search.journal import read
-from ctune.space.limits import table_limits
 from ctune.spec import load_spec
+from ctune.spec.space.limits import table_limits
 from ctune.testing.standins import (
     STANDIN_YAML,
     StandInCompiler,

@@ -8,7 +8,8 @@ import random
 import pytest
 
 from ctune.errors import UserError
-from ctune.search.dispatch import Matrix, covers, greedy_cover, parse_margin
+from ctune.search.pruning import parse_margin
+from ctune.sets.dispatch import Matrix, covers, greedy_cover
 
 
 def grid(times: dict[str, dict[str, float | None]], **groups: dict[str, str]) -> Matrix:

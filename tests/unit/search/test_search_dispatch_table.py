@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from ctune.errors import UserError
-from ctune.search.dispatch_table import Entry, Table, from_json, header, shipped_builds
-from ctune.search.set_layout import build_id
+from ctune.sets.dispatch_table import Entry, Table, from_json, header, shipped_builds
+from ctune.sets.set_layout import build_id
 from ctune.spec import KernelSpec, load_spec
 
 ROOT = Path(__file__).parents[3]

@@ -17,17 +17,17 @@ from ctune.errors import UserError
 from ctune.measure import Measurer
 from ctune.objective import parse_objective_spec
 from ctune.registry.assemble import ResultPublisher
-from ctune.search.dispatch import EDGE_EPS
-from ctune.search.dispatch_table import from_json
 from ctune.search.driver import SearchOptions
-from ctune.search.problem_set import (
+from ctune.sets.dispatch import EDGE_EPS
+from ctune.sets.dispatch_table import from_json
+from ctune.sets.problem_set import (
     SetProgress,
     finalists,
     group_of,
     journal_paths,
     run_problem_set,
 )
-from ctune.search.set_layout import MATRIX, SetOptions, build_id, read_rows
+from ctune.sets.set_layout import MATRIX, SetOptions, build_id, read_rows
 from ctune.spec import KernelSpec, load_spec
 from ctune.testing.cli_app import ctune_main
 from ctune.testing.standins import StandInCompiler, StandInMeasurer, write_standin_kernel
@@ -174,7 +174,7 @@ def test_later_shapes_spend_their_budget_on_the_groups_builds(
     later = _measured(spec, tmp_path / "reuse", "m16")
     assert len(earlier) >= 8 and later <= earlier  # nothing new compiled for m16
     # the other group's first shape starts from nothing of this one
-    from ctune.search.problem_set import group_seeds
+    from ctune.sets.problem_set import group_seeds
 
     problems = [spec.problem(n) for n in spec.problem_sets["all"]]
     opts = SetOptions("all", tmp_path / "reuse")
@@ -202,7 +202,7 @@ def test_group_seeds_rank_earlier_builds_nearest_shape_first(
     spec: KernelSpec, tmp_path: Path
 ) -> None:
     from ctune.search import journal
-    from ctune.search.problem_set import group_seeds, read_winners, shape_distance
+    from ctune.sets.problem_set import group_seeds, read_winners, shape_distance
 
     _run(spec, tmp_path / "r", tmp_path / "set")
     opts = SetOptions("all", tmp_path / "set")
@@ -267,8 +267,8 @@ class _NoCompiles(StandInCompiler):
 
 
 def test_finalists_name_cached_builds_without_compiling(spec: KernelSpec, tmp_path: Path) -> None:
-    from ctune.search.problem_set import _write_finalists
-    from ctune.search.set_layout import FINALISTS
+    from ctune.sets.problem_set import _write_finalists
+    from ctune.sets.set_layout import FINALISTS
 
     problems = [spec.problem(n) for n in spec.problem_sets["all"]]
     default = spec.default_candidate()
@@ -282,7 +282,7 @@ def test_finalists_name_cached_builds_without_compiling(spec: KernelSpec, tmp_pa
 
 
 def test_each_groups_default_build_starts_ahead(spec: KernelSpec) -> None:
-    from ctune.search.problem_set import _build_defaults_ahead
+    from ctune.sets.problem_set import _build_defaults_ahead
 
     compiler = _NoCompiles(spec, {})
     _build_defaults_ahead(spec, [spec.problem(n) for n in spec.problem_sets["all"]], compiler)
@@ -337,7 +337,7 @@ def test_journals_name_their_kernel_and_a_folder_of_old_names_resumes(
     (the later shapes' seeds are read there)."""
     import shutil
 
-    from ctune.search.problem_set import _journal_path, group_seeds
+    from ctune.sets.problem_set import _journal_path, group_seeds
 
     whole = _run(spec, tmp_path / "w", tmp_path / "whole")
     names = sorted(p.name for p in (tmp_path / "whole" / "journals").iterdir())
@@ -499,7 +499,7 @@ def test_a_given_warm_start_seeds_every_group_after_its_own_builds(
         assert set(first_generation(first_of_group)) == keys
     later = first_generation("m16")
     assert keys <= set(later) and len(later) == 8 - 1  # the group's builds and the pool
-    from ctune.search.problem_set import read_winners
+    from ctune.sets.problem_set import read_winners
 
     winner = read_winners(SetOptions("all", set_dir))["m1"]
     if winner.key() != spec.default_candidate().key():
@@ -515,8 +515,8 @@ def test_group_seeds_prefer_the_nearest_shapes_measurements(
     from types import SimpleNamespace
 
     from ctune.search import journal
-    from ctune.search.problem_set import group_seeds
-    from ctune.search.set_layout import WINNERS
+    from ctune.sets.problem_set import group_seeds
+    from ctune.sets.set_layout import WINNERS
 
     values = list(spec.space.iter_valid(spec.problem("m16").dims))
     default = spec.default_candidate()
@@ -555,7 +555,7 @@ def test_group_seeds_list_each_build_before_more_runtime_variants(
     from types import SimpleNamespace
 
     from ctune.search import journal
-    from ctune.search.problem_set import group_seeds
+    from ctune.sets.problem_set import group_seeds
 
     default = spec.default_candidate()
     x1, x2, x4 = (
@@ -667,7 +667,7 @@ def test_an_interrupted_set_says_what_its_folder_keeps(spec: KernelSpec, tmp_pat
 
 def test_a_winner_the_spec_does_not_have_is_refused(spec: KernelSpec, tmp_path: Path) -> None:
     """winners.json is data: a winner edited by hand is never built (docs/security.md)."""
-    from ctune.search.set_layout import WINNERS
+    from ctune.sets.set_layout import WINNERS
 
     set_dir = tmp_path / "set"
     set_dir.mkdir()

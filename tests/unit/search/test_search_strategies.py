@@ -11,8 +11,8 @@ from ctune.errors import UserError
 from ctune.search import make_strategy, option_table, resolve_name, strategy_class
 from ctune.search.operators import crossover_uniform, is_ordered, mutate, mutate_gene
 from ctune.search.strategy import StrategyContext, parse_option_items, resolve_options, seed_values
-from ctune.space.params import Gene
 from ctune.spec import KernelSpec
+from ctune.spec.space.params import Gene
 
 TABLE = {"population_size": ("size", 16), "crossover_prob": ("p", 0.9), "flag": ("f", False)}
 

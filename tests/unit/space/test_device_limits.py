@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from ctune.records import Resources
-from ctune.space.limits import (
+from ctune.spec import load_spec
+from ctune.spec.space.limits import (
     DeviceLimits,
     device_limits,
     launch_violation,
     probe_device_limits,
     table_limits,
 )
-from ctune.spec import load_spec
 
 SPEC = """\
 entry: mm

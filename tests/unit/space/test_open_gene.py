@@ -11,9 +11,9 @@ from ctune.expr import parse
 from ctune.records import Candidate, Outcome, Trial, sha256_hex
 from ctune.search import STRATEGIES, make_strategy
 from ctune.search.strategy import StrategyContext, seed_values
-from ctune.space import Gene, Space
-from ctune.space.nvcc import acf_gene
-from ctune.space.params import SpaceValueError
+from ctune.spec.space import Gene, Space
+from ctune.spec.space.nvcc import acf_gene
+from ctune.spec.space.params import SpaceValueError
 
 DIGEST = sha256_hex(b"a controls file")
 SEED = sha256_hex(b"the spec's own file")

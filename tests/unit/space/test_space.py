@@ -9,7 +9,7 @@ import pytest
 
 from ctune.expr import parse
 from ctune.records import Candidate
-from ctune.space import CATALOGUE, Gene, Space
+from ctune.spec.space import CATALOGUE, Gene, Space
 
 
 def _space() -> Space:
@@ -150,7 +150,7 @@ def test_candidate_key_is_order_independent_and_stable() -> None:
 
 
 def test_catalogue_defaults_render_nothing() -> None:
-    from ctune.space.nvcc import render_flags
+    from ctune.spec.space.nvcc import render_flags
 
     defaults = {name: spec.gene.default for name, spec in CATALOGUE.items()}
     assert render_flags(defaults) == []

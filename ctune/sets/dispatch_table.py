@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING, Any
 from ctune.errors import UserError
 from ctune.files import MAX_DATA_BYTES, InputFileError, read_text_capped
 from ctune.records import Candidate
-from ctune.search.set_layout import HEADER, MATRIX, TABLE, best_rows, compiled_build_id, read_rows
+from ctune.sets.set_layout import HEADER, MATRIX, TABLE, best_rows, compiled_build_id, read_rows
 from ctune.writes import write_atomic
 
 if TYPE_CHECKING:
     from ctune.objective.spec import ObjectiveSpec
-    from ctune.search.dispatch import Cover, Matrix
-    from ctune.search.set_layout import SetOptions
+    from ctune.sets.dispatch import Cover, Matrix
+    from ctune.sets.set_layout import SetOptions
     from ctune.spec import KernelSpec, Problem
 
 KIND = "ctune-dispatch"

@@ -1,8 +1,8 @@
 """A problem-set search's folder and what the dispatch table reads of it: the file names, the
 options that locate the folder, the rows of its matrix, and the id a compiled build goes by.
 
-Both the set search (``ctune.search.problem_set``) and the table it ends with
-(``ctune.search.dispatch_table``) read these; they live here so that neither imports the other
+Both the set search (``ctune.sets.problem_set``) and the table it ends with
+(``ctune.sets.dispatch_table``) read these; they live here so that neither imports the other
 for them.
 """
 

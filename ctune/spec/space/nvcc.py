@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ctune.records import GeneValue
-from ctune.space.params import Gene
+from ctune.spec.space.params import Gene
 
 Render = Callable[[GeneValue], list[str]]
 

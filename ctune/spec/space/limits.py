@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING
 
 from ctune.arch import capability
 from ctune.expr import Expr, parse
-from ctune.space.params import Space
-from ctune.spec import LaunchConfigError, launch_geometry
 from ctune.spec.declarations import STATIC_SMEM_BYTES
+from ctune.spec.model import LaunchConfigError, launch_geometry
+from ctune.spec.space.params import Space
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from ctune.records import GeneValue, Resources
-    from ctune.spec import KernelSpec, LaunchRule
+    from ctune.spec.model import KernelSpec, LaunchRule
 
 #: registers are allocated per warp in units of this many
 REGISTER_ALLOCATION_UNIT = 256

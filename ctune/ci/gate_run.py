@@ -1,6 +1,6 @@
 """``ctune gate``'s procedure: staleness, rebuild, re-measure, decide, confirm.
 
-The decisions are pure (:mod:`ctune.registry.gate`); this module does the I/O around them
+The decisions are pure (:mod:`ctune.ci.gate`); this module does the I/O around them
 through one seam, a :data:`Remeasurer`, so tests drive the whole procedure with synthetic
 measurements and only the GPU boundary is replaced. The real one
 (:class:`RebuildingRemeasurer`) rebuilds each member with the toolchain ``ctune check``
@@ -16,12 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ctune.errors import CtuneError, GateInconclusive, ToolchainError
-from ctune.evidence.compare import NoiseRule, SampleSet
-from ctune.records import Build, Candidate, FieldChange, Measurement
-from ctune.registry.check import Current, check_artifact, load_kernel_spec, with_recorded_acf
-from ctune.registry.check_toolchain import ToolchainFinder, ToolchainUse, controls_refusals
-from ctune.registry.gate import (
+from ctune.ci.check import Current, check_artifact, load_kernel_spec, with_recorded_acf
+from ctune.ci.check_toolchain import ToolchainFinder, ToolchainUse, controls_refusals
+from ctune.ci.gate import (
     GateReport,
     Regression,
     Verdict,
@@ -30,6 +27,9 @@ from ctune.registry.gate import (
     decide_regression,
     failed_remeasurement,
 )
+from ctune.errors import CtuneError, GateInconclusive, ToolchainError
+from ctune.evidence.compare import NoiseRule, SampleSet
+from ctune.records import Build, Candidate, FieldChange, Measurement
 from ctune.registry.layout import ArtifactKey
 from ctune.registry.schema import Artifact, FrontMember
 

@@ -5,7 +5,7 @@
 decided by rebuilding every member and comparing SASS digests, a soft change is a warning
 (docs/staleness.md). The toolchain and the GPU are probed once per run, each kernel's spec
 and source closure once per kernel and toolchain; each artifact is checked with the
-toolchain :mod:`ctune.registry.check_toolchain` chooses. Without a GPU the GPU fields are
+toolchain :mod:`ctune.ci.check_toolchain` chooses. Without a GPU the GPU fields are
 "not checked", never assumed equal.
 """
 
@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from ctune import identity_probe
+from ctune.ci.check_toolchain import ToolchainFinder, ToolchainUse, controls_refusals
 from ctune.compile.command import without_harness_flags
 from ctune.controls.store import ControlsError, StoreChain
 from ctune.errors import EXIT_GATE_FAILED, EXIT_OK, CtuneError, ToolchainError, UserError
 from ctune.evidence import identity as fingerprint
 from ctune.records import Candidate, FieldChange
-from ctune.registry.check_toolchain import ToolchainFinder, ToolchainUse, controls_refusals
 from ctune.registry.controls import distinct_members
 from ctune.registry.layout import ArtifactKey
 from ctune.registry.member_genes import hand_edits

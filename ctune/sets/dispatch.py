@@ -68,18 +68,6 @@ class Matrix:
         return found
 
 
-def parse_margin(text: str | float, option: str = "--dispatch-margin", below: float = 1.0) -> float:
-    """``3%``, ``0.03`` or ``3 %`` -> 0.03 (a fraction, 0 to ``below``)."""
-    raw = str(text).strip()
-    try:
-        value = float(raw[:-1].strip()) / 100 if raw.endswith("%") else float(raw)
-    except ValueError:
-        raise UserError(f"{option} {text!r}: expected a share like 3% or 0.03") from None
-    if not (math.isfinite(value) and 0 <= value < below):
-        raise UserError(f"{option} {text!r}: expected 0% to <{below:.0%}")
-    return value
-
-
 def loss(value: float, best: float) -> float:
     """How much slower than the per-shape best, relative (0.03: 3 % slower)."""
     return value / best - 1.0
@@ -214,5 +202,4 @@ __all__ = [
     "greedy_cover",
     "loss",
     "matrix_from_rows",
-    "parse_margin",
 ]

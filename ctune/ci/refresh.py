@@ -15,12 +15,28 @@ Refresh never touches a STALE artifact: that one needs a re-tune.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ctune.ci.check import (
+    STALE,
+    Current,
+    FingerprintProbe,
+    Verifier,
+    check_artifact,
+    flags_member,
+)
 from ctune.evidence import identity as fingerprint
-from ctune.registry.check import STALE, Current, Verifier, check_artifact, flags_member
 from ctune.registry.layout import ArtifactKey
 from ctune.registry.schema import Artifact, FrontMember
+from ctune.registry.service import commit_artifacts
+from ctune.registry.store import ArtifactStore
+
+if TYPE_CHECKING:
+    from ctune.controls.store import StoreChain
+    from ctune.registry.git import CommitResult
 
 _SPEC_PARTS = tuple(name for name in fingerprint.FIELDS if name.startswith("spec_"))
 
@@ -106,4 +122,32 @@ def refresh_artifact(
     return RefreshOutcome(key, updated, "recorded " + ", ".join(what))
 
 
-__all__ = ["RefreshOutcome", "adopt_legacy_spec", "adopt_older_forms", "refresh_artifact"]
+def refresh_registry(
+    root: Path,
+    probe: FingerprintProbe,
+    verify: Verifier | None,
+    keys: Sequence[ArtifactKey] = (),
+    *,
+    ref: str | None = None,
+    dry_run: bool = False,
+    controls: StoreChain | None = None,
+) -> tuple[list[RefreshOutcome], CommitResult | None]:
+    """Refresh ``keys`` (else every artifact) in one commit; stale ones are left alone."""
+    store = ArtifactStore(root)
+    chosen = [(k, store.read(k)) for k in keys] if keys else list(store.list().artifacts)
+    outcomes = [refresh_artifact(k, a, probe.for_artifact(a), verify) for k, a in chosen]
+    changed = [o.artifact for o in outcomes if o.artifact is not None]
+    if dry_run or not changed:
+        return outcomes, None
+    message = f"ctune: refresh the recorded inputs of {len(changed)} artifact(s)"
+    result = commit_artifacts(root, changed, message, ref=ref, controls=controls)
+    return outcomes, result
+
+
+__all__ = [
+    "RefreshOutcome",
+    "adopt_legacy_spec",
+    "adopt_older_forms",
+    "refresh_artifact",
+    "refresh_registry",
+]

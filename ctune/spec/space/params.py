@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from ctune.errors import UserError
 from ctune.expr import Expr, ExprError
 from ctune.records import GeneValue, is_sha256_hex
-from ctune.space.enumerate import Check, Walk, checks_of
-from ctune.space.enumerate import count as count_assignments
+from ctune.spec.space.enumerate import Check, Walk, checks_of
+from ctune.spec.space.enumerate import count as count_assignments
 
 FAMILIES = ("nvcc", "ptxas", "launch", "template", "define", "runtime", "device", "acf")
 #: a candidate's (name, value) pairs that reach nvcc: equal groups, one build

@@ -24,8 +24,8 @@ from ctune.errors import UserError
 from ctune.files import MAX_DATA_BYTES, read_text_capped
 from ctune.interrupts import Interrupted
 from ctune.records import Candidate
-from ctune.search import dispatch
-from ctune.search.set_layout import (
+from ctune.sets import dispatch
+from ctune.sets.set_layout import (
     FINALISTS,
     MATRIX,
     WINNERS,
@@ -232,7 +232,7 @@ def run_problem_set(
     cover = dispatch.greedy_cover(matrix, opts.margin, opts.shipped)
     if cover.unservable:
         notes.append(f"no finalist ran on: {', '.join(cover.unservable)}")
-    from ctune.search.dispatch_table import write_table
+    from ctune.sets.dispatch_table import write_table
 
     table, header = write_table(spec, objective, opts, problems, matrix, cover, compiler, measurer)
     return SetProgress(

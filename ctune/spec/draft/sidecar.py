@@ -19,8 +19,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ctune.draft.constants import constant_lines
-from ctune.draft.guess import (
+from ctune.errors import UserError
+from ctune.expr import ExprError
+from ctune.expr import parse as parse_expr
+from ctune.names import NAME_RE
+from ctune.spec.declarations import (
+    STATIC_SMEM_BYTES,
+    c_extent_expression,
+    int_defines,
+    static_shared,
+    struct_dtypes,
+)
+from ctune.spec.draft.constants import constant_lines
+from ctune.spec.draft.guess import (
     BLOCK_X_VALUES,
     BLOCK_YZ_VALUES,
     CTYPE_DTYPES,
@@ -39,7 +50,7 @@ from ctune.draft.guess import (
     size_word,
     switch,
 )
-from ctune.draft.indexing import (
+from ctune.spec.draft.indexing import (
     Reader,
     accumulates,
     block_stride,
@@ -47,22 +58,11 @@ from ctune.draft.indexing import (
     row_dim,
     zero_steps,
 )
-from ctune.draft.source import Kernel, Param, Source, resolve_type
-from ctune.draft.undefined import Probe
-from ctune.errors import UserError
-from ctune.expr import ExprError
-from ctune.expr import parse as parse_expr
-from ctune.names import NAME_RE
-from ctune.spec import load_spec
-from ctune.spec.declarations import (
-    STATIC_SMEM_BYTES,
-    c_extent_expression,
-    int_defines,
-    static_shared,
-    struct_dtypes,
-)
+from ctune.spec.draft.source import Kernel, Param, Source, resolve_type
+from ctune.spec.draft.undefined import Probe
 from ctune.spec.elements import C_TYPES, element, yaml_dtype
 from ctune.spec.entry import parse_entry, same_params
+from ctune.spec.loader import load_spec
 
 AXES = ("x", "y", "z")
 #: a restriction the draft proposes, and why (its ``# check:``)
