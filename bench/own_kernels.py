@@ -14,7 +14,9 @@ samples, Rodinia, PolyBench/GPU), listed with their upstream commit, licence and
 in ``bench/external/manifest.json`` and fetched unmodified into the git-ignored
 ``bench/external/src/`` by ``python bench/external_kernels.py fetch``; the specs and
 references beside the manifest are ctune's. A kernel whose spec needs a feature this
-ctune lacks (its ``needs``) and does not load is skipped with the reason.
+ctune lacks (its ``needs``) and does not load is skipped with the reason. A kernel's
+``include_dirs`` in the manifest are the folders its project's build passes with ``-I``:
+``ctune init -I`` is given them, as a user would.
 
 For each kernel:
 
@@ -67,6 +69,7 @@ class Case:
     folder: Path = KERNELS_DIR
     project: str | None = None  # external: the project folder under src/ copied for init
     needs: tuple[str, ...] = ()  # external: spec features this ctune may lack
+    include_dirs: tuple[str, ...] = ()  # external: `ctune init -I` folders, under folder
 
 
 CASES = (
@@ -122,6 +125,7 @@ def external_cases(manifest: Path = EXTERNAL_DIR / "manifest.json") -> tuple[Cas
             folder=manifest.parent,
             project=k["file"].split("/", 1)[0],
             needs=tuple(k.get("needs", ())),
+            include_dirs=tuple(k.get("include_dirs", ())),
         )
         for k in data["kernels"]
     )
@@ -193,14 +197,15 @@ def _identities(path: Path) -> dict[str, tuple[str, bool]]:
 
 def unmarked_edits(draft_path: Path, reviewed: Path) -> list[str]:
     """Edited lines (as ``edited_lines`` counts them) whose place in the draft carried no
-    ``# check:`` mark, or that the draft had no place for: the edits init did not flag."""
+    ``# check:`` mark, or that the draft had no place for: the edits init did not flag. A
+    key added under a marked section header (``metrics:  # check: add flops``) was flagged."""
     drafted = _identities(draft_path)
     marked = {place for place, mark in drafted.values() if mark}
     out = []
     for line, (place, _) in _identities(reviewed).items():
         if line in drafted or line.strip().startswith(PLACEMENT_KEYS):
             continue
-        if place not in marked:
+        if place not in marked and place.split(".", 1)[0] not in marked:  # a marked section
             out.append(place)
     return out
 
@@ -224,16 +229,18 @@ def draft(case: Case, work: Path) -> dict[str, Any]:
         shutil.copy(case.folder / case.source, folder / case.source)
     source = folder / case.source
     entry = ["--entry", case.entry] if case.entry else []
-    made = ctune("init", source.name, *entry, cwd=source.parent)
+    includes = [arg for d in case.include_dirs for arg in ("-I", str(folder / d))]
+    made = ctune("init", source.name, *entry, *includes, cwd=source.parent)
     out: dict[str, Any] = {"init": made.returncode == 0}
     if made.returncode != 0:
         edited = edited_lines(None, case.folder / case.sidecar)
         return {**out, "edited_lines": edited, "error": _error(made)}
     sidecar = source.with_suffix(".yaml")
+    placed = _place_include_dirs(sidecar, folder)
     out["draft_lines"] = spec_lines(sidecar)
-    out["edited_lines"] = edited_lines(sidecar, case.folder / case.sidecar)
+    out["edited_lines"] = edited_lines(placed, case.folder / case.sidecar)
     out["check_marks"] = sum("# check:" in line for line in sidecar.read_text().splitlines())
-    out["unmarked_edits"] = unmarked_edits(sidecar, case.folder / case.sidecar)
+    out["unmarked_edits"] = unmarked_edits(placed, case.folder / case.sidecar)
     space = ctune("space", source.name, "--json", cwd=source.parent)
     out["space"] = space.returncode == 0
     if space.returncode != 0:
@@ -244,6 +251,23 @@ def draft(case: Case, work: Path) -> dict[str, Any]:
     ]
     out["draft_valid"] = report["valid"]
     return out
+
+
+def _place_include_dirs(sidecar: Path, folder: Path) -> Path:
+    """A copy of the draft to compare, its include_dirs named as the reviewed sidecar beside
+    ``folder``'s ``src/`` names the same folders: like ``source:``, where the sidecar
+    lies, not a review."""
+    text = sidecar.read_text()
+    line = re.search(r"^include_dirs: \[(.*)\]$", text, re.M)
+    if line is None:
+        return sidecar
+    placed = [
+        str((sidecar.parent / d.strip('"')).resolve().relative_to(folder.resolve()))
+        for d in line.group(1).split(", ")
+    ]
+    copy = sidecar.with_name(f"{sidecar.stem}.placed.yaml")
+    copy.write_text(text.replace(line.group(0), f"include_dirs: [{', '.join(placed)}]"))
+    return copy
 
 
 def _failed(case: Case, done: subprocess.CompletedProcess[str]) -> dict[str, str]:

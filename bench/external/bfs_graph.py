@@ -33,7 +33,7 @@ def _graph(nodes: int, edges: int, seed: int) -> dict[str, np.ndarray]:
 
 
 def _part(name: str, dims: dict, seed: int) -> np.ndarray:
-    return _graph(int(dims["NODES"]), int(dims["EDGES"]), int(seed))[name].copy()
+    return _graph(int(dims["NO_OF_NODES"]), int(dims["EDGES"]), int(seed))[name].copy()
 
 
 def nodes(dims, seed):

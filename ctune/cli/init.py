@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -28,6 +29,15 @@ def init_command(
             'with its parameter list ("add(float*, const float*, int)")'
         ),
     ] = None,
+    include_dir: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--include-dir",
+            "-I",
+            help="a folder the kernel's includes are found in, as nvcc -I takes it; "
+            "recorded as the spec's include_dirs (repeat it for several)",
+        ),
+    ] = None,
     arch: Annotated[str, typer.Option(help="target the draft compiles for, e.g. sm_90")] = "sm_90",
     force: Annotated[
         bool, typer.Option("--force", help="overwrite an existing sidecar and reference")
@@ -43,16 +53,19 @@ def init_command(
     from ctune.cli.common import settings
     from ctune.compile.select_toolchain import nvcc_for
     from ctune.compile.toolchain import probe_toolchain
-    from ctune.files import MAX_SOURCE_BYTES, read_text_capped
     from ctune.spec.draft.guess import default_for
+    from ctune.spec.draft.includes import read_with_includes
     from ctune.spec.draft.sidecar import check_loads, draft_sidecar, pick_kernel
     from ctune.spec.draft.source import read_source
     from ctune.spec.draft.undefined import find_undefined
 
     out = output_format(fmt, json_out)
-    source = read_source(
-        read_text_capped(kernel, MAX_SOURCE_BYTES, "kernel file", errors="replace")
-    )
+    include_dirs = [d.resolve() for d in include_dir or ()]
+    for folder in include_dirs:
+        if not folder.is_dir():
+            raise UserError(f"--include-dir {folder}: not a directory; give a folder, as -I")
+    included = read_with_includes(kernel, include_dirs)
+    source = read_source(included.text, included.headers)
     pick_kernel(source, entry, kernel.name)  # a file without kernels fails before nvcc runs
     yaml_path = kernel.with_suffix(".yaml")
     cfg = settings(arch=arch)
@@ -63,11 +76,19 @@ def init_command(
         arch=cfg.arch or arch,
         std="c++17",
         defines={},
+        include_dirs=include_dirs,
         guess=default_for,
+        called=source.called,
         timeout_s=cfg.compile_timeout_s,
     )
+    here = kernel.resolve().parent
     draft = draft_sidecar(
-        source, stem=kernel.stem, source_name=kernel.name, entry=entry, probe=probe
+        source,
+        stem=kernel.stem,
+        source_name=kernel.name,
+        entry=entry,
+        probe=probe,
+        include_dirs=[os.path.relpath(d, here) for d in include_dirs],
     )
     reference = kernel.parent / draft.reference_file
     for path in (yaml_path, reference):

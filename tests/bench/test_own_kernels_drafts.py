@@ -23,7 +23,7 @@ EDITED_AT_MOST = {
     "vecadd": 1,
     "matmul_tiled": 4,
     "block_sum": 4,
-    "transpose_coalesced": 6,
+    "transpose_coalesced": 5,
     "stencil7": 5,
     "softmax_rows": 5,
 }

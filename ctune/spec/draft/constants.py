@@ -3,21 +3,27 @@ file declares. Pure, text only.
 
 A kernel that reads ``__constant__`` memory runs on zeros unless ctune fills it; the draft
 names each symbol as an argument, its element type from the C type and its shape from the
-extents, with the file's integer macros put in. What cannot be read (a struct, an extent
-that is not a number) is left for the author, said in a ``# check:`` line.
+extents, with the macros of the file and its headers put in. What cannot be read (a
+struct, an extent that is not a number) is left for the author, said in a ``# check:``
+line.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from ctune.expr import ExprError, parse
 from ctune.spec.declarations import c_extent_expression, declarations, int_defines
 from ctune.spec.elements import C_TYPES
 
 
-def constant_lines(text: str, checks: list[str]) -> list[str]:
+def constant_lines(
+    text: str, checks: list[str], macros: Mapping[str, str] | None = None
+) -> list[str]:
     """The ``args`` lines for the file's ``__constant__`` arrays; what needs the author's
-    eye is appended to ``checks``."""
-    defines = int_defines(text)
+    eye is appended to ``checks``. ``macros`` are the other macros an extent may name
+    (``KERNEL_LENGTH`` from a header the file includes: ``(2 * KERNEL_RADIUS + 1)``)."""
+    defines = {**(macros or {}), **int_defines(text)}
     lines = []
     for decl in declarations(text):
         if decl.kind != "constant" or decl.extern:

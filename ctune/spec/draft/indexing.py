@@ -25,6 +25,8 @@ _COMPARE = r"(<=|<|>=|>)"
 #: what follows an element that is stored into: ``=``, ``+=``, ``<<=``, ``++``, ``--``
 _STORE = re.compile(r"\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|\s*(?:\+\+|--)")
 MAX_DEPTH = 4
+#: ``p += k;``: the pointer moves to where the thread works; nothing is stored through it
+_MOVE = re.compile(r"\s*[-+]=\s*[^;]*;")
 #: characters around a blockIdx read its factors are looked for in; the longest index
 #: expression and the most terms of one that are read: past them the text says nothing
 WINDOW = 200
@@ -255,6 +257,8 @@ class Reader:
                     continue
                 return False
             rest = self._after(use.end())
+            if _MOVE.match(rest):
+                continue
             declared = re.search(r"\*\s*$", self._before(use.start()))
             if depth and declared and re.match(r"\s*=(?!=)", rest):
                 continue  # the alias's own declaration
@@ -266,11 +270,27 @@ class Reader:
                 return False
         return True
 
-    def read_only(self, pointer: str) -> bool:
-        """Does the kernel only read ``pointer`` (``p[i]`` never stored into, never handed
-        on), or not use it at all?"""
+    def read_only(self, pointer: str, depth: int = 0) -> bool:
+        """Does the kernel only read ``pointer`` (``p[i]`` or ``p->f`` never stored into,
+        never handed on; a pointer made from it read only too), or not use it at all?
+        Moving the pointer (``p += k``) stores nothing."""
         for use in re.finditer(rf"(?<![\w.]){re.escape(pointer)}(?!\w)", self.body):
             rest = self._after(use.end())
+            if _MOVE.match(rest):
+                continue
+            alias = self.alias(use.start())
+            if alias is not None:
+                if depth < MAX_DEPTH and self.read_only(alias, depth + 1):
+                    continue
+                return False
+            declared = re.search(r"\w\s*\*\s*$", self._before(use.start()))  # not *p = v
+            if depth and declared and re.match(r"\s*=(?!=)", rest):
+                continue  # the alias's own declaration
+            member = re.match(r"\s*->\s*\w+", rest)
+            if member is not None:
+                if _STORE.match(self._after(use.end() + member.end())):
+                    return False
+                continue
             if not rest.lstrip().startswith("["):
                 return False
             close = _closing(self.body, use.end() + rest.index("["))
@@ -335,6 +355,12 @@ def grid_stride(body: str) -> bool:
     return re.search(r"\+=\s*[^;]*\bgridDim\s*\.\s*x\b", body) is not None
 
 
+def block_stride(body: str) -> bool:
+    """A loop over blocks (``vec += gridDim.x``, no blockDim in the step): each block
+    takes one item at a time, and any grid covers the data."""
+    return re.search(r"\+=\s*gridDim\s*\.\s*x\s*[;)]", body) is not None
+
+
 def zero_steps(text: str, genes: Collection[str]) -> list[tuple[str, str]]:
     """(A, B) for each gene divided by a gene (``A / B``) or a loop over a gene stepping
     by a gene (``for (j = 0; j < A; j += B)``): both need ``A % B == 0``, or the quotient
@@ -358,6 +384,7 @@ def zero_steps(text: str, genes: Collection[str]) -> list[tuple[str, str]]:
 __all__ = [
     "Reader",
     "accumulates",
+    "block_stride",
     "grid_stride",
     "row_dim",
     "statement_at",

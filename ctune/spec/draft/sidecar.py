@@ -15,6 +15,7 @@ import math
 import re
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from ctune.spec.draft.guess import (
     BLOCK_YZ_VALUES,
     CTYPE_DTYPES,
     INTEGER_DTYPES,
+    TILE_VALUES,
     WORK_VALUES,
     GeneGuess,
     block_axis,
@@ -51,11 +53,12 @@ from ctune.spec.draft.guess import (
 from ctune.spec.draft.indexing import (
     Reader,
     accumulates,
+    block_stride,
     grid_stride,
     row_dim,
     zero_steps,
 )
-from ctune.spec.draft.source import Kernel, Param, Source
+from ctune.spec.draft.source import Kernel, Param, Source, resolve_type
 from ctune.spec.draft.undefined import Probe
 from ctune.spec.elements import C_TYPES, element, yaml_dtype
 from ctune.spec.entry import parse_entry, same_params
@@ -64,6 +67,8 @@ from ctune.spec.loader import load_spec
 AXES = ("x", "y", "z")
 #: a restriction the draft proposes, and why (its ``# check:``)
 Rule = tuple[str, str]
+#: blocks in a grid a block-stride loop covers the data with, whatever its size
+GRID_VALUES = (32, 64, 128, 256, 512, 1024)
 #: problem sizes by how many grid axes the data spans: about 16 MiB per float buffer
 SIZES = {0: 1 << 22, 1: 1 << 22, 2: 2048, 3: 256}
 _IDENT = re.compile(r"[A-Za-z_]\w*")
@@ -81,6 +86,7 @@ class Draft:
     reference_file: str
     genes: list[GeneGuess] = field(default_factory=list)
     checks: list[str] = field(default_factory=list)
+    include_dirs: list[str] = field(default_factory=list)  # relative to the kernel's folder
 
 
 def pick_kernel(source: Source, entry: str | None, where: str) -> Kernel:
@@ -188,6 +194,9 @@ def _block(
         by_axis["x"] = tile
         if "y" not in by_axis and ("threadIdx.y" in source.reads or "blockIdx.y" in source.reads):
             by_axis["y"] = tile
+    square = by_axis.get("x") in _square_shared(source, kernel)  # As[BLOCK][BLOCK]: a tile
+    if square and "y" not in by_axis and "threadIdx.y" in source.reads:
+        by_axis["y"] = by_axis["x"]
     block: list[str] = []
     runtime: list[GeneGuess] = []
     checks: list[str] = []
@@ -205,6 +214,8 @@ def _block(
             default = default if bound is None else min(default, bound)
             runtime.append(GeneGuess(name, values, default, f"the kernel reads blockDim.{axis}"))
             block.append(name)
+        elif axis == "x" and (fixed := _fixed_step(source, kernel)) is not None:
+            block.append(str(fixed))  # blockIdx.x * MAX_THREADS: the block the kernel assumes
         elif axis == "x":
             threads = 256 if bound is None else min(256, bound)
             block.append(str(threads))
@@ -214,6 +225,31 @@ def _block(
     while len(block) > 1 and block[-1] == "1":
         block.pop()
     return block, runtime, checks
+
+
+def _plain_defines(source: Source) -> dict[str, int]:
+    """The file's integer ``#define``s no build sets (a guarded one is a gene)."""
+    values = {n: parse_int(v) for n, v in source.defines.items() if n not in source.guarded}
+    return {n: v for n, v in values.items() if v is not None}
+
+
+def _fixed_step(source: Source, kernel: Kernel) -> int | None:
+    """The threads per block a kernel assumes where it steps ``blockIdx.x`` by a plain
+    ``#define`` alone (``blockIdx.x * MAX_THREADS_PER_BLOCK + threadIdx.x``)."""
+    steps = Reader(kernel.body or source.text, {}, row_partner).block_steps("x")
+    if not steps or len(steps) != 1:
+        return None
+    value = _plain_defines(source).get(steps[0])
+    return value if value is not None and 0 < value <= 1024 else None
+
+
+def _square_shared(source: Source, kernel: Kernel) -> set[str]:
+    """Names that are both extents of a 2-D ``__shared__`` array of the kernel."""
+    return {
+        d.extents[0].strip()
+        for d in static_shared(source.text, kernel.name)
+        if len(d.extents) == 2 and d.extents[0].strip() == d.extents[1].strip()
+    }
 
 
 def _reads_axis(source: Source, axis: str) -> bool:
@@ -248,8 +284,10 @@ def draft_sidecar(
     source_name: str,
     entry: str | None = None,
     probe: Probe | None = None,
+    include_dirs: Sequence[str] = (),
 ) -> Draft:
-    """The YAML draft and the reference stub for one kernel of ``source``."""
+    """The YAML draft and the reference stub for one kernel of ``source`` (``include_dirs``:
+    the folders the author gave for its includes, relative to the kernel's folder)."""
     kernel = pick_kernel(source, entry, source_name)
     genes = _genes(source, kernel, probe)
     bound = _launch_bound(source, kernel)
@@ -266,13 +304,18 @@ def draft_sidecar(
     gene_names = {g.name for g in genes + runtime}
     dims, macro_dims = _dims(source, kernel, gene_names, source_name, structs, checks)
     reader = Reader(body, {param: dim for dim, param in dims.items()}, row_partner)
-    if grid_stride(body):
+    blocks_gene = _blocks_gene(gene_names) if block_stride(body) else None
+    if blocks_gene is not None:
+        runtime.append(blocks_gene)
+    elif grid_stride(body):
         runtime.append(_items_gene(gene_names))
     all_genes = genes + runtime
     gene_names = {g.name for g in all_genes}
 
     # the grid: one axis per blockIdx the kernel reads, stepped as its index arithmetic says
     grid, grid_why, covered, rows = _grid(source, reader, dims, block, genes, runtime, checks)
+    if blocks_gene is not None:  # each block loops over the data: the grid is the gene
+        grid, grid_why = [blocks_gene.name, *grid[1:]], blocks_gene.why
     for row in rows:  # one block per row: a dimension the signature does not name
         dims = {row: row, **dims}
     if macro_dims:  # a #define the grid and the buffers do not use is not a problem size
@@ -293,11 +336,11 @@ def draft_sidecar(
     atomics = any(
         p.pointer
         and reader.accumulates_atomically(p.name)
-        and _dtype(p, kernel, source_name, structs).startswith("float")
+        and _dtype(p, kernel, source_name, structs, source.type_names).startswith("float")
         for p in kernel.params
     )
     for param in kernel.params:
-        dtype = _dtype(param, kernel, source_name, structs)
+        dtype = _dtype(param, kernel, source_name, structs, source.type_names)
         if param.pointer:
             role, note = _role(reader, param)
             init = ""
@@ -322,8 +365,10 @@ def draft_sidecar(
                 traffic.append((element(dtype).itemsize, shape))
         elif dtype in INTEGER_DTYPES and param.name in dims.values():
             dim = next(d for d, p in dims.items() if p == param.name)
+            scaled = _scaled(body, param.name)
+            note = f"  # check: the kernel reads {scaled}: the value in its units" if scaled else ""
             arg_lines.append(
-                f"  - {{name: {param.name}, role: scalar, dtype: {dtype}, value: {dim}}}"
+                f"  - {{name: {param.name}, role: scalar, dtype: {dtype}, value: {dim}}}{note}"
             )
         else:
             value = "1.0" if dtype.startswith(("float", "bfloat")) else "1"
@@ -341,6 +386,7 @@ def draft_sidecar(
         )
     restrictions += _step_restrictions(body, all_genes)
     restrictions += _shared_restrictions(source, kernel, all_genes)
+    all_genes = _defaults_within(all_genes, [r for r, _ in restrictions], checks)
 
     entry_text = _entry_text(source, kernel, entry, checks)
     name = _spec_name(kernel, stem)
@@ -354,6 +400,10 @@ def draft_sidecar(
     ]
     if source_name != f"{stem}.cu":  # a spec's source defaults to <stem>.cu (a .cuh, a .cu.h)
         lines.append(f"source: {json.dumps(source_name)}")
+    if include_dirs:
+        shown = [d if _PLAIN_PATH.fullmatch(d) else json.dumps(d) for d in include_dirs]
+        lines.append(f"include_dirs: [{', '.join(shown)}]")
+    lines += _function_flags(probe, checks)
     lines.append(f"flags: [{', '.join(DRAFT_FLAGS)}]  # check: {FLAGS_NOTE}")
     if all_genes:
         lines.append("genes:")
@@ -382,7 +432,7 @@ def draft_sidecar(
     lines.append(f"  - {{name: default, dims: {{{dims_text}}}}}  # check: the sizes to tune for")
     lines.append("args:  # in the kernel's order")
     lines += arg_lines
-    lines += constant_lines(source.text, checks)
+    lines += constant_lines(source.text, checks, {**source.header_defines, **source.defines})
     lines.append(
         f"reference: {{python: {reference_file}:{function}}}  # check: write it in {reference_file}"
     )
@@ -392,7 +442,7 @@ def draft_sidecar(
         lines.append(f"tolerance: {DRAFT_TOLERANCE}  # check: {TOLERANCE_NOTE}")
     if atomics:
         lines.append("deterministic: false  # check: atomics add in any order")
-    lines.append("metrics:")
+    lines.append(f"metrics:  # check: {METRICS_NOTE}")
     lines.append(f'  bytes: "{_bytes(traffic, list(dims))}"  # check: bytes moved per call')
     checks = [*checks, f"{reference_file}: write the reference of {kernel.name}"]
     return Draft(
@@ -403,7 +453,71 @@ def draft_sidecar(
         reference_file=reference_file,
         genes=all_genes,
         checks=checks,
+        include_dirs=list(include_dirs),
     )
+
+
+def _scaled(body: str, name: str) -> str | None:
+    """``optN / 2`` where the kernel divides or multiplies a size parameter: the size may
+    count other units than the buffers' elements (a float2 holds two values)."""
+    found = re.search(
+        rf"(?<![\w.]){re.escape(name)}\s*[/*]\s*\w+|\w+\s*[/*]\s*{re.escape(name)}(?!\w)", body
+    )
+    return " ".join(found.group(0).split()) if found else None
+
+
+def _function_flags(probe: Probe | None, checks: list[str]) -> list[str]:
+    """``extra_flags`` for the functions the file calls but nothing defines: a runtime
+    function CUDA removed mapped to its successor, any other left for the author."""
+    functions = probe.functions if probe else {}
+    if not functions:
+        return []
+    mapped = [f"-D{n}={m}" for n, m in functions.items() if m is not None]
+    unknown = [n for n, m in functions.items() if m is None]
+    why = [f"{n} is gone from this CUDA: mapped to {m}" for n, m in functions.items() if m]
+    if unknown:
+        why.append(f"{', '.join(unknown)}: called, defined nowhere; map each with -DNAME=...")
+    checks.append(f"extra_flags: {'; '.join(why)}")
+    flags = ", ".join(json.dumps(f) for f in mapped)
+    return [f"extra_flags: [{flags}]  # check: {'; '.join(why)}"]
+
+
+def _defaults_within(
+    genes: list[GeneGuess], rules: list[str], checks: list[str]
+) -> list[GeneGuess]:
+    """The genes with defaults that keep every proposed restriction: a default that breaks
+    one is lowered to the largest of its values that keeps them all (the others' at
+    their defaults), so that the draft's default candidate is one the space holds."""
+    parsed = []
+    for rule in rules:
+        try:
+            parsed.append(parse_expr(rule))
+        except ExprError:
+            continue
+    by_name = {g.name: g for g in genes}
+
+    def kept(values: dict[str, int]) -> bool:
+        try:
+            return all(bool(rule.evaluate(values)) for rule in parsed)
+        except (ExprError, ZeroDivisionError):
+            return False
+
+    defaults = {g.name: g.default for g in genes}
+    for expr in parsed:
+        if kept(defaults):
+            break
+        for name in sorted(expr.names & by_name.keys()):
+            fits = [v for v in by_name[name].values if kept({**defaults, name: v})]
+            if fits:
+                smaller = [v for v in fits if v <= defaults[name]]
+                chosen = max(smaller) if smaller else min(fits)
+                checks.append(
+                    f"{name}: default {defaults[name]} breaks a proposed restriction; "
+                    f"{chosen} instead"
+                )
+                defaults[name] = chosen
+                break
+    return [g.with_default(defaults[g.name]) if defaults[g.name] != g.default else g for g in genes]
 
 
 #: catalogue flags that keep results as they are (fast_math is for the author to add)
@@ -416,6 +530,7 @@ TOLERANCE_NOTE = "loosen for sums and dot products (their order changes the roun
 SUM_TOLERANCE = "{default: {rel_l2: 1.0e-4, max_abs: 1.0e-2}}"
 SUM_NOTE = "the kernel sums in a loop: set max_abs for the size of its sums"
 POSITIVE_NOTE = "inputs in [0, 1): a sum of values around 0 has no meaningful relative error"
+METRICS_NOTE = 'add flops: "..." (operations per call) for a FLOP rate'
 #: a draft line's length before a list wraps, as the project's YAML is written
 LINE_WIDTH = 100
 
@@ -440,10 +555,13 @@ def _square_tile(g: GeneGuess, block: list[str]) -> GeneGuess:
     """A tile that is both the block's x and y: its square is at most 1024 threads."""
     if block.count(g.name) < 2:
         return g
-    values = tuple(v for v in g.values if v * v <= 1024) or (32,)
+    values = tuple(v for v in g.values if v * v <= 1024)
+    if len(values) < 2:  # values sized for a 1-D block: a tile's own instead
+        values = tuple(v for v in TILE_VALUES if v * v <= 1024)
     return replace(g, values=values).with_default(min(g.default, values[-1]))
 
 
+_PLAIN_PATH = re.compile(r"[\w.][\w./+-]*")
 _PLAIN_ENTRY = re.compile(r"^[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*$")
 
 
@@ -463,6 +581,14 @@ def _unused_axis(source: Source, g: GeneGuess) -> GeneGuess:
     if axis in ("y", "z") and not _reads_axis(source, axis):
         return GeneGuess(g.name, (1,), 1, f"the kernel never reads threadIdx.{axis}")
     return g
+
+
+def _blocks_gene(taken: set[str]) -> GeneGuess:
+    """Blocks of a loop that steps by ``gridDim.x`` alone: any grid covers the data."""
+    name = "GRID_X"
+    while name in taken:
+        name += "_"
+    return GeneGuess(name, GRID_VALUES, 128, "a loop steps over blocks by gridDim.x")
 
 
 def _items_gene(taken: set[str]) -> GeneGuess:
@@ -485,7 +611,7 @@ def _dims(
     ({dim: the parameter or macro it stands for}, {macro dim: its value})."""
     dims: dict[str, str] = {}
     for param in kernel.params:
-        dtype = _dtype(param, kernel, source_name, structs)
+        dtype = _dtype(param, kernel, source_name, structs, source.type_names)
         if not param.pointer and dtype in INTEGER_DTYPES:
             dim = param.name.upper()
             while dim in gene_names or dim in dims:
@@ -543,7 +669,7 @@ def _grid(
             continue
         taken.add(spans)
         covered.append(spans)
-        step = _step(axis, steps, block, names)
+        step = _step(axis, steps, block, names, _plain_defines(source))
         derived |= step is not None
         if step is None:
             size = block[AXES.index(axis)] if AXES.index(axis) < len(block) else "1"
@@ -564,10 +690,15 @@ def _grid(
 
 
 def _step(
-    axis: str, steps: list[str] | None, block: list[str], genes: set[str]
+    axis: str,
+    steps: list[str] | None,
+    block: list[str],
+    genes: set[str],
+    fixed: dict[str, int] | None = None,
 ) -> list[str] | None:
     """What the grid divides a dimension by on ``axis``, from what multiplies blockIdx
-    there (``blockDim.x`` is the block's x); None where a factor is none of those."""
+    there (``blockDim.x`` is the block's x, a plain ``#define`` its value); None where a
+    factor is none of those."""
     if not steps:
         return None
     out = []
@@ -579,6 +710,8 @@ def _step(
                 out.append(size)
         elif factor in genes or factor.isdigit():
             out.append(factor)
+        elif factor in (fixed or {}):
+            out.append(str((fixed or {})[factor]))
         else:
             return None
     return out
@@ -694,7 +827,13 @@ def check_loads(draft: Draft, kernel: Path, nvcc_help: str | None = None) -> Non
     with tempfile.TemporaryDirectory(prefix="ctune-init-") as scratch:
         folder = Path(scratch)
         shutil.copyfile(kernel, folder / kernel.name)
-        (folder / kernel.with_suffix(".yaml").name).write_text(draft.yaml)
+        yaml_text = draft.yaml
+        if draft.include_dirs:  # the scratch copy finds the author's folders where they are
+            here = [json.dumps(str((kernel.parent / d).resolve())) for d in draft.include_dirs]
+            yaml_text = re.sub(
+                r"^include_dirs: .*$", f"include_dirs: [{', '.join(here)}]", yaml_text, flags=re.M
+            )
+        (folder / kernel.with_suffix(".yaml").name).write_text(yaml_text)
         (folder / draft.reference_file).write_text(draft.reference)
         try:
             load_spec(folder / kernel.name, nvcc_help)
@@ -720,10 +859,18 @@ def _quote(expression: str) -> str:
     return expression if expression.isidentifier() or expression.isdigit() else f'"{expression}"'
 
 
-def _dtype(param: Param, kernel: Kernel, where: str, structs: dict[str, str]) -> str:
-    base = param.base
-    if base in {p.name for p in kernel.template if p.kind == "type"}:
+def _dtype(
+    param: Param,
+    kernel: Kernel,
+    where: str,
+    structs: dict[str, str],
+    type_names: dict[str, str] | None = None,
+) -> str:
+    """The dtype of a parameter, its type read through the file's typedefs and type macros
+    (``DATA_TYPE*`` where ``#define DATA_TYPE float`` is a float32 buffer)."""
+    if param.base in {p.name for p in kernel.template if p.kind == "type"}:
         return "float32"  # the template is instantiated with float (the entry says so)
+    base = resolve_type(param.base, type_names or {})
     dtype = CTYPE_DTYPES.get(base) or (
         (C_TYPES.get(base) or structs.get(base.removeprefix("::"))) if param.pointer else None
     )

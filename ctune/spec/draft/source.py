@@ -13,6 +13,7 @@ knows what a name is.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ctune.spec.entry import same_params, split_top
@@ -27,6 +28,9 @@ _IFNDEF = re.compile(
 _CONDITION = re.compile(r"^[ \t]*#[ \t]*(?:if|elif)\b(.*)$", re.M)
 _IFDEF = re.compile(r"^[ \t]*#[ \t]*(?:el)?ifn?def[ \t]+([A-Za-z_]\w*)", re.M)
 _DEFINED = re.compile(r"\bdefined\s*\(?\s*([A-Za-z_]\w*)")
+_TYPEDEF = re.compile(r"\btypedef\s+((?:[A-Za-z_]\w*\s+)*[A-Za-z_]\w*)\s+([A-Za-z_]\w*)\s*;")
+#: a macro value that may name a type: words only (``float``, ``unsigned int``)
+_TYPE_WORDS = re.compile(r"[A-Za-z_]\w*(?:\s+[A-Za-z_]\w*)*")
 _GLOBAL = re.compile(r"\b__global__\b")
 _NAMESPACE = re.compile(r"\bnamespace\s+((?:[A-Za-z_]\w*\s*::\s*)*[A-Za-z_]\w*)?\s*\{")
 #: ``NAME == 3``, ``3 == NAME``: a value a preprocessor condition picks a variant by
@@ -115,9 +119,17 @@ class Source:
     reads: set[str] = field(default_factory=set)  # blockDim.x, blockIdx.y, ... as used
     dynamic_shared: bool = False  # extern __shared__
     text: str = ""  # without comments
+    #: the macros of the local headers it includes, each with one value (not the file's own)
+    header_defines: dict[str, str] = field(default_factory=dict)
+    #: names a ``#define`` or ``typedef`` makes a type (``DATA_TYPE`` -> ``float``)
+    type_names: dict[str, str] = field(default_factory=dict)
 
     def uses(self, name: str) -> bool:
         return re.search(rf"\b{re.escape(name)}\b", self.text) is not None
+
+    def called(self, name: str) -> bool:
+        """Does the code call ``name`` (``name(``): a function, not a value to tune?"""
+        return re.search(rf"\b{re.escape(name)}\s*\(", self.text) is not None
 
 
 def strip_comments(text: str) -> str:
@@ -198,6 +210,17 @@ def _namespace_at(text: str, pos: int) -> str:
     return "::".join(names)
 
 
+def _bounds_before(text: str, pos: int) -> str | None:
+    """The first ``__launch_bounds__`` argument written in the declaration before ``pos``."""
+    start = max(text.rfind(";", 0, pos), text.rfind("}", 0, pos), text.rfind("{", 0, pos))
+    found = re.search(r"\b__launch_bounds__\s*\(", text[start + 1 : pos])
+    if found is None:
+        return None
+    open_ = start + 1 + found.end() - 1
+    close = _balanced(text, open_, "(", ")")
+    return split_top(text[open_ + 1 : close - 1])[0] if close > 0 else None
+
+
 def _kernels(text: str) -> list[Kernel]:
     """Each kernel once: overloads apart, a declaration and its definition as one."""
     found: list[Kernel] = []
@@ -223,6 +246,8 @@ def _kernels(text: str) -> list[Kernel]:
             pos = after
         if name is None:
             continue
+        if bounds is None:  # written before __global__: __launch_bounds__(128) __global__ f(
+            bounds = _bounds_before(text, match.start())
         close = _balanced(text, pos, "(", ")")
         if close < 0:
             continue
@@ -258,8 +283,9 @@ def _kernels(text: str) -> list[Kernel]:
     return found
 
 
-def read_source(raw: str) -> Source:
-    """Everything ``ctune init`` reads from a kernel file's text."""
+def read_source(raw: str, headers: Sequence[str] = ()) -> Source:
+    """Everything ``ctune init`` reads from a kernel file's text; ``headers`` are the local
+    files it includes (``includes.py``), read for their macros and typedefs only."""
     text = strip_comments(raw)
     # kernels, reads and shared memory are code: a string that spells one is not
     code = _STRING.sub(lambda m: m.group(0) if m.group(0) == '"C"' else '""', text)
@@ -267,6 +293,10 @@ def read_source(raw: str) -> Source:
     source.kernels = _kernels(code)
     for match in _DEFINE.finditer(text):
         source.defines[match.group(1)] = match.group(2).strip()
+    source.header_defines = _header_defines(headers, set(source.defines))
+    source.type_names = _type_names(
+        [text, *map(strip_comments, headers)], {**source.header_defines, **source.defines}
+    )
     for match in _IFNDEF.finditer(text):
         name = match.group(1) or match.group(2)
         if name in source.defines:
@@ -274,6 +304,7 @@ def read_source(raw: str) -> Source:
 
     def free(name: str) -> bool:  # __CUDA_ARCH__ and friends are the compiler's
         known = name in source.defines or name in _PREPROCESSOR_WORDS
+        known = known or name in source.header_defines
         return not known and not name.startswith("__")
 
     for match in _CONDITION.finditer(text):
@@ -294,11 +325,43 @@ def read_source(raw: str) -> Source:
     return source
 
 
+def _header_defines(headers: Sequence[str], own: set[str]) -> dict[str, str]:
+    """The headers' ``#define NAME value`` macros that have one value wherever they are
+    defined (a size a ``#ifdef`` picks among several is not read), the file's own left out."""
+    values: dict[str, set[str]] = {}
+    for header in headers:
+        for match in _DEFINE.finditer(strip_comments(header)):
+            if match.group(1) not in own:
+                values.setdefault(match.group(1), set()).add(match.group(2).strip())
+    return {name: found.pop() for name, found in values.items() if len(found) == 1}
+
+
+def _type_names(texts: list[str], defines: dict[str, str]) -> dict[str, str]:
+    """Names that stand for a type: ``typedef float real;`` and ``#define DATA_TYPE float``
+    (a macro whose value is type words only), each resolved to the type it ends at."""
+    names: dict[str, str] = {}
+    for text in texts:
+        for match in _TYPEDEF.finditer(text):
+            names.setdefault(match.group(2), " ".join(match.group(1).split()))
+    for name, value in defines.items():
+        if _TYPE_WORDS.fullmatch(value) and not value.isdigit():
+            names.setdefault(name, " ".join(value.split()))
+    for _ in range(4):  # a name for a name for a type
+        names = {n: " ".join(names.get(w, w) for w in t.split()) for n, t in names.items()}
+    return {n: t for n, t in names.items() if n != t}
+
+
+def resolve_type(ctype: str, type_names: dict[str, str]) -> str:
+    """``ctype`` with each word a typedef or type macro names replaced by its type."""
+    return _IDENT.sub(lambda m: type_names.get(m[0], m[0]), ctype)
+
+
 __all__ = [
     "Kernel",
     "Param",
     "Source",
     "TemplateParam",
     "read_source",
+    "resolve_type",
     "strip_comments",
 ]

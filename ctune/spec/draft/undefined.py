@@ -4,7 +4,9 @@ Kernel Tuner kernels read their tunables as bare macros (``block_size_x``) that 
 tuner prepends; a file like that does not compile alone. Which identifiers are
 meant that way only the compiler can say (a name may be a variable, a type, an enum
 or a macro), so the file is compiled and every ``identifier "X" is undefined`` is
-defined and compiled again, a few rounds at most.
+defined and compiled again, a few rounds at most. A name the code calls (``f(...)``) is a
+function, not a tunable: the runtime API CUDA removed is mapped to its successor
+(``-DcudaThreadSynchronize=cudaDeviceSynchronize``), any other is left for the author.
 """
 
 from __future__ import annotations
@@ -23,6 +25,15 @@ from ctune.spec.flags import language_flags
 
 _UNDEFINED = re.compile(r'identifier "([A-Za-z_]\w*)" is undefined')
 MAX_ROUNDS = 4
+#: runtime functions CUDA removed, and the ones the CUDA documentation names in their place
+REMOVED_APIS = {
+    "cudaThreadSynchronize": "cudaDeviceSynchronize",
+    "cudaThreadExit": "cudaDeviceReset",
+    "cudaThreadSetLimit": "cudaDeviceSetLimit",
+    "cudaThreadGetLimit": "cudaDeviceGetLimit",
+    "cudaThreadSetCacheConfig": "cudaDeviceSetCacheConfig",
+    "cudaThreadGetCacheConfig": "cudaDeviceGetCacheConfig",
+}
 
 
 @dataclass
@@ -32,6 +43,8 @@ class Probe:
     undefined: dict[str, int] = field(default_factory=dict)  # name -> the value it was given
     builds: bool = False
     error: str = ""  # the first error left, when it does not build
+    #: names called as functions, defined nowhere -> what they map to (None: not known)
+    functions: dict[str, str | None] = field(default_factory=dict)
 
 
 def find_undefined(
@@ -43,13 +56,16 @@ def find_undefined(
     defines: Mapping[str, int | str],
     include_dirs: Sequence[Path] = (),
     guess: Callable[[str], int],
+    called: Callable[[str], bool] = lambda name: False,
     timeout_s: float = 120.0,
 ) -> Probe:
-    """Compile ``source`` with ``defines`` plus, each round, the names still undefined."""
+    """Compile ``source`` with ``defines`` plus, each round, the names still undefined
+    (``called`` tells a function the code calls from a value)."""
     probe = Probe()
     with tempfile.TemporaryDirectory(prefix="ctune-init-") as work:
         for _ in range(MAX_ROUNDS):
-            values = {**defines, **probe.undefined}
+            mapped = {n: m for n, m in probe.functions.items() if m is not None}
+            values: dict[str, int | str] = {**defines, **probe.undefined, **mapped}
             argv = [
                 nvcc,
                 *target_flags(arch, "kernel"),
@@ -72,17 +88,21 @@ def find_undefined(
                 probe.error = f"nvcc did not run: it took longer than {timeout_s:g} s"
                 return probe
             log = (done.stdout + done.stderr).decode(errors="replace")
-            new = [n for n in dict.fromkeys(_UNDEFINED.findall(log)) if n not in probe.undefined]
+            taken = probe.undefined.keys() | probe.functions.keys()
+            new = [n for n in dict.fromkeys(_UNDEFINED.findall(log)) if n not in taken]
             if done.returncode == 0:
                 probe.builds = True
                 return probe
-            if not new:
-                probe.error = first_error_line(log)
-                return probe
             for name in new:
-                probe.undefined[name] = guess(name)
+                if called(name):
+                    probe.functions[name] = REMOVED_APIS.get(name)
+                else:
+                    probe.undefined[name] = guess(name)
+            if not any(n in probe.undefined or probe.functions.get(n) for n in new):
+                probe.error = first_error_line(log)  # nothing left that a round can define
+                return probe
         probe.error = "names were still undefined after several rounds"
     return probe
 
 
-__all__ = ["Probe", "find_undefined"]
+__all__ = ["REMOVED_APIS", "Probe", "find_undefined"]
