@@ -385,6 +385,21 @@ def merged(previous: list[dict[str, Any]], now: list[dict[str, Any]]) -> list[di
     return [r for r in previous if r["kernel"] not in ran] + now
 
 
+def write_results(
+    path: Path,
+    records: list[dict[str, Any]],
+    previous: dict[str, Any] | None,
+    gpu: Any,
+    wall_s: float,
+) -> None:
+    """The result file of the kernels run so far, with ``previous``'s other rows (--merge)."""
+    rows = records
+    if previous is not None:
+        wall_s += previous.get("wall_s", 0.0)
+        rows = merged(previous["kernels"], records)
+    path.write_text(json.dumps(report(rows, gpu, wall_s), indent=2) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
@@ -414,7 +429,12 @@ def main(argv: list[str] | None = None) -> int:
 
         gpu = probe_gpu_machine()
     started = time.time()
-    records = []
+    records: list[dict[str, Any]] = []
+    from ctune.evidence.identity import gpu_id
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"own_kernels-{gpu_id(gpu)}.json"
+    previous = json.loads(path.read_text()) if args.merge and path.is_file() else None
     with tempfile.TemporaryDirectory(prefix="own-kernels-") as scratch:
         for case in cases:
             print(f"[{time.time() - started:6.0f} s] {case.name}: {case.style}", flush=True)
@@ -428,17 +448,10 @@ def main(argv: list[str] | None = None) -> int:
                     seed=args.seed,
                 )
             )
-    from ctune.evidence.identity import gpu_id
-
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"own_kernels-{gpu_id(gpu)}.json"
-    wall_s = time.time() - started
-    if args.merge and path.is_file():
-        previous = json.loads(path.read_text())
-        wall_s += previous.get("wall_s", 0.0)
-        records = merged(previous["kernels"], records)
-    data = report(records, gpu, wall_s)
-    path.write_text(json.dumps(data, indent=2) + "\n")
+            # after every kernel: a call cut short by its time limit keeps what it measured
+            write_results(path, records, previous, gpu, time.time() - started)
+    if not cases:
+        write_results(path, records, previous, gpu, 0.0)
     print(path)
     for r in records:
         if "skipped" in r:
