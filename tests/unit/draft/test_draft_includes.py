@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from ctune.compile.toolchain import probe_toolchain
+from ctune.spec import load_spec
 from ctune.spec.draft.guess import default_for
 from ctune.spec.draft.includes import read_with_includes
 from ctune.spec.draft.sidecar import check_loads, draft_sidecar
 from ctune.spec.draft.source import read_source
 from ctune.spec.draft.undefined import Probe, find_undefined
-from ctune.spec import load_spec
 
 POLYBENCH_STYLE = """\
 #include "sizes.cuh"
