@@ -77,6 +77,21 @@ def terminate_as_interrupt() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def ignored() -> Iterator[None]:
+    """SIGINT and SIGTERM ignored while the block runs (main thread only): a command that
+    is already stopping says so and exits 130, however many more Ctrl-Cs come meanwhile."""
+    if not _in_main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
 def blocked() -> Iterator[None]:
     """SIGINT and SIGTERM blocked in this thread while the block runs. A process started
     in the block (nvcc, a measuring worker) inherits them blocked: the terminal's Ctrl-C,
@@ -134,6 +149,7 @@ __all__ = [
     "Interrupted",
     "blocked",
     "deferred",
+    "ignored",
     "keep",
     "kept_by",
     "terminate_as_interrupt",

@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
     from ctune.cli.render import error_line, interrupted_line, stop_for_closed_pipe, warn_line
     from ctune.compile.process import runs_end_with_the_command
     from ctune.config import debug_enabled, unknown_variables
-    from ctune.interrupts import kept_by, terminate_as_interrupt
+    from ctune.interrupts import ignored, kept_by, terminate_as_interrupt
     from ctune.writes import is_disk_full
 
     env = os.environ if environ is None else environ
@@ -117,8 +117,9 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
         error_line(str(exc))
         sys.exit(exc.exit_code)
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM
-        interrupted_line(kept_by(exc))
-        sys.exit(EXIT_INTERRUPTED)
+        with ignored():  # another Ctrl-C now would turn the exit into a traceback
+            interrupted_line(kept_by(exc))
+            sys.exit(EXIT_INTERRUPTED)
     except SystemExit:
         raise
     except BrokenPipeError:
