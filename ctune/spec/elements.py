@@ -44,8 +44,9 @@ VECTOR_TYPES = {
     "uint2": ("uint32", 2, 8),
     "uint4": ("uint32", 4, 16),
 }
-#: C value types a kernel's parameters are written with -> spec dtypes
-C_TYPES = {
+#: C scalar value types -> spec dtypes (sizes agree; a spec has no unsigned 64-bit or
+#: 16-bit signed dtype, so those take the dtype of the same size)
+C_SCALAR_TYPES = {
     "float": "float32",
     "double": "float64",
     "half": "float16",
@@ -53,17 +54,21 @@ C_TYPES = {
     "__nv_bfloat16": "bfloat16",
     "nv_bfloat16": "bfloat16",
     "int": "int32",
-    "unsigned int": "uint32",
-    "unsigned": "uint32",
+    "signed": "int32",
+    "signed int": "int32",
     "int32_t": "int32",
+    "unsigned": "uint32",
+    "unsigned int": "uint32",
     "uint32_t": "uint32",
     "long long": "int64",
+    "long long int": "int64",
     "long": "int64",
     "int64_t": "int64",
-    "unsigned long long": "int64",
-    "unsigned long": "int64",
-    "uint64_t": "int64",
     "size_t": "int64",
+    "uint64_t": "int64",
+    "unsigned long": "int64",
+    "unsigned long long": "int64",
+    "ptrdiff_t": "int64",
     "short": "uint16",
     "unsigned short": "uint16",
     "uint16_t": "uint16",
@@ -72,6 +77,10 @@ C_TYPES = {
     "int8_t": "int8",
     "unsigned char": "uint8",
     "uint8_t": "uint8",
+}
+#: C value types a kernel's parameters are written with -> spec dtypes
+C_TYPES = {
+    **C_SCALAR_TYPES,
     "__half2": "half2",
     **{name: name for name in VECTOR_TYPES},
 }
@@ -213,6 +222,7 @@ def _shape_of(el: Element) -> tuple[int, tuple[tuple[int, int, bool], ...]]:
 
 
 __all__ = [
+    "C_SCALAR_TYPES",
     "C_TYPES",
     "FLOAT_SCALARS",
     "MAX_FIELDS",

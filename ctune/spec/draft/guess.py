@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+from ctune.spec.elements import C_SCALAR_TYPES
+
 BLOCK_X_VALUES = (32, 64, 128, 256, 512, 1024)
 BLOCK_YZ_VALUES = (1, 2, 4, 8, 16, 32)
 TILE_VALUES = (8, 16, 32, 64)
@@ -45,40 +47,9 @@ _WORK = re.compile(
 _WORK_AXIS = re.compile(r"^tile_size_([xyz])$|_([xyz])$", re.I)
 _SWITCH = re.compile(r"^(?:use|enable|has|with|do)_", re.I)
 
-#: C value types -> spec dtypes (sizes agree; a spec has no unsigned 64-bit dtype)
-CTYPE_DTYPES = {
-    "float": "float32",
-    "double": "float64",
-    "half": "float16",
-    "__half": "float16",
-    "__nv_bfloat16": "bfloat16",
-    "nv_bfloat16": "bfloat16",
-    "int": "int32",
-    "signed": "int32",
-    "signed int": "int32",
-    "int32_t": "int32",
-    "unsigned": "uint32",
-    "unsigned int": "uint32",
-    "uint32_t": "uint32",
-    "long long": "int64",
-    "long long int": "int64",
-    "long": "int64",
-    "int64_t": "int64",
-    "size_t": "int64",
-    "uint64_t": "int64",
-    "unsigned long": "int64",
-    "unsigned long long": "int64",
-    "ptrdiff_t": "int64",
-    "short": "uint16",  # no int16 dtype: the same 2 bytes; check the values it needs
-    "unsigned short": "uint16",
-    "uint16_t": "uint16",
-    "char": "int8",
-    "signed char": "int8",
-    "int8_t": "int8",
-    "unsigned char": "uint8",
-    "uint8_t": "uint8",
-    "bool": "uint8",
-}
+#: C value types -> spec dtypes for a draft: the spec's own table, and bool as a byte
+#: (a draft's guess, marked for the user to check)
+CTYPE_DTYPES = {**C_SCALAR_TYPES, "bool": "uint8"}
 INTEGER_DTYPES = frozenset({"int32", "uint32", "int64"})
 
 
