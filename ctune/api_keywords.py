@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ctune.errors import UserError
-from ctune.expr import ExprError
+from ctune.expr import ExprError, parse_python
 from ctune.expr import parse as parse_expr
 
 #: combinations a translated restriction is compared with its callable on, at most
@@ -97,7 +97,7 @@ def _function_node(fn: Callable[..., Any]) -> ast.Lambda | ast.FunctionDef:
 def _parses(text: str) -> list[ast.AST]:
     """``text`` parsed whole, else each ``lambda`` in it, cut where it parses."""
     try:
-        return [ast.parse(text)]
+        return [parse_python(text)]
     except SyntaxError:
         pass
     found: list[ast.AST] = []
@@ -105,7 +105,7 @@ def _parses(text: str) -> list[ast.AST]:
     while start >= 0:
         for end in range(len(text), start, -1):
             try:
-                found.append(ast.parse(text[start:end].strip(), mode="eval"))
+                found.append(parse_python(text[start:end].strip(), mode="eval"))
                 break
             except SyntaxError:
                 continue
@@ -177,7 +177,8 @@ def verify_module(verify: Any) -> tuple[str, str]:
     except (OSError, TypeError):
         raise _uncopied(f"the source of {name} cannot be read") from None
     try:
-        node = next(iter(ast.parse(textwrap.dedent(text)).body), None)
+        tree = parse_python(textwrap.dedent(text))
+        node = next(iter(tree.body), None) if isinstance(tree, ast.Module) else None
     except SyntaxError:
         node = None
     if not isinstance(node, ast.FunctionDef) or node.name != name:

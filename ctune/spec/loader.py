@@ -9,7 +9,6 @@ flags a spec may add (``ctune.spec.flags``), the include_dirs tokens
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import re
 from pathlib import Path
@@ -18,41 +17,41 @@ from typing import Any
 from ctune import l2policy
 from ctune.arch import check as check_arch
 from ctune.errors import SpecError, UserError
-from ctune.expr import Expr, ExprError, parse
+from ctune.expr import Expr, ExprError
 from ctune.files import (
     MAX_CONTROLS_BYTES,
     MAX_SOURCE_BYTES,
     InputFileError,
     file_kind,
     read_capped,
-    read_text_capped,
 )
 from ctune.names import NAME_RE
 from ctune.quoting import value_refusal
 from ctune.records import GeneValue, sha256_hex
-from ctune.spec.declarations import c_extent_expression, int_defines, static_shared
-from ctune.spec.elements import ElementError, allowed_text, element, struct_element
+from ctune.spec.elements import element
 from ctune.spec.entry import parse_entry, undeclared_arguments
 from ctune.spec.flags import check_flags
 from ctune.spec.includes import INCLUDE_TOKENS, include_token_dir
+from ctune.spec.load_args import (
+    check_constants,
+    check_runtime_used,
+    parse_args,
+    static_smem_estimate,
+)
+from ctune.spec.load_context import IDENT_RE, LoadContext
+from ctune.spec.load_correctness import parse_reference, parse_tolerance, parse_verify
 from ctune.spec.model import (
     DEVICE_GENES,
     DTYPES,
     ENTRY_KINDS,
-    ROLES,
-    ArgSpec,
-    GivenData,
-    Init,
     KernelSpec,
     LaunchRule,
     Problem,
-    Tolerance,
 )
 from ctune.spec.space.nvcc import ACF, ACF_GENES, CATALOGUE, acf_gene
 from ctune.spec.space.params import SPEC_FAMILIES, Gene
 from ctune.strict_yaml import StrictYamlError, load_file
 
-IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 #: values one gene may take (``values``, ``pow2`` or ``range``)
 MAX_GENE_VALUES = 4096
 LAUNCHER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,1023}$")
@@ -88,24 +87,6 @@ _TOP_KEYS = {
 _REQUIRED = ("entry", "problems", "args", "reference")
 
 
-class _Ctx:
-    """Carries the file name so every error names file and key."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def fail(self, key: str, message: str) -> SpecError:
-        return SpecError(f"{self.path}: {key}: {message}")
-
-    def expr(self, key: str, source: Any) -> Expr:
-        if isinstance(source, bool) or not isinstance(source, (str, int, float)):
-            raise self.fail(key, f"expected an expression, got {type(source).__name__}")
-        try:
-            return parse(source)
-        except ExprError as exc:
-            raise self.fail(key, str(exc)) from None
-
-
 def sidecar_for(path: Path) -> tuple[Path, Path | None]:
     """Given a .cu or .yaml path, return (yaml path, .cu path if given)."""
     if path.suffix in (".yaml", ".yml"):
@@ -133,7 +114,7 @@ def load_spec(path: str | Path, nvcc_help: str | None = None) -> KernelSpec:
     if not path.exists():
         raise UserError(f"{path}: no such file")
     yaml_path, cu_path = sidecar_for(path)
-    ctx = _Ctx(yaml_path)
+    ctx = LoadContext(yaml_path)
     try:
         data = load_file(yaml_path, "spec")
     except StrictYamlError as exc:
@@ -155,13 +136,13 @@ def load_spec(path: str | Path, nvcc_help: str | None = None) -> KernelSpec:
     return _build(ctx, data, yaml_path, cu_path, nvcc_help or "")
 
 
-def _name(ctx: _Ctx, key: str, value: Any) -> str:
+def _name(ctx: LoadContext, key: str, value: Any) -> str:
     if not isinstance(value, str) or not NAME_RE.match(value):
         raise ctx.fail(key, f"{value!r} must match {NAME_RE.pattern}")
     return value
 
 
-def _str_list(ctx: _Ctx, key: str, value: Any) -> list[str]:
+def _str_list(ctx: LoadContext, key: str, value: Any) -> list[str]:
     if value is None:
         return []
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -170,7 +151,7 @@ def _str_list(ctx: _Ctx, key: str, value: Any) -> list[str]:
 
 
 def _build(
-    ctx: _Ctx, data: dict[str, Any], yaml_path: Path, cu_path: Path | None, nvcc_help: str
+    ctx: LoadContext, data: dict[str, Any], yaml_path: Path, cu_path: Path | None, nvcc_help: str
 ) -> KernelSpec:
     """One pass over the spec's sections in the order their errors are reported (a later
     section refers to names an earlier one defined); long because it is that list."""
@@ -209,15 +190,15 @@ def _build(
     derived = _derived(ctx, data.get("derived") or {}, gene_names | dim_names)
     known = gene_names | {g.name for g in flag_genes} | dim_names | {n for n, _ in derived}
     restrictions = tuple(
-        _expr_over(ctx, f"restrictions[{i}]", src, known)
+        ctx.expr_over(f"restrictions[{i}]", src, known)
         for i, src in enumerate(data.get("restrictions") or [])
     )
     launch = _launch(ctx, data.get("launch"), kind, known)
     if launch is not None:
         static = static_smem_estimate(source_path, symbol, genes)
         launch = dataclasses.replace(launch, static_smem_bytes=static)
-    args = _args(ctx, folder, data["args"], dim_names, genes)
-    _check_runtime_used(ctx, genes, derived, launch, args)
+    args = parse_args(ctx, folder, data["args"], dim_names, genes)
+    check_runtime_used(ctx, genes, derived, launch, args)
     by_name = {a.name: a for a in args}
     for problem in problems:
         for arg_name in problem.dtypes:
@@ -230,18 +211,18 @@ def _build(
                     f"{arg_name} is a {by_name[arg_name].dtype} buffer; only a "
                     "scalar dtype can be overridden",
                 )
-    _check_constants(ctx, kind, args, problems)
+    check_constants(ctx, kind, args, problems)
     problem_names = [p.name for p in problems]
     sets = _problem_sets(ctx, data.get("problem_sets") or {}, problem_names)
     default_problem = data.get("default_problem", problem_names[0])
     if default_problem not in problem_names:
         raise ctx.fail("default_problem", f"{default_problem!r} is not a problem name")
-    ref_path, ref_func = _reference(ctx, folder, data["reference"])
-    verify_path, verify_func = _verify(ctx, folder, data.get("verify"))
+    ref_path, ref_func = parse_reference(ctx, folder, data["reference"])
+    verify_path, verify_func = parse_verify(ctx, folder, data.get("verify"))
     outputs = [a.name for a in args if a.role in ("output", "inout")]
     if not outputs:
         raise ctx.fail("args", "no output arg (role: output or inout) to check")
-    tolerance = _tolerance(ctx, data.get("tolerance"), outputs)
+    tolerance = parse_tolerance(ctx, data.get("tolerance"), outputs)
     for problem in problems:
         for name in set(problem.tolerance) - {"default", *outputs}:
             raise ctx.fail(
@@ -249,7 +230,7 @@ def _build(
                 f"not an output (outputs: {', '.join(outputs)})",
             )
     metrics = {
-        str(k): _expr_over(ctx, f"metrics.{k}", v, dim_names)
+        str(k): ctx.expr_over(f"metrics.{k}", v, dim_names)
         for k, v in (data.get("metrics") or {}).items()
     }
     try:
@@ -298,7 +279,7 @@ def _build(
     return spec
 
 
-def _device_genes(ctx: _Ctx, value: Any) -> tuple[str, ...]:
+def _device_genes(ctx: LoadContext, value: Any) -> tuple[str, ...]:
     """``device_genes: [clocks, power_limit]``: the kinds, checked like --device-genes."""
     if value is None:
         return ()
@@ -312,7 +293,7 @@ def _device_genes(ctx: _Ctx, value: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
 
-def _source(ctx: _Ctx, folder: Path, value: Any, cu_path: Path | None) -> Path:
+def _source(ctx: LoadContext, folder: Path, value: Any, cu_path: Path | None) -> Path:
     if not isinstance(value, str):
         raise ctx.fail("source", "expected a file name")
     path = (folder / value).resolve()
@@ -329,7 +310,7 @@ def _source(ctx: _Ctx, folder: Path, value: Any, cu_path: Path | None) -> Path:
     return path
 
 
-def _entry(ctx: _Ctx, value: Any) -> tuple[str, str]:
+def _entry(ctx: LoadContext, value: Any) -> tuple[str, str]:
     if isinstance(value, str):
         value = {"symbol": value}
     if not isinstance(value, dict) or set(value) - {"symbol", "kind"} or "symbol" not in value:
@@ -351,7 +332,7 @@ def _entry(ctx: _Ctx, value: Any) -> tuple[str, str]:
 
 
 def _check_entry_args(
-    ctx: _Ctx,
+    ctx: LoadContext,
     symbol: str,
     kind: str,
     genes: tuple[Gene, ...],
@@ -396,7 +377,7 @@ def _check_entry_args(
         )
 
 
-def _include_dir(ctx: _Ctx, folder: Path, value: str) -> Path:
+def _include_dir(ctx: LoadContext, folder: Path, value: str) -> Path:
     if value in INCLUDE_TOKENS:
         found = include_token_dir(value)
         if found is None:
@@ -412,7 +393,7 @@ def _include_dir(ctx: _Ctx, folder: Path, value: str) -> Path:
     return path
 
 
-def _flag_genes(ctx: _Ctx, value: Any, nvcc_help: str) -> tuple[Gene, ...]:
+def _flag_genes(ctx: LoadContext, value: Any, nvcc_help: str) -> tuple[Gene, ...]:
     if value is None:
         return ()
     if value == "all":
@@ -439,7 +420,7 @@ def _flag_genes(ctx: _Ctx, value: Any, nvcc_help: str) -> tuple[Gene, ...]:
 
 
 def _acf(
-    ctx: _Ctx, folder: Path, value: Any, files: Any
+    ctx: LoadContext, folder: Path, value: Any, files: Any
 ) -> tuple[tuple[str, ...], dict[str, tuple[tuple[str, Path], ...]]]:
     """``acf: [ptxas, nvcc]`` and ``acf_files: {ptxas: [FILE, ...]}``: the compilers whose
     controls files are tuned, and the spec's own files for each (read now: a file is named
@@ -481,7 +462,7 @@ def _acf(
 _GENE_KEYS = {"values", "pow2", "range", "default", "family", "suggest", "description", "ifdef"}
 
 
-def _genes(ctx: _Ctx, data: Any) -> tuple[Gene, ...]:
+def _genes(ctx: LoadContext, data: Any) -> tuple[Gene, ...]:
     if not isinstance(data, dict):
         raise ctx.fail("genes", "expected a mapping NAME: {values: [...], default: ...}")
     genes = []
@@ -516,7 +497,9 @@ def _genes(ctx: _Ctx, data: Any) -> tuple[Gene, ...]:
     return tuple(genes)
 
 
-def _ifdef(ctx: _Ctx, key: str, value: Any, values: tuple[GeneValue, ...], family: str) -> bool:
+def _ifdef(
+    ctx: LoadContext, key: str, value: Any, values: tuple[GeneValue, ...], family: str
+) -> bool:
     """``ifdef: true``: the source tests the macro with ``#ifdef``/``#ifndef``/``defined()``,
     so 1 passes ``-DNAME=1`` and 0 passes nothing (``-DNAME=0`` would be defined, hence on)."""
     if not isinstance(value, bool):
@@ -531,7 +514,7 @@ def _ifdef(ctx: _Ctx, key: str, value: Any, values: tuple[GeneValue, ...], famil
     return value
 
 
-def _gene_values(ctx: _Ctx, key: str, body: dict[str, Any]) -> tuple[GeneValue, ...]:
+def _gene_values(ctx: LoadContext, key: str, body: dict[str, Any]) -> tuple[GeneValue, ...]:
     forms = [k for k in ("values", "pow2", "range") if k in body]
     if len(forms) != 1:
         raise ctx.fail(
@@ -578,7 +561,7 @@ def _gene_values(ctx: _Ctx, key: str, body: dict[str, Any]) -> tuple[GeneValue, 
     return tuple(range(raw[0], raw[1] + 1, step))
 
 
-def _check_define_value(ctx: _Ctx, key: str, value: Any) -> None:
+def _check_define_value(ctx: LoadContext, key: str, value: Any) -> None:
     """A string value becomes ``-DNAME=VALUE`` on nvcc's command line: one nvcc's sub-shell
     would act on is refused here, naming the key (``quoting.py`` has the rule)."""
     why = value_refusal(value) if isinstance(value, str) else None
@@ -586,7 +569,7 @@ def _check_define_value(ctx: _Ctx, key: str, value: Any) -> None:
         raise ctx.fail(key, f"{value[:80]!r} {why}; write the value without it")
 
 
-def _problems(ctx: _Ctx, data: Any) -> tuple[Problem, ...]:
+def _problems(ctx: LoadContext, data: Any) -> tuple[Problem, ...]:
     if not isinstance(data, list) or not data:
         raise ctx.fail("problems", "expected a non-empty list of {name, dims}")
     problems, seen = [], set()
@@ -625,12 +608,12 @@ def _problems(ctx: _Ctx, data: Any) -> tuple[Problem, ...]:
         if not isinstance(dtypes, dict) or not all(v in DTYPES for v in dtypes.values()):
             raise ctx.fail(f"problems.{name}.dtypes", f"expected ARG: dtype ({', '.join(DTYPES)})")
         own = body.get("tolerance") or {}  # an empty one, like dtypes: {}, changes nothing
-        tolerance = _tolerance(ctx, own, None, f"problems.{name}.tolerance") if own else {}
+        tolerance = parse_tolerance(ctx, own, None, f"problems.{name}.tolerance") if own else {}
         problems.append(Problem(name, dict(dims), dict(defines), dict(dtypes), tolerance))
     return tuple(problems)
 
 
-def _derived(ctx: _Ctx, data: Any, known: set[str]) -> tuple[tuple[str, Expr], ...]:
+def _derived(ctx: LoadContext, data: Any, known: set[str]) -> tuple[tuple[str, Expr], ...]:
     if not isinstance(data, dict):
         raise ctx.fail("derived", "expected a mapping NAME: expression")
     out: list[tuple[str, Expr]] = []
@@ -640,23 +623,12 @@ def _derived(ctx: _Ctx, data: Any, known: set[str]) -> tuple[tuple[str, Expr], .
             raise ctx.fail(f"derived.{name}", "names must be identifiers")
         if name in known:
             raise ctx.fail(f"derived.{name}", "clashes with a gene or problem dimension")
-        out.append((name, _expr_over(ctx, f"derived.{name}", source, names)))
+        out.append((name, ctx.expr_over(f"derived.{name}", source, names)))
         names.add(name)
     return tuple(out)
 
 
-def _expr_over(ctx: _Ctx, key: str, source: Any, known: set[str]) -> Expr:
-    expr = ctx.expr(key, source)
-    unknown = sorted(expr.names - known)
-    if unknown:
-        raise ctx.fail(
-            key,
-            f"unknown name '{unknown[0]}' in '{expr.source}' (known: {', '.join(sorted(known))})",
-        )
-    return expr
-
-
-def _launch(ctx: _Ctx, data: Any, kind: str, known: set[str]) -> LaunchRule | None:
+def _launch(ctx: LoadContext, data: Any, kind: str, known: set[str]) -> LaunchRule | None:
     if kind == "launcher":
         if data is not None:
             raise ctx.fail("launch", "a launcher entry chooses its own grid; remove 'launch'")
@@ -669,256 +641,14 @@ def _launch(ctx: _Ctx, data: Any, kind: str, known: set[str]) -> LaunchRule | No
         if not isinstance(raw, list) or not 1 <= len(raw) <= 3:
             raise ctx.fail(f"launch.{key}", "expected a list of 1 to 3 expressions")
         raw = [*raw, 1, 1][:3]
-        a, b, c = (_expr_over(ctx, f"launch.{key}[{i}]", s, known) for i, s in enumerate(raw))
+        a, b, c = (ctx.expr_over(f"launch.{key}[{i}]", s, known) for i, s in enumerate(raw))
         return a, b, c
 
-    smem = _expr_over(ctx, "launch.dynamic_smem_bytes", data.get("dynamic_smem_bytes", 0), known)
+    smem = ctx.expr_over("launch.dynamic_smem_bytes", data.get("dynamic_smem_bytes", 0), known)
     return LaunchRule(triple("grid"), triple("block"), smem)
 
 
-def _args(
-    ctx: _Ctx, folder: Path, data: Any, dims: set[str], genes: tuple[Gene, ...]
-) -> tuple[ArgSpec, ...]:
-    if not isinstance(data, list) or not data:
-        raise ctx.fail("args", "expected a non-empty list")
-    args, seen = [], set()
-    for i, body in enumerate(data):
-        key = f"args[{i}]"
-        allowed = {"name", "role", "dtype", "shape", "init", "value"}
-        if not isinstance(body, dict) or set(body) - allowed:
-            raise ctx.fail(key, f"expected a mapping with keys from {', '.join(sorted(allowed))}")
-        name = body.get("name")
-        if not isinstance(name, str) or not IDENT_RE.match(name) or name in seen:
-            raise ctx.fail(f"{key}.name", f"{name!r} must be a unique identifier")
-        seen.add(name)
-        key = f"args.{name}"
-        role = body.get("role")
-        if role not in ROLES:
-            raise ctx.fail(f"{key}.role", f"{role!r} (allowed: {', '.join(ROLES)})")
-        if role == "scalar":
-            dtype = body.get("dtype")
-            if dtype not in DTYPES:
-                raise ctx.fail(
-                    f"{key}.dtype",
-                    f"{dtype!r} (a scalar is one of {', '.join(DTYPES)}; vectors and structs "
-                    "are for buffers)",
-                )
-            if "value" not in body:
-                raise ctx.fail(f"{key}.value", "a scalar needs a value expression")
-            value = _scalar_value(ctx, f"{key}.value", body["value"], dims, genes)
-            args.append(ArgSpec(name, role, dtype, value=value))
-            continue
-        dtype = _buffer_dtype(ctx, f"{key}.dtype", body.get("dtype"))
-        shape = body.get("shape")
-        if not isinstance(shape, list) or not shape:
-            raise ctx.fail(f"{key}.shape", "expected a list of dimension expressions")
-        exprs = tuple(_expr_over(ctx, f"{key}.shape[{j}]", s, dims) for j, s in enumerate(shape))
-        init = _init(ctx, folder, f"{key}.init", body.get("init"))
-        if isinstance(init, GivenData) and role not in ("input", "inout", "constant"):
-            raise ctx.fail(
-                f"{key}.init",
-                f"a {role} buffer is not read by the kernel; "
-                "given data is for roles input, inout and constant",
-            )
-        args.append(ArgSpec(name, role, dtype, exprs, init))
-    return tuple(args)
-
-
-def _buffer_dtype(ctx: _Ctx, key: str, value: Any) -> str:
-    """A buffer's element type: a scalar dtype, a vector type (``float2``) or
-    ``{struct: [[x, float32], [y, float32]]}``, carried as its text (ctune.spec.elements)."""
-    try:
-        if isinstance(value, dict):
-            fields = value.get("struct")
-            if (
-                set(value) != {"struct"}
-                or not isinstance(fields, list)
-                or not all(
-                    isinstance(f, list) and len(f) == 2 and all(isinstance(x, str) for x in f)
-                    for f in fields
-                )
-            ):
-                raise ElementError("expected {struct: [[FIELD, DTYPE], ...]}")
-            return struct_element([(f[0], f[1]) for f in fields]).dtype
-        if isinstance(value, str) and not value.startswith("struct"):
-            return element(value).dtype
-    except ElementError as exc:
-        raise ctx.fail(key, str(exc)) from None
-    raise ctx.fail(key, f"{value!r} (allowed: {allowed_text()})")
-
-
-#: bytes of constant memory a module may hold (every __constant__ symbol together)
-CONSTANT_BYTES = 64 * 1024
-
-
-def _check_constants(
-    ctx: _Ctx, kind: str, args: tuple[ArgSpec, ...], problems: tuple[Problem, ...]
-) -> None:
-    """Constants are module symbols ctune fills: a launcher fills its own, and together they
-    must fit the 64 KiB of constant memory on every problem."""
-    constants = [a for a in args if a.role == "constant"]
-    if not constants:
-        return
-    if kind == "launcher":
-        raise ctx.fail(
-            f"args.{constants[0].name}.role",
-            "constant is for entry kind kernel (a launcher library fills its own "
-            "__constant__ memory)",
-        )
-    for problem in problems:
-        total, sizes = 0, []
-        for arg in constants:
-            count = 1
-            for expr in arg.shape:
-                try:
-                    count *= int(expr.evaluate(problem.dims))
-                except (ExprError, TypeError, ValueError) as exc:
-                    raise ctx.fail(
-                        f"args.{arg.name}.shape", f"{exc} (problem {problem.name})"
-                    ) from None
-            nbytes = count * element(arg.dtype).itemsize
-            total += nbytes
-            sizes.append(f"{arg.name} {nbytes} B")
-        if total > CONSTANT_BYTES:
-            raise ctx.fail(
-                f"args.{constants[0].name}" if len(constants) == 1 else "args",
-                f"constant memory holds {CONSTANT_BYTES} B, but problem {problem.name} needs "
-                f"{total} B ({', '.join(sizes)}); make it an input buffer (role: input)",
-            )
-
-
-def static_smem_estimate(source: Path, symbol: str, genes: tuple[Gene, ...]) -> Expr | None:
-    """The entry kernel's static shared memory as an expression over its integer compiled genes,
-    from the ``__shared__`` arrays its body declares (``ctune.spec.declarations``); None
-    when none can be read. Arrays whose type or extents it cannot read are left out."""
-    try:
-        text = read_text_capped(source, MAX_SOURCE_BYTES, "kernel source")
-    except InputFileError:
-        return None
-    compiled = {g.name for g in genes if g.compiled}
-    numbers = {g.name for g in genes if g.compiled and all(type(v) is int for v in g.values)}
-    defines = {k: v for k, v in int_defines(text).items() if k not in compiled}
-    terms = []
-    for decl in static_shared(text, parse_entry(symbol).name.rsplit("::", 1)[-1]):
-        extents = [c_extent_expression(e, defines) for e in decl.extents]
-        if decl.element_bytes is None or None in extents:
-            continue
-        term = " * ".join([str(decl.element_bytes), *(f"({e})" for e in extents)])
-        try:
-            expr = parse(term)
-        except ExprError:
-            continue
-        if expr.names <= numbers:
-            terms.append(term)
-    if not terms:
-        return None
-    return parse(" + ".join(terms))
-
-
-def _scalar_value(
-    ctx: _Ctx, key: str, source: Any, dims: set[str], genes: tuple[Gene, ...]
-) -> Expr:
-    """A scalar's value: an expression over the problem's dims and the runtime genes.
-
-    Runtime genes may be passed as scalar arguments (a split count, a raster order): they
-    change what runs without a rebuild. A compiled gene may not: it is fixed when the
-    binary is built, and the kernel reads its macro.
-    """
-    expr = ctx.expr(key, source)
-    by_name = {g.name: g for g in genes}
-    for name in sorted(expr.names):
-        gene = by_name.get(name)
-        if gene is not None and gene.compiled:
-            raise ctx.fail(
-                key,
-                f"'{name}' cannot be a scalar's value (it is a {gene.family} gene, compiled "
-                f"in: read the {name} macro in the kernel, or make it family runtime)",
-            )
-    runtime = {g.name for g in genes if not g.compiled}
-    return _expr_over(ctx, key, source, dims | runtime)
-
-
-def _check_runtime_used(
-    ctx: _Ctx,
-    genes: tuple[Gene, ...],
-    derived: tuple[tuple[str, Expr], ...],
-    launch: LaunchRule | None,
-    args: tuple[ArgSpec, ...],
-) -> None:
-    """A runtime gene reaches the kernel only through the launch rule or a scalar argument.
-
-    One that neither names (directly or through a derived value) could never change
-    what runs, so searching over it would only measure noise.
-    """
-    used: set[str] = set()
-    if launch is not None:
-        for expr in (*launch.grid, *launch.block, launch.dynamic_smem_bytes):
-            used |= expr.names
-    for arg in args:
-        if arg.value is not None:
-            used |= arg.value.names
-    for name, expr in reversed(derived):  # a derived value may use earlier ones only
-        if name in used:
-            used |= expr.names
-    for gene in genes:
-        if not gene.compiled and gene.name not in used:
-            raise ctx.fail(
-                f"genes.{gene.name}",
-                "a runtime gene must be named by the launch rule (grid, block, "
-                "dynamic_smem_bytes) or a scalar argument's value; this one is not, so it "
-                "could never change anything",
-            )
-
-
-#: ``init`` keys that name data given in a file, and the suffix each file must have
-_GIVEN = {"npy": ".npy", "npz": ".npz", "python": ".py"}
-
-
-def _init(ctx: _Ctx, folder: Path, key: str, value: Any) -> Init:
-    if value is None or value == "normal":
-        return ("normal", 0.0, 1.0)
-    if value == "uniform":
-        return ("uniform", -1.0, 1.0)
-    if isinstance(value, dict) and len(value) == 1:
-        ((dist, params),) = value.items()
-        if dist in _GIVEN:
-            return _given(ctx, folder, f"{key}.{dist}", dist, params)
-        if dist in ("normal", "uniform") and isinstance(params, list) and len(params) == 2:
-            try:
-                a, b = (float(p) for p in params)
-            except (TypeError, ValueError):
-                raise ctx.fail(key, f"{dist}: {params} must be two numbers") from None
-            if dist == "normal" and (b < 0 or a == b == 0):
-                raise ctx.fail(key, "normal: [mean, std] needs std >= 0 and not all zeros")
-            if dist == "uniform" and a >= b:
-                raise ctx.fail(key, "uniform: [lo, hi] needs lo < hi (inputs are never constant)")
-            return (dist, a, b)
-    raise ctx.fail(
-        key,
-        "expected normal, uniform, {normal: [mean, std]}, {uniform: [lo, hi]}, {npy: FILE.npy}, "
-        "{npz: FILE.npz:MEMBER} or {python: FILE.py:FUNCTION}",
-    )
-
-
-def _given(ctx: _Ctx, folder: Path, key: str, kind: str, value: Any) -> GivenData:
-    """``{npy: a.npy}``, ``{npz: a.npz:MEMBER}`` or ``{python: gen.py:FUNCTION}``: a file
-    inside the spec's folder (read when the buffers are made, ``ctune.measure.given``)."""
-    suffix = _GIVEN[kind]
-    form = {"npy": "FILE.npy", "npz": "FILE.npz:MEMBER", "python": "FILE.py:FUNCTION"}[kind]
-    if not isinstance(value, str):
-        raise ctx.fail(key, f"expected {form}")
-    file_part, _, member = value.partition(":") if kind != "npy" else (value, "", "")
-    if not file_part.endswith(suffix) or (kind != "npy" and not IDENT_RE.match(member)):
-        raise ctx.fail(key, f"{value!r} is not {form}")
-    path = (folder / file_part).resolve()
-    if not path.is_relative_to(folder.resolve()):
-        raise ctx.fail(key, f"{file_part} resolves outside the spec's folder")
-    if not path.is_file():
-        raise ctx.fail(key, f"{file_part} is not a file in the spec's folder")
-    return GivenData(kind, path, member)
-
-
-def _problem_sets(ctx: _Ctx, data: Any, names: list[str]) -> dict[str, tuple[str, ...]]:
+def _problem_sets(ctx: LoadContext, data: Any, names: list[str]) -> dict[str, tuple[str, ...]]:
     if not isinstance(data, dict):
         raise ctx.fail("problem_sets", "expected a mapping SET: [problem names]")
     sets = {}
@@ -935,96 +665,7 @@ def _problem_sets(ctx: _Ctx, data: Any, names: list[str]) -> dict[str, tuple[str
     return sets
 
 
-def _reference(ctx: _Ctx, folder: Path, data: Any) -> tuple[Path, str]:
-    if not isinstance(data, dict) or set(data) != {"python"} or not isinstance(data["python"], str):
-        raise ctx.fail("reference", "expected {python: FILE.py:FUNCTION}")
-    file_part, _, func = data["python"].partition(":")
-    if not func or not IDENT_RE.match(func) or not file_part.endswith(".py"):
-        raise ctx.fail("reference.python", f"{data['python']!r} is not FILE.py:FUNCTION")
-    path = (folder / file_part).resolve()
-    if not path.is_file():
-        raise ctx.fail("reference.python", f"{path} does not exist")
-    return path, func
-
-
-def _verify(ctx: _Ctx, folder: Path, data: Any) -> tuple[Path | None, str]:
-    """``verify: {python: FILE.py:FUNCTION}``: a file inside the spec's folder that defines
-    FUNCTION at its top level (read, not run: the worker imports it when it checks)."""
-    if data is None:
-        return None, ""
-    if not isinstance(data, dict) or set(data) != {"python"} or not isinstance(data["python"], str):
-        raise ctx.fail("verify", "expected {python: FILE.py:FUNCTION}")
-    file_part, _, func = data["python"].partition(":")
-    if not func or not IDENT_RE.match(func) or not file_part.endswith(".py"):
-        raise ctx.fail("verify.python", f"{data['python']!r} is not FILE.py:FUNCTION")
-    path = (folder / file_part).resolve()
-    if not path.is_relative_to(folder.resolve()):
-        raise ctx.fail("verify.python", f"{file_part} resolves outside the spec's folder")
-    if not path.is_file():
-        raise ctx.fail("verify.python", f"{file_part} is not a file in the spec's folder")
-    try:
-        tree = ast.parse(read_text_capped(path, MAX_SOURCE_BYTES, "verify file"))
-    except InputFileError as exc:
-        raise ctx.fail("verify.python", str(exc)) from None
-    except SyntaxError as exc:
-        raise ctx.fail("verify.python", f"{file_part} line {exc.lineno}: {exc.msg}") from None
-    except (ValueError, RecursionError) as exc:  # a NUL byte; nesting too deep to parse
-        raise ctx.fail("verify.python", f"{file_part} is not Python source: {exc}") from None
-    if func not in _top_level_names(tree):
-        raise ctx.fail(
-            "verify.python",
-            f"{file_part} defines no function '{func}' at its top level; "
-            "def it there, or name the function it defines",
-        )
-    return path, func
-
-
-def _top_level_names(tree: ast.Module) -> set[str]:
-    """The names a module binds at its top level (defs, assignments, imports)."""
-    names: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update((a.asname or a.name).split(".")[0] for a in node.names)
-    return names
-
-
-def _tolerance(
-    ctx: _Ctx, data: Any, outputs: list[str] | None, key: str = "tolerance"
-) -> dict[str, Tolerance]:
-    """The spec's tolerance (``outputs`` given: every output covered), or a problem's own
-    (``outputs`` None: its names are checked once the args are read)."""
-    if outputs is not None:
-        data = data or {"default": {"rel_l2": 1e-2, "max_abs": 1e-1}}
-    if not isinstance(data, dict) or not data:
-        raise ctx.fail(key, "expected {default: {rel_l2, max_abs}, OUTPUT: {...}}")
-    out = {}
-    for name, body in data.items():
-        if outputs is not None and name != "default" and name not in outputs:
-            raise ctx.fail(f"{key}.{name}", f"not an output (outputs: {', '.join(outputs)})")
-        if not isinstance(body, dict) or set(body) != {"rel_l2", "max_abs"}:
-            raise ctx.fail(f"{key}.{name}", "expected {rel_l2: number, max_abs: number}")
-        try:
-            rel_l2, max_abs = float(body["rel_l2"]), float(body["max_abs"])
-        except (TypeError, ValueError):
-            raise ctx.fail(f"{key}.{name}", "rel_l2 and max_abs must be numbers") from None
-        if not (rel_l2 > 0 and max_abs > 0):
-            raise ctx.fail(f"{key}.{name}", "tolerances must be positive")
-        out[name] = Tolerance(rel_l2, max_abs)
-    if outputs is None:
-        return out
-    if "default" not in out and set(outputs) - set(out):
-        raise ctx.fail(key, "give a default or one entry per output")
-    if "default" not in out:
-        out["default"] = next(iter(out.values()))
-    return out
-
-
-def _check_default(ctx: _Ctx, spec: KernelSpec) -> None:
+def _check_default(ctx: LoadContext, spec: KernelSpec) -> None:
     """The default build must be valid for every problem: it is the baseline."""
     space = spec.space
     defaults = space.default_values()
