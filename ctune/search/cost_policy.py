@@ -4,10 +4,10 @@ Before a generation's new candidates are compiled, the model (``ctune/model``) i
 the trials of the generations finished so far, and on earlier journals of the same kernel
 (other shapes, other GPUs), with the search's seed; a candidate whose predicted lower
 bound (at ``alpha``) is worse than the leader's measured value is not built: it is
-journaled as a ``skipped`` trial with the prediction and the leader beside it, told to
-the strategy like a failed one, and counts against the budget (the budget is what a
-search may try; the model saves the builds and measurements of what it rules out). The
-default build and confirmation never pass through here; warm-start configurations
+journaled as a ``skipped`` trial with the prediction and the leader beside it, and told
+to the strategy like a failed one. It costs no ``--budget`` (that counts measurements) but
+counts towards the compile cap, which ends a search whose model rules out everything.
+The default build and confirmation never pass through here; warm-start configurations
 neither. Only the finished generations train the model, in journal order, so a resumed
 search decides exactly as the uninterrupted one did (docs/cost-model.md).
 """
