@@ -11,39 +11,25 @@ anything is written.
 from __future__ import annotations
 
 import json
-import math
 import re
 import shutil
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ctune.errors import UserError
-from ctune.expr import ExprError
-from ctune.expr import parse as parse_expr
 from ctune.names import NAME_RE
 from ctune.spec.declarations import (
-    STATIC_SMEM_BYTES,
-    c_extent_expression,
-    int_defines,
-    static_shared,
     struct_dtypes,
 )
 from ctune.spec.draft.constants import constant_lines
 from ctune.spec.draft.guess import (
-    BLOCK_X_VALUES,
-    BLOCK_YZ_VALUES,
     CTYPE_DTYPES,
     INTEGER_DTYPES,
-    TILE_VALUES,
-    WORK_VALUES,
     GeneGuess,
-    block_axis,
     default_for,
-    dim_for_axis,
     gene,
-    is_tile,
     parse_int,
     row_partner,
     selector,
@@ -55,8 +41,25 @@ from ctune.spec.draft.indexing import (
     accumulates,
     block_stride,
     grid_stride,
-    row_dim,
-    zero_steps,
+)
+from ctune.spec.draft.launch import (
+    IDENT,
+    block_why,
+    blocks_gene,
+    cap_block,
+    guess_block,
+    guess_grid,
+    items_gene,
+    launch_bound,
+    shapes_read,
+    square_tile,
+    unused_axis,
+)
+from ctune.spec.draft.restrictions import (
+    Rule,
+    defaults_within,
+    shared_restrictions,
+    step_restrictions,
 )
 from ctune.spec.draft.source import Kernel, Param, Source, resolve_type
 from ctune.spec.draft.undefined import Probe
@@ -64,14 +67,8 @@ from ctune.spec.elements import C_TYPES, element, yaml_dtype
 from ctune.spec.entry import parse_entry, same_params
 from ctune.spec.loader import load_spec
 
-AXES = ("x", "y", "z")
-#: a restriction the draft proposes, and why (its ``# check:``)
-Rule = tuple[str, str]
-#: blocks in a grid a block-stride loop covers the data with, whatever its size
-GRID_VALUES = (32, 64, 128, 256, 512, 1024)
 #: problem sizes by how many grid axes the data spans: about 16 MiB per float buffer
 SIZES = {0: 1 << 22, 1: 1 << 22, 2: 2048, 3: 256}
-_IDENT = re.compile(r"[A-Za-z_]\w*")
 _SIZE_NAMES = ("n", "m", "k", "size", "width", "height", "depth", "nx", "ny", "nz", "len")
 
 
@@ -158,125 +155,6 @@ def _genes(source: Source, kernel: Kernel, probe: Probe | None) -> list[GeneGues
     return list(genes.values())
 
 
-@dataclass
-class _Launch:
-    block: list[str]
-    grid: list[str]
-    runtime: list[GeneGuess]
-    checks: list[str]
-    launch_genes: set[str]
-
-
-def _launch_bound(source: Source, kernel: Kernel) -> int | None:
-    """The threads per block ``__launch_bounds__`` fixes: a literal, or a ``#define`` no
-    build sets (a guarded name is a gene, and sizes the block itself)."""
-    written = kernel.launch_bounds or ""
-    if written in source.defines and written not in source.guarded:
-        written = source.defines[written]
-    return parse_int(written)
-
-
-def _block(
-    source: Source, kernel: Kernel, genes: list[GeneGuess], bound: int | None
-) -> tuple[list[str], list[GeneGuess], list[str]]:
-    """Block dimensions: a gene that sizes each axis, else a runtime gene where the kernel
-    reads blockDim (any block works), else 1 (256 for x, to check; at most ``bound``)."""
-    names = {g.name for g in genes}
-    by_axis: dict[str, str] = {}
-    if kernel.launch_bounds in names:
-        by_axis["x"] = kernel.launch_bounds
-    for g in genes:
-        axis = block_axis(g.name)
-        if axis is not None and axis not in by_axis:
-            by_axis[axis] = g.name
-    tile = next((g.name for g in genes if is_tile(g.name)), None)
-    if tile is not None and "x" not in by_axis:
-        by_axis["x"] = tile
-        if "y" not in by_axis and ("threadIdx.y" in source.reads or "blockIdx.y" in source.reads):
-            by_axis["y"] = tile
-    square = by_axis.get("x") in _square_shared(source, kernel)  # As[BLOCK][BLOCK]: a tile
-    if square and "y" not in by_axis and "threadIdx.y" in source.reads:
-        by_axis["y"] = by_axis["x"]
-    block: list[str] = []
-    runtime: list[GeneGuess] = []
-    checks: list[str] = []
-    for axis in AXES:
-        if axis in by_axis and axis != "x" and not _reads_axis(source, axis):
-            block.append("1")  # the kernel never reads threadIdx/blockDim on it: 1 thread
-            checks.append(f"{by_axis[axis]}: the kernel never reads threadIdx.{axis}; block 1")
-        elif axis in by_axis:
-            block.append(by_axis[axis])
-        elif f"blockDim.{axis}" in source.reads:
-            name = f"BLOCK_{axis.upper()}"
-            while name in names:
-                name += "_"
-            values, default = (BLOCK_X_VALUES, 256) if axis == "x" else (BLOCK_YZ_VALUES, 1)
-            default = default if bound is None else min(default, bound)
-            runtime.append(GeneGuess(name, values, default, f"the kernel reads blockDim.{axis}"))
-            block.append(name)
-        elif axis == "x" and (fixed := _fixed_step(source, kernel)) is not None:
-            block.append(str(fixed))  # blockIdx.x * MAX_THREADS: the block the kernel assumes
-        elif axis == "x":
-            threads = 256 if bound is None else min(256, bound)
-            block.append(str(threads))
-            checks.append(f"launch.block: {threads} threads is a guess (no gene, no blockDim read)")
-        else:
-            block.append("1")
-    while len(block) > 1 and block[-1] == "1":
-        block.pop()
-    return block, runtime, checks
-
-
-def _plain_defines(source: Source) -> dict[str, int]:
-    """The file's integer ``#define``s no build sets (a guarded one is a gene)."""
-    values = {n: parse_int(v) for n, v in source.defines.items() if n not in source.guarded}
-    return {n: v for n, v in values.items() if v is not None}
-
-
-def _fixed_step(source: Source, kernel: Kernel) -> int | None:
-    """The threads per block a kernel assumes where it steps ``blockIdx.x`` by a plain
-    ``#define`` alone (``blockIdx.x * MAX_THREADS_PER_BLOCK + threadIdx.x``)."""
-    steps = Reader(kernel.body or source.text, {}, row_partner).block_steps("x")
-    if not steps or len(steps) != 1:
-        return None
-    value = _plain_defines(source).get(steps[0])
-    return value if value is not None and 0 < value <= 1024 else None
-
-
-def _square_shared(source: Source, kernel: Kernel) -> set[str]:
-    """Names that are both extents of a 2-D ``__shared__`` array of the kernel."""
-    return {
-        d.extents[0].strip()
-        for d in static_shared(source.text, kernel.name)
-        if len(d.extents) == 2 and d.extents[0].strip() == d.extents[1].strip()
-    }
-
-
-def _reads_axis(source: Source, axis: str) -> bool:
-    return f"threadIdx.{axis}" in source.reads or f"blockDim.{axis}" in source.reads
-
-
-def _cap_block(
-    genes: list[GeneGuess], sized: list[str], bound: int, checks: list[str]
-) -> tuple[list[GeneGuess], list[str]]:
-    """The genes with those that size the block capped at ``__launch_bounds__(bound)``,
-    and the restriction that holds their product to it where several size the block."""
-    out = []
-    for g in genes:
-        capped = g.at_most(bound) if g.name in sized else g
-        if capped.default != g.default:
-            checks.append(
-                f"{g.name}: default {g.default} is over __launch_bounds__({bound}); "
-                f"{capped.default} instead"
-            )
-        out.append(capped)
-    defaults = {g.name: g.default for g in out}
-    if math.prod(defaults[b] for b in sized) > bound:
-        checks.append(f"launch.block: the default block is over __launch_bounds__({bound})")
-        return out, []
-    return out, [f"{' * '.join(sized)} <= {bound}"] if len(sized) > 1 else []
-
-
 def draft_sidecar(
     source: Source,
     *,
@@ -290,13 +168,13 @@ def draft_sidecar(
     the folders the author gave for its includes, relative to the kernel's folder)."""
     kernel = pick_kernel(source, entry, source_name)
     genes = _genes(source, kernel, probe)
-    bound = _launch_bound(source, kernel)
-    block, runtime, checks = _block(source, kernel, genes, bound)
-    genes = [_square_tile(_unused_axis(source, g), block) for g in genes]
+    bound = launch_bound(source, kernel)
+    block, runtime, checks = guess_block(source, kernel, genes, bound)
+    genes = [square_tile(unused_axis(source, g), block) for g in genes]
     restrictions: list[Rule] = []
     sized = [b for b in block if b in {g.name for g in genes + runtime}]
     if bound is not None and sized:
-        capped, capping = _cap_block(genes + runtime, sized, bound, checks)
+        capped, capping = cap_block(genes + runtime, sized, bound, checks)
         genes, runtime = capped[: len(genes)], capped[len(genes) :]
         restrictions += [(r, f"__launch_bounds__({bound})") for r in capping]
     body = kernel.body or source.text
@@ -304,29 +182,29 @@ def draft_sidecar(
     gene_names = {g.name for g in genes + runtime}
     dims, macro_dims = _dims(source, kernel, gene_names, source_name, structs, checks)
     reader = Reader(body, {param: dim for dim, param in dims.items()}, row_partner)
-    blocks_gene = _blocks_gene(gene_names) if block_stride(body) else None
-    if blocks_gene is not None:
-        runtime.append(blocks_gene)
+    block_loop = blocks_gene(gene_names) if block_stride(body) else None
+    if block_loop is not None:
+        runtime.append(block_loop)
     elif grid_stride(body):
-        runtime.append(_items_gene(gene_names))
+        runtime.append(items_gene(gene_names))
     all_genes = genes + runtime
     gene_names = {g.name for g in all_genes}
 
     # the grid: one axis per blockIdx the kernel reads, stepped as its index arithmetic says
-    grid, grid_why, covered, rows = _grid(source, reader, dims, block, genes, runtime, checks)
-    if blocks_gene is not None:  # each block loops over the data: the grid is the gene
-        grid, grid_why = [blocks_gene.name, *grid[1:]], blocks_gene.why
+    grid, grid_why, covered, rows = guess_grid(source, reader, dims, block, genes, runtime, checks)
+    if block_loop is not None:  # each block loops over the data: the grid is the gene
+        grid, grid_why = [block_loop.name, *grid[1:]], block_loop.why
     for row in rows:  # one block per row: a dimension the signature does not name
         dims = {row: row, **dims}
     if macro_dims:  # a #define the grid and the buffers do not use is not a problem size
-        used = {n for text in [*grid, *shapes_read(reader, kernel)] for n in _IDENT.findall(text)}
+        used = {n for text in [*grid, *shapes_read(reader, kernel)] for n in IDENT.findall(text)}
         if used & set(macro_dims):
             dims = {d: p for d, p in dims.items() if d in used or d not in macro_dims}
             covered = [c for c in covered if c in dims]
     fallback = list(reversed(covered)) or list(dims)
     launch_names = {b for b in block if b in gene_names}
     launch_names |= {g.name for g in genes if g.work is not None}
-    launch_names |= {n for expr in grid for n in _IDENT.findall(expr) if n in gene_names}
+    launch_names |= {n for expr in grid for n in IDENT.findall(expr) if n in gene_names}
 
     # args, in the kernel's order
     arg_lines: list[str] = []
@@ -384,9 +262,9 @@ def draft_sidecar(
             f"{source_name}: {kernel.name} has no pointer parameter that is not const: "
             "nothing to check against a reference"
         )
-    restrictions += _step_restrictions(body, all_genes)
-    restrictions += _shared_restrictions(source, kernel, all_genes)
-    all_genes = _defaults_within(all_genes, [r for r, _ in restrictions], checks)
+    restrictions += step_restrictions(body, all_genes)
+    restrictions += shared_restrictions(source, kernel, all_genes)
+    all_genes = defaults_within(all_genes, [r for r, _ in restrictions], checks)
 
     entry_text = _entry_text(source, kernel, entry, checks)
     name = _spec_name(kernel, stem)
@@ -420,7 +298,7 @@ def draft_sidecar(
         lines += [f'  - "{r}"  # check: {why}' for r, why in restrictions]
     lines.append("launch:")
     lines += _wrapped("  grid: [", [_quote(g) for g in grid], f"]  # check: {grid_why}")
-    lines.append(f"  block: [{', '.join(block)}]  # check: {_block_why(block, gene_names)}")
+    lines.append(f"  block: [{', '.join(block)}]  # check: {block_why(block, gene_names)}")
     if source.dynamic_shared:
         threads = " * ".join(block)
         lines.append(
@@ -482,44 +360,6 @@ def _function_flags(probe: Probe | None, checks: list[str]) -> list[str]:
     return [f"extra_flags: [{flags}]  # check: {'; '.join(why)}"]
 
 
-def _defaults_within(
-    genes: list[GeneGuess], rules: list[str], checks: list[str]
-) -> list[GeneGuess]:
-    """The genes with defaults that keep every proposed restriction: a default that breaks
-    one is lowered to the largest of its values that keeps them all (the others' at
-    their defaults), so that the draft's default candidate is one the space holds."""
-    parsed = []
-    for rule in rules:
-        try:
-            parsed.append(parse_expr(rule))
-        except ExprError:
-            continue
-    by_name = {g.name: g for g in genes}
-
-    def kept(values: dict[str, int]) -> bool:
-        try:
-            return all(bool(rule.evaluate(values)) for rule in parsed)
-        except (ExprError, ZeroDivisionError):
-            return False
-
-    defaults = {g.name: g.default for g in genes}
-    for expr in parsed:
-        if kept(defaults):
-            break
-        for name in sorted(expr.names & by_name.keys()):
-            fits = [v for v in by_name[name].values if kept({**defaults, name: v})]
-            if fits:
-                smaller = [v for v in fits if v <= defaults[name]]
-                chosen = max(smaller) if smaller else min(fits)
-                checks.append(
-                    f"{name}: default {defaults[name]} breaks a proposed restriction; "
-                    f"{chosen} instead"
-                )
-                defaults[name] = chosen
-                break
-    return [g.with_default(defaults[g.name]) if defaults[g.name] != g.default else g for g in genes]
-
-
 #: catalogue flags that keep results as they are (fast_math is for the author to add)
 DRAFT_FLAGS = ("ptxas_opt", "maxrregcount", "dlcm")
 FLAGS_NOTE = "nvcc/ptxas flags to tune; add fast_math if its results may differ"
@@ -551,52 +391,8 @@ def _wrapped(head: str, items: list[str], tail: str) -> list[str]:
     return [*lines, current.rstrip() + tail]
 
 
-def _square_tile(g: GeneGuess, block: list[str]) -> GeneGuess:
-    """A tile that is both the block's x and y: its square is at most 1024 threads."""
-    if block.count(g.name) < 2:
-        return g
-    values = tuple(v for v in g.values if v * v <= 1024)
-    if len(values) < 2:  # values sized for a 1-D block: a tile's own instead
-        values = tuple(v for v in TILE_VALUES if v * v <= 1024)
-    return replace(g, values=values).with_default(min(g.default, values[-1]))
-
-
 _PLAIN_PATH = re.compile(r"[\w.][\w./+-]*")
 _PLAIN_ENTRY = re.compile(r"^[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*$")
-
-
-def shapes_read(reader: Reader, kernel: Kernel) -> list[str]:
-    """The shapes the kernel's index arithmetic gives its buffers, as text."""
-    return [
-        " ".join(shape)
-        for p in kernel.params
-        if p.pointer and (shape := reader.buffer_shape(p.name)) is not None
-    ]
-
-
-def _unused_axis(source: Source, g: GeneGuess) -> GeneGuess:
-    """A gene that sizes a block axis the kernel never reads keeps one value, 1: more
-    threads on it would repeat the same work."""
-    axis = block_axis(g.name)
-    if axis in ("y", "z") and not _reads_axis(source, axis):
-        return GeneGuess(g.name, (1,), 1, f"the kernel never reads threadIdx.{axis}")
-    return g
-
-
-def _blocks_gene(taken: set[str]) -> GeneGuess:
-    """Blocks of a loop that steps by ``gridDim.x`` alone: any grid covers the data."""
-    name = "GRID_X"
-    while name in taken:
-        name += "_"
-    return GeneGuess(name, GRID_VALUES, 128, "a loop steps over blocks by gridDim.x")
-
-
-def _items_gene(taken: set[str]) -> GeneGuess:
-    """Elements per thread of a grid-stride loop: the grid is the data over it."""
-    name = "ITEMS"
-    while name in taken:
-        name += "_"
-    return GeneGuess(name, WORK_VALUES, 1, "a grid-stride loop: elements per thread", "x")
 
 
 def _dims(
@@ -630,93 +426,6 @@ def _dims(
     return dims, macro_dims
 
 
-def _grid(
-    source: Source,
-    reader: Reader,
-    dims: dict[str, str],
-    block: list[str],
-    genes: list[GeneGuess],
-    runtime: list[GeneGuess],
-    checks: list[str],
-) -> tuple[list[str], str, list[str], list[str]]:
-    """(the grid, why, the dims its axes cover, new one-block-per-row dims)."""
-    axes = [a for a in AXES if f"blockIdx.{a}" in source.reads]
-    taken: set[str] = set()
-    grid: list[str] = []
-    covered: list[str] = []
-    rows: list[str] = []
-    derived = False
-    names = {g.name for g in genes + runtime}
-    for axis in AXES:
-        if axis not in axes:
-            grid.append("1")
-            continue
-        steps = reader.block_steps(axis)
-        if steps and len(steps) == 1 and steps[0] in reader.dims:
-            rows.append(row_dim(axis))  # x + blockIdx.x * cols: a block per row
-            grid.append(row_dim(axis))
-            derived = True
-            continue
-        variable = reader.axis_variable(axis)
-        spans = reader.bound(variable) if variable else None
-        if spans is None or spans in taken:
-            spans = dim_for_axis(axis, list(dims), taken)
-        else:
-            derived = True
-        if spans is None:
-            grid.append("1")
-            checks.append(f"launch.grid: no dimension for axis {axis}")
-            continue
-        taken.add(spans)
-        covered.append(spans)
-        step = _step(axis, steps, block, names, _plain_defines(source))
-        derived |= step is not None
-        if step is None:
-            size = block[AXES.index(axis)] if AXES.index(axis) < len(block) else "1"
-            per = [g.name for g in genes if g.work == axis]
-            step = [size, *per] if size != "1" or per else []
-        step += [g.name for g in runtime if g.work == axis and g.name not in step]
-        grid.append(f"ceil_div({spans}, {' * '.join(step)})" if step else spans)
-    while len(grid) > 1 and grid[-1] == "1":
-        grid.pop()
-    if not axes:
-        why = "the kernel reads no blockIdx: one block"
-    elif derived:
-        why = "from the kernel's index arithmetic"
-    else:
-        why = "one thread per element is a guess"
-        checks.append("launch.grid: one thread per element is a guess; check it")
-    return grid, why, covered, rows
-
-
-def _step(
-    axis: str,
-    steps: list[str] | None,
-    block: list[str],
-    genes: set[str],
-    fixed: dict[str, int] | None = None,
-) -> list[str] | None:
-    """What the grid divides a dimension by on ``axis``, from what multiplies blockIdx
-    there (``blockDim.x`` is the block's x, a plain ``#define`` its value); None where a
-    factor is none of those."""
-    if not steps:
-        return None
-    out = []
-    for factor in steps:
-        if factor.startswith("blockDim."):
-            index = AXES.index(factor[-1])
-            size = block[index] if index < len(block) else "1"
-            if size != "1":
-                out.append(size)
-        elif factor in genes or factor.isdigit():
-            out.append(factor)
-        elif factor in (fixed or {}):
-            out.append(str((fixed or {})[factor]))
-        else:
-            return None
-    return out
-
-
 def _role(reader: Reader, param: Param) -> tuple[str, str]:
     """(the role of a pointer parameter, the draft's note on it)."""
     if param.const_pointee:
@@ -728,41 +437,6 @@ def _role(reader: Reader, param: Param) -> tuple[str, str]:
             return "inout", "  # check: inout: the kernel leaves a border unwritten"
         return "output", "  # check: inout if the kernel leaves elements unwritten"
     return "inout", "  # check: output if the kernel only writes it"
-
-
-def _step_restrictions(body: str, genes: list[GeneGuess]) -> list[Rule]:
-    """``A % B == 0`` where the kernel divides a gene by a gene or steps over one by one."""
-    out = []
-    for a, b in zero_steps(body, {g.name for g in genes if 0 not in g.values}):
-        why = f"{a} / {b} must not be 0 (a step of 0 loops forever) and cover {a} whole"
-        out.append((f"{a} % {b} == 0", why))
-    return out
-
-
-def _shared_restrictions(source: Source, kernel: Kernel, genes: list[GeneGuess]) -> list[Rule]:
-    """The static shared memory limit, where genes size the kernel's ``__shared__`` arrays
-    (read as the spec's screening reads them, ``ctune.spec.declarations``) so that their
-    largest values would pass it: the author sees the rule the device limits apply."""
-    by_name = {g.name: g for g in genes}
-    defines = {k: v for k, v in int_defines(source.text).items() if k not in by_name}
-    terms: list[str] = []
-    for decl in static_shared(source.text, kernel.name):
-        extents = [c_extent_expression(e, defines) for e in decl.extents]
-        if decl.element_bytes is None or None in extents:
-            return []  # an array this draft cannot size
-        shown = [e if _IDENT.fullmatch(e) or e.isdigit() else f"({e})" for e in extents if e]
-        terms.append(" * ".join([str(decl.element_bytes), *shown]))
-    try:
-        total = parse_expr(" + ".join(terms)) if terms else None
-        if total is None or not total.names or not total.names <= set(by_name):
-            return []
-        largest = total.evaluate({n: max(by_name[n].values) for n in total.names})
-    except ExprError:
-        return []
-    if largest <= STATIC_SMEM_BYTES:
-        return []
-    why = "static __shared__ bytes within 48 KiB (more needs an opt-in)"
-    return [(f"{total.source} <= {STATIC_SMEM_BYTES}", why)]
 
 
 def _entry_text(source: Source, kernel: Kernel, entry: str | None, checks: list[str]) -> str:
@@ -782,7 +456,7 @@ def _entry_text(source: Source, kernel: Kernel, entry: str | None, checks: list[
     if _overloaded(source, kernel):
         given = zip(kernel.template, targs or (), strict=False)  # defaults may be left out
         types = {p.name: a for p, a in given if p.kind == "type"}
-        params = [_IDENT.sub(lambda m: types.get(m[0], m[0]), t) for t in kernel.types]
+        params = [IDENT.sub(lambda m: types.get(m[0], m[0]), t) for t in kernel.types]
         entry_text += f"({', '.join(params)})"
     return entry_text
 
@@ -794,13 +468,6 @@ def _spec_name(kernel: Kernel, stem: str) -> str:
         if NAME_RE.match(candidate):
             return candidate
     return "kernel"
-
-
-def _block_why(block: list[str], genes: set[str]) -> str:
-    named = [b for b in block if b in genes]
-    if named:
-        return f"threads per block from {', '.join(dict.fromkeys(named))}"
-    return "threads per block"
 
 
 def _bytes(traffic: list[tuple[int, list[str]]], dims: list[str]) -> str:
