@@ -4,10 +4,8 @@ spec lines edited after `ctune init` (bench/external_kernels.py, bench/own_kerne
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import statistics
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,23 +15,14 @@ ROOT = Path(__file__).parents[2]
 EXTERNAL = ROOT / "bench" / "external"
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture
+def fetcher(bench_module):
+    return bench_module("external_kernels")
 
 
-@pytest.fixture(scope="module")
-def fetcher():
-    return _load("external_kernels")
-
-
-@pytest.fixture(scope="module")
-def bench():
-    return _load("own_kernels")
+@pytest.fixture
+def bench(bench_module):
+    return bench_module("own_kernels")
 
 
 def _manifest() -> dict:

@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,17 +13,10 @@ pytestmark = [pytest.mark.nvcc, pytest.mark.timeout(900)]
 ROOT = Path(__file__).parents[2]
 
 
-def _bench():
-    spec = importlib.util.spec_from_file_location("own_kernels", ROOT / "bench" / "own_kernels.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["own_kernels"] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_every_kernel_is_drafted_shown_and_compiled_unmodified(tmp_path: Path) -> None:
-    bench = _bench()
+def test_every_kernel_is_drafted_shown_and_compiled_unmodified(
+    tmp_path: Path, bench_module
+) -> None:
+    bench = bench_module("own_kernels")
     assert len(bench.CASES) >= 5
     before = {c.source: (bench.KERNELS_DIR / c.source).read_bytes() for c in bench.CASES}
     assert bench.main(["--set", "own", "--compile-only", "--out", str(tmp_path)]) == 0

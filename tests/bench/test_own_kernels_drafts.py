@@ -4,7 +4,6 @@ each drafted line the author changed was marked '# check:' in the draft."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import statistics
 import subprocess
@@ -29,15 +28,6 @@ EDITED_AT_MOST = {
 }
 
 
-def _bench():
-    spec = importlib.util.spec_from_file_location("own_kernels", ROOT / "bench" / "own_kernels.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["own_kernels"] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 def _init(case, folder: Path) -> Path:
     folder.mkdir()
     source = folder / case.source
@@ -56,8 +46,10 @@ def _init(case, folder: Path) -> Path:
     return source.with_suffix(".yaml")
 
 
-def test_drafts_need_few_edits_and_mark_each_line_that_changed(tmp_path: Path) -> None:
-    bench = _bench()
+def test_drafts_need_few_edits_and_mark_each_line_that_changed(
+    tmp_path: Path, bench_module
+) -> None:
+    bench = bench_module("own_kernels")
     edited: dict[str, int] = {}
     unmarked: list[str] = []
     for case in bench.CASES:
