@@ -42,16 +42,15 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from search_quality import KERNELS, SYNTHETIC_SUBSPACE  # noqa: E402
 
 from ctune.spec import KernelSpec, load_spec  # noqa: E402
 from ctune.testing.binary_truth import BinaryTruth  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "cost_model.json"
 TRUTHS = ROOT / "tests" / "data" / "ground_truth"
-KERNELS = {
-    "tiled_matmul": ROOT / "kernels" / "tiled_matmul.cu",
-    "gemm": ROOT / "kernels" / "gemm.cu",
-}
 TARGET_SAVED = 0.5
 TARGET_QUALITY = 0.99
 CUTLASS = (
@@ -182,9 +181,6 @@ def evaluate(truth: BinaryTruth, seeds: int, fraction: float, log: Any) -> dict[
 
 def synthetic() -> BinaryTruth:
     """SYNTHETIC: the stand-in landscape bench/search_quality.py develops on (tests)."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    from search_quality import SYNTHETIC_SUBSPACE
-
     from ctune.testing.binary_truth import synthetic_binary_truth
 
     spec = load_spec(KERNELS["tiled_matmul"])
