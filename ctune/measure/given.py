@@ -13,7 +13,6 @@ same values. Results are kept per process, so a check's seeds cost one call each
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import zipfile
 from collections import OrderedDict
@@ -55,7 +54,7 @@ def given_storage(
         key += (seed, tuple(sorted(dims.items())))
     found = _cache.get(key)
     if found is None:
-        found = storage_of(where, _read(where, data, dims, seed), dtype, shape)
+        found = storage_of(where, _read(where, spec, arg, dims, seed), dtype, shape)
         _cache[key] = found
         while len(_cache) > _KEPT:
             _cache.popitem(last=False)
@@ -63,10 +62,13 @@ def given_storage(
     return found
 
 
-def _read(where: str, data: GivenData, dims: Mapping[str, int], seed: int) -> np.ndarray:
+def _read(
+    where: str, spec: KernelSpec, arg: ArgSpec, dims: Mapping[str, int], seed: int
+) -> np.ndarray:
+    data: GivenData = arg.init  # type: ignore[assignment]
     if data.kind == "python":
-        first = _call(where, data, dims, seed)
-        again = _call(where, data, dims, seed)
+        first = _call(where, spec, arg, dims, seed)
+        again = _call(where, spec, arg, dims, seed)
         if (
             first.dtype != again.dtype
             or first.shape != again.shape
@@ -103,20 +105,13 @@ def _npz_member(where: str, raw: bytes, member: str) -> np.ndarray:
         return npz[member]
 
 
-def _call(where: str, data: GivenData, dims: Mapping[str, int], seed: int) -> np.ndarray:
-    module_name = f"ctune_given_{abs(hash(str(data.path)))}"
-    loader_spec = importlib.util.spec_from_file_location(module_name, data.path)
-    if loader_spec is None or loader_spec.loader is None:
-        raise SpecError(f"{where}: cannot import {data.path}")
-    module = importlib.util.module_from_spec(loader_spec)
+def _call(
+    where: str, spec: KernelSpec, arg: ArgSpec, dims: Mapping[str, int], seed: int
+) -> np.ndarray:
+    data: GivenData = arg.init  # type: ignore[assignment]
+    function = spec.import_function(f"args.{arg.name}.init", data.path, data.member)
     try:
-        loader_spec.loader.exec_module(module)
-        function = getattr(module, data.member, None)
-        if not callable(function):
-            raise SpecError(f"{where}: {data.path.name} has no function '{data.member}'")
         result = function(dict(dims), seed)
-    except SpecError:
-        raise
     except Exception as exc:
         raise SpecError(f"{where}: raised {type(exc).__name__}: {exc}") from None
     if not isinstance(result, np.ndarray):

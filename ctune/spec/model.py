@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -332,17 +333,18 @@ class KernelSpec:
 
     def reference(self) -> Callable[..., dict[str, Any]]:
         """Import the reference function from its file (user code, like the kernel)."""
-        return self._import("reference", self.reference_path, self.reference_function)
+        return self.import_function("reference", self.reference_path, self.reference_function)
 
     def verify(self) -> Callable[..., Any] | None:
         """Import the verify function from its file, or None where the spec has none."""
         if self.verify_path is None:
             return None
-        return self._import("verify", self.verify_path, self.verify_function)
+        return self.import_function("verify", self.verify_path, self.verify_function)
 
-    def _import(self, key: str, path: Path, function: str) -> Callable[..., Any]:
-        """``function`` from the Python file ``path`` of spec key ``key``."""
-        module_name = f"ctune_{key}_{self.name.replace('-', '_').replace('.', '_')}"
+    def import_function(self, key: str, path: Path, function: str) -> Callable[..., Any]:
+        """``function`` from the Python file ``path`` of spec key ``key`` (user code, like
+        the kernel: the reference, a verify function, a given-data function)."""
+        module_name = re.sub(r"\W", "_", f"ctune_{key}_{self.name}")
         spec = importlib.util.spec_from_file_location(module_name, path)
         if spec is None or spec.loader is None:
             raise SpecError(f"{self.yaml_path}: {key}: cannot import {path}")
