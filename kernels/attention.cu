@@ -1,17 +1,45 @@
-// Flash-attention-2 style forward pass: O = softmax(Q K^T * scale) V for each
-// (batch, head), with Q, K, V, O of shape [B, H, S, HEAD_DIM] (row-major, one dtype).
+// CUTLASS Hopper FMHA forward (the wheel's example 88_hopper_fmha: TMA loads, wgmma, online
+// softmax, warp-specialized or not), exposed as a ctune launcher.
 //
-// One CTA owns BLOCK_M query rows; each warp owns BLOCK_M / WARPS of them (one or
-// two m16 tiles) and keeps its O accumulator and softmax state in registers.
-// K/V tiles of BLOCK_N keys stream through shared memory with cp.async; both
-// products are mma.sync m16n8k16 with fp32 accumulation; the softmax is online
-// (running max and sum, base 2 with log2(e) folded into the scale).
+// Layout as kernels/attention.cu: Q, O [B, H, S, D] and K, V [B, HKV, SK, D], row-major, fp16
+// (bf16 with -DCTUNE_BF16=1), fp32 accumulation, O = softmax(Q K^T / sqrt(D)) V. Query head h
+// reads KV head h / (H / HKV) (grouped-query attention; HKV = H is plain multi-head). CAUSAL=1
+// masks key j > query i (requires S == SK). D = HEAD_DIM (64 or 128) is a compile-time define.
+//
+// How a problem maps onto the collective's (batch, head) modes. The kernel's batch is
+// (b, kv head): K and V are contiguous per KV head, and so are the H / HKV query heads of its
+// group in Q and O. Its second mode is
+//   causal:     the query head within the group (G = H / HKV); K and V broadcast over it (static
+//               stride 0, which CuTe's TMA drops), rows are the S queries;
+//   non-causal: the KV split (split-KV, "flash decoding"): split j reads keys [j c, (j+1) c),
+//               c = SK / splits, Q broadcasts over it; the G heads' rows are packed into one
+//               G * S row sequence (no mask depends on the row), so a decode step's G rows
+//               share one Q tile and one pass over K and V. With splits > 1 the partial O and
+//               log-sum-exp go to scratch and a small kernel merges them.
+// Build: nvcc --generate-code=arch=compute_90a,code=sm_90a -shared -Xcompiler -fPIC -std=c++17
+//        --expt-relaxed-constexpr -I<cutlass include> -I<cutlass examples>.
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <stdint.h>
+#ifndef NDEBUG
+#define NDEBUG  // CUTLASS release build: no device-side asserts
+#endif
 
-// Problem defines.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/device_kernel.h"
+#include "cutlass/kernel_hardware_info.h"
+
+#include "88_hopper_fmha/collective/fmha_fusion.hpp"
+#include "88_hopper_fmha/device/device_universal.hpp"
+#include "88_hopper_fmha/kernel/fmha_kernel_builder.hpp"
+
+// ---- problem defines -----------------------------------------------------------------------
 #ifndef HEAD_DIM
 #define HEAD_DIM 128
 #endif
@@ -22,404 +50,482 @@
 #define CTUNE_BF16 0
 #endif
 
-// Tunable genes.
-#ifndef BLOCK_M
-#define BLOCK_M 128  // query rows per CTA
+// ---- genes (plain compile = default build: the example's cooperative 128x128 kernel) --------
+#ifndef TILE_Q
+#define TILE_Q 128  // query rows per CTA
 #endif
-#ifndef BLOCK_N
-#define BLOCK_N 64  // keys per K/V tile
+#ifndef TILE_KV
+#define TILE_KV 128  // keys per K / V tile
 #endif
-#ifndef WARPS
-#define WARPS 4
+// The kernel: 0 warp-specialized (a TMA producer warpgroup feeds MMA_WG consumer warpgroups),
+// one CTA per tile; 1 the same, persistent (one CTA per SM walks the tiles); 2-4 the plain TMA
+// kernel (one warpgroup loads and computes): 2 one CTA per SM, 3 two, 4 two in clusters of 2
+// along the queries (K / V tiles reach both by TMA multicast). One gene, not four, because
+// the schedules share few options and pinned combinations would make the space too sparse
+// to sample.
+#ifndef KERNEL
+#define KERNEL 0
+#endif
+#if KERNEL <= 1
+#define SCHEDULE 0
+#else
+#define SCHEDULE 1
+#endif
+#define PERSISTENT (KERNEL == 1)
+#define BLOCKS_PER_SM (KERNEL == 2 ? 1 : 2)
+#define CLUSTER_M (KERNEL == 4 ? 2 : 1)
+#ifndef MMA_WG
+#define MMA_WG 2  // consumer warpgroups (warp-specialized); each owns TILE_Q / MMA_WG rows
 #endif
 #ifndef STAGES
-// 1: one K and one V buffer, each load overlapping the other product; 2-3: ring of K/V tiles
-#define STAGES 2
+#define STAGES 5  // smem ring of K and V tiles (K and V alternate in one ring)
 #endif
-#ifndef SWIZZLE
-#define SWIZZLE 1  // 1: XOR-swizzled 16-byte chunks; 0: rows padded by 16 bytes
+#ifndef Q_SEPARATE
+#define Q_SEPARATE 0  // warp-specialized: 1 = a second producer warp loads Q
 #endif
-#ifndef Q_REGS
-#define Q_REGS 0  // 1: Q fragments stay in registers; 0: re-read from shared memory per tile
+#ifndef Q_EXTRA
+#define Q_EXTRA 0  // persistent: extra Q stages, so the next tile's Q loads during this one
 #endif
+#ifndef LOCKED
+#define LOCKED 0  // warp-specialized: 1 = consumer warpgroups take turns in the softmax
+#endif
+// Tile order (warp-specialized): 0 the example's (query blocks fastest, first block first);
+// 1 longest first: the causal rows' heavy query blocks (the last ones, which see the most
+// keys) start first and the light ones fill the tail, heads fastest. One CTA per tile is then
+// the hardware's greedy dispatch in that order; persistent CTAs walk it in a snake (round r
+// goes right to left when r is odd), so each CTA's sum of tile lengths stays near the mean.
+#ifndef ORDER
+#define ORDER 0
+#endif
+#ifndef HEAD_GROUP
+#define HEAD_GROUP 0  // ORDER 1: query heads walked together, longest first (0: all of them)
+#endif
+// The split count is the launcher's `splits` argument (a runtime gene): one build serves all.
 
-#if CTUNE_BF16
-typedef __nv_bfloat16 elem_t;
-#define MMA_AB "bf16"
-#else
-typedef __half elem_t;
-#define MMA_AB "f16"
-#endif
-
-constexpr int THREADS = WARPS * 32;
-constexpr int WARP_M = BLOCK_M / WARPS;  // query rows per warp
-constexpr int MT = WARP_M / 16;          // m16 tiles per warp
-constexpr int NT = BLOCK_N / 8;          // n8 tiles of the score block
-constexpr int DT = HEAD_DIM / 8;         // n8 tiles of the output block
-constexpr int KD = HEAD_DIM / 16;        // k16 steps of Q K^T
-constexpr int KN = BLOCK_N / 16;         // k16 steps of P V
-constexpr int CHUNKS = HEAD_DIM / 8;     // 16-byte chunks per row
-constexpr int ROW = HEAD_DIM + (SWIZZLE ? 0 : 8);  // shared-memory row pitch in elements
-constexpr int TILE_BYTES = BLOCK_N * ROW * 2;
-
+static_assert(KERNEL >= 0 && KERNEL <= 4, "KERNEL must be 0..4");
+static_assert(ORDER == 0 || (SCHEDULE == 0 && CAUSAL), "ORDER 1: causal, warp-specialized");
+static_assert(HEAD_GROUP >= 0 && (HEAD_GROUP == 0 || ORDER == 1), "HEAD_GROUP: ORDER 1 only");
 static_assert(HEAD_DIM == 64 || HEAD_DIM == 128, "HEAD_DIM must be 64 or 128");
-static_assert(BLOCK_M % (WARPS * 16) == 0 && MT >= 1 && MT <= 2, "each warp owns 16 or 32 rows");
-static_assert(BLOCK_N % 16 == 0, "BLOCK_N must be a multiple of 16");
-static_assert(STAGES >= 1 && STAGES <= 3, "STAGES must be 1..3");
+static_assert(TILE_KV % 16 == 0, "TILE_KV: whole k16 steps of the P V product");
 
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+using namespace cute;
+namespace fmha_kernel = cutlass::fmha::kernel;
+namespace fmha_collective = cutlass::fmha::collective;
+
 #if CTUNE_BF16
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+using Element = cutlass::bfloat16_t;
 #else
-    __half2 v = __floats2half2_rn(lo, hi);
+using Element = cutlass::half_t;
 #endif
-    return *reinterpret_cast<uint32_t*>(&v);
-}
+using Accum = float;
+using TileShape = Shape<Int<TILE_Q>, Int<TILE_KV>, Int<HEAD_DIM>>;
 
-__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." MMA_AB "." MMA_AB ".f32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-
-__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-
-// src_bytes 0 zero-fills the 16 bytes: out-of-range rows become zeros, never garbage
-// (a NaN in a padded V row would survive its zero probability).
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(valid ? 16 : 0));
-}
-
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-// ex2.approx directly, so the softmax costs the same with or without --use_fast_math.
-__device__ __forceinline__ float exp2_approx(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-
-// Byte offset of 16-byte chunk `chunk` of row `row` in a [rows][ROW] tile. Both layouts
-// put the 8 rows an ldmatrix phase reads in 8 different bank groups.
-__device__ __forceinline__ uint32_t smem_off(int row, int chunk) {
-#if SWIZZLE
-    return (uint32_t)(row * ROW + ((chunk ^ (row & 7)) << 3)) * 2;
+// Strides of (row, D, (batch, second mode)). The plain TMA kernel takes dynamic strides only,
+// so it runs neither split-KV nor causal GQA (the YAML's restrictions): its second mode then
+// has size 1 and any stride.
+using DynamicStride = cute::tuple<int, _1, cute::tuple<int, int>>;
+using BroadcastStride = cute::tuple<int, _1, cute::tuple<int, _0>>;
+#if SCHEDULE == 1
+using StrideQ = DynamicStride;
+using StrideKV = DynamicStride;
+#elif CAUSAL
+using StrideQ = DynamicStride;     // second mode: query head in the group
+using StrideKV = BroadcastStride;  // every head of the group reads the same K / V
 #else
-    return (uint32_t)(row * ROW + (chunk << 3)) * 2;
+using StrideQ = BroadcastStride;   // second mode: KV split; every split reads the same Q
+using StrideKV = DynamicStride;
 #endif
-}
+using StrideO = DynamicStride;
+using StrideLSE = cute::tuple<_1, cute::tuple<int, int>>;
 
-// Address of chunk pair `kp` (chunks 2kp, 2kp+1) from the address of pair 0, same row.
-// With the swizzle, chunk (2kp + x) ^ s == 2kp ^ (x ^ s), and the XOR only touches
-// address bits 5 .. log2(ROW * 2) - 1, which hold nothing but the chunk: swizzled rows
-// are 128 or 256 bytes and every tile starts 1024-byte aligned (aligned shared memory,
-// tile sizes multiples of 1024). So one XOR per pair, and row offsets stay immediates.
-__device__ __forceinline__ uint32_t chunk_pair(uint32_t addr0, int kp) {
-#if SWIZZLE
-    return addr0 ^ (uint32_t)(kp << 5);
+#if CAUSAL
+using Fusion = fmha_collective::CausalFusion;  // also masks the keys past SK
 #else
-    return addr0 + kp * 32;
+using Fusion = fmha_collective::ResidualFusion;  // masks the keys past SK in the last tile
 #endif
-}
 
-// Copy rows [row0, row0 + ROWS) of a [S, HEAD_DIM] head into a shared tile. A thread
-// copies one chunk column every RSTEP rows; RSTEP is a multiple of 8, so the swizzle
-// phase is the same for all its rows and destinations differ by constants.
-template <int ROWS>
-__device__ __forceinline__ void load_tile(uint32_t dst, const elem_t* head, int row0, int S,
-                                          int tid) {
-    constexpr int RSTEP = THREADS / CHUNKS;
-    static_assert(RSTEP % 8 == 0 && ROWS % RSTEP == 0, "tile rows must split evenly");
-    const int r = tid / CHUNKS, ch = tid % CHUNKS;
-    const elem_t* src = head + (size_t)(row0 + r) * HEAD_DIM + ch * 8;
-    dst += smem_off(r, ch);
-#pragma unroll
-    for (int i = 0; i < ROWS / RSTEP; ++i) {
-        const bool ok = row0 + r + i * RSTEP < S;
-        // Rows past S read nothing (zero-filled); their address is the head start so
-        // that no formed address leaves the tensor.
-        cp_async16(dst + i * RSTEP * ROW * 2, ok ? src + i * RSTEP * HEAD_DIM : head, ok);
+template <bool B>
+using Flag = std::integral_constant<bool, B>;
+
+namespace ctune_attention {
+
+// The tile scheduler of ORDER 1 (see the define): the example's schedulers' interface, tiles
+// numbered heavy query blocks first. The bh = batches x second modes (query heads) go in
+// groups of HEAD_GROUP (0: one group of all): group by group, and within a group query block
+// nm - 1 first, its heads fastest. One group of all balances best; smaller groups keep fewer
+// heads' K and V streaming through L2 at a time (at S = 8192 one head's K and V are 4 MiB).
+template <bool Persistent, int HeadGroup>
+struct LongestFirstScheduler {
+  struct Params {
+    int num_blocks;
+    int num_m_blocks;
+    int group_tiles;  // tiles of the whole groups (the last group may be smaller)
+    int tail_first;   // first bh of that last group
+    cutlass::FastDivmod divmod_group_tiles;  // group x num_m_blocks
+    cutlass::FastDivmod divmod_group;
+    cutlass::FastDivmod divmod_tail;  // the last group's size (1 when there is none)
+    cutlass::FastDivmod divmod_second;
+    int ctas;
+  };
+
+  int round = 0;
+  int tile = 0;
+  Params params;
+
+  CUTLASS_DEVICE
+  explicit LongestFirstScheduler(Params const& p) : params(p) { tile = tile_of(0); }
+
+  template <class ProblemSize, class ClusterShape, class Tile>
+  static Params to_underlying_arguments(ProblemSize const& problem_size,
+                                        cutlass::KernelHardwareInfo hw_info, ClusterShape const&,
+                                        Tile const& tile_shape) {
+    const int num_m_blocks = int(ceil_div(size<2>(problem_size), size<0>(tile_shape)));
+    const int bh = int(size<0>(problem_size)) * int(size<1>(problem_size));
+    const int num_blocks = num_m_blocks * bh;
+    const int group = HeadGroup > 0 && HeadGroup < bh ? HeadGroup : bh;
+    const int tail_first = bh / group * group;
+    const int tail = bh - tail_first;
+    int ctas = num_blocks;
+    if (Persistent) {
+      int sm_count = hw_info.sm_count;
+      if (sm_count <= 0) {
+        sm_count = cutlass::KernelHardwareInfo::query_device_multiprocessor_count(hw_info.device_id);
+      }
+      ctas = std::min(num_blocks, sm_count);
     }
-}
+    return Params{num_blocks,
+                  num_m_blocks,
+                  tail_first * num_m_blocks,
+                  tail_first,
+                  cutlass::FastDivmod(group * num_m_blocks),
+                  cutlass::FastDivmod(group),
+                  cutlass::FastDivmod(tail > 0 ? tail : 1),
+                  cutlass::FastDivmod(int(size<1>(problem_size))),
+                  ctas};
+  }
 
-// S = Q K^T for this warp's rows, then the online-softmax update; leaves P packed as
-// the A operand of P V (the m16n8 C layout of two adjacent n-tiles is the m16k16 A layout).
-template <bool MASK>
-__device__ __forceinline__ void scores_softmax(uint32_t (&p)[MT][KN][4], float (&o)[MT][DT][4],
-                                               float (&m)[MT][2], float (&l)[MT][2],
-                                               const uint32_t (&qf)[MT][KD][4], uint32_t qA,
-                                               uint32_t kB, int lane, int row0, int n0, int S,
-                                               float scale_log2) {
-    float s[MT][NT][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
+  static dim3 get_grid_shape(Params const& p) { return dim3(p.ctas, 1, 1); }
 
-#pragma unroll
-    for (int ks = 0; ks < KD; ++ks) {
-        uint32_t a[MT][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-#if Q_REGS
-#pragma unroll
-            for (int e = 0; e < 4; ++e) a[mt][e] = qf[mt][ks][e];
+  CUTLASS_DEVICE
+  int tile_of(int r) const {
+    const int lane = int(blockIdx.x);
+    return r * params.ctas + ((r & 1) ? params.ctas - 1 - lane : lane);
+  }
+
+  CUTLASS_DEVICE
+  bool is_valid() const { return tile < params.num_blocks; }
+
+  CUTLASS_DEVICE
+  auto get_block_coord() const {
+    int heavy_rank, bh, batch, second;
+    if (tile < params.group_tiles) {
+      int group_index, in_group_tile, in_group;
+      params.divmod_group_tiles(group_index, in_group_tile, tile);
+      params.divmod_group(heavy_rank, in_group, in_group_tile);
+      bh = group_index * params.divmod_group.divisor + in_group;
+    } else {
+      int in_tail;
+      params.divmod_tail(heavy_rank, in_tail, tile - params.group_tiles);
+      bh = params.tail_first + in_tail;
+    }
+    params.divmod_second(batch, second, bh);
+    return make_coord(params.num_m_blocks - 1 - heavy_rank, _0{}, make_coord(batch, second));
+  }
+
+  CUTLASS_DEVICE
+  LongestFirstScheduler& operator++() {
+    if (Persistent) {
+      tile = tile_of(++round);
+    } else {
+      tile = params.num_blocks;  // one tile per CTA
+    }
+    return *this;
+  }
+};
+
+// The example's cooperative builder, with the tile scheduler chosen by ORDER.
+template <class... Options>
+struct WarpSpecialized {
+  using Built = typename fmha_kernel::FmhaBuilder<
+      Element, Accum, Accum, TileShape, StrideQ, StrideKV, StrideKV, Fusion,
+      cutlass::gemm::KernelTmaWarpSpecializedCooperative, Options...>;
+  using Scheduler = std::conditional_t<ORDER == 1, LongestFirstScheduler<PERSISTENT, HEAD_GROUP>,
+                                       typename Built::TileScheduler>;
+  using Kernel = fmha_kernel::FmhaKernelTmaWarpSpecialized<
+      typename Built::CollectiveMainloop, typename Built::CollectiveEpilogue, Scheduler,
+      Options...>;
+};
+
+}  // namespace ctune_attention
+
+#if SCHEDULE == 0
+using Kernel = typename ctune_attention::WarpSpecialized<
+    fmha_kernel::Option<fmha_kernel::Tag::kNumMmaWarpGroups, Int<MMA_WG>>,
+    fmha_kernel::Option<fmha_kernel::Tag::kStagesKV, Int<STAGES>>,
+    fmha_kernel::Option<fmha_kernel::Tag::kStagesQ, Int<MMA_WG + Q_EXTRA>>,
+    fmha_kernel::Option<fmha_kernel::Tag::kIsPersistent, Flag<PERSISTENT>>,
+    fmha_kernel::Option<fmha_kernel::Tag::kLoadsQSeparately, Flag<Q_SEPARATE != 0>>,
+    fmha_kernel::Option<fmha_kernel::Tag::kIsMainloopLocked, Flag<LOCKED != 0>>>::Kernel;
 #else
-            ldsm_x4(a[mt], chunk_pair(qA, ks) + mt * 16 * ROW * 2);
+using Kernel = typename fmha_kernel::FmhaBuilder<
+    Element, Accum, Accum, TileShape, StrideQ, StrideKV, StrideKV, Fusion,
+    cutlass::gemm::KernelTma,
+    fmha_kernel::Option<fmha_kernel::Tag::kStagesKV, Int<STAGES>>,
+    fmha_kernel::Option<fmha_kernel::Tag::kBlocksPerSM, Int<BLOCKS_PER_SM>>,
+    fmha_kernel::Option<fmha_kernel::Tag::kClusterM, Int<CLUSTER_M>>>::Kernel;
 #endif
-        }
-#pragma unroll
-        for (int np = 0; np < NT / 2; ++np) {
-            // Matrices: keys 0-7/d 0-7, keys 0-7/d 8-15, keys 8-15/d 0-7, keys 8-15/d 8-15.
-            uint32_t b[4];
-            ldsm_x4(b, chunk_pair(kB, ks) + np * 16 * ROW * 2);
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-                mma16816(s[mt][2 * np], a[mt], b[0], b[1]);
-                mma16816(s[mt][2 * np + 1], a[mt], b[2], b[3]);
-            }
-        }
-    }
+using Operation = cutlass::device::Universal<Kernel>;
 
-    const int g = lane >> 2, t = lane & 3;
-    if (MASK) {
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int row = row0 + mt * 16 + g + (e >> 1) * 8;
-                    const int col = n0 + nt * 8 + 2 * t + (e & 1);
-                    const bool ok = col < S && (!CAUSAL || col <= row);
-                    if (!ok) s[mt][nt][e] = -INFINITY;
-                }
-    }
+// The YAML's smem restriction mirrors this; failing here beats failing at launch.
+static_assert(Kernel::SharedStorageSize <= 227 * 1024,
+              "Q, K / V stages and epilogue exceed the 227 KiB of shared memory per block");
 
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            float mx = -INFINITY;
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
-                mx = fmaxf(mx, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
-            // The four lanes of a quad hold one row.
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float m_new = fmaxf(m[mt][r], mx * scale_log2);
-            // A row with no unmasked key so far keeps m = -inf: offset by 0 so that
-            // exp2(-inf - offset) is 0, never exp2(-inf + inf) = NaN.
-            const float off = m_new == -INFINITY ? 0.f : m_new;
-            const float alpha = exp2_approx(m[mt][r] - off);
-            m[mt][r] = m_new;
-            float sum = 0.f;
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-                for (int e = 2 * r; e < 2 * r + 2; ++e) {
-                    s[mt][nt][e] = exp2_approx(fmaf(s[mt][nt][e], scale_log2, -off));
-                    sum += s[mt][nt][e];
-                }
-            // Per-lane partial sum; the quad reduction waits for the epilogue.
-            l[mt][r] = l[mt][r] * alpha + sum;
-#pragma unroll
-            for (int dt = 0; dt < DT; ++dt) {
-                o[mt][dt][2 * r] *= alpha;
-                o[mt][dt][2 * r + 1] *= alpha;
-            }
-        }
+// A named namespace: nvcc's stub for a __global__ in an anonymous one is ambiguous beside
+// CuTe's anonymous namespace once `using namespace cute` is in effect.
+namespace ctune_attention {
 
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int kk = 0; kk < KN; ++kk) {
-            p[mt][kk][0] = pack2(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-            p[mt][kk][1] = pack2(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-            p[mt][kk][2] = pack2(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-            p[mt][kk][3] = pack2(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-        }
+// O = sum_j exp(lse_j - m) O_j / sum_j exp(lse_j - m), m = max_j lse_j, per row and column:
+// one block per (batch, row), one thread per head-dim column.
+__global__ void merge_splits(const Element* __restrict__ o_part, const float* __restrict__ lse_part,
+                             Element* __restrict__ out, int rows, int splits) {
+  const int batch = blockIdx.x / rows;
+  const int row = blockIdx.x % rows;
+  const int col = threadIdx.x;
+  const float* lse = lse_part + int64_t(batch) * splits * rows + row;
+  float top = -INFINITY;
+  for (int j = 0; j < splits; ++j) {
+    const float l = lse[int64_t(j) * rows];
+    if (l != INFINITY) top = fmaxf(top, l);  // +inf marks a split that saw no key
+  }
+  float sum = 0.f, acc = 0.f;
+  for (int j = 0; j < splits; ++j) {
+    const float l = lse[int64_t(j) * rows];
+    if (l == INFINITY || top == -INFINITY) continue;
+    const float w = __expf(l - top);
+    const int64_t at = ((int64_t(batch) * splits + j) * rows + row) * HEAD_DIM + col;
+    sum += w;
+    acc += w * float(o_part[at]);
+  }
+  out[(int64_t(batch) * rows + row) * HEAD_DIM + col] = Element(sum > 0.f ? acc / sum : 0.f);
 }
 
-// O += P V. V is [key][d] in shared memory, so B comes through ldmatrix.trans.
-__device__ __forceinline__ void accumulate_pv(float (&o)[MT][DT][4],
-                                              const uint32_t (&p)[MT][KN][4], uint32_t vA) {
-#pragma unroll
-    for (int kk = 0; kk < KN; ++kk)
-#pragma unroll
-        for (int dp = 0; dp < DT / 2; ++dp) {
-            // Matrices: keys 0-7/d 0-7, keys 8-15/d 0-7, keys 0-7/d 8-15, keys 8-15/d 8-15.
-            uint32_t b[4];
-            ldsm_x4_trans(b, chunk_pair(vA, dp) + kk * 16 * ROW * 2);
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-                mma16816(o[mt][2 * dp], p[mt][kk], b[0], b[1]);
-                mma16816(o[mt][2 * dp + 1], p[mt][kk], b[2], b[3]);
-            }
-        }
+}  // namespace ctune_attention
+
+namespace {
+
+constexpr int kMaxSplits = 64;
+
+// One allocation that only grows (reallocated synchronously: rare, warm-up only).
+struct Scratch {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  cudaError_t reserve(size_t need) {
+    if (need <= bytes) return cudaSuccess;
+    if (ptr) cudaFree(ptr);
+    ptr = nullptr;
+    bytes = 0;
+    cudaError_t err = cudaMalloc(&ptr, need);
+    if (err == cudaSuccess) bytes = need;
+    return err;
+  }
+  void release() {
+    if (ptr) cudaFree(ptr);
+    ptr = nullptr;
+    bytes = 0;
+  }
+};
+
+// The last problem's operator: re-launching it skips the TMA-descriptor encoding.
+struct Cache {
+  Operation op;
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* o = nullptr;
+  int b = -1, h = -1, hkv = -1, s = -1, sk = -1, splits = -1, device = -1, sm_count = 0;
+  int splits_used = 1;                    // splits > 1: merge them after the kernel
+  int merge_batches = 0, merge_rows = 0;
+  bool ready = false;
+  Scratch lse, o_part;
+};
+Cache cache;
+
+cudaError_t to_error(cutlass::Status s) {
+  if (s == cutlass::Status::kSuccess) return cudaSuccess;
+  cudaError_t e = cudaGetLastError();  // a CUDA failure inside CUTLASS, if any
+  return e != cudaSuccess ? e : cudaErrorInvalidValue;
 }
 
-// No __launch_bounds__: it would override the maxrregcount flag gene.
-extern "C" __global__ void ctune_attention(const elem_t* __restrict__ Q,
-                                           const elem_t* __restrict__ K,
-                                           const elem_t* __restrict__ V, elem_t* __restrict__ O,
-                                           int B, int H, int S, float scale) {
-    extern __shared__ __align__(1024) unsigned char smem[];
-    const uint32_t sQ = (uint32_t)__cvta_generic_to_shared(smem);
-    const uint32_t sK = sQ + BLOCK_M * ROW * 2;
-    const uint32_t sV = sK + STAGES * TILE_BYTES;
+cudaError_t launch(cudaStream_t stream) {
+  cudaError_t err = to_error(cache.op.run(stream));
+  if (err != cudaSuccess || cache.splits_used == 1) return err;
+  ctune_attention::merge_splits<<<cache.merge_batches * cache.merge_rows, HEAD_DIM, 0, stream>>>(
+      static_cast<const Element*>(cache.o_part.ptr), static_cast<const float*>(cache.lse.ptr),
+      static_cast<Element*>(cache.o), cache.merge_rows, cache.splits_used);
+  return cudaGetLastError();
+}
 
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    // Causal: launch the longest query blocks first so the short ones fill the tail.
-    const int q0 = (CAUSAL ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * BLOCK_M;
-    const size_t head = ((size_t)blockIdx.z * H + blockIdx.y) * (size_t)S * HEAD_DIM;
-    const elem_t* q = Q + head;
-    const elem_t* k = K + head;
-    const elem_t* v = V + head;
+}  // namespace
 
-    const int kv_end = CAUSAL ? min(S, q0 + BLOCK_M) : S;
-    const int n_tiles = (kv_end + BLOCK_N - 1) / BLOCK_N;
-    const int row0 = q0 + warp * WARP_M;  // this warp's first query row
-    // Per-lane ldmatrix row/chunk offsets. A: rows lane % 16, chunk lane / 16 (Q as the
-    // A operand, V through .trans). B: keys (lane / 16) * 8 + lane % 8, chunk (lane / 8) % 2
-    // (K as the "col" B operand: matrices are n0-7/k0-7, n0-7/k8-15, n8-15/k0-7, n8-15/k8-15).
-    const uint32_t ldsA = smem_off(lane & 15, lane >> 4);
-    const uint32_t ldsB = smem_off(((lane >> 4) << 3) + (lane & 7), (lane >> 3) & 1);
-    const uint32_t qA = sQ + warp * WARP_M * ROW * 2 + ldsA;
-    const float scale_log2 = scale * 1.4426950408889634f;
+namespace {
 
-    float o[MT][DT][4], m[MT][2], l[MT][2];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-        for (int dt = 0; dt < DT; ++dt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) o[mt][dt][e] = 0.f;
-        m[mt][0] = m[mt][1] = -INFINITY;
-        l[mt][0] = l[mt][1] = 0.f;
-    }
-    uint32_t qf[MT][KD][4];  // filled and read only under Q_REGS
-    uint32_t p[MT][KN][4];
+#if !CAUSAL
+// The largest split count <= want that divides sk: every split then reads exactly sk / n keys
+// (the kernel's key extent is per split, so a ragged last split would read its neighbour's).
+int split_count(int want, int sk) {
+  int n = want < sk ? want : sk;
+  n = n < kMaxSplits ? n : kMaxSplits;
+  n = n > 1 ? n : 1;
+  while (sk % n != 0) --n;
+  return n;
+}
+#endif
 
-    load_tile<BLOCK_M>(sQ, q, q0, S, tid);
-    cp_async_commit();
-#if STAGES == 1
-    load_tile<BLOCK_N>(sK, k, 0, S, tid);
-    cp_async_commit();
+// (row, D, (batch, second)) strides; a static second stride (the broadcast 0) stays as it is.
+template <class Stride>
+Stride rows_stride(int64_t row, int64_t batch, int64_t second) {
+  Stride s{};
+  get<0>(s) = int(row);
+  get<2, 0>(s) = int(batch);
+  if constexpr (!cute::is_static<std::decay_t<decltype(get<2, 1>(s))>>::value) {
+    get<2, 1>(s) = int(second);
+  }
+  return s;
+}
+
+StrideLSE lse_stride(int64_t batch, int64_t second) {
+  StrideLSE s{};
+  get<1, 0>(s) = int(batch);
+  get<1, 1>(s) = int(second);
+  return s;
+}
+
+// The kernel's own problem (see the top of the file) for one launch's arguments.
+struct Mapping {
+  int batches, second, rows, keys, splits;
+  StrideQ dq;
+  StrideKV dkv;
+  StrideO d_o;
+  StrideLSE dlse;
+};
+
+cudaError_t map_problem(int B, int H, int HKV, int S, int SK, int splits, Mapping& m) {
+  if (B < 1 || H < 1 || HKV < 1 || S < 1 || SK < 1 || splits < 1 || H % HKV != 0) {
+    return cudaErrorInvalidValue;
+  }
+  constexpr int64_t D = HEAD_DIM;
+  const int G = H / HKV;
+  m.batches = B * HKV;
+#if CAUSAL
+  if (S != SK || splits != 1) return cudaErrorInvalidValue;
+  if (SCHEDULE == 1 && G != 1) return cudaErrorInvalidValue;  // needs the broadcast stride
+  m.second = G;
+  m.rows = S;
+  m.keys = SK;
+  m.splits = 1;
+  m.dq = rows_stride<StrideQ>(D, G * S * D, S * D);
+  m.dkv = rows_stride<StrideKV>(D, SK * D, SK * D);
+  m.d_o = rows_stride<StrideO>(D, G * S * D, S * D);
+  m.dlse = lse_stride(int64_t(G) * S, S);
 #else
-#pragma unroll
-    for (int st = 0; st < STAGES - 1; ++st) {
-        if (st < n_tiles) {
-            load_tile<BLOCK_N>(sK + st * TILE_BYTES, k, st * BLOCK_N, S, tid);
-            load_tile<BLOCK_N>(sV + st * TILE_BYTES, v, st * BLOCK_N, S, tid);
-        }
-        cp_async_commit();  // empty groups keep the wait counts uniform
-    }
+  if (SCHEDULE == 1 && splits != 1) return cudaErrorInvalidValue;  // needs the broadcast stride
+  m.splits = split_count(splits, SK);
+  m.second = m.splits;
+  m.rows = G * S;
+  m.keys = SK / m.splits;
+  const int64_t rows = m.rows;
+  m.dq = rows_stride<StrideQ>(D, rows * D, rows * D);
+  m.dkv = rows_stride<StrideKV>(D, SK * D, m.keys * D);
+  m.d_o = rows_stride<StrideO>(D, m.splits * rows * D, rows * D);
+  m.dlse = lse_stride(m.splits * rows, rows);
 #endif
+  return cudaSuccess;
+}
 
-#if Q_REGS
-    cp_async_wait<(STAGES > 1 ? STAGES - 1 : 1)>();  // the Q group, not the K/V behind it
-    __syncthreads();
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int ks = 0; ks < KD; ++ks)
-            ldsm_x4(qf[mt][ks], chunk_pair(qA, ks) + mt * 16 * ROW * 2);
-#endif
+cudaError_t set_device(int device) {
+  if (cache.device == device) return cudaSuccess;
+  cache.lse.release();
+  cache.o_part.release();
+  cache.device = -1;
+  cudaError_t err = cudaDeviceGetAttribute(&cache.sm_count, cudaDevAttrMultiProcessorCount, device);
+  if (err != cudaSuccess) return err;
+  // Universal::initialize sets this once per process; a second device needs its own.
+  err = cudaFuncSetAttribute(cutlass::device_kernel<Kernel>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             int(Kernel::SharedStorageSize));
+  if (err != cudaSuccess) return err;
+  cache.device = device;
+  return cudaSuccess;
+}
 
-    for (int it = 0; it < n_tiles; ++it) {
-        const int n0 = it * BLOCK_N;
-        // Warp-uniform: a warp skips tiles wholly above its diagonal, and all of them
-        // when its rows are all padding (>= S).
-        const bool active = row0 < S && (!CAUSAL || n0 <= row0 + WARP_M - 1);
-        const bool masked = n0 + BLOCK_N > S || (CAUSAL && n0 + BLOCK_N - 1 > row0);
-#if STAGES == 1
-        cp_async_wait<0>();
-        __syncthreads();  // K[it] landed; every warp is done reading V[it-1]
-        load_tile<BLOCK_N>(sV, v, n0, S, tid);
-        cp_async_commit();
-        if (active) {
-            if (masked)
-                scores_softmax<true>(p, o, m, l, qf, qA, sK + ldsB, lane, row0, n0, S,
-                                     scale_log2);
-            else
-                scores_softmax<false>(p, o, m, l, qf, qA, sK + ldsB, lane, row0, n0, S,
-                                      scale_log2);
-        }
-        cp_async_wait<0>();
-        __syncthreads();  // V[it] landed; every warp is done reading K[it]
-        if (it + 1 < n_tiles) load_tile<BLOCK_N>(sK, k, n0 + BLOCK_N, S, tid);
-        cp_async_commit();
-        if (active) accumulate_pv(o, p, sV + ldsA);
-#else
-        cp_async_wait<STAGES - 2>();
-        __syncthreads();  // tile it landed; every warp is done with tile it-1, refilled below
-        const int nxt = it + STAGES - 1;
-        if (nxt < n_tiles) {
-            const int sl = nxt % STAGES;
-            load_tile<BLOCK_N>(sK + sl * TILE_BYTES, k, nxt * BLOCK_N, S, tid);
-            load_tile<BLOCK_N>(sV + sl * TILE_BYTES, v, nxt * BLOCK_N, S, tid);
-        }
-        cp_async_commit();
-        if (active) {
-            const uint32_t off = (it % STAGES) * TILE_BYTES;
-            if (masked)
-                scores_softmax<true>(p, o, m, l, qf, qA, sK + off + ldsB, lane, row0, n0, S,
-                                     scale_log2);
-            else
-                scores_softmax<false>(p, o, m, l, qf, qA, sK + off + ldsB, lane, row0, n0, S,
-                                      scale_log2);
-            accumulate_pv(o, p, sV + off + ldsA);
-        }
-#endif
-    }
+}  // namespace
 
-    // Epilogue: normalise, stage through this warp's own Q rows (no other warp reads
-    // them), then write whole 16-byte chunks of rows below S.
-    const int g = lane >> 2, t = lane & 3;
-    __syncwarp();
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            float sum = l[mt][r];
-            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-            const float inv = sum > 0.f ? 1.f / sum : 0.f;
-            const int row = warp * WARP_M + mt * 16 + g + r * 8;
-#pragma unroll
-            for (int dt = 0; dt < DT; ++dt)
-                *reinterpret_cast<uint32_t*>(smem + smem_off(row, dt) + t * 4) =
-                    pack2(o[mt][dt][2 * r] * inv, o[mt][dt][2 * r + 1] * inv);
-        }
-    __syncwarp();
-    elem_t* out = O + head;
-#pragma unroll
-    for (int i = 0; i < WARP_M * CHUNKS / 32; ++i) {
-        const int c = lane + i * 32;
-        const int row = warp * WARP_M + c / CHUNKS, ch = c % CHUNKS;
-        if (q0 + row < S)
-            *reinterpret_cast<uint4*>(out + (size_t)(q0 + row) * HEAD_DIM + ch * 8) =
-                *reinterpret_cast<const uint4*>(smem + smem_off(row, ch));
-    }
+extern "C" int ctune_launch(void* const* params, cudaStream_t stream) {
+  const auto* Q = *static_cast<const Element* const*>(params[0]);
+  const auto* K = *static_cast<const Element* const*>(params[1]);
+  const auto* V = *static_cast<const Element* const*>(params[2]);
+  auto* O = *static_cast<Element* const*>(params[3]);
+  const int B = *static_cast<const int*>(params[4]);
+  const int H = *static_cast<const int*>(params[5]);
+  const int HKV = *static_cast<const int*>(params[6]);
+  const int S = *static_cast<const int*>(params[7]);
+  const int SK = *static_cast<const int*>(params[8]);
+  const int splits = *static_cast<const int*>(params[9]);
+
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+
+  if (cache.ready && cache.q == Q && cache.k == K && cache.v == V && cache.o == O &&
+      cache.b == B && cache.h == H && cache.hkv == HKV && cache.s == S && cache.sk == SK &&
+      cache.splits == splits && cache.device == device) {
+    return launch(stream);
+  }
+
+  cache.ready = false;
+  Mapping m{};
+  err = map_problem(B, H, HKV, S, SK, splits, m);
+  if (err != cudaSuccess) return err;
+  err = set_device(device);
+  if (err != cudaSuccess) return err;
+
+  // One log-sum-exp per (batch, second mode, row); O partials only when split.
+  const size_t cells = size_t(m.batches) * m.second * m.rows;
+  err = cache.lse.reserve(cells * sizeof(float));
+  if (err != cudaSuccess) return err;
+  Element* o_target = O;
+  if (m.splits > 1) {
+    err = cache.o_part.reserve(cells * HEAD_DIM * sizeof(Element));
+    if (err != cudaSuccess) return err;
+    o_target = static_cast<Element*>(cache.o_part.ptr);
+  }
+
+  cutlass::KernelHardwareInfo hw_info;
+  hw_info.device_id = device;
+  hw_info.sm_count = cache.sm_count;
+  // Universal::can_implement is not asked: it wants the query count to be a multiple of 8,
+  // which TMA does not need (the row strides are D elements; out-of-range rows are clipped).
+  typename Operation::Arguments args{
+      {m.batches, m.second, m.rows, m.keys, HEAD_DIM},
+      {Q, m.dq, K, m.dkv, V, m.dkv},
+      {o_target, m.d_o, static_cast<float*>(cache.lse.ptr), m.dlse},
+      hw_info};
+  err = to_error(cache.op.initialize(args, nullptr, stream));
+  if (err != cudaSuccess) return err;
+
+  cache.q = Q;
+  cache.k = K;
+  cache.v = V;
+  cache.o = O;
+  cache.b = B;
+  cache.h = H;
+  cache.hkv = HKV;
+  cache.s = S;
+  cache.sk = SK;
+  cache.splits = splits;
+  cache.splits_used = m.splits;
+  cache.merge_batches = m.batches;
+  cache.merge_rows = m.rows;
+  cache.ready = true;
+  return launch(stream);
 }
