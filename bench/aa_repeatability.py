@@ -264,7 +264,7 @@ def run() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--processes", type=int, default=10)
     parser.add_argument("--device", type=int, default=0)
-    parser.add_argument("--no-gemm", action="store_true", help="skip kernels/gemm.yaml")
+    parser.add_argument("--no-gemm", action="store_true", help="skip kernels/hand_gemm.yaml")
     parser.add_argument("--only", nargs="*", help="case names to run (default: all)")
     parser.add_argument("--no-faults", action="store_true", help="skip the fault recovery")
     args = parser.parse_args()
@@ -291,7 +291,7 @@ def run() -> int:
         ("saxpy-1m-graph", "small", saxpy, "n1m", "graph"),
         ("stream-64m", "large", faults, "n64m", "events"),
     ]
-    gemm_yaml = ROOT / "kernels" / "gemm.yaml"
+    gemm_yaml = ROOT / "kernels" / "hand_gemm.yaml"
     if gemm_yaml.exists() and not args.no_gemm:
         gemm = load_spec(gemm_yaml, toolchain.help_text)
         # a decode GEMM (M = 16: tens of microseconds) and the 4096^3 default

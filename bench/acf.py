@@ -63,14 +63,14 @@ class Target:
 #: candidate is a whole launcher build (cicc ~30 s of ~50 s), so within one lease its stage is
 #: one engine generation: 16 files, a sample rather than a search (docs/advanced-controls.md).
 TARGETS: tuple[Target, ...] = (
-    Target("gemm", "sq4096", 64, 16),
-    Target("attention", "prefill-s4096-d128-causal", 64, 16, "att"),
-    Target("cutlass_gemm", "llm8b-qkv-t16", 16, 16),
-    Target("cutlass_gemm", "llm70b-gateup-t16", 16, 16),
-    Target("cutlass_gemm", "llm8b-o-t2048", 16, 16),
-    Target("cutlass_gemm", "llm70b-down-t8192", 16, 16),
-    Target("cutlass_attention", "prefill-s4096-d128-causal", 16, 16, "att"),
-    Target("cutlass_attention", "prefill-s4096-d64", 16, 16, "att"),
+    Target("hand_gemm", "sq4096", 64, 16),
+    Target("hand_attention", "prefill-s4096-d128-causal", 64, 16, "att"),
+    Target("gemm", "llm8b-qkv-t16", 16, 16),
+    Target("gemm", "llm70b-gateup-t16", 16, 16),
+    Target("gemm", "llm8b-o-t2048", 16, 16),
+    Target("gemm", "llm70b-down-t8192", 16, 16),
+    Target("attention", "prefill-s4096-d128-causal", 16, 16, "att"),
+    Target("attention", "prefill-s4096-d64", 16, 16, "att"),
 )
 
 

@@ -44,14 +44,15 @@
 #   acf       bench/acf.py: controls files on pinned artifacts (ACF_WHAT: run, h2h or "run h2h";
 #             ACF_ARGS, e.g. "--only gemm/sq4096 --pool 32 --prune-margin off")
 #   regen     docs/regen.py --gpu: the README's and docs' transcripts, the GPU ones included
+#             (REGEN_FILES: only these, e.g. README.md)
 #   devicegenes bench/device_gene_values.py: the clocks and power limits --device-genes would
 #             offer here, READ ONLY (a proxy refuses every NVML setter; nothing is changed)
 #   dispatch  one step of the CUTLASS problem-set search (ctune search --problem-set): the set's
 #             state in .device/sets/$DISPATCH_SET, its finalist builds in .device/carry/builds.tgz
 #             (carry both back and forth); run it again until the summary says complete
-#             (DISPATCH_KERNEL: another kernel's set, e.g. kernels/cutlass_attention.cu with
+#             (DISPATCH_KERNEL: another kernel's set, e.g. kernels/attention.cu with
 #             DISPATCH_SET=prefill; the whole set state comes back in $OUT/sets.tgz;
-#             DISPATCH_ARGS: more options, e.g. "--warm-start bench/pools/cutlass_gemm-decode.t4.json";
+#             DISPATCH_ARGS: more options, e.g. "--warm-start bench/pools/gemm-decode.t4.json";
 #             DEADLINE_S: the call's limit in s, the step shrinks to end 70 s before it)
 #   setbench  bench/kernels_vs_vendor.py --problem-set: per-shape default and tuned re-measured
 #             beside cuBLAS (torch) or SDPA in this run, and bench/results/dispatch-<gpu>.json
@@ -127,7 +128,7 @@ for stage in "${STAGES[@]}"; do
     own)
       run own $PY bench/own_kernels.py --out bench/results ${OWN_ARGS:-} ;;
     busy)
-      run busy bash -c "ctune search kernels/cutlass_gemm.cu --objective p99 \
+      run busy bash -c "ctune search kernels/gemm.cu --objective p99 \
         --problem ${BUSY_PROBLEM:-llm8b-o-t16} --budget ${BUSY_BUDGET:-40} --seed 5 \
         --jobs ${BUSY_JOBS:-16} ${BUSY_ARGS:-} --out bench/results/artifacts/busy-cutlass.json \
         --json >$LOGS/busy.json; rc=\$?; $PY bench/busy_summary.py $LOGS/busy.json \
@@ -151,7 +152,7 @@ for stage in "${STAGES[@]}"; do
         && for what in ${ACF_WHAT:-run}; do $PY bench/acf.py \$what --ptxas /tmp/ptxas-13.3 \
         --spaces .device/ciq-spaces --work .device/acf ${ACF_ARGS:-} || exit 1; done" ;;
     regen)
-      run regen $PY docs/regen.py --gpu ;;
+      run regen $PY docs/regen.py --gpu ${REGEN_FILES:-} ;;
     devicegenes)
       run devicegenes $PY bench/device_gene_values.py ;;
     gtmap)
@@ -194,7 +195,7 @@ for stage in "${STAGES[@]}"; do
         echo "dispatch: step ${step} s (DEADLINE_S ${DEADLINE_S}, ${SECONDS} s gone)"
       fi
       STAGE_LIMIT=$stage_limit run "dispatch-$set_name" bash -c "$PY bench/carry_builds.py unpack .device/carry/builds.tgz; \
-        ctune search ${DISPATCH_KERNEL:-kernels/cutlass_gemm.cu} --objective p99 \
+        ctune search ${DISPATCH_KERNEL:-kernels/gemm.cu} --objective p99 \
         --problem-set $set_name \
         --set-dir .device/sets/$set_name --budget $set_budget --seed 0 --jobs 16 \
         --step-time $step --dispatch-margin ${DISPATCH_MARGIN:-3%} \
@@ -207,7 +208,7 @@ for stage in "${STAGES[@]}"; do
       [ "$stage" = setbench ] || set_name=${stage#setbench:}
       run "setbench-$set_name" bash -c "$PY bench/carry_builds.py unpack .device/carry/builds.tgz; \
         $PY bench/kernels_vs_vendor.py --out bench/results --problem-set $set_name \
-        --set-dir .device/sets/$set_name --kernel ${DISPATCH_KERNEL:-kernels/cutlass_gemm.cu} \
+        --set-dir .device/sets/$set_name --kernel ${DISPATCH_KERNEL:-kernels/gemm.cu} \
         --merge ${KERNELS_ARGS:-}" ;;
     scaleout)
       run scaleout $PY bench/scale_out.py --out bench/results ${SCALEOUT_ARGS:-} ;;

@@ -72,7 +72,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         },
     },
     "gemm": {
-        "kernel": "kernels/gemm.cu",
+        "kernel": "kernels/hand_gemm.cu",
         "problem": "sq4096",
         "subspace": {
             "BLOCK_M": [64, 128, 256],

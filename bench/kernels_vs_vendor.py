@@ -26,7 +26,7 @@ attention >= 1.0x SDPA (geomean over its prefill problems) and >= 1.10x its
 default build. Missed targets are reported with the shortfall, never asserted.
 
     python bench/kernels_vs_vendor.py --out bench/results [--quick]
-    python bench/kernels_vs_vendor.py --case cutlass_gemm:llm8b-o-t16 --merge ...
+    python bench/kernels_vs_vendor.py --case gemm:llm8b-o-t16 --merge ...
     python bench/kernels_vs_vendor.py --problem-set llm8b-fp16 --set-dir .device/sets/llm8b-fp16
 
 ``--problem-set`` tunes nothing: it takes the rows of a finished ``ctune search --problem-set``
@@ -56,12 +56,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # (kernel, problems): the default plan; --quick takes the first problem of each
 PLAN: dict[str, list[str]] = {
-    "kernels/cutlass_gemm.cu": ["sq4096", "llm8b-up-t2048", "llm8b-down-t128", "llm8b-o-t16"],
-    "kernels/gemm.cu": ["sq4096", "llm8b-down-t128", "llm8b-up-t2048", "llm8b-o-t16"],
-    "kernels/attention.cu": ["prefill-s4096-d128-causal", "prefill-s2048-d128"],
+    "kernels/gemm.cu": ["sq4096", "llm8b-up-t2048", "llm8b-down-t128", "llm8b-o-t16"],
+    "kernels/hand_gemm.cu": ["sq4096", "llm8b-down-t128", "llm8b-up-t2048", "llm8b-o-t16"],
+    "kernels/hand_attention.cu": ["prefill-s4096-d128-causal", "prefill-s2048-d128"],
     # the hand kernel's two problems first (same names, same dims: side by side), then
     # more of the prefill set, grouped-query prefill and decode
-    "kernels/cutlass_attention.cu": [
+    "kernels/attention.cu": [
         "prefill-s4096-d128-causal",
         "prefill-s2048-d128",
         "prefill-s8192-d128",
@@ -71,12 +71,12 @@ PLAN: dict[str, list[str]] = {
     ],
 }
 BUDGET = {
-    "kernels/gemm.cu": 28,
-    "kernels/cutlass_gemm.cu": 20,
-    "kernels/attention.cu": 20,
-    "kernels/cutlass_attention.cu": 24,
+    "kernels/hand_gemm.cu": 28,
+    "kernels/gemm.cu": 20,
+    "kernels/hand_attention.cu": 20,
+    "kernels/attention.cu": 24,
 }
-ATTENTION = ("attention", "cutlass_attention")  # kernels timed against SDPA
+ATTENTION = ("hand_attention", "attention")  # kernels timed against SDPA
 
 
 @dataclass
@@ -302,9 +302,9 @@ def targets(rows: list[Row]) -> list[dict[str, Any]]:
     def ratios(kernel: str, attr: str) -> list[float]:
         return [getattr(r, attr) for r in rows if r.kernel == kernel and getattr(r, attr)]
 
-    cutlass = ratios("cutlass_gemm", "tuned_vs_vendor")
-    gemm_sq = [r.tuned_vs_vendor for r in rows if r.kernel == "gemm" and r.problem == "sq4096"]
-    attention = ratios("attention", "tuned_vs_vendor")
+    cutlass = ratios("gemm", "tuned_vs_vendor")
+    gemm_sq = [r.tuned_vs_vendor for r in rows if r.kernel == "hand_gemm" and r.problem == "sq4096"]
+    attention = ratios("hand_attention", "tuned_vs_vendor")
     all_p99 = [r.tuned_vs_default_p99 for r in rows if r.tuned_vs_default_p99]
     out = []
 
@@ -337,13 +337,13 @@ def targets(rows: list[Row]) -> list[dict[str, Any]]:
     decode = [
         r.tuned_vs_vendor
         for r in rows
-        if r.kernel == "cutlass_gemm" and r.tuned_vs_vendor and _tokens(r.problem) <= 128
+        if r.kernel == "gemm" and r.tuned_vs_vendor and _tokens(r.problem) <= 128
     ]
     if decode:
         add("tuned CUTLASS vs cuBLAS, geomean over decode shapes (T <= 128)", geomean(decode), 1.0)
     add("attention vs PyTorch SDPA, geomean", geomean(attention), 0.80)
     add("tuned vs default p99, geomean over all", geomean(all_p99), 1.15)
-    fmha = [r for r in rows if r.kernel == "cutlass_attention"]
+    fmha = [r for r in rows if r.kernel == "attention"]
     if fmha:
         prefill = [
             r.tuned_vs_vendor
@@ -501,7 +501,7 @@ def publish_table(
         f"{path}: {len(table['builds'])} builds, worst loss "
         f"{table['max_loss_vs_per_shape_best']:.2%}"
     )
-    if spec.name != "cutlass_gemm":
+    if spec.name != "gemm":
         return
     merged = merge_dispatch(out / f"dispatch-{slug}.json", set_name, data, spec)
     for label, part in [("all", merged), *merged["by_dtype"].items()]:
@@ -703,7 +703,15 @@ def main(argv: list[str] | None = None) -> int:
         "--case",
         action="append",
         default=[],
-        help="KERNEL:PROBLEM (e.g. cutlass_gemm:llm8b-o-t16) instead of the default plan",
+        help="KERNEL:PROBLEM (e.g. gemm:llm8b-o-t16) instead of the default plan",
+    )
+    parser.add_argument(
+        "--from-result",
+        action="append",
+        default=[],
+        metavar="KERNEL:PROBLEM=FILE",
+        help="tune nothing for this case: its row is that search's result file (e.g. the "
+        "README's main job), the vendor timed here beside it",
     )
     parser.add_argument(
         "--merge", action="store_true", help="keep an earlier report's rows for other cases"
@@ -713,7 +721,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--set-dir", type=Path, help="that search's --set-dir")
     parser.add_argument(
-        "--kernel", default="kernels/cutlass_gemm.cu", help="--problem-set: the set's kernel"
+        "--kernel", default="kernels/gemm.cu", help="--problem-set: the set's kernel"
     )
     parser.add_argument(
         "--remeasure",
@@ -760,6 +768,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     run_stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
     cases = [_case(text) for text in args.case]
+    given = dict(_given_result(text) for text in args.from_result)
+    cases += [case for case in given if case not in cases]
     for kernel in [] if cases else args.kernels:
         take = 1 if args.quick else (args.problems or len(PLAN[kernel]))
         cases += [(kernel, problem) for problem in PLAN[kernel][:take]]
@@ -773,9 +783,12 @@ def main(argv: list[str] | None = None) -> int:
     vendor = vendor_times(cases)
     for kernel, problem in cases:
         budget = max(8, round(BUDGET[kernel] * args.budget_scale))
-        print(f"[{time.time() - started:6.0f} s] tuning {kernel} {problem} ({budget})", flush=True)
         try:
-            row = tune(kernel, problem, budget, artifacts, args.seed)
+            if (kernel, problem) in given:
+                row = result_row(given[kernel, problem])
+            else:
+                print(f"[{time.time() - started:6.0f} s] tuning {kernel} {problem} ({budget})")
+                row = tune(kernel, problem, budget, artifacts, args.seed)
         except Exception as exc:
             print(f"  failed: {type(exc).__name__}: {exc}", flush=True)
             continue
@@ -787,6 +800,27 @@ def main(argv: list[str] | None = None) -> int:
     print(write_report(args.out, slug, device, gpu, rows, started))
     plot(rows, args.out / f"kernels_vs_vendor-{slug}.png")
     return 0
+
+
+def _given_result(text: str) -> tuple[tuple[str, str], Path]:
+    case, _, path = text.partition("=")
+    if not path or not Path(path).is_file():
+        raise SystemExit(f"--from-result {text!r}: expected KERNEL:PROBLEM=FILE, a result file")
+    return _case(case), Path(path)
+
+
+def result_row(path: Path) -> Row:
+    """A row from a finished search's result file, with that search's wall time and GPU busy."""
+    from ctune.registry.store import read_result
+
+    artifact = read_result(path)
+    search = artifact.extensions.get("search") or {}
+    timing = search.get("timing") or {}
+    row = row_from_artifact(path, int(artifact.provenance.get("evaluations") or 0))
+    row.search_wall_s = round(float(timing.get("wall_s") or 0.0), 1) or None
+    row.gpu_busy_fraction = timing.get("gpu_busy_fraction")
+    row.fillers = int(search.get("fillers") or 0)
+    return row
 
 
 def _case(text: str) -> tuple[str, str]:

@@ -1,6 +1,6 @@
 """One search across the GPUs of a multi-GPU host: scaling, fronts, a killed GPU worker (GPU).
 
-The same CUTLASS GEMM search (``kernels/cutlass_gemm.cu`` on sq8192, ``-O p99``, the
+The same CUTLASS GEMM search (``kernels/gemm.cu`` on sq8192, ``-O p99``, the
 default strategy, one seed and budget, filling off) runs with ``--gpus 0`` (the local
 worker on GPU 0) and with ``--gpus all`` (the engine: one Dask worker per GPU), each in a
 fresh process. Its space (``SUBSPACE``) has 12 builds, whose runtime genes (SPLITS,
@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-KERNEL = ROOT / "kernels" / "cutlass_gemm.cu"
+KERNEL = ROOT / "kernels" / "gemm.cu"
 PROBLEM = "sq8192"
 OBJECTIVE = "p99"
 #: cooperative persistent kernels, data-parallel and stream-K: 12 builds, each measured
@@ -425,7 +425,7 @@ def main(argv: list[str]) -> int:
     result: dict[str, Any] = {
         "benchmark": "multi_gpu",
         "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "kernel": "cutlass_gemm",
+        "kernel": "gemm",
         "problem": PROBLEM,
         "objective": OBJECTIVE,
         "strategy": "auto (the default)",

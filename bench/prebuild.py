@@ -8,8 +8,8 @@ builds into one archive that ``bench/device.sh`` unpacks on the GPU machine
 (``.device/carry/*.tgz``). ``ctune search --warm-start POOL`` then measures them without
 compiling.
 
-    python bench/prebuild.py --kernel kernels/cutlass_gemm.cu --problem llm8b-o-t16 \
-        --pool bench/pools/cutlass_gemm-decode.t4.json --jobs 2 --pack .device/carry/pool.tgz
+    python bench/prebuild.py --kernel kernels/gemm.cu --problem llm8b-o-t16 \
+        --pool bench/pools/gemm-decode.t4.json --jobs 2 --pack .device/carry/pool.tgz
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ Three parts, each reported, never asserted (``--part``, comma-separated, default
   plus one GPU worker) for ``--search-time``; ``gpu_busy_fraction`` is the search's own
   (measuring and confirming time / wall time, as the ``busy`` stage of bench/device.sh
   reports it). The default build is compiled first, outside the timed search. Target >= 0.7.
-- ``front``: the same search (a small one, on kernels/gemm.yaml) through the engine and
+- ``front``: the same search (a small one, on kernels/hand_gemm.yaml) through the engine and
   locally with the same seed: the candidates each proposes and the fronts they report,
   compared by the significance rule of confirmation (``search/confirm.py``).
 
@@ -361,12 +361,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--part", default="compile,search,front")
     parser.add_argument("--workers", default="1,2,4,8,16")
     parser.add_argument("--builds-per-worker", type=int, default=1)
-    parser.add_argument("--kernel", default="kernels/cutlass_gemm.yaml")
+    parser.add_argument("--kernel", default="kernels/gemm.yaml")
     parser.add_argument("--problem", default="llm8b-o-t16")
     parser.add_argument("--search-time", type=float, default=120.0)
     parser.add_argument("--search-budget", type=int, default=400)
     parser.add_argument("--search-jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
-    parser.add_argument("--front-kernel", default="kernels/gemm.yaml")
+    parser.add_argument("--front-kernel", default="kernels/hand_gemm.yaml")
     parser.add_argument("--front-problem", default="llm8b-o-t16")
     parser.add_argument("--front-budget", type=int, default=16)
     parser.add_argument("--max-wall", type=float, default=520.0, help="seconds for all parts")

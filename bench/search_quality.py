@@ -54,7 +54,7 @@ RESULTS = ROOT / "bench" / "results" / "search_quality.json"
 TRUTHS = ROOT / "tests" / "data" / "ground_truth"
 KERNELS = {
     "tiled_matmul": ROOT / "kernels" / "tiled_matmul.cu",
-    "gemm": ROOT / "kernels" / "gemm.cu",
+    "gemm": ROOT / "kernels" / "hand_gemm.cu",
 }
 #: the synthetic stand-in: tiled_matmul's structure with a few flag genes
 SYNTHETIC_SUBSPACE: dict[str, list[Any]] = {

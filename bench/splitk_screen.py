@@ -27,7 +27,7 @@ SPLITK = {"CLUSTER_M": 1, "CLUSTER_N": 1, "EPILOGUE": 0, "SCHEDULE": 0, "STAGES"
 
 
 def bench(problem: str, genes: dict[str, Any], label: str) -> dict[str, Any]:
-    args = ["ctune", "bench", "kernels/cutlass_gemm.cu", "--problem", problem, "--json"]
+    args = ["ctune", "bench", "kernels/gemm.cu", "--problem", problem, "--json"]
     for name, value in genes.items():
         args += ["-s", f"{name}={value}"]
     done = subprocess.run(args, capture_output=True, text=True, timeout=120, cwd=ROOT)
@@ -55,8 +55,8 @@ def pinned_genes(problem: str) -> dict[str, Any]:
     from ctune.registry.store import read_result
     from ctune.spec import load_spec
 
-    flags = {g.name for g in load_spec(ROOT / "kernels" / "cutlass_gemm.yaml").flag_genes}
-    path = ROOT / "registry" / "cutlass_gemm" / problem / "sm90-nvidia-h200.json"
+    flags = {g.name for g in load_spec(ROOT / "kernels" / "gemm.yaml").flag_genes}
+    path = ROOT / "registry" / "gemm" / problem / "sm90-nvidia-h200.json"
     member = read_result(path).pinned_member()
     assert member is not None, f"{path}: no pinned member"
     return {k: v for k, v in member.candidate.as_dict().items() if k not in flags}

@@ -45,9 +45,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 VERDICT = re.compile(r"^(fresh|WARN|STALE) ([^\s:]+)")
-ALL = ("attention", "cutlass_gemm", "gemm")
+ALL = ("hand_attention", "gemm", "hand_gemm")
 #: the registry the cases run on: these artifacts (key prefixes) of the committed one
-KEEP = ("attention/", "gemm/", "cutlass_gemm/sq4096/")
+KEEP = ("hand_attention/", "hand_gemm/", "gemm/sq4096/")
 Edit = Callable[[Path, Path], dict[str, str]]  # (clone, scratch) -> extra environment
 
 
@@ -56,7 +56,8 @@ class Case:
     name: str
     real: bool  # True: the kernels' artifacts must be STALE; False: none may be
     edit: Edit
-    # whose artifacts a real edit must make stale: kernels ("gemm") or keys ("gemm/sq4096/")
+    # whose artifacts a real edit must make stale: kernels ("hand_gemm") or keys
+    # ("hand_gemm/sq4096/")
     kernels: tuple[str, ...] = ALL
     # texts each of those artifacts' STALE report must show (the field, file or member named)
     reason: str | tuple[str, ...] = ""
@@ -223,34 +224,38 @@ def _protocol_bump(clone: Path, scratch: Path) -> dict[str, str]:
     return {}
 
 
-GEMM_YAML = "kernels/gemm.yaml"
-ATTENTION_YAML = "kernels/attention.yaml"
+GEMM_YAML = "kernels/hand_gemm.yaml"
+ATTENTION_YAML = "kernels/hand_attention.yaml"
 CATALOGUE = "ctune/spec/space/nvcc.py"
 KERNEL = 'extern "C" __global__ void ctune_bench_extra(float* p) { p[0] = 1.f; }\n'
 PTXAS_OPT = '    return [] if v == 3 else ["-Xptxas", f"-O{v}"]'
 CASES = [
     # --- no-op edits: nothing may become STALE ---
     Case(
-        "comment appended to gemm.cu", False, _append("kernels/gemm.cu", "\n// a reviewer's note\n")
-    ),
-    Case(
-        "comment appended to attention.cu", False, _append("kernels/attention.cu", "\n/* note */\n")
-    ),
-    Case(
-        "comment appended to cutlass_gemm.cu",
+        "comment appended to hand_gemm.cu",
         False,
-        _append("kernels/cutlass_gemm.cu", "\n// note\n"),
-    ),
-    Case("blank lines in gemm.cu", False, _append("kernels/gemm.cu", "\n\n\n")),
-    Case(
-        "indentation of a line in gemm.cu",
-        False,
-        _replace("kernels/gemm.cu", "#define BLOCK_M 128", "#define   BLOCK_M   128"),
+        _append("kernels/hand_gemm.cu", "\n// a reviewer's note\n"),
     ),
     Case(
-        "a local variable renamed in gemm.cu (same SASS)",
+        "comment appended to hand_attention.cu",
         False,
-        _rename("kernels/gemm.cu", "gsize", "group_rows"),
+        _append("kernels/hand_attention.cu", "\n/* note */\n"),
+    ),
+    Case(
+        "comment appended to gemm.cu (CUTLASS)",
+        False,
+        _append("kernels/gemm.cu", "\n// note\n"),
+    ),
+    Case("blank lines in hand_gemm.cu", False, _append("kernels/hand_gemm.cu", "\n\n\n")),
+    Case(
+        "indentation of a line in hand_gemm.cu",
+        False,
+        _replace("kernels/hand_gemm.cu", "#define BLOCK_M 128", "#define   BLOCK_M   128"),
+    ),
+    Case(
+        "a local variable renamed in hand_gemm.cu (same SASS)",
+        False,
+        _rename("kernels/hand_gemm.cu", "gsize", "group_rows"),
     ),
     Case(
         "comment in a CUTLASS header",
@@ -393,60 +398,60 @@ CASES = [
     Case("compile timeout changed", False, _env(CTUNE_COMPILE_TIMEOUT_S="900")),
     # --- real edits: the affected artifacts must be STALE, naming why ---
     Case(
-        "gemm.cu edit that changes SASS",
+        "hand_gemm.cu edit that changes SASS",
         True,
-        _append("kernels/gemm.cu", "\n" + KERNEL),
-        ("gemm",),
-        ("gemm.cu (changed)", "SASS"),
+        _append("kernels/hand_gemm.cu", "\n" + KERNEL),
+        ("hand_gemm",),
+        ("hand_gemm.cu (changed)", "SASS"),
     ),
     Case(
-        "an include file added to gemm.cu, other SASS",
+        "an include file added to hand_gemm.cu, other SASS",
         True,
         _edits(
             _write("kernels/bench_extra.h", KERNEL),
             _replace(
-                "kernels/gemm.cu",
+                "kernels/hand_gemm.cu",
                 "#include <stdint.h>\n",
                 '#include <stdint.h>\n#include "bench_extra.h"\n',
             ),
         ),
-        ("gemm",),
+        ("hand_gemm",),
         ("bench_extra.h (added)", "SASS"),
     ),
     Case(
         "a CUTLASS header edit that changes SASS",
         True,
         _cutlass_header("cute/tensor.hpp", "\n" + KERNEL),
-        ("cutlass_gemm",),
+        ("gemm",),
         ("@cutlass/cute/tensor.hpp (changed)", "SASS"),
     ),
     Case(
-        "changed problem dims (gemm sq4096)",
+        "changed problem dims (hand_gemm sq4096)",
         True,
         _replace(
             GEMM_YAML,
             "{name: sq4096, dims: {M: 4096, N: 4096, K: 4096}}",
             "{name: sq4096, dims: {M: 4096, N: 4096, K: 2048}}",
         ),
-        ("gemm/sq4096/",),
+        ("hand_gemm/sq4096/",),
         "spec_problem_sha256",
     ),
     Case(
-        "problem defines added (gemm sq4096 in bf16)",
+        "problem defines added (hand_gemm sq4096 in bf16)",
         True,
         _replace(
             GEMM_YAML,
             "{name: sq4096, dims: {M: 4096, N: 4096, K: 4096}}",
             "{name: sq4096, dims: {M: 4096, N: 4096, K: 4096}, defines: {CTUNE_BF16: 1}}",
         ),
-        ("gemm/sq4096/",),
+        ("hand_gemm/sq4096/",),
         "spec_problem_sha256",
     ),
     Case(
-        "problem removed (gemm sq4096)",
+        "problem removed (hand_gemm sq4096)",
         True,
         _replace(GEMM_YAML, "  - {name: sq4096, dims: {M: 4096, N: 4096, K: 4096}}\n", ""),
-        ("gemm/sq4096/",),
+        ("hand_gemm/sq4096/",),
         "sq4096",
     ),
     Case(
@@ -457,7 +462,7 @@ CASES = [
             "GROUP_M: {values: [1, 8], default: 8",
             "GROUP_M: {values: [1, 8], default: 1",
         ),
-        ("gemm",),
+        ("hand_gemm",),
         "default[GROUP_M]: 8 -> 1",
     ),
     Case(
@@ -468,7 +473,7 @@ CASES = [
             "STAGES: {values: [1, 2, 3], default: 2",
             "STAGES: {values: [1, 2, 3], default: 3",
         ),
-        ("attention",),
+        ("hand_attention",),
         "default[STAGES]: 2 -> 3",
     ),
     Case(
@@ -493,7 +498,7 @@ CASES = [
         "render rule of a flag (ptxas_opt one level lower)",
         True,
         _replace(CATALOGUE, PTXAS_OPT, '    return ["-Xptxas", f"-O{int(v) - 1}"]'),
-        ("gemm", "cutlass_gemm"),  # attention's SASS is the same at -O2 (rebuilt: still valid)
+        ("hand_gemm", "gemm"),  # attention's SASS is the same at -O2 (rebuilt: still valid)
         ("nvcc_flags[", "-Xptxas -O2", "SASS"),
     ),
     Case(
@@ -502,21 +507,21 @@ CASES = [
         _replace(
             CATALOGUE, '_switch("--use_fast_math")', 'lambda v: [] if v else ["--use_fast_math"]'
         ),
-        ("attention",),
+        ("hand_attention",),
         ("nvcc_flags[", "--use_fast_math", "SASS"),
     ),
     Case(
         "a new gene whose default passes a define (-DCTUNE_BF16=1)",
         True,
         _replace(GEMM_YAML, "genes:\n", "genes:\n  CTUNE_BF16: {values: [0, 1], default: 1}\n"),
-        ("gemm",),
+        ("hand_gemm",),
         ("-DCTUNE_BF16=1", "SASS"),
     ),
     Case(
         "extra flags that change the code (attention --use_fast_math)",
         True,
         _replace(ATTENTION_YAML, "flags: [", 'extra_flags: ["--use_fast_math"]\nflags: ['),
-        ("attention",),
+        ("hand_attention",),
         ("spec_build_sha256", "SASS"),
     ),
     Case("protocol bump", True, _protocol_bump, ALL, "protocol_version"),
@@ -532,7 +537,7 @@ CASES = [
         "arch in the spec (gemm sm_90a -> sm_90)",
         True,
         _replace(GEMM_YAML, "arch: sm_90a", "arch: sm_90"),
-        ("gemm",),
+        ("hand_gemm",),
         "arch: sm_90a -> sm_90",
     ),
     Case("warm-up set to 0", True, _env(CTUNE_WARMUP_MS="0"), ALL, "plan.warmup_ms"),
@@ -545,35 +550,35 @@ CASES = [
         "L2 policy in the spec (gemm hot)",
         True,
         _replace(GEMM_YAML, "l2_policy: cold", "l2_policy: hot"),
-        ("gemm",),
+        ("hand_gemm",),
         "l2_policy: cold -> hot",
     ),
     Case(
         "reference code changed",
         True,
         _replace("kernels/gemm_ref.py", "astype(xp.float32)", "astype(xp.float16)"),
-        ("gemm", "cutlass_gemm"),
+        ("hand_gemm", "gemm"),
         "spec_reference_sha256",
     ),
     Case(
         "reference logic changed (attention scale)",
         True,
         _replace("kernels/attention_ref.py", "1.0 / math.sqrt(", "2.0 / math.sqrt("),
-        ("attention",),
+        ("hand_attention",),
         "spec_reference_sha256",
     ),
     Case(
         "reference no longer deterministic (gemm)",
         True,
         _replace(GEMM_YAML, "deterministic: true", "deterministic: false"),
-        ("gemm",),
+        ("hand_gemm",),
         "spec_reference_sha256",
     ),
     Case(
         "tolerance changed",
         True,
         _replace(GEMM_YAML, "default: {rel_l2: 5.0e-3,", "default: {rel_l2: 1.0e-2,"),
-        ("gemm",),
+        ("hand_gemm",),
         "spec_tolerance_sha256",
     ),
     Case(
@@ -584,28 +589,28 @@ CASES = [
             "shape: [M, K], init: {uniform: [-1, 1]}",
             "shape: [M, K], init: {uniform: [-2, 2]}",
         ),
-        ("gemm",),
+        ("hand_gemm",),
         "spec_args_sha256",
     ),
     Case(
         "metrics changed (gemm flops)",
         True,
         _replace(GEMM_YAML, 'flops: "2 * M * N * K"', 'flops: "2 * M * N * K + M * N"'),
-        ("gemm",),
+        ("hand_gemm",),
         "spec_metrics_sha256",
     ),
     Case(
         "entry renamed",
         True,
         _replace(GEMM_YAML, "entry: ctune_gemm", "entry: ctune_gemm_v2"),
-        ("gemm",),
+        ("hand_gemm",),
         "spec_entry",
     ),
     Case(
         "launch rule changed",
         True,
         _replace(GEMM_YAML, 'block: ["block_threads", 1, 1]', 'block: ["block_threads", 2, 1]'),
-        ("gemm",),
+        ("hand_gemm",),
         "launch[",
     ),
     Case(
@@ -614,7 +619,7 @@ CASES = [
         _replace(
             GEMM_YAML, "    STAGES * (BLOCK_M + BLOCK_N)", "    (STAGES + 1) * (BLOCK_M + BLOCK_N)"
         ),
-        ("gemm",),
+        ("hand_gemm",),
         "launch[",
     ),
 ]

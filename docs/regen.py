@@ -18,6 +18,7 @@ the registry.
     python docs/regen.py            # the runs this machine can do (nvcc, no GPU)
     python docs/regen.py --gpu      # on the GPU machine: every marked transcript
     python docs/regen.py --check    # exit 1 naming the transcripts that drifted
+    python docs/regen.py --gpu README.md   # only the files named
 
 ``--check`` compares after masking what differs from run to run (compile times,
 build folders), so it can run in CI.
@@ -105,9 +106,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", action="store_true", help="also the runs that need a GPU")
     parser.add_argument("--check", action="store_true", help="compare only; exit 1 on drift")
+    parser.add_argument(
+        "files", nargs="*", type=Path, help="only these Markdown files (default: all of them)"
+    )
     args = parser.parse_args(argv)
+    chosen = {f.resolve() for f in args.files}
     drifted, skipped = [], []
     for path in DOCS:
+        if chosen and path not in chosen:
+            continue
         text = path.read_text()
         pieces, last = [], 0
         for t in find(path):

@@ -1,4 +1,6 @@
-"""Reference for kernels/attention.cu: O = softmax(Q K^T / sqrt(D)) V in float32.
+"""Reference for kernels/hand_attention.cu: O = softmax(Q K^T / sqrt(D)) V in float32.
+
+kernels/attention.cu's reference (cutlass_attention_ref.py) applies it per KV-head group.
 
 Q, K, V arrive as float32 copies of the kernel's inputs, shaped [B, H, S, D].
 dims["D"] is the head dim and dims["CAUSAL"] == 1 masks keys after the query.

@@ -1,4 +1,4 @@
-"""Reference for kernels/cutlass_attention.cu: kernels/attention_ref.py per KV-head group.
+"""Reference for kernels/attention.cu (CUTLASS FMHA): kernels/attention_ref.py per KV-head group.
 
 Q arrives as [B, H, S, D] and K, V as [B, HKV, SK, D] (float32 copies of the kernel's
 inputs); query head h reads KV head h // (H // HKV). Each group's query heads go through the

@@ -1,4 +1,4 @@
-"""Reference for kernels/gemm.cu: C = A @ B^T (layout TN, B is [N, K])."""
+"""Reference for kernels/gemm.cu and kernels/hand_gemm.cu: C = A @ B^T (layout TN, B is [N, K])."""
 
 
 def gemm(xp, inputs, dims):

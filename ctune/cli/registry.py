@@ -77,7 +77,7 @@ KeyArg = Annotated[
 KEYS_HELP = (
     "artifact KEYs, a kernel or <kernel>/<problem> (every artifact below it), or glob "
     "patterns over <kernel>/<problem>/<device-class> such as "
-    "'cutlass_attention/*/sm90-nvidia-h200' (quoted from the shell)"
+    "'attention/*/sm90-nvidia-h200' (quoted from the shell)"
 )
 RemoteOpt = Annotated[
     str | None,

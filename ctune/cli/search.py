@@ -160,7 +160,8 @@ def search_command(
     budget: Annotated[
         int | None,
         typer.Option(
-            help="distinct binaries measured (default 100 unless --time; docs/search.md)",
+            help="distinct binaries measured (default: the spec's default_budget, else 100, "
+            "unless --time; docs/search.md)",
             rich_help_panel=_BUDGET,
         ),
     ] = None,

@@ -314,6 +314,7 @@ _OWN_KEYS = frozenset(
         "l2_policy",  # the spec's raw keys are read under their one name (ctune.l2policy)
         "arch",
         "timing",  # recorded per artifact in protocol.timing
+        "default_budget",  # how long a search runs, not what it searches
     }
 )
 

@@ -80,7 +80,7 @@ def parse_key(text: str) -> ArtifactKey:
 
 
 def is_key_pattern(text: str) -> bool:
-    """A glob over keys (``cutlass_gemm/*-bf16/*``) rather than one KEY: a name may not
+    """A glob over keys (``gemm/*-bf16/*``) rather than one KEY: a name may not
     hold ``*``, ``?`` or ``[`` (:func:`ctune.names.validate_name`), so nothing is both."""
     return any(c in text for c in "*?[")
 

@@ -182,7 +182,7 @@ class ArtifactStore:
         error. A kernel, or ``kernel/problem``, names every artifact below it. A text with
         ``*``, ``?`` or ``[`` is a pattern (``fnmatch``, ``*`` crossing
         ``/`` too) over every listed artifact's ``kernel/problem/device-class``, such as
-        ``cutlass_attention/*/sm90-nvidia-h200``; one that matches nothing is an error, since
+        ``attention/*/sm90-nvidia-h200``; one that matches nothing is an error, since
         a gate or re-tune over nothing would pass while doing nothing. Keys come back
         without a member.
         """

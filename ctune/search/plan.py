@@ -62,12 +62,15 @@ def _given(opts: SearchOptions, n_objectives: int) -> dict[str, Any]:
     return given
 
 
-def _complete(values: Mapping[str, Any], n_objectives: int) -> SearchPlan:
-    """Defaults for what is not set: auto strategy, seed 0, DEFAULT_BUDGET unless timed."""
+def _complete(
+    values: Mapping[str, Any], n_objectives: int, default_budget: int | None = None
+) -> SearchPlan:
+    """Defaults for what is not set: auto strategy, seed 0, the spec's ``default_budget`` or
+    DEFAULT_BUDGET unless timed."""
     strategy = values.get("strategy") or resolve_name("auto", n_objectives)
     budget = values.get("budget")
     if budget is None and values.get("time_s") is None and strategy != "exhaustive":
-        budget = DEFAULT_BUDGET
+        budget = default_budget or DEFAULT_BUDGET
     return SearchPlan(
         strategy=strategy,
         options=dict(values.get("options") or {}),
@@ -80,9 +83,12 @@ def _complete(values: Mapping[str, Any], n_objectives: int) -> SearchPlan:
     )
 
 
-def new_plan(opts: SearchOptions, n_objectives: int) -> SearchPlan:
-    """The plan of a new search: what ``opts`` sets, defaults for the rest."""
-    return _complete(_given(opts, n_objectives), n_objectives)
+def new_plan(
+    opts: SearchOptions, n_objectives: int, default_budget: int | None = None
+) -> SearchPlan:
+    """The plan of a new search: what ``opts`` sets, defaults for the rest (``default_budget``:
+    the kernel spec's, where it gives one)."""
+    return _complete(_given(opts, n_objectives), n_objectives, default_budget)
 
 
 def recorded(header: Mapping[str, Any]) -> dict[str, Any]:

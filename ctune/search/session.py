@@ -186,7 +186,7 @@ def check_request(
     problem = spec.problem(opts.problem)
     n_objectives = len(objective.objectives)
     if opts.resume is None:
-        plan = new_plan(opts, n_objectives)
+        plan = new_plan(opts, n_objectives, spec.default_budget)
     else:
         path = Path(opts.resume)
         if not path.exists():

@@ -83,6 +83,7 @@ _TOP_KEYS = {
     "l2_policy",  # also read as "l2" (ctune.l2policy.migrate)
     "timing",
     "device_genes",  # clocks, power_limit: what `ctune search` tunes on the GPU itself
+    "default_budget",  # distinct binaries a search measures when neither --budget nor --time
 }
 _REQUIRED = ("entry", "problems", "args", "reference")
 
@@ -241,6 +242,9 @@ def _build(
     if timing not in ("auto", "events", "graph"):
         raise ctx.fail("timing", f"{timing!r} (allowed: auto, events, graph)")
     device_genes = _device_genes(ctx, data.get("device_genes"))
+    default_budget = data.get("default_budget")
+    if default_budget is not None and (type(default_budget) is not int or default_budget < 1):
+        raise ctx.fail("default_budget", f"{default_budget!r} is not a positive whole number")
     spec = KernelSpec(
         name=name,
         yaml_path=yaml_path.resolve(),
@@ -259,6 +263,7 @@ def _build(
         problems=problems,
         problem_sets=sets,
         default_problem=default_problem,
+        default_budget=default_budget,
         args=args,
         reference_path=ref_path,
         reference_function=ref_func,

@@ -90,26 +90,28 @@ def test_each_edit_still_applies_and_changes_something(case: Any, tmp_path: Path
 def test_reports_are_read_per_artifact(bench: ModuleType) -> None:
     output = "\n".join(
         [
-            "fresh gemm/sq4096/sm90-nvidia-h200",
-            "STALE gemm/llm8b-down-t128/sm90-nvidia-h200",
+            "fresh hand_gemm/sq4096/sm90-nvidia-h200",
+            "STALE hand_gemm/llm8b-down-t128/sm90-nvidia-h200",
             "  default[GROUP_M]: 8 -> 1 (hard)",
-            "WARN attention/prefill-s2048-d128/sm90-nvidia-h200",
+            "WARN hand_attention/prefill-s2048-d128/sm90-nvidia-h200",
             "  nvcc_flags[172b5a8311a2]: (none) -> -Xptxas -O3 (build)",
-            "STALE cutlass_gemm/sq4096/sm90-nvidia-h200: kernel spec kernels/x.yaml not found",
+            "STALE gemm/sq4096/sm90-nvidia-h200: kernel spec kernels/x.yaml not found",
             "not checked: no GPU (driver)",
             "  an indented line after the summary belongs to no artifact",
         ]
     )
     reports = bench._reports(output)
     assert {k: v for k, (v, _) in reports.items()} == {
-        "gemm/sq4096/sm90-nvidia-h200": "fresh",
-        "gemm/llm8b-down-t128/sm90-nvidia-h200": "STALE",
-        "attention/prefill-s2048-d128/sm90-nvidia-h200": "WARN",
-        "cutlass_gemm/sq4096/sm90-nvidia-h200": "STALE",
+        "hand_gemm/sq4096/sm90-nvidia-h200": "fresh",
+        "hand_gemm/llm8b-down-t128/sm90-nvidia-h200": "STALE",
+        "hand_attention/prefill-s2048-d128/sm90-nvidia-h200": "WARN",
+        "gemm/sq4096/sm90-nvidia-h200": "STALE",
     }
-    assert "default[GROUP_M]" in reports["gemm/llm8b-down-t128/sm90-nvidia-h200"][1]
-    assert "default[GROUP_M]" not in reports["attention/prefill-s2048-d128/sm90-nvidia-h200"][1]
-    assert "not found" in reports["cutlass_gemm/sq4096/sm90-nvidia-h200"][1]
+    assert "default[GROUP_M]" in reports["hand_gemm/llm8b-down-t128/sm90-nvidia-h200"][1]
+    assert (
+        "default[GROUP_M]" not in reports["hand_attention/prefill-s2048-d128/sm90-nvidia-h200"][1]
+    )
+    assert "not found" in reports["gemm/sq4096/sm90-nvidia-h200"][1]
     assert "belongs to no" not in "".join(text for _, text in reports.values())
 
 

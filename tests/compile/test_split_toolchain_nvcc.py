@@ -113,7 +113,7 @@ def test_a_controls_file_changes_the_gemms_sass_through_the_split_toolchain(
     tmp_path: Path,
 ) -> None:
     split = _split(NEW_PTXAS or "", tmp_path)
-    spec = load_spec(ROOT / "kernels" / "gemm.yaml", split.help_text)
+    spec = load_spec(ROOT / "kernels" / "hand_gemm.yaml", split.help_text)
     candidate, problem = spec.default_candidate(), spec.problem()
     with NvccCompiler(spec, split, tmp_path / "builds") as compiler:
         argv = compiler.argv(candidate, problem, tmp_path / "plain.cubin")

@@ -1,6 +1,6 @@
-"""kernels/cutlass_attention beyond its default build (which test_kernels_correct checks):
+"""kernels/attention (CUTLASS FMHA) beyond its default build (test_kernels_correct checks that):
 split-KV with its merge, the plain TMA kernel (clusters, two CTAs per SM; at D 64 only, causal
-ruled out: kernels/cutlass_attention.yaml says why), the persistent
+ruled out: kernels/attention.yaml says why), the persistent
 warp-specialized kernel with every option on, three consumer warpgroups, a tile size that
 divides neither S nor the other tile and the longest-first tile order (ORDER 1), each against
 the reference."""

@@ -92,7 +92,7 @@ GEMV_SHAPES = [(128, 16), (64, 4), (512, 32)]  # the default, the narrowest, the
 def test_cutlass_gemm_gemv_path_is_correct(load, builder, threads: int, row_threads: int):
     """GEMV=1 (CUTLASS's SIMT GEMV) on the GEMM's correctness set: M = 333 as 333 batches, a
     K of 128 below one row pass of 32 threads (the element-wise tail), one token, bf16."""
-    spec = load(ROOT / "kernels" / "cutlass_gemm.yaml")
+    spec = load(ROOT / "kernels" / "gemm.yaml")
     genes = {"GEMV": 1, "GEMV_THREADS": threads, "GEMV_ROW_THREADS": row_threads}
     names = spec.problem_sets["correctness"]
     builder.ahead(spec, [spec.problem(n) for n in names], **genes)

@@ -1,4 +1,4 @@
-"""kernels/cutlass_attention.yaml's tile-order genes, its pools and its GPU test cases agree:
+"""kernels/attention.yaml's tile-order genes, its pools and its GPU test cases agree:
 a restriction added after a GPU run must not leave a pool entry or a test case invalid."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def spec() -> KernelSpec:
     pytest.importorskip(
         "cutlass_library", reason="the spec's @cutlass include needs nvidia-cutlass"
     )
-    return load_spec(ROOT / "kernels" / "cutlass_attention.yaml")
+    return load_spec(ROOT / "kernels" / "attention.yaml")
 
 
 def test_the_tile_order_is_for_causal_warp_specialized_kernels(spec: KernelSpec) -> None:
@@ -42,7 +42,7 @@ def test_the_tile_order_is_for_causal_warp_specialized_kernels(spec: KernelSpec)
 def test_every_pool_entry_serves_some_problem_of_its_set(
     spec: KernelSpec, pool: str, problem_set: str
 ) -> None:
-    configurations = read_t4(ROOT / "bench" / "pools" / f"cutlass_attention-{pool}.t4.json")
+    configurations = read_t4(ROOT / "bench" / "pools" / f"attention-{pool}.t4.json")
     usable = [0] * len(configurations)
     for name in spec.problem_sets[problem_set]:
         for i, configuration in enumerate(configurations):

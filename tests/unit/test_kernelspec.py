@@ -451,7 +451,7 @@ def test_an_ifdef_switch_off_is_not_defined_anywhere_a_build_is(saxpy: Path) -> 
 def test_a_recorded_candidate_in_todays_space() -> None:
     """An artifact's member recorded before a gene was added builds with that gene's default;
     one that sets a gene the spec dropped cannot be honoured (one line: retune)."""
-    spec = load_spec(Path(__file__).parents[2] / "kernels" / "cutlass_gemm.cu")
+    spec = load_spec(Path(__file__).parents[2] / "kernels" / "gemm.cu")
     current = spec.default_candidate()
     assert spec.in_space(current) is current
     older = spec.candidate({k: v for k, v in current.as_dict().items() if k != "SWAP_AB"})

@@ -26,7 +26,7 @@ def spec() -> KernelSpec:
     pytest.importorskip(
         "cutlass_library", reason="the spec's @cutlass include needs nvidia-cutlass"
     )
-    return load_spec(ROOT / "kernels" / "cutlass_gemm.yaml")
+    return load_spec(ROOT / "kernels" / "gemm.yaml")
 
 
 def expected() -> dict[str, dict[str, int]]:
@@ -272,13 +272,13 @@ def test_a_table_published_without_measuring_keeps_the_rows_numbers(tmp_path: Pa
         shutil.copy(results / name, out / name)
     set_dir = tmp_path / "set"
     (set_dir / "artifacts").mkdir(parents=True)
-    artifact = ROOT / "registry" / "cutlass_gemm" / "llm8b-o-t16" / "sm90-nvidia-h200.json"
-    shutil.copy(artifact, set_dir / "artifacts" / "cutlass_gemm-llm8b-o-t16.json")
+    artifact = ROOT / "registry" / "gemm" / "llm8b-o-t16" / "sm90-nvidia-h200.json"
+    shutil.copy(artifact, set_dir / "artifacts" / "gemm-llm8b-o-t16.json")
     build = {"id": "bfeedfeed000", "serves": ["llm8b-o-t16"]}
     shape = {"problem": "llm8b-o-t16", "dtype": "float16", "build": build["id"]}
     table = {
         "kind": "ctune-dispatch",
-        "kernel": "cutlass_gemm",
+        "kernel": "gemm",
         "shapes": [{**shape, "loss_vs_per_shape_best": 0.01}],
         "builds": [build],
         "max_loss_vs_per_shape_best": 0.01,
@@ -288,9 +288,7 @@ def test_a_table_published_without_measuring_keeps_the_rows_numbers(tmp_path: Pa
     before = {r["problem"]: r for r in json.loads(report.read_text())["rows"]}
     assert kv.main(["--problem-set", "t16-t128-fp16", "--set-dir", str(set_dir),
                     "--table-only", "--out", str(out)]) == 0  # fmt: skip
-    written = json.loads(
-        (out / "dispatch-cutlass_gemm-t16-t128-fp16-sm90-nvidia-h200.json").read_text()
-    )
+    written = json.loads((out / "dispatch-gemm-t16-t128-fp16-sm90-nvidia-h200.json").read_text())
     assert written["fingerprint"]["gpu_name"] == "NVIDIA H200"
     assert "kernel_source_sha256" not in written["fingerprint"]  # the machine's fields only
     merged = json.loads((out / "dispatch-sm90-nvidia-h200.json").read_text())

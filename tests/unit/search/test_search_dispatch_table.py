@@ -19,7 +19,7 @@ ROOT = Path(__file__).parents[3]
 
 BUILDS = ({"id": "b0", "flags_line": "-DTILE_M=64"}, {"id": "b1", "flags_line": '-DX="q"'})
 TABLE = Table(
-    "cutlass_gemm",
+    "gemm",
     ("M", "N", "K"),
     ("SPLITS",),
     BUILDS,
@@ -61,7 +61,7 @@ def test_other_rows_fall_back_to_the_nearest_shape_of_the_dtype() -> None:
 def table_json() -> dict[str, object]:
     return {
         "kind": "ctune-dispatch",
-        "kernel": "cutlass_gemm",
+        "kernel": "gemm",
         "dims": ["M", "N", "K"],
         "runtime_genes": ["SPLITS"],
         "builds": list(BUILDS),
@@ -86,7 +86,7 @@ def test_json_round_trip_and_refusal() -> None:
 
 @pytest.fixture(scope="module")
 def spec() -> KernelSpec:
-    return load_spec(ROOT / "kernels" / "cutlass_gemm.yaml")
+    return load_spec(ROOT / "kernels" / "gemm.yaml")
 
 
 def test_shipped_builds_read_tables_of_the_kernel_and_refuse_others(
@@ -96,8 +96,8 @@ def test_shipped_builds_read_tables_of_the_kernel_and_refuse_others(
     table.write_text(json.dumps(table_json()))
     # builds without their genes keep the ids they were written with
     assert shipped_builds([table], spec) == {str(b["id"]) for b in BUILDS}
-    with pytest.raises(UserError, match=r"a table of cutlass_gemm, not of gemm; give a"):
-        shipped_builds([table], load_spec(ROOT / "kernels" / "gemm.yaml"))
+    with pytest.raises(UserError, match=r"a table of gemm, not of hand_gemm; give a"):
+        shipped_builds([table], load_spec(ROOT / "kernels" / "hand_gemm.yaml"))
     broken = tmp_path / "broken.json"
     broken.write_text("{")
     with pytest.raises(UserError, match=r"--dispatch-shipped .*broken.json: not a readable"):
@@ -108,7 +108,7 @@ def test_shipped_builds_read_tables_of_the_kernel_and_refuse_others(
     other.write_text(json.dumps({"kind": "other"}))
     with pytest.raises(UserError, match=r"--dispatch-shipped .*other.json: not a dispatch table"):
         shipped_builds([other], spec)
-    other.write_text(json.dumps({"kind": "ctune-dispatch", "kernel": "cutlass_gemm"}))
+    other.write_text(json.dumps({"kind": "ctune-dispatch", "kernel": "gemm"}))
     with pytest.raises(UserError, match="a dispatch table without 'dims'"):
         shipped_builds([other], spec)
 
@@ -147,7 +147,7 @@ def test_header_agrees_with_python_on_a_grid(tmp_path: Path) -> None:
     calls = "\n".join(f'  show(lookup({m}, {n}, {k}, "{dt}"));' for m, n, k, dt in QUERIES)
     (tmp_path / "main.cpp").write_text(
         '#include <cstdio>\n#include "dispatch.h"\n'
-        "using namespace ctune_dispatch_cutlass_gemm;\n"
+        "using namespace ctune_dispatch_gemm;\n"
         "void show(const Entry* e) {\n"
         '  if (!e) { std::printf("none\\n"); return; }\n'
         '  std::printf("%lld %lld %lld %s %d %lld\\n", (long long)e->dims[0],'

@@ -24,6 +24,24 @@ def test_a_new_search_takes_the_defaults_for_what_is_not_given() -> None:
     assert plan.options == {"population_size": "8"} and not plan.fill and plan.patience == 3
 
 
+def test_a_spec_default_budget_replaces_ctunes_unless_a_budget_or_time_is_given() -> None:
+    assert new_plan(SearchOptions(), 1, default_budget=48).budget == 48
+    assert new_plan(SearchOptions(budget=7), 1, default_budget=48).budget == 7
+    assert new_plan(SearchOptions(time_s=60.0), 1, default_budget=48).budget is None
+    assert new_plan(SearchOptions(strategy="exhaustive"), 1, default_budget=48).budget is None
+
+
+def test_the_cutlass_kernels_give_a_default_budget_and_the_hand_ones_do_not() -> None:
+    from ctune.spec import load_spec
+
+    kernels = Path(__file__).parents[3] / "kernels"
+    budgets = {
+        name: load_spec(kernels / f"{name}.yaml").default_budget
+        for name in ("gemm", "attention", "hand_gemm", "hand_attention")
+    }
+    assert budgets == {"gemm": 24, "attention": 24, "hand_gemm": None, "hand_attention": None}
+
+
 def _header(**search: object) -> dict[str, object]:
     plan = SearchPlan("staged", {"population_size": "6"}, 5, 8, None, 2, True).to_json()
     return {"kind": "header", "search": {**plan, **search}}
