@@ -327,19 +327,68 @@ def migrate_command(
     registry: RegistryOpt = None,
     ref: RefOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="only list what would change")] = False,
+    rename: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--rename",
+            metavar="OLD=NEW",
+            help="move kernel OLD's artifacts to NEW, whose spec (<kernels>/NEW.yaml) is "
+            "already renamed; repeat it for several (one mapping: gemm=hand_gemm with "
+            "cutlass_gemm=gemm swaps them)",
+        ),
+    ] = None,
+    kernels: KernelsOpt = None,
+    nvcc: NvccOpt = None,
     fmt: FormatOpt = ReportFormat.table,
     json_out: JsonOpt = False,
 ) -> None:
-    """Upgrade artifact files of older schemas to this ctune's, in one new commit."""
+    """Upgrade artifact files of older schemas to this ctune's, in one new commit. With
+    --rename, move kernels' artifacts to new names instead (keys, member keys, pinned),
+    carrying over each input digest only where it is verified to be unchanged."""
     from ctune.registry.service import migrate_registry
 
     out = output_format(fmt, json_out)
+    if rename:
+        _rename_kernels(_settings(registry, nvcc, kernels=kernels), rename, ref, dry_run, out)
+        return
     result = migrate_registry(_settings(registry).registry, ref=ref, dry_run=dry_run)
     if out != "table":
         render.quarantined(result.failed)
     render.outcome(out, result, lambda r: render.migration(r, dry_run), dry_run=dry_run)
     if result.failed:
         raise RegistryError(f"{len(result.failed)} file(s) could not be migrated")
+
+
+def _rename_kernels(
+    settings: Settings, texts: list[str], ref: str | None, dry_run: bool, out: str
+) -> None:
+    """``migrate --rename``: each NEW kernel's spec found as ``ctune check`` finds it."""
+    from ctune.ci.check import SpecNotFound, load_kernel_spec
+    from ctune.compile.select_toolchain import nvcc_for
+    from ctune.errors import UserError
+    from ctune.registry.rename import NewSpec, parse_renames
+    from ctune.registry.service import rename_registry
+    from ctune.registry.store import require_registry
+
+    mapping = parse_renames(texts)
+    require_registry(settings.registry)
+    specs = {}
+    for old, new in mapping.items():
+        try:
+            spec = load_kernel_spec(settings.kernels, new, nvcc_for(settings))
+        except SpecNotFound as exc:
+            raise UserError(
+                f"--rename {old}={new}: no kernel spec {exc.path}; rename the kernel's spec "
+                "(file and name) first, or pass --kernels"
+            ) from None
+        if spec.name != new:
+            raise UserError(
+                f"--rename {old}={new}: {spec.yaml_path} is named {spec.name!r}; set its "
+                f"name to {new}"
+            )
+        specs[new] = NewSpec.of(spec)
+    result = rename_registry(settings.registry, mapping, specs, ref=ref, dry_run=dry_run)
+    render.renaming_report(result, dry_run, out)
 
 
 @registry_app.command("refresh")

@@ -37,7 +37,7 @@ from ctune.registry.remote import (
     short_ref,
 )
 from ctune.registry.schema import Artifact, FrontMember
-from ctune.registry.service import Migration, Pin, Published, VerifyReport
+from ctune.registry.service import Migration, Pin, Published, Renaming, VerifyReport
 from ctune.registry.store import Listing, Quarantined
 
 
@@ -457,6 +457,35 @@ def migration(m: Migration, dry_run: bool) -> None:
     if not m.migrated:
         _line("nothing to migrate")
     quarantined(m.failed)
+
+
+def renaming_report(r: Renaming, dry: bool, fmt: str) -> None:
+    """``registry migrate --rename``: one row per artifact moved (from, to, the digests
+    carried over, those kept as recorded and why), the commit."""
+    rows = [
+        {
+            "from": str(m.before),
+            "to": str(m.after),
+            "carried": list(m.carried),
+            "kept": list(m.kept),
+        }
+        for m in r.renamed
+    ]
+
+    def document() -> dict[str, Any]:
+        return {"renamed": rows, "commit": to_json(r.commit), "dry_run": dry}
+
+    def table() -> None:
+        verb = "would move" if dry else "moved"
+        for m in r.renamed:
+            carried = ", ".join(m.carried) or "nothing"
+            _line(f"{verb} {m.before} -> {m.after}: carried {carried}")
+            for why in m.kept:
+                _line(f"  kept as recorded: {why}")
+        if r.commit is not None:
+            _line(f"committed {r.commit.commit[:12]} to {r.commit.ref}")
+
+    report(fmt, document, table)
 
 
 def _refresh_action(o: RefreshOutcome, dry: bool) -> str:

@@ -422,23 +422,33 @@ class GitRegistry:
     def hash_blob(self, data: bytes) -> str:
         return self.out("hash-object", "-w", "--no-filters", "--stdin", stdin=data).strip()
 
-    def commit_blobs(self, blobs: Mapping[str, bytes], message: str) -> CommitResult:
-        """Commit ``{repo-relative path: bytes}`` on the target ref, never losing a writer.
+    def commit_blobs(
+        self, blobs: Mapping[str, bytes], message: str, removed: Sequence[str] = ()
+    ) -> CommitResult:
+        """Commit ``{repo-relative path: bytes}`` (and the deletion of ``removed``) on the
+        target ref, never losing a writer.
 
-        The worktree files are not read; callers write them (atomically) and
+        The worktree files are not read; callers write (atomically) or delete them and
         pass the same bytes, under :meth:`writer_lock`.
         """
         ref = self.target_ref()
-        paths = tuple(sorted(blobs))
+        paths = tuple(sorted({*blobs, *removed}))
         for p in paths:
             pp = PurePosixPath(p)
             if pp.is_absolute() or any(part in ("", ".", "..", ".git") for part in pp.parts):
                 raise RegistryError(f"refusing to commit path {ascii(p)[:80]}")
-        index_info = b"".join(_index_entry("100644", self.hash_blob(blobs[p]), p) for p in paths)
-        if ref == self.head_branch():
+        written = b"".join(
+            _index_entry("100644", self.hash_blob(blobs[p]), p) for p in sorted(blobs)
+        )
+        deleted = b"".join(
+            _index_entry("0", ZERO_SHA, p) for p in sorted(set(removed) - set(blobs))
+        )
+        index_info = written + deleted
+        checked_out = ref == self.head_branch()
+        if checked_out:
             # Index first: a crash between the two steps leaves the artifact
             # staged (harmless), never a staged deletion a later commit would keep.
-            self._sync_index(index_info)
+            self._sync_index(written)
         deadline = time.monotonic() + self.retry_budget_s
         attempt = 0
         scratch = Path(tempfile.mkdtemp(prefix="ctune-index-"))
@@ -448,6 +458,9 @@ class GitRegistry:
                 attempt += 1
                 result = self._try_commit(ref, index_info, message, env, paths, attempt)
                 if result is not None:
+                    if checked_out and deleted:
+                        # deletions after the commit, for the same reason
+                        self._sync_index(deleted)
                     return result
                 if time.monotonic() > deadline:
                     raise RegistryError(self._stuck_message(f"{ref}.lock", ref, attempt))

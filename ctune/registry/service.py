@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -35,6 +35,7 @@ from ctune.registry.layout import (
 )
 from ctune.registry.member_genes import hand_edits, spec_space
 from ctune.registry.migrate import decode_history, upgrade
+from ctune.registry.rename import NewSpec, Renamed, plan_renames
 from ctune.registry.schema import Artifact
 from ctune.registry.store import (
     ArtifactStore,
@@ -113,8 +114,11 @@ def _write_commit(
     artifacts: Sequence[Artifact],
     message: str,
     controls: StoreChain | None = None,
+    removed: Sequence[ArtifactKey] = (),
 ) -> tuple[list[Path], CommitResult]:
-    """Write files and commit them; the caller holds ``reg.writer_lock()``.
+    """Write files (and delete the artifact files of ``removed`` that none of
+    ``artifacts`` takes the place of) and commit them; the caller holds
+    ``reg.writer_lock()``.
 
     Each controls file the artifacts are built with is read from ``controls`` (default: the
     registry's own folder) before anything is written, and goes into the same commit under
@@ -125,7 +129,9 @@ def _write_commit(
     files = controls_files(artifacts, controls or registry_chain(store.root))
     with deferred() as held:
         encoded = [(key_of(a), schema.encode(a)) for a in artifacts]
+        gone = sorted({k.artifact for k in removed} - {key for key, _ in encoded}, key=str)
         before = {key: _bytes_or_none(store.path(key)) for key, _ in encoded}
+        before.update((key, _bytes_or_none(store.path(key))) for key in gone)
         files_before = {rel: _file_or_none(store.root, rel) for rel in files}
         blobs: dict[str, bytes] = {}
         paths = []
@@ -135,15 +141,29 @@ def _write_commit(
             for key, data in encoded:
                 paths.append(store.write_encoded(key, data))
                 blobs[reg.registry_path(key.relpath())] = data
-            result = reg.commit_blobs(blobs, message)
+            for key in gone:
+                store.path(key).unlink(missing_ok=True)
+            deleted = [reg.registry_path(key.relpath()) for key in gone]
+            result = reg.commit_blobs(blobs, message, deleted)
         except BaseException:
             _put_back(store, before, files_before)
             raise
+        _prune_folders(store, gone)
         kept = f"{len(paths)} artifact file(s) written and committed ({result.commit[:12]})"
         keep(kept)  # a signal just after this block is still told the commit was made
     if held.signalled:
         raise Interrupted(f"{kept} before stopping")
     return paths, result
+
+
+def _prune_folders(store: ArtifactStore, removed: Sequence[ArtifactKey]) -> None:
+    """The problem and kernel folders that deleting ``removed`` left empty, removed (a
+    folder that still holds anything stays)."""
+    for key in removed:
+        folder = store.path(key).parent
+        for empty in (folder, folder.parent):
+            with contextlib.suppress(OSError):
+                empty.rmdir()
 
 
 def registry_chain(root: Path) -> StoreChain:
@@ -431,6 +451,61 @@ def commit_artifacts(
     return result
 
 
+@dataclass(frozen=True, slots=True)
+class Renaming:
+    renamed: tuple[Renamed, ...]
+    commit: CommitResult | None  # None on a dry run
+
+
+def rename_registry(
+    root: Path,
+    mapping: Mapping[str, str],
+    specs: Mapping[str, NewSpec],
+    *,
+    ref: str | None = None,
+    dry_run: bool = False,
+) -> Renaming:
+    """Move every artifact of each OLD kernel of ``mapping`` to its NEW name (``specs``:
+    the NEW kernels' specs), digests carried where verified (:mod:`ctune.registry.rename`),
+    in one new commit; refused before anything is written when it cannot all be done.
+
+    The plan is made again under the writer lock, from the files as they are then."""
+    if dry_run:
+        return Renaming(tuple(_rename_plan(root, mapping, specs)), None)
+    with GitRegistry(root, ref) as reg, reg.writer_lock():
+        reg.target_ref()
+        renamed = _rename_plan(root, mapping, specs)
+        pairs = ", ".join(f"{old} -> {new}" for old, new in mapping.items())
+        message = f"ctune: rename {pairs} ({len(renamed)} artifact(s))"
+        _, result = _write_commit(
+            reg,
+            ArtifactStore(root),
+            [r.artifact for r in renamed],
+            message,
+            removed=[r.before for r in renamed],
+        )
+    return Renaming(tuple(renamed), result)
+
+
+def _rename_plan(
+    root: Path, mapping: Mapping[str, str], specs: Mapping[str, NewSpec]
+) -> list[Renamed]:
+    """The renames, refused where a file of a kernel concerned cannot be read (it could
+    be neither moved nor overwritten safely)."""
+    store = ArtifactStore(root)
+    found: list[tuple[ArtifactKey, Artifact]] = []
+    for kernel in sorted({*mapping, *mapping.values()}):
+        listing = store.list(f"{kernel}/*")
+        if listing.quarantined:
+            q = listing.quarantined[0]
+            raise RegistryError(
+                f"{q.message if q.path in q.message else f'{q.path}: {q.message}'}; "
+                "mend it before renaming (`ctune registry migrate` upgrades older schemas)"
+            )
+        found += listing.artifacts
+    return plan_renames(found, mapping, specs)
+
+
 def _upgrades(root: Path) -> tuple[list[Path], list[Artifact], list[Quarantined]]:
     """(paths, upgraded artifacts, unreadable files) for every file older than this schema."""
     store = ArtifactStore(root)
@@ -463,6 +538,7 @@ __all__ = [
     "Pin",
     "PinCheck",
     "Published",
+    "Renaming",
     "VerifyReport",
     "commit_artifacts",
     "commit_message",
@@ -472,5 +548,6 @@ __all__ = [
     "migrate_registry",
     "pin_artifact",
     "publish_artifact",
+    "rename_registry",
     "verify_registry",
 ]

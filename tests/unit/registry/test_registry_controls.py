@@ -112,7 +112,7 @@ def test_a_failed_commit_puts_the_controls_files_back(
 ) -> None:
     from ctune.registry.git import GitRegistry
 
-    def refuse(self: object, blobs: object, message: str) -> None:
+    def refuse(self: object, *args: object) -> None:
         raise RegistryError("the commit failed")
 
     monkeypatch.setattr(GitRegistry, "commit_blobs", refuse)
