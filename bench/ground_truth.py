@@ -53,7 +53,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,7 @@ from external_kernels import MANIFEST, load_manifest, missing_or_changed  # noqa
 PARTIAL = ROOT / "bench" / "results" / "ground_truth"
 OUT = ROOT / "tests" / "data" / "ground_truth"
 EXTERNAL = ROOT / "bench" / "external"
+SOURCES = EXTERNAL / "src"  # where bench/external_kernels.py fetches them (git-ignored)
 PRESETS: dict[str, dict[str, Any]] = {
     "tiled_matmul": {
         "kernel": "kernels/tiled_matmul.cu",
@@ -155,6 +156,10 @@ def truth_file(preset: str) -> Path:
     return OUT / f"{preset}-{PRESETS[preset]['problem']}.json.gz"
 
 
+def _shown(path: Path) -> Path:
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
 def unavailable(preset: str) -> str | None:
     """Why the preset's kernel cannot be loaded here, or None: an external kernel's source
     (git-ignored, fetched by ``bench/external_kernels.py``) absent or not the manifest's."""
@@ -165,11 +170,11 @@ def unavailable(preset: str) -> str | None:
     local = next((k["file"] for k in table if k["spec"] == kernel.name), None)
     if local is None:
         return f"{preset}: {kernel.name} is not in {MANIFEST.relative_to(ROOT)}"
-    bad = missing_or_changed([f for f in load_manifest() if f.local == local])
+    bad = missing_or_changed([f for f in load_manifest() if f.local == local], SOURCES)
     if not bad:
         return None
     return (
-        f"{preset}: bench/external/src/{bad[0]}: run `python bench/external_kernels.py fetch` "
+        f"{preset}: {_shown(SOURCES)}/{bad[0]}: run `python bench/external_kernels.py fetch` "
         "(on a machine without the network, carry bench/external/src)"
     )
 
@@ -182,6 +187,47 @@ def load_preset_spec(preset: str) -> Any:
     if why is not None:
         raise PresetUnavailable(why)
     return load_spec(kernel_file(preset))
+
+
+def recorded_truths(presets: Iterable[str], note: Callable[[str], None]) -> list[tuple[Any, Any]]:
+    """(ground truth, base spec) of each preset recorded here, in order, for the replays;
+    a preset not recorded yet, or whose kernel cannot be loaded, is a ``note`` and left out."""
+    from ctune.testing.binary_truth import BinaryTruth
+
+    out = []
+    for preset in presets:
+        path = truth_file(preset)
+        if not path.is_file():
+            note(
+                f"{preset}: no ground truth yet ({_shown(path)}; "
+                "bench/ground_truth.py records it on a GPU): left out"
+            )
+            continue
+        try:
+            out.append((BinaryTruth.load(path), load_preset_spec(preset)))
+        except PresetUnavailable as exc:
+            note(f"{exc}: left out")
+    return out
+
+
+def given_truths(paths: Iterable[str | Path], kernel: str | Path | None = None) -> list[Any]:
+    """(ground truth, base spec) of each file named on a replay's command line: the spec is
+    ``kernel``'s, else that of the preset whose file it is (by its name)."""
+    from ctune.spec import load_spec
+    from ctune.testing.binary_truth import BinaryTruth
+
+    out = []
+    for path in map(Path, paths):
+        preset = next((p for p in PRESETS if truth_file(p).name == path.name), None)
+        if kernel is None and preset is None:
+            raise PresetUnavailable(f"{path}: no preset's ground truth; name its kernel (--kernel)")
+        try:
+            truth = BinaryTruth.load(path)
+        except (OSError, ValueError) as exc:
+            raise PresetUnavailable(f"{path}: not a ctune-ground-truth/2 file ({exc})") from None
+        spec = load_spec(Path(kernel)) if kernel is not None else load_preset_spec(str(preset))
+        out.append((truth, spec))
+    return out
 
 
 def _setup(preset: str) -> tuple[Any, Any, Any, Any, Any]:
