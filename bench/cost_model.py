@@ -1,7 +1,8 @@
 """The cost model's skips on recorded ground truths: builds saved, quality kept (replay).
 
-For each ground truth over distinct binaries (``tests/data/ground_truth/*.json.gz``,
-format 2, as ``bench/search_quality.py`` replays them) and each seed, ctune's default
+For each ground truth over distinct binaries that ``bench/ground_truth.py``'s presets have
+recorded (``tests/data/ground_truth/``, format 2, as ``bench/search_quality.py`` replays
+them; a preset not recorded yet is left out with a note) and each seed, ctune's default
 strategy runs three times on the replay stand-ins, at a budget of ``--fraction`` of the
 distinct binaries (GPU measurements):
 
@@ -22,7 +23,8 @@ optimum (None: never). Writes ``bench/results/cost_model.json`` with the ground 
 fingerprints and this machine's. Target (issue 50): at least 50% fewer builds at at least
 0.99 of the optimum (median over seeds).
 
-    python bench/cost_model.py                 # every format-2 ground truth, 20 seeds
+    python bench/cost_model.py                 # every recorded preset, 20 seeds
+    python bench/cost_model.py --preset pb_2mm rd_hotspot
     python bench/cost_model.py --seeds 2 --fraction 0.05 --ground-truth FILE
 """
 
@@ -44,13 +46,19 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from search_quality import KERNELS, SYNTHETIC_SUBSPACE  # noqa: E402
+from ground_truth import (  # noqa: E402
+    PRESETS,
+    PresetUnavailable,
+    given_truths,
+    kernel_file,
+    recorded_truths,
+)
+from search_quality import SYNTHETIC_SUBSPACE  # noqa: E402
 
 from ctune.spec import KernelSpec, load_spec  # noqa: E402
 from ctune.testing.binary_truth import BinaryTruth  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "cost_model.json"
-TRUTHS = ROOT / "tests" / "data" / "ground_truth"
 TARGET_SAVED = 0.5
 TARGET_QUALITY = 0.99
 CUTLASS = (
@@ -126,11 +134,10 @@ def _arm(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def evaluate(truth: BinaryTruth, seeds: int, fraction: float, log: Any) -> dict[str, Any]:
-    kernel = KERNELS.get(truth.kernel)
-    if kernel is None:
-        raise SystemExit(f"no kernel for ground truth {truth.kernel}")
-    spec = truth.restrict(load_spec(kernel))
+def evaluate(
+    truth: BinaryTruth, base: KernelSpec, seeds: int, fraction: float, log: Any
+) -> dict[str, Any]:
+    spec = truth.restrict(base)
     budget = max(2, math.ceil(fraction * truth.distinct_binaries()))
     arms: dict[str, list[dict[str, Any]]] = {"off": [], "on": [], "on_warm": []}
     with tempfile.TemporaryDirectory(prefix="ctune-cost-model-") as tmp:
@@ -179,12 +186,12 @@ def evaluate(truth: BinaryTruth, seeds: int, fraction: float, log: Any) -> dict[
     }
 
 
-def synthetic() -> BinaryTruth:
+def synthetic() -> tuple[BinaryTruth, KernelSpec]:
     """SYNTHETIC: the stand-in landscape bench/search_quality.py develops on (tests)."""
     from ctune.testing.binary_truth import synthetic_binary_truth
 
-    spec = load_spec(KERNELS["tiled_matmul"])
-    return synthetic_binary_truth(spec, spec.problem(), SYNTHETIC_SUBSPACE, seed=5)
+    spec = load_spec(kernel_file("tiled_matmul"))
+    return synthetic_binary_truth(spec, spec.problem(), SYNTHETIC_SUBSPACE, seed=5), spec
 
 
 def machine() -> dict[str, str]:
@@ -210,7 +217,17 @@ def machine() -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
-    parser.add_argument("--ground-truth", action="append", default=None)
+    parser.add_argument(
+        "--preset",
+        nargs="+",
+        choices=list(PRESETS),
+        default=list(PRESETS),
+        help="bench/ground_truth.py presets whose recorded ground truths to replay (default: "
+        "every one recorded; one not recorded yet is left out with a note)",
+    )
+    parser.add_argument(
+        "--ground-truth", action="append", default=None, help="a preset's file instead"
+    )
     parser.add_argument(
         "--synthetic", action="store_true", help="search_quality.py's synthetic ground truth"
     )
@@ -224,16 +241,19 @@ def main(argv: list[str] | None = None) -> int:
     why = unavailable()
     if why is not None:
         raise SystemExit(f"bench/cost_model.py needs the model: {why}")
-    truths = [synthetic()] if args.synthetic else []
-    for path in args.ground_truth or ([] if args.synthetic else sorted(TRUTHS.glob("*.json.gz"))):
-        try:
-            truths.append(BinaryTruth.load(Path(path)))
-        except ValueError:
-            continue  # format 1: not a ground truth over binaries
+    try:
+        if args.synthetic:
+            truths = [synthetic()]
+        elif args.ground_truth:
+            truths = given_truths(args.ground_truth)
+        else:
+            truths = recorded_truths(args.preset, print)
+    except PresetUnavailable as exc:
+        raise SystemExit(f"error: {exc}") from None
     results = []
-    for truth in truths:
+    for truth, base in truths:
         print(f"{truth.kernel}/{truth.problem}", flush=True)
-        results.append(evaluate(truth, args.seeds, args.fraction, print))
+        results.append(evaluate(truth, base, args.seeds, args.fraction, print))
     report = {
         "benchmark": "cost_model",
         "alpha": DEFAULT_ALPHA,

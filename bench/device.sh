@@ -12,16 +12,22 @@
 #   tests     the GPU and NVML tiers, required (a missing GPU fails, never skips)
 #   aa        bench/aa_repeatability.py          (A/A noise, overhead, fault recovery)
 #   gt        bench/ga_sample_efficiency.py record (exhaustive ground truth for replay)
-#   gtmap     bench/ground_truth.py map     (GT_PRESET=tiled_matmul|gemm): compile every
-#             candidate, group by binary identity; ~3 min on 16 cores for either preset
-#   gtmeasure bench/ground_truth.py measure (GT_PRESET, GT_PROCESSES: "1", then "2", "3"; GT_ARGS,
-#             e.g. "--min-samples 30"): each distinct
-#             binary once per fresh process; tiled_matmul ~3 min per process (~1,000
-#             binaries), gemm ~5-6 min per process (1,800): one process per call for gemm
-#   gtfinish  bench/ground_truth.py finish  (GT_PRESET): tests/data/ground_truth/<preset>-*.json.gz
-#             (every gt* stage is resumable and stops starting work after GT_MAX_S, 480 s by
-#             default; its progress, bench/results/ground_truth/, comes back in results.tgz:
-#             unpack that into the checkout before the next call)
+#   gtmap     bench/ground_truth.py map     (GT_PRESET: one preset or several, space-separated:
+#             tiled_matmul gemm pb_gesummv pb_atax pb_2mm rd_hotspot): compile every candidate,
+#             group by binary identity; ~3 min on 16 cores for tiled_matmul or gemm (the
+#             external presets' maps are committed, made on a CPU machine with the same nvcc)
+#   gtmeasure bench/ground_truth.py measure (GT_PRESET, GT_PROCESSES: "1 2 3" or one of them;
+#             GT_ARGS, e.g. "--min-samples 30"): each distinct binary once per fresh process,
+#             each process over every preset before the next process starts; ~0.2 s per
+#             binary plus ~15 s per process and preset (python bench/ground_truth.py sizes
+#             prints the binaries); tiled_matmul ~3 min per process, gemm ~5-6 min
+#   gtfinish  bench/ground_truth.py finish  (GT_PRESET): tests/data/ground_truth/<preset>-*.json.gz,
+#             only for a preset measured in all 3 processes
+#             (every gt* stage is resumable and starts nothing new once GT_MAX_S, 480 s by
+#             default, have passed since the call began, nor a measure process with less than
+#             30 s left; its progress, bench/results/ground_truth/, comes back in results.tgz:
+#             unpack that into the checkout and carry bench/results/ground_truth on the next call)
+#             The external presets need their sources: carry bench/external/src.
 #   quality   bench/search_quality.py (CPU only: the replay of the recorded ground truths)
 #   overhead  bench/search_overhead.py: ctune vs Kernel Tuner brute force, s per candidate
 #             (needs the kernel_tuner wheels; OVERHEAD_ARGS, e.g. "--repeat 1"; ~4 min with
@@ -102,6 +108,15 @@ run() {  # run NAME CMD...: log to $LOGS/NAME.log, remember failures, keep going
   return 0
 }
 
+gt_left() {  # gt_left [MIN_S]: GT_LEFT, the seconds left of GT_MAX_S (from the call's start)
+  GT_LEFT=$(( ${GT_MAX_S:-480} - SECONDS ))
+  [ "$GT_LEFT" -gt "${1:-0}" ] && return 0
+  echo "=== GT_MAX_S (${GT_MAX_S:-480} s) reached at ${SECONDS} s: the rest is left for the next call" \
+    | tee -a "$LOGS/summary.txt"
+  STATUS=1
+  return 1
+}
+
 for stage in "${STAGES[@]}"; do
   case $stage in
     install)
@@ -156,15 +171,23 @@ for stage in "${STAGES[@]}"; do
     devicegenes)
       run devicegenes $PY bench/device_gene_values.py ;;
     gtmap)
-      LIMIT_GTMAP=${LIMIT_GTMAP:-570} run gtmap $PY bench/ground_truth.py map \
-        --preset "${GT_PRESET:-tiled_matmul}" --max-s "${GT_MAX_S:-480}" ;;
+      for preset in ${GT_PRESET:-tiled_matmul}; do
+        gt_left || break
+        STAGE_LIMIT=$((GT_LEFT + 90)) run "gtmap-$preset" $PY bench/ground_truth.py map \
+          --preset "$preset" --max-s "$GT_LEFT"
+      done ;;
     gtmeasure)
       for p in ${GT_PROCESSES:-1}; do
-        LIMIT_GTMEASURE=${LIMIT_GTMEASURE:-570} run gtmeasure $PY bench/ground_truth.py measure \
-          --preset "${GT_PRESET:-tiled_matmul}" --process "$p" --max-s "${GT_MAX_S:-480}" ${GT_ARGS:-}
+        for preset in ${GT_PRESET:-tiled_matmul}; do
+          gt_left 30 || break 2
+          STAGE_LIMIT=$((GT_LEFT + 90)) run "gtmeasure-$preset-p$p" $PY bench/ground_truth.py \
+            measure --preset "$preset" --process "$p" --max-s "$GT_LEFT" ${GT_ARGS:-}
+        done
       done ;;
     gtfinish)
-      run gtfinish $PY bench/ground_truth.py finish --preset "${GT_PRESET:-tiled_matmul}" ;;
+      for preset in ${GT_PRESET:-tiled_matmul}; do
+        run "gtfinish-$preset" $PY bench/ground_truth.py finish --preset "$preset"
+      done ;;
     quality)
       run quality $PY bench/search_quality.py ${QUALITY_ARGS:-} ;;
     overhead)

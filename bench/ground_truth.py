@@ -4,9 +4,9 @@ Every candidate of a preset subspace is compiled; candidates are grouped by thei
 binary identity (``ctune.search.dedup.binary_identity``: SASS digest, launch
 geometry, runtime arguments); each distinct binary is measured once in each of
 several fresh worker processes; its value is the median of its process medians,
-with their spread. The result, ``tests/data/ground_truth/<preset>.json.gz``
+with their spread. The result, ``tests/data/ground_truth/<preset>-<problem>.json.gz``
 (``ctune-ground-truth/2``, ``ctune/testing/binary_truth.py``), is what
-``bench/search_quality.py`` replays.
+``bench/search_quality.py`` and ``bench/cost_model.py`` replay.
 
 Stages (each resumable and bounded by ``--max-s``, so every one fits a 10-minute
 device call; progress lives in ``bench/results/ground_truth/``, which
@@ -28,6 +28,17 @@ for its default build). Presets (``python bench/ground_truth.py sizes`` prints t
   (~2 min on 16 cores) and as many binaries (with STAGES 2 and 6 too, 1,800: every
   structure its own binary on an H100 map).
 
+Kernels from public projects, tuned as written (``bench/external/``; their sources are
+fetched into the git-ignored ``bench/external/src/`` and must be there, or carried to the GPU
+machine), each with its spec's own genes, the flags limited to those that change the SASS:
+
+- ``pb_gesummv``, ``pb_atax`` (PolyBench/GPU, 1-D blocks): 72 candidates, 54 binaries each;
+- ``pb_2mm`` (PolyBench/GPU, 2-D blocks within 1,024 threads): 252 candidates, 189 binaries;
+- ``rd_hotspot`` (Rodinia, the block edge a macro): 180 compiles, 99 binaries.
+
+The map stage needs no GPU: their maps were made on a CPU machine with the GPU machine's
+nvcc and are committed (``*.map.jsonl`` is not ignored), so a GPU call only measures.
+
 A measure stage recompiles the binaries it measures (one representative each, 16 at
 a time) because the build cache does not survive between device calls.
 """
@@ -42,15 +53,20 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from external_kernels import MANIFEST, load_manifest, missing_or_changed  # noqa: E402
 
 PARTIAL = ROOT / "bench" / "results" / "ground_truth"
 OUT = ROOT / "tests" / "data" / "ground_truth"
+EXTERNAL = ROOT / "bench" / "external"
+SOURCES = EXTERNAL / "src"  # where bench/external_kernels.py fetches them (git-ignored)
 PRESETS: dict[str, dict[str, Any]] = {
     "tiled_matmul": {
         "kernel": "kernels/tiled_matmul.cu",
@@ -81,7 +97,137 @@ PRESETS: dict[str, dict[str, Any]] = {
             "MIN_BLOCKS": [1],
         },
     },
+    # kernels from public projects, tuned as written (bench/external/: their sources are
+    # fetched, not committed); each subspace holds the spec's default and its tuned winner
+    "pb_gesummv": {
+        "kernel": "bench/external/gesummv.yaml",
+        "problem": "standard",
+        "subspace": {
+            "BLOCK_X": [32, 64, 128, 256, 512, 1024],
+            "ptxas_opt": [3, 2, 1, 0],
+            "maxrregcount": [0],  # 24-31 registers: every cap the gene offers is a no-op
+            "dlcm": ["default", "cg", "ca"],
+        },
+    },
+    "pb_atax": {
+        "kernel": "bench/external/atax.yaml",
+        "problem": "standard",
+        "subspace": {
+            "BLOCK_X": [32, 64, 128, 256, 512, 1024],
+            "ptxas_opt": [3, 2, 1, 0],
+            "maxrregcount": [0],  # 24-31 registers: every cap the gene offers is a no-op
+            "dlcm": ["default", "cg", "ca"],
+        },
+    },
+    "pb_2mm": {
+        "kernel": "bench/external/2mm.yaml",
+        "problem": "standard",
+        "subspace": {
+            "BLOCK_X": [32, 64, 128, 256, 512, 1024],
+            "BLOCK_Y": [1, 2, 4, 8, 16, 32],
+            "ptxas_opt": [3, 2, 1, 0],
+            "maxrregcount": [0],  # 22-31 registers: every cap the gene offers is a no-op
+            "dlcm": ["default", "cg", "ca"],
+        },
+    },
+    "rd_hotspot": {
+        "kernel": "bench/external/hotspot.yaml",
+        "problem": "g4096-p2",
+        "subspace": {
+            "RD_WG_SIZE_0_0": [8, 16, 32],
+            "ptxas_opt": [3, 2, 1, 0],
+            "maxrregcount": [0, 32, 40, 48, 64],  # 32-42 registers: a higher cap is a no-op
+            "dlcm": ["default", "cg", "ca"],
+        },
+    },
 }
+
+
+class PresetUnavailable(Exception):
+    """A preset this checkout cannot load: one line that says what to do."""
+
+
+def kernel_file(preset: str) -> Path:
+    return ROOT / PRESETS[preset]["kernel"]
+
+
+def truth_file(preset: str) -> Path:
+    """Where ``finish`` writes the preset's ground truth (and the replays look for it)."""
+    return OUT / f"{preset}-{PRESETS[preset]['problem']}.json.gz"
+
+
+def _shown(path: Path) -> Path:
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
+def unavailable(preset: str) -> str | None:
+    """Why the preset's kernel cannot be loaded here, or None: an external kernel's source
+    (git-ignored, fetched by ``bench/external_kernels.py``) absent or not the manifest's."""
+    kernel = kernel_file(preset)
+    if not kernel.is_relative_to(EXTERNAL):
+        return None
+    table = json.loads(MANIFEST.read_text())["kernels"]
+    local = next((k["file"] for k in table if k["spec"] == kernel.name), None)
+    if local is None:
+        return f"{preset}: {kernel.name} is not in {MANIFEST.relative_to(ROOT)}"
+    bad = missing_or_changed([f for f in load_manifest() if f.local == local], SOURCES)
+    if not bad:
+        return None
+    return (
+        f"{preset}: {_shown(SOURCES)}/{bad[0]}: run `python bench/external_kernels.py fetch` "
+        "(on a machine without the network, carry bench/external/src)"
+    )
+
+
+def load_preset_spec(preset: str) -> Any:
+    """The preset's kernel spec as the replays load it (no toolchain probe)."""
+    from ctune.spec import load_spec
+
+    why = unavailable(preset)
+    if why is not None:
+        raise PresetUnavailable(why)
+    return load_spec(kernel_file(preset))
+
+
+def recorded_truths(presets: Iterable[str], note: Callable[[str], None]) -> list[tuple[Any, Any]]:
+    """(ground truth, base spec) of each preset recorded here, in order, for the replays;
+    a preset not recorded yet, or whose kernel cannot be loaded, is a ``note`` and left out."""
+    from ctune.testing.binary_truth import BinaryTruth
+
+    out = []
+    for preset in presets:
+        path = truth_file(preset)
+        if not path.is_file():
+            note(
+                f"{preset}: no ground truth yet ({_shown(path)}; "
+                "bench/ground_truth.py records it on a GPU): left out"
+            )
+            continue
+        try:
+            out.append((BinaryTruth.load(path), load_preset_spec(preset)))
+        except PresetUnavailable as exc:
+            note(f"{exc}: left out")
+    return out
+
+
+def given_truths(paths: Iterable[str | Path], kernel: str | Path | None = None) -> list[Any]:
+    """(ground truth, base spec) of each file named on a replay's command line: the spec is
+    ``kernel``'s, else that of the preset whose file it is (by its name)."""
+    from ctune.spec import load_spec
+    from ctune.testing.binary_truth import BinaryTruth
+
+    out = []
+    for path in map(Path, paths):
+        preset = next((p for p in PRESETS if truth_file(p).name == path.name), None)
+        if kernel is None and preset is None:
+            raise PresetUnavailable(f"{path}: no preset's ground truth; name its kernel (--kernel)")
+        try:
+            truth = BinaryTruth.load(path)
+        except (OSError, ValueError) as exc:
+            raise PresetUnavailable(f"{path}: not a ctune-ground-truth/2 file ({exc})") from None
+        spec = load_spec(Path(kernel)) if kernel is not None else load_preset_spec(str(preset))
+        out.append((truth, spec))
+    return out
 
 
 def _setup(preset: str) -> tuple[Any, Any, Any, Any, Any]:
@@ -89,9 +235,12 @@ def _setup(preset: str) -> tuple[Any, Any, Any, Any, Any]:
     from ctune.config import resolve
     from ctune.testing.binary_truth import BinaryTruth
 
+    why = unavailable(preset)
+    if why is not None:
+        raise PresetUnavailable(why)
     info = PRESETS[preset]
     cfg = resolve({"l2_policy": "cold", "jobs": os.cpu_count() or 4})
-    spec, toolchain = load(ROOT / info["kernel"], cfg)
+    spec, toolchain = load(kernel_file(preset), cfg)
     problem = spec.problem(info["problem"])
     truth = BinaryTruth(spec.name, problem.name, "p50", False, _subspace(spec, info))
     return cfg, spec, toolchain, problem, truth
@@ -105,9 +254,17 @@ def _subspace(spec: Any, info: dict[str, Any]) -> dict[str, list[Any]]:
     return out
 
 
+def _valid_space(spec: Any, truth: Any, flags: bool = True) -> Any:
+    """The preset's subspace within the target's limits (threads and shared memory per
+    block), as a search sees it: a block the device cannot launch is no candidate."""
+    from ctune.spec.space.limits import device_limits
+
+    cut = truth.restrict(spec, flags=flags)
+    return device_limits(spec.arch).constrain(cut.space, cut.launch)
+
+
 def _candidates(spec: Any, problem: Any, truth: Any) -> list[Any]:
-    cut = truth.restrict(spec)
-    return [spec.candidate(v) for v in cut.space.iter_valid(problem.dims)]
+    return [spec.candidate(v) for v in _valid_space(spec, truth).iter_valid(problem.dims)]
 
 
 def _mapped(preset: str, spec: Any, problem: Any, truth: Any) -> dict[str, dict[str, Any]]:
@@ -230,12 +387,30 @@ def stage_measure(args: argparse.Namespace) -> int:
     return 0 if left == 0 else 75
 
 
+def _unmeasured(
+    mapped: dict[str, dict[str, Any]], runs: list[dict[str, dict[str, Any]]], processes: int
+) -> str | None:
+    """What keeps a ground truth from being finished: fewer measure processes than
+    ``processes``, or a mapped binary one of them has not measured (a stage cut short)."""
+    if len(runs) < processes:
+        return f"{len(runs)} of {processes} measure processes recorded"
+    binaries = {m["binary"] for m in mapped.values() if m["binary"]}
+    short = [i for i, r in enumerate(runs, 1) if not binaries <= set(r)]
+    if short:
+        return f"processes {short} have not measured every one of {len(binaries)} binaries"
+    return None
+
+
 def stage_finish(args: argparse.Namespace) -> int:
     from ctune.identity_probe import current_fingerprint
 
     cfg, spec, _toolchain, problem, truth = _setup(args.preset)
     mapped = _mapped(args.preset, spec, problem, truth)
     runs = [_read(p) for p in sorted(PARTIAL.glob(f"{args.preset}.p*.jsonl"))]
+    unmeasured = _unmeasured(mapped, runs, args.processes)
+    if unmeasured:
+        print(f"{args.preset}: {unmeasured}; run the measure stage again, nothing written")
+        return 75
     for key, m in mapped.items():
         truth.candidates[key] = {
             "genes": m["genes"],
@@ -270,16 +445,24 @@ def stage_finish(args: argparse.Namespace) -> int:
 
 
 def stage_sizes(args: argparse.Namespace) -> int:
-    from ctune.spec import load_spec
     from ctune.testing.binary_truth import BinaryTruth
 
     for name, info in PRESETS.items():
-        spec = load_spec(ROOT / info["kernel"])
+        try:
+            spec = load_preset_spec(name)
+        except PresetUnavailable as exc:
+            print(f"{exc} (skipped)")
+            continue
         problem = spec.problem(info["problem"])
         truth = BinaryTruth(spec.name, problem.name, "p50", False, _subspace(spec, info))
-        joint = truth.restrict(spec).space.count_valid(problem.dims)[0]
-        structures = truth.restrict(spec, flags=False).space.count_valid(problem.dims)[0]
-        print(f"{name}: {structures} structures, {joint} candidates to compile")
+        joint = _valid_space(spec, truth).count_valid(problem.dims)[0]
+        structures = _valid_space(spec, truth, flags=False).count_valid(problem.dims)[0]
+        mapped = _mapped(name, spec, problem, truth)
+        binaries = len({m["binary"] for m in mapped.values() if m["binary"]})
+        print(
+            f"{name}: {structures} structures, {joint} candidates to compile; "
+            f"{len(mapped)} mapped -> {binaries} distinct binaries"
+        )
     return 0
 
 
@@ -288,12 +471,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("stage", choices=["map", "measure", "finish", "sizes"])
     parser.add_argument("--preset", choices=sorted(PRESETS), default="tiled_matmul")
     parser.add_argument("--process", type=int, default=1, help="measure: which process (1..)")
+    parser.add_argument(
+        "--processes", type=int, default=3, help="finish: the measure processes it needs"
+    )
     parser.add_argument("--max-s", type=float, default=480.0, help="start nothing new after")
     parser.add_argument("--min-samples", type=int, default=50)
     parser.add_argument("--rep-ms", type=float, default=10.0)
     args = parser.parse_args(argv)
     stages = {"map": stage_map, "measure": stage_measure, "finish": stage_finish}
-    return stages.get(args.stage, stage_sizes)(args)
+    try:
+        return stages.get(args.stage, stage_sizes)(args)
+    except PresetUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

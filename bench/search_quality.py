@@ -1,7 +1,8 @@
 """Search quality on ground truths over distinct binaries: replay, no GPU, 10 seeds.
 
-For each ground truth (``tests/data/ground_truth/*.json.gz`` in format
-``ctune-ground-truth/2``, recorded by ``bench/ground_truth.py``), at a budget of
+For each ground truth recorded by ``bench/ground_truth.py`` (its presets', in
+``tests/data/ground_truth/``, format ``ctune-ground-truth/2``; a preset not recorded yet
+is left out with a note), at a budget of
 ``--fraction`` of its distinct binaries (GPU measurements), compare:
 
 - ``default``: ctune's default strategy (``auto``) over the joint space;
@@ -26,6 +27,7 @@ in >= 8 of 10 seeds, above random and Kernel Tuner's GA (at 10%, or along the cu
 10% ties).
 
     python bench/search_quality.py                       # every recorded ground truth
+    python bench/search_quality.py --preset pb_2mm rd_hotspot      # those presets'
     python bench/search_quality.py --synthetic           # the synthetic one (no GPU data)
     python bench/search_quality.py --synthetic --model-seed 5 10 11 --no-kernel-tuner \
         --curve --out bench/results/search_quality-synthetic.json   # landscapes where flags help
@@ -47,15 +49,18 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from ground_truth import (  # noqa: E402
+    PRESETS,
+    PresetUnavailable,
+    given_truths,
+    kernel_file,
+    recorded_truths,
+)
+
 from ctune.spec import KernelSpec, load_spec  # noqa: E402
 from ctune.testing.binary_truth import BinaryTruth, synthetic_binary_truth  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "search_quality.json"
-TRUTHS = ROOT / "tests" / "data" / "ground_truth"
-KERNELS = {
-    "tiled_matmul": ROOT / "kernels" / "tiled_matmul.cu",
-    "gemm": ROOT / "kernels" / "hand_gemm.cu",
-}
 #: the synthetic stand-in: tiled_matmul's structure with a few flag genes
 SYNTHETIC_SUBSPACE: dict[str, list[Any]] = {
     "BLOCK_X": [16, 32, 64],
@@ -187,11 +192,7 @@ def replay(runs: dict[str, Run], seeds: int) -> dict[str, list[float | None]]:
     return bests
 
 
-def evaluate(truth: BinaryTruth, args: argparse.Namespace) -> dict[str, Any]:
-    kernel = args.kernel or KERNELS.get(truth.kernel)
-    if kernel is None:
-        raise SystemExit(f"no kernel for ground truth {truth.kernel}; pass --kernel")
-    base = load_spec(Path(kernel))
+def evaluate(truth: BinaryTruth, base: KernelSpec, args: argparse.Namespace) -> dict[str, Any]:
     joint, params = truth.restrict(base), truth.restrict(base, flags=False)
     optimum = truth.optimum()
 
@@ -285,30 +286,42 @@ def evaluate(truth: BinaryTruth, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def truths(args: argparse.Namespace) -> list[BinaryTruth]:
+def truths(args: argparse.Namespace) -> list[tuple[BinaryTruth, KernelSpec]]:
+    """(ground truth, base spec) pairs: the synthetic ones, the files named, or every
+    ``--preset`` recorded so far (one not recorded yet is a note on stdout)."""
     if args.synthetic:
-        spec = load_spec(KERNELS["tiled_matmul"])
+        spec = load_spec(kernel_file("tiled_matmul"))
         return [
-            synthetic_binary_truth(spec, spec.problem(), SYNTHETIC_SUBSPACE, seed=seed)
+            (synthetic_binary_truth(spec, spec.problem(), SYNTHETIC_SUBSPACE, seed=seed), spec)
             for seed in args.model_seed
         ]
-    paths = args.ground_truth or sorted(TRUTHS.glob("*.json.gz"))
-    out = []
-    for path in paths:
-        try:
-            out.append(BinaryTruth.load(Path(path)))
-        except ValueError:
-            continue  # format 1 (per candidate): not a ground truth over binaries
+    try:
+        if args.ground_truth:
+            return given_truths(args.ground_truth, args.kernel)
+        out = recorded_truths(args.preset, print)
+    except PresetUnavailable as exc:
+        raise SystemExit(f"error: {exc}") from None
     if not out:
         raise SystemExit(
-            "no ctune-ground-truth/2 file; record one (bench/ground_truth.py) or pass --synthetic"
+            "no ground truth of the presets is recorded; record one (bench/ground_truth.py) "
+            "or pass --synthetic"
         )
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
-    parser.add_argument("--ground-truth", action="append", default=None)
+    parser.add_argument(
+        "--preset",
+        nargs="+",
+        choices=list(PRESETS),
+        default=list(PRESETS),
+        help="bench/ground_truth.py presets whose recorded ground truths to replay (default: "
+        "every one recorded; one not recorded yet is left out with a note)",
+    )
+    parser.add_argument(
+        "--ground-truth", action="append", default=None, help="a file instead of the presets"
+    )
     parser.add_argument("--synthetic", action="store_true")
     parser.add_argument(
         "--model-seed",
@@ -318,7 +331,9 @@ def main(argv: list[str] | None = None) -> int:
         help="synthetic landscape seeds (one ground truth each; 5, 10 and 11 have a flag gain "
         "at the optimum, 0 has none)",
     )
-    parser.add_argument("--kernel", default=None)
+    parser.add_argument(
+        "--kernel", default=None, help="the kernel of a --ground-truth file of no preset"
+    )
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--fraction", type=float, default=0.10)
     parser.add_argument(
@@ -355,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
 
     report = {
         "benchmark": "search_quality",
-        "ground_truths": [evaluate(t, args) for t in truths(args)],
+        "ground_truths": [evaluate(t, base, args) for t, base in truths(args)],
         "seeds": args.seeds,
         "fraction": args.fraction,
         "ctune_version": __version__,

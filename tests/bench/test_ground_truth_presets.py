@@ -1,0 +1,169 @@
+"""bench/ground_truth.py's presets of external kernels, and the replays that read them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+EXTERNAL = ("pb_gesummv", "pb_atax", "pb_2mm", "rd_hotspot")
+
+
+@pytest.fixture
+def gt(bench_module: Callable[[str], ModuleType]) -> ModuleType:
+    module = bench_module("ground_truth")
+    missing = [p for p in EXTERNAL if module.unavailable(p)]
+    if missing:
+        pytest.skip(f"external sources not fetched ({module.unavailable(missing[0])})")
+    return module
+
+
+def _truth_setup(gt: ModuleType, preset: str) -> tuple:
+    spec = gt.load_preset_spec(preset)
+    info = gt.PRESETS[preset]
+    problem = spec.problem(info["problem"])
+    from ctune.testing.binary_truth import BinaryTruth
+
+    truth = BinaryTruth(spec.name, problem.name, "p50", False, gt._subspace(spec, info))
+    return spec, problem, truth
+
+
+@pytest.mark.parametrize("preset", EXTERNAL)
+def test_each_external_preset_is_mapped_whole_with_its_default_inside(
+    gt: ModuleType, preset: str
+) -> None:
+    spec, problem, truth = _truth_setup(gt, preset)
+    subspace = gt.PRESETS[preset]["subspace"]
+    spec.space.check_values({k: v[0] for k, v in subspace.items()}, preset)
+    for gene in spec.space.genes:  # the spec's default candidate is one of the preset's
+        assert gene.default in subspace[gene.name], gene.name
+    candidates = {c.key() for c in gt._candidates(spec, problem, truth)}
+    mapped = gt._mapped(preset, spec, problem, truth)
+    # the committed map covers every candidate, so a GPU call only measures
+    assert set(mapped) == candidates
+    binaries = {m["binary"] for m in mapped.values()}
+    assert None not in binaries and 50 <= len(binaries) <= 250
+    assert all(m["build_outcome"] == "ok" for m in mapped.values())
+
+
+def test_a_block_the_device_cannot_launch_is_no_candidate(gt: ModuleType) -> None:
+    spec, problem, truth = _truth_setup(gt, "pb_2mm")
+    blocks = {
+        (c.as_dict()["BLOCK_X"], c.as_dict()["BLOCK_Y"])
+        for c in gt._candidates(spec, problem, truth)
+    }
+    assert (32, 32) in blocks and (1024, 1) in blocks  # the tuned winner, the widest row
+    assert max(x * y for x, y in blocks) == 1024 and len(blocks) == 21
+
+
+def test_an_absent_external_source_is_one_line_and_exit_3(
+    gt: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.setattr(gt, "SOURCES", tmp_path / "src")
+    assert gt.main(["map", "--preset", "rd_hotspot"]) == 3
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "external_kernels.py fetch" in err
+    assert "hotspot.cu" in err
+    # a source that is not the manifest's is refused as well
+    real = gt.EXTERNAL / "src"
+    for path in real.rglob("hotspot.cu"):
+        copy = tmp_path / "src" / path.relative_to(real)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_bytes(path.read_bytes() + b"\n// edited\n")
+    assert "changed" in gt.unavailable("rd_hotspot")
+    assert gt.unavailable("pb_2mm") is not None and gt.unavailable("tiled_matmul") is None
+    assert gt.main(["sizes"]) == 0
+    out = capsys.readouterr().out
+    assert "pb_2mm" in out and "(skipped)" in out and "tiled_matmul: 132 structures" in out
+
+
+def _measured(gt: ModuleType, partial: Path, preset: str, processes: int, drop: int = 0) -> None:
+    """Fake process records of a committed map (no GPU here): every binary at 1 ms."""
+    partial.mkdir(parents=True, exist_ok=True)
+    committed = gt.ROOT / "bench" / "results" / "ground_truth" / f"{preset}.map.jsonl"
+    shutil.copy(committed, partial / f"{preset}.map.jsonl")
+    lines = (partial / f"{preset}.map.jsonl").read_text().splitlines()
+    binaries = sorted({json.loads(line)["binary"] for line in lines})
+    for p in range(1, processes + 1):
+        keep = binaries[drop:] if p == processes else binaries
+        rows = [
+            {"id": b, "outcome": "ok", "median_ms": 1.0 + i / 100, "n": 50, "device": "test"}
+            for i, b in enumerate(keep)
+        ]
+        (partial / f"{preset}.p{p}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_finish_writes_nothing_until_every_process_measured_every_binary(
+    gt: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.setattr(gt, "PARTIAL", tmp_path / "partial")
+    monkeypatch.setattr(gt, "OUT", tmp_path / "out")
+    _measured(gt, tmp_path / "partial", "pb_gesummv", 2)
+    assert gt.main(["finish", "--preset", "pb_gesummv"]) == 75
+    assert "2 of 3 measure processes" in capsys.readouterr().out
+    _measured(gt, tmp_path / "partial", "pb_gesummv", 3, drop=1)
+    assert gt.main(["finish", "--preset", "pb_gesummv"]) == 75
+    assert "processes [3]" in capsys.readouterr().out
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_replays_take_each_recorded_preset_and_note_the_others(
+    gt: ModuleType,
+    bench_module: Callable[[str], ModuleType],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+) -> None:
+    monkeypatch.setattr(gt, "PARTIAL", tmp_path / "partial")
+    monkeypatch.setattr(gt, "OUT", tmp_path / "out")
+    _measured(gt, tmp_path / "partial", "pb_gesummv", 3)
+    assert gt.main(["finish", "--preset", "pb_gesummv"]) == 0
+    search_quality = bench_module("search_quality")
+    assert search_quality.recorded_truths is gt.recorded_truths  # one home for the presets
+    out = tmp_path / "q.json"
+    argv = ["--preset", "pb_gesummv", "rd_hotspot", "--seeds", "1", "--strategies"]
+    argv += ["--curve", "--no-kernel-tuner", "--out", str(out)]
+    assert search_quality.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "rd_hotspot: no ground truth yet" in printed and "left out" in printed
+    (truth,) = json.loads(out.read_text())["ground_truths"]
+    assert truth["kernel"] == "gesummv-kernel" and truth["distinct_binaries"] == 54
+    assert truth["candidates"] == 72 and truth["strategies"]["default"]["budget"] == 6
+    # a file of no preset needs its kernel; a preset's file finds it by its name
+    with pytest.raises(SystemExit, match="no preset's ground truth"):
+        search_quality.main(["--ground-truth", str(tmp_path / "elsewhere.json.gz")])
+    with pytest.raises(SystemExit, match="no ground truth of the presets"):
+        search_quality.main(["--preset", "rd_hotspot", "--out", str(out)])
+
+
+def test_the_cost_model_replays_the_recorded_presets_too(
+    gt: ModuleType,
+    bench_module: Callable[[str], ModuleType],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+) -> None:
+    from ctune.model import unavailable
+
+    if unavailable() is not None:
+        pytest.skip("needs the model extra (ctune[model])")
+    monkeypatch.setattr(gt, "PARTIAL", tmp_path / "partial")
+    monkeypatch.setattr(gt, "OUT", tmp_path / "out")
+    _measured(gt, tmp_path / "partial", "pb_atax", 3)
+    assert gt.main(["finish", "--preset", "pb_atax"]) == 0
+    cost_model = bench_module("cost_model")
+    out = tmp_path / "c.json"
+    argv = ["--preset", "pb_2mm", "pb_atax", "--seeds", "1", "--out", str(out)]
+    assert cost_model.main(argv) == 0
+    assert "pb_2mm: no ground truth yet" in capsys.readouterr().out
+    (truth,) = json.loads(out.read_text())["ground_truths"]
+    assert truth["kernel"] == "atax-kernel1" and truth["budget"] == 6
+    assert truth["fingerprint"]["nvcc_version"]  # the truth's own, written by finish
+    # a preset's file named on the command line finds its kernel by the file's name
+    argv = ["--ground-truth", str(gt.truth_file("pb_atax")), "--seeds", "1", "--out", str(out)]
+    assert cost_model.main(argv) == 0
+    assert json.loads(out.read_text())["ground_truths"][0]["kernel"] == "atax-kernel1"
