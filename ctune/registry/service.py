@@ -475,8 +475,7 @@ def rename_registry(
     with GitRegistry(root, ref) as reg, reg.writer_lock():
         reg.target_ref()
         renamed = _rename_plan(root, mapping, specs)
-        pairs = ", ".join(f"{old} -> {new}" for old, new in mapping.items())
-        message = f"ctune: rename {pairs} ({len(renamed)} artifact(s))"
+        message = rename_message(mapping, len(renamed))
         _, result = _write_commit(
             reg,
             ArtifactStore(root),
@@ -485,6 +484,16 @@ def rename_registry(
             removed=[r.before for r in renamed],
         )
     return Renaming(tuple(renamed), result)
+
+
+def rename_message(mapping: Mapping[str, str], artifacts: int) -> str:
+    """The rename commit's message: the pairs in its subject where they fit in 72
+    characters, else a count there and the pairs in the body."""
+    pairs = ", ".join(f"{old} -> {new}" for old, new in mapping.items())
+    subject = f"ctune: rename {pairs} ({artifacts} artifact(s))"
+    if len(subject) <= 72:
+        return subject
+    return f"ctune: rename {len(mapping)} kernels ({artifacts} artifact(s))\n\n{pairs}\n"
 
 
 def _rename_plan(

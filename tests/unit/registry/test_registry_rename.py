@@ -246,6 +246,10 @@ def test_a_swap_is_one_commit_and_leaves_no_file_behind(kernels: Path, tmp_path:
         f"registry/y/n1m/{DEVICE}.json",
     ]
     assert git(repo, "status", "--porcelain") == ""  # worktree and index agree with it
+    assert (
+        git(repo, "log", "-1", "--format=%s").strip()
+        == "ctune: rename x -> y, y -> x (3 artifact(s))"
+    )
     store = ArtifactStore(registry)
     moved = store.read(ArtifactKey("x", "ragged", DEVICE))
     assert moved.baseline.samples_ms == y_ragged.baseline.samples_ms
@@ -432,3 +436,17 @@ def test_check_gives_the_same_verdict_after_the_rename(
     # the build digest is carried only when the source was verified unchanged
     assert ("spec_build_sha256" in done.stdout) == edited
     assert "spec_space_sha256" not in done.stdout
+
+
+def test_a_long_rename_names_its_pairs_in_the_body_not_the_subject() -> None:
+    from ctune.registry.service import rename_message
+
+    mapping = {
+        "gemm": "hand_gemm",
+        "cutlass_gemm": "gemm",
+        "attention": "hand_attention",
+        "cutlass_attention": "attention",
+    }
+    subject, _, body = rename_message(mapping, 114).partition("\n\n")
+    assert subject == "ctune: rename 4 kernels (114 artifact(s))"
+    assert body.strip() == ", ".join(f"{a} -> {b}" for a, b in mapping.items())
