@@ -210,6 +210,18 @@ def recorded_truths(presets: Iterable[str], note: Callable[[str], None]) -> list
     return out
 
 
+def add_replay_presets(parser: argparse.ArgumentParser) -> None:
+    """A replay's ``--preset``: which recorded ground truths it replays (the replays share it)."""
+    parser.add_argument(
+        "--preset",
+        nargs="+",
+        choices=list(PRESETS),
+        default=list(PRESETS),
+        help="bench/ground_truth.py presets whose recorded ground truths to replay (default: "
+        "every one recorded; one not recorded yet is left out with a note)",
+    )
+
+
 def given_truths(paths: Iterable[str | Path], kernel: str | Path | None = None) -> list[Any]:
     """(ground truth, base spec) of each file named on a replay's command line: the spec is
     ``kernel``'s, else that of the preset whose file it is (by its name)."""

@@ -50,8 +50,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ground_truth import (  # noqa: E402
-    PRESETS,
     PresetUnavailable,
+    add_replay_presets,
     given_truths,
     kernel_file,
     recorded_truths,
@@ -311,14 +311,7 @@ def truths(args: argparse.Namespace) -> list[tuple[BinaryTruth, KernelSpec]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
-    parser.add_argument(
-        "--preset",
-        nargs="+",
-        choices=list(PRESETS),
-        default=list(PRESETS),
-        help="bench/ground_truth.py presets whose recorded ground truths to replay (default: "
-        "every one recorded; one not recorded yet is left out with a note)",
-    )
+    add_replay_presets(parser)
     parser.add_argument(
         "--ground-truth", action="append", default=None, help="a file instead of the presets"
     )
