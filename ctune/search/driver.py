@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from ctune.interrupts import STOP_SIGNALS, Interrupted
 from ctune.records import Candidate, Trial
@@ -63,6 +63,7 @@ from ctune.search.session import (
 from ctune.search.session_journal import SessionJournal
 from ctune.search.strategy import StrategyContext
 
+T = TypeVar("T")
 if TYPE_CHECKING:
     from ctune.compile.toolchain import Toolchain
     from ctune.config import Settings
@@ -118,8 +119,6 @@ def _fingerprints_ahead(inputs: RunInputs) -> Future[Fingerprints]:
     (docs/search.md). Both describe what the search compiled: the source as it starts.
     The journal's is the artifact's without its GPU fields, unless a stand-in measurer
     gave those: then it is made without the measurer."""
-    from concurrent.futures import ThreadPoolExecutor
-
     from ctune.evidence.identity import FIELDS
 
     def compute() -> Fingerprints:
@@ -133,7 +132,35 @@ def _fingerprints_ahead(inputs: RunInputs) -> Future[Fingerprints]:
         journal = {k: v for k, v in every.items() if FIELDS.get(k, ("", ""))[1] != "gpu"}
         return journal, artifact
 
-    pool = ThreadPoolExecutor(1, thread_name_prefix="ctune-fingerprint")
+    return _ahead(compute, "ctune-fingerprint")
+
+
+#: (valid candidates of the search's space, exact?, valid candidates of the spec's own)
+Counts = tuple[int, bool, int]
+
+
+def _counts_ahead(inputs: RunInputs) -> Future[Counts]:
+    """The valid-candidate counts the start announces, computed in a thread from the run's
+    start: where the restricted part is estimated by sampling the count takes seconds to
+    tens of seconds, which would otherwise sit between the baseline's measurement and the
+    first generation's compiles (docs/search.md). The spec's own count (before the
+    device's limits) only where those limits add restrictions."""
+
+    def compute() -> Counts:
+        count, exact = inputs.space.count_valid(inputs.problem.dims)
+        total = count
+        if len(inputs.space.restrictions) != len(inputs.spec.space.restrictions):
+            total, _ = inputs.spec.space.count_valid(inputs.problem.dims)
+        return count, exact, total
+
+    return _ahead(compute, "ctune-count")
+
+
+def _ahead(compute: Callable[[], T], name: str) -> Future[T]:
+    """``compute`` started in a thread of its own, which ends with it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(1, thread_name_prefix=name)
     try:
         return pool.submit(compute)
     finally:
@@ -156,6 +183,7 @@ class _Search:
         spec, objective, opts = inputs.spec, inputs.objective, inputs.opts
         plan = inputs.search_plan
         fingerprints = _fingerprints_ahead(inputs)
+        self.counts = _counts_ahead(inputs)
         strategy = make_strategy(
             plan.strategy,
             StrategyContext(
@@ -360,7 +388,7 @@ def _announce(search: _Search, opts: SearchOptions, emit: EventSink) -> None:
     inputs, book = run.inputs, run.book
     journal = search.writer.journal
     assert journal is not None
-    count, exact = inputs.space.count_valid(inputs.problem.dims)
+    count, exact, total = search.counts.result()
     emit(
         SearchStarted(
             inputs.spec.name,
@@ -379,7 +407,7 @@ def _announce(search: _Search, opts: SearchOptions, emit: EventSink) -> None:
     )
     if book.baseline is not None:
         emit(BaselineMeasured(book.baseline))
-    run.note_device_limits(count)
+    run.note_device_limits(count, total)
     run.budget.improved(book.score()[0])
 
 

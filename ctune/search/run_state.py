@@ -138,12 +138,10 @@ class SearchRun:
         """The artifact's fingerprint: toolchain, harness, source, GPU."""
         return dict(self._fingerprints.result()[1])
 
-    def note_device_limits(self, valid: int) -> None:
-        """Say how many of the spec's candidates the device's limits rule out, if any."""
+    def note_device_limits(self, valid: int, total: int) -> None:
+        """Say how many of the spec's ``total`` candidates the device's limits rule out, if
+        any (``valid``: the search's space)."""
         inputs = self.inputs
-        if len(inputs.space.restrictions) == len(inputs.spec.space.restrictions):
-            return
-        total, _ = inputs.spec.space.count_valid(inputs.problem.dims)
         if total > valid:
             self.notices.note(
                 f"device limits ({inputs.limits.source}) rule out {total - valid:,} of "

@@ -246,3 +246,28 @@ def test_the_fingerprints_are_made_beside_the_search_not_after_its_baseline(
     result, _, _, _ = search(budget=6, seed=1, journal_fsync=False, write_result=False)
     assert len(threads) == 2 and all(t.startswith("ctune-fingerprint") for t in threads)
     assert result.record is not None and result.record.fingerprint["gpu_name"]
+
+
+def test_the_valid_count_is_made_beside_the_search_not_after_its_baseline(
+    search, monkeypatch
+) -> None:
+    """Where the count is estimated by sampling it takes seconds; it is computed in a thread
+    from the run's start, so the first generation is not asked for only after it, and the
+    start still announces it."""
+    import threading
+
+    from ctune.search.events import SearchStarted
+    from ctune.spec.space.params import Space
+
+    counted = Space.count_valid
+    threads: list[str] = []
+
+    def count_valid(self, dims, limit=500_000):  # type: ignore[no-untyped-def]
+        threads.append(threading.current_thread().name)
+        return counted(self, dims, limit)
+
+    monkeypatch.setattr(Space, "count_valid", count_valid)
+    _, _, _, events = search(budget=4, seed=1, journal_fsync=False, write_result=False)
+    assert threads and all(t.startswith("ctune-count") for t in threads)
+    (event,) = [e for e in events if isinstance(e, SearchStarted)]
+    assert event.valid_candidates > 0
