@@ -11,6 +11,7 @@ builds), and ends with a **controls** phase where the space has acf genes
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -147,12 +148,15 @@ class StagedStrategy(BaseStrategy):
         return out
 
     def _flag_probes(self) -> list[Candidate]:
-        """Every unseen one-flag change of each leader, leaders in rank order."""
-        out: list[Candidate] = []
+        """Every unseen one-flag change of each leader, the leaders taking turns (each
+        flag value on every leader before the next value): a flag can suit the runner-up's
+        structure and not the leader's, and a small budget then still reaches it."""
+        per_leader: list[list[Candidate]] = []
         keys: set[str] = set()
         dims = self.context.dims
         for leader in self._leaders():
             genes = leader.candidate.as_dict()
+            probes: list[Candidate] = []
             for gene in self.flags:
                 for value in gene.values:
                     if value == genes[gene.name]:
@@ -163,8 +167,10 @@ class StagedStrategy(BaseStrategy):
                     if self.seen(key) or key in keys or not self.space.is_valid(values, dims):
                         continue
                     keys.add(key)
-                    out.append(cand)
-        return out
+                    probes.append(cand)
+            per_leader.append(probes)
+        turns = itertools.zip_longest(*per_leader)
+        return [cand for turn in turns for cand in turn if cand is not None]
 
     # --- protocol -----------------------------------------------------------------------------
     def _best_told(self) -> Trial | None:
