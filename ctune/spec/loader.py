@@ -83,7 +83,7 @@ _TOP_KEYS = {
     "l2_policy",  # also read as "l2" (ctune.l2policy.migrate)
     "timing",
     "device_genes",  # clocks, power_limit: what `ctune search` tunes on the GPU itself
-    "default_budget",  # distinct binaries a search measures when neither --budget nor --time
+    "default_budget",  # the budget of a search given neither --budget nor --time
 }
 _REQUIRED = ("entry", "problems", "args", "reference")
 

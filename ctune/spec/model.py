@@ -205,8 +205,8 @@ class KernelSpec:
     #: the outputs are correct in place of the tolerance compare (None: the tolerance)
     verify_path: Path | None = None
     verify_function: str = ""
-    #: distinct binaries a search measures when neither --budget nor --time is given (None:
-    #: ctune's default); a kernel whose builds take a minute each says so here
+    #: the budget (as ``--budget``) of a search given neither ``--budget`` nor ``--time``
+    #: (None: ctune's default); a kernel whose builds take a minute each says so here
     default_budget: int | None = None
 
     @cached_property
