@@ -63,57 +63,13 @@ def test_fingerprint_repeats_and_names_a_source_edit(kernels: Path) -> None:
     assert [(c.name, c.severity) for c in changes] == [("kernel_source_sha256", "build")]
 
 
-def _real_artifact(kernels: Path, cache: Path):  # type: ignore[no-untyped-def]
-    """A saxpy artifact as a search records it: members built by nvcc, their SASS, launch
-    geometry, the closure and this machine's fingerprint (GPU fields from the stand-in)."""
-    from ctune.compile.command import tuned_flags
-    from ctune.compile.deps import source_closure
-    from ctune.compile.nvcc import NvccCompiler
-    from ctune.compile.toolchain import probe_toolchain
-    from ctune.registry.schema import FrontMember
-
-    support = _support()
-    spec = load_spec(kernels / "saxpy.yaml")
-    problem = spec.problem("n1m")
-    template = support.make_artifact(kernel="saxpy", problem="n1m")
-    members = []
-    with NvccCompiler(spec, probe_toolchain(), cache) as compiler:
-        for block, like in ((256, template.baseline), (128, template.front[0])):
-            cand = spec.candidate({**spec.space.default_values(), "BLOCK": block})
-            build = compiler.build(cand, problem)
-            assert build.outcome.is_ok, build.log_tail
-            members.append(
-                FrontMember(
-                    candidate=cand,
-                    key=cand.key(),
-                    values=like.values,
-                    summary=like.summary,
-                    samples_ms=like.samples_ms,
-                    process_medians_ms=like.process_medians_ms,
-                    sass_sha256=build.sass_sha256 or "",
-                    nvcc_flags=tuple(tuned_flags(build.argv)),
-                    launch=spec.launch_geometry(cand, problem),
-                )
-            )
-    gpu = {k: v for k, v in support.FINGERPRINT.items() if fingerprint.FIELDS[k][1] == "gpu"}
-    fp = {**gpu, **identity_probe.current_fingerprint(spec, False, problem="n1m")}
-    return dataclasses.replace(
-        template,
-        fingerprint=fp,
-        baseline=members[0],
-        front=(members[1],),
-        pinned=members[1].key,
-        inputs={"closure": source_closure(spec)},
-    )
-
-
 def test_ctune_check_end_to_end(kernels: Path, tmp_path: Path, monkeypatch) -> None:
     support = _support()
     for name, value in support.GIT_IDENTITY.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("CTUNE_CACHE_DIR", str(tmp_path / "cache"))
     repo = support.init_repo(tmp_path / "project")
-    publish_artifact(repo / "registry", _real_artifact(kernels, tmp_path / "cache"))
+    publish_artifact(repo / "registry", support.built_saxpy_artifact(kernels, tmp_path / "cache"))
 
     def ctune(*args: str) -> subprocess.CompletedProcess[str]:
         argv = [sys.executable, "-m", "ctune", *args, "--kernels", str(kernels)]
@@ -182,7 +138,7 @@ def test_a_changed_render_rule_is_rebuilt_and_judged_by_its_sass(
         monkeypatch.setenv(name, value)
     repo = support.init_repo(tmp_path / "project")
     cache = tmp_path / "cache"
-    publish_artifact(repo / "registry", _real_artifact(kernels, cache))
+    publish_artifact(repo / "registry", support.built_saxpy_artifact(kernels, cache))
     registry = repo / "registry"
     assert _check_here(kernels, registry, cache).verdict(strict=True) == "fresh"
 
@@ -217,7 +173,7 @@ def test_gate_build_only_fills_the_cache_without_a_gpu(
     for name, value in support.GIT_IDENTITY.items():
         monkeypatch.setenv(name, value)
     repo = support.init_repo(tmp_path / "project")
-    publish_artifact(repo / "registry", _real_artifact(kernels, tmp_path / "tuned"))
+    publish_artifact(repo / "registry", support.built_saxpy_artifact(kernels, tmp_path / "tuned"))
     cache = tmp_path / "carried"
 
     def ctune(*args: str) -> subprocess.CompletedProcess[str]:

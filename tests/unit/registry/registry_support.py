@@ -286,3 +286,46 @@ class StandInRemeasurer:
                 out[m.key] = [Measurement(m.key, "sq4096", self.outcome, error="hang after 10 s")]
         sass = {m.key: self.sass or m.sass_sha256 for m in members}
         return Remeasured(out, sass)
+
+
+def built_saxpy_artifact(kernels: Path, cache: Path) -> Artifact:
+    """A saxpy artifact as a search records it: members built by nvcc with their SASS,
+    flags and launch geometry, the closure and this machine's fingerprint."""
+    from ctune import identity_probe
+    from ctune.compile.command import tuned_flags
+    from ctune.compile.deps import source_closure
+    from ctune.compile.nvcc import NvccCompiler
+    from ctune.compile.toolchain import probe_toolchain
+    from ctune.spec import load_spec
+
+    spec = load_spec(kernels / "saxpy.yaml")
+    problem = spec.problem("n1m")
+    template = make_artifact("saxpy", "n1m")
+    members = []
+    with NvccCompiler(spec, probe_toolchain(), cache) as compiler:
+        for block, like in ((256, template.baseline), (128, template.front[0])):
+            cand = spec.candidate({**spec.space.default_values(), "BLOCK": block})
+            build = compiler.build(cand, problem)
+            assert build.outcome.is_ok, build.log_tail
+            members.append(
+                dataclasses.replace(
+                    like,
+                    candidate=cand,
+                    key=cand.key(),
+                    sass_sha256=build.sass_sha256 or "",
+                    nvcc_flags=tuple(tuned_flags(build.argv)),
+                    defines={},
+                    resources={},
+                    launch=spec.launch_geometry(cand, problem),
+                )
+            )
+    gpu = {k: v for k, v in FINGERPRINT.items() if FIELDS[k][1] == "gpu"}
+    fp = {**gpu, **identity_probe.current_fingerprint(spec, False, problem="n1m")}
+    return dataclasses.replace(
+        template,
+        fingerprint=fp,
+        baseline=members[0],
+        front=(members[1],),
+        pinned=members[1].key,
+        inputs={"closure": source_closure(spec)},
+    )

@@ -11,7 +11,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from registry_support import DEVICE, FINGERPRINT, Run, git, init_repo, make_artifact, one_line_error
+from registry_support import (
+    DEVICE,
+    FINGERPRINT,
+    Run,
+    built_saxpy_artifact,
+    git,
+    init_repo,
+    make_artifact,
+    one_line_error,
+)
 
 from ctune.compile.deps import closure_sha256, file_sha256
 from ctune.errors import RegistryError, UserError
@@ -354,49 +363,6 @@ def test_the_command_dry_run_json_and_refusals(cli: Run, kernels: Path, tmp_path
 # --- against the real nvcc: ``ctune check`` before and after ----------------------
 
 
-def _built_artifact(kernels: Path, cache: Path) -> Artifact:
-    """A saxpy artifact as a search records it: members built by nvcc with their SASS,
-    flags and launch geometry, the closure and this machine's fingerprint."""
-    from ctune import identity_probe
-    from ctune.compile.command import tuned_flags
-    from ctune.compile.deps import source_closure
-    from ctune.compile.nvcc import NvccCompiler
-    from ctune.compile.toolchain import probe_toolchain
-    from ctune.evidence.identity import FIELDS
-
-    spec = load_spec(kernels / "saxpy.yaml")
-    problem = spec.problem("n1m")
-    template = make_artifact("saxpy", "n1m")
-    members = []
-    with NvccCompiler(spec, probe_toolchain(), cache) as compiler:
-        for block, like in ((256, template.baseline), (128, template.front[0])):
-            cand = spec.candidate({**spec.space.default_values(), "BLOCK": block})
-            build = compiler.build(cand, problem)
-            assert build.outcome.is_ok, build.log_tail
-            members.append(
-                dataclasses.replace(
-                    like,
-                    candidate=cand,
-                    key=cand.key(),
-                    sass_sha256=build.sass_sha256 or "",
-                    nvcc_flags=tuple(tuned_flags(build.argv)),
-                    defines={},
-                    resources={},
-                    launch=spec.launch_geometry(cand, problem),
-                )
-            )
-    gpu = {k: v for k, v in FINGERPRINT.items() if FIELDS[k][1] == "gpu"}
-    fp = {**gpu, **identity_probe.current_fingerprint(spec, False, problem="n1m")}
-    return dataclasses.replace(
-        template,
-        fingerprint=fp,
-        baseline=members[0],
-        front=(members[1],),
-        pinned=members[1].key,
-        inputs={"closure": source_closure(spec)},
-    )
-
-
 @pytest.mark.nvcc
 @pytest.mark.parametrize("edited", [False, True], ids=["renamed", "renamed-and-edited"])
 def test_check_gives_the_same_verdict_after_the_rename(
@@ -405,7 +371,7 @@ def test_check_gives_the_same_verdict_after_the_rename(
     monkeypatch.setenv("CTUNE_CACHE_DIR", str(tmp_path / "cache"))
     repo = init_repo(tmp_path / "project")
     registry = repo / "registry"
-    publish_artifact(registry, _built_artifact(kernels, tmp_path / "cache"))
+    publish_artifact(registry, built_saxpy_artifact(kernels, tmp_path / "cache"))
 
     def ctune(*args: str) -> subprocess.CompletedProcess[str]:
         argv = [sys.executable, "-m", "ctune", *args, "--kernels", str(kernels)]
