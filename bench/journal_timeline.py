@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -25,6 +26,14 @@ def read_journal(path: Path) -> list[dict[str, Any]]:
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt") as handle:
         return [json.loads(line) for line in handle if line.strip()]
+
+
+def device(records: list[dict[str, Any]]) -> dict[str, str]:
+    """The GPU the journal's header names (``NVIDIA H200 (sm_90)``), as a result file's
+    ``gpu`` and ``sm``: a timeline is named by the GPU it was measured on."""
+    header = next((r for r in records if r.get("kind") == "header"), {})
+    match = re.fullmatch(r"(.+) \((sm_\d+a?)\)", str(header.get("device", "")))
+    return {"gpu": match[1], "sm": match[2]} if match else {}
 
 
 def timeline(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -96,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.journal.is_file():
         print(f"{args.journal}: no such journal", file=sys.stderr)
         return 2
-    result = {"journal": args.journal.name, **timeline(read_journal(args.journal))}
+    records = read_journal(args.journal)
+    result = {"journal": args.journal.name, **device(records), **timeline(records)}
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(table(result))

@@ -28,7 +28,7 @@ def test_builds_fillers_and_the_best_are_read_from_the_journal(
 ) -> None:
     journal_timeline = bench_module("journal_timeline")
     records = [
-        {"kind": "header"},
+        {"kind": "header", "device": "NVIDIA H200 (sm_90)"},
         _trial(0, 50.0, False, 48.0, 0.20),  # the default build
         _trial(1, 52.0, True, 48.0, 0.19),  # a runtime variant of it: a filler
         _trial(2, 53.0, True, 48.0, 0.21),
@@ -48,4 +48,6 @@ def test_builds_fillers_and_the_best_are_read_from_the_journal(
     assert (summary["compile_s_median"], summary["compile_s_max"]) == (48.0, 55.0)
     assert summary["first_measurement_at_s"] == 50.0 and summary["last_trial_at_s"] == 111.0
     assert summary["best_in_search"] == {"value": 0.18, "at_s": 110.0, "trial": 3}
+    assert journal_timeline.device(records) == {"gpu": "NVIDIA H200", "sm": "sm_90"}
+    assert journal_timeline.device([{"kind": "header"}]) == {}
     assert journal_timeline.main([str(tmp_path / "missing.jsonl")]) == 2

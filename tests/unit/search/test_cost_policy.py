@@ -82,7 +82,9 @@ def _decisions(path: Path) -> list[tuple[str, str]]:
 def test_skips_are_journaled_with_the_prediction_and_the_leader(
     landscape: tuple[BinaryTruth, KernelSpec], tmp_path: Path
 ) -> None:
-    result = _search(landscape, tmp_path / "cache", cost_model=True)
+    # seed 4: with seed 3 the staged search's flag round (taking turns over its leaders) left
+    # the model nothing to skip within the 60 measurements
+    result = _search(landscape, tmp_path / "cache", cost_model=True, seed=4)
     lines = _lines(result.journal)
     assert lines[0]["search"]["cost_model"] is True
     skipped = [r for r in lines if r.get("kind") == "trial" and "skipped" in r]
