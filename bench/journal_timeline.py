@@ -90,9 +90,10 @@ def table(result: dict[str, Any]) -> str:
     ]
     for b in result["builds"]:
         value = "-" if b["value"] is None else f"{b['value']:.4f}"
+        compile_s = "-" if b["compile_s"] is None else f"{b['compile_s']:.0f}"
         lines.append(
             f"| {b['trial']} | {b['generation']} | {b['recorded_at_s']:.0f} | "
-            f"{b['compile_s']:.0f} | {value} | {b['fillers_before']} |"
+            f"{compile_s} | {value} | {b['fillers_before']} |"
         )
     return "\n".join(lines)
 

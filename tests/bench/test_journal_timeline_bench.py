@@ -48,6 +48,8 @@ def test_builds_fillers_and_the_best_are_read_from_the_journal(
     assert (summary["compile_s_median"], summary["compile_s_max"]) == (48.0, 55.0)
     assert summary["first_measurement_at_s"] == 50.0 and summary["last_trial_at_s"] == 111.0
     assert summary["best_in_search"] == {"value": 0.18, "at_s": 110.0, "trial": 3}
+    no_compile_time = {**got["builds"][2], "compile_s": None}
+    assert "| 4 | 1 | 111 | - | - | 0 |" in journal_timeline.table({"builds": [no_compile_time]})
     assert journal_timeline.device(records) == {"gpu": "NVIDIA H200", "sm": "sm_90"}
     assert journal_timeline.device([{"kind": "header"}]) == {}
     assert journal_timeline.main([str(tmp_path / "missing.jsonl")]) == 2
