@@ -1,4 +1,4 @@
-from ctune.cli import main
+from ctune.cli import console_main
 
 if __name__ == "__main__":
-    main()
+    console_main()

@@ -9,14 +9,20 @@ A command that keeps something says so by raising :class:`Interrupted` with that
 plain ``KeyboardInterrupt`` means nothing was written. A section that must not stop half
 way (an artifact written and committed) runs under :func:`deferred`: a signal that
 arrives meanwhile takes effect when the section ends, and the caller says what it kept.
+
+The signal lands in the main thread only (ctune's threads block it), is not lost in a
+finalizer, and cannot change the exit of a command that has ended (docs/design.md).
 """
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import signal
+import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import FrameType
 
@@ -60,19 +66,56 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+#: how long a Ctrl-C swallowed by a finalizer waits to be given back to the command
+REDELIVERY_DELAY_S = 0.01
+
+
+def _interrupt_main_soon() -> None:
+    time.sleep(REDELIVERY_DELAY_S)
+    _thread.interrupt_main()  # nothing where the signal is ignored: the command has ended
+
+
+def _redeliver_lost_interrupts(
+    previous: Callable[[sys.UnraisableHookArgs], object],
+) -> Callable[[sys.UnraisableHookArgs], None]:
+    """An unraisable-exception hook that gives a swallowed Ctrl-C back to the command.
+
+    A ``KeyboardInterrupt`` raised while the garbage collector runs an object's ``__del__``
+    (a git repository's, say) cannot propagate: Python prints it as "Exception ignored"
+    and carries on, as if the command had never been interrupted. This hook signals the
+    main thread again a moment later, from a thread of its own: signalled at once, the
+    interrupt would land in the hook itself (and be lost the same way). The command meets
+    it at its next step, or a section that defers signals holds it; should it land in a
+    finalizer again, it comes back here. Any other exception goes to ``previous``."""
+
+    def hook(unraisable: sys.UnraisableHookArgs) -> None:
+        if issubclass(unraisable.exc_type, KeyboardInterrupt):
+            redeliver = threading.Thread(target=_interrupt_main_soon, name="ctune-redeliver")
+            redeliver.daemon = True
+            redeliver.start()
+            return
+        previous(unraisable)
+
+    return hook
+
+
 @contextlib.contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM raises ``KeyboardInterrupt`` while the block runs (outside the main thread,
-    where no signal handler can be set, nothing changes). It starts a command: nothing
-    kept yet."""
+    """SIGTERM raises ``KeyboardInterrupt`` while the block runs, and a Ctrl-C that lands
+    in a finalizer is not lost (:func:`_redeliver_lost_interrupts`); outside the main
+    thread, where no signal handler can be set, nothing changes. It starts a command:
+    nothing kept yet."""
     _kept_so_far.clear()
     if not _in_main_thread():
         yield
         return
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = _redeliver_lost_interrupts(previous_hook)
     try:
         yield
     finally:
+        sys.unraisablehook = previous_hook
         signal.signal(signal.SIGTERM, previous)
 
 
@@ -103,6 +146,44 @@ def blocked() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def block_stop_signals_in_this_thread() -> None:
+    """Block SIGINT and SIGTERM in the calling thread for the rest of its life. For the
+    threads ctune starts (a pool's initializer, :func:`start_thread`): the kernel then
+    hands a stop signal to the main thread, so a section of the main thread that blocks
+    them (:func:`blocked`, :func:`deferred`) really holds them back until it ends, where a
+    thread that took one would have had Python raise it in the main thread at once."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+
+
+def start_thread(target: Callable[..., object], *args: object, name: str) -> threading.Thread:
+    """``target(*args)`` in a daemon thread that never takes a stop signal: it is started
+    with them blocked, and a thread keeps the mask of the thread that started it. A daemon
+    thread never keeps the process from exiting once its command has ended."""
+    with blocked():
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        thread.start()
+    return thread
+
+
+def settle_for_exit() -> None:
+    """The command has ended and said how (its output, its exit code); the process only
+    exits from here. A stop signal that came now would land in the interpreter's own
+    clean-up, as a traceback from an object's ``__del__`` or a death by SIGINT after a
+    clean 0, so SIGINT and SIGTERM are ignored until the process ends (ctune's threads
+    are daemons and its compiles and workers already stopped: nothing is left to wait on).
+
+    It also clears the mark CPython leaves when a ``KeyboardInterrupt`` passes out of code
+    run by ``exec`` of a string (``dataclasses`` builds its methods that way): the
+    interpreter counts that interrupt as unhandled even though the command caught it, and
+    at exit kills itself with SIGINT instead of returning the command's exit code. Each
+    ``exec`` of a string starts by clearing that mark."""
+    if not _in_main_thread():
+        return
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    exec("None")
 
 
 @dataclass
@@ -147,10 +228,13 @@ __all__ = [
     "STOP_SIGNALS",
     "Held",
     "Interrupted",
+    "block_stop_signals_in_this_thread",
     "blocked",
     "deferred",
     "ignored",
     "keep",
     "kept_by",
+    "settle_for_exit",
+    "start_thread",
     "terminate_as_interrupt",
 ]

@@ -143,6 +143,19 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
         sys.exit(EXIT_INTERNAL)
 
 
+def console_main() -> None:
+    """The ``ctune`` program and ``python -m ctune``: :func:`main`, then an exit that a
+    late Ctrl-C cannot change (``ctune/interrupts.py``, ``settle_for_exit``). Callers in
+    this process (tests, the API) use :func:`main`, which leaves the signals as it found
+    them."""
+    try:
+        main()
+    finally:
+        from ctune.interrupts import settle_for_exit
+
+        settle_for_exit()
+
+
 def _answer_version(args: list[str]) -> bool:
     """``ctune --version`` alone: answered before the command tree (and rich) is loaded, so
     that it costs an interpreter start and no more. Any other use of the flag goes through

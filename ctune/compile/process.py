@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ctune.interrupts import blocked
+from ctune.interrupts import block_stop_signals_in_this_thread, blocked
 from ctune.quoting import CommandLineError, check_argv, value_refusal
 
 log = logging.getLogger(__name__)
@@ -107,9 +107,11 @@ _THREAD = threading.local()
 def pool_thread_start(live: LiveGroups) -> Callable[[], None]:
     """The initializer of a compiler pool's threads: every nvcc run the thread starts (a
     build, its ``-M``, the PTX rerun) joins ``live``, so that the pool's owner can end them
-    all (a pool that stops waits for its threads, and they for their runs)."""
+    all (a pool that stops waits for its threads, and they for their runs). The thread
+    takes no stop signal: those are the main thread's."""
 
     def start() -> None:
+        block_stop_signals_in_this_thread()
         _THREAD.live = live
 
     return start

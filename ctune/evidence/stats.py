@@ -25,12 +25,12 @@ def import_tests_in_background() -> None:
     """Import ``scipy.stats`` in a daemon thread: a search calls this as it starts, so
     that its confirmation's first Mann-Whitney test does not wait for the import (the
     search's process mostly waits on its worker meanwhile)."""
-    import threading
+    from ctune.interrupts import start_thread
 
     def load() -> None:
         import scipy.stats  # noqa: F401
 
-    threading.Thread(target=load, name="ctune-import-scipy", daemon=True).start()
+    start_thread(load, name="ctune-import-scipy")
 
 
 def quantile(samples: Sequence[float] | np.ndarray, q: float) -> float:

@@ -22,7 +22,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import weakref
 from collections.abc import Sequence
@@ -31,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctune.config import Settings
 from ctune.errors import CtuneError, DeviceUnhealthy, ToolchainError, UserError
-from ctune.interrupts import blocked
+from ctune.interrupts import blocked, start_thread
 from ctune.measure import Measurer, SamplingPlan
 from ctune.measure.plan import TypicalWall, hang_timeout_s, setup_timeout_s, validate
 from ctune.measure.worker import MeasureRequest, decode, encode, measure_message, parse_measurement
@@ -307,7 +306,7 @@ class WorkerProcess:
             self._end(deadline)
         else:
             name = f"ctune-reap-{self.pid}"
-            threading.Thread(target=self._end, args=(deadline,), name=name, daemon=True).start()
+            start_thread(self._end, deadline, name=name)
 
     def _end(self, deadline: float) -> None:
         """Reap the process (killed if not gone by ``deadline``) and release the pipes."""

@@ -13,8 +13,9 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import importlib
-import threading
 from collections.abc import Callable, Iterator
+
+from ctune.interrupts import start_thread
 
 #: what a measuring process's set-up imports anyway; imported while the context is made
 IMPORTS_AHEAD = (
@@ -57,8 +58,7 @@ def context_ahead(
 ) -> Iterator[None]:
     """Make ``device``'s context (``make``) in a thread while the block runs; at its end,
     wait for it. The block should hold the GIL (imports) and do nothing with CUDA."""
-    thread = threading.Thread(target=make, args=(device,), name="cuda-context", daemon=True)
-    thread.start()
+    thread = start_thread(make, device, name="cuda-context")
     try:
         yield
     finally:

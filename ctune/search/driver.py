@@ -23,7 +23,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, TypeVar
 
-from ctune.interrupts import STOP_SIGNALS, Interrupted
+from ctune.interrupts import STOP_SIGNALS, Interrupted, start_thread
 from ctune.records import Candidate, Trial
 from ctune.search import Compiler, Publisher, make_strategy
 from ctune.search import journal as journal_mod
@@ -157,14 +157,20 @@ def _counts_ahead(inputs: RunInputs) -> Future[Counts]:
 
 
 def _ahead(compute: Callable[[], T], name: str) -> Future[T]:
-    """``compute`` started in a thread of its own, which ends with it."""
-    from concurrent.futures import ThreadPoolExecutor
+    """``compute`` started in a daemon thread of its own, which ends with it: a search
+    that stops before it is done does not wait for it, and neither does the exit."""
+    future: Future[T] = Future()
 
-    pool = ThreadPoolExecutor(1, thread_name_prefix=name)
-    try:
-        return pool.submit(compute)
-    finally:
-        pool.shutdown(wait=False)  # the thread ends with its one task
+    def run() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(compute())
+        except BaseException as exc:  # the caller meets it when it asks for the result
+            future.set_exception(exc)
+
+    start_thread(run, name=name)
+    return future
 
 
 # --- the run --------------------------------------------------------------------------------

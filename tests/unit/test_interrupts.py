@@ -1,10 +1,18 @@
 """What an interrupt says it kept: its own text, else what the command recorded, else
-nothing; each command starts with nothing kept."""
+nothing; each command starts with nothing kept. A Ctrl-C is never lost (in a finalizer)
+and never changes the exit of a command that has ended; ctune's threads never take one."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -13,8 +21,12 @@ from ctune.interrupts import (
     Interrupted,
     keep,
     kept_by,
+    settle_for_exit,
+    start_thread,
     terminate_as_interrupt,
 )
+
+ROOT = Path(__file__).parents[2]
 
 
 def test_a_plain_interrupt_after_a_commit_reports_the_commit() -> None:
@@ -55,3 +67,125 @@ def test_a_second_ctrl_c_while_stopping_keeps_exit_130(monkeypatch: pytest.Monke
         code = "KeyboardInterrupt"
     assert code == 130
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def _exit_code(run: Callable[[], object]) -> object:
+    try:
+        run()
+    except SystemExit as exc:
+        return exc.code
+    except KeyboardInterrupt:
+        return "KeyboardInterrupt"
+    return "returned"
+
+
+class _InterruptedWhileFinalized:
+    """An object whose finalizer meets the Ctrl-C, as a git repository's may when the
+    garbage collector runs it just as the signal comes."""
+
+    def __del__(self) -> None:
+        raise KeyboardInterrupt
+
+
+def test_a_ctrl_c_that_lands_in_a_finalizer_still_stops_the_command(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Python swallows an exception raised in ``__del__`` (it prints "Exception ignored"):
+    the command must still stop, with its one line and exit 130."""
+    import ctune.cli as cli
+
+    def command(argv: object) -> None:
+        _InterruptedWhileFinalized()  # dropped at once: its finalizer runs here
+        end = time.monotonic() + 10
+        while time.monotonic() < end:  # the command's next steps
+            pass
+        print("finished")
+
+    monkeypatch.setattr(cli, "_run", command)
+    assert _exit_code(lambda: cli.main(["check"])) == 130
+    out, err = capsys.readouterr()
+    assert "finished" not in out
+    assert err.strip() == "interrupted: nothing written"
+
+
+def test_other_exceptions_in_a_finalizer_go_to_the_hook_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Broken:
+        def __del__(self) -> None:
+            raise ValueError("a finalizer's own bug")
+
+    seen: list[object] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: seen.append(u.exc_value))
+    with terminate_as_interrupt():
+        Broken()
+    assert [str(exc) for exc in seen] == ["a finalizer's own bug"]
+
+
+def _run_module(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
+    """``python -m`` a module (the way the ``ctune`` program starts: the interpreter's own
+    exit path) that replaces the command tree's run with ``source``'s ``command``."""
+    (tmp_path / "program.py").write_text(
+        "import ctune.cli as cli\n" + source + "\ncli._run = command\ncli.console_main()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "program"], cwd=tmp_path, env=env, capture_output=True,
+        text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_a_ctrl_c_after_the_command_has_ended_changes_nothing(tmp_path: Path) -> None:
+    """The signal comes while the interpreter exits (here: in an exit handler the command
+    left): exit 0, the command's output, and no traceback."""
+    ran = _run_module(
+        tmp_path,
+        "import atexit, os, signal, time\n"
+        "def late():\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    end = time.monotonic() + 0.2\n"
+        "    while time.monotonic() < end:\n"
+        "        pass\n"
+        "def command(argv):\n"
+        "    atexit.register(late)\n"
+        "    print('done')\n",
+    )
+    assert (ran.returncode, ran.stdout, ran.stderr) == (0, "done\n", "")
+
+
+def test_an_interrupted_command_exits_130_through_the_program(tmp_path: Path) -> None:
+    ran = _run_module(tmp_path, "def command(argv):\n    raise KeyboardInterrupt\n")
+    assert (ran.returncode, ran.stderr.strip()) == (130, "interrupted: nothing written")
+
+
+def test_settling_for_exit_clears_cpythons_mark_of_an_unhandled_interrupt() -> None:
+    """A ``KeyboardInterrupt`` that passes out of ``exec`` of a string is marked unhandled
+    even when caught, and the interpreter then ends by SIGINT instead of the command's
+    exit code; the mark must be gone once the command has ended."""
+    try:
+        mark = ctypes.c_int.in_dll(ctypes.pythonapi, "_Py_UnhandledKeyboardInterrupt")
+    except ValueError:
+        pytest.skip("this Python keeps the mark where ctypes cannot read it")
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    with contextlib.suppress(KeyboardInterrupt):
+        exec("raise KeyboardInterrupt")
+    assert mark.value == 1
+    try:
+        settle_for_exit()
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+        assert mark.value == 0
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+
+
+def test_the_threads_ctune_starts_never_take_a_stop_signal() -> None:
+    """So the kernel hands a Ctrl-C to the main thread, and a section of it that blocks
+    the stop signals really holds them back."""
+    seen: list[set[int]] = []
+    thread = start_thread(lambda: seen.append(signal.pthread_sigmask(signal.SIG_BLOCK, [])),
+                          name="probe")  # fmt: skip
+    thread.join(timeout=10)
+    assert thread.daemon
+    assert {signal.SIGINT, signal.SIGTERM} <= seen[0]
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
