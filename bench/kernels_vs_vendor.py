@@ -45,6 +45,7 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -408,10 +409,14 @@ def set_rows(kernel: str, set_name: str, set_dir: Path) -> tuple[list[Row], dict
     return rows, table
 
 
-def remeasure_rows(kernel: str, rows: list[Row], set_dir: Path, processes: int) -> None:
+def remeasure_rows(
+    kernel: str, rows: list[Row], result_file: Callable[[str, str], Path], processes: int
+) -> None:
     """Each row's default and tuned build again, interleaved in the same ``processes`` fresh
     workers, in this run: the run that also times the vendor, so the three numbers of a row
-    come from one machine session (the search's own confirmation was an earlier call)."""
+    come from one machine session and one way of timing (the search's own confirmation ran
+    earlier, beside its other workers). ``result_file(spec name, problem)`` is the row's
+    result file."""
     import numpy as np
 
     from ctune.cli.common import load, settings
@@ -425,7 +430,7 @@ def remeasure_rows(kernel: str, rows: list[Row], set_dir: Path, processes: int) 
     spec, toolchain = load(ROOT / kernel, cfg)
     with NvccCompiler.from_settings(spec, toolchain, cfg) as compiler:
         for row in rows:
-            artifact = read_result(set_dir / "artifacts" / f"{spec.name}-{row.problem}.json")
+            artifact = read_result(result_file(spec.name, row.problem))
             problem = spec.problem(row.problem)
             pinned = artifact.pinned_member()
             members = [("default", artifact.baseline.candidate)]
@@ -466,7 +471,11 @@ def set_main(args: argparse.Namespace) -> int:
     started = time.time()
     rows, table = set_rows(kernel, args.problem_set, args.set_dir)
     if args.remeasure:
-        remeasure_rows(kernel, rows, args.set_dir, args.remeasure)
+        set_dir = args.set_dir
+        remeasure_rows(
+            kernel, rows, lambda name, problem: set_dir / "artifacts" / f"{name}-{problem}.json",
+            args.remeasure,
+        )  # fmt: skip
     # GEMM: cuBLAS through torch.matmul for fp16 and bf16 alike; attention: SDPA
     vendor = vendor_times([(kernel, r.problem) for r in rows], via_torch=True)
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
@@ -728,8 +737,9 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=3,
         metavar="K",
-        help="--problem-set: re-measure each shape's default and tuned build in K fresh "
-        "processes in this run, beside the vendor timing (0: the search's own confirmation)",
+        help="--problem-set and --from-result: re-measure each row's default and tuned build "
+        "in K fresh processes in this run, beside the vendor timing (0: the search's own "
+        "confirmation)",
     )
     parser.add_argument(
         "--rebuild",
@@ -786,6 +796,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if (kernel, problem) in given:
                 row = result_row(given[kernel, problem])
+                if args.remeasure:
+                    remeasure_rows(kernel, [row], _the_file(given[kernel, problem]), args.remeasure)
             else:
                 print(f"[{time.time() - started:6.0f} s] tuning {kernel} {problem} ({budget})")
                 row = tune(kernel, problem, budget, artifacts, args.seed)
@@ -800,6 +812,11 @@ def main(argv: list[str] | None = None) -> int:
     print(write_report(args.out, slug, device, gpu, rows, started))
     plot(rows, args.out / f"kernels_vs_vendor-{slug}.png")
     return 0
+
+
+def _the_file(path: Path) -> Callable[[str, str], Path]:
+    """A row's result file, whatever its spec and problem: the one given."""
+    return lambda name, problem: path
 
 
 def _given_result(text: str) -> tuple[tuple[str, str], Path]:
