@@ -11,7 +11,6 @@ written."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import io
 import json
@@ -224,9 +223,6 @@ def _built_artifact(kernels: Path, cache: Path) -> Any:
     import importlib.util
     import sys
 
-    from ctune import identity_probe
-    from ctune.compile.deps import source_closure
-    from ctune.evidence import identity as fingerprint
     from ctune.registry.schema import FrontMember
 
     if "registry_support" not in sys.modules:
@@ -257,16 +253,7 @@ def _built_artifact(kernels: Path, cache: Path) -> Any:
                     launch=spec.launch_geometry(cand, problem),
                 )
             )
-    gpu = {k: v for k, v in support.FINGERPRINT.items() if fingerprint.FIELDS[k][1] == "gpu"}
-    fp = {**gpu, **identity_probe.current_fingerprint(spec, False, problem="n1m")}
-    return dataclasses.replace(
-        template,
-        fingerprint=fp,
-        baseline=members[0],
-        front=(members[1],),
-        pinned=members[1].key,
-        inputs={"closure": source_closure(spec)},
-    )
+    return support.built_here(template, spec, members)
 
 
 def craft(path: Path, canary: Path) -> None:

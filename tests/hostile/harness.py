@@ -25,7 +25,6 @@ seen too. Cases that need a fresh interpreter run ``python -m ctune``.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import io
 import os
@@ -728,11 +727,8 @@ def _real_artifact(project: Project) -> Any:
     """A saxpy artifact as a search records it: two members built by this nvcc, their SASS,
     launch geometry, the source closure and this machine's fingerprint (GPU fields from the
     registry tests' stand-in)."""
-    from ctune import identity_probe
-    from ctune.compile.deps import source_closure
     from ctune.compile.nvcc import NvccCompiler
     from ctune.compile.toolchain import probe_toolchain
-    from ctune.evidence import identity
     from ctune.registry.schema import FrontMember
     from ctune.spec import load_spec
 
@@ -759,16 +755,7 @@ def _real_artifact(project: Project) -> Any:
                 )
             )
     shutil.rmtree(project.base / "tuned")
-    gpu = {k: v for k, v in support.FINGERPRINT.items() if identity.FIELDS[k][1] == "gpu"}
-    fp = {**gpu, **identity_probe.current_fingerprint(spec, False, problem="n1m")}
-    return dataclasses.replace(
-        template,
-        fingerprint=fp,
-        baseline=members[0],
-        front=(members[1],),
-        pinned=members[1].key,
-        inputs={"closure": source_closure(spec)},
-    )
+    return support.built_here(template, spec, members)
 
 
 def add_gene(line: str) -> Callable[[str], str]:

@@ -291,9 +291,7 @@ class StandInRemeasurer:
 def built_saxpy_artifact(kernels: Path, cache: Path) -> Artifact:
     """A saxpy artifact as a search records it: members built by nvcc with their SASS,
     flags and launch geometry, the closure and this machine's fingerprint."""
-    from ctune import identity_probe
     from ctune.compile.command import tuned_flags
-    from ctune.compile.deps import source_closure
     from ctune.compile.nvcc import NvccCompiler
     from ctune.compile.toolchain import probe_toolchain
     from ctune.spec import load_spec
@@ -319,6 +317,16 @@ def built_saxpy_artifact(kernels: Path, cache: Path) -> Artifact:
                     launch=spec.launch_geometry(cand, problem),
                 )
             )
+    return built_here(template, spec, members)
+
+
+def built_here(template: Artifact, spec: Any, members: list[FrontMember]) -> Artifact:
+    """``template`` with ``members`` (built here: the default, then the pinned one) as its
+    baseline and front, the spec's source closure, and this machine's fingerprint for the
+    n1m problem (its GPU fields from :data:`FINGERPRINT`, there being no GPU here)."""
+    from ctune import identity_probe
+    from ctune.compile.deps import source_closure
+
     gpu = {k: v for k, v in FINGERPRINT.items() if FIELDS[k][1] == "gpu"}
     fp = {**gpu, **identity_probe.current_fingerprint(spec, False, problem="n1m")}
     return dataclasses.replace(
