@@ -39,7 +39,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+
+from nvcc_phases import default_argv  # noqa: E402
 
 from ctune.compile.sass import sass_digest  # noqa: E402
 
@@ -52,14 +54,6 @@ def _run(command: str, cwd: Path) -> float:
     start = time.perf_counter()
     subprocess.run(command, shell=True, cwd=cwd, check=True, capture_output=True)
     return time.perf_counter() - start
-
-
-def default_argv(kernel: str) -> list[str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "ctune", "compile", f"kernels/{kernel}.cu", "--format", "json"],
-        cwd=ROOT, capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    return list(json.loads(done.stdout)["build"]["argv"])
 
 
 def with_output(argv: list[str], output: str) -> list[str]:
