@@ -23,6 +23,15 @@ sys.path.insert(0, str(ROOT / "bench"))
 from journal_timeline import device, read_journal  # noqa: E402
 
 
+def driver(records: list[dict[str, Any]]) -> dict[str, str]:
+    """The driver the arm's measurements name (a journal's header does not)."""
+    for record in records:
+        measured = (record.get("trial") or {}).get("measurement") or {}
+        if (measured.get("device") or {}).get("driver"):
+            return {"driver": str(measured["device"]["driver"])}
+    return {}
+
+
 def arm_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
     """What one arm's journal says: its builds and their compile seconds, its skips, its
     generations and the best value its search measured."""
@@ -76,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         journal, _, result = paths.partition(",")
         records = read_journal(Path(journal))
         header = next(r for r in records if r.get("kind") == "header")
-        fingerprint = {**device(records), **header.get("fingerprint", {})}
+        fingerprint = {**device(records), **driver(records), **header.get("fingerprint", {})}
         arms[name] = {
             "journal": str(Path(journal).resolve().relative_to(ROOT)),
             "search": header.get("search"),
