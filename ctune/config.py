@@ -42,6 +42,9 @@ class Settings:
     jobs: int = 0  # parallel compiles; 0 = one per CPU core
     compile_timeout_s: float = 120.0
     compile_memory_bytes: int = 12 * 1024**3  # RLIMIT_AS guard per nvcc process group member
+    #: launcher builds that differ only in ptxas options: ptxas and a relink on a kept front
+    #: end instead of the whole nvcc run (ctune/compile/relink.py)
+    relink: bool = False
     l2_policy: str = ""  # empty: the spec's own policy (cold unless it says hot)
     timing: str = ""  # empty: the spec's own (auto unless it says events or graph)
     warmup_ms: float = 25.0
@@ -143,6 +146,7 @@ _RULES: dict[str, _Rule] = {
     "compile_memory_bytes": _Rule(
         "an integer number of bytes from 0 (no limit) to 2**62", lambda v: 0 <= v <= 2**62
     ),
+    "relink": _Rule("on or off: 1/0, true/false, yes/no, on/off"),
     "l2_policy": _Rule(
         f"one of {', '.join(l2policy.POLICIES)}, or empty for the spec's",
         _empty_or(l2policy.check),

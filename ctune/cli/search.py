@@ -246,6 +246,14 @@ def search_command(
         int | None,
         typer.Option(help="parallel compiles (default: CPUs)", rich_help_panel=_BUILD),
     ] = None,
+    relink: Annotated[
+        str | None,
+        typer.Option(
+            metavar="on|off",
+            help="a launcher's ptxas-option candidates rebuilt from a kept front end (default off)",
+            rich_help_panel=_BUILD,
+        ),
+    ] = None,
     resume: Annotated[
         Path | None,
         typer.Option(
@@ -388,6 +396,7 @@ def search_command(
         gpus=gpus,
         nvcc=nvcc,
         ptxas=ptxas,
+        relink=relink,
     )
     seeds: tuple[dict[str, Any], ...] = ()
     if warm_start is not None:

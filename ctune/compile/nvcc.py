@@ -36,7 +36,17 @@ from ctune.compile.command import (
 from ctune.compile.contract import Compiler
 from ctune.compile.deps import closure_roots, source_closure_sha256
 from ctune.compile.logs import CTUNE_ERROR
-from ctune.compile.process import LiveGroups, pool_thread_start, run_nvcc
+from ctune.compile.process import LiveGroups, NvccRun, pool_thread_start, run_nvcc
+from ctune.compile.relink import (
+    RelinkError,
+    Runner,
+    build_variant,
+    discard,
+    frontend_argv,
+    has_ptxas_variants,
+    load_frontend,
+    make_frontend,
+)
 from ctune.compile.resources import entry_resources
 from ctune.compile.sass import NotAnElf, entry_functions, kernel_param_sizes, sass_digest
 from ctune.compile.signature import KernelParams, arg_mismatch, ptx_param_sizes
@@ -134,6 +144,7 @@ class NvccCompiler(Compiler):
         memory_bytes: int = 12 * 1024**3,
         jobs: int = 0,
         controls: StoreChain | None = None,
+        relink: bool = False,
     ) -> None:
         self.spec = spec
         self.toolchain = toolchain
@@ -142,6 +153,16 @@ class NvccCompiler(Compiler):
         self.memory_bytes = memory_bytes
         self.builds_dir = Path(cache_dir).resolve() / "builds"
         self.quarantine_dir = Path(cache_dir).resolve() / "quarantine"
+        self.frontends_dir = Path(cache_dir).resolve() / "frontends"
+        #: launcher builds that differ only in ptxas options share a front end (relink.py):
+        #: only where the space has such options
+        self.relink = (
+            relink
+            and spec.entry_kind == "launcher"
+            and has_ptxas_variants([g for g in spec.space.genes if g.flag])
+        )
+        self._frontend_locks: dict[str, threading.Lock] = {}  # front-end key -> its maker's
+        self._frontends_failed: dict[str, str] = {}  # front-end key -> why it was not made
         #: where controls files are found (default: this cache's own store only)
         self.controls = controls or StoreChain.of(Path(cache_dir) / FOLDER)
         #: the spec's own controls files (acf_files), stored when first built with
@@ -172,6 +193,7 @@ class NvccCompiler(Compiler):
             memory_bytes=cfg.compile_memory_bytes,
             jobs=cfg.jobs,
             controls=StoreChain.for_settings(cfg),
+            relink=cfg.relink,
         )
 
     # --- argv and keys ------------------------------------------------------
@@ -433,7 +455,8 @@ class NvccCompiler(Compiler):
         self._write_instantiation(candidate, problem)
         start = time.perf_counter()
         try:
-            done = run_nvcc(
+            done, note = self._relinked(argv, problem, work) if self.relink else (None, "")
+            done = done or run_nvcc(
                 argv,
                 what=f"nvcc for {self.spec.name}",
                 timeout_s=self.timeout_s,
@@ -458,7 +481,7 @@ class NvccCompiler(Compiler):
             raise
         compile_s = time.perf_counter() - start
         # the log quotes paths, which need not be UTF-8
-        text = done.stdout.decode(errors="replace")
+        text = done.stdout.decode(errors="replace") + note
         outcome = Outcome.OK
         if done.returncode is None:
             outcome = Outcome.BUILD_TIMEOUT
@@ -515,6 +538,50 @@ class NvccCompiler(Compiler):
             except OSError:
                 shutil.rmtree(work, ignore_errors=True)
         return build
+
+    def _relinked(
+        self, argv: list[str], problem: Problem, work: Path
+    ) -> tuple[NvccRun | None, str]:
+        """The build of ``argv`` from its front end, made first when there is none (one
+        maker per front end; the others wait for it), and a line for its log; (None, why)
+        when the whole nvcc run must make it instead."""
+        front_argv = frontend_argv(argv)
+        key = self.build_key(front_argv, problem)
+        folder = self.frontends_dir / key
+        runner = Runner(
+            f"nvcc for {self.spec.name}",
+            self.timeout_s,
+            self.builds_dir,
+            self.memory_bytes,
+            COMPILE_NICENESS,
+            self._live,
+        )
+        with self._inflight_lock:
+            lock = self._frontend_locks.setdefault(key, threading.Lock())
+        made_s: float | None = None
+        try:
+            with lock:
+                if key in self._frontends_failed:
+                    raise RelinkError(self._frontends_failed[key])
+                try:
+                    front = load_frontend(folder)
+                except RelinkError:
+                    discard(folder)  # the next build makes it again
+                    raise
+                if front is None:
+                    start = time.perf_counter()
+                    try:
+                        front = make_frontend(front_argv, folder, runner)
+                    except (RelinkError, OSError, CommandLineError) as exc:
+                        self._frontends_failed[key] = str(exc)
+                        raise
+                    made_s = time.perf_counter() - start
+            variant = build_variant(argv, front, work, runner)
+        except (RelinkError, OSError, CommandLineError) as exc:
+            return None, f"\n[ctune] built by the whole nvcc run, not from front end {key}: {exc}"
+        how = "reused" if made_s is None else f"made in {made_s:.2f} s"
+        note = f"\n[ctune] relinked from front end {key} ({how})"
+        return NvccRun(variant.returncode, variant.text.encode(), b""), note
 
     def _inspect(
         self, output: Path, candidate: Candidate, problem: Problem

@@ -49,6 +49,7 @@ class CompileRecipe:
             s.arch,
             str(s.compile_timeout_s),
             str(s.compile_memory_bytes),
+            str(s.relink),
         )
 
 

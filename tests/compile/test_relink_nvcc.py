@@ -1,0 +1,235 @@
+"""Relinking a launcher's ptxas-option candidates from a kept front end, with the real nvcc:
+the same SASS as the whole nvcc run, a library that loads, a front end made once and
+reused, the whole run when the front end is broken, and failures classified as the whole
+run classifies them. A tiny launcher (not CUTLASS) keeps it fast."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ctune.compile import NvccCompiler
+from ctune.compile.relink import PTX, frontend_argv, ptxas_only_items
+from ctune.compile.sass import sass_digest
+from ctune.compile.toolchain import Toolchain, probe_toolchain
+from ctune.config import Settings
+from ctune.controls.store import ControlsStore
+from ctune.records import Build, Outcome
+from ctune.spec import KernelSpec, load_spec
+from ctune.testing.toolchains import new_ptxas
+
+pytestmark = pytest.mark.nvcc
+
+SOURCE = r"""
+__global__ void scale(float *x, float a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    for (; i < n; i += gridDim.x * blockDim.x) x[i] = a * x[i] + __sinf(x[i]) * __cosf(a * x[i]);
+}
+extern "C" int ctune_launch(float *x, float a, int n) {
+    scale<<<(n + 255) / 256, 256>>>(x, a, n);
+    return (int)cudaGetLastError();
+}
+"""
+SPEC = """\
+name: scale
+source: scale.cu
+entry: {symbol: ctune_launch, kind: launcher}
+arch: sm_90a
+flags: FLAGS
+ACF
+genes:
+  UNROLL: {values: [1, 2], default: 1, family: template}
+problems:
+  - {name: small, dims: {N: 1024}}
+args:
+  - {name: x, role: inout, dtype: float32, shape: [N]}
+  - {name: a, role: scalar, dtype: float32, value: 1.5}
+  - {name: n, role: scalar, dtype: int32, value: N}
+reference:
+  python: scale_ref.py:scale
+"""
+NEW_PTXAS, NO_NEW_PTXAS = new_ptxas()
+STANDIN = b"\x17 not a real controls file \x00" * 40
+
+
+@pytest.fixture(scope="module")
+def toolchain() -> Toolchain:
+    return probe_toolchain("nvcc")
+
+
+def _spec(
+    tmp_path: Path, toolchain: Toolchain, acf: bool = False, flags: str = "[ptxas_opt, dlcm]"
+) -> KernelSpec:
+    folder = tmp_path / "src"
+    folder.mkdir(exist_ok=True)
+    (folder / "scale.cu").write_text(SOURCE)
+    text = SPEC.replace("ACF", "acf: [ptxas]" if acf else "").replace("FLAGS", flags)
+    (folder / "scale.yaml").write_text(text)
+    (folder / "scale_ref.py").write_text("def scale(x, a, n):\n    return x\n")
+    return load_spec(folder / "scale.yaml", toolchain.help_text)
+
+
+def _build(compiler: NvccCompiler, spec: KernelSpec, **genes: object) -> Build:
+    values = {**spec.default_candidate().as_dict(), **genes}
+    return compiler.build(spec.candidate(values), spec.problem())
+
+
+def _frontends(tmp_path: Path, cache: str = "cache") -> list[Path]:
+    folder = tmp_path / cache / "frontends"
+    return (
+        sorted(p for p in folder.iterdir() if not p.name.startswith(".")) if folder.exists() else []
+    )
+
+
+def test_the_front_end_argv_leaves_out_ptxas_options_but_v() -> None:
+    argv = ["nvcc", "-Xptxas", "-v", "-DA=1", "-Xptxas", "-O1", "-Xptxas", "-dlcm=cg", "k.cu"]
+    assert frontend_argv(argv) == ["nvcc", "-Xptxas", "-v", "-DA=1", "k.cu"]
+    assert ptxas_only_items(argv) == ["-Xptxas", "-O1", "-Xptxas", "-dlcm=cg"]
+
+
+def test_a_relinked_variant_is_the_whole_builds_sass_and_loads(
+    tmp_path: Path, toolchain: Toolchain
+) -> None:
+    spec = _spec(tmp_path, toolchain)
+    whole = NvccCompiler(spec, toolchain, tmp_path / "whole")
+    relinked = NvccCompiler(spec, toolchain, tmp_path / "cache", relink=True)
+    assert relinked.relink and not whole.relink
+    first = _build(relinked, spec, ptxas_opt=0)
+    second = _build(relinked, spec, ptxas_opt=3, dlcm="cg")
+    third = _build(relinked, spec, ptxas_opt=1)
+    for build in (first, second, third):
+        assert build.outcome is Outcome.OK, build.log_tail
+    assert "relinked from front end" in first.log_tail and "(made in" in first.log_tail
+    # the later variants did not run the front end again (no cicc): the same one, reused
+    (front,) = _frontends(tmp_path)
+    for build in (second, third):
+        assert f"relinked from front end {front.name} (reused)" in build.log_tail
+    references = [
+        _build(whole, spec, ptxas_opt=0),
+        _build(whole, spec, ptxas_opt=3, dlcm="cg"),
+        _build(whole, spec, ptxas_opt=1),
+    ]
+    assert references[0].sass_sha256 != references[1].sass_sha256  # else this proves nothing
+    for ours, theirs in zip((first, second, third), references, strict=True):
+        assert ours.sass_sha256 == theirs.sass_sha256
+        assert ours.build_key == theirs.build_key  # the same build, however it was made
+        assert ours.argv == tuple(
+            a.replace(str(tmp_path / "whole"), str(tmp_path / "cache")) for a in theirs.argv
+        )
+        assert ours.resources == theirs.resources  # ptxas's -v report reached the log
+        assert ours.resources.regs
+        library = ctypes.CDLL(ours.binary_path)
+        assert library.ctune_launch is not None
+    # the digest of the library on disk is the recorded one
+    assert sass_digest(Path(first.binary_path).read_bytes()) == first.sass_sha256
+
+
+def test_a_broken_front_end_falls_back_to_the_whole_build(
+    tmp_path: Path, toolchain: Toolchain
+) -> None:
+    spec = _spec(tmp_path, toolchain)
+    compiler = NvccCompiler(spec, toolchain, tmp_path / "cache", relink=True)
+    assert _build(compiler, spec, ptxas_opt=0).outcome is Outcome.OK
+    (front,) = _frontends(tmp_path)
+    (front / PTX).unlink()
+    build = _build(compiler, spec, ptxas_opt=2)
+    assert build.outcome is Outcome.OK, build.log_tail
+    assert f"built by the whole nvcc run, not from front end {front.name}" in build.log_tail
+    assert "lost its kernel.ptx" in build.log_tail
+    whole = _build(NvccCompiler(spec, toolchain, tmp_path / "whole"), spec, ptxas_opt=2)
+    assert build.sass_sha256 == whole.sass_sha256
+    # the damaged front end was put aside: the next variant makes it again
+    again = _build(compiler, spec, ptxas_opt=1)
+    assert f"relinked from front end {front.name} (made in" in again.log_tail
+
+
+def test_a_variant_whose_ptxas_fails_is_the_whole_builds_outcome(
+    tmp_path: Path, toolchain: Toolchain
+) -> None:
+    """ptxas 13.0 refuses any controls file, and a 13.3 one refuses this stand-in."""
+    spec = _spec(tmp_path, toolchain, acf=True)
+    outcomes = {}
+    for cache, relink in (("cache", True), ("whole", False)):
+        digest = ControlsStore(tmp_path / cache / "controls").put(STANDIN)
+        compiler = NvccCompiler(spec, toolchain, tmp_path / cache, relink=relink)
+        assert _build(compiler, spec).outcome is Outcome.OK
+        build = _build(compiler, spec, acf_ptxas=digest)
+        outcomes[cache] = build
+    ours, theirs = outcomes["cache"], outcomes["whole"]
+    assert theirs.outcome in (Outcome.COMPILE_ERROR, Outcome.COMPILER_CRASH), theirs.log_tail
+    assert ours.outcome is theirs.outcome, ours.log_tail
+    assert "relinked from front end" in ours.log_tail and "(reused)" in ours.log_tail
+    assert ours.binary_path is None
+
+
+def test_setting_off_builds_as_today(tmp_path: Path, toolchain: Toolchain) -> None:
+    spec = _spec(tmp_path, toolchain)
+    compiler = NvccCompiler.from_settings(spec, toolchain, Settings(cache_dir=tmp_path / "cache"))
+    assert not compiler.relink
+    build = _build(compiler, spec, ptxas_opt=1)
+    assert build.outcome is Outcome.OK and "front end" not in build.log_tail
+    assert not (tmp_path / "cache" / "frontends").exists()
+    on = NvccCompiler.from_settings(
+        spec, toolchain, Settings(cache_dir=tmp_path / "other", relink=True)
+    )
+    assert on.relink
+
+
+def test_a_space_without_ptxas_options_never_keeps_a_front_end(
+    tmp_path: Path, toolchain: Toolchain
+) -> None:
+    spec = _spec(tmp_path, toolchain, flags="[fast_math, maxrregcount]")
+    compiler = NvccCompiler(spec, toolchain, tmp_path / "cache", relink=True)
+    assert not compiler.relink
+    assert _build(compiler, spec, fast_math=True).outcome is Outcome.OK
+    assert not (tmp_path / "cache" / "frontends").exists()
+
+
+@pytest.mark.skipif(NEW_PTXAS is None, reason=NO_NEW_PTXAS)
+def test_a_split_toolchain_relinks_with_its_own_ptxas(tmp_path: Path) -> None:
+    """The variant's ptxas is the one nvcc would run: the split toolchain's 13.3."""
+    from ctune.compile.select_toolchain import toolchain_for
+
+    split = toolchain_for(Settings(cache_dir=tmp_path / "cache", ptxas=str(NEW_PTXAS)))
+    spec = _spec(tmp_path, split)
+    relinked = _build(NvccCompiler(spec, split, tmp_path / "cache", relink=True), spec, ptxas_opt=0)
+    whole = _build(NvccCompiler(spec, split, tmp_path / "whole"), spec, ptxas_opt=0)
+    assert relinked.outcome is Outcome.OK, relinked.log_tail
+    assert "relinked from front end" in relinked.log_tail
+    assert relinked.sass_sha256 == whole.sass_sha256
+    assert shutil.which("nvcc")
+
+
+def _real_controls() -> bytes | None:
+    given = os.environ.get("CTUNE_TEST_ACF")
+    path = Path(given) if given else None
+    if path is None:
+        return None
+    files = sorted(path.glob("*.acf")) if path.is_dir() else [path] if path.is_file() else []
+    return files[0].read_bytes() if files else None
+
+
+@pytest.mark.skipif(
+    NEW_PTXAS is None or _real_controls() is None,
+    reason=NO_NEW_PTXAS or "no real controls file: set CTUNE_TEST_ACF (a CompileIQ output)",
+)
+def test_a_real_controls_file_relinks_to_the_whole_builds_sass(tmp_path: Path) -> None:
+    from ctune.compile.select_toolchain import toolchain_for
+
+    data = _real_controls()
+    assert data is not None
+    split = toolchain_for(Settings(cache_dir=tmp_path / "cache", ptxas=str(NEW_PTXAS)))
+    spec = _spec(tmp_path, split, acf=True)
+    builds = []
+    for cache, relink in (("cache", True), ("whole", False)):
+        digest = ControlsStore(tmp_path / cache / "controls").put(data)
+        compiler = NvccCompiler(spec, split, tmp_path / cache, relink=relink)
+        builds.append(_build(compiler, spec, acf_ptxas=digest))
+    ours, theirs = builds
+    assert ours.outcome is theirs.outcome, (ours.log_tail, theirs.log_tail)
+    assert "relinked from front end" in ours.log_tail
+    assert ours.sass_sha256 == theirs.sass_sha256
