@@ -236,9 +236,12 @@ def program(argv: list[str], search_path: str) -> list[str]:
     return [found, *argv[1:]]
 
 
-def dryrun(argv: Sequence[str], keep: str, cwd: Path, runner: Runner) -> Steps:
+def dryrun(
+    argv: Sequence[str], keep: str, cwd: Path, runner: Runner, deadline: float | None = None
+) -> Steps:
     """nvcc's steps for ``argv`` with its intermediate files kept in ``keep``."""
-    text = runner.must([*argv, "--dryrun", "--keep", "--keep-dir", keep], cwd, "nvcc --dryrun")
+    listing = [*argv, "--dryrun", "--keep", "--keep-dir", keep]
+    text = runner.must(listing, cwd, "nvcc --dryrun", deadline)
     return parse_dryrun(text, keep)
 
 
@@ -373,7 +376,7 @@ def build_variant(argv: Sequence[str], front: FrontEnd, work: Path, runner: Runn
     kept = work / "v"
     kept.mkdir()
     try:
-        return _variant(argv, front, work, runner, output.name)
+        return _variant(argv, front, work, runner, output.name, time.monotonic() + runner.timeout_s)
     except BaseException:
         (work / output.name).unlink(missing_ok=True)
         raise
@@ -382,11 +385,10 @@ def build_variant(argv: Sequence[str], front: FrontEnd, work: Path, runner: Runn
 
 
 def _variant(
-    argv: Sequence[str], front: FrontEnd, work: Path, runner: Runner, output: str
+    argv: Sequence[str], front: FrontEnd, work: Path, runner: Runner, output: str, deadline: float
 ) -> Variant:
-    deadline = time.monotonic() + runner.timeout_s
     kept = work / "v"
-    steps = dryrun(with_output(argv, output), "v", work, runner)
+    steps = dryrun(with_output(argv, output), "v", work, runner, deadline)
     if steps.stem != front.stem:
         raise RelinkError(f"the variant's source is {steps.stem}, the front end's {front.stem}")
     try:

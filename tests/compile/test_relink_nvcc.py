@@ -6,6 +6,7 @@ run classifies them. A tiny launcher (not CUTLASS) keeps it fast."""
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import shutil
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ctune.compile import NvccCompiler
-from ctune.compile.relink import PTX, frontend_argv, ptxas_only_items
+from ctune.compile.relink import PTX, RECORD, frontend_argv, ptxas_only_items
 from ctune.compile.sass import sass_digest
 from ctune.compile.toolchain import Toolchain, probe_toolchain
 from ctune.config import Settings
@@ -145,6 +146,42 @@ def test_a_broken_front_end_falls_back_to_the_whole_build(
     # the damaged front end was put aside: the next variant makes it again
     again = _build(compiler, spec, ptxas_opt=1)
     assert f"relinked from front end {front.name} (made in" in again.log_tail
+
+
+def test_variants_built_at_once_wait_for_one_front_end(
+    tmp_path: Path, toolchain: Toolchain
+) -> None:
+    spec = _spec(tmp_path, toolchain)
+    problem = spec.problem()
+    with NvccCompiler(spec, toolchain, tmp_path / "cache", relink=True, jobs=3) as compiler:
+        futures = [
+            compiler.submit(spec.candidate({**spec.default_candidate().as_dict(), **g}), problem)
+            for g in ({"ptxas_opt": 0}, {"ptxas_opt": 1}, {"dlcm": "cg"})
+        ]
+        builds = [f.result() for f in futures]
+    assert all(b.outcome is Outcome.OK for b in builds), [b.log_tail for b in builds]
+    (front,) = _frontends(tmp_path)
+    made = [b for b in builds if f"front end {front.name} (made in" in b.log_tail]
+    reused = [b for b in builds if f"front end {front.name} (reused)" in b.log_tail]
+    assert (len(made), len(reused)) == (1, 2)
+
+
+def test_a_front_end_record_with_a_shell_payload_runs_nothing(
+    tmp_path: Path, toolchain: Toolchain
+) -> None:
+    """A kept link step is checked as nvcc's own argv is: the record is the cache's, and a
+    cache is writable by whoever shares it."""
+    spec = _spec(tmp_path, toolchain)
+    compiler = NvccCompiler(spec, toolchain, tmp_path / "cache", relink=True)
+    assert _build(compiler, spec, ptxas_opt=0).outcome is Outcome.OK
+    (front,) = _frontends(tmp_path)
+    record = json.loads((front / RECORD).read_text())
+    record["link"].insert(1, f"-Wl,$(touch {tmp_path}/pwned)")
+    (front / RECORD).write_text(json.dumps(record))
+    build = _build(compiler, spec, ptxas_opt=1)
+    assert build.outcome is Outcome.OK, build.log_tail
+    assert "built by the whole nvcc run" in build.log_tail and "nothing was run" in build.log_tail
+    assert not (tmp_path / "pwned").exists()
 
 
 def test_a_variant_whose_ptxas_fails_is_the_whole_builds_outcome(
