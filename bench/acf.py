@@ -3,8 +3,9 @@
 ``run``: for each target (a pinned registry artifact), ``ctune search`` with ``--acf ptxas``
 from the pinned build (a warm start, ``--option start=controls``): CompileIQ's engine
 proposes controls files, ctune builds them (PTX from the system nvcc, the cubin from the
-given ptxas: the split path), prunes, measures each distinct binary once, and confirms the
-best file against the pinned build in the same fresh processes by the gate's rule. A row
+given ptxas: the split path; a CUTLASS launcher's from one kept front end, ``--relink on``),
+prunes, measures each distinct binary once, and confirms the best file against the pinned
+build in the same fresh processes by the gate's rule. A row
 per target: ``gain_p99`` (the build without a file over the best file, confirmed),
 ``significant``, ``evaluations``, ``distinct_binaries``, ``wall_s``.
 
@@ -109,6 +110,8 @@ def search_argv(
         str(warm),
         "--option",
         "start=controls",
+        "--relink",  # a CUTLASS (launcher) candidate from its kept front end; cubins: no change
+        "on",
         "--option",
         f"controls_pool={t.pool}",
         "--budget",

@@ -37,6 +37,7 @@ def test_the_search_starts_in_the_controls_phase_from_the_pinned_build(acf) -> N
     assert "--acf ptxas" in joined and "--warm-start w.t4.json" in joined
     assert "--option start=controls" in joined and f"--budget {t.budget}" in joined
     assert "--ptxas /x/ptxas" in joined and "--no-commit" in joined
+    assert "--relink on" in joined  # a CUTLASS candidate from its kept front end
 
 
 def test_a_row_reads_the_controls_verdict(acf) -> None:
