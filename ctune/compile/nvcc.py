@@ -455,8 +455,9 @@ class NvccCompiler(Compiler):
         self._write_instantiation(candidate, problem)
         start = time.perf_counter()
         try:
-            done, note = self._relinked(argv, problem, work) if self.relink else (None, "")
-            done = done or run_nvcc(
+            # relink on: the build from its front end, or None (``note`` says why): whole
+            relinked, note = self._relinked(argv, problem, work) if self.relink else (None, "")
+            done = relinked or run_nvcc(
                 argv,
                 what=f"nvcc for {self.spec.name}",
                 timeout_s=self.timeout_s,

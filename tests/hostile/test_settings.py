@@ -122,6 +122,8 @@ CASES += [
         error="CTUNE_L2",
     ),
     _env_case("timing-fast", COMPILE, {"CTUNE_TIMING": "fast"}),
+    _env_case("relink-maybe", COMPILE, {"CTUNE_RELINK": "maybe"}),
+    _env_case("relink-shell", COMPILE, {"CTUNE_RELINK": "$(touch {canary})"}),
 ]
 # a remote name that git would read as an option, or a transport that runs a command
 for tag, value in {
