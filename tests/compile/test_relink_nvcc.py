@@ -14,7 +14,14 @@ from pathlib import Path
 import pytest
 
 from ctune.compile import NvccCompiler
-from ctune.compile.relink import PTX, RECORD, frontend_argv, ptxas_only_items
+from ctune.compile.relink import (
+    PTX,
+    RECORD,
+    Runner,
+    frontend_argv,
+    make_frontend,
+    ptxas_only_items,
+)
 from ctune.compile.sass import sass_digest
 from ctune.compile.toolchain import Toolchain, probe_toolchain
 from ctune.config import Settings
@@ -201,6 +208,35 @@ def test_a_variant_whose_ptxas_fails_is_the_whole_builds_outcome(
     assert ours.outcome is theirs.outcome, ours.log_tail
     assert "relinked from front end" in ours.log_tail and "(reused)" in ours.log_tail
     assert ours.binary_path is None
+
+
+def test_a_variant_whose_ptxas_runs_out_of_time_is_a_build_timeout(
+    tmp_path: Path, toolchain: Toolchain
+) -> None:
+    """A ptxas that hangs on a variant's PTX (the front end's own runs the real one)."""
+    from ctune.compile.select_toolchain import toolchain_for
+
+    hang = tmp_path / "hang" / "ptxas"
+    hang.parent.mkdir()
+    hang.write_text(
+        f'#!/bin/sh\ncase "$*" in *v/*.ptx*) sleep 60;; esac\nexec {toolchain.ptxas} "$@"\n'
+    )
+    hang.chmod(0o755)
+    split = toolchain_for(Settings(cache_dir=tmp_path / "cache", ptxas=str(hang)))
+    spec = _spec(tmp_path, split)
+    compiler = NvccCompiler(spec, split, tmp_path / "cache", relink=True, timeout_s=120)
+    front_argv = frontend_argv(
+        compiler.argv(spec.default_candidate(), spec.problem(), tmp_path / "k.so")
+    )
+    folder = compiler.frontends_dir / compiler.build_key(front_argv, spec.problem())
+    runner = Runner("test", 120, tmp_path / "scratch")
+    make_frontend(front_argv, folder, runner)
+    hurried = NvccCompiler(spec, split, tmp_path / "cache", relink=True, timeout_s=4)
+    build = _build(hurried, spec, ptxas_opt=1)
+    assert build.outcome is Outcome.BUILD_TIMEOUT, build.log_tail
+    assert f"relinked from front end {folder.name} (reused)" in build.log_tail
+    assert "killed after 4 s" in build.log_tail
+    assert build.compile_s < 30
 
 
 def test_setting_off_builds_as_today(tmp_path: Path, toolchain: Toolchain) -> None:
