@@ -61,8 +61,9 @@ class Target:
 
 
 #: the 2 hand kernels, 4 CUTLASS GEMM shapes (2 decode), 2 CUTLASS attention shapes. A CUTLASS
-#: candidate is a whole launcher build (cicc ~30 s of ~50 s), so within one lease its stage is
-#: one engine generation: 16 files, a sample rather than a search (docs/advanced-controls.md).
+#: candidate was a whole launcher build (cicc ~30 s of ~50 s), so these budgets are one engine
+#: generation; with ``--relink on`` a candidate is ptxas and a link, and ``--budget`` asks for a
+#: search (docs/advanced-controls.md).
 TARGETS: tuple[Target, ...] = (
     Target("hand_gemm", "sq4096", 64, 16),
     Target("hand_attention", "prefill-s4096-d128-causal", 64, 16, "att"),
@@ -132,7 +133,8 @@ def search_record(result: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def settings_label(t: Target, prune_margin: str) -> str:
     """The stage's settings as a row label: rows of one key under other settings are kept."""
-    return f"pool{t.pool}" + ("" if prune_margin == "default" else f"-prune-{prune_margin}")
+    budget = "" if t.budget == target(t.key).budget else f"-budget{t.budget}"
+    return f"pool{t.pool}{budget}" + ("" if prune_margin == "default" else f"-prune-{prune_margin}")
 
 
 def row(
@@ -406,6 +408,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=3, help="h2h confirmation processes")
     parser.add_argument("--pool", type=int, default=None, help="controls files per generation")
     parser.add_argument(
+        "--budget", type=int, default=None, help="distinct binaries each stage may measure"
+    )
+    parser.add_argument(
         "--prune-margin", default="default", help="the stage's --prune-margin (off: never)"
     )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
@@ -415,6 +420,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen = [target(k) for k in args.only] if args.only else list(TARGETS)
     if args.pool is not None:
         chosen = [dataclasses.replace(t, pool=args.pool) for t in chosen]
+    if args.budget is not None:
+        chosen = [dataclasses.replace(t, budget=args.budget) for t in chosen]
     args.work.mkdir(parents=True, exist_ok=True)
     from ctune.evidence.identity import gpu_id
 
