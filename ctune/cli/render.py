@@ -115,6 +115,11 @@ def warn_line(message: str) -> None:
     line(("warning:", "yellow"), " ", message, stderr=True)
 
 
+def note_line(message: str) -> None:
+    """A line of advice on stderr: nothing is wrong, a setting would serve better."""
+    line(("note:", "cyan"), " ", message, stderr=True)
+
+
 def log_block(title: str, body: str) -> None:
     """A titled multi-line text such as a compiler log: lines kept, controls escaped."""
     line((title, "bold"))

@@ -373,7 +373,7 @@ def search_command(
     """
     from ctune.cli import render_search
     from ctune.cli.common import offer_controls, settings
-    from ctune.controls.offer import parse_acf_option
+    from ctune.controls.offer import parse_acf_option, relink_hint
     from ctune.controls.setup import controls_setup
     from ctune.objective import parse_objective_spec
     from ctune.registry.assemble import ResultPublisher
@@ -406,6 +406,11 @@ def search_command(
     asked_acf = parse_acf_option(acf)
     spec, toolchain = load_kernel(kernel, cfg)
     spec = offer_controls(spec, toolchain, cfg, asked_acf)
+    hint = relink_hint(spec, cfg.relink)
+    if hint is not None:
+        from ctune.cli.render import note_line
+
+        note_line(hint)
     objectives = parse_objective_spec(objective, constraint or [], spec.metrics)
     options = SearchOptions(
         problem=problem,

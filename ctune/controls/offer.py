@@ -69,4 +69,16 @@ def offer_acf(
     return spec.with_acf(tuple(offered))
 
 
-__all__ = ["offer_acf", "parse_acf_option"]
+def relink_hint(spec: KernelSpec, relink: bool) -> str | None:
+    """A line for a search of a launcher's ptxas controls files without ``relink``: each
+    such candidate is then a whole nvcc run, where a front end kept once makes it a ptxas
+    run and a link (docs/advanced-controls.md, "The relink setting"); None otherwise."""
+    if relink or spec.entry_kind != "launcher" or "ptxas" not in spec.acf:
+        return None
+    return (
+        f"{spec.name} is a launcher: each ptxas controls file is a whole nvcc build; "
+        "--relink on builds each from one kept front end (ptxas and a link)"
+    )
+
+
+__all__ = ["offer_acf", "parse_acf_option", "relink_hint"]

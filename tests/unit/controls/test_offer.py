@@ -83,3 +83,27 @@ def test_what_the_command_line_asks_and_the_toolchain_refuses_is_an_error(
     assert "pip install 'ctune[cuda13.3]'" in str(caught.value)
     assert "\n" not in str(caught.value)
     assert _acf_genes(offer_acf(spec, CUDA_13_3, "sm_90a", (), print)) == []  # --acf none
+
+
+@pytest.mark.parametrize(
+    ("entry_kind", "acf", "relink", "hinted"),
+    [
+        ("launcher", ("ptxas",), False, True),
+        ("launcher", ("ptxas",), True, False),  # already on
+        ("launcher", (), False, False),  # no controls files searched
+        ("launcher", ("nvcc",), False, False),  # nvcc's controls change the front end too
+        ("kernel", ("ptxas",), False, False),  # a cubin has no front end to keep
+    ],
+)
+def test_a_launchers_controls_search_without_relink_is_told_of_it(
+    tmp_path: Path, entry_kind: str, acf: tuple[str, ...], relink: bool, hinted: bool
+) -> None:
+    import dataclasses
+
+    from ctune.controls.offer import relink_hint
+
+    spec = dataclasses.replace(standin_spec(tmp_path).with_acf(acf), entry_kind=entry_kind)
+    hint = relink_hint(spec, relink)
+    assert (hint is not None) == hinted
+    if hint is not None:
+        assert "--relink on" in hint and spec.name in hint
