@@ -11,6 +11,7 @@ first. What is written, and when, is the journal writer's (``journal_writer.py``
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,9 @@ from ctune.search.journal_writer import device_label
 from ctune.search.result import COMPILE_ONLY
 
 if TYPE_CHECKING:
+    from ctune.exchange.t4 import Mapped
     from ctune.objective.spec import ObjectiveSpec
+    from ctune.records import Candidate
     from ctune.search.journal_writer import JournalWriter
     from ctune.search.pipeline import Pipeline
     from ctune.search.run_state import SearchRun
@@ -131,6 +134,7 @@ class SessionJournal:
     def open_new(self) -> None:
         """Measure the baseline, then create the journal with it as the first trial."""
         run = self.run
+        self.prefetch_warm_start()
         trial = self.baseline_trial()
         self.settle_timing(trial)
         self.writer.device = device_label(trial.measurement) or (
@@ -217,6 +221,34 @@ class SessionJournal:
             run.strategy.load_state(replay.states[-1][1])
         run.status.generation = max((t.generation for t in book.trials), default=0)
 
+    def _warm_candidates(
+        self, tried: Collection[str]
+    ) -> tuple[Mapped, list[Candidate], list[Candidate], int]:
+        """The warm start's configurations as candidates of this space: (the mapping, those
+        whose key is not in ``tried``, those of them to measure, the budget's share)."""
+        from ctune.exchange.t4 import candidates
+
+        run = self.run
+        opts = run.inputs.opts
+        mapped = candidates(
+            run.inputs.spec.name, run.inputs.space, opts.warm_start, run.inputs.problem.dims
+        )
+        fresh = [c for c in mapped.candidates if c.key() not in tried]
+        limit = max(0, run.budget.warm_start_share(opts.warm_start_share))
+        return mapped, fresh, fresh[:limit], limit
+
+    def prefetch_warm_start(self) -> None:
+        """Start compiling the warm start's builds while the baseline compiles and is
+        measured: they are measured right after it, and each would otherwise wait its whole
+        compile (a CUTLASS front end: about a minute) once the baseline is done. The builds
+        land in the cache, where the warm start's own evaluation finds them."""
+        run = self.run
+        if not run.inputs.opts.warm_start or not run.inputs.objective.measures:
+            return
+        baseline = run.inputs.spec.default_candidate().key()  # built and measured first
+        for cand in self._warm_candidates({baseline})[2]:
+            run.inputs.compiler.submit(cand, run.inputs.problem)
+
     def warm_start(self) -> None:
         """Measure the given configurations first, as one generation told to the strategy.
 
@@ -230,12 +262,7 @@ class SessionJournal:
         given = run.inputs.opts.warm_start
         if not given:
             return
-        from ctune.exchange.t4 import candidates
-
-        mapped = candidates(run.inputs.spec.name, run.inputs.space, given, run.inputs.problem.dims)
-        fresh = [c for c in mapped.candidates if c.key() not in run.book.cache]
-        limit = max(0, run.budget.warm_start_share(run.inputs.opts.warm_start_share))
-        chosen = fresh[:limit]
+        mapped, fresh, chosen, limit = self._warm_candidates(run.book.cache)
         if chosen:
             run.status.generation += 1
             finished = self.pipeline.evaluate_batch(chosen, run.status.generation)

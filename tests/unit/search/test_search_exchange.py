@@ -282,3 +282,41 @@ def test_each_objective_has_one_column_with_its_unit(
     from ctune.exchange.columns import objective_column
 
     assert objective_column(objective, unit) == column
+
+
+class _OrderRecordingCompiler(StandInCompiler):
+    """The stand-in compiler, recording which candidates were submitted and built, in order."""
+
+    def __init__(self, spec: KernelSpec) -> None:
+        super().__init__(spec)
+        self.sequence: list[tuple[str, str]] = []
+
+    def submit(self, candidate, problem):  # type: ignore[no-untyped-def]
+        self.sequence.append(("submit", candidate.key()))
+        return super().submit(candidate, problem)
+
+    def build(self, candidate, problem):  # type: ignore[no-untyped-def]
+        self.sequence.append(("build", candidate.key()))
+        return super().build(candidate, problem)
+
+
+def test_the_warm_starts_builds_start_before_the_baseline_is_built(
+    search, spec: KernelSpec, tmp_path: Path
+) -> None:
+    configurations = _t4(
+        tmp_path / "pool.json",
+        {"TILE_M": 16, "TILE_N": 16},
+        {"TILE_M": 64},  # the default build: the baseline, not fetched twice
+        {"TILE_M": 16, "TILE_N": 32},
+    )
+    compiler = _OrderRecordingCompiler(spec)
+    result, *_ = search(
+        compiler=compiler, budget=12, confirm_processes=0, warm_start=configurations
+    )
+    replay, _ = read(result.journal)
+    warm = {t.candidate.key() for t in replay.trials if t.generation == 1}
+    baseline = spec.default_candidate().key()
+    assert len(warm) == 2 and baseline not in warm  # the default build: measured already
+    first_baseline_build = compiler.sequence.index(("build", baseline))
+    fetched = {key for kind, key in compiler.sequence[:first_baseline_build] if kind == "submit"}
+    assert fetched == warm
