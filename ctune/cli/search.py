@@ -250,7 +250,7 @@ def search_command(
         str | None,
         typer.Option(
             metavar="on|off",
-            help="a launcher's ptxas-option candidates rebuilt from a kept front end (default off)",
+            help="ptxas-only variants from one kept front end (off)",
             rich_help_panel=_BUILD,
         ),
     ] = None,
@@ -359,9 +359,7 @@ def search_command(
     ] = None,
     gpus: Annotated[
         str | None,
-        typer.Option(
-            help="GPUs of this host that measure: all or 0,1 (default 0)", rich_help_panel=_SCALE
-        ),
+        typer.Option(help="GPUs that measure: all or 0,1 (default 0)", rich_help_panel=_SCALE),
     ] = None,
 ) -> None:
     """Search flags, launch configuration and template parameters for the best builds.
