@@ -43,9 +43,14 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from nvcc_phases import default_argv  # noqa: E402
 
+from ctune.compile.relink import (  # noqa: E402
+    fatbin_object_source,
+    host_side,
+    split_fatbin,
+    with_output,
+)
 from ctune.compile.sass import sass_digest  # noqa: E402
 
-_ASM_END = '.text\\n");'
 #: a line of nvcc --dryrun that sets a variable rather than runs a step
 _SETTING = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
@@ -54,35 +59,6 @@ def _run(command: str, cwd: Path) -> float:
     start = time.perf_counter()
     subprocess.run(command, shell=True, cwd=cwd, check=True, capture_output=True)
     return time.perf_counter() - start
-
-
-def with_output(argv: list[str], output: str) -> list[str]:
-    items = list(argv)
-    items[items.index("-o") + 1] = output
-    return items
-
-
-def split_fatbin(text: str) -> tuple[str, str]:
-    """nvcc's ``.fatbin.c``: (the asm block that holds the fatbin, the rest)."""
-    start = text.index("asm(")
-    end = text.index(_ASM_END, start) + len(_ASM_END)
-    return text[start:end], text[:start] + text[end:]
-
-
-def host_side(rest: str) -> str:
-    """The ``.fatbin.c`` the host object is compiled with: no fatbin, and ``fatbinData`` a
-    hidden symbol another object of the library defines."""
-    return rest.replace(
-        "extern const unsigned long long fatbinData[",
-        '__attribute__((visibility("hidden"))) extern const unsigned long long fatbinData[',
-    )
-
-
-def fatbin_object_source(asm_block: str) -> str:
-    label = '"fatbinData:\\n"'
-    assert label in asm_block, "nvcc's fatbin.c has changed: no fatbinData label"
-    exported = '".globl fatbinData\\n"\n".hidden fatbinData\\n"\n' + label
-    return asm_block.replace(label, exported, 1) + "\n"
 
 
 def relink(kernel: str, option: str, scratch: Path) -> dict[str, Any]:
