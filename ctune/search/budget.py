@@ -68,11 +68,18 @@ class Budget:
             return "stagnation"
         return ""
 
+    def measurements_left(self) -> int:
+        """GPU measurements the budget still allows (``MAX_BATCH`` without a budget)."""
+        return MAX_BATCH if self.limit is None else self.limit - self.asked
+
+    def decisions_left(self) -> int:
+        """Candidates the compile cap still lets be decided, built or skipped."""
+        left = self.compiles_left
+        return MAX_BATCH if left is None else left
+
     def remaining(self) -> int:
         """How many new candidates the next generation may evaluate."""
-        remaining = MAX_BATCH if self.limit is None else self.limit - self.asked
-        left = self.compiles_left
-        return remaining if left is None else min(remaining, left)
+        return min(self.measurements_left(), self.decisions_left())
 
     def warm_start_share(self, share: float) -> int:
         """How many warm-start configurations to measure: ``share`` of the budget

@@ -8,15 +8,19 @@ journaled as a ``skipped`` trial with the prediction and the leader beside it, a
 to the strategy like a failed one. It costs no ``--budget`` (that counts measurements) but
 counts towards the compile cap, which ends a search whose model rules out everything.
 The default build and confirmation never pass through here; warm-start configurations
-neither. Only the finished generations train the model, in journal order, so a resumed
-search decides exactly as the uninterrupted one did (docs/cost-model.md).
+neither. A skip frees a compile slot, not wall time, where the generation's builds compile
+side by side: the generation then asks the strategy for more candidates until the compile
+waves it runs anyway are full (:class:`Refill`). Only the finished generations train the
+model, in journal order, so a resumed search decides exactly as the uninterrupted one did
+(docs/cost-model.md).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +38,8 @@ MIN_TRAINED = 10
 MAX_WARM_JOURNALS = 64
 #: a journal header's ``created_utc`` (``journal.utc_stamp``)
 STAMP = "%Y%m%dT%H%M%SZ"
+#: times a generation asks the strategy again to fill the compile slots its skips freed
+MAX_REFILLS = 8
 
 
 @dataclass
@@ -45,11 +51,50 @@ class Screened:
     skipped: list[Trial] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Refill:
+    """How a generation gets more candidates when the model skips some of its own.
+
+    ``ask(n)``: up to ``n`` new candidates of the strategy (none cached, none already in
+    this generation); ``slots``: builds compiled at once; ``build_of``: a candidate's build
+    (candidates that differ in runtime genes share one); ``measure_room``: the most
+    candidates the generation may build (the budget left); ``decide_room``: the most it
+    may decide, built or skipped (the compile cap left).
+    """
+
+    ask: Callable[[int], list[Candidate]]
+    slots: int
+    build_of: Callable[[Candidate], Hashable]
+    measure_room: int
+    decide_room: int
+    wave_builds: int = 0  # builds in the compile waves the generation runs (waves_of)
+
+    def builds(self, cands: Sequence[Candidate]) -> int:
+        """How many builds ``cands`` need."""
+        return len({self.build_of(c) for c in cands})
+
+    def full(self, asked: Sequence[Candidate], kept: Sequence[Candidate]) -> bool:
+        """Is the generation's ``kept`` enough: as many candidates as the strategy first
+        ``asked`` for, or builds filling the waves of ``slots`` its first kept builds
+        started (nothing kept: no wave, nothing to fill)."""
+        if len(kept) >= len(asked) or not kept:
+            return True
+        return self.builds(kept) >= self.wave_builds
+
+    def waves_of(self, kept: Sequence[Candidate]) -> Refill:
+        """This refill with the waves ``kept`` (the first screen's) needs."""
+        waves = -(-self.builds(kept) // self.slots)
+        return dataclasses.replace(self, wave_builds=waves * self.slots)
+
+
 class CostPolicy:
     """Off: every candidate is built. The base of :class:`ModelPolicy`."""
 
-    def screen(self, new: Sequence[Candidate], generation: int) -> Screened:
-        """Which of ``new`` (generation ``generation``'s candidates) to build."""
+    def screen(
+        self, new: Sequence[Candidate], generation: int, refill: Refill | None = None
+    ) -> Screened:
+        """Which of ``new`` (generation ``generation``'s candidates) to build; with
+        ``refill``, more candidates may be asked for to take the place of skipped ones."""
         return Screened(list(new))
 
     def report(self) -> None:
@@ -166,9 +211,12 @@ class ModelPolicy(CostPolicy):
         self.warm: list[Example] | None = None  # read at the first screen
         self.warm_journals = 0
         self.finished_generation: int | None = None  # the last one the model may learn from
+        self.screening = -1  # the generation being screened (refills screen it again)
+        self.learn_until = 0  # the last generation its screens learn from
         self.rows: dict[str, list[float]] = {}
         self.considered = 0
         self.skipped = 0
+        self.refilled = 0  # candidates asked for to fill the compile slots skips freed
         self.reported = False
         self._fitted: tuple[int, CostModel] | None = None  # (trials taught, the model)
 
@@ -268,13 +316,41 @@ class ModelPolicy(CostPolicy):
         return model
 
     # --- the decision -----------------------------------------------------------------------
-    def screen(self, new: Sequence[Candidate], generation: int) -> Screened:
+    def screen(
+        self, new: Sequence[Candidate], generation: int, refill: Refill | None = None
+    ) -> Screened:
+        out = self._screen_once(new, generation)
+        if refill is None or not out.skipped:
+            return out
+        refill = refill.waves_of(out.kept)
+        for _ in range(MAX_REFILLS):
+            room = min(
+                refill.measure_room - len(out.kept),
+                refill.decide_room - len(out.kept) - len(out.skipped),
+            )
+            if refill.full(new, out.kept) or room <= 0:
+                break
+            missing = len(new) - len(out.kept)
+            more = refill.ask(min(missing, room))[:room]
+            if not more:
+                break
+            self.refilled += len(more)
+            again = self._screen_once(more, generation)
+            out.kept += again.kept
+            out.skipped += again.skipped
+        return out
+
+    def _screen_once(self, new: Sequence[Candidate], generation: int) -> Screened:
+        """Skip the candidates of ``new`` the model rules out, journaling each."""
         if not new:
             return Screened([])
         if self.warm is None:
             self._start()
-        finished = self.finished_generation if self.finished_generation is not None else 0
-        self.finished_generation = generation  # this one is finished by the next screen
+        if self.screening != generation:  # its first screen: what has finished since
+            self.screening = generation
+            self.learn_until = self.finished_generation or 0
+            self.finished_generation = generation  # this one is finished by the next screen
+        finished = self.learn_until
         book = self.run.book
         self.considered += len(new)
         baseline_trial = book.baseline
@@ -329,18 +405,25 @@ class ModelPolicy(CostPolicy):
         if self.reported:
             return
         self.reported = True
+        refilled = (
+            f"; {self.refilled} more asked for to fill the compile slots skips freed"
+            if self.refilled
+            else ""
+        )
         self.run.notices.note(
             f"cost model: skipped {self.skipped} of {self.considered} candidates predicted "
             f"worse than the leader at {1 - self.alpha:.0%} confidence (journaled as skipped, "
-            "with the prediction)",
+            f"with the prediction){refilled}",
             "info",
         )
 
 
 __all__ = [
+    "MAX_REFILLS",
     "MIN_TRAINED",
     "CostPolicy",
     "ModelPolicy",
+    "Refill",
     "Screened",
     "cost_policy",
     "journal_examples",

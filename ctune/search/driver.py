@@ -29,7 +29,7 @@ from ctune.search import Compiler, Publisher, make_strategy
 from ctune.search import journal as journal_mod
 from ctune.search.budget import MAX_BATCH
 from ctune.search.confirm_stage import ConfirmStage, can_confirm
-from ctune.search.cost_policy import cost_policy
+from ctune.search.cost_policy import Refill, cost_policy
 from ctune.search.events import (
     BaselineMeasured,
     GenerationFinished,
@@ -264,7 +264,32 @@ class _Search:
                 keys.add(key)
                 new.append(cand)
         new = new[:remaining]
-        screened = self.costs.screen(new, status.generation)  # skipped: journaled already
+
+        def ask_more(n: int) -> list[Candidate]:
+            """Up to ``n`` more of the strategy's candidates, none cached or asked already
+            (a cached one is told from the cache, as above)."""
+            more = []
+            for cand in run.strategy.ask(n):
+                key = cand.key()
+                if key in book.cache:
+                    told.append(book.cache[key])
+                    book.cached += 1
+                elif key not in keys:
+                    keys.add(key)
+                    more.append(cand)
+            new.extend(more)
+            return more
+
+        space = run.inputs.spec.space
+        refill = Refill(
+            ask_more,
+            self.pipeline.jobs,
+            lambda cand: space.build_group(cand.genes),
+            run.budget.measurements_left(),
+            run.budget.decisions_left(),
+        )
+        # skipped: journaled already; refills take the compile slots skips freed
+        screened = self.costs.screen(list(new), status.generation, refill)
         finished = self.pipeline.evaluate_batch(screened.kept, status.generation)
         told.extend(screened.skipped + finished)
         # fillers were not asked; a skipped candidate was decided, as a measured one

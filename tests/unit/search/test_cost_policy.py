@@ -83,8 +83,8 @@ def test_skips_are_journaled_with_the_prediction_and_the_leader(
     landscape: tuple[BinaryTruth, KernelSpec], tmp_path: Path
 ) -> None:
     # seed 4: with seed 3 the staged search's flag round (taking turns over its leaders) left
-    # the model nothing to skip within the 60 measurements
-    result = _search(landscape, tmp_path / "cache", cost_model=True, seed=4)
+    # the model nothing to skip within the 60 measurements; one compile slot: no refills
+    result = _search(landscape, tmp_path / "cache", cost_model=True, seed=4, jobs=1)
     lines = _lines(result.journal)
     assert lines[0]["search"]["cost_model"] is True
     skipped = [r for r in lines if r.get("kind") == "trial" and "skipped" in r]
@@ -160,10 +160,10 @@ def test_never_the_default_build_nor_the_confirmation(
     original = cost_policy.ModelPolicy.screen
     asked: list[bool] = []
 
-    def screen(self: cost_policy.ModelPolicy, new: Any, generation: int) -> Any:
+    def screen(self: cost_policy.ModelPolicy, new: Any, generation: int, refill: Any) -> Any:
         kept = original(self, [default], generation)
         asked.append(kept.kept == [default] and not kept.skipped)
-        return original(self, new, generation)
+        return original(self, new, generation, refill)
 
     monkeypatch.setattr(cost_policy.ModelPolicy, "screen", screen)
     result = _search(landscape, tmp_path / "cache", cost_model=True, confirm_processes=3)
@@ -172,6 +172,79 @@ def test_never_the_default_build_nor_the_confirmation(
     assert result.baseline is not None and result.front  # re-measured, not skipped
     outcomes = [o for _, o in _decisions(result.journal)]
     assert outcomes[0] == "ok" and "skipped" in outcomes
+
+
+def _builds_per_generation(path: Path) -> dict[int, tuple[int, int]]:
+    """Generation -> (candidates built, not fillers; candidates skipped)."""
+    out: dict[int, tuple[int, int]] = {}
+    for record in _lines(path):
+        if record.get("kind") != "trial" or record.get("filler"):
+            continue
+        trial = record["trial"]
+        built, skipped = out.get(trial["generation"], (0, 0))
+        if trial["outcome"] == "skipped":
+            out[trial["generation"]] = (built, skipped + 1)
+        else:
+            out[trial["generation"]] = (built + 1, skipped)
+    return out
+
+
+@needs_sklearn
+def test_a_generation_fills_the_compile_slots_its_skips_freed(
+    landscape: tuple[BinaryTruth, KernelSpec], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With as many compile slots as the strategy's batch (8), a generation whose model
+    skipped some asks for more until its 8 builds compile side by side; with one slot the
+    skips stand, since each build then waits for the one before."""
+    from ctune.model import CostModel
+
+    def every_fourth(self: CostModel, rows: list[list[float]]) -> list[Prediction]:
+        hopeless, open_ = Prediction(math.inf, math.inf, math.inf), Prediction(-math.inf, 0, 0)
+        return [hopeless if hash(tuple(row)) % 4 == 0 else open_ for row in rows]
+
+    monkeypatch.setattr(CostModel, "predict", every_fourth)
+    one = _search(landscape, tmp_path / "one", cost_model=True, seed=3, jobs=1)
+    eight = _search(landscape, tmp_path / "eight", cost_model=True, seed=3, jobs=8)
+    assert not any("more asked for" in n for n in one.notes)
+    (note,) = [n for n in eight.notes if n.startswith("cost model: skipped")]
+    assert "more asked for to fill the compile slots skips freed" in note
+    short = [g for g, (built, skipped) in _builds_per_generation(one.journal).items() if skipped]
+    assert any(_builds_per_generation(one.journal)[g][0] < 8 for g in short)
+    per_generation = _builds_per_generation(eight.journal)
+    last = max(per_generation)
+    filled = [built for g, (built, skipped) in per_generation.items() if skipped and g < last]
+    assert filled and all(built == 8 for built in filled)
+    assert eight.stop_reason == "budget"  # it ran its measurements, not into the compile cap
+    assert len(per_generation) < len(_builds_per_generation(one.journal))
+
+
+def test_refill_fills_the_waves_a_generation_runs_anyway() -> None:
+    from ctune.records import Candidate
+
+    def cand(a: int, runtime: int = 0) -> Candidate:
+        return Candidate.of("k", {"A": a, "R": runtime})
+
+    def refill(slots: int) -> cost_policy.Refill:
+        return cost_policy.Refill(lambda n: [], slots, lambda c: c.as_dict()["A"], 99, 99)
+
+    asked = [cand(a) for a in range(8)]
+    kept = asked[:3]
+    # one wave of 16 slots: filled up to the 8 candidates the strategy first asked for
+    wave = refill(16).waves_of(kept)
+    assert wave.wave_builds == 16 and not wave.full(asked, [*kept, *asked[3:7]])
+    assert wave.full(asked, asked)
+    # two waves of 2 slots: the second's free slot is filled, not a third wave
+    wave = refill(2).waves_of(kept)
+    assert wave.wave_builds == 4
+    assert not wave.full(asked, kept) and wave.full(asked, asked[:4])
+    # one slot: each build waits for the one before, nothing to fill
+    assert refill(1).waves_of(kept).full(asked, kept)
+    assert refill(16).waves_of([]).full(asked, [])  # nothing built: no wave to fill
+    # candidates that differ in runtime genes share one build, and count as candidates
+    same_build = [cand(1), cand(1, 1), cand(2)]
+    assert refill(4).builds(same_build) == 2
+    wave = refill(16).waves_of(same_build)
+    assert not wave.full(asked, same_build)  # 3 candidates of the 8 asked, 2 builds of 16
 
 
 @needs_sklearn
