@@ -15,7 +15,17 @@ distinct binaries (GPU measurements):
 - ``on_warm``: ``on`` again, with the journal of an earlier search of the kernel (no
   model, seed + 1000, the same budget) in its cache: the warm start a second search of
   the same kernel gets (same shape and GPU here; the ground truths hold one each);
-- ``off_at_warm_builds``: no model, with a budget of the median builds ``on_warm`` made.
+- ``off_at_warm_builds``: no model, with a budget of the median builds ``on_warm`` made;
+- ``on_slots`` and ``on_warm_slots``: ``on`` and ``on_warm`` with ``--slots`` compile slots
+  (16, a GPU machine's), where a generation asks for more candidates to fill the slots its
+  skips freed. The arms above have one slot, where a skip saves a build's whole time.
+
+The replay compiles nothing, so each run's **compile wall** is simulated from the ground
+truth's recorded compile seconds: each generation's builds go in order to the first free of
+the arm's slots, and the next generation starts when the last build ends (measurements are
+left out: every arm measures its budget). ``wall_to_0.99`` is the compile wall at the end
+of the generation that first reached 0.99 of the optimum. ``off`` is reported at both slot
+counts: without the model the slots change when a build ends, not what is built.
 
 A build is a trial with a build that is not a filler (the baseline included). Each run's
 score is optimum / best found; ``builds_to_0.99`` is when a run first reached 0.99 of the
@@ -26,15 +36,18 @@ fingerprints and this machine's. Target (issue 50): at least 50% fewer builds at
     python bench/cost_model.py                 # every recorded preset, 20 seeds
     python bench/cost_model.py --preset pb_2mm rd_hotspot
     python bench/cost_model.py --seeds 2 --fraction 0.05 --ground-truth FILE
+    python bench/cost_model.py --slots 16        # the compile slots of the *_slots arms
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import heapq
 import json
 import math
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -78,9 +91,13 @@ def run(
     folder: Path,
     model: bool,
     cache: Path | None = None,
+    slots: int = 1,
+    wall_slots: tuple[int, ...] = (),
 ) -> dict[str, Any]:
-    """One replayed search: its score, builds, skips and when it reached 0.99 (``cache``:
-    its cache folder, where earlier journals may be; by default one of its own)."""
+    """One replayed search: its score, builds, skips, when it reached 0.99 and its
+    simulated compile wall with ``slots`` compile slots and with each of ``wall_slots``
+    (``cache``: its cache folder, where earlier journals may be; by default one of its
+    own)."""
     from ctune.objective import parse_objective_spec
     from ctune.search.journal import read
     from ctune.testing.searches import quiet_search
@@ -90,7 +107,7 @@ def run(
     result = quiet_search(
         spec,
         parse_objective_spec(["p50"], [], spec.metrics),
-        cache or folder / f"{'on' if model else 'off'}-{seed}-{budget}",
+        cache or folder / f"{'on' if model else 'off'}-{seed}-{budget}-{slots}",
         strategy="auto",
         budget=budget,
         seed=seed,
@@ -98,34 +115,77 @@ def run(
         measurer=ReplayMeasurer(replay),
         fingerprint=replay.fingerprint,
         cost_model=model,
+        jobs=slots,
     )
     journal, _ = read(result.journal)
     optimum = truth.optimum()
     best, builds, skipped, reached = math.inf, 0, 0, None
+    compiles: dict[int, list[float]] = {}  # generation -> its builds' compile seconds
+    reached_in: int | None = None  # the generation that first reached 0.99
     for trial in journal.trials:
         if trial.outcome.value == "skipped":
             skipped += 1
             continue
-        if trial.build is not None and trial.candidate.key() not in journal.fillers:
+        build = trial.build
+        if build is not None and trial.candidate.key() not in journal.fillers:
             builds += 1
+            if not build.cache_hit:
+                compiles.setdefault(trial.generation, []).append(build.compile_s)
         if trial.feasible and trial.values is not None:
             best = min(best, trial.values[0])
         if reached is None and optimum / best >= TARGET_QUALITY:
-            reached = builds
+            reached, reached_in = builds, trial.generation
+    walls = {n: compile_walls(compiles, n) for n in dict.fromkeys((slots, *wall_slots))}
     return {
         "of_optimum": optimum / best if math.isfinite(best) else 0.0,
         "builds": builds,
         "skipped": skipped,
         "builds_to_0.99": reached,
         "stop_reason": result.stop_reason,
+        "generations": len(journal.states),
+        **{f"compile_wall_s@{n}": round(sum(per.values()), 3) for n, per in walls.items()},
+        **{
+            f"wall_to_0.99_s@{n}": None
+            if reached_in is None
+            else round(sum(w for g, w in per.items() if g <= reached_in), 3)
+            for n, per in walls.items()
+        },
     }
+
+
+def compile_walls(compiles: dict[int, list[float]], slots: int) -> dict[int, float]:
+    """Each generation's compile wall with ``slots`` slots: its builds, in order, each on
+    the first slot to come free (the next generation waits for the last one)."""
+    walls = {}
+    for generation, seconds in compiles.items():
+        free = [0.0] * slots
+        for s in seconds:
+            heapq.heappush(free, heapq.heappop(free) + s)
+        walls[generation] = max(free)
+    return walls
+
+
+def _median_or_none(values: list[float | None]) -> float | None:
+    """The median, a run that never got there counting as infinite (None: most never)."""
+    got = statistics.median(math.inf if v is None else v for v in values)
+    return got if math.isfinite(got) else None
 
 
 def _arm(runs: list[dict[str, Any]]) -> dict[str, Any]:
     reached = [r["builds_to_0.99"] for r in runs]
-    to_target = statistics.median(math.inf if b is None else b for b in reached)
+    walls = {
+        key: statistics.median(r[key] for r in runs)
+        for key in runs[0]
+        if key.startswith("compile_wall_s@")
+    }
+    to_target = {
+        key: _median_or_none([r[key] for r in runs])
+        for key in runs[0]
+        if key.startswith("wall_to_0.99_s@")
+    }
     return {
-        "median_builds_to_0.99": to_target if math.isfinite(to_target) else None,
+        **{f"median_{k}": v for k, v in {**walls, **to_target}.items()},
+        "median_builds_to_0.99": _median_or_none(list(reached)),
         "median_of_optimum": statistics.median(r["of_optimum"] for r in runs),
         "worst_of_optimum": min(r["of_optimum"] for r in runs),
         "median_builds": statistics.median(r["builds"] for r in runs),
@@ -135,18 +195,29 @@ def _arm(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def evaluate(
-    truth: BinaryTruth, base: KernelSpec, seeds: int, fraction: float, log: Any
+    truth: BinaryTruth, base: KernelSpec, seeds: int, fraction: float, log: Any, slots: int = 16
 ) -> dict[str, Any]:
     spec = truth.restrict(base)
     budget = max(2, math.ceil(fraction * truth.distinct_binaries()))
-    arms: dict[str, list[dict[str, Any]]] = {"off": [], "on": [], "on_warm": []}
+    arms: dict[str, list[dict[str, Any]]] = {
+        "off": [],
+        "on": [],
+        "on_warm": [],
+        "on_slots": [],
+        "on_warm_slots": [],
+    }
     with tempfile.TemporaryDirectory(prefix="ctune-cost-model-") as tmp:
+        folder = Path(tmp)
         for seed in range(seeds):
-            arms["off"].append(run(truth, spec, budget, seed, Path(tmp), False))
-            arms["on"].append(run(truth, spec, budget, seed, Path(tmp), True))
-            earlier = Path(tmp) / f"warm-{seed}"
-            run(truth, spec, budget, seed + 1000, Path(tmp), False, cache=earlier)
-            arms["on_warm"].append(run(truth, spec, budget, seed, Path(tmp), True, cache=earlier))
+            arms["off"].append(run(truth, spec, budget, seed, folder, False, wall_slots=(slots,)))
+            arms["on"].append(run(truth, spec, budget, seed, folder, True))
+            arms["on_slots"].append(run(truth, spec, budget, seed, folder, True, slots=slots))
+            earlier = folder / f"warm-{seed}"
+            run(truth, spec, budget, seed + 1000, folder, False, cache=earlier)
+            for arm, n in (("on_warm", 1), ("on_warm_slots", slots)):
+                warm = folder / f"warm-{seed}-{n}"
+                shutil.copytree(earlier, warm)  # each arm its own copy: it writes a journal
+                arms[arm].append(run(truth, spec, budget, seed, folder, True, warm, slots=n))
             log(f"  seed {seed}: " + ", ".join(f"{k} {v[-1]}" for k, v in arms.items()))
 
         def shorter(arm: str) -> tuple[int, list[dict[str, Any]]]:
@@ -157,8 +228,15 @@ def evaluate(
         on_builds, short_on = shorter("on")
         warm_builds, short_warm = shorter("on_warm")
     off, on, warm = _arm(arms["off"]), _arm(arms["on"]), _arm(arms["on_warm"])
+    on_slots, warm_slots = _arm(arms["on_slots"]), _arm(arms["on_warm_slots"])
     saved = 1 - on["median_builds"] / off["median_builds"]
     warm_saved = 1 - warm["median_builds"] / off["median_builds"]
+
+    def wall_saved(arm: dict[str, Any], n: int) -> float | None:
+        """1 - the arm's median compile wall to 0.99 over off's, with ``n`` slots."""
+        mine, theirs = arm[f"median_wall_to_0.99_s@{n}"], off[f"median_wall_to_0.99_s@{n}"]
+        return None if mine is None or not theirs else 1 - mine / theirs
+
     return {
         "kernel": truth.kernel,
         "problem": truth.problem,
@@ -172,6 +250,15 @@ def evaluate(
         "off": off,
         "on": on,
         "on_warm": warm,
+        "on_slots": on_slots,
+        "on_warm_slots": warm_slots,
+        "slots": slots,
+        "wall_to_0.99_saved": {
+            "on@1": wall_saved(on, 1),
+            "on_warm@1": wall_saved(warm, 1),
+            f"on@{slots}": wall_saved(on_slots, slots),
+            f"on_warm@{slots}": wall_saved(warm_slots, slots),
+        },
         "off_at_on_builds": {"budget": on_builds, **_arm(short_on)},
         "off_at_warm_builds": {"budget": warm_builds, **_arm(short_warm)},
         "builds_saved": saved,
@@ -226,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--fraction", type=float, default=0.10)
+    parser.add_argument("--slots", type=int, default=16, help="compile slots of *_slots arms")
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args(argv)
     from ctune import __version__
@@ -246,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for truth, base in truths:
         print(f"{truth.kernel}/{truth.problem}", flush=True)
-        results.append(evaluate(truth, base, args.seeds, args.fraction, print))
+        results.append(evaluate(truth, base, args.seeds, args.fraction, print, args.slots))
     report = {
         "benchmark": "cost_model",
         "alpha": DEFAULT_ALPHA,

@@ -30,9 +30,11 @@ def quiet_search(
     strategy_options: Mapping[str, Any] | None = None,
     fingerprint: Mapping[str, str] | None = None,
     cost_model: bool = False,
+    jobs: int = 0,
 ) -> SearchResult:
     """One search with its cache and journal under ``folder`` (``cost_model``: skip the
-    builds the cost model rules out, ``search/cost_policy.py``)."""
+    builds the cost model rules out, ``search/cost_policy.py``; ``jobs``: compile slots,
+    0 for the compiler's)."""
     from ctune.config import Settings
     from ctune.search.driver import SearchOptions, run_session
     from ctune.search.session import SearchSession
@@ -49,6 +51,7 @@ def quiet_search(
             confirm_processes=0,
             journal_fsync=False,
             cost_model=cost_model,
+            jobs=jobs,
         ),
         compiler=compiler,
         measurer=measurer,

@@ -25,12 +25,28 @@ def test_the_cost_model_benchmark_writes_its_fields(
     assert "CUTLASS" in report["cutlass_problem_set"]
     (truth,) = report["ground_truths"]
     assert truth["synthetic"] is True and truth["budget"] == 62
-    for arm in ("off", "on", "on_warm", "off_at_on_builds", "off_at_warm_builds"):
+    arms = ("off", "on", "on_warm", "on_slots", "on_warm_slots")
+    for arm in (*arms, "off_at_on_builds", "off_at_warm_builds"):
         (run,) = truth[arm]["runs"]
         assert 0.0 < run["of_optimum"] <= 1.0 and run["builds"] >= 1
+    assert truth["slots"] == 16
+    assert "compile_wall_s@16" in truth["off"]["runs"][0]  # off is walled at both counts
+    assert "compile_wall_s@16" in truth["on_slots"]["runs"][0]
+    assert set(truth["wall_to_0.99_saved"]) == {"on@1", "on_warm@1", "on@16", "on_warm@16"}
     (off,) = truth["off"]["runs"]
     (warm,) = truth["on_warm"]["runs"]
     assert off["skipped"] == 0 and warm["skipped"] > 0  # the earlier journal lets it skip
     assert warm["builds"] < off["builds"]
     assert truth["builds_saved_warm"] == pytest.approx(1 - warm["builds"] / off["builds"])
     assert isinstance(truth["meets_target"], bool)
+
+
+def test_a_generation_s_compile_wall_is_its_builds_on_the_first_free_slot(
+    bench_module: Callable[[str], ModuleType],
+) -> None:
+    bench = bench_module("cost_model")
+    generations = {1: [3.0, 1.0, 2.0, 2.0], 2: [4.0]}
+    assert bench.compile_walls(generations, 1) == {1: 8.0, 2: 4.0}  # one after another
+    # 3 | 1, then 2 on the slot free at 1, then 2 on the one free at 3: ends at 5
+    assert bench.compile_walls(generations, 2) == {1: 5.0, 2: 4.0}
+    assert bench.compile_walls(generations, 16) == {1: 3.0, 2: 4.0}  # the slowest build
