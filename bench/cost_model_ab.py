@@ -6,7 +6,7 @@ of the kernel in the cache (what the model warm-starts from; the arm without the
 ignores it). A result file, where the arm finished, gives its confirmed pinned value.
 
     python bench/cost_model_ab.py --arm off=JOURNAL[,RESULT] --arm on=JOURNAL[,RESULT] \\
-        --out bench/results/cost_model_search-sm90-nvidia-h200.json
+        --out bench/results/cost_model_search-sm90-nvidia-h200.json [--note TEXT]
 """
 
 from __future__ import annotations
@@ -77,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arm", action="append", required=True, help="NAME=JOURNAL[,RESULT]")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--note", default="", help="what the arms' names mean (leases, policy)")
     args = parser.parse_args(argv)
     arms: dict[str, Any] = {}
     fingerprint: dict[str, Any] = {}
@@ -94,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         if result:
             arms[name].update(pinned_summary(json.loads(Path(result).read_text())))
     report = {"benchmark": "cost_model_search", "fingerprint": fingerprint, "arms": arms}
+    if args.note:
+        report["note"] = args.note
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     for name, arm in arms.items():
         shown = {k: v for k, v in arm.items() if not isinstance(v, dict) and k != "journal"}
