@@ -26,7 +26,11 @@ for its default build). Presets (``python bench/ground_truth.py sizes`` prints t
   ~3,100 binaries on an H100 map: every flag but lineinfo changes the SASS);
 - ``gemm`` (sq4096): 1,156 structures, flags at their defaults: 1,156 compiles
   (~2 min on 16 cores) and as many binaries (with STAGES 2 and 6 too, 1,800: every
-  structure its own binary on an H100 map).
+  structure its own binary on an H100 map);
+- ``cutlass_gemm`` (sq4096) and ``cutlass_gemm_up`` (llm8b-up-t2048): the CUTLASS GEMM,
+  24 builds (40-80 s each) x 9 runtime settings = 216 candidates per shape, the builds
+  shared between the shapes. A first H200 call mapped 91 of sq4096's (the committed map)
+  before a look-ahead that counted candidates, not builds, was fixed.
 
 Kernels from public projects, tuned as written (``bench/external/``; their sources are
 fetched into the git-ignored ``bench/external/src/`` and must be there, or carried to the GPU
@@ -67,6 +71,22 @@ PARTIAL = ROOT / "bench" / "results" / "ground_truth"
 OUT = ROOT / "tests" / "data" / "ground_truth"
 EXTERNAL = ROOT / "bench" / "external"
 SOURCES = EXTERNAL / "src"  # where bench/external_kernels.py fetches them (git-ignored)
+CUTLASS_SUBSPACE: dict[str, list[Any]] = {
+    "TILE_M": [128, 256],
+    "TILE_N": [128, 256],  # 256 x 256 is ruled out: 256 accumulators per thread
+    "TILE_K": [64],
+    "CLUSTER_M": [1, 2],
+    "CLUSTER_N": [1],
+    "SCHEDULE": [0],
+    "STAGES": [0, 3],
+    "EPILOGUE": [0],
+    "SWAP_AB": [0],
+    "TILE_SCHED": [0, 1],
+    "GEMV": [0],
+    "SPLITS": [1],
+    "RASTER": [0, 1, 2],
+    "SWIZZLE": [1, 4, 8],
+}
 PRESETS: dict[str, dict[str, Any]] = {
     "tiled_matmul": {
         "kernel": "kernels/tiled_matmul.cu",
@@ -96,6 +116,19 @@ PRESETS: dict[str, dict[str, Any]] = {
             "STAGES": [3, 4, 5],
             "MIN_BLOCKS": [1],
         },
+    },
+    # the CUTLASS GEMM (kernels/gemm.cu) on two shapes of one subspace: a problem set the
+    # cost model's replay warms from one shape to the other. 24 builds (the tiles and
+    # schedules its H200 searches led with), each with 9 runtime-gene settings
+    "cutlass_gemm": {
+        "kernel": "kernels/gemm.cu",
+        "problem": "sq4096",
+        "subspace": CUTLASS_SUBSPACE,
+    },
+    "cutlass_gemm_up": {
+        "kernel": "kernels/gemm.cu",
+        "problem": "llm8b-up-t2048",
+        "subspace": CUTLASS_SUBSPACE,
     },
     # kernels from public projects, tuned as written (bench/external/: their sources are
     # fetched, not committed); each subspace holds the spec's default and its tuned winner
@@ -309,15 +342,29 @@ def _sink(path: Path) -> Iterator[Any]:
         yield write
 
 
-def _compiled(compiler: Any, todo: list[Any], problem: Any, deadline: float) -> Iterator[Any]:
-    """(candidate, build) in order, ``jobs`` compiles ahead; nothing new after the deadline."""
+def _compiled(
+    compiler: Any, spec: Any, todo: list[Any], problem: Any, deadline: float
+) -> Iterator[Any]:
+    """(candidate, build) in order, ``jobs`` distinct builds compiling ahead; nothing new
+    after the deadline. Candidates that differ only in runtime genes share one build and
+    one request: each request holds a compile slot, so asking again for a build under way
+    would leave the slot waiting (a CUTLASS map compiled 2 builds at a time on 16 slots)."""
     futures: dict[int, Any] = {}
+    shared: dict[Any, Any] = {}  # build group -> its one request
+    ahead = 0
     for i, cand in enumerate(todo):
         if time.monotonic() > deadline:
             break
-        for j in range(i, min(len(todo), i + 1 + compiler.jobs)):
-            if j not in futures:
-                futures[j] = compiler.submit(todo[j], problem)
+        ahead = max(ahead, i)
+        while ahead < len(todo):
+            busy = {id(f) for j, f in futures.items() if j >= i and not f.done()}
+            group = spec.space.build_group(todo[ahead].genes)
+            if group not in shared and len(busy) > compiler.jobs:
+                break
+            if group not in shared:
+                shared[group] = compiler.submit(todo[ahead], problem)
+            futures[ahead] = shared[group]
+            ahead += 1
         yield cand, futures.pop(i).result()
     for future in futures.values():
         future.cancel()
@@ -335,7 +382,7 @@ def stage_map(args: argparse.Namespace) -> int:
     start = time.monotonic()
     with NvccCompiler.from_settings(spec, toolchain, cfg) as compiler, _sink(path) as write:
         for n, (cand, build) in enumerate(
-            _compiled(compiler, todo, problem, start + args.max_s), 1
+            _compiled(compiler, spec, todo, problem, start + args.max_s), 1
         ):
             r = build.resources
             write(
@@ -382,7 +429,7 @@ def stage_measure(args: argparse.Namespace) -> int:
         _sink(path) as write,
     ):
         measurer.restart()  # one fresh process for this stage's measurements
-        for cand, build in _compiled(compiler, todo, problem, start + args.max_s):
+        for cand, build in _compiled(compiler, spec, todo, problem, start + args.max_s):
             m = measurer.measure(spec, cand, build, problem, plan)
             s = m.summary
             write(

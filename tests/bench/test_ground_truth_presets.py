@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from types import ModuleType
 
@@ -167,3 +168,55 @@ def test_the_cost_model_replays_the_recorded_presets_too(
     argv = ["--ground-truth", str(gt.truth_file("pb_atax")), "--seeds", "1", "--out", str(out)]
     assert cost_model.main(argv) == 0
     assert json.loads(out.read_text())["ground_truths"][0]["kernel"] == "atax-kernel1"
+
+
+class _LazyBuild(Future):  # type: ignore[type-arg]
+    """A build that is compiling until it is waited for."""
+
+    def result(self, timeout: float | None = None) -> object:
+        if not self.done():
+            self.set_result(object())
+        return super().result(timeout)
+
+
+class _CountingCompilerStandIn:
+    """Stand-in compiler: counts requests and the most builds compiling at once."""
+
+    jobs = 4
+
+    def __init__(self) -> None:
+        self.requests: list[object] = []
+        self.futures: list[_LazyBuild] = []
+        self.most_at_once = 0
+
+    def submit(self, cand: object, problem: object) -> _LazyBuild:
+        self.requests.append(cand)
+        pending = sum(1 for f in self.futures if not f.done()) + 1
+        self.most_at_once = max(self.most_at_once, pending)
+        self.futures.append(_LazyBuild())
+        return self.futures[-1]
+
+
+def test_the_map_compiles_distinct_builds_ahead_not_runtime_variants(
+    bench_module: Callable[[str], ModuleType],
+) -> None:
+    """Nine runtime settings of one CUTLASS build are one request: with 4 slots, 5 builds
+    compile ahead (the old look-ahead counted candidates, and kept 2 builds compiling)."""
+    gt = bench_module("ground_truth")
+    spec = gt.load_preset_spec("cutlass_gemm")
+    info = gt.PRESETS["cutlass_gemm"]
+    problem = spec.problem(info["problem"])
+    from ctune.testing.binary_truth import BinaryTruth
+
+    truth = BinaryTruth(spec.name, problem.name, "p50", False, gt._subspace(spec, info))
+    todo = gt._candidates(spec, problem, truth)
+    groups = {spec.space.build_group(c.genes) for c in todo}
+    assert len(todo) == 9 * len(groups) == 216
+    compiler = _CountingCompilerStandIn()
+    stream = gt._compiled(compiler, spec, todo, problem, float("inf"))
+    next(stream)  # the first candidate's build is waited for: the others compile on
+    assert compiler.most_at_once == compiler.jobs + 1
+    assert len({spec.space.build_group(c.genes) for c in compiler.requests}) == 5
+    rest = list(stream)
+    assert len(rest) == len(todo) - 1
+    assert len(compiler.requests) == len(groups)  # each build asked for once
