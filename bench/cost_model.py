@@ -18,7 +18,10 @@ distinct binaries (GPU measurements):
 - ``off_at_warm_builds``: no model, with a budget of the median builds ``on_warm`` made;
 - ``on_slots`` and ``on_warm_slots``: ``on`` and ``on_warm`` with ``--slots`` compile slots
   (16, a GPU machine's), where a generation asks for more candidates to fill the slots its
-  skips freed. The arms above have one slot, where a skip saves a build's whole time.
+  skips freed. The arms above have one slot, where a skip saves a build's whole time;
+- ``on_shape`` and ``on_shape_slots`` (with ``--other-shape``, a ground truth of the same
+  kernel and subspace on another problem): ``on`` warm from a search of that shape (no
+  model, seed + 2000): what the later shapes of a problem set get.
 
 The replay compiles nothing, so each run's **compile wall** is simulated from the ground
 truth's recorded compile seconds: each generation's builds go in order to the first free of
@@ -37,6 +40,8 @@ fingerprints and this machine's. Target (issue 50): at least 50% fewer builds at
     python bench/cost_model.py --preset pb_2mm rd_hotspot
     python bench/cost_model.py --seeds 2 --fraction 0.05 --ground-truth FILE
     python bench/cost_model.py --slots 16        # the compile slots of the *_slots arms
+    python bench/cost_model.py --preset cutlass_gemm \
+        --other-shape tests/data/ground_truth/cutlass_gemm_up-llm8b-up-t2048.json.gz
 """
 
 from __future__ import annotations
@@ -116,6 +121,7 @@ def run(
         fingerprint=replay.fingerprint,
         cost_model=model,
         jobs=slots,
+        problem=truth.problem,
     )
     journal, _ = read(result.journal)
     optimum = truth.optimum()
@@ -195,8 +201,17 @@ def _arm(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def evaluate(
-    truth: BinaryTruth, base: KernelSpec, seeds: int, fraction: float, log: Any, slots: int = 16
+    truth: BinaryTruth,
+    base: KernelSpec,
+    seeds: int,
+    fraction: float,
+    log: Any,
+    slots: int = 16,
+    other_shape: BinaryTruth | None = None,
 ) -> dict[str, Any]:
+    """The arms of the module's docstring on ``truth``; with ``other_shape`` (the same
+    kernel and subspace on another problem), also ``on_shape`` and ``on_shape_slots``:
+    warm from a search of that shape, what a problem set's later shapes get."""
     spec = truth.restrict(base)
     budget = max(2, math.ceil(fraction * truth.distinct_binaries()))
     arms: dict[str, list[dict[str, Any]]] = {
@@ -205,10 +220,18 @@ def evaluate(
         "on_warm": [],
         "on_slots": [],
         "on_warm_slots": [],
+        **({"on_shape": [], "on_shape_slots": []} if other_shape is not None else {}),
     }
     with tempfile.TemporaryDirectory(prefix="ctune-cost-model-") as tmp:
         folder = Path(tmp)
         for seed in range(seeds):
+            if other_shape is not None:  # a search of the other shape, no model, first
+                shaped = folder / f"shape-{seed}"
+                run(other_shape, spec, budget, seed + 2000, folder, False, cache=shaped)
+                for arm, n in (("on_shape", 1), ("on_shape_slots", slots)):
+                    warm = folder / f"shape-{seed}-{n}"
+                    shutil.copytree(shaped, warm)
+                    arms[arm].append(run(truth, spec, budget, seed, folder, True, warm, slots=n))
             arms["off"].append(run(truth, spec, budget, seed, folder, False, wall_slots=(slots,)))
             arms["on"].append(run(truth, spec, budget, seed, folder, True))
             arms["on_slots"].append(run(truth, spec, budget, seed, folder, True, slots=slots))
@@ -252,6 +275,17 @@ def evaluate(
         "on_warm": warm,
         "on_slots": on_slots,
         "on_warm_slots": warm_slots,
+        **(
+            {
+                "other_shape": other_shape.problem,
+                "on_shape": _arm(arms["on_shape"]),
+                "on_shape_slots": _arm(arms["on_shape_slots"]),
+                "builds_saved_shape": 1
+                - _arm(arms["on_shape"])["median_builds"] / off["median_builds"],
+            }
+            if other_shape is not None
+            else {}
+        ),
         "slots": slots,
         "wall_to_0.99_saved": {
             "on@1": wall_saved(on, 1),
@@ -314,6 +348,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--fraction", type=float, default=0.10)
     parser.add_argument("--slots", type=int, default=16, help="compile slots of *_slots arms")
+    parser.add_argument(
+        "--other-shape",
+        default=None,
+        help="a ground truth of the same kernel and subspace on another problem: adds the "
+        "arms warm from a search of it (with one --ground-truth or --preset)",
+    )
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args(argv)
     from ctune import __version__
@@ -331,10 +371,20 @@ def main(argv: list[str] | None = None) -> int:
             truths = recorded_truths(args.preset, print)
     except PresetUnavailable as exc:
         raise SystemExit(f"error: {exc}") from None
+    other = None
+    if args.other_shape is not None:
+        if len(truths) != 1:
+            raise SystemExit(f"error: --other-shape goes with one ground truth, got {len(truths)}")
+        other = BinaryTruth.load(Path(args.other_shape))
+        if other.kernel != truths[0][0].kernel or other.problem == truths[0][0].problem:
+            raise SystemExit(
+                f"error: --other-shape {args.other_shape}: not {truths[0][0].kernel} on "
+                "another problem"
+            )
     results = []
     for truth, base in truths:
         print(f"{truth.kernel}/{truth.problem}", flush=True)
-        results.append(evaluate(truth, base, args.seeds, args.fraction, print, args.slots))
+        results.append(evaluate(truth, base, args.seeds, args.fraction, print, args.slots, other))
     report = {
         "benchmark": "cost_model",
         "alpha": DEFAULT_ALPHA,

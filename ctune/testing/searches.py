@@ -31,10 +31,11 @@ def quiet_search(
     fingerprint: Mapping[str, str] | None = None,
     cost_model: bool = False,
     jobs: int = 0,
+    problem: str | None = None,
 ) -> SearchResult:
     """One search with its cache and journal under ``folder`` (``cost_model``: skip the
     builds the cost model rules out, ``search/cost_policy.py``; ``jobs``: compile slots,
-    0 for the compiler's)."""
+    0 for the compiler's; ``problem``: the spec's problem, None for its default)."""
     from ctune.config import Settings
     from ctune.search.driver import SearchOptions, run_session
     from ctune.search.session import SearchSession
@@ -52,6 +53,7 @@ def quiet_search(
             journal_fsync=False,
             cost_model=cost_model,
             jobs=jobs,
+            problem=problem,
         ),
         compiler=compiler,
         measurer=measurer,

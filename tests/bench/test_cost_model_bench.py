@@ -50,3 +50,34 @@ def test_a_generation_s_compile_wall_is_its_builds_on_the_first_free_slot(
     # 3 | 1, then 2 on the slot free at 1, then 2 on the one free at 3: ends at 5
     assert bench.compile_walls(generations, 2) == {1: 5.0, 2: 4.0}
     assert bench.compile_walls(generations, 16) == {1: 3.0, 2: 4.0}  # the slowest build
+
+
+@pytest.mark.skipif(unavailable() is not None, reason="needs the model extra (ctune[model])")
+def test_a_search_of_another_shape_warm_starts_the_problem_set_arms(
+    tmp_path: Path, bench_module: Callable[[str], ModuleType]
+) -> None:
+    """--other-shape: the same (synthetic) subspace on sq2048 searched first, without the
+    model; the search of sq1024 then learns from its journal, as a problem set's later
+    shapes do, and skips from its first generations."""
+    bench = bench_module("cost_model")
+    from ctune.testing.binary_truth import synthetic_binary_truth
+
+    _, spec = bench.synthetic()
+    other = synthetic_binary_truth(
+        spec, spec.problem("sq2048"), bench.SYNTHETIC_SUBSPACE, seed=5
+    ).save(tmp_path / "other.json")
+    out = tmp_path / "c.json"
+    argv = ["--synthetic", "--seeds", "1", "--fraction", "0.06", "--out", str(out)]
+    assert bench.main([*argv, "--other-shape", str(other)]) == 0
+    (truth,) = json.loads(out.read_text())["ground_truths"]
+    assert truth["problem"] == "sq1024" and truth["other_shape"] == "sq2048"
+    (cold,) = truth["on"]["runs"]
+    for arm in ("on_shape", "on_shape_slots"):
+        (run,) = truth[arm]["runs"]
+        assert run["skipped"] > cold["skipped"]  # the other shape's trials taught it
+    assert truth["builds_saved_shape"] == pytest.approx(
+        1 - truth["on_shape"]["median_builds"] / truth["off"]["median_builds"]
+    )
+    with pytest.raises(SystemExit, match="not tiled_matmul on another problem"):
+        same = bench.synthetic()[0].save(tmp_path / "same.json")
+        bench.main([*argv, "--other-shape", str(same)])
