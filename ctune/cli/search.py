@@ -188,8 +188,8 @@ def search_command(
         str | None,
         typer.Option(
             "--cost-model",
-            help="on: skip builds a model of earlier trials predicts cannot beat the leader "
-            "(default off; docs/cost-model.md)",
+            help="on: skip builds a model says cannot beat the leader (default: on "
+            "after an earlier search; docs/cost-model.md)",
             show_default=False,
             rich_help_panel=_BUDGET,
         ),

@@ -28,9 +28,11 @@ from typing import TYPE_CHECKING, Any
 from ctune.records import Candidate, Outcome, Trial
 
 if TYPE_CHECKING:
+    from ctune.config import Settings
     from ctune.model import CostModel, Example, FeatureMap, Prediction
     from ctune.search.journal_writer import JournalWriter
     from ctune.search.run_state import SearchRun
+    from ctune.spec import KernelSpec
 
 #: measured trials (this search's and earlier journals') before anything may be skipped
 MIN_TRAINED = 10
@@ -115,6 +117,51 @@ def cost_policy(run: SearchRun, writer: JournalWriter) -> CostPolicy:
         run.notices.note(f"cost model unavailable: {why}; every candidate is built")
         return CostPolicy()
     return ModelPolicy(run, writer)
+
+
+def journal_folders(settings: Settings, journal: Path | None) -> list[Path]:
+    """Where a search's earlier journals are: its own journal's folder (a problem set's
+    earlier shapes) and the cache's."""
+    own = journal.parent if journal is not None else None
+    cache = Path(settings.cache_dir) / "journals"
+    return list(dict.fromkeys(f for f in (own, cache) if f is not None))
+
+
+def earlier_search(
+    settings: Settings, spec: KernelSpec, objective: str, journal: Path | None
+) -> Path | None:
+    """A journal of an earlier search of ``spec``'s kernel, one of its problems, first
+    objective ``objective``, the model could learn from (None: there is none)."""
+    from ctune.errors import UserError
+    from ctune.search import journal as journal_mod
+
+    problems = {p.name for p in spec.problems}
+    for folder in journal_folders(settings, journal):
+        for path in sorted(folder.glob(f"{spec.name}-*.jsonl")):
+            try:
+                header = journal_mod.read_header(path)
+            except (UserError, OSError):
+                continue
+            named = (header.get("objectives") or {}).get("objectives") or []
+            if (
+                header.get("kernel") == spec.name
+                and header.get("problem") in problems
+                and named[:1] == [objective]
+            ):
+                return path
+    return None
+
+
+def on_by_default(
+    settings: Settings, spec: KernelSpec, objective: str, journal: Path | None
+) -> bool:
+    """``--cost-model`` left out: on where an earlier search of the kernel can warm-start
+    the model and scikit-learn is installed, off otherwise. Warm, the model kept every
+    replayed seed at the optimum with far fewer builds; cold, a shorter budget does as
+    much (docs/cost-model.md)."""
+    from ctune.model import unavailable
+
+    return unavailable() is None and earlier_search(settings, spec, objective, journal) is not None
 
 
 def parse_on_off(text: str | None, flag: str) -> bool | None:
@@ -257,7 +304,7 @@ class ModelPolicy(CostPolicy):
         from ctune.search import journal as journal_mod
 
         inputs = self.run.inputs
-        folders = dict.fromkeys([own.parent, Path(inputs.settings.cache_dir) / "journals"])
+        folders = journal_folders(inputs.settings, own)
         started = str(self.writer.header.get("info", {}).get("created_utc", ""))
         try:
             start_s = _dt.datetime.strptime(started, STAMP).replace(tzinfo=_dt.UTC).timestamp()
@@ -293,10 +340,16 @@ class ModelPolicy(CostPolicy):
             examples += got
         if self.warm_journals or unreadable:
             left_out = f"; {unreadable} unreadable left out" if unreadable else ""
+            # --cost-model left out: on because of them (on_by_default)
+            why_on = (
+                "; --cost-model off builds every candidate"
+                if inputs.opts.cost_model is None
+                else ""
+            )
             self.run.notices.note(
                 f"cost model: {self.warm_journals} earlier journal(s) of {inputs.spec.name} "
                 f"({sum(e.target is not None for e in examples)} measured trials) train it "
-                f"from the start{left_out}",
+                f"from the start{left_out}{why_on}",
                 "info",
             )
         return examples
@@ -426,7 +479,10 @@ __all__ = [
     "Refill",
     "Screened",
     "cost_policy",
+    "earlier_search",
     "journal_examples",
+    "journal_folders",
+    "on_by_default",
     "parse_on_off",
     "trial_example",
 ]

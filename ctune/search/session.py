@@ -13,6 +13,7 @@ it closes. The driver executes it (``driver.run_search``).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -26,6 +27,7 @@ from ctune.measure.capabilities import gpu_available
 from ctune.search import Compiler, Publisher, make_strategy
 from ctune.search import journal as journal_mod
 from ctune.search.confirm_stage import sure_rounds
+from ctune.search.cost_policy import on_by_default
 from ctune.search.options import SearchOptions
 from ctune.search.plan import SearchPlan, new_plan, resume_plan
 from ctune.search.run_state import RunInputs, sampling_plan
@@ -288,6 +290,9 @@ class SearchSession:
         measurer, compiler = self.measurer, self.compiler
         known = measurer.device_name if measurer is not None else None  # never probed
         plan = check_request(spec, objective, opts, known or None)
+        if opts.cost_model is None and opts.resume is None and len(objective.objectives) == 1:
+            on = on_by_default(settings, spec, objective.objectives[0].text, opts.journal)
+            plan = dataclasses.replace(plan, cost_model=on)
         require_capabilities(objective, measurer, self.capabilities)
         owned: list[Measurer | Compiler] = []
         try:

@@ -333,3 +333,40 @@ def test_a_skipped_trial_reads_back(tmp_path: Path) -> None:
     replay, _ = read(path)
     assert replay.trials == [trial]
     assert _lines(path)[1]["skipped"] == {"bound": 2.0, "leader": 1.0}
+
+
+@needs_sklearn
+def test_left_out_it_is_on_after_an_earlier_search_of_the_kernel(
+    landscape: tuple[BinaryTruth, KernelSpec], tmp_path: Path
+) -> None:
+    """--cost-model left out: off in an empty cache, on once an earlier search of the
+    kernel (same first objective) is there, saying so; --cost-model off still wins, and a
+    resumed search keeps what its journal recorded."""
+    cache = tmp_path / "cache"
+    first = _search(landscape, cache, budget=30)
+    assert "cost_model" not in _lines(first.journal)[0]["search"]  # nothing to learn from
+    second = _search(landscape, cache, budget=30, seed=5)
+    assert _lines(second.journal)[0]["search"]["cost_model"] is True
+    (note,) = [n for n in second.notes if "earlier journal(s)" in n]
+    assert note.endswith("; --cost-model off builds every candidate")
+    off = _search(landscape, cache, budget=30, seed=6, cost_model=False)
+    assert "cost_model" not in _lines(off.journal)[0]["search"]
+    resumed = _search(landscape, cache, budget=30, resume=first.journal)
+    assert "cost_model" not in _lines(resumed.journal)[0]["search"]
+
+
+@needs_sklearn
+def test_another_objective_s_journal_does_not_turn_it_on(
+    landscape: tuple[BinaryTruth, KernelSpec], tmp_path: Path
+) -> None:
+    _, spec = landscape
+    cache = tmp_path / "cache"
+    _search(landscape, cache, budget=20)
+    settings = Settings(cache_dir=cache)
+    assert cost_policy.on_by_default(settings, spec, "p50", None)
+    assert not cost_policy.on_by_default(settings, spec, "p99", None)
+    assert not cost_policy.on_by_default(Settings(cache_dir=tmp_path / "empty"), spec, "p50", None)
+    elsewhere = tmp_path / "set" / "journal.jsonl"  # a problem set's folder: its own shapes
+    assert not cost_policy.on_by_default(
+        Settings(cache_dir=tmp_path / "empty"), spec, "p50", elsewhere
+    )
