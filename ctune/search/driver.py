@@ -253,30 +253,26 @@ class _Search:
         book, status = run.book, run.status
         status.generation += 1
         told: list[Trial] = []
-        new: list[Candidate] = []
         keys: set[str] = set()
-        for cand in asked:
-            key = cand.key()
-            if key in book.cache:
-                told.append(book.cache[key])
-                book.cached += 1
-            elif key not in keys:
-                keys.add(key)
-                new.append(cand)
-        new = new[:remaining]
 
-        def ask_more(n: int) -> list[Candidate]:
-            """Up to ``n`` more of the strategy's candidates, none cached or asked already
-            (a cached one is told from the cache, as above)."""
-            more = []
-            for cand in run.strategy.ask(n):
+        def unseen(cands: Sequence[Candidate]) -> list[Candidate]:
+            """Those of ``cands`` new to this generation; a cached one is told from the cache."""
+            out = []
+            for cand in cands:
                 key = cand.key()
                 if key in book.cache:
                     told.append(book.cache[key])
                     book.cached += 1
                 elif key not in keys:
                     keys.add(key)
-                    more.append(cand)
+                    out.append(cand)
+            return out
+
+        new = unseen(asked)[:remaining]
+
+        def ask_more(n: int) -> list[Candidate]:
+            """Up to ``n`` more of the strategy's candidates for the refills."""
+            more = unseen(run.strategy.ask(n))
             new.extend(more)
             return more
 
