@@ -345,15 +345,19 @@ def _sink(path: Path) -> Iterator[Any]:
 def _compiled(
     compiler: Any, spec: Any, todo: list[Any], problem: Any, deadline: float
 ) -> Iterator[Any]:
-    """(candidate, build) in order, ``jobs`` distinct builds compiling ahead; nothing new
-    after the deadline. Candidates that differ only in runtime genes share one build and
-    one request: each request holds a compile slot, so asking again for a build under way
-    would leave the slot waiting (a CUTLASS map compiled 2 builds at a time on 16 slots)."""
+    """(candidate, build) in order, ``jobs`` distinct builds compiling ahead; after the
+    deadline, only those whose build is done. Candidates that differ only in runtime genes
+    share one build and one request: each request holds a compile slot, so asking again for
+    a build under way would leave the slot waiting (a CUTLASS map compiled 2 builds at a
+    time on 16 slots)."""
     futures: dict[int, Any] = {}
     shared: dict[Any, Any] = {}  # build group -> its one request
     ahead = 0
     for i, cand in enumerate(todo):
         if time.monotonic() > deadline:
+            if i in futures and futures[i].done():
+                yield cand, futures.pop(i).result()
+                continue
             break
         ahead = max(ahead, i)
         while ahead < len(todo):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
@@ -220,3 +221,35 @@ def test_the_map_compiles_distinct_builds_ahead_not_runtime_variants(
     rest = list(stream)
     assert len(rest) == len(todo) - 1
     assert len(compiler.requests) == len(groups)  # each build asked for once
+
+
+def test_past_the_deadline_the_builds_at_hand_are_still_given(
+    bench_module: Callable[[str], ModuleType],
+) -> None:
+    """The deadline passes while the first build compiles: its other 8 runtime settings,
+    built by then, are still mapped; the next build, still compiling, is not waited for."""
+    gt = bench_module("ground_truth")
+    spec = gt.load_preset_spec("cutlass_gemm")
+    info = gt.PRESETS["cutlass_gemm"]
+    problem = spec.problem(info["problem"])
+    from ctune.testing.binary_truth import BinaryTruth
+
+    truth = BinaryTruth(spec.name, problem.name, "p50", False, gt._subspace(spec, info))
+    todo = gt._candidates(spec, problem, truth)
+
+    class _SlowBuild(_LazyBuild):
+        def result(self, timeout: float | None = None) -> object:
+            if not self.done():
+                time.sleep(0.2)  # the deadline passes while it compiles
+            return super().result(timeout)
+
+    class _SlowCompilerStandIn(_CountingCompilerStandIn):
+        def submit(self, cand: object, problem: object) -> _LazyBuild:
+            self.requests.append(cand)
+            self.futures.append(_SlowBuild())
+            return self.futures[-1]
+
+    compiler = _SlowCompilerStandIn()
+    got = list(gt._compiled(compiler, spec, todo, problem, time.monotonic() + 0.1))
+    assert [c for c, _ in got] == todo[:9]  # the first build's 9 runtime settings
+    assert len(compiler.requests) == compiler.jobs + 1  # nothing asked for past the deadline
