@@ -29,8 +29,9 @@ for its default build). Presets (``python bench/ground_truth.py sizes`` prints t
   structure its own binary on an H100 map);
 - ``cutlass_gemm`` (sq4096) and ``cutlass_gemm_up`` (llm8b-up-t2048): the CUTLASS GEMM,
   24 builds (40-80 s each) x 9 runtime settings = 216 candidates per shape, the builds
-  shared between the shapes. A first H200 call mapped 91 of sq4096's (the committed map)
-  before a look-ahead that counted candidates, not builds, was fixed.
+  shared between the shapes. Both maps are committed: 91 of sq4096's candidates were
+  mapped on an H200, the rest on the build machine with the GPU machine's nvcc 13.0.88,
+  so a GPU call only measures (it compiles the 24 builds again, 16 at a time).
 
 Kernels from public projects, tuned as written (``bench/external/``; their sources are
 fetched into the git-ignored ``bench/external/src/`` and must be there, or carried to the GPU
