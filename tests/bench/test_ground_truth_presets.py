@@ -253,3 +253,24 @@ def test_past_the_deadline_the_builds_at_hand_are_still_given(
     got = list(gt._compiled(compiler, spec, todo, problem, time.monotonic() + 0.1))
     assert [c for c, _ in got] == todo[:9]  # the first build's 9 runtime settings
     assert len(compiler.requests) == compiler.jobs + 1  # nothing asked for past the deadline
+
+
+@pytest.mark.parametrize("preset", ["cutlass_gemm", "cutlass_gemm_up"])
+def test_the_cutlass_presets_are_mapped_whole(
+    bench_module: Callable[[str], ModuleType], preset: str
+) -> None:
+    """The committed maps cover every candidate of both shapes, so a GPU call only
+    measures; the shapes share their 24 builds, not their binaries (M, N, K differ)."""
+    gt = bench_module("ground_truth")
+    spec = gt.load_preset_spec(preset)
+    problem = spec.problem(gt.PRESETS[preset]["problem"])
+    from ctune.testing.binary_truth import BinaryTruth
+
+    truth = BinaryTruth(
+        spec.name, problem.name, "p50", False, gt._subspace(spec, gt.PRESETS[preset])
+    )
+    candidates = {c.key() for c in gt._candidates(spec, problem, truth)}
+    mapped = gt._mapped(preset, spec, problem, truth)
+    assert set(mapped) == candidates and len(candidates) == 216
+    assert all(m["build_outcome"] == "ok" and m["binary"] for m in mapped.values())
+    assert len({m["binary"] for m in mapped.values()}) == 216
