@@ -204,12 +204,7 @@ def test_the_map_compiles_distinct_builds_ahead_not_runtime_variants(
     """Nine runtime settings of one CUTLASS build are one request: with 4 slots, 5 builds
     compile ahead (the old look-ahead counted candidates, and kept 2 builds compiling)."""
     gt = bench_module("ground_truth")
-    spec = gt.load_preset_spec("cutlass_gemm")
-    info = gt.PRESETS["cutlass_gemm"]
-    problem = spec.problem(info["problem"])
-    from ctune.testing.binary_truth import BinaryTruth
-
-    truth = BinaryTruth(spec.name, problem.name, "p50", False, gt._subspace(spec, info))
+    spec, problem, truth = _truth_setup(gt, "cutlass_gemm")
     todo = gt._candidates(spec, problem, truth)
     groups = {spec.space.build_group(c.genes) for c in todo}
     assert len(todo) == 9 * len(groups) == 216
@@ -229,12 +224,7 @@ def test_past_the_deadline_the_builds_at_hand_are_still_given(
     """The deadline passes while the first build compiles: its other 8 runtime settings,
     built by then, are still mapped; the next build, still compiling, is not waited for."""
     gt = bench_module("ground_truth")
-    spec = gt.load_preset_spec("cutlass_gemm")
-    info = gt.PRESETS["cutlass_gemm"]
-    problem = spec.problem(info["problem"])
-    from ctune.testing.binary_truth import BinaryTruth
-
-    truth = BinaryTruth(spec.name, problem.name, "p50", False, gt._subspace(spec, info))
+    spec, problem, truth = _truth_setup(gt, "cutlass_gemm")
     todo = gt._candidates(spec, problem, truth)
 
     class _SlowBuild(_LazyBuild):
@@ -262,13 +252,7 @@ def test_the_cutlass_presets_are_mapped_whole(
     """The committed maps cover every candidate of both shapes, so a GPU call only
     measures; the shapes share their 24 builds, not their binaries (M, N, K differ)."""
     gt = bench_module("ground_truth")
-    spec = gt.load_preset_spec(preset)
-    problem = spec.problem(gt.PRESETS[preset]["problem"])
-    from ctune.testing.binary_truth import BinaryTruth
-
-    truth = BinaryTruth(
-        spec.name, problem.name, "p50", False, gt._subspace(spec, gt.PRESETS[preset])
-    )
+    spec, problem, truth = _truth_setup(gt, preset)
     candidates = {c.key() for c in gt._candidates(spec, problem, truth)}
     mapped = gt._mapped(preset, spec, problem, truth)
     assert set(mapped) == candidates and len(candidates) == 216
