@@ -56,35 +56,33 @@ class RelinkError(Exception):
     """A front end cannot be made or used; the message says why (the build is then whole)."""
 
 
-def ptxas_only_items(argv: Sequence[str]) -> list[str]:
-    """The ``-Xptxas X`` pairs of ``argv`` (flattened) that only ptxas reads: all but ``-v``,
-    which every build has."""
-    out: list[str] = []
+def split_ptxas(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``argv`` split in two: (all but its ``-Xptxas X`` pairs that only ptxas reads, those
+    pairs, flattened). ``-Xptxas -v`` stays in the first: every build has it."""
+    front: list[str] = []
+    ptxas_only: list[str] = []
     i = 0
     while i < len(argv):
         if argv[i] == PTXAS_PASS and i + 1 < len(argv):
-            if argv[i + 1] not in EVERY_BUILD:
-                out += [argv[i], argv[i + 1]]
+            pair = [argv[i], argv[i + 1]]
+            (front if argv[i + 1] in EVERY_BUILD else ptxas_only).extend(pair)
             i += 2
             continue
+        front.append(argv[i])
         i += 1
-    return out
+    return front, ptxas_only
+
+
+def ptxas_only_items(argv: Sequence[str]) -> list[str]:
+    """The ``-Xptxas X`` pairs of ``argv`` (flattened) that only ptxas reads: all but ``-v``,
+    which every build has."""
+    return split_ptxas(argv)[1]
 
 
 def frontend_argv(argv: Sequence[str]) -> list[str]:
     """``argv`` without its ptxas-only pairs: builds whose front-end argv is equal (and
     source closure, toolchain and entry) share one front end."""
-    out: list[str] = []
-    i = 0
-    while i < len(argv):
-        if argv[i] == PTXAS_PASS and i + 1 < len(argv):
-            if argv[i + 1] in EVERY_BUILD:
-                out += [argv[i], argv[i + 1]]
-            i += 2
-            continue
-        out.append(argv[i])
-        i += 1
-    return out
+    return split_ptxas(argv)[0]
 
 
 def has_ptxas_variants(flag_genes: Sequence[Gene]) -> bool:
@@ -322,7 +320,7 @@ def make_frontend(argv: Sequence[str], folder: Path, runner: Runner) -> FrontEnd
         made.mkdir()
         os.replace(scratch / "host.o", made / HOST_OBJECT)
         os.replace(keep / f"{stem}.ptx", made / PTX)
-        os.replace(keep / _dlink_name(steps.link, stem), made / DLINK_OBJECT)
+        os.replace(keep / _dlink_name(steps.link), made / DLINK_OBJECT)
         record = {
             "format": FRONTEND_FORMAT,
             "stem": stem,
@@ -341,7 +339,7 @@ def make_frontend(argv: Sequence[str], folder: Path, runner: Runner) -> FrontEnd
     return found
 
 
-def _dlink_name(link: list[str], stem: str) -> str:
+def _dlink_name(link: list[str]) -> str:
     kept = [i for i in link if i.startswith("keep/") and i.endswith("_dlink.o")]
     if len(kept) != 1:
         raise RelinkError("nvcc's link step names no device-link object")
@@ -353,7 +351,7 @@ def _link_template(link: list[str], stem: str) -> list[str]:
     output (paths of the scratch folder it was listed in)."""
     out = list(link)
     out[out.index(f"keep/{stem}.o")] = HOST_TOKEN
-    out[out.index(f"keep/{_dlink_name(link, stem)}")] = DLINK_TOKEN
+    out[out.index(f"keep/{_dlink_name(link)}")] = DLINK_TOKEN
     out[out.index("-o") + 1] = OUTPUT_TOKEN
     return out
 
@@ -433,4 +431,5 @@ __all__ = [
     "load_frontend",
     "make_frontend",
     "ptxas_only_items",
+    "split_ptxas",
 ]
