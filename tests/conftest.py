@@ -8,6 +8,7 @@ failures, so CI cannot pass by silently skipping the tier it exists to run
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import shutil
 import sys
@@ -123,5 +124,21 @@ def bench_module() -> Callable[[str], ModuleType]:
             return importlib.import_module(name)
         finally:
             sys.path.remove(str(BENCH))
+
+    return load
+
+
+@pytest.fixture
+def gpu_test_module() -> Callable[[str], ModuleType]:
+    """Import a GPU-tier test file, ``tests/gpu/NAME.py``, as a module: the CPU tier checks
+    its cases against the specs (a GPU test only runs, and fails, on a GPU machine)."""
+
+    def load(name: str) -> ModuleType:
+        path = Path(__file__).parent / "gpu" / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(f"gpu_cases_{name}", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
 
     return load

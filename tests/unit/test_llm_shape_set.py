@@ -303,3 +303,23 @@ def test_a_table_published_without_measuring_keeps_the_rows_numbers(tmp_path: Pa
     (set_dir / "dispatch.json").unlink()
     assert kv.main(["--problem-set", "t16-t128-fp16", "--set-dir", str(set_dir),
                     "--table-only", "--out", str(out)]) == 2  # fmt: skip
+
+
+def test_the_gpu_tiers_gemv_cases_are_valid(tmp_path: Path, gpu_test_module) -> None:
+    """The GPU tier's GEMV test (its own copy of the spec, with a tail problem added) asks
+    for builds the spec offers: a restriction added later must not leave it failing there."""
+    pytest.importorskip(
+        "cutlass_library", reason="the spec's @cutlass include needs nvidia-cutlass"
+    )
+    module = gpu_test_module("test_kernels_correct")
+    copy = load_spec(module.write_gemv_spec(tmp_path))
+    for threads, row_threads in module.GEMV_SHAPES:
+        values = {
+            **copy.space.default_values(),
+            "GEMV": 1,
+            "GEMV_THREADS": threads,
+            "GEMV_ROW_THREADS": row_threads,
+        }
+        for name in [*module.GEMV_PROBLEMS, module.GEMV_TAIL["name"]]:
+            dims = copy.problem(name).dims
+            assert copy.space.is_valid(values, dims), (name, copy.space.violations(values, dims))
