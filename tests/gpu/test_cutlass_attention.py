@@ -16,7 +16,7 @@ from ctune.measure.session import WorkerMeasurer
 from ctune.records import Outcome
 
 ROOT = Path(__file__).parents[2]
-SPEC = ROOT / "kernels" / "cutlass_attention.yaml"
+SPEC = ROOT / "kernels" / "attention.yaml"
 PLAN = SamplingPlan(warmup_ms=1, rep_ms=1, min_samples=10, max_samples=50, quantile=0.5)
 
 pytestmark = pytest.mark.gpu

@@ -3,7 +3,6 @@ a restriction added after a GPU run must not leave a pool entry or a test case i
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -51,12 +50,9 @@ def test_every_pool_entry_serves_some_problem_of_its_set(
     assert all(usable), [c for c, n in zip(configurations, usable, strict=True) if not n]
 
 
-def test_the_gpu_test_cases_are_valid_configurations(spec: KernelSpec) -> None:
-    path = ROOT / "tests" / "gpu" / "test_cutlass_attention.py"
-    module_spec = importlib.util.spec_from_file_location("gpu_cutlass_attention_cases", path)
-    assert module_spec is not None and module_spec.loader is not None
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
+def test_the_gpu_test_cases_are_valid_configurations(spec: KernelSpec, gpu_test_module) -> None:
+    module = gpu_test_module("test_cutlass_attention")
+    assert load_spec(module.SPEC).name == spec.name  # the GPU test loads the shipped spec
     for name, genes in module.CASES:
         values = {**spec.space.default_values(), **genes}
         dims = spec.problem(name).dims
