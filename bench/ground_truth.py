@@ -27,11 +27,13 @@ for its default build). Presets (``python bench/ground_truth.py sizes`` prints t
 - ``gemm`` (sq4096): 1,156 structures, flags at their defaults: 1,156 compiles
   (~2 min on 16 cores) and as many binaries (with STAGES 2 and 6 too, 1,800: every
   structure its own binary on an H100 map);
-- ``cutlass_gemm`` (sq4096) and ``cutlass_gemm_up`` (llm8b-up-t2048): the CUTLASS GEMM,
-  24 builds (40-80 s each) x 9 runtime settings = 216 candidates per shape, the builds
-  shared between the shapes. Both maps are committed: 91 of sq4096's candidates were
-  mapped on an H200, the rest on the build machine with the GPU machine's nvcc 13.0.88,
-  so a GPU call only measures (it compiles the 24 builds again, 16 at a time).
+- ``cutlass_gemm`` (sq4096), ``cutlass_gemm_up`` (llm8b-up-t2048), ``cutlass_gemm_qkv``
+  (llm8b-qkv-t2048) and ``cutlass_gemm_down`` (llm8b-down-t2048): the CUTLASS GEMM, 24
+  builds (40-80 s each) x 9 runtime settings = 216 candidates per shape, the builds
+  shared between the shapes. The maps are committed (made on the build machine with the
+  GPU machine's nvcc 13.0.88, 91 of sq4096's on an H200), so a GPU call only measures; it
+  compiles the 24 builds again, or finds them in a carried build archive
+  (``.device/carry``: 12 MB, ~10 s to unpack).
 
 Kernels from public projects, tuned as written (``bench/external/``; their sources are
 fetched into the git-ignored ``bench/external/src/`` and must be there, or carried to the GPU
@@ -129,6 +131,16 @@ PRESETS: dict[str, dict[str, Any]] = {
     "cutlass_gemm_up": {
         "kernel": "kernels/gemm.cu",
         "problem": "llm8b-up-t2048",
+        "subspace": CUTLASS_SUBSPACE,
+    },
+    "cutlass_gemm_qkv": {
+        "kernel": "kernels/gemm.cu",
+        "problem": "llm8b-qkv-t2048",
+        "subspace": CUTLASS_SUBSPACE,
+    },
+    "cutlass_gemm_down": {
+        "kernel": "kernels/gemm.cu",
+        "problem": "llm8b-down-t2048",
         "subspace": CUTLASS_SUBSPACE,
     },
     # kernels from public projects, tuned as written (bench/external/: their sources are

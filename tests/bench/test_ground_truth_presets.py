@@ -245,11 +245,13 @@ def test_past_the_deadline_the_builds_at_hand_are_still_given(
     assert len(compiler.requests) == compiler.jobs + 1  # nothing asked for past the deadline
 
 
-@pytest.mark.parametrize("preset", ["cutlass_gemm", "cutlass_gemm_up"])
+@pytest.mark.parametrize(
+    "preset", ["cutlass_gemm", "cutlass_gemm_up", "cutlass_gemm_qkv", "cutlass_gemm_down"]
+)
 def test_the_cutlass_presets_are_mapped_whole(
     bench_module: Callable[[str], ModuleType], preset: str
 ) -> None:
-    """The committed maps cover every candidate of both shapes, so a GPU call only
+    """The committed maps cover every candidate of each shape, so a GPU call only
     measures; the shapes share their 24 builds, not their binaries (M, N, K differ)."""
     gt = bench_module("ground_truth")
     spec, problem, truth = _truth_setup(gt, preset)
