@@ -2,7 +2,14 @@
 predicted from its genes before it is built (docs/cost-model.md). scikit-learn is an
 optional extra (``ctune[model]``); :func:`unavailable` says whether it is here."""
 
-from ctune.model.cost_model import DEFAULT_ALPHA, CostModel, Example, Prediction, unavailable
+from ctune.model.cost_model import (
+    DEFAULT_ALPHA,
+    CostModel,
+    Example,
+    Prediction,
+    trials_for_a_bound,
+    unavailable,
+)
 from ctune.model.features import MISSING, FeatureMap, sm_number
 
 __all__ = [
@@ -13,5 +20,6 @@ __all__ = [
     "FeatureMap",
     "Prediction",
     "sm_number",
+    "trials_for_a_bound",
     "unavailable",
 ]

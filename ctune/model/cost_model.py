@@ -79,6 +79,12 @@ class Prediction:
         }
 
 
+def trials_for_a_bound(alpha: float) -> int:
+    """The fewest scored trials whose ``alpha`` quantile is finite, floor(alpha (n + 1)) >= 1:
+    below it the lower bound is -inf and nothing can be ruled out."""
+    return math.ceil(1 / alpha) - 1
+
+
 def _order_statistic(scores: np.ndarray, rank: int) -> float:
     """The ``rank``-th smallest score (1-based); -inf below 1, +inf past the end."""
     if rank < 1:
@@ -225,4 +231,11 @@ class CostModel:
         ]
 
 
-__all__ = ["DEFAULT_ALPHA", "CostModel", "Example", "Prediction", "unavailable"]
+__all__ = [
+    "DEFAULT_ALPHA",
+    "CostModel",
+    "Example",
+    "Prediction",
+    "trials_for_a_bound",
+    "unavailable",
+]

@@ -264,6 +264,8 @@ class ModelPolicy(CostPolicy):
         self.considered = 0
         self.skipped = 0
         self.refilled = 0  # candidates asked for to fill the compile slots skips freed
+        self.most_trained = 0  # the most measured trials a fit had
+        self.bounded = False  # whether any prediction's lower bound was finite
         self.reported = False
         self._fitted: tuple[int, CostModel] | None = None  # (trials taught, the model)
 
@@ -415,9 +417,11 @@ class ModelPolicy(CostPolicy):
         if leader is None:
             return Screened(list(new))
         model = self._fit(learned, baseline)
+        self.most_trained = max(self.most_trained, model.trained_on)
         if model.trained_on < MIN_TRAINED:
             return Screened(list(new))
         predictions = model.predict([self._row(c) for c in new])
+        self.bounded = self.bounded or any(math.isfinite(p.low) for p in predictions)
         out = Screened([])
         for cand, predicted in zip(new, predictions, strict=True):
             if cand.key() == self.default_key or not predicted.low > leader:
@@ -458,15 +462,21 @@ class ModelPolicy(CostPolicy):
         if self.reported:
             return
         self.reported = True
-        refilled = (
-            f"; {self.refilled} more asked for to fill the compile slots skips freed"
-            if self.refilled
-            else ""
-        )
+        more = []
+        if self.refilled:
+            more.append(f"{self.refilled} more asked for to fill the compile slots skips freed")
+        if self.considered and not self.bounded:  # why it could rule nothing out
+            from ctune.model import trials_for_a_bound
+
+            more.append(
+                f"its bound needs about {trials_for_a_bound(self.alpha)} measured trials (this "
+                f"search's and earlier journals' of the kernel) and had at most "
+                f"{self.most_trained}: a longer search, or a second one, gives it them"
+            )
         self.run.notices.note(
             f"cost model: skipped {self.skipped} of {self.considered} candidates predicted "
             f"worse than the leader at {1 - self.alpha:.0%} confidence (journaled as skipped, "
-            f"with the prediction){refilled}",
+            f"with the prediction)" + "".join(f"; {m}" for m in more),
             "info",
         )
 

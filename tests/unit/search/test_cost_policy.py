@@ -108,6 +108,21 @@ def test_skips_are_journaled_with_the_prediction_and_the_leader(
     assert result.failures.get("skipped") is None  # a skip is no failure
     (note,) = [n for n in result.notes if n.startswith("cost model: skipped")]
     assert f"skipped {len(skipped)} of" in note
+    assert "its bound needs" not in note  # it was bounded: it skipped
+
+
+@needs_sklearn
+def test_a_search_too_short_for_a_bound_says_why_it_skipped_nothing(
+    landscape: tuple[BinaryTruth, KernelSpec], tmp_path: Path
+) -> None:
+    """At alpha 0.02 the lower bound is -inf below 49 measured trials: a search of 20
+    skips nothing, and says so, with what would change that."""
+    result = _search(landscape, tmp_path / "cache", cost_model=True, budget=20, jobs=1)
+    assert result.skipped == 0
+    (note,) = [n for n in result.notes if n.startswith("cost model: skipped 0 of")]
+    had = int(note.split("had at most ")[1].split(":")[0])
+    assert cost_policy.MIN_TRAINED <= had <= 20
+    assert "its bound needs about 49 measured trials" in note
 
 
 @needs_sklearn
