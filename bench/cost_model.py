@@ -19,9 +19,13 @@ distinct binaries (GPU measurements):
 - ``on_slots`` and ``on_warm_slots``: ``on`` and ``on_warm`` with ``--slots`` compile slots
   (16, a GPU machine's), where a generation asks for more candidates to fill the slots its
   skips freed. The arms above have one slot, where a skip saves a build's whole time;
-- ``on_shape`` and ``on_shape_slots`` (with ``--other-shape``, a ground truth of the same
-  kernel and subspace on another problem): ``on`` warm from a search of that shape (no
-  model, seed + 2000): what the later shapes of a problem set get.
+- ``on_shape`` and ``on_shape_slots`` (with ``--other-shape``, ground truths of the same
+  kernel and subspace on other problems): ``on`` warm from one search of each of those
+  shapes (no model, seeds from 2000): what the later shapes of a problem set get.
+
+``--problem-set P1 P2 ...`` replays each preset's ground truth in turn warm from searches
+of all the others (the last shape of a problem set of them), into
+``bench/results/cost_model_problem_set.json``.
 
 The replay compiles nothing, so each run's **compile wall** is simulated from the ground
 truth's recorded compile seconds: each generation's builds go in order to the first free of
@@ -42,6 +46,8 @@ fingerprints and this machine's. Target (issue 50): at least 50% fewer builds at
     python bench/cost_model.py --slots 16        # the compile slots of the *_slots arms
     python bench/cost_model.py --preset cutlass_gemm \
         --other-shape tests/data/ground_truth/cutlass_gemm_up-llm8b-up-t2048.json.gz
+    python bench/cost_model.py --problem-set cutlass_gemm cutlass_gemm_up cutlass_gemm_qkv \
+        cutlass_gemm_down
 """
 
 from __future__ import annotations
@@ -77,14 +83,12 @@ from ctune.spec import KernelSpec, load_spec  # noqa: E402
 from ctune.testing.binary_truth import BinaryTruth  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "cost_model.json"
+PROBLEM_SET_RESULTS = ROOT / "bench" / "results" / "cost_model_problem_set.json"
 TARGET_SAVED = 0.5
 TARGET_QUALITY = 0.99
 CUTLASS = (
-    "not replayed: no committed record holds a CUTLASS problem set's per-candidate trials. "
-    "bench/results/dispatch*.json keep only the builds each shape's dispatch chose, and no "
-    "CUTLASS journal or ground truth is committed; a replay needs the set's search journals "
-    "(every trial's genes, value and compile seconds per shape), or an exhaustive "
-    "format-2 ground truth of a CUTLASS space on a few shapes (bench/ground_truth.py, GPU)"
+    "a problem set of the CUTLASS GEMM (4 shapes, 216 candidates each): "
+    f"{PROBLEM_SET_RESULTS.relative_to(ROOT)}, from --problem-set"
 )
 
 
@@ -207,11 +211,11 @@ def evaluate(
     fraction: float,
     log: Any,
     slots: int = 16,
-    other_shape: BinaryTruth | None = None,
+    other_shapes: list[BinaryTruth] | None = None,
 ) -> dict[str, Any]:
-    """The arms of the module's docstring on ``truth``; with ``other_shape`` (the same
-    kernel and subspace on another problem), also ``on_shape`` and ``on_shape_slots``:
-    warm from a search of that shape, what a problem set's later shapes get."""
+    """The arms of the module's docstring on ``truth``; with ``other_shapes`` (the same
+    kernel and subspace on other problems), also ``on_shape`` and ``on_shape_slots``:
+    warm from a search of each of them, what a problem set's later shapes get."""
     spec = truth.restrict(base)
     budget = max(2, math.ceil(fraction * truth.distinct_binaries()))
     arms: dict[str, list[dict[str, Any]]] = {
@@ -220,14 +224,15 @@ def evaluate(
         "on_warm": [],
         "on_slots": [],
         "on_warm_slots": [],
-        **({"on_shape": [], "on_shape_slots": []} if other_shape is not None else {}),
+        **({"on_shape": [], "on_shape_slots": []} if other_shapes else {}),
     }
     with tempfile.TemporaryDirectory(prefix="ctune-cost-model-") as tmp:
         folder = Path(tmp)
         for seed in range(seeds):
-            if other_shape is not None:  # a search of the other shape, no model, first
+            if other_shapes:  # a search of each other shape, no model, first
                 shaped = folder / f"shape-{seed}"
-                run(other_shape, spec, budget, seed + 2000, folder, False, cache=shaped)
+                for i, other in enumerate(other_shapes):
+                    run(other, spec, budget, seed + 2000 + 100 * i, folder, False, cache=shaped)
                 for arm, n in (("on_shape", 1), ("on_shape_slots", slots)):
                     warm = folder / f"shape-{seed}-{n}"
                     shutil.copytree(shaped, warm)
@@ -257,8 +262,7 @@ def evaluate(
 
     def wall_saved(arm: dict[str, Any], n: int) -> float | None:
         """1 - the arm's median compile wall to 0.99 over off's, with ``n`` slots."""
-        mine, theirs = arm[f"median_wall_to_0.99_s@{n}"], off[f"median_wall_to_0.99_s@{n}"]
-        return None if mine is None or not theirs else 1 - mine / theirs
+        return _saved(arm[f"median_wall_to_0.99_s@{n}"], off[f"median_wall_to_0.99_s@{n}"])
 
     return {
         "kernel": truth.kernel,
@@ -276,15 +280,7 @@ def evaluate(
         "on_slots": on_slots,
         "on_warm_slots": warm_slots,
         **(
-            {
-                "other_shape": other_shape.problem,
-                "on_shape": _arm(arms["on_shape"]),
-                "on_shape_slots": _arm(arms["on_shape_slots"]),
-                "builds_saved_shape": 1
-                - _arm(arms["on_shape"])["median_builds"] / off["median_builds"],
-            }
-            if other_shape is not None
-            else {}
+            _shape_arms(arms, off, slots, [o.problem for o in other_shapes]) if other_shapes else {}
         ),
         "slots": slots,
         "wall_to_0.99_saved": {
@@ -304,6 +300,30 @@ def evaluate(
         "on_beats_a_search_as_short": on["median_of_optimum"] > _arm(short_on)["median_of_optimum"],
         "on_warm_beats_a_search_as_short": warm["median_of_optimum"]
         > _arm(short_warm)["median_of_optimum"],
+    }
+
+
+def _saved(mine: float | None, theirs: float | None) -> float | None:
+    """1 - mine / theirs (None: either is missing, or theirs is 0)."""
+    return None if mine is None or not theirs else 1 - mine / theirs
+
+
+def _shape_arms(
+    arms: dict[str, list[dict[str, Any]]], off: dict[str, Any], slots: int, problems: list[str]
+) -> dict[str, Any]:
+    """The arms warm from other shapes, against ``off``: builds, and compile wall (what a
+    CUTLASS search waits for) at one slot and at ``slots``."""
+    shape, shape_slots = _arm(arms["on_shape"]), _arm(arms["on_shape_slots"])
+    walls = {1: (shape, "compile_wall_s@1"), slots: (shape_slots, f"compile_wall_s@{slots}")}
+    return {
+        "other_shapes": problems,
+        "on_shape": shape,
+        "on_shape_slots": shape_slots,
+        "builds_saved_shape": 1 - shape["median_builds"] / off["median_builds"],
+        "compile_wall_saved_shape": {
+            f"@{n}": _saved(arm[f"median_{key}"], off[f"median_{key}"])
+            for n, (arm, key) in walls.items()
+        },
     }
 
 
@@ -350,11 +370,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slots", type=int, default=16, help="compile slots of *_slots arms")
     parser.add_argument(
         "--other-shape",
+        nargs="+",
         default=None,
-        help="a ground truth of the same kernel and subspace on another problem: adds the "
-        "arms warm from a search of it (with one --ground-truth or --preset)",
+        help="ground truths of the same kernel and subspace on other problems: adds the "
+        "arms warm from a search of each (with one --ground-truth or --preset)",
     )
-    parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument(
+        "--problem-set",
+        nargs="+",
+        default=None,
+        metavar="PRESET",
+        help="presets of one kernel and subspace on several problems: each replayed warm "
+        f"from searches of the others (default --out {PROBLEM_SET_RESULTS.relative_to(ROOT)})",
+    )
+    parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     from ctune import __version__
     from ctune.model import DEFAULT_ALPHA, unavailable
@@ -368,23 +397,32 @@ def main(argv: list[str] | None = None) -> int:
         elif args.ground_truth:
             truths = given_truths(args.ground_truth)
         else:
-            truths = recorded_truths(args.preset, print)
+            truths = recorded_truths(args.problem_set or args.preset, print)
     except PresetUnavailable as exc:
         raise SystemExit(f"error: {exc}") from None
-    other = None
-    if args.other_shape is not None:
-        if len(truths) != 1:
-            raise SystemExit(f"error: --other-shape goes with one ground truth, got {len(truths)}")
-        other = BinaryTruth.load(Path(args.other_shape))
-        if other.kernel != truths[0][0].kernel or other.problem == truths[0][0].problem:
+    if args.problem_set is not None:
+        if len(truths) < 2 or args.other_shape:
             raise SystemExit(
-                f"error: --other-shape {args.other_shape}: not {truths[0][0].kernel} on "
-                "another problem"
+                f"error: --problem-set needs 2 or more recorded presets and no --other-shape, "
+                f"got {len(truths)} recorded"
             )
+        others = [[o for o, _ in truths if o is not t] for t, _ in truths]
+    else:
+        given = [BinaryTruth.load(Path(f)) for f in args.other_shape or []]
+        if given and len(truths) != 1:
+            raise SystemExit(f"error: --other-shape goes with one ground truth, got {len(truths)}")
+        others = [given] * len(truths)
+    for (truth, _), shapes in zip(truths, others, strict=True):
+        for other in shapes:
+            if other.kernel != truth.kernel or other.problem == truth.problem:
+                raise SystemExit(
+                    f"error: {other.kernel}/{other.problem}: not {truth.kernel} on another "
+                    f"problem than {truth.problem}"
+                )
     results = []
-    for truth, base in truths:
+    for (truth, base), shapes in zip(truths, others, strict=True):
         print(f"{truth.kernel}/{truth.problem}", flush=True)
-        results.append(evaluate(truth, base, args.seeds, args.fraction, print, args.slots, other))
+        results.append(evaluate(truth, base, args.seeds, args.fraction, print, args.slots, shapes))
     report = {
         "benchmark": "cost_model",
         "alpha": DEFAULT_ALPHA,
@@ -392,12 +430,16 @@ def main(argv: list[str] | None = None) -> int:
         "fraction": args.fraction,
         "target": {"builds_saved": TARGET_SAVED, "median_of_optimum": TARGET_QUALITY},
         "ground_truths": results,
-        "cutlass_problem_set": CUTLASS,
+        **(
+            {"problem_set": args.problem_set}
+            if args.problem_set
+            else {"cutlass_problem_set": CUTLASS}
+        ),
         "fingerprint": machine(),
         "ctune_version": __version__,
         "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
-    out = Path(args.out)
+    out = Path(args.out or (PROBLEM_SET_RESULTS if args.problem_set else RESULTS))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
     for gt in results:

@@ -70,7 +70,7 @@ def test_a_search_of_another_shape_warm_starts_the_problem_set_arms(
     argv = ["--synthetic", "--seeds", "1", "--fraction", "0.06", "--out", str(out)]
     assert bench.main([*argv, "--other-shape", str(other)]) == 0
     (truth,) = json.loads(out.read_text())["ground_truths"]
-    assert truth["problem"] == "sq1024" and truth["other_shape"] == "sq2048"
+    assert truth["problem"] == "sq1024" and truth["other_shapes"] == ["sq2048"]
     (cold,) = truth["on"]["runs"]
     for arm in ("on_shape", "on_shape_slots"):
         (run,) = truth[arm]["runs"]
@@ -78,6 +78,29 @@ def test_a_search_of_another_shape_warm_starts_the_problem_set_arms(
     assert truth["builds_saved_shape"] == pytest.approx(
         1 - truth["on_shape"]["median_builds"] / truth["off"]["median_builds"]
     )
-    with pytest.raises(SystemExit, match="not tiled_matmul on another problem"):
+    with pytest.raises(SystemExit, match="not tiled_matmul on another problem than sq1024"):
         same = bench.synthetic()[0].save(tmp_path / "same.json")
         bench.main([*argv, "--other-shape", str(same)])
+
+
+@pytest.mark.skipif(unavailable() is not None, reason="needs the model extra (ctune[model])")
+def test_a_problem_set_replays_each_shape_warm_from_the_others(
+    tmp_path: Path, bench_module: Callable[[str], ModuleType]
+) -> None:
+    """--problem-set: each recorded CUTLASS shape in turn, after searches of the others."""
+    bench = bench_module("cost_model")
+    out = tmp_path / "set.json"
+    presets = ["cutlass_gemm", "cutlass_gemm_up", "cutlass_gemm_qkv"]
+    argv = ["--problem-set", *presets, "--seeds", "1", "--fraction", "0.05", "--out", str(out)]
+    assert bench.main(argv) == 0
+    report = json.loads(out.read_text())
+    assert report["problem_set"] == presets and "cutlass_problem_set" not in report
+    problems = [t["problem"] for t in report["ground_truths"]]
+    assert problems == ["sq4096", "llm8b-up-t2048", "llm8b-qkv-t2048"]
+    for truth in report["ground_truths"]:
+        assert sorted(truth["other_shapes"]) == sorted(p for p in problems if p != truth["problem"])
+        assert set(truth["compile_wall_saved_shape"]) == {"@1", "@16"}
+        (run,) = truth["on_shape"]["runs"]
+        assert 0.0 < run["of_optimum"] <= 1.0
+    with pytest.raises(SystemExit, match="2 or more recorded presets"):
+        bench.main(["--problem-set", "cutlass_gemm", "--out", str(out)])
