@@ -13,7 +13,8 @@
 #   aa        bench/aa_repeatability.py          (A/A noise, overhead, fault recovery)
 #   gt        bench/ga_sample_efficiency.py record (exhaustive ground truth for replay)
 #   gtmap     bench/ground_truth.py map     (GT_PRESET: one preset or several, space-separated:
-#             tiled_matmul gemm pb_gesummv pb_atax pb_2mm rd_hotspot): compile every candidate,
+#             tiled_matmul gemm cutlass_gemm cutlass_gemm_up cutlass_gemm_qkv cutlass_gemm_down
+#             pb_gesummv pb_atax pb_2mm rd_hotspot): compile every candidate,
 #             group by binary identity; ~3 min on 16 cores for tiled_matmul or gemm (the
 #             external presets' maps are committed, made on a CPU machine with the same nvcc)
 #   gtmeasure bench/ground_truth.py measure (GT_PRESET, GT_PROCESSES: "1 2 3" or one of them;

@@ -35,7 +35,9 @@ times cuBLAS through ``torch.matmul`` for every shape (fp16 and bf16 alike), add
 build's loss per shape, and writes bench/results/dispatch-<gpu>.json from the set's table.
 
 ``--merge`` keeps the rows of an earlier report for cases not run again (each
-row's vendor timing always comes from the run that tuned it).
+row's vendor timing always comes from the run that tuned it). The vendor is timed once
+here; ``vendor_rounds.py`` tells a row's gap from process-to-process noise (alternating
+fresh processes, a confidence interval).
 """
 
 from __future__ import annotations
