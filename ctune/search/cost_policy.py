@@ -264,7 +264,6 @@ class ModelPolicy(CostPolicy):
         self.considered = 0
         self.skipped = 0
         self.refilled = 0  # candidates asked for to fill the compile slots skips freed
-        self.most_trained = 0  # the most measured trials a fit had
         self.bounded = False  # whether any prediction's lower bound was finite
         self.reported = False
         self._fitted: tuple[int, CostModel] | None = None  # (trials taught, the model)
@@ -417,7 +416,6 @@ class ModelPolicy(CostPolicy):
         if leader is None:
             return Screened(list(new))
         model = self._fit(learned, baseline)
-        self.most_trained = max(self.most_trained, model.trained_on)
         if model.trained_on < MIN_TRAINED:
             return Screened(list(new))
         predictions = model.predict([self._row(c) for c in new])
@@ -468,10 +466,12 @@ class ModelPolicy(CostPolicy):
         if self.considered and not self.bounded:  # why it could rule nothing out
             from ctune.model import trials_for_a_bound
 
+            # the latest fit had the most trials: they only grow
+            trained = self._fitted[1].trained_on if self._fitted is not None else 0
             more.append(
                 f"its bound needs about {trials_for_a_bound(self.alpha)} measured trials (this "
                 f"search's and earlier journals' of the kernel) and had at most "
-                f"{self.most_trained}: a longer search, or a second one, gives it them"
+                f"{trained}: a longer search, or a second one, gives it them"
             )
         self.run.notices.note(
             f"cost model: skipped {self.skipped} of {self.considered} candidates predicted "
