@@ -5,13 +5,24 @@ confirmation: one number each, so a 1% gap cannot be told from what one process 
 from the next (the CUTLASS ground truths' process-to-process spread is a median 2%). Here
 each round measures the registry's pinned build in a fresh ctune worker and the vendor
 call (cuBLAS or PyTorch SDPA, ``kernels_vs_vendor.VendorTimer``: the same event method,
-cold L2) in a fresh process of its own, the order alternating between rounds. Each round
+cold L2) in a fresh process of its own, the order alternating between rounds. Several
+cases share each round's two processes (one worker times every case's build, one process
+every vendor call, the cases in an order that rotates), so a set of rows costs little more
+than one. Each round
 gives a ratio, vendor over ctune (> 1: ctune faster), at p50 and p99; the report gives
 their geometric mean with a 95% confidence interval (Student's t over the log ratios,
 scipy.stats) and says whether 1.0 is inside it.
 
     python bench/vendor_rounds.py --case gemm:sq4096 --case attention:prefill-s4096-d64 \\
         --rounds 8 --out bench/results
+
+With ``--change GENE=VALUE`` (repeatable) each round also times each pinned build with
+those genes changed, e.g. ``--change ftz=true``: what one gene is worth on every row. With
+``--pool FILE`` (T4 configurations, e.g. ``bench/pools/attention-noncausal.t4.json``)
+each round's fresh ctune worker measures the pinned build and every pool configuration
+valid for the problem, in an order that rotates between rounds, beside the same vendor
+process: builds compared with each other and with the vendor in the same rounds, each
+with its own interval (``variants``), before one of them is searched for and pinned.
 """
 
 from __future__ import annotations
@@ -22,14 +33,17 @@ import json
 import math
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 DEVICE_CLASS = "sm90-nvidia-h200"
+T = TypeVar("T")
 QUANTILES = ("p50", "p99")
 
 
@@ -49,84 +63,203 @@ def ratio_summary(ratios: list[float], confidence: float = 0.95) -> dict[str, An
     return {"geomean": math.exp(mean), "low": low, "high": high, "rounds": n, "ctune": verdict}
 
 
-def _vendor_once(kernel: str, problem_name: str) -> dict[str, Any]:
-    """One fresh process's vendor timing (this script run with ``--vendor-once``)."""
+def _vendor_once(cases: list[str]) -> list[dict[str, Any]]:
+    """One fresh process's vendor timings, one per ``KERNEL:PROBLEM`` (this script run with
+    ``--vendor-once``)."""
     from kernels_vs_vendor import ATTENTION, VendorTimer
 
     from ctune.spec import load_spec
 
-    spec = load_spec(ROOT / "kernels" / f"{kernel}.yaml")
-    problem = spec.problem(problem_name)
-    bf16 = bool(problem.defines.get("CTUNE_BF16", 0))
     timer = VendorTimer()
-    if spec.name in ATTENTION:
-        name, p50, p99 = timer.sdpa(problem.dims, bf16)
-    else:
-        name, p50, p99 = timer.gemm(problem.dims, bf16)
-    return {"vendor": name, "p50_ms": p50, "p99_ms": p99}
+    out = []
+    for case in cases:
+        kernel, problem_name = case.split(":", 1)
+        spec = load_spec(ROOT / "kernels" / f"{kernel}.yaml")
+        problem = spec.problem(problem_name)
+        bf16 = bool(problem.defines.get("CTUNE_BF16", 0))
+        if spec.name in ATTENTION:
+            name, p50, p99 = timer.sdpa(problem.dims, bf16)
+        else:
+            name, p50, p99 = timer.gemm(problem.dims, bf16)
+        out.append({"vendor": name, "p50_ms": p50, "p99_ms": p99})
+    return out
 
 
-def _vendor_in_a_fresh_process(kernel: str, problem: str) -> dict[str, Any]:
+def _vendor_in_a_fresh_process(cases: list[str]) -> list[dict[str, Any]]:
     out = subprocess.run(
-        [sys.executable, __file__, "--vendor-once", f"{kernel}:{problem}"],
+        [sys.executable, __file__, "--vendor-once", *cases],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=300 + 30 * len(cases),
         check=True,
     )
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    return list(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-def run_case(kernel: str, problem_name: str, rounds: int) -> dict[str, Any]:
-    """The pinned build of ``kernel/problem_name`` on this GPU class, ``rounds`` rounds."""
-    from ctune.cli.common import load, settings
+def _ratios(rows: list[dict[str, Any]], side: str) -> dict[str, Any]:
+    """Vendor over ``side`` (a key of each round) at each quantile, over the clean rounds."""
+    clean = [r for r in rows if "p50_ms" in r.get(side, {})]
+    return {
+        f"vendor_over_ctune_{q}": ratio_summary(
+            [r["vendor"][f"{q}_ms"] / r[side][f"{q}_ms"] for r in clean]
+        )
+        for q in QUANTILES
+    }
+
+
+@dataclass
+class _Case:
+    """One artifact's builds to time: its pinned build first, then the pool's."""
+
+    name: str  # KERNEL:PROBLEM
+    spec: Any
+    problem: Any
+    plan: Any
+    timed: list[Any]  # candidates
+    builds: dict[str, Any]
+    pinned: bool
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+def _prepare(
+    name: str, pool: Path | None, cfg: Any, change: dict[str, Any] | None = None
+) -> _Case | dict[str, Any]:
+    """The pinned build of ``KERNEL:PROBLEM`` on this GPU class (and the pool's valid
+    configurations, and the pinned build with ``change``'s genes, where valid), built; a
+    dict saying why not where the pinned build fails."""
+    from ctune.cli.common import load
     from ctune.compile.nvcc import NvccCompiler
+    from ctune.exchange.t4 import candidates as pool_candidates
+    from ctune.exchange.t4 import read_t4
     from ctune.measure.plan import plan_from_json
-    from ctune.measure.session import WorkerMeasurer
     from ctune.registry.store import read_artifact_file
 
+    kernel, problem_name = name.split(":", 1)
     path = ROOT / "registry" / kernel / problem_name / f"{DEVICE_CLASS}.json"
     artifact = read_artifact_file(path)
     pinned = artifact.pinned_member()
-    cfg = settings()
     spec, toolchain = load(ROOT / "kernels" / f"{kernel}.cu", cfg)
     candidate = spec.in_space((pinned or artifact.baseline).candidate)
     problem = spec.problem(problem_name)
     plan = plan_from_json({**dict(artifact.protocol["plan"]), "l2_policy": "cold"})
+    timed = [candidate]
+    if pool is not None:
+        mapped = pool_candidates(spec.name, spec.space, read_t4(pool), problem.dims)
+        timed += [c for c in mapped.candidates if c.key() != candidate.key()]
+    if change:
+        mapped = pool_candidates(
+            spec.name, spec.space, [{**candidate.as_dict(), **change}], problem.dims
+        )
+        timed += [c for c in mapped.candidates if c.key() not in {t.key() for t in timed}]
     with NvccCompiler.from_settings(spec, toolchain, cfg) as compiler:
-        build = compiler.build(candidate, problem)
-    if not build.outcome.is_ok:
-        return {"key": f"{kernel}/{problem_name}", "error": f"build {build.outcome.value}"}
-    rows: list[dict[str, Any]] = []
+        builds = {c.key(): compiler.build(c, problem) for c in timed}
+    failed = {k: b.outcome.value for k, b in builds.items() if not b.outcome.is_ok}
+    if candidate.key() in failed:
+        return {"key": f"{kernel}/{problem_name}", "error": f"build {failed[candidate.key()]}"}
+    timed = [c for c in timed if c.key() not in failed]
+    return _Case(name, spec, problem, plan, timed, builds, pinned is not None, failed)
+
+
+def run_cases(
+    names: list[str],
+    rounds: int,
+    pool: Path | None = None,
+    save: Callable[[list[dict[str, Any]]], None] | None = None,
+    change: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """Each ``KERNEL:PROBLEM``'s pinned build (and ``pool``'s configurations, ``variants``)
+    against the vendor, ``rounds`` rounds. A round is one fresh ctune worker timing every
+    case's builds and one fresh process timing every case's vendor call, the two in
+    alternating order, the cases (and each case's builds) in an order that rotates.
+    ``save`` gets the report so far after each round (a call cut short keeps its rounds)."""
+    from ctune.cli.common import settings
+    from ctune.measure.session import WorkerMeasurer
+
+    cfg = settings()
+    prepared = [_prepare(name, pool, cfg, change) for name in names]
+    cases = [c for c in prepared if isinstance(c, _Case)]
+    rows: dict[str, list[dict[str, Any]]] = {c.name: [] for c in cases}
     with WorkerMeasurer(0, cfg) as measurer:
         for r in range(rounds):
-            row: dict[str, Any] = {"round": r + 1, "vendor_first": r % 2 == 1}
+            now: dict[str, dict[str, Any]] = {
+                c.name: {"round": r + 1, "vendor_first": r % 2 == 1} for c in cases
+            }
             for side in ("vendor", "ctune") if r % 2 else ("ctune", "vendor"):
                 if side == "vendor":
-                    row["vendor"] = _vendor_in_a_fresh_process(kernel, problem_name)
+                    timed = _vendor_in_a_fresh_process([c.name for c in cases])
+                    for case, vendor in zip(cases, timed, strict=True):
+                        now[case.name]["vendor"] = vendor
                     continue
                 measurer.restart()
-                m = measurer.measure(spec, candidate, build, problem, plan)
-                if not m.outcome.is_ok or m.summary is None:
-                    row["ctune"] = {"outcome": m.outcome.value, "error": m.error}
-                    continue
-                row["ctune"] = {"p50_ms": m.summary.p50_ms, "p99_ms": m.summary.p99_ms}
-            rows.append(row)
-            print(f"  {kernel}/{problem_name} round {r + 1}: {row}", flush=True)
-    clean = [r for r in rows if "p50_ms" in r["ctune"]]
-    return {
+                for case in _rotated(cases, r):
+                    for cand in _rotated(case.timed, r):
+                        m = measurer.measure(
+                            case.spec, cand, case.builds[cand.key()], case.problem, case.plan
+                        )
+                        if not m.outcome.is_ok or m.summary is None:
+                            got: dict[str, Any] = {"outcome": m.outcome.value, "error": m.error}
+                        else:
+                            got = {"p50_ms": m.summary.p50_ms, "p99_ms": m.summary.p99_ms}
+                        now[case.name]["ctune" if cand is case.timed[0] else cand.key()] = got
+            for case in cases:
+                rows[case.name].append(now[case.name])
+            print(f"  round {r + 1}: {json.dumps(now)}", flush=True)
+            if save is not None and r >= 1:
+                save(_reports(prepared, rows, pool))
+    return _reports(prepared, rows, pool)
+
+
+def _reports(
+    prepared: list[_Case | dict[str, Any]],
+    rows: dict[str, list[dict[str, Any]]],
+    pool: Path | None,
+) -> list[dict[str, Any]]:
+    return [
+        item if isinstance(item, dict) else _report(item, rows[item.name], pool)
+        for item in prepared
+    ]
+
+
+def _value(text: str) -> Any:
+    """A gene value as typed: true/false, a number, else the text."""
+    try:
+        return json.loads(text.lower() if text.lower() in ("true", "false") else text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _rotated(items: list[T], r: int) -> list[T]:
+    """``items`` starting at position ``r`` (mod their number): each takes each place in turn."""
+    shift = r % len(items) if items else 0
+    return items[shift:] + items[:shift]
+
+
+def _report(case: _Case, rows: list[dict[str, Any]], pool: Path | None) -> dict[str, Any]:
+    """One case's rounds and ratios (and its other builds', as ``variants``)."""
+    kernel, problem_name = case.name.split(":", 1)
+    plain = ("round", "vendor_first", "vendor", "ctune")
+    out: dict[str, Any] = {
         "key": f"{kernel}/{problem_name}/{DEVICE_CLASS}",
-        "candidate": candidate.as_dict(),
-        "pinned": pinned is not None,
+        "candidate": case.timed[0].as_dict(),
+        "pinned": case.pinned,
         "vendor": rows[0]["vendor"]["vendor"],
-        "rounds": rows,
-        **{
-            f"vendor_over_ctune_{q}": ratio_summary(
-                [r["vendor"][f"{q}_ms"] / r["ctune"][f"{q}_ms"] for r in clean]
-            )
-            for q in QUANTILES
-        },
+        "rounds": [{k: v for k, v in r.items() if k in plain} for r in rows],
+        **_ratios(rows, "ctune"),
     }
+    if len(case.timed) > 1 or case.failed:
+        if pool is not None:
+            out["pool"] = str(pool.relative_to(ROOT) if pool.is_relative_to(ROOT) else pool)
+        out["variant_build_failures"] = case.failed
+        out["variants"] = [
+            {
+                "candidate": c.as_dict(),
+                "key": c.key(),
+                "rounds": [{"round": r["round"], **r.get(c.key(), {})} for r in rows],
+                **_ratios(rows, c.key()),
+            }
+            for c in case.timed[1:]
+        ]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,10 +267,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--case", action="append", default=[], help="KERNEL:PROBLEM")
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
-    parser.add_argument("--vendor-once", default=None, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--pool", type=Path, default=None, help="T4 configurations timed beside the pinned build"
+    )
+    parser.add_argument(
+        "--change",
+        action="append",
+        default=[],
+        metavar="GENE=VALUE",
+        help="also time each pinned build with these genes changed (where that is valid)",
+    )
+    parser.add_argument(
+        "--label", default="", help="in the result file's name: vendor_rounds-LABEL-<gpu>.json"
+    )
+    parser.add_argument("--vendor-once", nargs="+", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.vendor_once:
-        print(json.dumps(_vendor_once(*args.vendor_once.split(":", 1))))
+        print(json.dumps(_vendor_once(args.vendor_once)))
         return 0
     from ctune.evidence.identity import gpu_id
     from ctune.identity_probe import current_fingerprint
@@ -146,22 +292,36 @@ def main(argv: list[str] | None = None) -> int:
     if not args.case or args.rounds < 2:
         raise SystemExit("error: give --case KERNEL:PROBLEM (one or more) and --rounds >= 2")
     cases = [tuple(c.split(":", 1)) for c in args.case]
-    results = [run_case(k, p, args.rounds) for k, p in cases]
+    if any(len(c) != 2 for c in cases):
+        raise SystemExit("error: each --case is KERNEL:PROBLEM")
+    pool = args.pool.resolve() if args.pool is not None else None
     spec = load_spec(ROOT / "kernels" / f"{cases[0][0]}.yaml")
     fingerprint = current_fingerprint(spec, True, problem=cases[0][1])
-    report = {
-        "benchmark": "vendor_rounds",
-        "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "fingerprint": fingerprint,
-        "rounds": args.rounds,
-        "cases": results,
-    }
     args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"vendor_rounds-{gpu_id(fingerprint)}.json"
-    path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    label = args.label or (pool.stem.removesuffix(".t4") if pool is not None else "")
+    path = args.out / f"vendor_rounds{'-' + label if label else ''}-{gpu_id(fingerprint)}.json"
+
+    def save(results: list[dict[str, Any]]) -> None:
+        report = {
+            "benchmark": "vendor_rounds",
+            "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "fingerprint": fingerprint,
+            "rounds": len(next((c["rounds"] for c in results if "rounds" in c), [])),
+            "cases": results,
+        }
+        path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+
+    if any("=" not in c for c in args.change):
+        raise SystemExit("error: each --change is GENE=VALUE")
+    change = {name: _value(text) for name, text in (c.split("=", 1) for c in args.change)}
+    results = run_cases(list(args.case), args.rounds, pool, save, change)
+    save(results)
     for case in results:
         summary = {q: case.get(f"vendor_over_ctune_{q}") for q in QUANTILES}
         print(f"{case['key']}: {json.dumps(summary)}")
+        for variant in case.get("variants", []):
+            summary = {q: variant.get(f"vendor_over_ctune_{q}") for q in QUANTILES}
+            print(f"  {variant['key']}: {json.dumps(summary)}")
     print(f"wrote {path}")
     return 0
 

@@ -22,3 +22,37 @@ def test_the_interval_says_faster_slower_or_the_same(
     # a ratio and its inverse: the geometric mean is symmetric about 1
     assert bench.ratio_summary([2.0, 0.5])["geomean"] == pytest.approx(1.0)
     assert bench.ratio_summary([1.1])["low"] is None  # one round has no interval
+
+
+def test_each_timed_build_gets_its_own_ratio_over_its_clean_rounds(
+    bench_module: Callable[[str], ModuleType],
+) -> None:
+    bench = bench_module("vendor_rounds")
+    vendor = {"p50_ms": 1.0, "p99_ms": 2.0}
+    rows = [
+        {
+            "vendor": vendor,
+            "ctune": {"p50_ms": 0.5, "p99_ms": 1.0},
+            "k1": {"p50_ms": 2.0, "p99_ms": 4.0},
+        },
+        {"vendor": vendor, "ctune": {"p50_ms": 0.5, "p99_ms": 1.0}, "k1": {"outcome": "wrong"}},
+    ]
+    assert bench._ratios(rows, "ctune")["vendor_over_ctune_p50"]["geomean"] == pytest.approx(2.0)
+    faulted = bench._ratios(rows, "k1")["vendor_over_ctune_p99"]
+    assert faulted["rounds"] == 1 and faulted["geomean"] == pytest.approx(0.5)  # the fault left out
+
+
+def test_each_case_takes_each_place_in_the_order_in_turn(
+    bench_module: Callable[[str], ModuleType],
+) -> None:
+    bench = bench_module("vendor_rounds")
+    orders = [bench._rotated(["a", "b", "c"], r) for r in range(3)]
+    assert orders == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"]]
+    assert {o.index("a") for o in orders} == {0, 1, 2}
+    assert bench._rotated([], 5) == []
+
+
+def test_a_changed_gene_is_read_as_its_type(bench_module: Callable[[str], ModuleType]) -> None:
+    bench = bench_module("vendor_rounds")
+    assert bench._value("true") is True and bench._value("False") is False
+    assert bench._value("128") == 128 and bench._value("default") == "default"
