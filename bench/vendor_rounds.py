@@ -109,7 +109,8 @@ def _ratios(rows: list[dict[str, Any]], side: str) -> dict[str, Any]:
 
 @dataclass
 class _Case:
-    """One artifact's builds to time: its pinned build first, then the pool's."""
+    """One artifact's builds to time: its pinned build first, then the pool's and the
+    pinned build with ``--change``'s genes."""
 
     name: str  # KERNEL:PROBLEM
     spec: Any
@@ -214,6 +215,7 @@ def _reports(
     rows: dict[str, list[dict[str, Any]]],
     pool: Path | None,
 ) -> list[dict[str, Any]]:
+    """Each case's report from its rounds so far (a case whose pinned build failed: why)."""
     return [
         item if isinstance(item, dict) else _report(item, rows[item.name], pool)
         for item in prepared
@@ -294,6 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     cases = [tuple(c.split(":", 1)) for c in args.case]
     if any(len(c) != 2 for c in cases):
         raise SystemExit("error: each --case is KERNEL:PROBLEM")
+    if any("=" not in c for c in args.change):
+        raise SystemExit("error: each --change is GENE=VALUE")
+    change = {name: _value(text) for name, text in (c.split("=", 1) for c in args.change)}
     pool = args.pool.resolve() if args.pool is not None else None
     spec = load_spec(ROOT / "kernels" / f"{cases[0][0]}.yaml")
     fingerprint = current_fingerprint(spec, True, problem=cases[0][1])
@@ -311,9 +316,6 @@ def main(argv: list[str] | None = None) -> int:
         }
         path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
 
-    if any("=" not in c for c in args.change):
-        raise SystemExit("error: each --change is GENE=VALUE")
-    change = {name: _value(text) for name, text in (c.split("=", 1) for c in args.change)}
     results = run_cases(list(args.case), args.rounds, pool, save, change)
     save(results)
     for case in results:
