@@ -89,7 +89,11 @@ class Ctune:
         todo = [self.proc.pid]
         while todo:
             pid = todo.pop()
-            for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:  # a child (a compiler step) may end between two reads of /proc
+                tasks = list(Path(f"/proc/{pid}/task").iterdir())
+            except OSError:
+                continue
+            for task in tasks:
                 try:
                     children = (task / "children").read_text().split()
                 except OSError:

@@ -36,7 +36,10 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     # a zombie is dead: it waits only for a parent (init) to collect it
-    status = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    try:
+        status = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:  # reaped meanwhile
+        return False
     return status != "Z"
 
 

@@ -68,8 +68,11 @@ def _git_started(proc: subprocess.Popen[str], timeout_s: float = 60.0) -> bool:
     """Wait until the import runs its first git command (a child named git)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and proc.poll() is None:
-        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
-        for pid in children.read_text().split() if children.exists() else ():
+        try:  # the import may end between two reads of /proc
+            pids = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        except OSError:
+            pids = []
+        for pid in pids:
             try:
                 if Path(f"/proc/{pid}/comm").read_text().strip() == "git":
                     return True
