@@ -33,7 +33,7 @@ import json
 import math
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -123,10 +123,10 @@ class _Case:
 
 
 def _prepare(
-    name: str, pool: Path | None, cfg: Any, change: dict[str, Any] | None = None
+    name: str, pool: Path | None, cfg: Any, change: Sequence[str] = ()
 ) -> _Case | dict[str, Any]:
     """The pinned build of ``KERNEL:PROBLEM`` on this GPU class (and the pool's valid
-    configurations, and the pinned build with ``change``'s genes, where valid), built; a
+    configurations, and the pinned build with ``change``'s NAME=VALUE genes, where valid), built; a
     dict saying why not where the pinned build fails."""
     from ctune.cli.common import load
     from ctune.compile.nvcc import NvccCompiler
@@ -148,10 +148,8 @@ def _prepare(
         mapped = pool_candidates(spec.name, spec.space, read_t4(pool), problem.dims)
         timed += [c for c in mapped.candidates if c.key() != candidate.key()]
     if change:
-        mapped = pool_candidates(
-            spec.name, spec.space, [{**candidate.as_dict(), **change}], problem.dims
-        )
-        timed += [c for c in mapped.candidates if c.key() not in {t.key() for t in timed}]
+        changed = changed_candidates(spec, candidate, change, problem.dims)
+        timed += [c for c in changed if c.key() not in {t.key() for t in timed}]
     with NvccCompiler.from_settings(spec, toolchain, cfg) as compiler:
         builds = {c.key(): compiler.build(c, problem) for c in timed}
     failed = {k: b.outcome.value for k, b in builds.items() if not b.outcome.is_ok}
@@ -166,7 +164,7 @@ def run_cases(
     rounds: int,
     pool: Path | None = None,
     save: Callable[[list[dict[str, Any]]], None] | None = None,
-    change: dict[str, Any] | None = None,
+    change: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """Each ``KERNEL:PROBLEM``'s pinned build (and ``pool``'s configurations, ``variants``)
     against the vendor, ``rounds`` rounds. A round is one fresh ctune worker timing every
@@ -222,12 +220,16 @@ def _reports(
     ]
 
 
-def _value(text: str) -> Any:
-    """A gene value as typed: true/false, a number, else the text."""
-    try:
-        return json.loads(text.lower() if text.lower() in ("true", "false") else text)
-    except json.JSONDecodeError:
-        return text
+def changed_candidates(
+    spec: Any, candidate: Any, change: Sequence[str], dims: Mapping[str, int]
+) -> list[Any]:
+    """``candidate`` with the ``NAME=VALUE`` items of ``change`` applied as ``ctune compile
+    --set`` reads them; empty where the result breaks a restriction at ``dims``."""
+    from ctune.cli.common import parse_sets
+    from ctune.exchange.t4 import candidates
+
+    values = parse_sets(spec.space, change, candidate.as_dict())
+    return candidates(spec.name, spec.space, [values], dims).candidates
 
 
 def _rotated(items: list[T], r: int) -> list[T]:
@@ -298,7 +300,6 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("error: each --case is KERNEL:PROBLEM")
     if any("=" not in c for c in args.change):
         raise SystemExit("error: each --change is GENE=VALUE")
-    change = {name: _value(text) for name, text in (c.split("=", 1) for c in args.change)}
     pool = args.pool.resolve() if args.pool is not None else None
     spec = load_spec(ROOT / "kernels" / f"{cases[0][0]}.yaml")
     fingerprint = current_fingerprint(spec, True, problem=cases[0][1])
@@ -316,7 +317,12 @@ def main(argv: list[str] | None = None) -> int:
         }
         path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
 
-    results = run_cases(list(args.case), args.rounds, pool, save, change)
+    from ctune.errors import UserError
+
+    try:
+        results = run_cases(list(args.case), args.rounds, pool, save, args.change)
+    except UserError as exc:  # e.g. a --change gene the kernel does not have
+        raise SystemExit(f"error: {exc}") from None
     save(results)
     for case in results:
         summary = {q: case.get(f"vendor_over_ctune_{q}") for q in QUANTILES}

@@ -11,8 +11,12 @@ import pytest
 
 from ctune.model import unavailable
 
+needs_model = pytest.mark.skipif(
+    unavailable() is not None, reason="needs the model extra (ctune[model])"
+)
 
-@pytest.mark.skipif(unavailable() is not None, reason="needs the model extra (ctune[model])")
+
+@needs_model
 def test_the_cost_model_benchmark_writes_its_fields(
     tmp_path: Path, bench_module: Callable[[str], ModuleType]
 ) -> None:
@@ -52,7 +56,7 @@ def test_a_generation_s_compile_wall_is_its_builds_on_the_first_free_slot(
     assert bench.compile_walls(generations, 16) == {1: 3.0, 2: 4.0}  # the slowest build
 
 
-@pytest.mark.skipif(unavailable() is not None, reason="needs the model extra (ctune[model])")
+@needs_model
 def test_a_search_of_another_shape_warm_starts_the_problem_set_arms(
     tmp_path: Path, bench_module: Callable[[str], ModuleType]
 ) -> None:
@@ -83,7 +87,7 @@ def test_a_search_of_another_shape_warm_starts_the_problem_set_arms(
         bench.main([*argv, "--other-shape", str(same)])
 
 
-@pytest.mark.skipif(unavailable() is not None, reason="needs the model extra (ctune[model])")
+@needs_model
 def test_a_problem_set_replays_each_shape_warm_from_the_others(
     tmp_path: Path, bench_module: Callable[[str], ModuleType]
 ) -> None:
