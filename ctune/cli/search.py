@@ -27,7 +27,7 @@ from ctune.cli.options import (
     output_format,
     parse_duration,
 )
-from ctune.errors import SearchInconclusive
+from ctune.errors import SearchInconclusive, UserError
 from ctune.search import strategy_names_help
 from ctune.search.budget import WARM_START_SHARE
 from ctune.search.pruning import DEFAULT_PRUNE_MARGIN, DEFAULT_SEARCH_REP_MS
@@ -131,6 +131,16 @@ def search_command(
             rich_help_panel=_SEARCH,
         ),
     ] = None,
+    warm_start_share: Annotated[
+        float,
+        typer.Option(
+            "--warm-start-share",
+            help=f"share of --budget the warm start may take, in (0, 1]; 1: measure all of "
+            f"it (default {WARM_START_SHARE:g}, so the search still explores)",
+            show_default=False,
+            rich_help_panel=_SEARCH,
+        ),
+    ] = WARM_START_SHARE,
     device_genes: Annotated[
         str | None,
         typer.Option(
@@ -396,6 +406,11 @@ def search_command(
         ptxas=ptxas,
         relink=relink,
     )
+    if not 0 < warm_start_share <= 1:
+        raise UserError(
+            f"--warm-start-share {warm_start_share:g}: give a share of the budget in (0, 1], "
+            "e.g. 1 to measure every warm-start configuration"
+        )
     seeds: tuple[dict[str, Any], ...] = ()
     if warm_start is not None:
         from ctune.exchange.t4 import read_t4
@@ -427,6 +442,7 @@ def search_command(
         cost_model=parse_on_off(cost_model, "--cost-model"),
         warm_start=seeds,
         warm_start_source=str(warm_start or ""),
+        warm_start_share=warm_start_share,
         controls=controls_setup(
             spec.acf,
             toolchain,

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 import ctune.cli.search as search_cli
 from ctune.cli.options import parse_duration
+from ctune.exchange.t4 import read_t4
 from ctune.spec import load_spec
 from ctune.testing.cli_app import ctune_main
 from ctune.testing.standins import StandInCompiler, StandInMeasurer, write_standin_kernel
@@ -406,6 +407,44 @@ def test_warm_start_takes_a_t4_file(run: Run, boundary: Boundary, tmp_path: Path
     lines = [ln for ln in wrong.stderr.splitlines() if ln.strip()]
     assert wrong.exit_code == 2 and len(lines) == 1, wrong.output
     assert "no parameter of its configurations (BLOCK_M) is a gene of standin" in lines[0]
+
+
+def test_warm_start_share_measures_the_whole_file(
+    run: Run, boundary: Boundary, tmp_path: Path
+) -> None:
+    """--warm-start-share 1 measures every configuration of the file first (a re-tune from
+    a pool); the default share measures a quarter of the budget; outside (0, 1]: exit 2."""
+    first = run("--objective", "p50", "--budget", "12", "--json", "--confirm-processes", "0")
+    assert first.exit_code == 0, first.output
+    t4 = tmp_path / "first-t4.json"
+    done = CliRunner().invoke(ctune_main, ["export", json.loads(first.stdout)["journal"],
+                                           "--out", str(t4)])  # fmt: skip
+    assert done.exit_code == 0, done.output
+    given = len(read_t4(t4))
+    assert given > 3
+    boundary.measurer = StandInMeasurer(samples=40)
+    whole = run(
+        "--objective", "p50", "--budget", "12", "--json", "--confirm-processes", "0",
+        "--warm-start", str(t4), "--warm-start-share", "1",
+    )  # fmt: skip
+    assert whole.exit_code == 0, whole.output
+    [note] = [n for n in json.loads(whole.stdout)["notes"] if n.startswith("warm start")]
+    assert "over the warm start's limit" not in note, note
+    # every configuration measured, but the default build (the baseline, already tried)
+    assert note.startswith(f"warm start from {t4}: {given - 1} of {given}"), note
+    boundary.measurer = StandInMeasurer(samples=40)
+    quarter = run(
+        "--objective", "p50", "--budget", "12", "--json", "--confirm-processes", "0",
+        "--warm-start", str(t4),
+    )  # fmt: skip
+    [note] = [n for n in json.loads(quarter.stdout)["notes"] if n.startswith("warm start")]
+    assert note.startswith(f"warm start from {t4}: 3 of {given}"), note
+    assert "over the warm start's limit of 3" in note
+    for bad in ("0", "1.5"):
+        refused = run("--objective", "p50", "--warm-start", str(t4), "--warm-start-share", bad)
+        lines = [ln for ln in refused.stderr.splitlines() if ln.strip()]
+        assert refused.exit_code == 2 and len(lines) == 1, refused.output
+        assert "--warm-start-share" in lines[0] and "(0, 1]" in lines[0]
 
 
 def _invoke(columns: int, *args: str) -> Any:
