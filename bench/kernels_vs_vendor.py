@@ -226,7 +226,8 @@ class VendorTimer:
             )
         self.plan = SamplingPlan(quantile=0.99, min_samples=200)
 
-    def _time(self, launch: Any) -> tuple[float, float]:
+    def time_call(self, launch: Any) -> tuple[float, float]:
+        """p50 and p99 (ms) of ``launch`` by ctune's event method, cold L2."""
         import numpy as np
 
         with self.stream:
@@ -237,6 +238,13 @@ class VendorTimer:
     def gemm(
         self, dims: dict[str, int], bf16: bool, via_torch: bool = False
     ) -> tuple[str, float, float]:
+        name, launch = self.gemm_launch(dims, bf16, via_torch)
+        return (name, *self.time_call(launch))
+
+    def gemm_launch(
+        self, dims: dict[str, int], bf16: bool, via_torch: bool = False
+    ) -> tuple[str, Callable[[], Any]]:
+        """cuBLAS's call for ``dims`` on fresh uniform[-1, 1] inputs, and its name."""
         torch = self.torch
         m, n, k = dims["M"], dims["N"], dims["K"]
         gen = torch.Generator(device="cuda").manual_seed(0)
@@ -245,15 +253,19 @@ class VendorTimer:
         b = (torch.rand(n, k, device="cuda", generator=gen, dtype=torch.float32) * 2 - 1).to(dtype)
         if bf16 or via_torch:
             c = torch.empty(m, n, device="cuda", dtype=dtype)
-            p50, p99 = self._time(lambda: torch.matmul(a, b.t(), out=c))
-            return f"cuBLAS (torch.matmul, {'bf16' if bf16 else 'fp16'})", p50, p99
+            name = f"cuBLAS (torch.matmul, {'bf16' if bf16 else 'fp16'})"
+            return name, lambda: torch.matmul(a, b.t(), out=c)
         cp = self.cp
         a_cp, b_cp = cp.from_dlpack(a), cp.from_dlpack(b)
         c_cp = cp.empty((m, n), dtype=cp.float16)
-        p50, p99 = self._time(lambda: cp.matmul(a_cp, b_cp.T, out=c_cp))
-        return "cuBLAS (cupy.matmul)", p50, p99
+        return "cuBLAS (cupy.matmul)", lambda: cp.matmul(a_cp, b_cp.T, out=c_cp)
 
     def sdpa(self, dims: dict[str, int], bf16: bool) -> tuple[str, float, float]:
+        name, launch = self.sdpa_launch(dims, bf16)
+        return (name, *self.time_call(launch))
+
+    def sdpa_launch(self, dims: dict[str, int], bf16: bool) -> tuple[str, Callable[[], Any]]:
+        """PyTorch SDPA's call for ``dims`` on fresh normal inputs, and its name."""
         torch = self.torch
         fn = torch.nn.functional.scaled_dot_product_attention
         b, h, s, d = dims["B"], dims["H"], dims["S"], dims["D"]
@@ -267,10 +279,19 @@ class VendorTimer:
 
         q, k, v = randn(b, h, s, d), randn(b, hkv, sk, d), randn(b, hkv, sk, d)
         if hkv == h:
-            p50, p99 = self._time(lambda: fn(q, k, v, is_causal=causal))
-            return "PyTorch SDPA", p50, p99
-        p50, p99 = self._time(lambda: fn(q, k, v, is_causal=causal, enable_gqa=True))
-        return "PyTorch SDPA (enable_gqa)", p50, p99
+            return "PyTorch SDPA", lambda: fn(q, k, v, is_causal=causal)
+        return "PyTorch SDPA (enable_gqa)", lambda: fn(q, k, v, is_causal=causal, enable_gqa=True)
+
+    def launch(self, kernel: str, problem_name: str) -> tuple[str, Callable[[], Any]]:
+        """The vendor call that ``kernels/KERNEL.yaml``'s problem is compared with."""
+        from ctune.spec import load_spec
+
+        spec = load_spec(ROOT / "kernels" / f"{kernel}.yaml")
+        problem = spec.problem(problem_name)
+        bf16 = bool(problem.defines.get("CTUNE_BF16", 0))
+        if spec.name in ATTENTION:
+            return self.sdpa_launch(problem.dims, bf16)
+        return self.gemm_launch(problem.dims, bf16)
 
 
 def vendor_times(

@@ -66,21 +66,13 @@ def ratio_summary(ratios: list[float], confidence: float = 0.95) -> dict[str, An
 def _vendor_once(cases: list[str]) -> list[dict[str, Any]]:
     """One fresh process's vendor timings, one per ``KERNEL:PROBLEM`` (this script run with
     ``--vendor-once``)."""
-    from kernels_vs_vendor import ATTENTION, VendorTimer
-
-    from ctune.spec import load_spec
+    from kernels_vs_vendor import VendorTimer
 
     timer = VendorTimer()
     out = []
     for case in cases:
-        kernel, problem_name = case.split(":", 1)
-        spec = load_spec(ROOT / "kernels" / f"{kernel}.yaml")
-        problem = spec.problem(problem_name)
-        bf16 = bool(problem.defines.get("CTUNE_BF16", 0))
-        if spec.name in ATTENTION:
-            name, p50, p99 = timer.sdpa(problem.dims, bf16)
-        else:
-            name, p50, p99 = timer.gemm(problem.dims, bf16)
+        name, launch = timer.launch(*case.split(":", 1))
+        p50, p99 = timer.time_call(launch)
         out.append({"vendor": name, "p50_ms": p50, "p99_ms": p99})
     return out
 
