@@ -143,7 +143,9 @@ def _prepare(
         changed = changed_candidates(spec, candidate, change, problem.dims)
         timed += [c for c in changed if c.key() not in {t.key() for t in timed}]
     with NvccCompiler.from_settings(spec, toolchain, cfg) as compiler:
-        builds = {c.key(): compiler.build(c, problem) for c in timed}
+        # the compiler's jobs at a time: a pool not in the cache compiles in parallel
+        pending = {c.key(): compiler.submit(c, problem) for c in timed}
+        builds = {key: future.result() for key, future in pending.items()}
     failed = {k: b.outcome.value for k, b in builds.items() if not b.outcome.is_ok}
     if candidate.key() in failed:
         return {"key": f"{kernel}/{problem_name}", "error": f"build {failed[candidate.key()]}"}
