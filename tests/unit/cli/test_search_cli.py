@@ -382,13 +382,19 @@ def test_plot_writes_a_png_of_the_front(run: Run, tmp_path: Path) -> None:
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_warm_start_takes_a_t4_file(run: Run, boundary: Boundary, tmp_path: Path) -> None:
+def _first_search_as_t4(run: Run, tmp_path: Path) -> Path:
+    """A 12-candidate search's journal exported as a T4 file (a warm start for the next)."""
     first = run("--objective", "p50", "--budget", "12", "--json", "--confirm-processes", "0")
     assert first.exit_code == 0, first.output
     t4 = tmp_path / "first-t4.json"
     done = CliRunner().invoke(ctune_main, ["export", json.loads(first.stdout)["journal"],
                                            "--out", str(t4)])  # fmt: skip
     assert done.exit_code == 0, done.output
+    return t4
+
+
+def test_warm_start_takes_a_t4_file(run: Run, boundary: Boundary, tmp_path: Path) -> None:
+    t4 = _first_search_as_t4(run, tmp_path)
     boundary.measurer = StandInMeasurer(samples=40)
     second = run(
         "--objective", "p50", "--budget", "12", "--json", "--confirm-processes", "0",
@@ -414,12 +420,7 @@ def test_warm_start_share_measures_the_whole_file(
 ) -> None:
     """--warm-start-share 1 measures every configuration of the file first (a re-tune from
     a pool); the default share measures a quarter of the budget; outside (0, 1]: exit 2."""
-    first = run("--objective", "p50", "--budget", "12", "--json", "--confirm-processes", "0")
-    assert first.exit_code == 0, first.output
-    t4 = tmp_path / "first-t4.json"
-    done = CliRunner().invoke(ctune_main, ["export", json.loads(first.stdout)["journal"],
-                                           "--out", str(t4)])  # fmt: skip
-    assert done.exit_code == 0, done.output
+    t4 = _first_search_as_t4(run, tmp_path)
     given = len(read_t4(t4))
     assert given > 3
     boundary.measurer = StandInMeasurer(samples=40)
