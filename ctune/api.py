@@ -87,6 +87,7 @@ def tune(
     workdir: str | Path | None = None,
     confirm_processes: int = 5,
     warm_start: str | Path | None = None,
+    warm_start_share: float | None = None,
     compiler: Any = None,
     measurer: Any = None,
 ) -> TuneResult:
@@ -97,7 +98,8 @@ def tune(
     ``objective`` is one ctune objective or several (a Pareto search); ``flags`` adds
     nvcc/ptxas catalogue genes (``ctune space`` lists them); ``tolerance`` is
     ``(rel_l2, max_abs)``. ``warm_start`` is a T4 results file whose best configurations
-    are measured first. ``compiler`` and ``measurer`` replace nvcc and the GPU
+    are measured first, at most ``warm_start_share`` of the budget (default a quarter; 1: all
+    of them). ``compiler`` and ``measurer`` replace nvcc and the GPU
     (``ctune.testing.standins``) in tests. Kernel Tuner's ``answer``, ``verify``, ``cmem_args``
     and callable restrictions are taken as :func:`write_spec` says; a failed call removes the
     spec folder it made.
@@ -139,6 +141,7 @@ def tune(
             seed=seed,
             confirm_processes=confirm_processes,
             warm_start=warm_start,
+            warm_start_share=warm_start_share,
             compiler=compiler,
             measurer=measurer,
         )
@@ -161,6 +164,7 @@ def _tune_spec(
     seed: int | None,
     confirm_processes: int,
     warm_start: str | Path | None,
+    warm_start_share: float | None,
     compiler: Any,
     measurer: Any,
 ) -> TuneResult:
@@ -168,6 +172,7 @@ def _tune_spec(
     from ctune.objective import parse_objective_spec
     from ctune.registry.assemble import ResultPublisher
     from ctune.search.driver import SearchOptions, run_session
+    from ctune.search.options import WARM_START_SHARE, share_of_budget
     from ctune.search.session import SearchSession
     from ctune.spec import load_spec
 
@@ -199,6 +204,9 @@ def _tune_spec(
         confirm_processes=confirm_processes,
         warm_start=seeds,
         warm_start_source=str(warm_start or ""),
+        warm_start_share=WARM_START_SHARE
+        if warm_start_share is None
+        else share_of_budget(warm_start_share, "warm_start_share"),
     )
     session = SearchSession(
         settings,

@@ -27,9 +27,10 @@ from ctune.cli.options import (
     output_format,
     parse_duration,
 )
-from ctune.errors import SearchInconclusive, UserError
+from ctune.errors import SearchInconclusive
 from ctune.search import strategy_names_help
 from ctune.search.budget import WARM_START_SHARE
+from ctune.search.options import share_of_budget
 from ctune.search.pruning import DEFAULT_PRUNE_MARGIN, DEFAULT_SEARCH_REP_MS
 
 if TYPE_CHECKING:
@@ -406,11 +407,7 @@ def search_command(
         ptxas=ptxas,
         relink=relink,
     )
-    if not 0 < warm_start_share <= 1:
-        raise UserError(
-            f"--warm-start-share {warm_start_share:g}: give a share of the budget in (0, 1], "
-            "e.g. 1 to measure every warm-start configuration"
-        )
+    share_of_budget(warm_start_share, "--warm-start-share")
     seeds: tuple[dict[str, Any], ...] = ()
     if warm_start is not None:
         from ctune.exchange.t4 import read_t4

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ctune.errors import UserError
 from ctune.measure import Measurer
 from ctune.search.budget import WARM_START_SHARE
+from ctune.search.options import share_of_budget
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -126,10 +127,7 @@ def run_set(
             )
         if args.cross_processes < 1:
             raise UserError("--cross-processes must be 1 or more")
-        if not 0 < args.reuse_share <= 1:
-            raise UserError(
-                f"--reuse-share {args.reuse_share}: give a share of the budget in (0, 1], e.g. 0.5"
-            )
+        share_of_budget(args.reuse_share, "--reuse-share")
         opts = SetOptions(
             set_name=args.name,
             set_dir=args.set_dir or Path(cfg.cache_dir) / "sets" / f"{spec.name}-{args.name}",

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ctune.errors import UserError
 from ctune.search.pruning import DEFAULT_PRUNE_MARGIN, DEFAULT_SEARCH_REP_MS
 
 if TYPE_CHECKING:
@@ -18,6 +19,16 @@ if TYPE_CHECKING:
 
 #: the share of --budget a warm start takes by default (so that the search still explores)
 WARM_START_SHARE = 0.25
+
+
+def share_of_budget(value: float, option: str) -> float:
+    """``value`` as a share of the budget, in (0, 1]; else a UserError naming ``option``."""
+    if not 0 < value <= 1:
+        raise UserError(
+            f"{option} {value:g}: give a share of the budget in (0, 1], e.g. 1 to measure "
+            "every configuration given"
+        )
+    return value
 
 
 @dataclass(frozen=True)
@@ -64,4 +75,4 @@ class SearchOptions:
     controls: ControlsSetup | None = None
 
 
-__all__ = ["WARM_START_SHARE", "SearchOptions"]
+__all__ = ["WARM_START_SHARE", "SearchOptions", "share_of_budget"]

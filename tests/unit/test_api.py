@@ -221,6 +221,12 @@ def test_tune_reports_a_typo_before_the_missing_gpu(tmp_path: Path, monkeypatch)
             reference=vector_add, objective="p99", strategy="gaa", workdir=tmp_path / "w",
             compiler=compiler, measurer=NoGpu(),
         )  # fmt: skip
+    with pytest.raises(UserError, match=r"warm_start_share 1.5: give a share .* \(0, 1\]"):
+        ctune.tune(
+            "vector_add", KERNEL, N, _arguments(), {"block_size_x": [64, 128]},
+            reference=vector_add, objective="p99", warm_start_share=1.5, workdir=tmp_path / "w",
+            compiler=compiler, measurer=NoGpu(),
+        )  # fmt: skip
     assert compiler.calls == 0
 
 
