@@ -120,7 +120,7 @@ def search_command(
     seed: Annotated[
         int | None,
         typer.Option(
-            help="RNG seed: same seed, same search (default 0; on --resume the journal's)",
+            help="RNG seed (default 0; on --resume the journal's)",
             rich_help_panel=_SEARCH,
         ),
     ] = None,
@@ -128,7 +128,7 @@ def search_command(
         Path | None,
         typer.Option(
             "--warm-start",
-            help="a T4 results file whose best configurations are measured first",
+            help="T4 results file, best measured first",
             rich_help_panel=_SEARCH,
         ),
     ] = None,
@@ -136,8 +136,7 @@ def search_command(
         float,
         typer.Option(
             "--warm-start-share",
-            help=f"share of --budget the warm start may take, in (0, 1]; 1: measure all of "
-            f"it (default {WARM_START_SHARE:g}, so the search still explores)",
+            help=f"its share of --budget, (0, 1] (default {WARM_START_SHARE:g}; 1: all of it)",
             show_default=False,
             rich_help_panel=_SEARCH,
         ),
@@ -146,7 +145,7 @@ def search_command(
         str | None,
         typer.Option(
             "--device-genes",
-            help="also tune clocks and/or power_limit (needs root), or none (default: the spec's)",
+            help="also tune clocks, power_limit (root) or none; default: the spec's",
             rich_help_panel=_SEARCH,
         ),
     ] = None,
@@ -163,7 +162,7 @@ def search_command(
         str,
         typer.Option(
             "--acf-variant",
-            help="controls space: default (the default), or att (for attention kernels)",
+            help="controls space: default, or att (attention kernels)",
             show_default=False,
             rich_help_panel=_SEARCH,
         ),

@@ -97,8 +97,7 @@ def strategy_names_help() -> str:
     so the help cannot drift from ``resolve_name``)."""
     one, several = AUTO_STRATEGY
     names = ", ".join(
-        f"{name} (needs the optional package {_EXTRAS[name][0]})" if name in _EXTRAS else name
-        for name in STRATEGIES
+        f"{name} (needs {_EXTRAS[name][0]})" if name in _EXTRAS else name for name in STRATEGIES
     )
     return f"auto ({one} for one objective, {several} for several), {names}"
 

@@ -303,7 +303,7 @@ def test_help_documents_syntax_terms_and_options() -> None:
     assert f"{resolve_name('auto', 2)} for several)" in strategy_help
     for name in STRATEGIES:
         assert re.search(rf"[ ,(]{name}[ ,)]", strategy_help), name
-    assert "tpe (needs the optional package optuna)" in strategy_help
+    assert "tpe (needs optuna)" in strategy_help
 
 
 def test_search_docs_list_every_term_unit_alias_and_strategy_option() -> None:
