@@ -141,7 +141,8 @@ def _prepare(
         timed += [c for c in mapped.candidates if c.key() != candidate.key()]
     if change:
         changed = changed_candidates(spec, candidate, change, problem.dims)
-        timed += [c for c in changed if c.key() not in {t.key() for t in timed}]
+        seen = {t.key() for t in timed}
+        timed += [c for c in changed if c.key() not in seen]
     with NvccCompiler.from_settings(spec, toolchain, cfg) as compiler:
         # the compiler's jobs at a time: a pool not in the cache compiles in parallel
         pending = {c.key(): compiler.submit(c, problem) for c in timed}
