@@ -161,6 +161,7 @@ def record(args: argparse.Namespace) -> int:
                     f"  {i + 1}/{len(todo)} ({rate:.2f} s each, "
                     f"{rate * (len(todo) - i - 1) / 60:.1f} min left)"
                 )
+    from ctune.compile.select_toolchain import nvcc_for
     from ctune.identity_probe import current_fingerprint
 
     truth = GroundTruth(
@@ -168,7 +169,7 @@ def record(args: argparse.Namespace) -> int:
         problem.name,
         args.objective,
         False,
-        current_fingerprint(spec, gpu=True, nvcc=cfg.nvcc, l2_policy="cold"),
+        current_fingerprint(spec, gpu=True, nvcc=nvcc_for(cfg), l2_policy="cold"),
         {k: v for k, v in done.items() if k in {spec.candidate(x).key() for x in values}},
         meta={
             "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

@@ -478,6 +478,7 @@ def _unmeasured(
 
 
 def stage_finish(args: argparse.Namespace) -> int:
+    from ctune.compile.select_toolchain import nvcc_for
     from ctune.identity_probe import current_fingerprint
 
     cfg, spec, _toolchain, problem, truth = _setup(args.preset)
@@ -508,7 +509,7 @@ def stage_finish(args: argparse.Namespace) -> int:
                 "spills_bytes": m["spills_bytes"],
                 "smem_bytes": m["smem_bytes"],
             }
-    truth.fingerprint = current_fingerprint(spec, gpu=True, nvcc=cfg.nvcc, l2_policy="cold")
+    truth.fingerprint = current_fingerprint(spec, gpu=True, nvcc=nvcc_for(cfg), l2_policy="cold")
     truth.meta = {
         "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "processes": len(runs),

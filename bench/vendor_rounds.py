@@ -284,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.vendor_once:
         print(json.dumps(_vendor_once(args.vendor_once)))
         return 0
+    from ctune.cli.common import settings
+    from ctune.compile.select_toolchain import nvcc_for
     from ctune.evidence.identity import gpu_id
     from ctune.identity_probe import current_fingerprint
     from ctune.spec import load_spec
@@ -297,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("error: each --change is GENE=VALUE")
     pool = args.pool.resolve() if args.pool is not None else None
     spec = load_spec(ROOT / "kernels" / f"{cases[0][0]}.yaml")
-    fingerprint = current_fingerprint(spec, True, problem=cases[0][1])
+    # the toolchain the builds use: with a ptxas setting, the split one (docs/advanced-controls.md)
+    fingerprint = current_fingerprint(spec, True, problem=cases[0][1], nvcc=nvcc_for(settings()))
     args.out.mkdir(parents=True, exist_ok=True)
     label = args.label or (pool.stem.removesuffix(".t4") if pool is not None else "")
     path = args.out / f"vendor_rounds{'-' + label if label else ''}-{gpu_id(fingerprint)}.json"

@@ -62,3 +62,31 @@ def test_a_changed_gene_is_read_as_its_type(bench_module: Callable[[str], Module
     (changed,) = bench.changed_candidates(spec, base, ["ftz=true", "ptxas_opt=2"], dims)
     assert changed.as_dict()["ftz"] is True and changed.as_dict()["ptxas_opt"] == 2
     assert bench.changed_candidates(spec, base, ["ftz=false"], dims)[0].key() == base.key()
+
+
+def test_the_report_names_the_toolchain_the_builds_use(
+    bench_module: Callable[[str], ModuleType],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """With a ptxas setting the builds come from the split toolchain: the fingerprint must
+    probe that one, not the plain nvcc on the path (which would say ptxas 13.0)."""
+    import json
+
+    import ctune.compile.select_toolchain as select_toolchain
+    import ctune.identity_probe as identity_probe
+
+    bench = bench_module("vendor_rounds")
+    probed: list[str] = []
+
+    def fingerprint(*_args: object, nvcc: str = "nvcc", **_kw: object) -> dict[str, str]:
+        probed.append(nvcc)
+        return {"gpu_name": "NVIDIA H200", "sm": "sm_90", "ptxas_version": f"of {nvcc}"}
+
+    monkeypatch.setattr(select_toolchain, "nvcc_for", lambda cfg: "/split/bin/nvcc")
+    monkeypatch.setattr(identity_probe, "current_fingerprint", fingerprint)
+    monkeypatch.setattr(bench, "run_cases", lambda *args, **kw: [])
+    assert bench.main(["--case", "gemm:sq4096", "--rounds", "2", "--out", str(tmp_path)]) == 0
+    assert probed == ["/split/bin/nvcc"]
+    (report,) = tmp_path.glob("vendor_rounds-*.json")
+    assert json.loads(report.read_text())["fingerprint"]["ptxas_version"] == "of /split/bin/nvcc"
