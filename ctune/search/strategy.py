@@ -147,23 +147,24 @@ def seed_values(
 
     Suggestions are read two ways: zipped across genes (the i-th suggestion of
     every gene together, which is how spec authors list coherent tiles) and
-    one gene at a time on top of the default. An open gene's suggestions (controls files)
-    are the controls engine's to propose, not a strategy's.
+    one gene at a time on top of the default; where that breaks a restriction, the
+    suggested value stays and the other genes are repaired around it. An open gene's
+    suggestions (controls files) are the controls engine's to propose, not a strategy's.
     """
     default = space.default_values()
-    drafts: list[dict[str, GeneValue]] = [default]
+    # (draft, the gene whose suggestion it carries: kept while the others are repaired)
+    drafts: list[tuple[dict[str, GeneValue], tuple[str, ...]]] = [(default, ())]
     suggesting = [g for g in space.genes if g.suggest and not g.open]
     depth = max((len(g.suggest) for g in suggesting), default=0)
     for i in range(depth):
-        drafts.append(
-            {**default, **{g.name: g.suggest[min(i, len(g.suggest) - 1)] for g in suggesting}}
-        )
+        zipped = {g.name: g.suggest[min(i, len(g.suggest) - 1)] for g in suggesting}
+        drafts.append(({**default, **zipped}, ()))
     for g in suggesting:
-        drafts.extend({**default, g.name: value} for value in g.suggest)
+        drafts.extend(({**default, g.name: value}, (g.name,)) for value in g.suggest)
     out: list[dict[str, GeneValue]] = []
     seen: set[tuple[int, ...]] = set()
-    for draft in drafts:
-        fixed = space.repair(draft, dims, rng)
+    for draft, keep in drafts:
+        fixed = space.repair(draft, dims, rng, keep)
         if fixed is None:
             continue
         code = space.encode(fixed)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from ctune.errors import UserError
@@ -314,12 +314,17 @@ class Space:
         return out
 
     def repair(
-        self, values: Mapping[str, GeneValue], dims: Mapping[str, int], rng: random.Random
+        self,
+        values: Mapping[str, GeneValue],
+        dims: Mapping[str, int],
+        rng: random.Random,
+        keep: Collection[str] = (),
     ) -> dict[str, GeneValue] | None:
         """The nearest valid candidate: change as few restricted genes as possible.
 
-        Tries single-gene changes, then pairs, in random order; falls back to a
-        random valid sample. None only when no valid candidate can be found.
+        Tries single-gene changes, then pairs, in random order, the genes in ``keep`` last
+        (a seed's suggested value is what the draft is for: change its neighbours first);
+        falls back to a random valid sample. None only when no valid candidate can be found.
         """
         current = dict(values)
         if self.is_valid(current, dims):
@@ -327,6 +332,7 @@ class Space:
         bound, _ = self._split()
         genes = list(bound)
         rng.shuffle(genes)
+        genes.sort(key=lambda gene: gene.name in keep)  # stable: the shuffled order otherwise
         for gene in genes:
             options = [v for v in gene.values if v != current[gene.name]]
             rng.shuffle(options)

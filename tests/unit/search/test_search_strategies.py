@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -130,6 +131,20 @@ def test_seeds_start_with_the_default_and_use_suggestions(spec: KernelSpec) -> N
     assert any(s["TILE_M"] == 128 for s in seeds) and any(s["TILE_N"] == 128 for s in seeds)
     assert all(spec.space.is_valid(s, dims) for s in seeds)
     assert len({tuple(spec.space.encode(s)) for s in seeds}) == len(seeds)
+
+
+def test_every_suggested_value_is_seeded_where_some_candidate_has_it() -> None:
+    """A suggestion whose one-gene draft on the default breaks a restriction is repaired
+    around (gemm: ping-pong and the non-persistent kernel cannot hold the default 128 x 256
+    tile's accumulators), not dropped."""
+    from ctune.spec import load_spec
+
+    spec = load_spec(Path(__file__).resolve().parents[3] / "kernels" / "gemm.yaml")
+    dims = spec.problem("llm8b-qkv-t16").dims
+    seeds = seed_values(spec.space, dims, random.Random(0))
+    for gene in (g for g in spec.space.genes if g.suggest and not g.open):
+        assert {s[gene.name] for s in seeds} >= set(gene.suggest), gene.name
+    assert {s["SCHEDULE"] for s in seeds} >= {1, 2}
 
 
 def test_state_restores_the_rng(spec: KernelSpec) -> None:

@@ -122,6 +122,21 @@ def test_repair_returns_valid_and_changes_few_genes() -> None:
             assert repaired == values
 
 
+def test_repair_keeps_the_named_genes_while_others_can_change() -> None:
+    """STAGES 4 with the default 128 x 64 tile overflows 40 KiB of shared memory; fewer
+    stages is one way out and a smaller tile another: kept, STAGES stays at 4."""
+    space = _space()
+    dims = {"SMEM_MAX": 40 * 1024}
+    draft = {**space.default_values(), "STAGES": 4}
+    assert not space.is_valid(draft, dims)
+    for seed in range(20):
+        kept = space.repair(draft, dims, random.Random(seed), keep=("STAGES",))
+        assert kept is not None and space.is_valid(kept, dims) and kept["STAGES"] == 4
+    # without keep the repair takes either way out: over these seeds, fewer stages at least once
+    freed = [space.repair(draft, dims, random.Random(seed)) for seed in range(20)]
+    assert any(r is not None and r["STAGES"] != 4 for r in freed)
+
+
 def test_repair_none_when_nothing_is_valid() -> None:
     space = _space()
     assert space.repair(space.default_values(), {"SMEM_MAX": 0}, random.Random(0)) is None
