@@ -23,6 +23,8 @@ each round's fresh ctune worker measures the pinned build and every pool configu
 valid for the problem, in an order that rotates between rounds, beside the same vendor
 process: builds compared with each other and with the vendor in the same rounds, each
 with its own interval (``variants``), before one of them is searched for and pinned.
+``--case KERNEL:PROBLEM=FILE`` gives that case a pool of its own instead (each row its
+neighbours, in one set of rounds).
 """
 
 from __future__ import annotations
@@ -112,6 +114,7 @@ class _Case:
     builds: dict[str, Any]
     pinned: bool
     failed: dict[str, str] = field(default_factory=dict)
+    pool: Path | None = None  # the T4 file behind the builds after the pinned one
 
 
 def _prepare(
@@ -151,26 +154,27 @@ def _prepare(
     if candidate.key() in failed:
         return {"key": f"{kernel}/{problem_name}", "error": f"build {failed[candidate.key()]}"}
     timed = [c for c in timed if c.key() not in failed]
-    return _Case(name, spec, problem, plan, timed, builds, pinned is not None, failed)
+    return _Case(name, spec, problem, plan, timed, builds, pinned is not None, failed, pool)
 
 
 def run_cases(
     names: list[str],
     rounds: int,
-    pool: Path | None = None,
+    pools: Mapping[str, Path | None] | None = None,
     save: Callable[[list[dict[str, Any]]], None] | None = None,
     change: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
-    """Each ``KERNEL:PROBLEM``'s pinned build (and ``pool``'s configurations, ``variants``)
-    against the vendor, ``rounds`` rounds. A round is one fresh ctune worker timing every
-    case's builds and one fresh process timing every case's vendor call, the two in
-    alternating order, the cases (and each case's builds) in an order that rotates.
-    ``save`` gets the report so far after each round (a call cut short keeps its rounds)."""
+    """Each ``KERNEL:PROBLEM``'s pinned build (and its pool's configurations from
+    ``pools``, ``variants``) against the vendor, ``rounds`` rounds. A round is one fresh
+    ctune worker timing every case's builds and one fresh process timing every case's vendor
+    call, the two in alternating order, the cases (and each case's builds) in an order that
+    rotates. ``save`` gets the report so far after each round (a call cut short keeps its
+    rounds)."""
     from ctune.cli.common import settings
     from ctune.measure.session import WorkerMeasurer
 
     cfg = settings()
-    prepared = [_prepare(name, pool, cfg, change) for name in names]
+    prepared = [_prepare(name, (pools or {}).get(name), cfg, change) for name in names]
     cases = [c for c in prepared if isinstance(c, _Case)]
     rows: dict[str, list[dict[str, Any]]] = {c.name: [] for c in cases}
     with WorkerMeasurer(0, cfg) as measurer:
@@ -199,20 +203,16 @@ def run_cases(
                 rows[case.name].append(now[case.name])
             print(f"  round {r + 1}: {json.dumps(now)}", flush=True)
             if save is not None and r >= 1:
-                save(_reports(prepared, rows, pool))
-    return _reports(prepared, rows, pool)
+                save(_reports(prepared, rows))
+    return _reports(prepared, rows)
 
 
 def _reports(
     prepared: list[_Case | dict[str, Any]],
     rows: dict[str, list[dict[str, Any]]],
-    pool: Path | None,
 ) -> list[dict[str, Any]]:
     """Each case's report from its rounds so far (a case whose pinned build failed: why)."""
-    return [
-        item if isinstance(item, dict) else _report(item, rows[item.name], pool)
-        for item in prepared
-    ]
+    return [item if isinstance(item, dict) else _report(item, rows[item.name]) for item in prepared]
 
 
 def changed_candidates(
@@ -233,7 +233,7 @@ def _rotated(items: list[T], r: int) -> list[T]:
     return items[shift:] + items[:shift]
 
 
-def _report(case: _Case, rows: list[dict[str, Any]], pool: Path | None) -> dict[str, Any]:
+def _report(case: _Case, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """One case's rounds and ratios (and its other builds', as ``variants``)."""
     kernel, problem_name = case.name.split(":", 1)
     plain = ("round", "vendor_first", "vendor", "ctune")
@@ -246,7 +246,8 @@ def _report(case: _Case, rows: list[dict[str, Any]], pool: Path | None) -> dict[
         **_ratios(rows, "ctune"),
     }
     if len(case.timed) > 1 or case.failed:
-        if pool is not None:
+        if case.pool is not None:
+            pool = case.pool
             out["pool"] = str(pool.relative_to(ROOT) if pool.is_relative_to(ROOT) else pool)
         out["variant_build_failures"] = case.failed
         out["variants"] = [
@@ -263,7 +264,12 @@ def _report(case: _Case, rows: list[dict[str, Any]], pool: Path | None) -> dict[
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
-    parser.add_argument("--case", action="append", default=[], help="KERNEL:PROBLEM")
+    parser.add_argument(
+        "--case",
+        action="append",
+        default=[],
+        help="KERNEL:PROBLEM, or KERNEL:PROBLEM=POOL with a pool of its own (instead of --pool)",
+    )
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument(
@@ -292,12 +298,19 @@ def main(argv: list[str] | None = None) -> int:
 
     if not args.case or args.rounds < 2:
         raise SystemExit("error: give --case KERNEL:PROBLEM (one or more) and --rounds >= 2")
-    cases = [tuple(c.split(":", 1)) for c in args.case]
+    pool = args.pool.resolve() if args.pool is not None else None
+    pools: dict[str, Path | None] = {}
+    for text in args.case:
+        name, own = text.split("=", 1) if "=" in text else (text, "")
+        pools[name] = Path(own).resolve() if own else pool
+    cases = [tuple(name.split(":", 1)) for name in pools]
     if any(len(c) != 2 for c in cases):
-        raise SystemExit("error: each --case is KERNEL:PROBLEM")
+        raise SystemExit("error: each --case is KERNEL:PROBLEM or KERNEL:PROBLEM=POOL")
+    missing = [str(p) for p in pools.values() if p is not None and not p.is_file()]
+    if missing:
+        raise SystemExit(f"error: no pool file {missing[0]}")
     if any("=" not in c for c in args.change):
         raise SystemExit("error: each --change is GENE=VALUE")
-    pool = args.pool.resolve() if args.pool is not None else None
     spec = load_spec(ROOT / "kernels" / f"{cases[0][0]}.yaml")
     # the toolchain the builds use: with a ptxas setting, the split one (docs/advanced-controls.md)
     fingerprint = current_fingerprint(spec, True, problem=cases[0][1], nvcc=nvcc_for(settings()))
@@ -318,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     from ctune.errors import UserError
 
     try:
-        results = run_cases(list(args.case), args.rounds, pool, save, args.change)
+        results = run_cases(list(pools), args.rounds, pools, save, args.change)
     except UserError as exc:  # e.g. a --change gene the kernel does not have
         raise SystemExit(f"error: {exc}") from None
     save(results)

@@ -90,3 +90,34 @@ def test_the_report_names_the_toolchain_the_builds_use(
     assert probed == ["/split/bin/nvcc"]
     (report,) = tmp_path.glob("vendor_rounds-*.json")
     assert json.loads(report.read_text())["fingerprint"]["ptxas_version"] == "of /split/bin/nvcc"
+
+
+def test_a_case_takes_its_own_pool_or_the_shared_one(
+    bench_module: Callable[[str], ModuleType],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """``--case K:P=POOL`` times that pool beside that row alone; the other rows take
+    ``--pool``; a pool file that is not there stops the run before any GPU work."""
+    import ctune.compile.select_toolchain as select_toolchain
+    import ctune.identity_probe as identity_probe
+
+    bench = bench_module("vendor_rounds")
+    shared, own = tmp_path / "shared.t4.json", tmp_path / "own.t4.json"
+    shared.write_text("{}")
+    own.write_text("{}")
+    seen: dict[str, object] = {}
+
+    def run_cases(names: list[str], rounds: int, pools: dict, *_a: object) -> list:
+        seen.update(names=names, pools=pools)
+        return []
+
+    monkeypatch.setattr(select_toolchain, "nvcc_for", lambda cfg: "nvcc")
+    monkeypatch.setattr(identity_probe, "current_fingerprint", lambda *a, **kw: {"sm": "sm_90"})
+    monkeypatch.setattr(bench, "run_cases", run_cases)
+    argv = ["--case", "gemm:sq4096", "--case", f"gemm:llm8b-qkv-t16={own}", "--rounds", "2"]
+    assert bench.main([*argv, "--pool", str(shared), "--out", str(tmp_path)]) == 0
+    assert seen["names"] == ["gemm:sq4096", "gemm:llm8b-qkv-t16"]
+    assert seen["pools"] == {"gemm:sq4096": shared, "gemm:llm8b-qkv-t16": own}
+    with pytest.raises(SystemExit, match="no pool file"):
+        bench.main(["--case", f"gemm:sq4096={tmp_path / 'absent.json'}", "--rounds", "2"])
