@@ -29,8 +29,7 @@ from ctune.cli.options import (
 )
 from ctune.errors import SearchInconclusive
 from ctune.search import strategy_names_help
-from ctune.search.budget import WARM_START_SHARE
-from ctune.search.options import share_of_budget
+from ctune.search.options import WARM_START_SHARE, share_of_budget
 from ctune.search.pruning import DEFAULT_PRUNE_MARGIN, DEFAULT_SEARCH_REP_MS
 
 if TYPE_CHECKING:

@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctune.errors import UserError
 from ctune.measure import Measurer
-from ctune.search.budget import WARM_START_SHARE
-from ctune.search.options import share_of_budget
+from ctune.search.options import WARM_START_SHARE, share_of_budget
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
