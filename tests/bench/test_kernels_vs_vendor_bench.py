@@ -31,3 +31,23 @@ def test_from_result_needs_a_case_and_an_existing_file(
     for bad in ("gemm:sq4096", f"gemm:sq4096={tmp_path / 'none.json'}", f"gemm={MAIN_JOB}"):
         with pytest.raises(SystemExit):
             kv._given_result(bad)
+
+
+def test_an_artifact_from_before_a_gene_is_remeasured_in_todays_space(
+    bench_module: Callable[[str], ModuleType],
+) -> None:
+    """The registry's sq4096 artifact predates the GEMV genes: its default and pinned builds
+    are re-measured with them at their defaults, not refused as outside the space."""
+    from ctune.registry.store import read_result
+    from ctune.spec import load_spec
+
+    kv = bench_module("kernels_vs_vendor")
+    spec = load_spec(ROOT / "kernels" / "gemm.yaml")
+    artifact = read_result(ROOT / "registry" / "gemm" / "sq4096" / "sm90-nvidia-h200.json")
+    assert "GEMV" not in dict(artifact.baseline.candidate.genes)
+    members = dict(kv.remeasured_members(spec, artifact))
+    assert set(members) == {"default", "tuned"}
+    for candidate in members.values():
+        genes = candidate.as_dict()
+        assert set(genes) == set(spec.space.names) and genes["GEMV"] == 0
+    assert members["tuned"].as_dict()["SWIZZLE"] == 8
