@@ -340,7 +340,12 @@ class Space:
                 trial = {**current, gene.name: value}
                 if self.is_valid(trial, dims):
                     return trial
-        for first, second in itertools.combinations(genes, 2):
+        # pairs touching a kept gene last too (stable: the shuffled order otherwise)
+        pairs = sorted(
+            itertools.combinations(genes, 2),
+            key=lambda pair: (pair[0].name in keep) + (pair[1].name in keep),
+        )
+        for first, second in pairs:
             for v1 in rng.sample(first.values, len(first.values)):
                 for v2 in rng.sample(second.values, len(second.values)):
                     trial = {**current, first.name: v1, second.name: v2}
