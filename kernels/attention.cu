@@ -100,6 +100,12 @@
 #ifndef HEAD_GROUP
 #define HEAD_GROUP 0  // ORDER 1: query heads walked together, longest first (0: all of them)
 #endif
+// Non-causal key masking: 0 CUTLASS's ResidualFusion, which masks the keys past SK in the
+// first and the last key tile of every row (a compare and a select per score) whatever SK
+// is; 1 only in the last tile, and only where SK is not a whole number of TILE_KV tiles.
+#ifndef KEY_MASK
+#define KEY_MASK 0
+#endif
 // The split count is the launcher's `splits` argument (a runtime gene): one build serves all.
 
 static_assert(KERNEL >= 0 && KERNEL <= 4, "KERNEL must be 0..4");
@@ -107,6 +113,7 @@ static_assert(ORDER == 0 || (SCHEDULE == 0 && CAUSAL), "ORDER 1: causal, warp-sp
 static_assert(HEAD_GROUP >= 0 && (HEAD_GROUP == 0 || ORDER == 1), "HEAD_GROUP: ORDER 1 only");
 static_assert(HEAD_DIM == 64 || HEAD_DIM == 128, "HEAD_DIM must be 64 or 128");
 static_assert(TILE_KV % 16 == 0, "TILE_KV: whole k16 steps of the P V product");
+static_assert(KEY_MASK == 0 || !CAUSAL, "KEY_MASK 1: non-causal (causal masks by position)");
 
 using namespace cute;
 namespace fmha_kernel = cutlass::fmha::kernel;
@@ -138,8 +145,42 @@ using StrideKV = DynamicStride;
 using StrideO = DynamicStride;
 using StrideLSE = cute::tuple<_1, cute::tuple<int, int>>;
 
+namespace ctune_attention {
+
+// KEY_MASK 1: ResidualFusion's trip counts and mask, applied only where SK % TILE_KV != 0
+// (a uniform branch on the problem size; the unmasked loop then runs every tile but the
+// first, which the collective peels).
+struct TailOnlyFusion : fmha_collective::ResidualFusion {
+  template <class ProblemSize>
+  CUTLASS_DEVICE static bool ragged(ProblemSize const& problem_size) {
+    return get<3>(problem_size) % TILE_KV != 0;
+  }
+
+  template <class BlkCoord, class Tile, class ProblemSize>
+  CUTLASS_DEVICE int get_masked_trip_count(
+      BlkCoord const&, Tile const&, ProblemSize const& problem_size) {
+    return ragged(problem_size) ? 1 : 0;
+  }
+
+  template <class BlkCoord, class Tile, class ProblemSize>
+  CUTLASS_DEVICE int get_unmasked_trip_count(
+      BlkCoord const& blk_coord, Tile const& tile, ProblemSize const& problem_size) {
+    return get_trip_count(blk_coord, tile, problem_size) - (ragged(problem_size) ? 1 : 0);
+  }
+
+  template <class AccQK, class IndexQK, class ProblemSize>
+  CUTLASS_DEVICE void before_softmax(
+      AccQK& acc_qk, IndexQK const& index_qk, ProblemSize const& problem_size) {
+    if (ragged(problem_size)) ResidualFusion::before_softmax(acc_qk, index_qk, problem_size);
+  }
+};
+
+}  // namespace ctune_attention
+
 #if CAUSAL
 using Fusion = fmha_collective::CausalFusion;  // also masks the keys past SK
+#elif KEY_MASK
+using Fusion = ctune_attention::TailOnlyFusion;
 #else
 using Fusion = fmha_collective::ResidualFusion;  // masks the keys past SK in the last tile
 #endif

@@ -2,8 +2,8 @@
 split-KV with its merge, the plain TMA kernel (clusters, two CTAs per SM; at D 64 only, causal
 ruled out: kernels/attention.yaml says why), the persistent
 warp-specialized kernel with every option on, three consumer warpgroups, a tile size that
-divides neither S nor the other tile and the longest-first tile order (ORDER 1), each against
-the reference."""
+divides neither S nor the other tile, the longest-first tile order (ORDER 1) and the key mask
+on ragged last tiles only (KEY_MASK 1), each against the reference."""
 
 from __future__ import annotations
 
@@ -45,6 +45,12 @@ CASES = [
     ("prefill-s1024-d128-causal", {"KERNEL": 1, "ORDER": 1}),
     # heads in groups of 8 over 256 tiles, one CTA per tile (the persistent kernel takes none)
     ("prefill-s1024-d128-causal", {"KERNEL": 0, "ORDER": 1, "HEAD_GROUP": 8}),
+    # KEY_MASK 1: 333 keys leave a ragged last tile (masked); 1024 keys fill 8 (none masked)
+    ("gqa-b2-h8-kv2-s333-d128", {"KEY_MASK": 1, "KERNEL": 1, "Q_SEPARATE": 1, "Q_EXTRA": 1}),
+    ("prefill-s1024-d64", {"KEY_MASK": 1, "KERNEL": 1, "Q_SEPARATE": 1, "Q_EXTRA": 1}),
+    # ... in splits of 125 keys, and in the plain TMA kernel
+    ("decode-b2-h8-kv2-k1000-d128", {"KEY_MASK": 1, "SPLITS": 8}),
+    ("ragged-b2-h3-s333-d64", {"KEY_MASK": 1, "KERNEL": 4, "TILE_Q": 64, "STAGES": 4}),
 ]
 IDS = [f"{name}-" + "-".join(f"{k}{v}" for k, v in genes.items()) for name, genes in CASES]
 
