@@ -304,6 +304,21 @@ def confirm_together(
     return out
 
 
+def in_todays_space(
+    t: Target, args: argparse.Namespace, genes: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A result file's candidate with the genes added since it was recorded at their
+    defaults (``KernelSpec.in_space``: the same build)."""
+    from ctune.cli.common import settings as resolve
+    from ctune.compile.select_toolchain import toolchain_for
+    from ctune.records import Candidate
+    from ctune.spec import load_spec
+
+    toolchain = toolchain_for(resolve(ptxas=args.ptxas))
+    spec = load_spec(t.source.with_suffix(".yaml"), toolchain.help_text).with_acf(("ptxas",))
+    return dict(spec.in_space(Candidate.of(spec.name, genes)).as_dict())
+
+
 def head_to_head(t: Target, args: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
     """ctune's controls stage (its result file from ``run``) against CompileIQ's loop over
     as many files, both bests confirmed together."""
@@ -316,7 +331,7 @@ def head_to_head(t: Target, args: argparse.Namespace, out_dir: Path) -> dict[str
     members = {m["key"]: m for m in [*result["front"], result["baseline"]]}
     # ctune's answer is its pinned build (a file only where one won); the base is that
     # build without a file, the build the controls were tuned on
-    ctune_genes = members[result["pinned"]]["candidate"]["genes"]
+    ctune_genes = in_todays_space(t, args, members[result["pinned"]]["candidate"]["genes"])
     base = {**ctune_genes, "acf_ptxas": "none"}
     theirs = compileiq_loop(t, args, int(search.get("binaries") or t.budget), base)
     genes: dict[str, Mapping[str, Any]] = {"ctune": ctune_genes, "plain": base}
@@ -335,9 +350,13 @@ def head_to_head(t: Target, args: argparse.Namespace, out_dir: Path) -> dict[str
         "ctune_pinned_controls": bool(verdict.get("pinned")),
         "compileiq_failed": theirs["failed"],
         "compileiq_best_search_ms": theirs["best_search_ms"],
+        "compileiq_best_digest": theirs["best_digest"],  # the file: <cache_dir>/controls/
+        "seed": args.seed,
         "reference": verdict.get("reference"),
         "confirm_processes": args.processes,
-        "settings": settings_label(t, args.prune_margin),
+        # another seed of CompileIQ's loop is another row beside the default seed's
+        "settings": settings_label(t, args.prune_margin)
+        + ("" if args.seed == SEED else f"-seed{args.seed}"),
     }
 
 
@@ -384,18 +403,20 @@ def row_id(r: Mapping[str, Any]) -> tuple[str, str]:
 
 def summary(data: Mapping[str, Any]) -> dict[str, Any]:
     """The issue's two targets, as measured: >= 2% confirmed on >= 3 of 8; ctune's best at
-    least as fast in no more wall time on >= 2 kernels."""
+    least as fast in no more wall time on >= 2 kernels, in each of their rows."""
     stage = data.get("stage", [])
     gains = {
         row_id(r)[0] for r in stage if r.get("significant") and (r.get("gain_p99") or 0) >= 1.02
     }
-    wins = {
-        row_id(r)[0]
-        for r in data.get("head_to_head", [])
-        if r.get("compileiq_best_ms") is not None
-        and r["ctune_best_ms"] <= r["compileiq_best_ms"]
-        and (r.get("ctune_wall_s") or 0) <= (r.get("compileiq_wall_s") or 0)
-    }
+    # a kernel is won only where ctune won every row of it (every seed and setting tried)
+    rows_of: dict[str, list[bool]] = {}
+    for r in data.get("head_to_head", []):
+        rows_of.setdefault(row_id(r)[0], []).append(
+            r.get("compileiq_best_ms") is not None
+            and r["ctune_best_ms"] <= r["compileiq_best_ms"]
+            and (r.get("ctune_wall_s") or 0) <= (r.get("compileiq_wall_s") or 0)
+        )
+    wins = {kernel for kernel, won in rows_of.items() if all(won)}
     targets = {row_id(r)[0] for r in stage}
     return {
         "stage_rows": len(stage),

@@ -98,6 +98,9 @@ def test_the_summary_counts_confirmed_gains_and_head_to_head_wins(acf) -> None:
     got = acf.summary({"stage": stage, "head_to_head": h2h})
     assert got["confirmed_gains_2pct"] == 3 and got["stage_target_met"]
     assert got["head_to_head_wins"] == 1 and not got["head_to_head_target_met"]
+    # "a" won under one seed and lost under another: the kernel is not won
+    lost = {**h2h[0], "compileiq_best_ms": 0.98, "settings": "pool16-seed11"}
+    assert acf.summary({"head_to_head": [*h2h, lost]})["head_to_head_wins"] == 0
     assert not acf.summary({"stage": stage[:7]})["stage_target_met"]  # fewer than 8 rows
 
 
