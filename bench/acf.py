@@ -277,8 +277,8 @@ def p99(samples: Sequence[float]) -> float:
 
 def confirm_together(
     t: Target, args: argparse.Namespace, genes: Mapping[str, Mapping[str, Any]], processes: int
-) -> dict[str, float]:
-    """Each named candidate's pooled p99 over ``processes`` fresh processes, interleaved."""
+) -> dict[str, Any]:
+    """Each named candidate's measurements in ``processes`` fresh processes, interleaved."""
     from ctune.cli.common import settings as resolve
     from ctune.compile.nvcc import NvccCompiler
     from ctune.compile.select_toolchain import toolchain_for
@@ -297,11 +297,22 @@ def confirm_together(
         items = [(c, compiler.build(c, problem)) for c in cands.values()]
     with WorkerMeasurer(0, cfg) as measurer:
         runs = measurer.remeasure(spec, items, problem, plan, processes, seed=args.seed)
-    out = {}
-    for name, cand in cands.items():
-        samples = [s for m in runs[cand.key()] if m.outcome.is_ok for s in m.samples_ms]
-        out[name] = p99(samples) if samples else float("nan")
-    return out
+    return {name: runs[cand.key()] for name, cand in cands.items()}
+
+
+def pooled_p99(measurements: Sequence[Any]) -> float:
+    """The p99 of every OK sample of a candidate's processes (NaN: none)."""
+    samples = [s for m in measurements if m.outcome.is_ok for s in m.samples_ms]
+    return p99(samples) if samples else float("nan")
+
+
+def judged_against(plain: Sequence[Any], other: Sequence[Any]) -> dict[str, Any]:
+    """``other`` against ``plain`` by the gate's rule (ctune.evidence.compare): the same
+    judgement ctune's stage gives its own best file before pinning it."""
+    from ctune.evidence.compare import SampleSet, compare
+
+    c = compare(SampleSet.from_measurements(plain), SampleSet.from_measurements(other))
+    return {"difference": str(c.difference), "reason": c.reason}
 
 
 def in_todays_space(
@@ -337,12 +348,17 @@ def head_to_head(t: Target, args: argparse.Namespace, out_dir: Path) -> dict[str
     genes: dict[str, Mapping[str, Any]] = {"ctune": ctune_genes, "plain": base}
     if theirs["best_digest"]:
         genes["compileiq"] = {**base, "acf_ptxas": theirs["best_digest"]}
-    confirmed = confirm_together(t, args, genes, args.processes)
+    runs = confirm_together(t, args, genes, args.processes)
+    confirmed = {name: pooled_p99(ms) for name, ms in runs.items()}
     return {
         "kernel": t.key,
         "ctune_best_ms": confirmed["ctune"],
         "compileiq_best_ms": confirmed.get("compileiq"),
         "plain_ms": confirmed["plain"],
+        # CompileIQ's best by the rule ctune's own best file had to pass to be pinned
+        "compileiq_vs_plain": judged_against(runs["plain"], runs["compileiq"])
+        if "compileiq" in runs
+        else None,
         "ctune_wall_s": (search.get("timing") or {}).get("wall_s"),
         "compileiq_wall_s": theirs["wall_s"],
         "evaluations": theirs["files"],

@@ -20,6 +20,9 @@ def acf(bench_module):
 
 def test_every_target_is_a_pinned_artifact_of_a_spec_problem(acf) -> None:
     assert len(acf.TARGETS) == 8
+    for t in acf.EXTRA_TARGETS:  # beyond the issue's 8, the same contract
+        assert (ROOT / "registry" / t.kernel / t.problem / f"{acf.DEVICE_CLASS}.json").is_file()
+        load_spec(ROOT / "kernels" / f"{t.kernel}.yaml").problem(t.problem)
     kernels = [t.kernel for t in acf.TARGETS]
     assert kernels.count("gemm") == 4 and kernels.count("attention") == 2
     assert {"hand_gemm", "hand_attention"} <= set(kernels)
@@ -129,3 +132,26 @@ def test_pruning_can_be_turned_off_for_the_stage(acf) -> None:
     assert "--prune-margin off" in " ".join(argv)
     assert "--prune-margin" not in acf.search_argv(t, Path("w"), Path("r"), "/x", 7)
     assert acf.settings_label(t, "off") == f"pool{t.pool}-prune-off"
+
+
+def test_compileiq_s_best_is_judged_against_the_plain_build_by_the_gate_s_rule(acf) -> None:
+    import numpy as np
+
+    from ctune.records import Measurement, Outcome
+
+    rng = np.random.default_rng(3)
+
+    def processes(median: float) -> list[Measurement]:
+        """Three processes whose medians differ by 0.1%, 200 samples each."""
+        return [
+            Measurement("k", "p", Outcome.OK, samples_ms=tuple(rng.normal(m, 0.002, 200)))
+            for m in (median * 0.999, median, median * 1.001)
+        ]
+
+    plain = processes(1.0)
+    assert acf.judged_against(plain, processes(0.95))["difference"] == "lower"
+    same = acf.judged_against(plain, processes(0.998))
+    assert same["difference"] == "same" and "within T=" in same["reason"]
+    assert acf.judged_against(plain, processes(1.05))["difference"] == "higher"
+    assert abs(acf.pooled_p99(plain) - 1.0) < 0.01
+    assert np.isnan(acf.pooled_p99([Measurement("k", "p", Outcome.RUNTIME_FAULT)]))
