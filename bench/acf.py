@@ -206,26 +206,34 @@ def result_path(t: Target, args: argparse.Namespace, out_dir: Path) -> Path:
 # --- h2h: CompileIQ's own loop ------------------------------------------------------------
 
 
+def acf_setup(t: Target, args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    """The settings, the toolchain (ptxas ``args.ptxas``) and the target's spec with the
+    ptxas controls gene, as ctune's stage sees them."""
+    from ctune.cli.common import settings as resolve
+    from ctune.compile.select_toolchain import toolchain_for
+    from ctune.spec import load_spec
+
+    cfg = resolve(ptxas=args.ptxas)
+    toolchain = toolchain_for(cfg)
+    spec = load_spec(t.source.with_suffix(".yaml"), toolchain.help_text).with_acf(("ptxas",))
+    return cfg, toolchain, spec
+
+
 def compileiq_loop(
     t: Target, args: argparse.Namespace, files: int, base: Mapping[str, Any]
 ) -> dict[str, Any]:
     """CompileIQ's backend with its default settings (pool 32), driven as its ``Search``
     drives it: ask the open positions, score each, tell, until ``files`` were scored. A
     score is ctune's measured p99 of the file's build, no pruning; a failure is told as one."""
-    from ctune.cli.common import settings as resolve
     from ctune.compile.nvcc import NvccCompiler
-    from ctune.compile.select_toolchain import toolchain_for
     from ctune.controls.compileiq import CompileIqEngine
     from ctune.controls.spaces import space_for
     from ctune.controls.store import ControlsStore
     from ctune.measure.plan import plan_for
     from ctune.measure.session import WorkerMeasurer
     from ctune.records import Candidate
-    from ctune.spec import load_spec
 
-    cfg = resolve(ptxas=args.ptxas)
-    toolchain = toolchain_for(cfg)
-    spec = load_spec(t.source.with_suffix(".yaml"), toolchain.help_text).with_acf(("ptxas",))
+    cfg, toolchain, spec = acf_setup(t, args)
     problem = spec.problem(t.problem)
     plan = plan_for(cfg, spec, quantile=0.99)
     store = ControlsStore(Path(cfg.cache_dir) / "controls")
@@ -279,17 +287,12 @@ def confirm_together(
     t: Target, args: argparse.Namespace, genes: Mapping[str, Mapping[str, Any]], processes: int
 ) -> dict[str, Any]:
     """Each named candidate's measurements in ``processes`` fresh processes, interleaved."""
-    from ctune.cli.common import settings as resolve
     from ctune.compile.nvcc import NvccCompiler
-    from ctune.compile.select_toolchain import toolchain_for
     from ctune.measure.plan import plan_for
     from ctune.measure.session import WorkerMeasurer
     from ctune.records import Candidate
-    from ctune.spec import load_spec
 
-    cfg = resolve(ptxas=args.ptxas)
-    toolchain = toolchain_for(cfg)
-    spec = load_spec(t.source.with_suffix(".yaml"), toolchain.help_text).with_acf(("ptxas",))
+    cfg, toolchain, spec = acf_setup(t, args)
     problem = spec.problem(t.problem)
     plan = plan_for(cfg, spec, quantile=0.99)
     cands = {name: Candidate.of(spec.name, g) for name, g in genes.items()}
@@ -320,13 +323,9 @@ def in_todays_space(
 ) -> dict[str, Any]:
     """A result file's candidate with the genes added since it was recorded at their
     defaults (``KernelSpec.in_space``: the same build)."""
-    from ctune.cli.common import settings as resolve
-    from ctune.compile.select_toolchain import toolchain_for
     from ctune.records import Candidate
-    from ctune.spec import load_spec
 
-    toolchain = toolchain_for(resolve(ptxas=args.ptxas))
-    spec = load_spec(t.source.with_suffix(".yaml"), toolchain.help_text).with_acf(("ptxas",))
+    spec = acf_setup(t, args)[2]
     return dict(spec.in_space(Candidate.of(spec.name, genes)).as_dict())
 
 
