@@ -84,6 +84,15 @@ class FeatureMap:
         out.append(sm)
         return out
 
+    def unseen(self, genes: Mapping[str, GeneValue]) -> list[str]:
+        """The genes whose value no column describes: an open gene's digest (a controls
+        file's bytes are encrypted), so two such candidates are one row to a model."""
+        return [
+            g.name
+            for g in self.spec.space.genes
+            if g.open and genes.get(g.name) is not None and genes.get(g.name) not in g.values
+        ]
+
     def _launch(self, genes: Mapping[str, GeneValue], dims: Mapping[str, int]) -> list[float]:
         """Threads per block, blocks and dynamic shared memory, each over the device's
         limit where the limits are known (a launcher has no rule: MISSING)."""

@@ -264,6 +264,8 @@ class ModelPolicy(CostPolicy):
         self.considered = 0
         self.skipped = 0
         self.refilled = 0  # candidates asked for to fill the compile slots skips freed
+        #: candidates built unscreened: a controls file's content is no feature of theirs
+        self.unseen = 0
         self.bounded = False  # whether any prediction's lower bound was finite
         self.reported = False
         self._fitted: tuple[int, CostModel] | None = None  # (trials taught, the model)
@@ -395,7 +397,8 @@ class ModelPolicy(CostPolicy):
         return out
 
     def _screen_once(self, new: Sequence[Candidate], generation: int) -> Screened:
-        """Skip the candidates of ``new`` the model rules out, journaling each."""
+        """Skip the candidates of ``new`` the model rules out, journaling each. One it
+        cannot tell from another (a controls file's: FeatureMap.unseen) is built."""
         if not new:
             return Screened([])
         if self.warm is None:
@@ -404,6 +407,17 @@ class ModelPolicy(CostPolicy):
             self.screening = generation
             self.learn_until = self.finished_generation or 0
             self.finished_generation = generation  # this one is finished by the next screen
+        blind = {c.key() for c in new if self.features.unseen(c.as_dict())}
+        self.unseen += len(blind)
+        out = self._screen_seen([c for c in new if c.key() not in blind], generation)
+        kept = {c.key() for c in out.kept} | blind
+        out.kept = [c for c in new if c.key() in kept]  # in the order asked
+        return out
+
+    def _screen_seen(self, new: Sequence[Candidate], generation: int) -> Screened:
+        """The rule on candidates the model can tell apart."""
+        if not new:
+            return Screened([])
         finished = self.learn_until
         book = self.run.book
         self.considered += len(new)
@@ -463,6 +477,11 @@ class ModelPolicy(CostPolicy):
         more = []
         if self.refilled:
             more.append(f"{self.refilled} more asked for to fill the compile slots skips freed")
+        if self.unseen:
+            more.append(
+                f"{self.unseen} with a controls file built unscreened (its content is no "
+                "feature the model sees)"
+            )
         if self.considered and not self.bounded:  # why it could rule nothing out
             from ctune.model import trials_for_a_bound
 

@@ -13,6 +13,7 @@ import pytest
 from ctune.controls.setup import ControlsSetup
 from ctune.controls.store import ControlsStore
 from ctune.errors import UserError
+from ctune.model import unavailable
 from ctune.records import Trial
 from ctune.search.journal import read
 from ctune.spec import KernelSpec
@@ -285,3 +286,38 @@ def test_a_controls_file_is_pinned_only_when_it_beats_its_build_in_the_same_proc
     if factor > 1:  # every file slower: judged all the same, and said so
         assert verdict.difference == "higher" and verdict.gain < 0.95
     assert dict(genes, **{GENE: "none"}) == {**good, GENE: "none"}  # the warm start's build
+
+
+@pytest.mark.skipif(
+    unavailable() is not None, reason="the cost model needs the model extra (ctune[model])"
+)
+def test_the_cost_model_builds_every_controls_file(
+    spec: KernelSpec, settings, setup: ControlsSetup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A controls file's bytes are encrypted: no feature of the model tells one file from
+    another, so however sure the model is, it skips none of them (it used to skip them all
+    once trained, and the stage ran out of its compile cap one file at a time)."""
+    import math
+
+    from ctune.model import CostModel, Prediction
+
+    def hopeless(self: CostModel, rows: list[list[float]]) -> list[Prediction]:
+        return [Prediction(math.inf, math.inf, math.inf) for _ in rows]
+
+    monkeypatch.setattr(CostModel, "predict", hopeless)
+    acf = spec.with_acf(("ptxas",))
+    measurer = StandInMeasurer(samples=30, fault_corner=None, wrong_every=None)
+    result = _search(
+        settings,
+        acf,
+        setup,
+        measurer,
+        budget=24,  # past the model's MIN_TRAINED measured trials
+        seed=4,
+        strategy_options={"start": "controls", "controls_pool": 4},
+        cost_model=True,
+    )
+    trials = _trials(result.journal)
+    assert result.skipped == 0 and len(_with_controls(trials)) == len(trials) - 1 >= 23
+    (note,) = [n for n in result.notes if n.startswith("cost model:")]
+    assert f"{len(trials) - 1} with a controls file built unscreened" in note
