@@ -30,6 +30,7 @@ import argparse
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -143,8 +144,11 @@ def search_record(result: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def settings_label(t: Target, prune_margin: str) -> str:
     """The stage's settings as a row label: rows of one key under other settings are kept."""
-    budget = "" if t.budget == target(t.key).budget else f"-budget{t.budget}"
-    return f"pool{t.pool}{budget}" + ("" if prune_margin == "default" else f"-prune-{prune_margin}")
+    listed = target(t.key)
+    budget = "" if t.budget == listed.budget else f"-budget{t.budget}"
+    space = "" if t.variant == listed.variant else f"-space-{t.variant}"
+    prune = "" if prune_margin == "default" else f"-prune-{prune_margin}"
+    return f"pool{t.pool}{budget}{space}{prune}"
 
 
 def row(
@@ -185,11 +189,14 @@ def run_target(t: Target, args: argparse.Namespace, out_dir: Path) -> dict[str, 
         cwd=ROOT,
     )
     result_file = result_path(t, args, out_dir)
+    # a build cache of its own, empty: the stage starts cold, as CompileIQ's loop will
+    cache = {**os.environ, "CTUNE_CACHE_DIR": str(emptied(stage_cache(t, args)))}
     started = time.monotonic()
     done = subprocess.run(
         search_argv(t, warm, result_file, args.ptxas, args.seed, args.prune_margin),
         cwd=ROOT,
         check=False,
+        env=cache,
     )
     wall = time.monotonic() - started
     if done.returncode not in (0, 4) or not result_file.is_file():
@@ -203,17 +210,31 @@ def result_path(t: Target, args: argparse.Namespace, out_dir: Path) -> Path:
     return out_dir / f"{t.kernel}-{t.problem}-{label}.result.json"
 
 
+def stage_cache(t: Target, args: argparse.Namespace) -> Path:
+    """The build cache of one target's stage (its controls files and builds): the h2h
+    confirms in it."""
+    return args.work / f"cache-{t.kernel}-{t.problem}-{settings_label(t, args.prune_margin)}"
+
+
+def emptied(folder: Path) -> Path:
+    """``folder``, made empty: an arm's build cache starts cold."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return folder
+
+
 # --- h2h: CompileIQ's own loop ------------------------------------------------------------
 
 
-def acf_setup(t: Target, args: argparse.Namespace) -> tuple[Any, Any, Any]:
-    """The settings, the toolchain (ptxas ``args.ptxas``) and the target's spec with the
-    ptxas controls gene, as ctune's stage sees them."""
+def acf_setup(t: Target, args: argparse.Namespace, cache: Path) -> tuple[Any, Any, Any]:
+    """The settings (build cache ``cache``), the toolchain (ptxas ``args.ptxas``) and the
+    target's spec with the ptxas controls gene, as ctune's stage sees them: a launcher's
+    candidates relinked from the kept front end, as the stage builds them (``--relink on``)."""
     from ctune.cli.common import settings as resolve
     from ctune.compile.select_toolchain import toolchain_for
     from ctune.spec import load_spec
 
-    cfg = resolve(ptxas=args.ptxas)
+    cfg = resolve(ptxas=args.ptxas, relink=True, cache_dir=cache)
     toolchain = toolchain_for(cfg)
     spec = load_spec(t.source.with_suffix(".yaml"), toolchain.help_text).with_acf(("ptxas",))
     return cfg, toolchain, spec
@@ -224,7 +245,9 @@ def compileiq_loop(
 ) -> dict[str, Any]:
     """CompileIQ's backend with its default settings (pool 32), driven as its ``Search``
     drives it: ask the open positions, score each, tell, until ``files`` were scored. A
-    score is ctune's measured p99 of the file's build, no pruning; a failure is told as one."""
+    score is ctune's measured p99 of the file's build, no pruning; a failure is told as one.
+    Its builds start from an empty cache of their own, as the stage's did; its best file
+    goes into the stage's cache for the confirmation."""
     from ctune.compile.nvcc import NvccCompiler
     from ctune.controls.compileiq import CompileIqEngine
     from ctune.controls.spaces import space_for
@@ -233,10 +256,11 @@ def compileiq_loop(
     from ctune.measure.session import WorkerMeasurer
     from ctune.records import Candidate
 
-    cfg, toolchain, spec = acf_setup(t, args)
+    own = emptied(args.work / f"ciq-{stage_cache(t, args).name}-seed{args.seed}")
+    cfg, toolchain, spec = acf_setup(t, args, own)
     problem = spec.problem(t.problem)
     plan = plan_for(cfg, spec, quantile=0.99)
-    store = ControlsStore(Path(cfg.cache_dir) / "controls")
+    store = ControlsStore(own / "controls")
     space = space_for("ptxas", toolchain, cfg.acf_spaces, t.variant)
     scored: list[tuple[float, str]] = []
     failed = 0
@@ -268,6 +292,9 @@ def compileiq_loop(
             engine.tell(scores)
     wall = time.monotonic() - started
     best = min(scored) if scored else None
+    if best:
+        ControlsStore(stage_cache(t, args) / "controls").put(store.read(best[1]))
+    shutil.rmtree(own, ignore_errors=True)
     return {
         "files": len(scored) + failed,
         "failed": failed,
@@ -292,7 +319,7 @@ def confirm_together(
     from ctune.measure.session import WorkerMeasurer
     from ctune.records import Candidate
 
-    cfg, toolchain, spec = acf_setup(t, args)
+    cfg, toolchain, spec = acf_setup(t, args, stage_cache(t, args))
     problem = spec.problem(t.problem)
     plan = plan_for(cfg, spec, quantile=0.99)
     cands = {name: Candidate.of(spec.name, g) for name, g in genes.items()}
@@ -325,7 +352,7 @@ def in_todays_space(
     defaults (``KernelSpec.in_space``: the same build)."""
     from ctune.records import Candidate
 
-    spec = acf_setup(t, args)[2]
+    spec = acf_setup(t, args, stage_cache(t, args))[2]
     return dict(spec.in_space(Candidate.of(spec.name, genes)).as_dict())
 
 
@@ -333,7 +360,7 @@ def head_to_head(t: Target, args: argparse.Namespace, out_dir: Path) -> dict[str
     """ctune's controls stage (its result file from ``run``) against CompileIQ's loop over
     as many files, both bests confirmed together."""
     result_file = result_path(t, args, out_dir)
-    if not result_file.is_file():
+    if not result_file.is_file() or not stage_cache(t, args).is_dir():
         raise SystemExit(f"{result_file}: run `bench/acf.py run --only {t.key}` first")
     result = json.loads(result_file.read_text())
     search = search_record(result)
@@ -358,6 +385,11 @@ def head_to_head(t: Target, args: argparse.Namespace, out_dir: Path) -> dict[str
         "compileiq_vs_plain": judged_against(runs["plain"], runs["compileiq"])
         if "compileiq" in runs
         else None,
+        # ctune's best against CompileIQ's, the same rule: "at least as fast" is "not slower"
+        "ctune_vs_compileiq": judged_against(runs["compileiq"], runs["ctune"])
+        if "compileiq" in runs
+        else None,
+        "ctune_timing": search.get("timing"),
         "ctune_wall_s": (search.get("timing") or {}).get("wall_s"),
         "compileiq_wall_s": theirs["wall_s"],
         "evaluations": theirs["files"],
@@ -423,25 +455,41 @@ def summary(data: Mapping[str, Any]) -> dict[str, Any]:
     gains = {
         row_id(r)[0] for r in stage if r.get("significant") and (r.get("gain_p99") or 0) >= 1.02
     }
-    # a kernel is won only where ctune won every row of it (every seed and setting tried)
-    rows_of: dict[str, list[bool]] = {}
-    for r in data.get("head_to_head", []):
-        rows_of.setdefault(row_id(r)[0], []).append(
-            r.get("compileiq_best_ms") is not None
-            and r["ctune_best_ms"] <= r["compileiq_best_ms"]
-            and (r.get("ctune_wall_s") or 0) <= (r.get("compileiq_wall_s") or 0)
-        )
-    wins = {kernel for kernel, won in rows_of.items() if all(won)}
+    h2h = data.get("head_to_head", [])
+    wins = won_kernels(h2h, by_rule=True)
     targets = {row_id(r)[0] for r in stage}
     return {
         "stage_rows": len(stage),
         "stage_targets": len(targets),
         "confirmed_gains_2pct": len(gains),
         "stage_target_met": len(gains) >= 3 and len(targets) >= 8,
-        "head_to_head_rows": len(data.get("head_to_head", [])),
+        "head_to_head_rows": len(h2h),
         "head_to_head_wins": len(wins),
+        "head_to_head_wins_raw_p99": len(won_kernels(h2h, by_rule=False)),
         "head_to_head_target_met": len(wins) >= 2,
     }
+
+
+def row_won(r: Mapping[str, Any], by_rule: bool) -> bool:
+    """ctune's best at least as fast as CompileIQ's, in no more wall time. ``by_rule``: "at
+    least as fast" is the gate's rule not calling ctune's best slower (rows recorded with
+    ``ctune_vs_compileiq``; older rows: their pooled p99s); else the pooled p99s alone."""
+    if r.get("compileiq_best_ms") is None:
+        return False
+    judged = (r.get("ctune_vs_compileiq") or {}).get("difference")
+    if by_rule and judged is not None:
+        fast = judged in ("same", "lower")
+    else:
+        fast = r["ctune_best_ms"] <= r["compileiq_best_ms"]
+    return fast and (r.get("ctune_wall_s") or 0) <= (r.get("compileiq_wall_s") or 0)
+
+
+def won_kernels(h2h: Sequence[Mapping[str, Any]], by_rule: bool) -> set[str]:
+    """The kernels ctune won in every row (every seed and setting tried)."""
+    rows_of: dict[str, list[bool]] = {}
+    for r in h2h:
+        rows_of.setdefault(row_id(r)[0], []).append(row_won(r, by_rule))
+    return {kernel for kernel, won in rows_of.items() if all(won)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -457,6 +505,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--budget", type=int, default=None, help="distinct binaries each stage may measure"
     )
     parser.add_argument(
+        "--variant",
+        choices=("default", "att"),
+        default=None,
+        help="CompileIQ's ptxas space for every target (default: each target's own)",
+    )
+    parser.add_argument(
         "--prune-margin", default="default", help="the stage's --prune-margin (off: never)"
     )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
@@ -468,6 +522,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         chosen = [dataclasses.replace(t, pool=args.pool) for t in chosen]
     if args.budget is not None:
         chosen = [dataclasses.replace(t, budget=args.budget) for t in chosen]
+    if args.variant is not None:
+        chosen = [dataclasses.replace(t, variant=args.variant) for t in chosen]
     args.work.mkdir(parents=True, exist_ok=True)
     from ctune.evidence.identity import gpu_id
 

@@ -107,6 +107,25 @@ def test_the_summary_counts_confirmed_gains_and_head_to_head_wins(acf) -> None:
     assert not acf.summary({"stage": stage[:7]})["stage_target_met"]  # fewer than 8 rows
 
 
+def test_a_row_recorded_with_the_gate_s_verdict_is_won_when_ctune_is_not_slower(acf) -> None:
+    row = {
+        "kernel": "a",
+        "ctune_best_ms": 1.0,
+        "compileiq_best_ms": 0.995,  # 0.5% faster at pooled p99, within the noise
+        "ctune_wall_s": 50,
+        "compileiq_wall_s": 60,
+    }
+    same = {**row, "ctune_vs_compileiq": {"difference": "same"}}
+    got = acf.summary({"head_to_head": [same]})
+    assert got["head_to_head_wins"] == 1 and got["head_to_head_wins_raw_p99"] == 0
+    for verdict in ("higher", "unresolved"):  # slower, or too noisy to say: not won
+        judged = {**row, "ctune_vs_compileiq": {"difference": verdict}}
+        assert acf.summary({"head_to_head": [judged]})["head_to_head_wins"] == 0
+    slower_wall = {**same, "ctune_wall_s": 61}
+    assert acf.summary({"head_to_head": [slower_wall]})["head_to_head_wins"] == 0
+    assert acf.summary({"head_to_head": [row]})["head_to_head_wins"] == 0  # older row: p99s
+
+
 def test_a_target_counts_once_whatever_settings_its_rows_ran_under(acf) -> None:
     gain = {"key": "k", "significant": True, "gain_p99": 1.05}
     stage = [gain, {**gain, "settings": "pool32-prune-off"}]
@@ -132,6 +151,15 @@ def test_pruning_can_be_turned_off_for_the_stage(acf) -> None:
     assert "--prune-margin off" in " ".join(argv)
     assert "--prune-margin" not in acf.search_argv(t, Path("w"), Path("r"), "/x", 7)
     assert acf.settings_label(t, "off") == f"pool{t.pool}-prune-off"
+
+
+def test_another_space_than_the_target_s_is_a_row_of_its_own(acf) -> None:
+    import dataclasses
+
+    t = next(t for t in acf.TARGETS if t.variant == "att")
+    assert acf.settings_label(t, "default") == f"pool{t.pool}"
+    other = dataclasses.replace(t, variant="default")
+    assert acf.settings_label(other, "default") == f"pool{t.pool}-space-default"
 
 
 def test_compileiq_s_best_is_judged_against_the_plain_build_by_the_gate_s_rule(acf) -> None:
