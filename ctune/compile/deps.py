@@ -18,8 +18,8 @@ import hashlib
 import os
 import re
 import shutil
+import threading
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -250,20 +250,49 @@ def closure_sha256(closure: Mapping[str, str]) -> str:
     return h.hexdigest()
 
 
-@lru_cache(maxsize=64)
-def _closure(
-    nvcc: str,
-    source: Path,
-    include_dirs: tuple[Path, ...],
-    defines: tuple[tuple[str, GeneValue], ...],
-    std: str,
-    arch: str,
-    roots: tuple[tuple[str, Path], ...],
-    stamp: tuple[float, int],
-    scratch: Path | None,
-) -> tuple[tuple[str, str], ...]:
-    files = include_closure(nvcc, source, include_dirs, dict(defines), std, arch, scratch=scratch)
-    return tuple(sorted((closure_label(f, roots), file_sha256(f)) for f in files))
+#: what identifies a closure: nvcc, source, include folders, defines, std, arch, roots, and
+#: the source's (mtime, size); not where nvcc's temporary folder goes
+ClosureKey = tuple[
+    str,
+    Path,
+    tuple[Path, ...],
+    tuple[tuple[str, GeneValue], ...],
+    str,
+    str,
+    tuple[tuple[str, Path], ...],
+    tuple[float, int],
+]
+_CLOSURES: dict[ClosureKey, tuple[tuple[str, str], ...]] = {}
+_CLOSURE_LOCKS: dict[ClosureKey, threading.Lock] = {}
+_CLOSURES_LOCK = threading.Lock()
+_MAX_CLOSURES = 64
+
+
+def _closure(key: ClosureKey, scratch: Path | None) -> tuple[tuple[str, str], ...]:
+    """The closure of ``key``, computed once per process: a search asks for the same one from
+    three threads at its start (the fingerprint, the first build's key, the artifact's
+    inputs), and a CUTLASS kernel's takes seconds (``nvcc -M``, ~500 headers hashed)."""
+    with _CLOSURES_LOCK:
+        lock = _CLOSURE_LOCKS.setdefault(key, threading.Lock())
+    with lock:  # the first caller computes; the others wait for its answer
+        if key not in _CLOSURES:
+            nvcc, source, include_dirs, defines, std, arch, roots, _ = key
+            files = include_closure(
+                nvcc, source, include_dirs, dict(defines), std, arch, scratch=scratch
+            )
+            found = tuple(sorted((closure_label(f, roots), file_sha256(f)) for f in files))
+            with _CLOSURES_LOCK:
+                if len(_CLOSURES) >= _MAX_CLOSURES:
+                    _CLOSURES.pop(next(iter(_CLOSURES)))
+                _CLOSURES[key] = found
+        return _CLOSURES[key]
+
+
+def forget_closures() -> None:
+    """Forget every closure computed in this process (as a new process would start)."""
+    with _CLOSURES_LOCK:
+        _CLOSURES.clear()
+        _CLOSURE_LOCKS.clear()
 
 
 def source_closure(
@@ -283,19 +312,17 @@ def source_closure(
     stat = spec.source_path.stat()
     if defines is None:
         defines = default_defines(spec.genes)
-    return dict(
-        _closure(
-            nvcc,
-            spec.source_path,
-            spec.include_dirs,
-            tuple(sorted(defines.items())),
-            spec.std,
-            arch or spec.arch,
-            tuple(closure_roots(spec)),
-            (stat.st_mtime, stat.st_size),
-            scratch,
-        )
+    key: ClosureKey = (
+        nvcc,
+        spec.source_path,
+        spec.include_dirs,
+        tuple(sorted(defines.items())),
+        spec.std,
+        arch or spec.arch,
+        tuple(closure_roots(spec)),
+        (stat.st_mtime, stat.st_size),
     )
+    return dict(_closure(key, scratch))
 
 
 def source_closure_sha256(

@@ -323,7 +323,7 @@ def test_the_source_closure_is_the_one_of_the_arch_built_for(toolchain, tmp_path
     first = compiler.build(cand, problem)
     assert first.outcome is Outcome.OK, first.log_tail
     (tmp_path / "kernels" / "ampere.h").write_text("#define TILE 5\n")
-    deps._closure.cache_clear()  # as a new process would find it
+    deps.forget_closures()  # as a new process would find it
     again = _compiler(spec, toolchain, tmp_path, arch="sm_80").build(cand, problem)
     assert again.outcome is Outcome.OK and not again.cache_hit
     assert again.sass_sha256 != first.sass_sha256

@@ -100,3 +100,41 @@ def test_a_folder_of_the_included_name_is_passed_over_as_the_preprocessor_does(
     source.write_text("#include <x.h>\n")
     found = scan_includes(source, [tmp_path / "a", tmp_path / "b"])
     assert found == {str(source): source.resolve(), str(header): header.resolve()}
+
+
+def test_a_closure_asked_from_several_threads_at_once_is_computed_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search asks for its kernel's closure from three threads at its start, each with its
+    own temporary folder for nvcc: the first computes it, the others wait for its answer."""
+    import threading
+    import time
+
+    from ctune.compile import deps
+    from ctune.testing.standins import standin_spec
+
+    spec = standin_spec(tmp_path / "kernel")
+    calls: list[Path | None] = []
+
+    def slow_closure(*args: object, scratch: Path | None = None, **kwargs: object) -> list[Path]:
+        calls.append(scratch)
+        time.sleep(0.2)  # nvcc -M on a CUTLASS kernel takes seconds
+        return [spec.source_path]
+
+    monkeypatch.setattr(deps, "include_closure", slow_closure)
+    deps.forget_closures()
+    got: list[dict[str, str]] = []
+    threads = [
+        threading.Thread(target=lambda s=s: got.append(deps.source_closure(spec, scratch=s)))
+        for s in (None, tmp_path / "a", tmp_path / "b")
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and len(got) == 3 and got[0] == got[1] == got[2]
+    assert list(got[0]) == [spec.source_path.name]
+    deps.forget_closures()
+    deps.source_closure(spec)  # forgotten: computed again
+    assert len(calls) == 2
+    deps.forget_closures()
