@@ -42,8 +42,8 @@ class Settings:
     jobs: int = 0  # parallel compiles; 0 = one per CPU core
     compile_timeout_s: float = 120.0
     compile_memory_bytes: int = 12 * 1024**3  # RLIMIT_AS guard per nvcc process group member
-    #: launcher builds that differ only in ptxas options: ptxas and a relink on a kept front
-    #: end instead of the whole nvcc run (ctune/compile/relink.py)
+    #: builds that differ only in ptxas options: ptxas (and, for a launcher, a relink) on a
+    #: kept front end instead of the whole nvcc run (ctune/compile/relink.py)
     relink: bool = False
     l2_policy: str = ""  # empty: the spec's own policy (cold unless it says hot)
     timing: str = ""  # empty: the spec's own (auto unless it says events or graph)

@@ -154,13 +154,9 @@ class NvccCompiler(Compiler):
         self.builds_dir = Path(cache_dir).resolve() / "builds"
         self.quarantine_dir = Path(cache_dir).resolve() / "quarantine"
         self.frontends_dir = Path(cache_dir).resolve() / "frontends"
-        #: launcher builds that differ only in ptxas options share a front end (relink.py):
-        #: only where the space has such options
-        self.relink = (
-            relink
-            and spec.entry_kind == "launcher"
-            and has_ptxas_variants([g for g in spec.space.genes if g.flag])
-        )
+        #: builds that differ only in ptxas options share a front end (relink.py): only
+        #: where the space has such options
+        self.relink = relink and has_ptxas_variants([g for g in spec.space.genes if g.flag])
         self._frontend_locks: dict[str, threading.Lock] = {}  # front-end key -> its maker's
         self._frontends_failed: dict[str, str] = {}  # front-end key -> why it was not made
         #: where controls files are found (default: this cache's own store only)

@@ -8,6 +8,8 @@ ptxas options: the PTX, the host object compiled with the fatbin left out (its
 A *variant* is ptxas with the build's own options on that PTX, fatbinary, the fatbin as an
 object of its own (``fatbinData`` global and hidden, never bound to another library's in
 a process that loads many builds) and the kept link step: the same SASS as the whole run.
+A kernel's cubin (``-cubin``) is simpler: its front end is the PTX, its variant ptxas
+alone, which writes the cubin; cicc, most of such a build, runs once per front end.
 
 nvcc's own ``--dryrun`` says each step; they run as argv lists (never through a shell),
 each one checked by :func:`ctune.quoting.check_argv` and run by
@@ -28,6 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ctune.compile.process import LiveGroups, NvccRun, run_nvcc
 from ctune.quoting import check_argv
@@ -119,8 +122,8 @@ class Steps:
     stem: str  # the name nvcc gives the source's kept files
 
 
-def parse_dryrun(text: str, keep: str) -> Steps:
-    """The :class:`Steps` of a launcher build's ``--dryrun`` (``keep``: its keep folder)."""
+def _listing(text: str) -> tuple[dict[str, str], list[list[str]]]:
+    """A ``--dryrun``'s settings (``NAME=value``) and its steps as argv lists."""
     settings: dict[str, str] = {}
     commands: list[list[str]] = []
     for line in text.splitlines():
@@ -135,11 +138,30 @@ def parse_dryrun(text: str, keep: str) -> Steps:
             commands.append(shlex.split(run))
         except ValueError as exc:
             raise RelinkError(f"cannot read nvcc's step {run[:80]!r}: {exc}") from None
+    return settings, commands
+
+
+def _ptxas_step(commands: list[list[str]], keep: str) -> tuple[list[str], str]:
+    """The one ptxas step, on a PTX kept in ``keep``, and the stem of that PTX."""
     ptxas = _one(commands, lambda c: c[0] == "ptxas", "ptxas")
     ptx = [item for item in ptxas if item.endswith(".ptx")]
     if len(ptx) != 1 or Path(ptx[0]).parent != Path(keep):
         raise RelinkError("nvcc's ptxas step names no kept PTX")
-    stem = Path(ptx[0]).stem
+    return ptxas, Path(ptx[0]).stem
+
+
+def parse_cubin_dryrun(text: str, keep: str) -> tuple[str, list[str], str]:
+    """A cubin build's ``--dryrun``: (the PATH its tools are found on, its ptxas step, the
+    stem of its kept PTX). The ptxas step writes the build's cubin itself."""
+    settings, commands = _listing(text)
+    ptxas, stem = _ptxas_step(commands, keep)
+    return settings.get("PATH", ""), ptxas, stem
+
+
+def parse_dryrun(text: str, keep: str) -> Steps:
+    """The :class:`Steps` of a launcher build's ``--dryrun`` (``keep``: its keep folder)."""
+    settings, commands = _listing(text)
+    ptxas, stem = _ptxas_step(commands, keep)
     cubin = f"file={keep}/{stem}.cubin"
     fatbinary = _one(
         commands, lambda c: c[0] == "fatbinary" and any(i.endswith(cubin) for i in c), "fatbinary"
@@ -244,16 +266,29 @@ def dryrun(
 
 
 # --- the front end ------------------------------------------------------------------------
+#: the kinds of build a front end serves: a launcher's library, a kernel's cubin
+LAUNCHER, CUBIN = "launcher", "cubin"
+#: what a front end of each kind keeps beside its record
+KEPT = {LAUNCHER: (PTX, HOST_OBJECT, DLINK_OBJECT), CUBIN: (PTX,)}
+
+
+def kind_of(argv: Sequence[str]) -> str:
+    """The kind of build ``argv`` makes: ``-cubin`` is a kernel's cubin, else a library."""
+    return CUBIN if "-cubin" in argv else LAUNCHER
+
+
 @dataclass(frozen=True)
 class FrontEnd:
     """A kept front end: its folder, the name of its kept files, its link step (tokens for
-    the paths a variant gives) and the PATH its tools are found on."""
+    the paths a variant gives; none for a cubin), the PATH its tools are found on and the
+    kind of build it serves. A cubin's front end is its PTX alone: a variant is ptxas."""
 
     folder: Path
     stem: str
     link: list[str]
     search_path: str
     host_compiler: str
+    kind: str = LAUNCHER
 
     def link_argv(self, fatbin_object: Path, output: str) -> list[str]:
         """The kept link step with this front end's objects and a variant's fatbin."""
@@ -279,11 +314,18 @@ def load_frontend(folder: Path) -> FrontEnd | None:
         if data["format"] != FRONTEND_FORMAT:
             raise RelinkError(f"front end of format {data['format']}")
         made = FrontEnd(
-            folder, data["stem"], list(data["link"]), data["path"], data["host_compiler"]
+            folder,
+            data["stem"],
+            list(data["link"]),
+            data["path"],
+            data["host_compiler"],
+            data.get("kind", LAUNCHER),
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise RelinkError(f"unreadable front-end record: {exc}") from None
-    for name in (PTX, HOST_OBJECT, DLINK_OBJECT):
+    if made.kind not in KEPT:
+        raise RelinkError(f"a front end of kind {made.kind!r}")
+    for name in KEPT[made.kind]:
         if not (folder / name).is_file():
             raise RelinkError(f"the front end lost its {name}")
     return made
@@ -305,29 +347,11 @@ def make_frontend(argv: Sequence[str], folder: Path, runner: Runner) -> FrontEnd
     scratch = folder.parent / f".{folder.name}-{os.getpid()}-{secrets.token_hex(4)}"
     scratch.mkdir()
     try:
-        keep = scratch / "keep"
-        keep.mkdir()
-        base = with_output(argv, "base.so")
-        steps = dryrun(base, "keep", scratch, runner)
-        runner.must([*base, "--keep", "--keep-dir", "keep"], scratch, "the front end's nvcc")
-        stem = steps.stem
-        fatbin_c = keep / f"{stem}.fatbin.c"
-        _, rest = split_fatbin(fatbin_c.read_text())
-        fatbin_c.write_text(host_side(rest))
-        host = program(with_output(steps.host_compile, "host.o"), steps.search_path)
-        runner.must(host, scratch, "the host object without its fatbin")
+        (scratch / "keep").mkdir()
         made = scratch / "made"
         made.mkdir()
-        os.replace(scratch / "host.o", made / HOST_OBJECT)
-        os.replace(keep / f"{stem}.ptx", made / PTX)
-        os.replace(keep / _dlink_name(steps.link), made / DLINK_OBJECT)
-        record = {
-            "format": FRONTEND_FORMAT,
-            "stem": stem,
-            "link": _link_template(steps.link, stem),
-            "path": steps.search_path,
-            "host_compiler": host[0],
-        }
+        make = _cubin_frontend if kind_of(argv) == CUBIN else _launcher_frontend
+        record = {"format": FRONTEND_FORMAT, **make(argv, scratch, made, runner)}
         (made / RECORD).write_text(json.dumps(record, indent=2))
         with contextlib.suppress(OSError):  # another process's, made first: kept
             os.rename(made, folder)
@@ -337,6 +361,47 @@ def make_frontend(argv: Sequence[str], folder: Path, runner: Runner) -> FrontEnd
     if found is None:
         raise RelinkError(f"the front end vanished from {folder}")
     return found
+
+
+def _launcher_frontend(
+    argv: Sequence[str], scratch: Path, made: Path, runner: Runner
+) -> dict[str, Any]:
+    """A launcher's front end into ``made``: its PTX, its host object compiled again without
+    the fatbin and its device-link object; its record's fields."""
+    keep = scratch / "keep"
+    base = with_output(argv, "base.so")
+    steps = dryrun(base, "keep", scratch, runner)
+    runner.must([*base, "--keep", "--keep-dir", "keep"], scratch, "the front end's nvcc")
+    stem = steps.stem
+    fatbin_c = keep / f"{stem}.fatbin.c"
+    _, rest = split_fatbin(fatbin_c.read_text())
+    fatbin_c.write_text(host_side(rest))
+    host = program(with_output(steps.host_compile, "host.o"), steps.search_path)
+    runner.must(host, scratch, "the host object without its fatbin")
+    os.replace(scratch / "host.o", made / HOST_OBJECT)
+    os.replace(keep / f"{stem}.ptx", made / PTX)
+    os.replace(keep / _dlink_name(steps.link), made / DLINK_OBJECT)
+    return {
+        "kind": LAUNCHER,
+        "stem": stem,
+        "link": _link_template(steps.link, stem),
+        "path": steps.search_path,
+        "host_compiler": host[0],
+    }
+
+
+def _cubin_frontend(
+    argv: Sequence[str], scratch: Path, made: Path, runner: Runner
+) -> dict[str, Any]:
+    """A kernel's front end into ``made``: the PTX its nvcc run keeps; its record's fields."""
+    base = with_output(argv, "base.cubin")
+    listing = [*base, "--dryrun", "--keep", "--keep-dir", "keep"]
+    search_path, _, stem = parse_cubin_dryrun(
+        runner.must(listing, scratch, "nvcc --dryrun"), "keep"
+    )
+    runner.must([*base, "--keep", "--keep-dir", "keep"], scratch, "the front end's nvcc")
+    os.replace(scratch / "keep" / f"{stem}.ptx", made / PTX)
+    return {"kind": CUBIN, "stem": stem, "link": [], "path": search_path, "host_compiler": ""}
 
 
 def _dlink_name(link: list[str]) -> str:
@@ -373,8 +438,11 @@ def build_variant(argv: Sequence[str], front: FrontEnd, work: Path, runner: Runn
     output = Path(argv[argv.index("-o") + 1])
     kept = work / "v"
     kept.mkdir()
+    if kind_of(argv) != front.kind:
+        raise RelinkError(f"a {kind_of(argv)} build from a front end of a {front.kind}")
+    variant = _cubin_variant if front.kind == CUBIN else _variant
     try:
-        return _variant(argv, front, work, runner, output.name, time.monotonic() + runner.timeout_s)
+        return variant(argv, front, work, runner, output.name, time.monotonic() + runner.timeout_s)
     except BaseException:
         (work / output.name).unlink(missing_ok=True)
         raise
@@ -382,23 +450,46 @@ def build_variant(argv: Sequence[str], front: FrontEnd, work: Path, runner: Runn
         shutil.rmtree(kept, ignore_errors=True)
 
 
+def _kept_ptx(front: FrontEnd, stem: str, kept: Path) -> None:
+    """The front end's PTX where the variant's ptxas step reads it."""
+    if stem != front.stem:
+        raise RelinkError(f"the variant's source is {stem}, the front end's {front.stem}")
+    try:
+        shutil.copyfile(front.folder / PTX, kept / f"{front.stem}.ptx")
+    except OSError as exc:
+        raise RelinkError(f"cannot copy the front end's PTX: {exc}") from None
+
+
+def _run_ptxas(
+    ptxas: list[str], search_path: str, work: Path, runner: Runner, deadline: float
+) -> tuple[int | None, str]:
+    """The variant's own ptxas step (found on nvcc's PATH, checked as nvcc's argv is)."""
+    found = program(ptxas, search_path)
+    check_argv(found, f"{runner.what}: ptxas")
+    done = runner.run(found, work, deadline)
+    return done.returncode, done.stdout.decode(errors="replace")
+
+
+def _cubin_variant(
+    argv: Sequence[str], front: FrontEnd, work: Path, runner: Runner, output: str, deadline: float
+) -> Variant:
+    """A kernel's cubin: its own ptxas step, as nvcc lists it, on the front end's PTX."""
+    listing = [*with_output(argv, output), "--dryrun", "--keep", "--keep-dir", "v"]
+    text = runner.must(listing, work, "nvcc --dryrun", deadline)
+    search_path, ptxas, stem = parse_cubin_dryrun(text, "v")
+    _kept_ptx(front, stem, work / "v")
+    return Variant(*_run_ptxas(ptxas, search_path, work, runner, deadline))
+
+
 def _variant(
     argv: Sequence[str], front: FrontEnd, work: Path, runner: Runner, output: str, deadline: float
 ) -> Variant:
     kept = work / "v"
     steps = dryrun(with_output(argv, output), "v", work, runner, deadline)
-    if steps.stem != front.stem:
-        raise RelinkError(f"the variant's source is {steps.stem}, the front end's {front.stem}")
-    try:
-        shutil.copyfile(front.folder / PTX, kept / f"{front.stem}.ptx")
-    except OSError as exc:
-        raise RelinkError(f"cannot copy the front end's PTX: {exc}") from None
-    ptxas = program(steps.ptxas, steps.search_path)
-    check_argv(ptxas, f"{runner.what}: ptxas")
-    done = runner.run(ptxas, work, deadline)
-    text = done.stdout.decode(errors="replace")
-    if done.returncode != 0:
-        return Variant(done.returncode, text)
+    _kept_ptx(front, steps.stem, kept)
+    returncode, text = _run_ptxas(steps.ptxas, steps.search_path, work, runner, deadline)
+    if returncode != 0:
+        return Variant(returncode, text)
     fatbinary = [i for i in steps.fatbinary if not i.startswith(_FATBIN_NOTES)]
     runner.must(program(fatbinary, steps.search_path), work, "fatbinary", deadline)
     asm_block, _ = split_fatbin((kept / f"{front.stem}.fatbin.c").read_text())

@@ -1,7 +1,8 @@
-"""Relinking a launcher's ptxas-option candidates from a kept front end, with the real nvcc:
-the same SASS as the whole nvcc run, a library that loads, a front end made once and
-reused, the whole run when the front end is broken, and failures classified as the whole
-run classifies them. A tiny launcher (not CUTLASS) keeps it fast."""
+"""Building ptxas-option candidates from a kept front end, with the real nvcc, for both kinds
+of build (a launcher's library, a kernel's cubin): the same SASS as the whole nvcc run, a
+library that loads, a front end made once and reused, the whole run when the front end is
+broken, and failures classified as the whole run classifies them. A tiny kernel (not
+CUTLASS) keeps it fast."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ extern "C" int ctune_launch(float *x, float a, int n) {
 SPEC = """\
 name: scale
 source: scale.cu
-entry: {symbol: ctune_launch, kind: launcher}
+ENTRY
 arch: sm_90a
 flags: FLAGS
 ACF
@@ -60,6 +61,11 @@ args:
 reference:
   python: scale_ref.py:scale
 """
+#: each kind of build: its entry, and a launch rule where the kernel is launched directly
+ENTRIES = {
+    "launcher": "entry: {symbol: ctune_launch, kind: launcher}",
+    "cubin": "entry: scale\nlaunch: {grid: [4, 1, 1], block: [256, 1, 1]}",
+}
 NEW_PTXAS, NO_NEW_PTXAS = new_ptxas()
 STANDIN = b"\x17 not a real controls file \x00" * 40
 
@@ -69,13 +75,23 @@ def toolchain() -> Toolchain:
     return probe_toolchain("nvcc")
 
 
+@pytest.fixture(params=sorted(ENTRIES))
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 def _spec(
-    tmp_path: Path, toolchain: Toolchain, acf: bool = False, flags: str = "[ptxas_opt, dlcm]"
+    tmp_path: Path,
+    toolchain: Toolchain,
+    acf: bool = False,
+    flags: str = "[ptxas_opt, dlcm]",
+    kind: str = "launcher",
 ) -> KernelSpec:
     folder = tmp_path / "src"
     folder.mkdir(exist_ok=True)
     (folder / "scale.cu").write_text(SOURCE)
     text = SPEC.replace("ACF", "acf: [ptxas]" if acf else "").replace("FLAGS", flags)
+    text = text.replace("ENTRY", ENTRIES[kind])
     (folder / "scale.yaml").write_text(text)
     (folder / "scale_ref.py").write_text("def scale(x, a, n):\n    return x\n")
     return load_spec(folder / "scale.yaml", toolchain.help_text)
@@ -100,9 +116,9 @@ def test_the_front_end_argv_leaves_out_ptxas_options_but_v() -> None:
 
 
 def test_a_relinked_variant_is_the_whole_builds_sass_and_loads(
-    tmp_path: Path, toolchain: Toolchain
+    tmp_path: Path, toolchain: Toolchain, kind: str
 ) -> None:
-    spec = _spec(tmp_path, toolchain)
+    spec = _spec(tmp_path, toolchain, kind=kind)
     whole = NvccCompiler(spec, toolchain, tmp_path / "whole")
     relinked = NvccCompiler(spec, toolchain, tmp_path / "cache", relink=True)
     assert relinked.relink and not whole.relink
@@ -130,16 +146,19 @@ def test_a_relinked_variant_is_the_whole_builds_sass_and_loads(
         )
         assert ours.resources == theirs.resources  # ptxas's -v report reached the log
         assert ours.resources.regs
-        library = ctypes.CDLL(ours.binary_path)
-        assert library.ctune_launch is not None
+        if kind == "launcher":
+            library = ctypes.CDLL(ours.binary_path)
+            assert library.ctune_launch is not None
+        else:  # the cubin holds the kernel under its own name
+            assert ours.entry_symbol == theirs.entry_symbol and "scale" in ours.entry_symbol
     # the digest of the library on disk is the recorded one
     assert sass_digest(Path(first.binary_path).read_bytes()) == first.sass_sha256
 
 
 def test_a_broken_front_end_falls_back_to_the_whole_build(
-    tmp_path: Path, toolchain: Toolchain
+    tmp_path: Path, toolchain: Toolchain, kind: str
 ) -> None:
-    spec = _spec(tmp_path, toolchain)
+    spec = _spec(tmp_path, toolchain, kind=kind)
     compiler = NvccCompiler(spec, toolchain, tmp_path / "cache", relink=True)
     assert _build(compiler, spec, ptxas_opt=0).outcome is Outcome.OK
     (front,) = _frontends(tmp_path)
@@ -156,9 +175,9 @@ def test_a_broken_front_end_falls_back_to_the_whole_build(
 
 
 def test_variants_built_at_once_wait_for_one_front_end(
-    tmp_path: Path, toolchain: Toolchain
+    tmp_path: Path, toolchain: Toolchain, kind: str
 ) -> None:
-    spec = _spec(tmp_path, toolchain)
+    spec = _spec(tmp_path, toolchain, kind=kind)
     problem = spec.problem()
     with NvccCompiler(spec, toolchain, tmp_path / "cache", relink=True, jobs=3) as compiler:
         futures = [
@@ -177,7 +196,8 @@ def test_a_front_end_record_with_a_shell_payload_runs_nothing(
     tmp_path: Path, toolchain: Toolchain
 ) -> None:
     """A kept link step is checked as nvcc's own argv is: the record is the cache's, and a
-    cache is writable by whoever shares it."""
+    cache is writable by whoever shares it. (A cubin's variant takes its ptxas step from its
+    own nvcc --dryrun, nothing from the record.)"""
     spec = _spec(tmp_path, toolchain)
     compiler = NvccCompiler(spec, toolchain, tmp_path / "cache", relink=True)
     assert _build(compiler, spec, ptxas_opt=0).outcome is Outcome.OK
@@ -192,10 +212,10 @@ def test_a_front_end_record_with_a_shell_payload_runs_nothing(
 
 
 def test_a_variant_whose_ptxas_fails_is_the_whole_builds_outcome(
-    tmp_path: Path, toolchain: Toolchain
+    tmp_path: Path, toolchain: Toolchain, kind: str
 ) -> None:
     """ptxas 13.0 refuses any controls file, and a 13.3 one refuses this stand-in."""
-    spec = _spec(tmp_path, toolchain, acf=True)
+    spec = _spec(tmp_path, toolchain, acf=True, kind=kind)
     outcomes = {}
     for cache, relink in (("cache", True), ("whole", False)):
         digest = ControlsStore(tmp_path / cache / "controls").put(STANDIN)
@@ -211,7 +231,7 @@ def test_a_variant_whose_ptxas_fails_is_the_whole_builds_outcome(
 
 
 def test_a_variant_whose_ptxas_runs_out_of_time_is_a_build_timeout(
-    tmp_path: Path, toolchain: Toolchain
+    tmp_path: Path, toolchain: Toolchain, kind: str
 ) -> None:
     """A ptxas that hangs on a variant's PTX (the front end's own runs the real one)."""
     from ctune.compile.select_toolchain import toolchain_for
@@ -223,11 +243,10 @@ def test_a_variant_whose_ptxas_runs_out_of_time_is_a_build_timeout(
     )
     hang.chmod(0o755)
     split = toolchain_for(Settings(cache_dir=tmp_path / "cache", ptxas=str(hang)))
-    spec = _spec(tmp_path, split)
+    spec = _spec(tmp_path, split, kind=kind)
     compiler = NvccCompiler(spec, split, tmp_path / "cache", relink=True, timeout_s=120)
-    front_argv = frontend_argv(
-        compiler.argv(spec.default_candidate(), spec.problem(), tmp_path / "k.so")
-    )
+    output = tmp_path / ("k.so" if kind == "launcher" else "k.cubin")
+    front_argv = frontend_argv(compiler.argv(spec.default_candidate(), spec.problem(), output))
     folder = compiler.frontends_dir / compiler.build_key(front_argv, spec.problem())
     runner = Runner("test", 120, tmp_path / "scratch")
     make_frontend(front_argv, folder, runner)
@@ -239,8 +258,8 @@ def test_a_variant_whose_ptxas_runs_out_of_time_is_a_build_timeout(
     assert build.compile_s < 30
 
 
-def test_setting_off_builds_as_today(tmp_path: Path, toolchain: Toolchain) -> None:
-    spec = _spec(tmp_path, toolchain)
+def test_setting_off_builds_as_today(tmp_path: Path, toolchain: Toolchain, kind: str) -> None:
+    spec = _spec(tmp_path, toolchain, kind=kind)
     compiler = NvccCompiler.from_settings(spec, toolchain, Settings(cache_dir=tmp_path / "cache"))
     assert not compiler.relink
     build = _build(compiler, spec, ptxas_opt=1)
@@ -263,12 +282,12 @@ def test_a_space_without_ptxas_options_never_keeps_a_front_end(
 
 
 @pytest.mark.skipif(NEW_PTXAS is None, reason=NO_NEW_PTXAS)
-def test_a_split_toolchain_relinks_with_its_own_ptxas(tmp_path: Path) -> None:
+def test_a_split_toolchain_relinks_with_its_own_ptxas(tmp_path: Path, kind: str) -> None:
     """The variant's ptxas is the one nvcc would run: the split toolchain's 13.3."""
     from ctune.compile.select_toolchain import toolchain_for
 
     split = toolchain_for(Settings(cache_dir=tmp_path / "cache", ptxas=str(NEW_PTXAS)))
-    spec = _spec(tmp_path, split)
+    spec = _spec(tmp_path, split, kind=kind)
     relinked = _build(NvccCompiler(spec, split, tmp_path / "cache", relink=True), spec, ptxas_opt=0)
     whole = _build(NvccCompiler(spec, split, tmp_path / "whole"), spec, ptxas_opt=0)
     assert relinked.outcome is Outcome.OK, relinked.log_tail

@@ -19,7 +19,9 @@ from ctune.compile.relink import (
     fatbin_object_source,
     has_ptxas_variants,
     host_side,
+    kind_of,
     load_frontend,
+    parse_cubin_dryrun,
     parse_dryrun,
     split_fatbin,
 )
@@ -61,6 +63,25 @@ def test_the_dryrun_gives_each_step_as_an_argv_list() -> None:
     assert steps.fatbinary[-1] == "--embedded-fatbin=keep/scale.fatbin.c"
     assert steps.host_compile[-3:] == ["keep/scale.cudafe1.cpp", "-o", "keep/scale.o"]
     assert steps.link[0] == "g++" and steps.link[-1] == "kernel.so"
+
+
+#: a kernel's ``nvcc -cubin ... --dryrun --keep --keep-dir v``: ptxas writes the cubin
+CUBIN_DRYRUN = """\
+#$ PATH=/cuda/nvvm/bin:/split/bin:/usr/bin
+#$ gcc -std=c++17 -E -x c++ -D__CUDACC__ "/src/scale.cu" -o "v/scale.cpp1.ii"
+#$ "$CICC_PATH/cicc" --c++17 -arch compute_90a "v/scale.cpp1.ii" -o "v/scale.ptx"
+#$ ptxas -arch=sm_90a -m64 -v -O2  "v/scale.ptx"  -o "k.cubin"
+"""
+
+
+def test_a_cubin_dryrun_gives_its_ptxas_step_which_writes_the_cubin() -> None:
+    path, ptxas, stem = parse_cubin_dryrun(CUBIN_DRYRUN, "v")
+    assert (path, stem) == ("/cuda/nvvm/bin:/split/bin:/usr/bin", "scale")
+    assert ptxas == ["ptxas", "-arch=sm_90a", "-m64", "-v", "-O2", "v/scale.ptx", "-o", "k.cubin"]
+    with pytest.raises(RelinkError, match="no kept PTX"):
+        parse_cubin_dryrun(CUBIN_DRYRUN, "keep")
+    assert kind_of(["nvcc", "-cubin", "-o", "k.cubin"]) == "cubin"
+    assert kind_of(["nvcc", "-shared", "-o", "k.so"]) == "launcher"
 
 
 @pytest.mark.parametrize(
@@ -124,6 +145,23 @@ def test_a_kept_front_end_reads_back_and_gives_its_link_step(tmp_path: Path) -> 
         "g++", str(k / DLINK_OBJECT), str(k / HOST_OBJECT), str(tmp_path / "v" / "fatbin.o"),
         "-shared", "-o", "kernel.so",
     ]  # fmt: skip
+
+
+def test_a_cubin_front_end_is_its_ptx_alone(tmp_path: Path) -> None:
+    folder = tmp_path / "c"
+    folder.mkdir()
+    (folder / PTX).write_text("// ptx\n")
+    record = {"format": 1, "kind": "cubin", "stem": "scale", "link": [], "path": "/cuda/bin"}
+    (folder / RECORD).write_text(json.dumps({**record, "host_compiler": ""}))
+    front = load_frontend(folder)
+    assert front is not None and front.kind == "cubin" and front.link == []
+    (folder / PTX).unlink()
+    with pytest.raises(RelinkError, match=r"lost its kernel\.ptx"):
+        load_frontend(folder)
+    (folder / PTX).write_text("// ptx\n")
+    (folder / RECORD).write_text(json.dumps({**record, "kind": "other", "host_compiler": ""}))
+    with pytest.raises(RelinkError, match="of kind 'other'"):
+        load_frontend(folder)
 
 
 @pytest.mark.parametrize(
