@@ -12,9 +12,10 @@ per target: ``gain_p99`` (the build without a file over the best file, confirmed
 ``h2h``: CompileIQ's own evolutionary loop (its backend with its default settings: the
 loop its ``Search`` runs, without ray) over the same space and as many controls files,
 each file built by the same compiler and timed by the same measurer and plan as ctune
-times a candidate, no pruning, no deduplication. Its best by its own measurement, ctune's
-confirmed best and the build without a file are then re-measured together in the same
-fresh processes: ``head_to_head`` rows with both bests and both wall times.
+times a candidate, no pruning, no deduplication. Each arm builds in an empty cache of its
+own. Its best by its own measurement, ctune's confirmed best and the build without a file
+are then re-measured together in the same fresh processes: ``head_to_head`` rows with both
+bests, each judged by the gate's rule, and both wall times.
 
 Results: ``bench/results/acf-<gpu_id>.json`` with the GPU, driver and toolchain fingerprint.
 Needs a GPU, ptxas >= 13.3 (``--ptxas``), ``compileiq`` and its spaces (``--spaces``).
@@ -122,7 +123,7 @@ def search_argv(
         str(warm),
         "--option",
         "start=controls",
-        "--relink",  # a CUTLASS (launcher) candidate from its kept front end; cubins: no change
+        "--relink",  # each candidate from its base's kept front end (a cubin's: its PTX)
         "on",
         "--option",
         f"controls_pool={t.pool}",
@@ -466,8 +467,17 @@ def summary(data: Mapping[str, Any]) -> dict[str, Any]:
         "head_to_head_rows": len(h2h),
         "head_to_head_wins": len(wins),
         "head_to_head_wins_raw_p99": len(won_kernels(h2h, by_rule=False)),
+        # the rows where both ran at their defaults: 32 files a generation, ctune pruning
+        "head_to_head_wins_at_defaults": len(won_kernels([r for r in h2h if at_defaults(r)], True)),
         "head_to_head_target_met": len(wins) >= 2,
     }
+
+
+def at_defaults(r: Mapping[str, Any]) -> bool:
+    """A head-to-head row where ctune's stage ran at its defaults, as CompileIQ's loop does at
+    its own: 32 files a generation (both tools' default), pruning on, the target's space."""
+    label = row_id(r)[1]
+    return label.startswith("pool32") and "-prune-" not in label and "-space-" not in label
 
 
 def row_won(r: Mapping[str, Any], by_rule: bool) -> bool:

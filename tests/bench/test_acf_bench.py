@@ -126,6 +126,24 @@ def test_a_row_recorded_with_the_gate_s_verdict_is_won_when_ctune_is_not_slower(
     assert acf.summary({"head_to_head": [row]})["head_to_head_wins"] == 0  # older row: p99s
 
 
+def test_wins_at_both_tools_defaults_are_counted_apart(acf) -> None:
+    won = {
+        "kernel": "a",
+        "ctune_best_ms": 1.0,
+        "compileiq_best_ms": 1.0,
+        "ctune_wall_s": 50,
+        "compileiq_wall_s": 60,
+        "ctune_vs_compileiq": {"difference": "same"},
+        "settings": "pool32",
+    }
+    lost_at_16 = {**won, "ctune_wall_s": 70, "settings": "pool16"}
+    got = acf.summary({"head_to_head": [won, lost_at_16]})
+    assert got["head_to_head_wins"] == 0 and got["head_to_head_wins_at_defaults"] == 1
+    assert acf.at_defaults({"settings": "pool32-budget64-seed11"})
+    for label in ("pool16", "pool32-prune-off", "pool32-space-default"):
+        assert not acf.at_defaults({"settings": label})
+
+
 def test_a_target_counts_once_whatever_settings_its_rows_ran_under(acf) -> None:
     gain = {"key": "k", "significant": True, "gain_p99": 1.05}
     stage = [gain, {**gain, "settings": "pool32-prune-off"}]
