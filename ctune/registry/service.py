@@ -96,16 +96,18 @@ class VerifyReport:
 
 
 def commit_message(a: Artifact, verb: str = "") -> str:
-    """``ctune: gemm sq4096 sm90-h100 front 5 (pinned 3fa9..., p50 -7.8% vs default)``."""
-    head = f"ctune: {verb}{a.kernel} {a.problem} {a.device_class} front {len(a.front)}"
+    """``ctune: gemm sq4096 sm90-h100: p50 -7.8% vs default``, and a body naming the pinned
+    member and the front's size: the subject stays short enough for ``git log --oneline``
+    whatever the problem's name."""
+    head = f"ctune: {verb}{a.kernel} {a.problem} {a.device_class}"
     pinned = a.pinned_member()
+    body = f"front of {len(a.front)}"
     if pinned is None:
-        return head
-    note = f"pinned {pinned.key}"
+        return f"{head}\n\n{body}; none pinned"
     old, new = a.baseline.summary.get("p50_ms"), pinned.summary.get("p50_ms")
     if isinstance(old, (int, float)) and isinstance(new, (int, float)) and old > 0:
-        note += f", p50 {new / old - 1:+.1%} vs default"
-    return f"{head} ({note})"
+        head += f": p50 {new / old - 1:+.1%} vs default"
+    return f"{head}\n\n{body}; pinned {pinned.key}"
 
 
 def _write_commit(

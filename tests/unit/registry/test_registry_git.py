@@ -30,9 +30,10 @@ def test_commit_on_checked_out_branch_keeps_status_clean(repo: Path, registry: P
     assert _tree(repo) == ["README.md", REL]
     assert git(repo, "status", "--porcelain") == ""
     assert git(repo, "remote") == ""  # no remote needed, nothing pushed
-    subject = git(repo, "log", "-1", "--format=%s")
-    assert subject.startswith("ctune: gemm sq4096 sm90-nvidia-h100-80gb-hbm3 front 2 (pinned ")
-    assert "p50 -33.3% vs default" in subject
+    subject = git(repo, "log", "-1", "--format=%s").strip()
+    assert subject == "ctune: gemm sq4096 sm90-nvidia-h100-80gb-hbm3: p50 -33.3% vs default"
+    body = git(repo, "log", "-1", "--format=%b").strip()
+    assert body.startswith("front of 2; pinned ")
 
 
 def test_republishing_the_same_artifact_makes_no_commit(repo: Path, registry: Path) -> None:
