@@ -35,6 +35,11 @@ def setup(tmp_path: Path) -> ControlsSetup:
     return ControlsSetup(tmp_path / "cache" / "controls", {GENE: space}, engine="standin")
 
 
+def _steady_measurer() -> StandInMeasurer:
+    """The stand-in measurer with neither faults nor wrong results: every file measured."""
+    return StandInMeasurer(samples=30, fault_corner=None, wrong_every=None)
+
+
 def _trials(journal: Path) -> list[Trial]:
     return list(read(journal)[0].trials)
 
@@ -51,7 +56,7 @@ def test_start_controls_tunes_files_on_the_best_build(
     from ctune.testing.standins import StandInCompiler
 
     acf = spec.with_acf(("ptxas",))
-    measurer = StandInMeasurer(samples=30, fault_corner=None, wrong_every=None)
+    measurer = _steady_measurer()
     result = run_search(
         settings,
         acf,
@@ -110,7 +115,7 @@ def test_the_controls_phase_follows_the_settled_structure(
     spec: KernelSpec, settings, setup: ControlsSetup
 ) -> None:
     acf = spec.with_acf(("ptxas",))
-    measurer = StandInMeasurer(samples=30, fault_corner=None, wrong_every=None)
+    measurer = _steady_measurer()
     result = _search(
         settings,
         acf,
@@ -179,7 +184,7 @@ def test_resume_without_the_acf_genes_is_refused(
     tmp_path: Path, spec: KernelSpec, settings, setup: ControlsSetup
 ) -> None:
     acf = spec.with_acf(("ptxas",))
-    measurer = StandInMeasurer(samples=30, fault_corner=None, wrong_every=None)
+    measurer = _steady_measurer()
     options = {"budget": 30, "seed": 1, "strategy_options": {"patience": 1}}
     done = _search(settings, acf, setup, measurer, **options)
     assert _with_controls(_trials(done.journal))
@@ -292,7 +297,7 @@ def test_a_controls_file_is_pinned_only_when_it_beats_its_build_in_the_same_proc
     unavailable() is not None, reason="the cost model needs the model extra (ctune[model])"
 )
 def test_the_cost_model_builds_every_controls_file(
-    spec: KernelSpec, settings, setup: ControlsSetup, monkeypatch: pytest.MonkeyPatch
+    acf_spec: KernelSpec, settings, setup: ControlsSetup, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A controls file's bytes are encrypted: no feature of the model tells one file from
     another, so however sure the model is, it skips none of them (it used to skip them all
@@ -305,16 +310,16 @@ def test_the_cost_model_builds_every_controls_file(
         return [Prediction(math.inf, math.inf, math.inf) for _ in rows]
 
     monkeypatch.setattr(CostModel, "predict", hopeless)
-    acf = spec.with_acf(("ptxas",))
-    measurer = StandInMeasurer(samples=30, fault_corner=None, wrong_every=None)
+    options = {"start": "controls", "controls_pool": 4}
+    # 24: past the model's MIN_TRAINED measured trials
     result = _search(
         settings,
-        acf,
+        acf_spec,
         setup,
-        measurer,
-        budget=24,  # past the model's MIN_TRAINED measured trials
+        _steady_measurer(),
+        budget=24,
         seed=4,
-        strategy_options={"start": "controls", "controls_pool": 4},
+        strategy_options=options,
         cost_model=True,
     )
     trials = _trials(result.journal)
