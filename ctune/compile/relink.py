@@ -435,12 +435,12 @@ def build_variant(argv: Sequence[str], front: FrontEnd, work: Path, runner: Runn
     and fatbinary steps as nvcc lists them, then the kept link step. A ptxas that fails
     (or runs out of time) is the Variant's to report; a later step that fails, or a front
     end that cannot be read, raises RelinkError."""
+    if kind_of(argv) != front.kind:
+        raise RelinkError(f"a {kind_of(argv)} build from a front end of a {front.kind}")
     output = Path(argv[argv.index("-o") + 1])
     kept = work / "v"
     kept.mkdir()
-    if kind_of(argv) != front.kind:
-        raise RelinkError(f"a {kind_of(argv)} build from a front end of a {front.kind}")
-    variant = _cubin_variant if front.kind == CUBIN else _variant
+    variant = _cubin_variant if front.kind == CUBIN else _launcher_variant
     try:
         return variant(argv, front, work, runner, output.name, time.monotonic() + runner.timeout_s)
     except BaseException:
@@ -481,9 +481,11 @@ def _cubin_variant(
     return Variant(*_run_ptxas(ptxas, search_path, work, runner, deadline))
 
 
-def _variant(
+def _launcher_variant(
     argv: Sequence[str], front: FrontEnd, work: Path, runner: Runner, output: str, deadline: float
 ) -> Variant:
+    """A launcher's library: its own ptxas and fatbinary steps, the fatbin as an object of
+    its own, and the front end's link step."""
     kept = work / "v"
     steps = dryrun(with_output(argv, output), "v", work, runner, deadline)
     _kept_ptx(front, steps.stem, kept)

@@ -28,9 +28,9 @@ class Check:
     name: str | None = None
 
 
-#: draws of the estimate past the walk's budget: about 2.5% from the exact count on the
-#: CUTLASS GEMM's space (0.3% of it valid), in a fifth of the time 500,000 took; a search
-#: announces the number as "about", and computes it while its first builds start
+#: draws of the estimate past the walk's budget: a search announces the number as "about"
+#: and computes it in a thread while its first builds start, where more draws only held the
+#: GIL longer (the CUTLASS GEMM's: 2.6% from a 500,000-draw estimate, in a fifth of its time)
 ESTIMATE_SAMPLES = 100_000
 
 
