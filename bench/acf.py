@@ -229,8 +229,8 @@ def emptied(folder: Path) -> Path:
 
 def acf_setup(t: Target, args: argparse.Namespace, cache: Path) -> tuple[Any, Any, Any]:
     """The settings (build cache ``cache``), the toolchain (ptxas ``args.ptxas``) and the
-    target's spec with the ptxas controls gene, as ctune's stage sees them: a launcher's
-    candidates relinked from the kept front end, as the stage builds them (``--relink on``)."""
+    target's spec with the ptxas controls gene, as ctune's stage sees them: each candidate
+    built from its base's kept front end, as the stage builds them (``--relink on``)."""
     from ctune.cli.common import settings as resolve
     from ctune.compile.select_toolchain import toolchain_for
     from ctune.spec import load_spec
