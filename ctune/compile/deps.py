@@ -283,7 +283,9 @@ def _closure(key: ClosureKey, scratch: Path | None) -> tuple[tuple[str, str], ..
             found = tuple(sorted((closure_label(f, roots), file_sha256(f)) for f in files))
             with _CLOSURES_LOCK:
                 if len(_CLOSURES) >= _MAX_CLOSURES:
-                    _CLOSURES.pop(next(iter(_CLOSURES)))
+                    oldest = next(iter(_CLOSURES))
+                    _CLOSURES.pop(oldest)
+                    _CLOSURE_LOCKS.pop(oldest, None)
                 _CLOSURES[key] = found
         return _CLOSURES[key]
 
