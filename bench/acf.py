@@ -475,8 +475,9 @@ def summary(data: Mapping[str, Any]) -> dict[str, Any]:
 
 def at_defaults(r: Mapping[str, Any]) -> bool:
     """A head-to-head row where ctune's stage ran at its defaults, as CompileIQ's loop does at
-    its own: 32 files a generation (both tools' default), pruning on, the target's space."""
-    label = row_id(r)[1]
+    its own: 32 files a generation (both tools' default), pruning on, and the target's space
+    or the default ptxas space (both tools' default where the curated one is absent)."""
+    label = row_id(r)[1].replace("-space-default", "")
     return label.startswith("pool32") and "-prune-" not in label and "-space-" not in label
 
 
@@ -502,7 +503,42 @@ def won_kernels(h2h: Sequence[Mapping[str, Any]], by_rule: bool) -> set[str]:
     return {kernel for kernel, won in rows_of.items() if all(won)}
 
 
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4f}"
+
+
+def table(data: Mapping[str, Any]) -> str:
+    """The result file's head-to-head rows as a Markdown table, then its targets."""
+    lines = [
+        "| kernel | settings | ctune best / CompileIQ best / no file (ms, pooled p99) "
+        "| ctune vs CompileIQ (the gate's rule) | wall ctune / CompileIQ (s) | won |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in data.get("head_to_head", []):
+        kernel, settings = row_id(r)
+        judged = (r.get("ctune_vs_compileiq") or {}).get("difference", "p99 only")
+        walls = f"{r.get('ctune_wall_s') or 0:.1f} / {r.get('compileiq_wall_s') or 0:.1f}"
+        bests = " / ".join(
+            _ms(r.get(k)) for k in ("ctune_best_ms", "compileiq_best_ms", "plain_ms")
+        )
+        won = "yes" if row_won(r, by_rule=True) else "no"
+        defaults = " (both at defaults)" if at_defaults(r) else ""
+        lines.append(
+            f"| {kernel.split('/sm')[0]} | {settings}{defaults} | {bests} | {judged} "
+            f"| {walls} | {won} |"
+        )
+    lines += ["", *(f"- {k}: {v}" for k, v in summary(data).items())]
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv[:1] == ["table"]:
+        if len(argv) != 2:
+            raise SystemExit("usage: python bench/acf.py table bench/results/acf-<gpu_id>.json")
+        print(table(json.loads(Path(argv[1]).read_text())))
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("what", choices=("run", "h2h"))
     parser.add_argument("--ptxas", required=True, help="ptxas >= 13.3 (the split path)")

@@ -140,7 +140,8 @@ def test_wins_at_both_tools_defaults_are_counted_apart(acf) -> None:
     got = acf.summary({"head_to_head": [won, lost_at_16]})
     assert got["head_to_head_wins"] == 0 and got["head_to_head_wins_at_defaults"] == 1
     assert acf.at_defaults({"settings": "pool32-budget64-seed11"})
-    for label in ("pool16", "pool32-prune-off", "pool32-space-default"):
+    assert acf.at_defaults({"settings": "pool32-space-default"})  # both tools' own space
+    for label in ("pool16", "pool32-prune-off", "pool32-space-att"):
         assert not acf.at_defaults({"settings": label})
 
 
@@ -201,3 +202,23 @@ def test_compileiq_s_best_is_judged_against_the_plain_build_by_the_gate_s_rule(a
     assert acf.judged_against(plain, processes(1.05))["difference"] == "higher"
     assert abs(acf.pooled_p99(plain) - 1.0) < 0.01
     assert np.isnan(acf.pooled_p99([Measurement("k", "p", Outcome.RUNTIME_FAULT)]))
+
+
+def test_the_table_shows_each_head_to_head_row_and_the_counts(acf) -> None:
+    won = {
+        "kernel": "k/p/sm90-x",
+        "ctune_best_ms": 1.0,
+        "compileiq_best_ms": 1.1,
+        "plain_ms": 1.0,
+        "ctune_wall_s": 50,
+        "compileiq_wall_s": 60,
+        "ctune_vs_compileiq": {"difference": "lower"},
+        "settings": "pool32",
+    }
+    lost = {**won, "ctune_wall_s": 70, "settings": "pool16"}
+    got = acf.table({"head_to_head": [won, lost]}).splitlines()
+    assert got[2] == (
+        "| k/p | pool32 (both at defaults) | 1.0000 / 1.1000 / 1.0000 | lower | 50.0 / 60.0 | yes |"
+    )
+    assert got[3].endswith("| 70.0 / 60.0 | no |")
+    assert "- head_to_head_wins_at_defaults: 1" in got and "- head_to_head_wins: 0" in got
