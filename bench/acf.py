@@ -17,6 +17,9 @@ own. Its best by its own measurement, ctune's confirmed best and the build witho
 are then re-measured together in the same fresh processes: ``head_to_head`` rows with both
 bests, each judged by the gate's rule, and both wall times.
 
+``--seed`` (7 by default) seeds both: a row of another seed is labelled ``-seedN`` beside the
+default's, and ``h2h`` at that seed confirms against ``run``'s stage of the same seed.
+
 Results: ``bench/results/acf-<gpu_id>.json`` with the GPU, driver and toolchain fingerprint.
 Needs a GPU, ptxas >= 13.3 (``--ptxas``), ``compileiq`` and its spaces (``--spaces``).
 
@@ -143,17 +146,22 @@ def search_record(result: Mapping[str, Any]) -> Mapping[str, Any]:
     return (result.get("extensions") or {}).get("search") or {}
 
 
-def settings_label(t: Target, prune_margin: str) -> str:
-    """The stage's settings as a row label: rows of one key under other settings are kept."""
+def settings_label(t: Target, prune_margin: str, seed: int = SEED) -> str:
+    """The stage's settings as a row label: rows of one key under other settings (another
+    seed among them) are kept."""
     listed = target(t.key)
     budget = "" if t.budget == listed.budget else f"-budget{t.budget}"
     space = "" if t.variant == listed.variant else f"-space-{t.variant}"
     prune = "" if prune_margin == "default" else f"-prune-{prune_margin}"
-    return f"pool{t.pool}{budget}{space}{prune}"
+    return f"pool{t.pool}{budget}{space}{prune}" + ("" if seed == SEED else f"-seed{seed}")
 
 
 def row(
-    t: Target, result: Mapping[str, Any], wall_s: float, prune_margin: str = "default"
+    t: Target,
+    result: Mapping[str, Any],
+    wall_s: float,
+    prune_margin: str = "default",
+    seed: int = SEED,
 ) -> dict[str, Any]:
     """One target's row from its search's result file: the controls verdict (the best file
     against the pinned build without one, confirmed in the same processes) and the cost."""
@@ -173,7 +181,7 @@ def row(
         "search_wall_s": (search.get("timing") or {}).get("wall_s"),
         "budget": t.budget,
         "pool": t.pool,
-        "settings": settings_label(t, prune_margin),
+        "settings": settings_label(t, prune_margin, seed),
         "variant": t.variant,
         "member": verdict.get("member"),
         "reference": verdict.get("reference"),
@@ -202,19 +210,20 @@ def run_target(t: Target, args: argparse.Namespace, out_dir: Path) -> dict[str, 
     wall = time.monotonic() - started
     if done.returncode not in (0, 4) or not result_file.is_file():
         return {"key": t.key, "error": f"ctune search exited {done.returncode}", "wall_s": wall}
-    return row(t, json.loads(result_file.read_text()), wall, args.prune_margin)
+    return row(t, json.loads(result_file.read_text()), wall, args.prune_margin, args.seed)
 
 
 def result_path(t: Target, args: argparse.Namespace, out_dir: Path) -> Path:
     """One target's stage result file under the given settings."""
-    label = settings_label(t, args.prune_margin)
+    label = settings_label(t, args.prune_margin, args.seed)
     return out_dir / f"{t.kernel}-{t.problem}-{label}.result.json"
 
 
 def stage_cache(t: Target, args: argparse.Namespace) -> Path:
     """The build cache of one target's stage (its controls files and builds): the h2h
     confirms in it."""
-    return args.work / f"cache-{t.kernel}-{t.problem}-{settings_label(t, args.prune_margin)}"
+    label = settings_label(t, args.prune_margin, args.seed)
+    return args.work / f"cache-{t.kernel}-{t.problem}-{label}"
 
 
 def emptied(folder: Path) -> Path:
@@ -402,9 +411,8 @@ def head_to_head(t: Target, args: argparse.Namespace, out_dir: Path) -> dict[str
         "seed": args.seed,
         "reference": verdict.get("reference"),
         "confirm_processes": args.processes,
-        # another seed of CompileIQ's loop is another row beside the default seed's
-        "settings": settings_label(t, args.prune_margin)
-        + ("" if args.seed == SEED else f"-seed{args.seed}"),
+        # another seed (both arms': the stage's of that seed) is another row beside the default's
+        "settings": settings_label(t, args.prune_margin, args.seed),
     }
 
 

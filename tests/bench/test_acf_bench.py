@@ -177,6 +177,7 @@ def test_another_space_than_the_target_s_is_a_row_of_its_own(acf) -> None:
 
     t = next(t for t in acf.TARGETS if t.variant == "att")
     assert acf.settings_label(t, "default") == f"pool{t.pool}"
+    assert acf.settings_label(t, "default", seed=8) == f"pool{t.pool}-seed8"
     other = dataclasses.replace(t, variant="default")
     assert acf.settings_label(other, "default") == f"pool{t.pool}-space-default"
 
