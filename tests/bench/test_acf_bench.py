@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -126,16 +127,23 @@ def test_a_row_recorded_with_the_gate_s_verdict_is_won_when_ctune_is_not_slower(
     assert acf.summary({"head_to_head": [row]})["head_to_head_wins"] == 0  # older row: p99s
 
 
-def test_wins_at_both_tools_defaults_are_counted_apart(acf) -> None:
-    won = {
-        "kernel": "a",
+def won_row(kernel: str = "a", **changes: Any) -> dict[str, Any]:
+    """A head-to-head row ctune won at both tools' defaults (same speed, less wall)."""
+    return {
+        "kernel": kernel,
         "ctune_best_ms": 1.0,
         "compileiq_best_ms": 1.0,
+        "plain_ms": 1.0,
         "ctune_wall_s": 50,
         "compileiq_wall_s": 60,
         "ctune_vs_compileiq": {"difference": "same"},
         "settings": "pool32",
+        **changes,
     }
+
+
+def test_wins_at_both_tools_defaults_are_counted_apart(acf) -> None:
+    won = won_row()
     lost_at_16 = {**won, "ctune_wall_s": 70, "settings": "pool16"}
     got = acf.summary({"head_to_head": [won, lost_at_16]})
     assert got["head_to_head_wins"] == 0 and got["head_to_head_wins_at_defaults"] == 1
@@ -206,16 +214,7 @@ def test_compileiq_s_best_is_judged_against_the_plain_build_by_the_gate_s_rule(a
 
 
 def test_the_table_shows_each_head_to_head_row_and_the_counts(acf) -> None:
-    won = {
-        "kernel": "k/p/sm90-x",
-        "ctune_best_ms": 1.0,
-        "compileiq_best_ms": 1.1,
-        "plain_ms": 1.0,
-        "ctune_wall_s": 50,
-        "compileiq_wall_s": 60,
-        "ctune_vs_compileiq": {"difference": "lower"},
-        "settings": "pool32",
-    }
+    won = won_row("k/p/sm90-x", compileiq_best_ms=1.1, ctune_vs_compileiq={"difference": "lower"})
     lost = {**won, "ctune_wall_s": 70, "settings": "pool16"}
     got = acf.table({"head_to_head": [won, lost]}).splitlines()
     assert got[2] == (
