@@ -67,7 +67,7 @@ from ctune.records import (
     to_json,
 )
 from ctune.spec import KernelSpec, Problem
-from ctune.spec.declarations import launched_kernels, struct_dtypes
+from ctune.spec.declarations import defined_kernels, launched_kernels, struct_dtypes
 from ctune.writes import naming, write_atomic
 
 log = logging.getLogger(__name__)
@@ -219,10 +219,18 @@ class NvccCompiler(Compiler):
     @cached_property
     def _launched_kernels(self) -> frozenset[str]:
         """The kernels a launcher's source launches (``k<<<...>>>``): its resources are
-        theirs, not those of whatever else the library holds."""
+        theirs and its library's, not those of its own kernels it never launches."""
         if self.spec.entry_kind != "launcher":
             return frozenset()
         return frozenset(launched_kernels(self._source_text))
+
+    @cached_property
+    def _defined_kernels(self) -> frozenset[str]:
+        """The ``__global__`` functions a launcher's source defines (the rest of the build's
+        kernels are its library's)."""
+        if self.spec.entry_kind != "launcher":
+            return frozenset()
+        return frozenset(defined_kernels(self._source_text))
 
     @cached_property
     def _source_structs(self) -> dict[str, str]:
@@ -489,7 +497,9 @@ class NvccCompiler(Compiler):
         if outcome.is_ok:
             outcome, sass, note, symbol = self._inspect(output, candidate, problem)
             text += note
-        resources = entry_resources(text, symbol or self.spec.entry_symbol, self._launched_kernels)
+        resources = entry_resources(
+            text, symbol or self.spec.entry_symbol, self._launched_kernels, self._defined_kernels
+        )
         stable_argv = self.argv(candidate, problem, final / self._binary_name)
         build = Build(
             candidate.key(),

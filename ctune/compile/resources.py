@@ -57,15 +57,21 @@ def _make(values: dict[str, int]) -> Resources:
     )
 
 
-def entry_resources(text: str, symbol: str, launched: Iterable[str] = ()) -> Resources:
-    """The entry kernel's resources. A launcher's are those of the kernels its source
-    launches (``launched``, by name, the heaviest instantiation), else the heaviest kernel
-    of the library (a CUTLASS operator launches through its own code)."""
+def entry_resources(
+    text: str, symbol: str, launched: Iterable[str] = (), defined: Iterable[str] = ()
+) -> Resources:
+    """The entry kernel's resources. A launcher's are the heaviest of the kernels it runs:
+    those its source launches by name (``launched``) and a library's, which its source
+    does not define (``defined``: its own ``__global__`` functions) and reaches through the
+    library's code (a CUTLASS operator); its own kernels it never launches are left out.
+    Neither known: the heaviest kernel of the build."""
     report = parse_ptxas_report(text)
     if symbol in report:
         return report[symbol]
-    names = set(launched)
-    chosen = {k: r for k, r in report.items() if _is_named(k, names)}
+    names, own = set(launched), set(defined)
+    chosen = {
+        k: r for k, r in report.items() if _is_named(k, names) or (own and not _is_named(k, own))
+    }
     kernels = [r for r in (chosen or report).values() if r.regs is not None]
     if not kernels:
         return Resources()

@@ -33,6 +33,9 @@ _EXTENT = re.compile(r"\[([^\[\]]*)\]")
 _C_ARITHMETIC = re.compile(r"^[A-Za-z0-9_+\-*/%()\s]+$")
 _INT_LITERAL = re.compile(r"\b(\d+)[uUlL]*\b")
 _LAUNCH = re.compile(r"\b([A-Za-z_][\w:]*)\s*(?:<[^;{}]*?>)?\s*<<<")
+_GLOBAL = re.compile(r"\b__global__\b")
+_BOUNDS = re.compile(r"__launch_bounds__\s*\([^()]*\)")
+_DEFINED_NAME = re.compile(r"[^(;{}]*?\b([A-Za-z_]\w*)\s*\(")
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,11 +191,23 @@ def launched_kernels(text: str) -> set[str]:
     return {m.group(1).rsplit("::", 1)[-1] for m in _LAUNCH.finditer(text)}
 
 
+def defined_kernels(text: str) -> set[str]:
+    """The names of the ``__global__`` functions ``text`` itself declares (a library's
+    kernels, reached through its headers, are not among them)."""
+    names = set()
+    for m in _GLOBAL.finditer(text):
+        found = _DEFINED_NAME.match(_BOUNDS.sub(" ", text[m.end() : m.end() + 400]))
+        if found:
+            names.add(found.group(1))
+    return names
+
+
 __all__ = [
     "STATIC_SMEM_BYTES",
     "Declaration",
     "c_extent_expression",
     "declarations",
+    "defined_kernels",
     "int_defines",
     "kernel_body",
     "launched_kernels",

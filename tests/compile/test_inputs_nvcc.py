@@ -115,6 +115,48 @@ def test_a_launchers_resources_are_the_launched_kernels(tmp_path: Path, toolchai
     assert build.resources.regs == light.regs
 
 
+LIBRARY = """\
+#pragma once
+#include <cuda_runtime.h>
+template <int N> __global__ void lib_fill(float* out, int n) {  // a library's kernel
+    float acc[N];
+#pragma unroll
+    for (int j = 0; j < N; ++j) acc[j] = out[(threadIdx.x * N + j) % n];
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < N; ++j) s += acc[j] * acc[(j * 5) % N];
+    out[threadIdx.x % n] = s;
+}
+inline void lib_run(float* out, int n, cudaStream_t s) { lib_fill<32><<<1, 32, 0, s>>>(out, n); }
+"""
+
+
+def test_a_launchers_resources_count_its_librarys_kernels(tmp_path: Path, toolchain) -> None:
+    (tmp_path / "libfill.cuh").write_text(LIBRARY)
+    source = LAUNCHER.replace(
+        "#include <cuda_runtime.h>", '#include <cuda_runtime.h>\n#include "libfill.cuh"'
+    ).replace("    return static_cast", "    lib_run(out, n, stream);\n    return static_cast")
+    (tmp_path / "fill.cu").write_text(source)
+    (tmp_path / "ref.py").write_text("def ref(xp, inputs, dims):\n    return {}\n")
+    (tmp_path / "fill.yaml").write_text(
+        "entry: {symbol: ctune_launch, kind: launcher}\n"
+        "problems: [{name: n, dims: {N: 1024}}]\n"
+        "args:\n"
+        "  - {name: out, role: output, dtype: float32, shape: [N]}\n"
+        "  - {name: n, role: scalar, dtype: int32, value: N}\n"
+        "reference: {python: ref.py:ref}\n"
+    )
+    _, build = _build(tmp_path / "fill.yaml", toolchain, tmp_path)
+    assert build.outcome is Outcome.OK, build.log_tail
+    report = parse_ptxas_report(build.log_tail)
+    light = next(r for k, r in report.items() if "5light" in k)
+    library = next(r for k, r in report.items() if "8lib_fill" in k)
+    heavy = next(r for k, r in report.items() if "5heavy" in k)
+    assert light.regs is not None and library.regs is not None
+    assert light.regs < library.regs != heavy.regs  # else the test could not tell them apart
+    assert build.resources.regs == library.regs
+
+
 HEADER = """\
 #pragma once
 #define NTAPS 8

@@ -65,3 +65,28 @@ def test_failure_classification():
         classify_failure(1, "terminate called after throwing an instance of 'std::bad_alloc'")
         is Outcome.BUILD_OOM
     )
+
+
+def _report(*kernels: tuple[str, int]) -> str:
+    """A ptxas -v report of kernels (mangled name, registers)."""
+    return "".join(
+        f"ptxas info    : Compiling entry function '{name}' for 'sm_90a'\n"
+        f"ptxas info    : Function properties for {name}\n"
+        "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+        f"ptxas info    : Used {regs} registers, used 1 barriers\n"
+        for name, regs in kernels
+    )
+
+
+def test_a_launcher_counts_its_library_s_kernels_beside_the_ones_it_launches():
+    # attention.cu's shape: it launches its own small merge kernel by name, and CUTLASS's
+    # attention kernel through CUTLASS's code
+    text = _report(
+        ("_ZN15ctune_attention12merge_splitsEPK6__halfPKfPS1_ii", 34),
+        ("_ZN7cutlass13device_kernelINS_4fmha6kernel4FmhaEEEvNT_6ParamsE", 168),
+        ("_ZN15ctune_attention6unusedEPf", 255),  # its own, never launched: left out
+    )
+    own = {"merge_splits", "unused"}
+    assert entry_resources(text, "ctune_attention", {"merge_splits"}, own).regs == 168
+    assert entry_resources(text, "ctune_attention", {"merge_splits"}).regs == 34  # no library
+    assert entry_resources(text, "ctune_attention").regs == 255  # nothing known: heaviest

@@ -169,6 +169,22 @@ def test_the_sources_plain_structs_are_read_as_dtypes() -> None:
     assert yaml_dtype("float2") == "float2"
 
 
+def test_the_kernels_a_source_defines_and_launches_are_read() -> None:
+    from ctune.spec.declarations import defined_kernels, launched_kernels
+
+    source = (
+        "template <int N> __global__ void __launch_bounds__(256, 1) tiled(float* a) {}\n"
+        'extern "C" __global__ void plain(int n);\n'
+        "__global__ static void\nsplit_line (int)\n"
+        "void host() { tiled<4><<<1, 256>>>(p); ns::lib_kernel<<<1, 1>>>(); }\n"
+    )
+    assert defined_kernels(source) == {"tiled", "plain", "split_line"}
+    assert launched_kernels(source) == {"tiled", "lib_kernel"}
+    kernels = Path(__file__).parents[3] / "kernels"
+    assert defined_kernels((kernels / "gemm.cu").read_text()) == set()  # all CUTLASS's
+    assert defined_kernels((kernels / "attention.cu").read_text()) == {"merge_splits"}
+
+
 def test_given_data_bytes_are_part_of_the_artifacts_inputs(fir: Path) -> None:
     from ctune.evidence.identity import spec_part_fields
 
