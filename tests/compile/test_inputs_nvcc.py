@@ -95,8 +95,9 @@ extern "C" int ctune_launch(void* const* params, cudaStream_t stream) {
 """
 
 
-def test_a_launchers_resources_are_the_launched_kernels(tmp_path: Path, toolchain) -> None:
-    (tmp_path / "fill.cu").write_text(LAUNCHER)
+def _launcher_build(source: str, tmp_path: Path, toolchain):
+    """The build of a launcher ``fill.cu`` with ``source`` (one output, one size)."""
+    (tmp_path / "fill.cu").write_text(source)
     (tmp_path / "ref.py").write_text("def ref(xp, inputs, dims):\n    return {}\n")
     (tmp_path / "fill.yaml").write_text(
         "entry: {symbol: ctune_launch, kind: launcher}\n"
@@ -108,6 +109,11 @@ def test_a_launchers_resources_are_the_launched_kernels(tmp_path: Path, toolchai
     )
     _, build = _build(tmp_path / "fill.yaml", toolchain, tmp_path)
     assert build.outcome is Outcome.OK, build.log_tail
+    return build
+
+
+def test_a_launchers_resources_are_the_launched_kernels(tmp_path: Path, toolchain) -> None:
+    build = _launcher_build(LAUNCHER, tmp_path, toolchain)
     report = parse_ptxas_report(build.log_tail)
     light = next(r for k, r in report.items() if "5light" in k)
     heavy = next(r for k, r in report.items() if "5heavy" in k)
@@ -136,18 +142,7 @@ def test_a_launchers_resources_count_its_librarys_kernels(tmp_path: Path, toolch
     source = LAUNCHER.replace(
         "#include <cuda_runtime.h>", '#include <cuda_runtime.h>\n#include "libfill.cuh"'
     ).replace("    return static_cast", "    lib_run(out, n, stream);\n    return static_cast")
-    (tmp_path / "fill.cu").write_text(source)
-    (tmp_path / "ref.py").write_text("def ref(xp, inputs, dims):\n    return {}\n")
-    (tmp_path / "fill.yaml").write_text(
-        "entry: {symbol: ctune_launch, kind: launcher}\n"
-        "problems: [{name: n, dims: {N: 1024}}]\n"
-        "args:\n"
-        "  - {name: out, role: output, dtype: float32, shape: [N]}\n"
-        "  - {name: n, role: scalar, dtype: int32, value: N}\n"
-        "reference: {python: ref.py:ref}\n"
-    )
-    _, build = _build(tmp_path / "fill.yaml", toolchain, tmp_path)
-    assert build.outcome is Outcome.OK, build.log_tail
+    build = _launcher_build(source, tmp_path, toolchain)
     report = parse_ptxas_report(build.log_tail)
     light = next(r for k, r in report.items() if "5light" in k)
     library = next(r for k, r in report.items() if "8lib_fill" in k)
