@@ -1,5 +1,6 @@
 """Toolchains the compile tests need beyond the system nvcc: a ptxas that takes advanced
-controls (13.3+), from ``CTUNE_TEST_PTXAS`` or an installed CUDA 13.3 wheel."""
+controls (13.3+), from ``CTUNE_TEST_PTXAS`` or an installed CUDA 13.3 wheel; and the real
+controls files (CompileIQ outputs) to build with."""
 
 from __future__ import annotations
 
@@ -27,3 +28,17 @@ def new_ptxas() -> tuple[Path | None, str]:
     if given:
         return None, f"CTUNE_TEST_PTXAS={given} is not a ptxas 13.3 or later"
     return None, "no ptxas 13.3: pip install 'ctune[cuda13.3]' or set CTUNE_TEST_PTXAS"
+
+
+#: the controls files this repository's registry ships (a checkout's, not an installed wheel's)
+SHIPPED_CONTROLS = Path(__file__).resolve().parents[2] / "registry" / "controls"
+
+
+def real_controls_files() -> list[Path]:
+    """Real controls files, CompileIQ outputs: ``CTUNE_TEST_ACF`` (a file, or a folder of
+    ``.acf`` files), else those the registry ships. Empty where there are none."""
+    given = os.environ.get("CTUNE_TEST_ACF")
+    path = Path(given) if given else SHIPPED_CONTROLS
+    if path.is_dir():
+        return sorted(path.glob("*.acf"))
+    return [path] if path.is_file() else []

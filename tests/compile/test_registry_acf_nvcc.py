@@ -5,8 +5,8 @@ split path, and a ptxas that refuses the file makes it STALE saying so.
 The system ptxas (13.0) refuses any controls file ("not in expected format"), so a
 stand-in file proves the exported flag reaches ptxas. The parts that build with a file need
 a ptxas 13.3 or later (``CTUNE_TEST_PTXAS``, or the nvidia-cuda-nvcc wheel's) and a real
-controls file (``CTUNE_TEST_ACF``: a CompileIQ output, a file or a folder of them); they
-skip, saying which is missing, where there is none.
+controls file (``CTUNE_TEST_ACF``: a CompileIQ output, a file or a folder of them; else the
+one the registry ships); they skip, saying which is missing, where there is none.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from ctune.evidence import identity
 from ctune.registry.schema import Artifact, FrontMember
 from ctune.registry.service import publish_artifact
 from ctune.spec import load_spec
-from ctune.testing.toolchains import new_ptxas, ptxas_version
+from ctune.testing.toolchains import new_ptxas, ptxas_version, real_controls_files
 
 pytestmark = pytest.mark.nvcc
 
@@ -58,11 +58,7 @@ def _support() -> ModuleType:
 
 
 def _real_controls() -> bytes | None:
-    given = os.environ.get("CTUNE_TEST_ACF")
-    if not given:
-        return None
-    path = Path(given)
-    files = sorted(path.glob("*.acf")) if path.is_dir() else [path] if path.is_file() else []
+    files = real_controls_files()
     return files[0].read_bytes() if files else None
 
 

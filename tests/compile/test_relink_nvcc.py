@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ctypes
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from ctune.config import Settings
 from ctune.controls.store import ControlsStore
 from ctune.records import Build, Outcome
 from ctune.spec import KernelSpec, load_spec
-from ctune.testing.toolchains import new_ptxas
+from ctune.testing.toolchains import new_ptxas, real_controls_files
 
 pytestmark = pytest.mark.nvcc
 
@@ -297,11 +296,7 @@ def test_a_split_toolchain_relinks_with_its_own_ptxas(tmp_path: Path, kind: str)
 
 
 def _real_controls() -> bytes | None:
-    given = os.environ.get("CTUNE_TEST_ACF")
-    path = Path(given) if given else None
-    if path is None:
-        return None
-    files = sorted(path.glob("*.acf")) if path.is_dir() else [path] if path.is_file() else []
+    files = real_controls_files()
     return files[0].read_bytes() if files else None
 
 

@@ -5,12 +5,12 @@ With the system's own ptxas as the "other" one (always there) the split folder m
 exactly what the plain toolchain builds. With a ptxas 13.3 or later (the nvidia-cuda-nvcc
 13.3 wheel in this venv, or ``CTUNE_TEST_PTXAS``) the cubins must come from it, and an
 advanced-controls file (``CTUNE_TEST_ACF``: a file or a folder of ``.acf`` files made for
-ptxas 13.3) must change the GEMM's SASS; those tests skip, saying why, where there is none.
+ptxas 13.3; else the one the registry ships) must change the GEMM's SASS; those tests skip,
+saying why, where there is none.
 """
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -24,14 +24,13 @@ from ctune.compile.toolchain import Toolchain, controls_release, probe_toolchain
 from ctune.config import Settings
 from ctune.records import Outcome
 from ctune.spec import load_spec
-from ctune.testing.toolchains import new_ptxas
+from ctune.testing.toolchains import new_ptxas, real_controls_files
 
 pytestmark = pytest.mark.nvcc
 
 ROOT = Path(__file__).parents[2]
 DATA = ROOT / "tests" / "data" / "kernels"
 #: where the reconnaissance left controls files made for the tuned GEMM (git-ignored)
-LOCAL_ACF = ROOT / ".device" / "ciq-try" / "acfs-gemm_tuned-s7"
 
 LAUNCHER = r"""
 extern "C" __global__ void twice(float* x) { x[threadIdx.x] *= 2.0f; }
@@ -40,8 +39,7 @@ extern "C" int launch(float* x) { twice<<<1, 32>>>(x); return 0; }
 
 
 def _controls_files() -> list[Path]:
-    given = Path(os.environ.get("CTUNE_TEST_ACF", LOCAL_ACF))
-    return sorted(given.glob("*.acf")) if given.is_dir() else [given] if given.is_file() else []
+    return real_controls_files()
 
 
 NEW_PTXAS, NO_NEW_PTXAS = new_ptxas()
