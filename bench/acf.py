@@ -5,10 +5,11 @@ from the pinned build (a warm start, ``--option start=controls``): CompileIQ's e
 proposes controls files, ctune builds them (PTX from the system nvcc, the cubin from the
 given ptxas: the split path; a CUTLASS launcher's from one kept front end, ``--relink on``),
 prunes, measures each distinct binary once, and confirms the best file against the pinned
-build in the same fresh processes by the gate's rule. A file it keeps is copied into the
-``--work`` folder's ``controls/`` (``CTUNE_CACHE_DIR=WORK ctune registry import RESULT``
-finds it there). A row per target: ``gain_p99`` (the build without a file over the best
-file, confirmed), ``significant``, ``evaluations``, ``distinct_binaries``, ``wall_s``.
+build in the same fresh processes by the gate's rule. ``ctune search`` writes the files its
+result applies into ``controls/`` beside the result file (in the ``--work`` folder), where
+``ctune registry import RESULT`` finds them after the stage's cache is gone. A row per
+target: ``gain_p99`` (the build without a file over the best file, confirmed),
+``significant``, ``evaluations``, ``distinct_binaries``, ``wall_s``.
 
 ``h2h``: CompileIQ's own evolutionary loop (its backend with its default settings: the
 loop its ``Search`` runs, without ray) over the same space and as many controls files,
@@ -211,23 +212,7 @@ def run_target(t: Target, args: argparse.Namespace, out_dir: Path) -> dict[str, 
     wall = time.monotonic() - started
     if done.returncode not in (0, 4) or not result_file.is_file():
         return {"key": t.key, "error": f"ctune search exited {done.returncode}", "wall_s": wall}
-    result = json.loads(result_file.read_text())
-    kept = keep_pinned_files(result, stage_cache(t, args), out_dir)
-    return {**row(t, result, wall, args.prune_margin, args.seed), "controls_files": kept}
-
-
-def keep_pinned_files(result: Mapping[str, Any], cache: Path, out_dir: Path) -> list[str]:
-    """The controls files the result's pinned member applies, copied from the stage's
-    build cache into ``out_dir``'s own store, where ``registry import`` finds them with
-    ``CTUNE_CACHE_DIR=out_dir``: a kept file outlives the cache (emptied by the next run
-    of the target). Their paths, relative to ``out_dir``."""
-    from ctune.controls.store import FOLDER, ControlsStore
-
-    pinned = next((m for m in result.get("front", []) if m["key"] == result.get("pinned")), None)
-    genes = (pinned or {}).get("candidate", {}).get("genes", {})
-    digests = [v for k, v in genes.items() if k.startswith("acf_") and v != "none"]
-    source, kept = ControlsStore(cache / FOLDER), ControlsStore(out_dir / FOLDER)
-    return [str(kept.file(kept.put(source.read(d))).relative_to(out_dir)) for d in sorted(digests)]
+    return row(t, json.loads(result_file.read_text()), wall, args.prune_margin, args.seed)
 
 
 def result_path(t: Target, args: argparse.Namespace, out_dir: Path) -> Path:

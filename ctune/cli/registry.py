@@ -310,14 +310,15 @@ def import_command(
     json_out: JsonOpt = False,
 ) -> None:
     """Validate a search result file, write it into the registry atomically, commit it,
-    with the controls files its members are built with (from the search's cache_dir)."""
-    from ctune.controls.store import StoreChain
+    with the controls files its members are built with (from controls/ beside the result
+    file, where `ctune search` writes them, or the search's cache_dir)."""
+    from ctune.controls.store import FOLDER, StoreChain
     from ctune.registry.service import import_result
 
     pointers.file_wanted("registry import", str(result))
     out = output_format(fmt, json_out)
     settings = _settings(registry)
-    chain = StoreChain.for_settings(settings)
+    chain = StoreChain.for_settings(settings, Path(result).parent / FOLDER)
     published = import_result(settings.registry, result, ref=ref, commit=commit, controls=chain)
     render.outcome(out, published, render.published)
 

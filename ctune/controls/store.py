@@ -170,9 +170,10 @@ class StoreChain:
         return cls([ControlsStore(Path(r).resolve()) for r in roots])
 
     @classmethod
-    def for_settings(cls, settings: Settings) -> StoreChain:
-        """A run's chain: ``<cache_dir>/controls``, then ``<registry>/controls``."""
-        return cls.of(Path(settings.cache_dir) / FOLDER, Path(settings.registry) / FOLDER)
+    def for_settings(cls, settings: Settings, *first: Path) -> StoreChain:
+        """A run's chain: the stores at ``first``, then ``<cache_dir>/controls``, then
+        ``<registry>/controls``."""
+        return cls.of(*first, Path(settings.cache_dir) / FOLDER, Path(settings.registry) / FOLDER)
 
     @property
     def first(self) -> ControlsStore:

@@ -279,6 +279,7 @@ class ResultPublisher:
         artifact = build_artifact(spec, problem, objective, result)
         out = self.out or self.cache_dir / "results" / f"{spec.name}-{problem.name}.json"
         path = write_artifact(artifact, out)
+        result = self._controls_beside(artifact, path, result)
         if not self.commit:
             return dataclasses.replace(result, artifact_path=path)
         if result.inconclusive:
@@ -289,6 +290,23 @@ class ResultPublisher:
             return dataclasses.replace(result, artifact_path=path, notes=(*result.notes, note))
         _, commit = commit_artifact(self.registry, artifact, self.cache_dir)
         return dataclasses.replace(result, artifact_path=path, commit=commit)
+
+    def _controls_beside(
+        self, artifact: Artifact, path: Path, result: SearchResult
+    ) -> SearchResult:
+        """The result file's controls files written beside it (``controls/``), so that it
+        can be imported where this search's cache is not; one note if one cannot be."""
+        from ctune.controls.store import FOLDER, StoreChain
+        from ctune.errors import RegistryError
+        from ctune.registry.controls import write_beside_result
+
+        chain = StoreChain.of(self.cache_dir / FOLDER, self.registry / FOLDER)
+        try:
+            write_beside_result(artifact, path, chain)
+        except (RegistryError, OSError) as exc:
+            note = f"controls files not written beside {path}: {exc}"
+            return dataclasses.replace(result, notes=(*result.notes, note))
+        return result
 
 
 __all__ = [

@@ -130,6 +130,19 @@ def controls_files(artifacts: Iterable[Artifact], chain: StoreChain) -> dict[str
     return out
 
 
+def write_beside_result(artifact: Artifact, result: Path, chain: StoreChain) -> list[Path]:
+    """The controls files ``artifact``'s members apply, with their ``NOTICE``, written into
+    ``controls/`` beside its result file ``result``: the result and its files travel
+    together, and ``registry import`` looks there first. Nothing when none applies one."""
+    written = []
+    for rel, data in controls_files([artifact], chain).items():
+        target = Path(result).parent / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(target, data)
+        written.append(target)
+    return written
+
+
 @dataclass(frozen=True, slots=True)
 class HeldFile:
     """A member's controls file as the registry folder holds it (``registry show``)."""

@@ -222,20 +222,3 @@ def test_the_table_shows_each_head_to_head_row_and_the_counts(acf) -> None:
     )
     assert got[3].endswith("| 70.0 / 60.0 | no |")
     assert "- head_to_head_wins_at_defaults: 1" in got and "- head_to_head_wins: 0" in got
-
-
-def test_a_pinned_controls_file_is_kept_out_of_the_stage_s_cache(acf, tmp_path) -> None:
-    from ctune.controls.store import ControlsStore
-
-    cache, out = tmp_path / "cache", tmp_path / "work"
-    digest = ControlsStore(cache / "controls").put(b"controls file bytes")
-
-    def result(acf_ptxas: str) -> dict[str, Any]:
-        member = {"key": "m", "candidate": {"genes": {"STAGES": 1, "acf_ptxas": acf_ptxas}}}
-        return {"pinned": "m", "front": [member]}
-
-    kept = acf.keep_pinned_files(result(digest), cache, out)
-    assert kept == [f"controls/{digest}.acf"]
-    assert (out / kept[0]).read_bytes() == b"controls file bytes"
-    assert (out / "controls" / "NOTICE").is_file()  # the licence travels with the file
-    assert acf.keep_pinned_files(result("none"), cache, tmp_path / "other") == []

@@ -145,6 +145,24 @@ def test_import_takes_the_file_from_the_search_s_cache(
     assert f"registry/{FILE}" in _tracked(repo) and "registry/controls/NOTICE" in _tracked(repo)
 
 
+def test_import_takes_the_file_from_beside_the_result(
+    cli: Run, repo: Path, cache: ControlsStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry = repo / "registry"
+    from ctune.registry.controls import write_beside_result
+
+    artifact = with_controls(make_artifact(), DIGEST)
+    result = write_result(artifact, tmp_path / "elsewhere" / "result.json")
+    written = write_beside_result(artifact, result, _chain(cache, registry))
+    assert sorted(p.name for p in written) == sorted([f"{DIGEST}.acf", "NOTICE"])
+    assert write_beside_result(make_artifact(), result, _chain(cache, registry)) == []
+    monkeypatch.delenv("CTUNE_CACHE_DIR", raising=False)  # the search's cache is not here
+    code, _, err = cli("registry", "import", str(result), "--registry", str(registry))
+    assert code == 0, err
+    assert (registry / FILE).read_bytes() == CONTROLS_BYTES
+    assert f"registry/{FILE}" in _tracked(repo)
+
+
 def test_import_without_commit_writes_the_files_too(
     cli: Run,
     repo: Path,

@@ -249,6 +249,7 @@ def test_a_controls_file_is_pinned_only_when_it_beats_its_build_in_the_same_proc
 
     from ctune.config import Settings
     from ctune.objective import parse_objective_spec
+    from ctune.registry.assemble import ResultPublisher
     from ctune.search.driver import SearchOptions, run_search
     from ctune.testing.standins import StandInCompiler
 
@@ -262,8 +263,9 @@ def test_a_controls_file_is_pinned_only_when_it_beats_its_build_in_the_same_proc
     assert measurer.latency_ms(acf, good, problem) < 0.95 * measurer.latency_ms(
         acf, acf.space.default_values(), problem
     )
+    out = tmp_path / "out" / "result.json"
     result = run_search(
-        Settings(cache_dir=tmp_path / "c"),
+        Settings(cache_dir=tmp_path / "cache"),  # the setup's store is <cache_dir>/controls
         acf,
         parse_objective_spec(["p50"], [], acf.metrics),
         SearchOptions(
@@ -278,10 +280,17 @@ def test_a_controls_file_is_pinned_only_when_it_beats_its_build_in_the_same_proc
         ),
         compiler=StandInCompiler(acf, fail_every=None),
         measurer=measurer,
+        publish=ResultPublisher(tmp_path / "registry", tmp_path / "cache", out),
     )
     pinned = next(m for m in result.front if m.key == result.pinned)
     genes = pinned.candidate.as_dict()
     assert (genes[GENE] != "none") is pinned_with_controls
+    # the result file travels with the files its members apply, beside it in controls/
+    beside = out.parent / "controls"
+    assert (beside / f"{genes[GENE]}.acf").is_file() is pinned_with_controls
+    if pinned_with_controls:
+        assert (beside / "NOTICE").is_file()
+        assert not [n for n in result.notes if "controls files not written" in n]
     verdict = result.controls
     assert verdict is not None and verdict.pinned is pinned_with_controls
     assert (verdict.difference == "lower") is pinned_with_controls
