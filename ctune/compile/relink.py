@@ -256,13 +256,26 @@ def program(argv: list[str], search_path: str) -> list[str]:
     return [found, *argv[1:]]
 
 
+def _dryrun_text(
+    argv: Sequence[str], keep: str, cwd: Path, runner: Runner, deadline: float | None
+) -> str:
+    """nvcc's ``--dryrun`` listing for ``argv`` with its intermediate files kept in ``keep``."""
+    listing = [*argv, "--dryrun", "--keep", "--keep-dir", keep]
+    return runner.must(listing, cwd, "nvcc --dryrun", deadline)
+
+
 def dryrun(
     argv: Sequence[str], keep: str, cwd: Path, runner: Runner, deadline: float | None = None
 ) -> Steps:
-    """nvcc's steps for ``argv`` with its intermediate files kept in ``keep``."""
-    listing = [*argv, "--dryrun", "--keep", "--keep-dir", keep]
-    text = runner.must(listing, cwd, "nvcc --dryrun", deadline)
-    return parse_dryrun(text, keep)
+    """nvcc's steps for a launcher's ``argv`` with its intermediate files kept in ``keep``."""
+    return parse_dryrun(_dryrun_text(argv, keep, cwd, runner, deadline), keep)
+
+
+def cubin_dryrun(
+    argv: Sequence[str], keep: str, cwd: Path, runner: Runner, deadline: float | None = None
+) -> tuple[str, list[str], str]:
+    """:func:`parse_cubin_dryrun` of a kernel's ``argv``, its files kept in ``keep``."""
+    return parse_cubin_dryrun(_dryrun_text(argv, keep, cwd, runner, deadline), keep)
 
 
 # --- the front end ------------------------------------------------------------------------
@@ -395,10 +408,7 @@ def _cubin_frontend(
 ) -> dict[str, Any]:
     """A kernel's front end into ``made``: the PTX its nvcc run keeps; its record's fields."""
     base = with_output(argv, "base.cubin")
-    listing = [*base, "--dryrun", "--keep", "--keep-dir", "keep"]
-    search_path, _, stem = parse_cubin_dryrun(
-        runner.must(listing, scratch, "nvcc --dryrun"), "keep"
-    )
+    search_path, _, stem = cubin_dryrun(base, "keep", scratch, runner)
     runner.must([*base, "--keep", "--keep-dir", "keep"], scratch, "the front end's nvcc")
     os.replace(scratch / "keep" / f"{stem}.ptx", made / PTX)
     return {"kind": CUBIN, "stem": stem, "link": [], "path": search_path, "host_compiler": ""}
@@ -474,9 +484,7 @@ def _cubin_variant(
     argv: Sequence[str], front: FrontEnd, work: Path, runner: Runner, output: str, deadline: float
 ) -> Variant:
     """A kernel's cubin: its own ptxas step, as nvcc lists it, on the front end's PTX."""
-    listing = [*with_output(argv, output), "--dryrun", "--keep", "--keep-dir", "v"]
-    text = runner.must(listing, work, "nvcc --dryrun", deadline)
-    search_path, ptxas, stem = parse_cubin_dryrun(text, "v")
+    search_path, ptxas, stem = cubin_dryrun(with_output(argv, output), "v", work, runner, deadline)
     _kept_ptx(front, stem, work / "v")
     return Variant(*_run_ptxas(ptxas, search_path, work, runner, deadline))
 
