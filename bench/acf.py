@@ -83,12 +83,16 @@ TARGETS: tuple[Target, ...] = (
 )
 
 
-#: beyond the issue's 8: the README's main job and the prefill row furthest below its vendor
-#: call, where instruction scheduling is what is left (bench/README.md). CompileIQ's curated
-#: attention space is a release download, so the attention row searches the default space.
+#: beyond the issue's 8: the README's main job; the prefill row furthest below its vendor
+#: call, where instruction scheduling is what is left (bench/README.md); the other registry
+#: artifact whose build spills (a file gained on the first); the hand GEMM shape whose launch
+#: bounds leave ptxas least room. CompileIQ's curated attention space is a release download,
+#: so the attention row searches the default space.
 EXTRA_TARGETS: tuple[Target, ...] = (
     Target("gemm", "sq4096", 64, 16),
     Target("attention", "prefill-s1024-d64", 64, 16),
+    Target("hand_attention", "prefill-s2048-d128", 256, 32),  # its build spills 60 bytes
+    Target("hand_gemm", "llm8b-down-t128", 256, 32),  # 120 of the 128 regs its bounds allow
 )
 
 
@@ -460,12 +464,14 @@ def row_id(r: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def summary(data: Mapping[str, Any]) -> dict[str, Any]:
-    """The issue's two targets, as measured: >= 2% confirmed on >= 3 of 8; ctune's best at
-    least as fast in no more wall time on >= 2 kernels, in each of their rows."""
+    """The issue's two targets, as measured: >= 2% confirmed on >= 3 of its 8 (``TARGETS``;
+    gains on the extra targets are counted beside, not towards it); ctune's best at least as
+    fast in no more wall time on >= 2 kernels, in each of their rows."""
     stage = data.get("stage", [])
     gains = {
         row_id(r)[0] for r in stage if r.get("significant") and (r.get("gain_p99") or 0) >= 1.02
     }
+    issue_8 = {t.key for t in TARGETS}
     h2h = data.get("head_to_head", [])
     wins = won_kernels(h2h, by_rule=True)
     targets = {row_id(r)[0] for r in stage}
@@ -473,7 +479,8 @@ def summary(data: Mapping[str, Any]) -> dict[str, Any]:
         "stage_rows": len(stage),
         "stage_targets": len(targets),
         "confirmed_gains_2pct": len(gains),
-        "stage_target_met": len(gains) >= 3 and len(targets) >= 8,
+        "confirmed_gains_2pct_of_issue_8": len(gains & issue_8),
+        "stage_target_met": len(gains & issue_8) >= 3 and issue_8 <= targets,
         "head_to_head_rows": len(h2h),
         "head_to_head_wins": len(wins),
         "head_to_head_wins_raw_p99": len(won_kernels(h2h, by_rule=False)),
