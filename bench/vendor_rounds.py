@@ -123,6 +123,7 @@ def _prepare(
     """The pinned build of ``KERNEL:PROBLEM`` on this GPU class (and the pool's valid
     configurations, and the pinned build with ``change``'s NAME=VALUE genes, where valid), built; a
     dict saying why not where the pinned build fails."""
+    from ctune.ci.check import with_recorded_acf
     from ctune.cli.common import load
     from ctune.compile.nvcc import NvccCompiler
     from ctune.exchange.t4 import candidates as pool_candidates
@@ -135,6 +136,7 @@ def _prepare(
     artifact = read_artifact_file(path)
     pinned = artifact.pinned_member()
     spec, toolchain = load(ROOT / "kernels" / f"{kernel}.cu", cfg)
+    spec = with_recorded_acf(spec, artifact)  # a pin with a controls file has its gene
     candidate = spec.in_space((pinned or artifact.baseline).candidate)
     problem = spec.problem(problem_name)
     plan = plan_from_json({**dict(artifact.protocol["plan"]), "l2_policy": "cold"})
