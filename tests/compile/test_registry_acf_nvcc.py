@@ -309,3 +309,22 @@ def test_check_finds_the_recorded_split_toolchain_on_this_machine(
     done = _ctune(project, "check", "--no-gpu", "-v")
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"(checked with its recorded toolchain {split.describe()})" in done.stdout
+
+
+@needs_new_ptxas
+def test_vendor_rounds_builds_a_shipped_pin_with_its_file_and_without(
+    bench_module, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The registry's hand attention pins a controls file its spec does not name: the
+    bench's case takes the gene from the artifact (as ``ctune check`` does) and builds the
+    pin with the file and, through ``--change acf_ptxas=none``, without it."""
+    monkeypatch.delenv("CTUNE_NVCC", raising=False)
+    bench = bench_module("vendor_rounds")
+    cfg = Settings(ptxas=str(NEW_PTXAS), cache_dir=tmp_path / "cache")
+    case = bench._prepare("hand_attention:prefill-s2048-d128", None, cfg, ["acf_ptxas=none"])
+    assert isinstance(case, bench._Case), case
+    pinned, plain = case.timed
+    assert pinned.as_dict()["acf_ptxas"] != "none" and plain.as_dict()["acf_ptxas"] == "none"
+    builds = [case.builds[c.key()] for c in case.timed]
+    assert all(b.outcome.is_ok for b in builds)
+    assert builds[0].sass_sha256 != builds[1].sass_sha256
