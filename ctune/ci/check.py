@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctune import identity_probe
 from ctune.ci.check_toolchain import ToolchainFinder, ToolchainUse, controls_refusals
@@ -31,6 +31,9 @@ from ctune.registry.layout import ArtifactKey
 from ctune.registry.member_genes import hand_edits
 from ctune.registry.schema import Artifact, FrontMember
 from ctune.registry.store import ArtifactStore, Quarantined
+
+if TYPE_CHECKING:
+    from ctune.spec import KernelSpec
 
 FRESH, WARN, STALE = "fresh", "warn", "stale"
 #: sampling-plan fields that come from settings (the rest follow from the objectives)
@@ -105,7 +108,7 @@ class Current:
 
     fields: dict[str, str]
     closure: dict[str, str] | None = None  # None: not computed (no comparison by file)
-    spec: Any = None  # the loaded KernelSpec, for launch geometry, defaults and rebuilds
+    spec: KernelSpec | None = None  # for launch geometry, defaults and rebuilds
     plan: dict[str, float] = field(default_factory=dict)  # PLAN_SETTINGS from settings
     #: fields whose value today's inputs also have in an older digest form, that form
     older: dict[str, str] = field(default_factory=dict)
@@ -119,7 +122,7 @@ class Current:
 Verifier = Callable[[Artifact, Current], BinaryCheck]
 
 
-def current_candidate(spec: Any, candidate: Candidate) -> Candidate:
+def current_candidate(spec: KernelSpec, candidate: Candidate) -> Candidate:
     """The member's candidate in today's space: genes it lacks take their defaults, genes
     the space no longer has are dropped (the SASS comparison then says if that mattered);
     a value the space does not have is refused (:func:`hand_edits` says so first)."""
@@ -133,7 +136,7 @@ def _plain(value: Any) -> Any:
     return json.loads(json.dumps(value, default=list))
 
 
-def launch_changes(artifact: Artifact, spec: Any) -> list[FieldChange]:
+def launch_changes(artifact: Artifact, spec: KernelSpec | None) -> list[FieldChange]:
     """Members whose grid / block / shared memory the current launch rule computes otherwise."""
     if spec is None:
         return []
@@ -157,7 +160,7 @@ def _value(value: Any) -> str:
     return json.dumps(value)
 
 
-def default_changes(artifact: Artifact, spec: Any) -> list[FieldChange]:
+def default_changes(artifact: Artifact, spec: KernelSpec | None) -> list[FieldChange]:
     """Genes whose default today differs from the value the baseline was built with.
 
     The baseline is the default build (every search's, a problem set's shapes included):
@@ -320,7 +323,7 @@ def _missing_specs(missing: Sequence[SpecNotFound]) -> UserError:
     )
 
 
-def load_kernel_spec(kernels_dir: Path, kernel: str, nvcc: str = "nvcc") -> Any:
+def load_kernel_spec(kernels_dir: Path, kernel: str, nvcc: str = "nvcc") -> KernelSpec:
     """``<kernels_dir>/<kernel>.yaml`` loaded with this nvcc's options."""
     from ctune.compile.toolchain import probe_toolchain
     from ctune.spec import load_spec
@@ -331,11 +334,9 @@ def load_kernel_spec(kernels_dir: Path, kernel: str, nvcc: str = "nvcc") -> Any:
     return load_spec(path, probe_toolchain(nvcc).help_text)
 
 
-def with_recorded_acf(spec: Any, artifact: Artifact) -> Any:
+def with_recorded_acf(spec: KernelSpec, artifact: Artifact) -> KernelSpec:
     """``spec`` with the ``acf`` genes the artifact's members record (a search run with
     ``--acf`` while the spec names none): what checking and rebuilding them needs."""
-    if spec is None or not hasattr(spec, "with_acf_of"):
-        return spec
     values: dict[str, object] = {}
     for m in distinct_members(artifact):
         values.update(m.candidate.genes)
@@ -356,6 +357,7 @@ def nvcc_verifier(settings: Any) -> Verifier:
         from ctune.compile.toolchain import probe_toolchain
 
         spec = current.spec
+        assert spec is not None, "Checker.current loads the spec it verifies with"
         members = distinct_members(artifact)
         problem = spec.problem(artifact.problem)
         arch = artifact.fingerprint.get("arch") or settings.arch or spec.arch
@@ -441,7 +443,7 @@ class FingerprintProbe:
         another GPU's (a registry holds artifacts of several)."""
         return self.gpu_fields is not None and artifact.device_class == self.device_class
 
-    def spec(self, kernel: str, nvcc: str | None = None) -> Any:
+    def spec(self, kernel: str, nvcc: str | None = None) -> KernelSpec:
         """The kernel's spec, loaded with the options ``nvcc`` (default: the selected) has."""
         nvcc = nvcc or self.nvcc
         if (kernel, nvcc) not in self._specs:
@@ -520,7 +522,8 @@ class FingerprintProbe:
         current = self.current(
             artifact.kernel, artifact.problem, gpu=self.of_this_gpu(artifact), nvcc=use.nvcc
         )
-        return replace(current, spec=with_recorded_acf(current.spec, artifact), toolchain=use)
+        spec = with_recorded_acf(current.spec, artifact) if current.spec is not None else None
+        return replace(current, spec=spec, toolchain=use)
 
 
 def check_all(

@@ -390,6 +390,7 @@ def machine(monkeypatch: pytest.MonkeyPatch) -> dict:
         # an empty space: a member's genes in it are none
         space=Space(()),
     )
+    spec.with_acf_of = lambda values: spec  # its members record no controls genes
     monkeypatch.setattr(check_module, "load_kernel_spec", lambda d, k, nvcc="nvcc": spec)
     monkeypatch.setattr(deps_module, "source_closure", lambda spec, nvcc="nvcc", **_: {})
     # no other toolchain on this scripted machine: the recorded one is the scripted nvcc's
