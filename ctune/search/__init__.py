@@ -39,16 +39,18 @@ class Strategy(Protocol):
     have. ``options`` are the resolved options (defaults filled in), recorded
     in the artifact. ``ctune.testing.contract_strategy`` is the contract suite.
 
-    Optional: a strategy whose proposals never depend on results may offer
-    ``upcoming(n)``, the next ``n`` candidates ``ask`` will return, without asking them;
-    the driver then compiles the next generation while this one is measured
-    (``ExhaustiveStrategy`` does).
+    ``upcoming(n)``: the next ``n`` candidates ``ask`` will return, without asking them,
+    from a strategy whose proposals never depend on results (``ExhaustiveStrategy``); the
+    driver then compiles the next generation while this one is measured. Empty from the
+    others (``BaseStrategy``'s).
     """
 
     OPTIONS: OptionTable
     options: Mapping[str, Any]
 
     def ask(self, n: int) -> list[Candidate]: ...
+
+    def upcoming(self, n: int) -> list[Candidate]: ...
 
     def tell(self, trials: Sequence[Trial]) -> None: ...
 

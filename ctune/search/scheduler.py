@@ -120,13 +120,12 @@ class CompileSlots:
         """Queue up to ``slots`` more builds of the next generations when the strategy can
         say what it will propose (:meth:`ExhaustiveStrategy.upcoming`): the measurer then
         finds them built when a generation starts. Never past the budget."""
-        upcoming = getattr(self.strategy, "upcoming", None)
         # never past the budget: what is ahead already, done or not, counts
         total = min(len(self._ahead) + slots, self.budget.remaining() - left)
-        if upcoming is None or total <= len(self._ahead) or self.budget.out_of_time():
+        if total <= len(self._ahead) or self.budget.out_of_time():
             return
         inputs = self.inputs
-        for cand in upcoming(total):
+        for cand in self.strategy.upcoming(total):
             if len(self._ahead) >= total:
                 return
             group = inputs.spec.space.build_group(cand.genes)

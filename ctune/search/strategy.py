@@ -234,6 +234,11 @@ class BaseStrategy:
     def ask(self, n: int) -> list[Candidate]:
         raise NotImplementedError
 
+    def upcoming(self, n: int) -> list[Candidate]:
+        """The next ``n`` candidates :meth:`ask` will return, without asking them; empty
+        where proposals depend on results (most strategies), so nothing is built ahead."""
+        return []
+
     def tell(self, trials: Sequence[Trial]) -> None:
         """Record finished trials, asked or not (fillers): none is proposed again."""
         for trial in trials:

@@ -314,7 +314,7 @@ def test_exhaustive_next_generation_compiles_while_this_one_is_measured(
         return result, compiler
 
     ahead, ahead_compiler = search(tmp_path / "ahead")
-    monkeypatch.setattr(ExhaustiveStrategy, "upcoming", None)  # a strategy that cannot say
+    monkeypatch.setattr(ExhaustiveStrategy, "upcoming", lambda self, n: [])  # cannot say
     plain, plain_compiler = search(tmp_path / "plain")
     order = [t.candidate.key() for t in read(ahead.journal)[0].trials]
     assert order == [t.candidate.key() for t in read(plain.journal)[0].trials]
