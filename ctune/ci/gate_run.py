@@ -44,6 +44,8 @@ class Remeasured:
 
 #: (artifact, members, processes) -> Remeasured
 Remeasurer = Callable[[Artifact, Sequence[FrontMember], int], Remeasured]
+#: every artifact's members to gate, handed over before the first is measured
+BuildAhead = Callable[[Sequence[tuple[Artifact, Sequence[FrontMember]]]], None]
 
 
 class RebuildingRemeasurer:
@@ -335,16 +337,16 @@ def run_gate(
     confirm_failures: bool = True,
     strict: bool = False,
     on_report: Callable[[GateReport], None] | None = None,
+    build_ahead: BuildAhead | None = None,
 ) -> list[GateReport]:
     """Gate each artifact's pinned member; an artifact whose spec cannot load, or whose
-    members today's spec cannot build as recorded, is STALE. A remeasurer with
-    ``build_ahead`` (:class:`RebuildingRemeasurer`) is handed every artifact's members first.
+    members today's spec cannot build as recorded, is STALE. ``build_ahead``
+    (:meth:`RebuildingRemeasurer.build_ahead`) is handed every artifact's members first.
     ``on_report`` hears each verdict as it lands (a gate of many artifacts takes minutes; a
     CI log shows them as they come)."""
     artifacts = list(artifacts)
-    ahead = getattr(remeasure, "build_ahead", None)
-    if ahead is not None:
-        ahead([(a, gate_members(a, canary)) for _, a in artifacts])
+    if build_ahead is not None:
+        build_ahead([(a, gate_members(a, canary)) for _, a in artifacts])
     reports = []
     for key, artifact in artifacts:
         try:

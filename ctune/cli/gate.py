@@ -131,6 +131,7 @@ def gate_command(
             confirm_failures=confirm,
             strict=strict,
             on_report=render.gate_progress(len(chosen), out),
+            build_ahead=remeasurer.build_ahead,
         )
     unchecked = sorted({n for r in reports for n in r.not_checked})
     not_checked = fingerprint.not_checked_reason(unchecked, True)

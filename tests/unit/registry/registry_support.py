@@ -287,6 +287,9 @@ class StandInRemeasurer:
         sass = {m.key: self.sass or m.sass_sha256 for m in members}
         return Remeasured(out, sass)
 
+    def build_ahead(self, work: Sequence[tuple[Artifact, Sequence[FrontMember]]]) -> None:
+        """Where it stands in for ``RebuildingRemeasurer``: nothing to build."""
+
 
 def built_saxpy_artifact(kernels: Path, cache: Path) -> Artifact:
     """A saxpy artifact as a search records it: members built by nvcc with their SASS,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -29,7 +30,7 @@ from ctune.errors import EXIT_GATE_FAILED, EXIT_INCONCLUSIVE, EXIT_OK
 from ctune.evidence.compare import Comparison, Difference, NoiseRule, SampleSet
 from ctune.records import FieldChange, Outcome
 from ctune.registry.layout import parse_key
-from ctune.registry.schema import Artifact
+from ctune.registry.schema import Artifact, FrontMember
 
 # --- decisions ---------------------------------------------------------------------
 
@@ -235,7 +236,7 @@ class BuildAheadStandIn(StandInRemeasurer):
         super().__init__(rng, [1.0])
         self.events: list[tuple[str, list[str]]] = []
 
-    def build_ahead(self, work: list[tuple[Artifact, list]]) -> None:
+    def build_ahead(self, work: Sequence[tuple[Artifact, Sequence[FrontMember]]]) -> None:
         self.events.append(("ahead", [m.key for _, members in work for m in members]))
 
     def __call__(self, artifact, members, k):  # type: ignore[no-untyped-def]
@@ -253,6 +254,7 @@ def test_gate_builds_every_artifact_ahead_before_measuring_the_first() -> None:
         stand_in,
         rule=NoiseRule(),
         processes=5,
+        build_ahead=stand_in.build_ahead,
     )
     assert [r.verdict for r in reports] == [Verdict.PASS, Verdict.PASS]
     members = [first.front[0].key, first.baseline.key, second.front[0].key, second.baseline.key]
