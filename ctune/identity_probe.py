@@ -78,7 +78,7 @@ def spec_fields(
         uses_cutlass,
     )
 
-    on_cutlass = uses_cutlass(tuple(getattr(spec, "include_dirs", ())))
+    on_cutlass = uses_cutlass(tuple(spec.include_dirs))
     return {
         "kernel_source_sha256": closure_sha256(source_closure(spec, nvcc, arch=arch or "")),
         "arch": arch or spec.arch,
