@@ -122,7 +122,7 @@ def strategy_class(name: str) -> type:
         for ep in entry_points(group="ctune.strategies"):
             if ep.name == name:
                 loaded: type = ep.load()
-                return loaded
+                return _checked_plugin(name, ep.value, loaded)
         raise UserError(f"unknown strategy '{name}' (allowed: {', '.join(strategy_names())})")
     module_name, _, cls_name = target.partition(":")
     if name in _EXTRAS:
@@ -140,6 +140,22 @@ def strategy_class(name: str) -> type:
             f"strategy {name} needs the '{package}' package (pip install {package}): {exc}"
         ) from None
     cls: type = getattr(module, cls_name)
+    return cls
+
+
+#: what a strategy class must provide (:class:`Strategy`); ``BaseStrategy`` provides them
+STRATEGY_METHODS = ("ask", "upcoming", "tell", "state", "load_state")
+
+
+def _checked_plugin(name: str, where: str, cls: type) -> type:
+    """A strategy class from another package, refused in one line where it lacks part of
+    the contract (instead of failing mid-search)."""
+    missing = [m for m in STRATEGY_METHODS if not callable(getattr(cls, m, None))]
+    if missing:
+        raise UserError(
+            f"strategy '{name}' ({where}) lacks {', '.join(missing)}: subclass "
+            "ctune.search.strategy.BaseStrategy, which provides them"
+        )
     return cls
 
 

@@ -67,6 +67,41 @@ def test_names_and_tables() -> None:
     assert "tournament_size" in option_table("ga")
 
 
+class _OldPlugin:
+    """A plugin strategy written to the contract before ``upcoming`` was part of it."""
+
+    def ask(self, n: int) -> list:
+        return []
+
+    def tell(self, trials: object) -> None: ...
+
+    def state(self) -> dict:
+        return {}
+
+    def load_state(self, state: object) -> None: ...
+
+
+def test_a_plugin_strategy_missing_part_of_the_contract_is_refused_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib.metadata
+
+    from ctune.search.baselines import RandomStrategy
+
+    class EntryPoint:
+        def __init__(self, name: str, cls: type) -> None:
+            self.name, self.value, self.cls = name, f"plugin:{cls.__name__}", cls
+
+        def load(self) -> type:
+            return self.cls
+
+    plugins = [EntryPoint("old", _OldPlugin), EntryPoint("fine", RandomStrategy)]
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: plugins)
+    with pytest.raises(UserError, match="strategy 'old' \\(plugin:_OldPlugin\\) lacks upcoming: "):
+        strategy_class("old")
+    assert strategy_class("fine") is RandomStrategy
+
+
 def test_option_tables_do_not_import_deap() -> None:
     import subprocess
 
