@@ -170,10 +170,16 @@ class StoreChain:
         return cls([ControlsStore(Path(r).resolve()) for r in roots])
 
     @classmethod
+    def of_run(cls, cache_dir: Path | None, registry: Path, *first: Path) -> StoreChain:
+        """A run's chain: the stores at ``first``, then ``<cache_dir>/controls`` (no cache:
+        none), then ``<registry>/controls``."""
+        cache = [Path(cache_dir) / FOLDER] if cache_dir is not None else []
+        return cls.of(*first, *cache, Path(registry) / FOLDER)
+
+    @classmethod
     def for_settings(cls, settings: Settings, *first: Path) -> StoreChain:
-        """A run's chain: the stores at ``first``, then ``<cache_dir>/controls``, then
-        ``<registry>/controls``."""
-        return cls.of(*first, Path(settings.cache_dir) / FOLDER, Path(settings.registry) / FOLDER)
+        """:meth:`of_run` of the settings' cache and registry."""
+        return cls.of_run(Path(settings.cache_dir), Path(settings.registry), *first)
 
     @property
     def first(self) -> ControlsStore:

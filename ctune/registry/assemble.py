@@ -26,7 +26,6 @@ from ctune.search.report import median_of
 from ctune.search.result import MemberResult, SearchResult, clean_json
 
 if TYPE_CHECKING:
-    from ctune.controls.store import StoreChain
     from ctune.objective.spec import ObjectiveSpec
     from ctune.spec import KernelSpec, Problem
 
@@ -238,24 +237,16 @@ def check_commit_target(registry: Path) -> None:
         repo.target_ref()
 
 
-def search_stores(registry: Path, cache_dir: Path | None) -> StoreChain:
-    """Where a search's controls files are: its cache's store, then the registry's."""
-    from ctune.controls.store import FOLDER, StoreChain
-
-    stores = [Path(cache_dir) / FOLDER] if cache_dir is not None else []
-    return StoreChain.of(*stores, Path(registry) / FOLDER)
-
-
 def commit_artifact(
     registry: Path, artifact: Artifact, cache_dir: Path | None = None
 ) -> tuple[Path, str | None]:
     """Write into the registry and commit, with the controls files the search stored in
     ``cache_dir`` that its members are built with; returns (path, commit sha)."""
+    from ctune.controls.store import StoreChain
     from ctune.registry.service import publish_artifact
 
-    published = publish_artifact(
-        Path(registry), artifact, controls=search_stores(registry, cache_dir)
-    )
+    chain = StoreChain.of_run(cache_dir, Path(registry))
+    published = publish_artifact(Path(registry), artifact, controls=chain)
     commit = published.commit.commit if published.commit is not None else None
     return Path(published.path), commit
 
@@ -304,11 +295,13 @@ class ResultPublisher:
     ) -> SearchResult:
         """The result file's controls files written beside it (``controls/``), so that it
         can be imported where this search's cache is not; one note if one cannot be."""
+        from ctune.controls.store import StoreChain
         from ctune.errors import RegistryError
         from ctune.registry.controls import write_beside_result
 
         try:
-            write_beside_result(artifact, path, search_stores(self.registry, self.cache_dir))
+            chain = StoreChain.of_run(self.cache_dir, Path(self.registry))
+            write_beside_result(artifact, path, chain)
         except (RegistryError, OSError) as exc:
             note = f"controls files not written beside {path}: {exc}"
             return dataclasses.replace(result, notes=(*result.notes, note))
