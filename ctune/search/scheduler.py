@@ -12,6 +12,7 @@ first. How compile wait and measure time are accounted: docs/design.md, "The sch
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 from collections.abc import Sequence
@@ -254,6 +255,9 @@ class Scheduler:
                     self.compiles.compile_ahead(self.new, self.left, self.futures, self.shared)
                     self._start_ready()
                     self._start_fillers()
+                    # measuring in line takes time, in which builds end: refill their slots
+                    # before any wait, or the batch's next builds would wait with them
+                    self.compiles.compile_ahead(self.new, self.left, self.futures, self.shared)
                 if not self._journal_finished():
                     self._wait()
         finally:
@@ -408,39 +412,39 @@ class Scheduler:
         return progressed
 
     def _wait(self) -> None:
-        """Until a measurement or a compile ends; with every slot idle and no build ready,
-        for the head's build, counted as compile wait, then start it. A wait looks at the
-        Ctrl-C flag every ``POLL_S``: a stop starts nothing new."""
+        """Until a measurement or a compile ends. With every slot idle and no build ready,
+        until the first of the batch's builds ends, counted as compile wait: never only
+        the head's, since a slow head would hold up the builds done meanwhile and those
+        not yet submitted. A wait looks at the Ctrl-C flag every ``POLL_S``: a stop starts
+        nothing new."""
+        compiling: list[Future[Any]] = [
+            self.futures[j] for j in self.left if j in self.futures and not self.futures[j].done()
+        ]
         measuring: list[Future[Any]] = [
             f for f in self.started.values() if f is not None and not f.done()
         ]
         measuring += [f.run for f in self.fillers if f.run is not None and not f.run.done()]
         if measuring:
-            compiling: list[Future[Any]] = [
-                self.futures[j]
-                for j in self.left
-                if j in self.futures and not self.futures[j].done()
-            ]
             wait([*measuring, *compiling], timeout=POLL_S, return_when=FIRST_COMPLETED)
             return
         head = self.left[0]
-        if head in self.started or head not in self.futures:
-            return  # a twin's run it waits for ended meanwhile; or a stop: the loop ends
+        if head in self.started or head not in self.futures or not compiling:
+            return  # a twin's run ended meanwhile, a build is ready; or a stop: the loop ends
         start = self.inputs.clock()
         try:
-            while True:
-                try:
-                    self.futures[head].result(timeout=POLL_S)
-                    break
-                except FutureTimeout:
-                    if self.status.stop_requested:
-                        return
+            self._until_a_build_ends(compiling)
         finally:
             self.timers.compile_wait_s += self.inputs.clock() - start
-        if self.status.stop_requested:
-            return
-        self._start(head)
-        self._journal_finished()
+
+    def _until_a_build_ends(self, compiling: Sequence[Future[Any]]) -> None:
+        """Block until one of ``compiling`` is done, or a stop is asked for. Polled through
+        the first one's ``result(timeout)``, which a simulated compile answers by moving its
+        clock (``ctune.testing.slow_builds``); the others are looked at after each poll."""
+        while not any(f.done() for f in compiling):
+            if self.status.stop_requested:
+                return
+            with contextlib.suppress(FutureTimeout):
+                compiling[0].result(timeout=POLL_S)
 
 
 __all__ = ["AHEAD_PER_JOB", "CompileSlots", "Fillers", "MeasureTimer", "Scheduler", "Stages"]

@@ -10,8 +10,9 @@ would, and waiting on an unfinished one moves the clock to its end.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,14 +62,20 @@ class _SimulatedCompile(Future[Build]):
         return super().done()
 
     def result(self, timeout: float | None = None) -> Build:
+        """The caller blocks until the compile ends, or for ``timeout`` simulated seconds
+        (then ``TimeoutError``, as a real future's ``result`` raises)."""
         if not super().done():
-            self._clock.advance_to(self._end_s)  # the caller blocks until the compile ends
+            if timeout is not None and self._clock() + timeout < self._end_s:
+                self._clock.advance(timeout)
+                raise FutureTimeout
+            self._clock.advance_to(self._end_s)
             self._settle()
         return super().result(timeout)
 
 
 class SlowStandInCompiler(Compiler):
-    """NOT NVCC: every distinct build takes ``compile_s`` simulated seconds on a slot.
+    """NOT NVCC: every distinct build takes ``compile_s`` simulated seconds on a slot
+    (``compile_s_of``, where given: that candidate's build's seconds).
 
     One build per distinct set of compiled genes (runtime genes are not part of a build, as
     with nvcc), on one of ``jobs`` slots, first come first served, like the thread pool of
@@ -80,11 +87,18 @@ class SlowStandInCompiler(Compiler):
     """
 
     def __init__(
-        self, spec: KernelSpec, clock: FakeClock, *, compile_s: float = 60.0, jobs: int = 4
+        self,
+        spec: KernelSpec,
+        clock: FakeClock,
+        *,
+        compile_s: float = 60.0,
+        jobs: int = 4,
+        compile_s_of: Callable[[Candidate], float] | None = None,
     ) -> None:
         self.spec = spec
         self.clock = clock
         self.compile_s = compile_s
+        self.compile_s_of = compile_s_of or (lambda _: compile_s)
         self.jobs = jobs
         self._slots = [0.0] * jobs  # when each slot is free
         self._ready: dict[BuildGroup, float] = {}  # build -> when it is in the cache
@@ -96,7 +110,9 @@ class SlowStandInCompiler(Compiler):
         """The compiled genes: candidates that agree on them share a build."""
         return self.spec.space.build_group(candidate.genes)
 
-    def _record(self, candidate: Candidate, group: BuildGroup, hit: bool) -> Build:
+    def _record(
+        self, candidate: Candidate, group: BuildGroup, hit: bool, seconds: float = 0.0
+    ) -> Build:
         digest = hashlib.sha256(repr(group).encode()).hexdigest()
         return Build(
             candidate_key=candidate.key(),
@@ -105,7 +121,7 @@ class SlowStandInCompiler(Compiler):
             outcome=Outcome.OK,
             binary_path=f"standin://{digest[:16]}",
             sass_sha256=digest,
-            compile_s=0.0 if hit else self.compile_s,
+            compile_s=0.0 if hit else seconds,
             resources=Resources(regs=64, spills_store_bytes=0, spills_load_bytes=0),
             cache_hit=hit,
             build_key=digest[:32],
@@ -118,10 +134,11 @@ class SlowStandInCompiler(Compiler):
         if ready is not None:
             # in the cache, or being compiled: wait for that one, never compile twice
             return max(start_s, ready), self._record(candidate, group, hit=True)
-        end = start_s + self.compile_s
+        seconds = self.compile_s_of(candidate)
+        end = start_s + seconds
         self._ready[group] = end
         self.nvcc_runs.append(group)
-        return end, self._record(candidate, group, hit=False)
+        return end, self._record(candidate, group, hit=False, seconds=seconds)
 
     def build(self, candidate: Candidate, problem: Problem) -> Build:
         """Synchronous: the caller's clock waits for the compile (or the one in flight)."""

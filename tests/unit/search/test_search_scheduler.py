@@ -9,6 +9,7 @@ scheduler", says what must be equal and why).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 
 from ctune.config import Settings
 from ctune.objective import parse_objective_spec
+from ctune.records import Candidate
 from ctune.search.driver import SearchOptions, run_search
 from ctune.search.journal import read
 from ctune.search.result import SearchResult
@@ -49,7 +51,14 @@ def rt_spec(tmp_path: Path) -> KernelSpec:
 
 
 def _search(
-    spec: KernelSpec, folder: Path, slots: int, *, compile_s: float, jobs: int, **options: Any
+    spec: KernelSpec,
+    folder: Path,
+    slots: int,
+    *,
+    compile_s: float,
+    jobs: int,
+    compile_s_of: Callable[[Candidate], float] | None = None,
+    **options: Any,
 ) -> tuple[SearchResult, list[int]]:
     """A search on the simulated clock; also how many measurements started per slot count
     (the two-slot measurer must have been asked through ``start``)."""
@@ -78,7 +87,9 @@ def _search(
                 **options,
             }
         ),
-        compiler=SlowStandInCompiler(spec, clock, compile_s=compile_s, jobs=jobs),
+        compiler=SlowStandInCompiler(
+            spec, clock, compile_s=compile_s, jobs=jobs, compile_s_of=compile_s_of
+        ),
         measurer=measurer,
         clock=clock,
     )
@@ -155,3 +166,48 @@ def test_measure_bound_one_and_two_slots_give_the_same_trials(
     for timing in (serial.timing, two.timing):
         parts = timing.compile_wait_s + timing.measure_s + timing.confirm_s
         assert parts == pytest.approx(timing.wall_s), timing
+
+
+def every_fourth_build_slow(slow_s: float) -> Callable[[Candidate], float]:
+    """Build seconds by the order of the compiler's runs: the first of each four after the
+    baseline takes ``slow_s``, the others 1 s (a generation's head among them)."""
+    runs: list[Candidate] = []
+
+    def seconds(cand: Candidate) -> float:
+        runs.append(cand)
+        return slow_s if len(runs) % 4 == 2 else 1.0
+
+    return seconds
+
+
+def _generation_ends(result: SearchResult) -> dict[int, float]:
+    """When each generation's last trial was journaled, on the search's clock."""
+    records = [json.loads(line) for line in result.journal.read_text().splitlines()]
+    return {r["trial"]["generation"]: r["elapsed_s"] for r in records if r.get("kind") == "trial"}
+
+
+@pytest.mark.parametrize("slots", [1, 2])
+def test_a_slow_build_holds_up_neither_the_builds_done_meanwhile_nor_the_next(
+    spec: KernelSpec, tmp_path: Path, slots: int
+) -> None:
+    """Two compile slots, generations of 7 with two builds taking 30 s, the first
+    generation's head one of them: the builds that end meanwhile are measured and the
+    rest of the generation is submitted while it compiles, so the two slow builds compile
+    side by side (a generation of about 35 s), not one after the other (about 60 s)."""
+    result, _ = _search(
+        spec,
+        tmp_path / "s",
+        slots,
+        compile_s=1.0,
+        jobs=2,
+        compile_s_of=every_fourth_build_slow(30.0),
+    )
+    trials = read(result.journal)[0].trials
+    first_generation = [t for t in trials if t.generation == 1]
+    assert [t.build.compile_s for t in first_generation].count(30.0) == 2
+    assert trials[0].build.compile_s == 1.0  # the baseline: the slow head is the next build
+    if slots == 1:  # journaled as measured: a quick build first
+        assert first_generation[0].build.compile_s == 1.0
+    ends = _generation_ends(result)
+    spans = [ends[g] - ends[g - 1] for g in sorted(ends) if g > 0]
+    assert len(spans) == 3 and max(spans) < 40.0, spans
