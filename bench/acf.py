@@ -152,6 +152,13 @@ def search_record(result: Mapping[str, Any]) -> Mapping[str, Any]:
     return (result.get("extensions") or {}).get("search") or {}
 
 
+def files_tried(search: Mapping[str, Any]) -> int:
+    """The controls files a stage built and measured: its candidates but the baseline (its
+    base without a file) and fillers; files that gave an identical binary count, as they
+    do in CompileIQ's loop, which is given as many (the same number of controls files)."""
+    return max(0, int(search.get("evaluations") or 0) - int(search.get("fillers") or 0) - 1)
+
+
 def settings_label(t: Target, prune_margin: str, seed: int = SEED) -> str:
     """The stage's settings as a row label: rows of one key under other settings (another
     seed among them) are kept."""
@@ -386,7 +393,7 @@ def head_to_head(t: Target, args: argparse.Namespace, out_dir: Path) -> dict[str
     # build without a file, the build the controls were tuned on
     ctune_genes = in_todays_space(t, args, members[result["pinned"]]["candidate"]["genes"])
     base = {**ctune_genes, "acf_ptxas": "none"}
-    theirs = compileiq_loop(t, args, int(search.get("binaries") or t.budget), base)
+    theirs = compileiq_loop(t, args, files_tried(search) or t.budget, base)
     genes: dict[str, Mapping[str, Any]] = {"ctune": ctune_genes, "plain": base}
     if theirs["best_digest"]:
         genes["compileiq"] = {**base, "acf_ptxas": theirs["best_digest"]}

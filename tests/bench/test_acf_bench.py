@@ -235,3 +235,11 @@ def test_the_table_shows_each_head_to_head_row_and_the_counts(acf) -> None:
     )
     assert got[3].endswith("| 70.0 / 60.0 | no |")
     assert "- head_to_head_wins_at_defaults: 1" in got and "- head_to_head_wins: 0" in got
+
+
+def test_compileiq_s_loop_is_given_as_many_files_as_the_stage_tried(acf) -> None:
+    """The same number of controls files: every file the stage built and measured, the
+    ones whose binary repeated another's among them; not its baseline, nor fillers."""
+    assert acf.files_tried({"evaluations": 266, "binaries": 256, "fillers": 0}) == 265
+    assert acf.files_tried({"evaluations": 70, "fillers": 4}) == 65
+    assert acf.files_tried({}) == 0
