@@ -43,6 +43,11 @@ class Strategy(Protocol):
     from a strategy whose proposals never depend on results (``ExhaustiveStrategy``); the
     driver then compiles the next generation while this one is measured. Empty from the
     others (``BaseStrategy``'s).
+
+    ``guess_first(baseline, n)``: what the first ``ask(n)`` will return once the
+    ``baseline`` (the default build) is told, named before it is even built, where the
+    first proposals do not depend on its value (``StagedStrategy``'s seeds and samples);
+    the driver compiles them beside the baseline. Empty where they do (``BaseStrategy``'s).
     """
 
     OPTIONS: OptionTable
@@ -51,6 +56,8 @@ class Strategy(Protocol):
     def ask(self, n: int) -> list[Candidate]: ...
 
     def upcoming(self, n: int) -> list[Candidate]: ...
+
+    def guess_first(self, baseline: Candidate, n: int) -> list[Candidate]: ...
 
     def tell(self, trials: Sequence[Trial]) -> None: ...
 
@@ -144,7 +151,7 @@ def strategy_class(name: str) -> type:
 
 
 #: what a strategy class must provide (:class:`Strategy`); ``BaseStrategy`` provides them
-STRATEGY_METHODS = ("ask", "upcoming", "tell", "state", "load_state")
+STRATEGY_METHODS = ("ask", "upcoming", "guess_first", "tell", "state", "load_state")
 
 
 def _checked_plugin(name: str, where: str, cls: type) -> type:

@@ -19,6 +19,7 @@ from ctune.compile.logs import first_error_line
 from ctune.errors import UserError
 from ctune.records import Trial
 from ctune.search import journal as journal_mod
+from ctune.search.budget import MAX_BATCH
 from ctune.search.journal_records import FIX, JournalRecordError
 from ctune.search.journal_writer import device_label
 from ctune.search.result import COMPILE_ONLY
@@ -135,6 +136,7 @@ class SessionJournal:
         """Measure the baseline, then create the journal with it as the first trial."""
         run = self.run
         self.prefetch_warm_start()
+        self.prefetch_first_generation()
         trial = self.baseline_trial()
         self.settle_timing(trial)
         self.writer.device = device_label(trial.measurement) or (
@@ -247,7 +249,30 @@ class SessionJournal:
             return
         baseline = run.inputs.spec.default_candidate().key()  # built and measured first
         for cand in self._warm_candidates({baseline})[2]:
-            run.inputs.compiler.submit(cand, run.inputs.problem)
+            run.timers.count_when_built(run.inputs.compiler.submit(cand, run.inputs.problem))
+
+    def prefetch_first_generation(self) -> None:
+        """Start compiling the strategy's first generation while the baseline compiles and
+        is measured, where the strategy can name it now (``guess_first``): it would
+        otherwise start only once the baseline is done, leaving all compile slots but one
+        idle for a whole build (a CUTLASS build: about a minute). Not with a warm start
+        (measured first, told before the first ask; it has its own prefetch) nor with the
+        cost model (it decides which of them are built). A wrong guess costs builds on
+        slots that were idle; they land in the cache."""
+        run = self.run
+        opts = run.inputs.opts
+        if (
+            opts.warm_start
+            or not run.inputs.objective.measures
+            or run.inputs.search_plan.cost_model
+        ):
+            return
+        # the first ask's n: the budget once the baseline has taken its share
+        n = min(MAX_BATCH, run.budget.remaining() - 1)
+        baseline = run.inputs.spec.default_candidate()
+        # the baseline compiles in this thread: leave it a slot
+        for cand in run.strategy.guess_first(baseline, n)[: self.pipeline.jobs - 1]:
+            run.timers.count_when_built(run.inputs.compiler.submit(cand, run.inputs.problem))
 
     def warm_start(self) -> None:
         """Measure the given configurations first, as one generation told to the strategy.

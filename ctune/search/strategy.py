@@ -239,6 +239,12 @@ class BaseStrategy:
         where proposals depend on results (most strategies), so nothing is built ahead."""
         return []
 
+    def guess_first(self, baseline: Candidate, n: int) -> list[Candidate]:
+        """What the first :meth:`ask` will return once ``baseline`` is told, named before
+        it is built; empty where the first proposals depend on its value (most
+        strategies), so nothing is built beside the baseline."""
+        return []
+
     def tell(self, trials: Sequence[Trial]) -> None:
         """Record finished trials, asked or not (fillers): none is proposed again."""
         for trial in trials:

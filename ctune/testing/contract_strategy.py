@@ -269,6 +269,35 @@ class StrategyContract:
             strategy.tell(trials)
             plain.tell(trials)
 
+    def test_guess_first_names_the_first_ask(
+        self,
+        spec: KernelSpec,
+        objective: ObjectiveSpec,
+        strategy_name: str,
+        strategy_options: dict[str, Any],
+    ) -> None:
+        """``guess_first`` (the driver compiles it beside the baseline): empty where the
+        first proposals depend on the baseline's value; otherwise what the first ``ask``
+        returns once the measured baseline is told (the guess never saw that value), and
+        guessing changes nothing else."""
+        context = self.context(spec, objective, seed=5)
+        strategy = make_strategy(strategy_name, context, strategy_options)
+        baseline = spec.default_candidate()
+        guess = [c.key() for c in strategy.guess_first(baseline, 8)]
+        if not guess:
+            pytest.skip(f"{strategy_name} does not guess its first generation")
+        assert guess == [c.key() for c in strategy.guess_first(baseline, 8)]  # guessing is free
+        plain = make_strategy(strategy_name, context, strategy_options)
+        told = self.trial(
+            spec, objective, baseline, 0, StandInCompiler(spec), StandInMeasurer(samples=30)
+        )
+        assert told.values is not None and any(v != 0.0 for v in told.values)
+        strategy.tell([told])
+        plain.tell([told])
+        batch = [c.key() for c in strategy.ask(8)]
+        assert batch == guess
+        assert [c.key() for c in plain.ask(8)] == batch
+
     def test_tell_takes_trials_it_never_asked_for(
         self,
         spec: KernelSpec,

@@ -10,6 +10,8 @@ would, and waiting on an unfinished one moves the clock to its end.
 from __future__ import annotations
 
 import hashlib
+import heapq
+import itertools
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -28,19 +30,33 @@ if TYPE_CHECKING:
 
 
 class FakeClock:
-    """Simulated seconds; call it for the time (the driver's ``clock``)."""
+    """Simulated seconds; call it for the time (the driver's ``clock``). What is due at a
+    time (a compile's end) happens when the clock passes it, watched or not."""
 
     def __init__(self, start_s: float = 0.0) -> None:
         self.now_s = start_s
+        self._due: list[tuple[float, int, Callable[[], None]]] = []
+        self._order = itertools.count()  # equal times: first registered, first run
 
     def __call__(self) -> float:
         return self.now_s
 
+    def at(self, when_s: float, action: Callable[[], None]) -> None:
+        """Run ``action`` once the clock reaches ``when_s``."""
+        heapq.heappush(self._due, (when_s, next(self._order), action))
+        self._run_due()
+
     def advance(self, seconds: float) -> None:
         self.now_s += seconds
+        self._run_due()
 
     def advance_to(self, when_s: float) -> None:
         self.now_s = max(self.now_s, when_s)
+        self._run_due()
+
+    def _run_due(self) -> None:
+        while self._due and self._due[0][0] <= self.now_s:
+            heapq.heappop(self._due)[2]()
 
 
 class _SimulatedCompile(Future[Build]):
@@ -51,6 +67,7 @@ class _SimulatedCompile(Future[Build]):
         self._clock = clock
         self._end_s = end_s
         self._build = build
+        clock.at(end_s, self._settle)  # it ends whether or not anyone waits for it
 
     def _settle(self) -> None:
         if not super().done():

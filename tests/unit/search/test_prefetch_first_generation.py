@@ -1,0 +1,96 @@
+"""The default strategy's first generation compiles beside the baseline (``guess_first``),
+on the simulated clock (``ctune.testing.slow_builds``): the same search, one build sooner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctune.config import Settings
+from ctune.objective import parse_objective_spec
+from ctune.records import Candidate
+from ctune.search.driver import SearchOptions, run_search
+from ctune.search.result import SearchResult
+from ctune.search.staged import StagedStrategy
+from ctune.search.strategy import BaseStrategy
+from ctune.spec import KernelSpec
+from ctune.testing.slow_builds import FakeClock, SlowStandInCompiler, TimedStandInMeasurer
+from ctune.testing.standins import standin_spec
+
+COMPILE_S = 50.0
+
+
+@pytest.fixture
+def spec(tmp_path: Path) -> KernelSpec:
+    return standin_spec(tmp_path / "kernel")
+
+
+def _search(
+    spec: KernelSpec, folder: Path, **options: Any
+) -> tuple[SearchResult, SlowStandInCompiler]:
+    clock = FakeClock()
+    compiler = SlowStandInCompiler(spec, clock, compile_s=COMPILE_S, jobs=16)
+    result = run_search(
+        Settings(cache_dir=folder),
+        spec,
+        parse_objective_spec(["p50"], [], spec.metrics),
+        SearchOptions(
+            **{"seed": 3, "budget": 16, "journal_fsync": False, "fill": False, **options}
+        ),
+        compiler=compiler,
+        measurer=TimedStandInMeasurer(clock, measure_s=0.5, samples=30),
+        clock=clock,
+    )
+    return result, compiler
+
+
+def _generations(result: SearchResult) -> dict[int, list[tuple[str, float]]]:
+    """Each generation's trials: (candidate key, when journaled)."""
+    out: dict[int, list[tuple[str, float]]] = {}
+    for line in result.journal.read_text().splitlines():
+        record = json.loads(line)
+        if record.get("kind") == "trial":
+            trial = record["trial"]
+            key = json.dumps(trial["candidate"]["genes"], sort_keys=True)
+            out.setdefault(trial["generation"], []).append((key, record["elapsed_s"]))
+    return out
+
+
+def test_the_first_generation_compiles_while_the_baseline_does(
+    spec: KernelSpec, tmp_path: Path
+) -> None:
+    """Its builds were the compiler's first requests, so they are ready when the baseline
+    has been measured: the first generation ends within a build's time of the start, not
+    two builds' time."""
+    result, compiler = _search(spec, tmp_path / "s")
+    first = _generations(result)[1]
+    assert len(first) >= 2
+    groups = {compiler.group(Candidate.of(spec.name, json.loads(key))) for key, _ in first}
+    assert set(compiler.submits[: len(first)]) == groups
+    assert max(when for _, when in first) < 1.5 * COMPILE_S
+
+
+def test_the_guess_changes_when_builds_start_not_the_search(
+    spec: KernelSpec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Against the same search whose strategy guesses nothing: the same candidates in the
+    same order, the same builds (counted as compiler CPU alike), and about one build's
+    time less wall."""
+    guessed, guessed_compiler = _search(spec, tmp_path / "a")
+    monkeypatch.setattr(StagedStrategy, "guess_first", BaseStrategy.guess_first)
+    plain, plain_compiler = _search(spec, tmp_path / "b")
+
+    def trials(result: SearchResult) -> list[str]:
+        by_generation = _generations(result)
+        return [key for g in sorted(by_generation) for key, _ in by_generation[g]]
+
+    assert trials(guessed) == trials(plain)
+    assert sorted(guessed_compiler.nvcc_runs) == sorted(plain_compiler.nvcc_runs)  # no build wasted
+    # every build is compiler CPU once, whoever asked for it first
+    built_s = len(plain_compiler.nvcc_runs) * COMPILE_S
+    assert guessed.timing.compile_cpu_s == plain.timing.compile_cpu_s == built_s
+    saved = plain.timing.wall_s - guessed.timing.wall_s
+    assert 0.8 * COMPILE_S <= saved <= 1.2 * COMPILE_S, (plain.timing, guessed.timing)
