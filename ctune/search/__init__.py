@@ -46,8 +46,9 @@ class Strategy(Protocol):
 
     ``guess_first(baseline, n)``: what the first ``ask(n)`` will return once the
     ``baseline`` (the default build) is told, named before it is even built, where the
-    first proposals do not depend on its value (``StagedStrategy``'s seeds and samples);
-    the driver compiles them beside the baseline. Empty where they do (``BaseStrategy``'s).
+    first proposals do not depend on its value (seeds and uniform samples:
+    ``BaseStrategy.first_ask_ignores_values``); the driver compiles them beside the
+    baseline. Empty where they do.
     """
 
     OPTIONS: OptionTable

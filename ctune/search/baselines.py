@@ -61,6 +61,9 @@ class RandomStrategy(BaseStrategy):
         super().__init__(context, options)
         check_at_least(self.name, self.options, "batch_size", 1)
 
+    def first_ask_ignores_values(self) -> bool:
+        return True  # uniform samples, whatever was measured
+
     def ask(self, n: int) -> list[Candidate]:
         out = unseen_uniform(self, min(n, int(self.options["batch_size"])), set())
         self.asked.update(c.key() for c in out)
@@ -137,6 +140,9 @@ class ExhaustiveStrategy(BaseStrategy):
                 out.append(cand)
                 self.asked.add(cand.key())
         return out
+
+    def first_ask_ignores_values(self) -> bool:
+        return True  # the same order whatever was measured
 
     def upcoming(self, n: int) -> list[Candidate]:
         """The next ``n`` candidates :meth:`ask` will propose, without asking them: what it

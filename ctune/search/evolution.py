@@ -83,6 +83,10 @@ class EvolutionStrategy(BaseStrategy):
         self.asked.update(c.key() for c in batch)
         return batch
 
+    def first_ask_ignores_values(self) -> bool:
+        """Its first population (seeds, then uniform samples) outlasts the baseline."""
+        return self.population_size >= 2
+
     def tell(self, trials: Sequence[Trial]) -> None:
         super().tell(trials)
         pool = {t.candidate.key(): t for t in self.population}

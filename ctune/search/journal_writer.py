@@ -116,8 +116,8 @@ class JournalWriter:
             trial, filler=filler, elapsed_s=elapsed, same_binary_as=same_as, skipped=skipped
         )
         self.book.add(trial, same_as, filler)
-        if trial.build is not None:
-            self.timers.add_compile_cpu(trial.build)
+        if trial.build is not None and not trial.build.cache_hit:
+            self.timers.compile_cpu_s += trial.build.compile_s
 
 
 __all__ = ["JournalWriter", "device_label", "kept_line"]

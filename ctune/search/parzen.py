@@ -109,6 +109,10 @@ class ParzenStrategy(BaseStrategy):
         self.asked.update(c.key() for c in batch)
         return batch
 
+    def first_ask_ignores_values(self) -> bool:
+        """Its startup (seeds, then uniform samples) outlasts the baseline."""
+        return int(self.options["startup_trials"]) >= 2
+
     def _startup(self, m: int) -> list[Candidate]:
         """The default build and the spec's suggestions first, then uniform samples."""
         if self._seeds is None:

@@ -173,6 +173,10 @@ class Pipeline:
         batch = Scheduler(run.inputs, state, self, self.compiles, self.fillers, new, generation)
         return batch.run()
 
+    def start_ahead(self, cands: Sequence[Candidate]) -> None:
+        """Build candidates of a later batch now (``CompileSlots.start_ahead``)."""
+        self.compiles.start_ahead(cands)
+
     def queue_ahead(self, left: int) -> None:
         """Keep builds of later generations compiling while ``left`` candidates (the
         baseline) are measured (``CompileSlots.queue_ahead``)."""

@@ -109,6 +109,16 @@ class CompileSlots:
                 busy.add(id(futures[j]))
         self.queue_ahead(len(left), shared)
 
+    def start_ahead(self, cands: Sequence[Candidate]) -> None:
+        """Start the builds of candidates a later batch will hold (a warm start's, the
+        strategy's guessed first generation) while the baseline compiles: the batch takes
+        each as its own build, so its trial records the compile, as if made in the batch."""
+        inputs = self.inputs
+        for cand in cands:
+            group = inputs.spec.space.build_group(cand.genes)
+            if group not in self._ahead and cand.key() not in self.book.cache:
+                self._ahead[group] = inputs.compiler.submit(cand, inputs.problem)
+
     def queue_ahead(self, left: int, shared: dict[BuildGroup, Future[Build]] | None = None) -> None:
         """Keep ``AHEAD_PER_JOB x jobs`` builds of later generations compiling or queued
         (``left``: candidates of this generation, or the baseline, still to measure)."""

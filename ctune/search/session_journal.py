@@ -242,14 +242,13 @@ class SessionJournal:
     def prefetch_warm_start(self) -> None:
         """Start compiling the warm start's builds while the baseline compiles and is
         measured: they are measured right after it, and each would otherwise wait its whole
-        compile (a CUTLASS front end: about a minute) once the baseline is done. The builds
-        land in the cache, where the warm start's own evaluation finds them."""
+        compile (a CUTLASS front end: about a minute) once the baseline is done. The warm
+        start's batch takes them as its own builds (``Pipeline.start_ahead``)."""
         run = self.run
         if not run.inputs.opts.warm_start or not run.inputs.objective.measures:
             return
         baseline = run.inputs.spec.default_candidate().key()  # built and measured first
-        for cand in self._warm_candidates({baseline})[2]:
-            run.timers.count_when_built(run.inputs.compiler.submit(cand, run.inputs.problem))
+        self.pipeline.start_ahead(self._warm_candidates({baseline})[2])
 
     def prefetch_first_generation(self) -> None:
         """Start compiling the strategy's first generation while the baseline compiles and
@@ -271,8 +270,7 @@ class SessionJournal:
         n = min(MAX_BATCH, run.budget.remaining() - 1)
         baseline = run.inputs.spec.default_candidate()
         # the baseline compiles in this thread: leave it a slot
-        for cand in run.strategy.guess_first(baseline, n)[: self.pipeline.jobs - 1]:
-            run.timers.count_when_built(run.inputs.compiler.submit(cand, run.inputs.problem))
+        self.pipeline.start_ahead(run.strategy.guess_first(baseline, n)[: self.pipeline.jobs - 1])
 
     def warm_start(self) -> None:
         """Measure the given configurations first, as one generation told to the strategy.

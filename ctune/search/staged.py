@@ -10,14 +10,13 @@ builds), and ends with a **controls** phase where the space has acf genes
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from ctune.errors import UserError
-from ctune.records import Candidate, GeneValue, Outcome, Trial
+from ctune.records import Candidate, GeneValue, Trial
 from ctune.search import make_strategy
 from ctune.search.controls_phase import ControlsPhase
 from ctune.search.evolution import GA_OPTIONS
@@ -216,25 +215,16 @@ class StagedStrategy(BaseStrategy):
         self.asked.update(c.key() for c in batch)
         return batch
 
-    def guess_first(self, baseline: Candidate, n: int) -> list[Candidate]:
-        """The first batch, from a copy of this strategy told a stand-in of the baseline.
-        Exact while that batch is Parzen's seeds and uniform samples (a startup trial left
-        after the baseline, and a patience the baseline alone cannot exhaust): they depend
-        on which candidates were seen, never on a value."""
-        startup = int(self.inner.options.get("startup_trials", 0))
-        if (
-            self.told
-            or self.asked
-            or self.phase != "structure"
-            or self.options["structure"] != "parzen"
-            or startup < 2
-            or int(self.options["patience"]) < 2
-        ):
-            return []
-        twin = copy.deepcopy(self, memo={id(self.context): self.context})
-        values = (0.0,) * len(self.context.directions)
-        twin.tell([Trial(0, 0, baseline, Outcome.OK, values=values)])
-        return twin.ask(n)
+    def first_ask_ignores_values(self) -> bool:
+        """In the structure phase, where its strategy's first ask does (Parzen's seeds and
+        samples, the GA's first population) and the baseline alone cannot end the phase
+        (a patience of 2 or more)."""
+        return (
+            self.phase == "structure"
+            and int(self.options["patience"]) >= 2
+            and isinstance(self.inner, BaseStrategy)
+            and self.inner.first_ask_ignores_values()
+        )
 
     def tell(self, trials: Sequence[Trial]) -> None:
         super().tell(trials)

@@ -13,13 +13,14 @@ error, and is the table of docs/search.md, "Strategy options".
 
 from __future__ import annotations
 
+import copy
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ctune.errors import UserError
-from ctune.records import Candidate, GeneValue, Trial
+from ctune.records import Candidate, GeneValue, Outcome, Trial
 from ctune.spec.space.params import Space
 
 if TYPE_CHECKING:
@@ -239,11 +240,23 @@ class BaseStrategy:
         where proposals depend on results (most strategies), so nothing is built ahead."""
         return []
 
+    def first_ask_ignores_values(self) -> bool:
+        """Whether the first :meth:`ask` after the baseline depends only on which
+        candidates were told, never on a value (seeds and uniform samples): then
+        :meth:`guess_first` can name it. False unless a strategy says so."""
+        return False
+
     def guess_first(self, baseline: Candidate, n: int) -> list[Candidate]:
         """What the first :meth:`ask` will return once ``baseline`` is told, named before
-        it is built; empty where the first proposals depend on its value (most
-        strategies), so nothing is built beside the baseline."""
-        return []
+        it is built: a copy of this strategy told a stand-in of the baseline, asked. Empty
+        where that ask depends on the baseline's value (:meth:`first_ask_ignores_values`),
+        so nothing is built beside the baseline."""
+        if self.told or self.asked or not self.first_ask_ignores_values():
+            return []
+        twin = copy.deepcopy(self, memo={id(self.context): self.context})
+        values = (0.0,) * len(self.context.directions)
+        twin.tell([Trial(0, 0, baseline, Outcome.OK, values=values)])
+        return twin.ask(n)
 
     def tell(self, trials: Sequence[Trial]) -> None:
         """Record finished trials, asked or not (fillers): none is proposed again."""

@@ -7,15 +7,9 @@ search adds the time its journal already holds to what it journals, so a trial's
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
-from concurrent.futures import Future
-from typing import TYPE_CHECKING
 
 from ctune.search.result import Timing
-
-if TYPE_CHECKING:
-    from ctune.records import Build
 
 
 class Timers:
@@ -30,20 +24,6 @@ class Timers:
         self.measure_s = 0.0
         self.confirm_s = 0.0
         self.compile_cpu_s = 0.0
-        self._cpu_lock = threading.Lock()  # builds made ahead end in the compiler's threads
-
-    def add_compile_cpu(self, build: Build) -> None:
-        """Count a build this search compiled (a cache hit was compiled before)."""
-        if not build.cache_hit:
-            with self._cpu_lock:
-                self.compile_cpu_s += build.compile_s
-
-    def count_when_built(self, future: Future[Build]) -> None:
-        """Count a build made ahead of its trial (which then finds it in the cache) when
-        it is done; one that fails to finish is not counted."""
-        future.add_done_callback(
-            lambda f: None if f.cancelled() or f.exception() else self.add_compile_cpu(f.result())
-        )
 
     def elapsed(self) -> float:
         """This session's wall time."""

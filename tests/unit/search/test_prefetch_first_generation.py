@@ -13,9 +13,9 @@ from ctune.config import Settings
 from ctune.objective import parse_objective_spec
 from ctune.records import Candidate
 from ctune.search.driver import SearchOptions, run_search
+from ctune.search.journal import read
 from ctune.search.result import SearchResult
 from ctune.search.staged import StagedStrategy
-from ctune.search.strategy import BaseStrategy
 from ctune.spec import KernelSpec
 from ctune.testing.slow_builds import FakeClock, SlowStandInCompiler, TimedStandInMeasurer
 from ctune.testing.standins import standin_spec
@@ -64,13 +64,16 @@ def test_the_first_generation_compiles_while_the_baseline_does(
 ) -> None:
     """Its builds were the compiler's first requests, so they are ready when the baseline
     has been measured: the first generation ends within a build's time of the start, not
-    two builds' time."""
+    two builds' time. Its trials record those builds as this search's own compiles."""
     result, compiler = _search(spec, tmp_path / "s")
     first = _generations(result)[1]
     assert len(first) >= 2
     groups = {compiler.group(Candidate.of(spec.name, json.loads(key))) for key, _ in first}
     assert set(compiler.submits[: len(first)]) == groups
     assert max(when for _, when in first) < 1.5 * COMPILE_S
+    trials = [t for t in read(result.journal)[0].trials if t.generation == 1]
+    assert trials and all(t.build is not None and not t.build.cache_hit for t in trials)
+    assert all(t.build is not None and t.build.compile_s == COMPILE_S for t in trials)
 
 
 def test_the_guess_changes_when_builds_start_not_the_search(
@@ -80,7 +83,7 @@ def test_the_guess_changes_when_builds_start_not_the_search(
     same order, the same builds (counted as compiler CPU alike), and about one build's
     time less wall."""
     guessed, guessed_compiler = _search(spec, tmp_path / "a")
-    monkeypatch.setattr(StagedStrategy, "guess_first", BaseStrategy.guess_first)
+    monkeypatch.setattr(StagedStrategy, "first_ask_ignores_values", lambda self: False)
     plain, plain_compiler = _search(spec, tmp_path / "b")
 
     def trials(result: SearchResult) -> list[str]:

@@ -22,7 +22,6 @@ from ctune.search.driver import SearchOptions, run_search
 from ctune.search.journal import read
 from ctune.search.result import SearchResult
 from ctune.search.staged import StagedStrategy
-from ctune.search.strategy import BaseStrategy
 from ctune.spec import KernelSpec
 from ctune.testing.slow_builds import (
     FakeClock,
@@ -198,7 +197,7 @@ def test_a_slow_build_holds_up_neither_the_builds_done_meanwhile_nor_the_next(
     side by side (a generation of about 35 s), not one after the other (about 60 s)."""
     # no first generation built beside the baseline (test_prefetch_first_generation.py):
     # its head is the slow build, as a later generation's may be
-    monkeypatch.setattr(StagedStrategy, "guess_first", BaseStrategy.guess_first)
+    monkeypatch.setattr(StagedStrategy, "first_ask_ignores_values", lambda self: False)
     result, _ = _search(
         spec,
         tmp_path / "s",
