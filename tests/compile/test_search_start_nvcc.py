@@ -11,11 +11,13 @@ from typing import Any
 import pytest
 
 from ctune.compile import probe_toolchain
+from ctune.compile.nvcc import NvccCompiler
 from ctune.config import Settings
 from ctune.errors import SpecError
 from ctune.objective import parse_objective_spec
 from ctune.search import session
 from ctune.search.driver import SearchOptions, run_search
+from ctune.search.journal import read
 from ctune.spec import load_spec
 from ctune.testing.standins import StandInMeasurer
 
@@ -89,3 +91,41 @@ def test_an_args_error_of_the_build_made_ahead_is_the_baseline_s(
     with pytest.raises(SpecError, match=r"takes 4 parameter\(s\)"):
         _search(_saxpy(tmp_path / "k", scalar_n), settings)
     assert probed_after_the_build == [True]
+
+
+def test_the_first_generation_compiles_beside_the_baseline(
+    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the real nvcc: the default strategy's first generation starts compiling before
+    the baseline's build ends (``guess_first``), its trials record those builds as their
+    own compiles, and no build is compiled twice."""
+    spans: list[tuple[str, float, float, bool]] = []  # (candidate, start, end, compiled)
+    build = NvccCompiler.build
+
+    def timed_build(self: NvccCompiler, candidate: Any, problem: Any) -> Any:
+        start = time.monotonic()
+        made = build(self, candidate, problem)
+        spans.append((candidate.key(), start, time.monotonic(), not made.cache_hit))
+        return made
+
+    monkeypatch.setattr(NvccCompiler, "build", timed_build)
+    path = _saxpy(tmp_path / "k")
+    toolchain = probe_toolchain()
+    spec = load_spec(path, toolchain.help_text)
+    result = run_search(
+        settings,
+        spec,
+        parse_objective_spec(["p50"], [], spec.metrics),
+        SearchOptions(budget=6, confirm_processes=0, fill=False, jobs=4),
+        measurer=StandInMeasurer(samples=30),
+        toolchain=toolchain,
+    )
+    trials = read(result.journal)[0].trials
+    baseline = trials[0].candidate.key()
+    first = [t for t in trials if t.generation == 1]
+    assert first and all(t.build is not None and not t.build.cache_hit for t in first)
+    baseline_end = next(end for key, _, end, made in spans if key == baseline and made)
+    guessed = {t.candidate.key() for t in first}
+    assert any(start < baseline_end for key, start, _, made in spans if key in guessed and made)
+    compiled = [key for key, _, _, made in spans if made]
+    assert len(compiled) == len(set(compiled))  # each build once
