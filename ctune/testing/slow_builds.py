@@ -70,23 +70,17 @@ class _SimulatedCompile(Future[Build]):
         clock.at(end_s, self._settle)  # it ends whether or not anyone waits for it
 
     def _settle(self) -> None:
-        if not super().done():
+        if not self.done():
             self.set_result(self._build)
-
-    def done(self) -> bool:
-        if not super().done() and self._clock() >= self._end_s:
-            self._settle()
-        return super().done()
 
     def result(self, timeout: float | None = None) -> Build:
         """The caller blocks until the compile ends, or for ``timeout`` simulated seconds
         (then ``TimeoutError``, as a real future's ``result`` raises)."""
-        if not super().done():
+        if not self.done():
             if timeout is not None and self._clock() + timeout < self._end_s:
                 self._clock.advance(timeout)
                 raise FutureTimeout
-            self._clock.advance_to(self._end_s)
-            self._settle()
+            self._clock.advance_to(self._end_s)  # the clock settles it at its end
         return super().result(timeout)
 
 
