@@ -23,7 +23,8 @@
 #             binary plus ~15 s per process and preset (python bench/ground_truth.py sizes
 #             prints the binaries); tiled_matmul ~3 min per process, gemm ~5-6 min
 #   gtfinish  bench/ground_truth.py finish  (GT_PRESET): tests/data/ground_truth/<preset>-*.json.gz,
-#             only for a preset measured in all 3 processes
+#             only for a preset measured in all 3 processes (GT_FINISH_ARGS: e.g.
+#             "--out-dir tests/data/ground_truth/sm90-nvidia-h200", a preset recorded again)
 #             (every gt* stage is resumable and starts nothing new once GT_MAX_S, 480 s by
 #             default, have passed since the call began, nor a measure process with less than
 #             30 s left; its progress, bench/results/ground_truth/, comes back in results.tgz:
@@ -187,7 +188,7 @@ for stage in "${STAGES[@]}"; do
       done ;;
     gtfinish)
       for preset in ${GT_PRESET:-tiled_matmul}; do
-        run "gtfinish-$preset" $PY bench/ground_truth.py finish --preset "$preset"
+        run "gtfinish-$preset" $PY bench/ground_truth.py finish --preset "$preset" ${GT_FINISH_ARGS:-}
       done ;;
     quality)
       run quality $PY bench/search_quality.py ${QUALITY_ARGS:-} ;;

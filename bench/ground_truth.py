@@ -516,7 +516,7 @@ def stage_finish(args: argparse.Namespace) -> int:
         "value": "median of the per-process medians of each distinct binary",
         "generator": "bench/ground_truth.py",
     }
-    out = truth.save(OUT / f"{args.preset}-{problem.name}.json.gz")
+    out = truth.save(Path(args.out_dir) / f"{args.preset}-{problem.name}.json.gz")
     print(f"wrote {out}: {len(truth.candidates)} candidates, {len(truth.binaries)} binaries")
     return 0
 
@@ -550,6 +550,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--process", type=int, default=1, help="measure: which process (1..)")
     parser.add_argument(
         "--processes", type=int, default=3, help="finish: the measure processes it needs"
+    )
+    parser.add_argument(
+        "--out-dir",
+        default=str(OUT),
+        help="finish: where the ground truth goes (a preset recorded again on another GPU: "
+        "a folder named by its device class, e.g. tests/data/ground_truth/sm90-nvidia-h200)",
     )
     parser.add_argument("--max-s", type=float, default=480.0, help="start nothing new after")
     parser.add_argument("--min-samples", type=int, default=50)

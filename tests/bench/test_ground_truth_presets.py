@@ -113,6 +113,22 @@ def test_finish_writes_nothing_until_every_process_measured_every_binary(
     assert not (tmp_path / "out").exists()
 
 
+def test_a_preset_recorded_again_goes_to_its_own_folder_and_replays_by_name(
+    bench_module: Callable[[str], ModuleType], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """finish --out-dir: a preset recorded again on another GPU leaves the first recording's
+    file alone, and the replays find its kernel by the file's name in the other folder."""
+    gt = bench_module("ground_truth")
+    monkeypatch.setattr(gt, "PARTIAL", tmp_path / "partial")
+    monkeypatch.setattr(gt, "OUT", tmp_path / "out")
+    _measured(gt, tmp_path / "partial", "gemm", 3)  # the hand GEMM's committed map
+    again = tmp_path / "out" / "sm90-other-gpu"
+    assert gt.main(["finish", "--preset", "gemm", "--out-dir", str(again)]) == 0
+    assert not gt.truth_file("gemm").exists()
+    ((truth, spec),) = gt.given_truths([again / gt.truth_file("gemm").name])
+    assert spec.name == "hand_gemm" and truth.distinct_binaries() == 1156
+
+
 def test_the_replays_take_each_recorded_preset_and_note_the_others(
     gt: ModuleType,
     bench_module: Callable[[str], ModuleType],
