@@ -21,7 +21,12 @@ distinct binaries (GPU measurements):
   skips freed. The arms above have one slot, where a skip saves a build's whole time;
 - ``on_shape`` and ``on_shape_slots`` (with ``--other-shape``, ground truths of the same
   kernel and subspace on other problems): ``on`` warm from one search of each of those
-  shapes (no model, seeds from 2000): what the later shapes of a problem set get.
+  shapes (no model, seeds from 2000): what the later shapes of a problem set get;
+- ``on_gpu`` and ``on_gpu_slots`` (with ``--other-gpu``, ground truths of the same kernel,
+  problem and subspace recorded on other GPUs): ``on`` warm from one search on each of
+  them (no model, seeds from 3000): what a first search on a new GPU gets. Each warm-from
+  arm has its search as short without the model beside it (``off_at_shape_builds``,
+  ``off_at_gpu_builds``).
 
 ``--problem-set P1 P2 ...`` replays each preset's ground truth in turn warm from searches
 of all the others (the last shape of a problem set of them), into
@@ -48,6 +53,9 @@ fingerprints and this machine's. Target (issue 50): at least 50% fewer builds at
         --other-shape tests/data/ground_truth/cutlass_gemm_up-llm8b-up-t2048.json.gz
     python bench/cost_model.py --problem-set cutlass_gemm cutlass_gemm_up cutlass_gemm_qkv \
         cutlass_gemm_down
+    python bench/cost_model.py --ground-truth tests/data/ground_truth/sm90-nvidia-h200/\
+gemm-sq4096.json.gz --other-gpu tests/data/ground_truth/gemm-sq4096.json.gz \
+        --out bench/results/cost_model_other_gpu.json
 """
 
 from __future__ import annotations
@@ -204,6 +212,11 @@ def _arm(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+#: where a warm-start arm's earlier searches come from: its name, and the seed offset of
+#: those searches (no model) from the arm's own
+WARM_SOURCES = {"shape": 2000, "gpu": 3000}
+
+
 def evaluate(
     truth: BinaryTruth,
     base: KernelSpec,
@@ -212,40 +225,45 @@ def evaluate(
     log: Any,
     slots: int = 16,
     other_shapes: list[BinaryTruth] | None = None,
+    other_gpus: list[BinaryTruth] | None = None,
 ) -> dict[str, Any]:
     """The arms of the module's docstring on ``truth``; with ``other_shapes`` (the same
-    kernel and subspace on other problems), also ``on_shape`` and ``on_shape_slots``:
-    warm from a search of each of them, what a problem set's later shapes get."""
+    kernel and subspace on other problems), also ``on_shape`` and ``on_shape_slots``: warm
+    from a search of each of them, what a problem set's later shapes get; with
+    ``other_gpus`` (the same kernel, problem and subspace recorded on other GPUs),
+    ``on_gpu`` and ``on_gpu_slots``: what a first search on a new GPU gets."""
     spec = truth.restrict(base)
     budget = max(2, math.ceil(fraction * truth.distinct_binaries()))
+    others = {k: v for k, v in (("shape", other_shapes), ("gpu", other_gpus)) if v}
     arms: dict[str, list[dict[str, Any]]] = {
         "off": [],
         "on": [],
         "on_warm": [],
         "on_slots": [],
         "on_warm_slots": [],
-        **({"on_shape": [], "on_shape_slots": []} if other_shapes else {}),
+        **{f"on_{kind}{n}": [] for kind in others for n in ("", "_slots")},
     }
     with tempfile.TemporaryDirectory(prefix="ctune-cost-model-") as tmp:
         folder = Path(tmp)
         for seed in range(seeds):
-            if other_shapes:  # a search of each other shape, no model, first
-                shaped = folder / f"shape-{seed}"
-                for i, other in enumerate(other_shapes):
-                    run(other, spec, budget, seed + 2000 + 100 * i, folder, False, cache=shaped)
-                for arm, n in (("on_shape", 1), ("on_shape_slots", slots)):
-                    warm = folder / f"shape-{seed}-{n}"
-                    shutil.copytree(shaped, warm)
-                    arms[arm].append(run(truth, spec, budget, seed, folder, True, warm, slots=n))
+            for kind, truths in others.items():  # a search of each other truth, no model, first
+                earlier = folder / f"{kind}-{seed}"
+                for i, other in enumerate(truths):
+                    offset = WARM_SOURCES[kind] + 100 * i
+                    run(other, spec, budget, seed + offset, folder, False, cache=earlier)
+                for arm, n in ((f"on_{kind}", 1), (f"on_{kind}_slots", slots)):
+                    copy = folder / f"{kind}-{seed}-{n}"
+                    shutil.copytree(earlier, copy)
+                    arms[arm].append(run(truth, spec, budget, seed, folder, True, copy, slots=n))
             arms["off"].append(run(truth, spec, budget, seed, folder, False, wall_slots=(slots,)))
             arms["on"].append(run(truth, spec, budget, seed, folder, True))
             arms["on_slots"].append(run(truth, spec, budget, seed, folder, True, slots=slots))
             earlier = folder / f"warm-{seed}"
             run(truth, spec, budget, seed + 1000, folder, False, cache=earlier)
             for arm, n in (("on_warm", 1), ("on_warm_slots", slots)):
-                warm = folder / f"warm-{seed}-{n}"
-                shutil.copytree(earlier, warm)  # each arm its own copy: it writes a journal
-                arms[arm].append(run(truth, spec, budget, seed, folder, True, warm, slots=n))
+                copy = folder / f"warm-{seed}-{n}"
+                shutil.copytree(earlier, copy)  # each arm its own copy: it writes a journal
+                arms[arm].append(run(truth, spec, budget, seed, folder, True, copy, slots=n))
             log(f"  seed {seed}: " + ", ".join(f"{k} {v[-1]}" for k, v in arms.items()))
 
         def shorter(arm: str) -> tuple[int, list[dict[str, Any]]]:
@@ -255,6 +273,7 @@ def evaluate(
 
         on_builds, short_on = shorter("on")
         warm_builds, short_warm = shorter("on_warm")
+        short_other = {kind: shorter(f"on_{kind}") for kind in others}
     off, on, warm = _arm(arms["off"]), _arm(arms["on"]), _arm(arms["on_warm"])
     on_slots, warm_slots = _arm(arms["on_slots"]), _arm(arms["on_warm_slots"])
     saved = 1 - on["median_builds"] / off["median_builds"]
@@ -264,9 +283,14 @@ def evaluate(
         """1 - the arm's median compile wall to 0.99 over off's, with ``n`` slots."""
         return _saved(arm[f"median_wall_to_0.99_s@{n}"], off[f"median_wall_to_0.99_s@{n}"])
 
+    named = {
+        "shape": ("other_shapes", [o.problem for o in other_shapes or []]),
+        "gpu": ("other_gpus", [gpu_name(o) for o in other_gpus or []]),
+    }
     return {
         "kernel": truth.kernel,
         "problem": truth.problem,
+        "gpu": gpu_name(truth),
         "synthetic": truth.synthetic,
         "distinct_binaries": truth.distinct_binaries(),
         "candidates": len(truth.candidates),
@@ -279,9 +303,11 @@ def evaluate(
         "on_warm": warm,
         "on_slots": on_slots,
         "on_warm_slots": warm_slots,
-        **(
-            _shape_arms(arms, off, slots, [o.problem for o in other_shapes]) if other_shapes else {}
-        ),
+        **{
+            k: v
+            for kind in others
+            for k, v in _warm_arms(arms, off, slots, kind, *named[kind], short_other[kind]).items()
+        },
         "slots": slots,
         "wall_to_0.99_saved": {
             "on@1": wall_saved(on, 1),
@@ -303,27 +329,40 @@ def evaluate(
     }
 
 
+def gpu_name(truth: BinaryTruth) -> str:
+    """The GPU a ground truth was recorded on ("none": synthetic, or not fingerprinted)."""
+    return str(truth.fingerprint.get("gpu_name") or "none")
+
+
 def _saved(mine: float | None, theirs: float | None) -> float | None:
     """1 - mine / theirs (None: either is missing, or theirs is 0)."""
     return None if mine is None or not theirs else 1 - mine / theirs
 
 
-def _shape_arms(
-    arms: dict[str, list[dict[str, Any]]], off: dict[str, Any], slots: int, problems: list[str]
+def _warm_arms(
+    arms: dict[str, list[dict[str, Any]]],
+    off: dict[str, Any],
+    slots: int,
+    kind: str,
+    key: str,
+    sources: list[str],
+    short: tuple[int, list[dict[str, Any]]],
 ) -> dict[str, Any]:
-    """The arms warm from other shapes, against ``off``: builds, and compile wall (what a
-    CUTLASS search waits for) at one slot and at ``slots``."""
-    shape, shape_slots = _arm(arms["on_shape"]), _arm(arms["on_shape_slots"])
-    walls = {1: (shape, "compile_wall_s@1"), slots: (shape_slots, f"compile_wall_s@{slots}")}
+    """The arms warm from searches of other ground truths (``kind``: other shapes or other
+    GPUs, named under ``key``), against ``off``: builds, compile wall (what a CUTLASS
+    search waits for) at one slot and at ``slots``, and a search as short without the model."""
+    one, many = _arm(arms[f"on_{kind}"]), _arm(arms[f"on_{kind}_slots"])
+    walls = {1: (one, "compile_wall_s@1"), slots: (many, f"compile_wall_s@{slots}")}
+    budget, runs = short
     return {
-        "other_shapes": problems,
-        "on_shape": shape,
-        "on_shape_slots": shape_slots,
-        "builds_saved_shape": 1 - shape["median_builds"] / off["median_builds"],
-        "compile_wall_saved_shape": {
-            f"@{n}": _saved(arm[f"median_{key}"], off[f"median_{key}"])
-            for n, (arm, key) in walls.items()
+        key: sources,
+        f"on_{kind}": one,
+        f"on_{kind}_slots": many,
+        f"builds_saved_{kind}": 1 - one["median_builds"] / off["median_builds"],
+        f"compile_wall_saved_{kind}": {
+            f"@{n}": _saved(arm[f"median_{k}"], off[f"median_{k}"]) for n, (arm, k) in walls.items()
         },
+        f"off_at_{kind}_builds": {"budget": budget, **_arm(runs)},
     }
 
 
@@ -376,6 +415,13 @@ def main(argv: list[str] | None = None) -> int:
         "arms warm from a search of each (with one --ground-truth or --preset)",
     )
     parser.add_argument(
+        "--other-gpu",
+        nargs="+",
+        default=None,
+        help="ground truths of the same kernel, problem and subspace recorded on other GPUs: "
+        "adds the arms warm from a search on each (with one --ground-truth or --preset)",
+    )
+    parser.add_argument(
         "--problem-set",
         nargs="+",
         default=None,
@@ -401,28 +447,42 @@ def main(argv: list[str] | None = None) -> int:
     except PresetUnavailable as exc:
         raise SystemExit(f"error: {exc}") from None
     if args.problem_set is not None:
-        if len(truths) < 2 or args.other_shape:
+        if len(truths) < 2 or args.other_shape or args.other_gpu:
             raise SystemExit(
-                f"error: --problem-set needs 2 or more recorded presets and no --other-shape, "
-                f"got {len(truths)} recorded"
+                f"error: --problem-set needs 2 or more recorded presets and no --other-shape "
+                f"or --other-gpu, got {len(truths)} recorded"
             )
         others = [[o for o, _ in truths if o is not t] for t, _ in truths]
+        gpus: list[list[BinaryTruth]] = [[] for _ in truths]
     else:
         given = [BinaryTruth.load(Path(f)) for f in args.other_shape or []]
-        if given and len(truths) != 1:
-            raise SystemExit(f"error: --other-shape goes with one ground truth, got {len(truths)}")
-        others = [given] * len(truths)
-    for (truth, _), shapes in zip(truths, others, strict=True):
+        on_gpus = [BinaryTruth.load(Path(f)) for f in args.other_gpu or []]
+        if (given or on_gpus) and len(truths) != 1:
+            raise SystemExit(
+                f"error: --other-shape and --other-gpu go with one ground truth, got {len(truths)}"
+            )
+        others, gpus = [given] * len(truths), [on_gpus] * len(truths)
+    for (truth, _), shapes, other_gpus in zip(truths, others, gpus, strict=True):
         for other in shapes:
             if other.kernel != truth.kernel or other.problem == truth.problem:
                 raise SystemExit(
                     f"error: {other.kernel}/{other.problem}: not {truth.kernel} on another "
                     f"problem than {truth.problem}"
                 )
+        for other in other_gpus:
+            if (other.kernel, other.problem) != (truth.kernel, truth.problem) or gpu_name(
+                other
+            ) == gpu_name(truth):
+                raise SystemExit(
+                    f"error: {other.kernel}/{other.problem} on {gpu_name(other)}: not "
+                    f"{truth.kernel}/{truth.problem} on another GPU than {gpu_name(truth)}"
+                )
     results = []
-    for (truth, base), shapes in zip(truths, others, strict=True):
-        print(f"{truth.kernel}/{truth.problem}", flush=True)
-        results.append(evaluate(truth, base, args.seeds, args.fraction, print, args.slots, shapes))
+    for (truth, base), shapes, other_gpus in zip(truths, others, gpus, strict=True):
+        print(f"{truth.kernel}/{truth.problem} on {gpu_name(truth)}", flush=True)
+        results.append(
+            evaluate(truth, base, args.seeds, args.fraction, print, args.slots, shapes, other_gpus)
+        )
     report = {
         "benchmark": "cost_model",
         "alpha": DEFAULT_ALPHA,
@@ -455,6 +515,14 @@ def main(argv: list[str] | None = None) -> int:
             f"{gt['off_at_warm_builds']['median_of_optimum']:.4f}; target met: "
             f"{gt['meets_target']} (warm {gt['meets_target_warm']})"
         )
+        if "on_gpu" in gt:
+            gpu = gt["on_gpu"]
+            print(
+                f"  warm from {', '.join(gt['other_gpus'])}: {gpu['median_of_optimum']:.4f}"
+                f" ({gpu['median_builds']} builds, {gt['builds_saved_gpu']:.0%} saved), "
+                f"off at {gt['off_at_gpu_builds']['budget']} "
+                f"{gt['off_at_gpu_builds']['median_of_optimum']:.4f}"
+            )
     print(f"wrote {out}")
     return 0
 

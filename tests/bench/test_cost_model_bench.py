@@ -88,6 +88,38 @@ def test_a_search_of_another_shape_warm_starts_the_problem_set_arms(
 
 
 @needs_model
+def test_a_search_on_another_gpu_warm_starts_the_new_gpu_arms(
+    tmp_path: Path, bench_module: Callable[[str], ModuleType]
+) -> None:
+    """--other-gpu: the same (synthetic) kernel, problem and subspace "recorded" on another
+    GPU with the same landscape is searched first, without the model; the search on this
+    one learns from its journal, as a first search on a new GPU does, and skips more."""
+    bench = bench_module("cost_model")
+    other = bench.synthetic()[0]
+    other.fingerprint = {**other.fingerprint, "gpu_name": "synthetic GPU B (no GPU)"}
+    out = tmp_path / "c.json"
+    argv = ["--synthetic", "--seeds", "1", "--fraction", "0.06", "--out", str(out)]
+    assert bench.main([*argv, "--other-gpu", str(other.save(tmp_path / "b.json"))]) == 0
+    (truth,) = json.loads(out.read_text())["ground_truths"]
+    assert truth["gpu"] == "synthetic (no GPU)"
+    assert truth["other_gpus"] == ["synthetic GPU B (no GPU)"] and "on_shape" not in truth
+    (cold,) = truth["on"]["runs"]
+    for arm in ("on_gpu", "on_gpu_slots"):
+        (run,) = truth[arm]["runs"]
+        assert run["skipped"] > cold["skipped"]  # the other GPU's trials taught it
+        assert run["builds"] < truth["off"]["runs"][0]["builds"]
+    assert truth["builds_saved_gpu"] == pytest.approx(
+        1 - truth["on_gpu"]["median_builds"] / truth["off"]["median_builds"]
+    )
+    (short,) = truth["off_at_gpu_builds"]["runs"]
+    assert truth["off_at_gpu_builds"]["budget"] == truth["on_gpu"]["runs"][0]["builds"]
+    assert short["skipped"] == 0
+    with pytest.raises(SystemExit, match="on another GPU than synthetic"):
+        same = bench.synthetic()[0].save(tmp_path / "same.json")
+        bench.main([*argv, "--other-gpu", str(same)])
+
+
+@needs_model
 def test_a_problem_set_replays_each_shape_warm_from_the_others(
     tmp_path: Path, bench_module: Callable[[str], ModuleType]
 ) -> None:
