@@ -55,7 +55,7 @@ fingerprints and this machine's. Target (issue 50): at least 50% fewer builds at
         cutlass_gemm_down
     python bench/cost_model.py --ground-truth tests/data/ground_truth/sm90-nvidia-h200/\
 gemm-sq4096.json.gz --other-gpu tests/data/ground_truth/gemm-sq4096.json.gz \
-        --out bench/results/cost_model_other_gpu.json
+        --out bench/results/cost_model_other_gpu-hand_gemm.json
 """
 
 from __future__ import annotations

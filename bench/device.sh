@@ -19,9 +19,9 @@
 #             external presets' maps are committed, made on a CPU machine with the same nvcc)
 #   gtmeasure bench/ground_truth.py measure (GT_PRESET, GT_PROCESSES: "1 2 3" or one of them;
 #             GT_ARGS, e.g. "--min-samples 30"): each distinct binary once per fresh process,
-#             each process over every preset before the next process starts; ~0.2 s per
+#             each process over every preset before the next process starts; ~0.1 s per
 #             binary plus ~15 s per process and preset (python bench/ground_truth.py sizes
-#             prints the binaries); tiled_matmul ~3 min per process, gemm ~5-6 min
+#             prints the binaries); tiled_matmul and gemm ~2.5 min per process on an H200
 #   gtfinish  bench/ground_truth.py finish  (GT_PRESET): tests/data/ground_truth/<preset>-*.json.gz,
 #             only for a preset measured in all 3 processes (GT_FINISH_ARGS: e.g.
 #             "--out-dir tests/data/ground_truth/sm90-nvidia-h200", a preset recorded again)
