@@ -11,6 +11,7 @@ import importlib
 import importlib.util
 import os
 import shutil
+import signal
 import sys
 from collections.abc import Callable
 from functools import cache
@@ -23,6 +24,15 @@ pytest.register_assert_rewrite("ctune.testing")
 
 HARDWARE_MARKERS = ("nvcc", "gpu", "nvml")
 DEFAULT_TIMEOUT_S = {"nvcc": 300, "gpu": 600, "nvml": 600}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give Ctrl-C back its default handler where the suite was started with SIGINT ignored
+    (``nohup`` or ``cmd &`` in a shell without job control): the interrupt tests send real
+    SIGINTs to this process and to ctune processes it starts, which inherit the disposition.
+    A Python handler is reset to the default on exec, so those children get Python's own."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
