@@ -314,6 +314,7 @@ class ModelPolicy(CostPolicy):
         except ValueError:
             return []
         found: list[tuple[str, Path]] = []
+        device_of: dict[Path, str] = {}
         paths = {p.resolve() for f in folders for p in f.glob(f"{inputs.spec.name}-*.jsonl")}
         for path in sorted(paths):
             if path == own.resolve():
@@ -331,7 +332,9 @@ class ModelPolicy(CostPolicy):
                 and written < start_s + 1
             ):
                 found.append((created, path))
+                device_of[path] = str(header.get("device") or "an unknown GPU")
         examples: list[Example] = []
+        elsewhere: list[str] = []  # the devices of those journals that are not this search's
         unreadable = 0
         for _, path in sorted(found)[-MAX_WARM_JOURNALS:]:
             try:
@@ -341,6 +344,8 @@ class ModelPolicy(CostPolicy):
                 continue
             self.warm_journals += bool(got)
             examples += got
+            if got and device_of[path] != self.writer.device:
+                elsewhere.append(device_of[path])
         if self.warm_journals or unreadable:
             left_out = f"; {unreadable} unreadable left out" if unreadable else ""
             # --cost-model left out: on because of them (on_by_default)
@@ -349,10 +354,17 @@ class ModelPolicy(CostPolicy):
                 if inputs.opts.cost_model is None
                 else ""
             )
+            # a journal of another GPU teaches its ranking, which may not be this one's
+            # (docs/cost-model.md, "A new GPU"): say which
+            other = (
+                f"; {len(elsewhere)} on another GPU: {', '.join(sorted(set(elsewhere)))}"
+                if elsewhere
+                else ""
+            )
             self.run.notices.note(
                 f"cost model: {self.warm_journals} earlier journal(s) of {inputs.spec.name} "
-                f"({sum(e.target is not None for e in examples)} measured trials) train it "
-                f"from the start{left_out}{why_on}",
+                f"({sum(e.target is not None for e in examples)} measured trials{other}) train "
+                f"it from the start{left_out}{why_on}",
                 "info",
             )
         return examples

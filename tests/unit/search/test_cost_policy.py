@@ -3,6 +3,7 @@ a confirmation, off changes nothing, and a resumed search skips as the uninterru
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from pathlib import Path
@@ -277,6 +278,24 @@ def test_earlier_journals_of_the_kernel_warm_start_the_model(
     (note,) = [n for n in warm.notes if "earlier journal" in n]
     assert note.startswith(f"cost model: 1 earlier journal(s) of tiled_matmul ({measured} ")
     assert any(o == "skipped" for _, o in _decisions(warm.journal))
+
+
+@needs_sklearn
+def test_a_journal_of_another_gpu_is_named_in_the_note(
+    landscape: tuple[BinaryTruth, KernelSpec], tmp_path: Path
+) -> None:
+    """A warm start from a journal recorded on another GPU says which GPU: its ranking is
+    that GPU's, and the user may want --cost-model off."""
+    truth, spec = landscape
+    elsewhere = copy.deepcopy(truth)
+    elsewhere.fingerprint = {**truth.fingerprint, "gpu_name": "stand-in GPU B"}
+    _search((elsewhere, spec), tmp_path / "cache", seed=11, budget=90)
+    _search(landscape, tmp_path / "cache", seed=12, budget=30)  # one of this GPU's own
+    warm = _search(landscape, tmp_path / "cache", cost_model=True, budget=30)
+    (note,) = [n for n in warm.notes if "earlier journal" in n]
+    assert note.startswith("cost model: 2 earlier journal(s) of tiled_matmul (")
+    assert "; 1 on another GPU: replay of stand-in GPU B" in note
+    assert "synthetic" not in note.split("another GPU:")[1]  # this GPU's own is not listed
 
 
 @needs_sklearn
