@@ -28,6 +28,7 @@ Needs a GPU, ptxas >= 13.3 (``--ptxas``), ``compileiq`` and its spaces (``--spac
     python bench/acf.py run --ptxas PTXAS --spaces DIR [--only KEY ...] [--out DIR]
     python bench/acf.py h2h --ptxas PTXAS --spaces DIR --only KEY [--out DIR]
     python bench/acf.py table bench/results/acf-<gpu_id>.json
+    python bench/acf.py walls TRIALS.csv [SLOTS]   # a stage's compile wall, generations or not
 """
 
 from __future__ import annotations
@@ -157,6 +158,32 @@ def files_tried(search: Mapping[str, Any]) -> int:
     base without a file) and fillers; files that gave an identical binary count, as they
     do in CompileIQ's loop, which is given as many (the same number of controls files)."""
     return max(0, int(search.get("evaluations") or 0) - int(search.get("fillers") or 0) - 1)
+
+
+def stage_walls(trials_csv: Path, slots: int) -> dict[str, float]:
+    """A controls stage's compile wall from its trials' ptxas seconds (a CSV with
+    ``generation``, ``compile_s`` and ``acf_ptxas`` columns, one row a trial): as its
+    generations had it, each waiting for its slowest build, and as one stream that keeps
+    ``slots`` builds going, which an engine taking partial tells would allow (an estimate:
+    the files it proposes that way may differ)."""
+    import csv
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from cost_model import compile_walls  # the one rule for builds on slots
+
+    with trials_csv.open(newline="") as handle:
+        files = [r for r in csv.DictReader(handle) if r["acf_ptxas"] != "none"]
+    by_generation: dict[int, list[float]] = {}
+    for r in files:
+        by_generation.setdefault(int(r["generation"]), []).append(float(r["compile_s"]))
+    seconds = [float(r["compile_s"]) for r in files]
+    return {
+        "files": len(files),
+        "compile_cpu_s": round(sum(seconds), 1),
+        "generations": len(by_generation),
+        "generations_wall_s": round(sum(compile_walls(by_generation, slots).values()), 1),
+        "one_stream_wall_s": round(compile_walls({0: seconds}, slots)[0], 1),
+    }
 
 
 def settings_label(t: Target, prune_margin: str, seed: int = SEED) -> str:
@@ -558,6 +585,11 @@ def table(data: Mapping[str, Any]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
+    if argv[:1] == ["walls"]:
+        if len(argv) not in (2, 3):
+            raise SystemExit("usage: python bench/acf.py walls TRIALS.csv [SLOTS (16)]")
+        print(json.dumps(stage_walls(Path(argv[1]), int(argv[2]) if len(argv) == 3 else 16)))
+        return 0
     if argv[:1] == ["table"]:
         if len(argv) != 2:
             raise SystemExit("usage: python bench/acf.py table bench/results/acf-<gpu_id>.json")

@@ -243,3 +243,28 @@ def test_compileiq_s_loop_is_given_as_many_files_as_the_stage_tried(acf) -> None
     assert acf.files_tried({"evaluations": 266, "binaries": 256, "fillers": 0}) == 265
     assert acf.files_tried({"evaluations": 70, "fillers": 4}) == 65
     assert acf.files_tried({}) == 0
+
+
+def test_a_stage_s_compile_wall_with_and_without_generations(acf, tmp_path: Path) -> None:
+    """The baseline (no file) is no controls build; each generation waits for its slowest
+    build, one stream keeps both slots going."""
+    rows = [
+        "number,generation,compile_s,acf_ptxas",
+        "0,0,5.0,none",
+        "1,1,1.0,a",
+        "2,1,1.0,b",
+        "3,1,10.0,c",  # on the first slot free (at 1 s): the generation ends at 11 s
+        "4,2,1.0,d",
+        "5,2,1.0,e",
+    ]
+    trials = tmp_path / "trials.csv"
+    trials.write_text("\n".join(rows) + "\n")
+    got = acf.stage_walls(trials, 2)
+    assert got == {
+        "files": 5,
+        "compile_cpu_s": 14.0,
+        "generations": 2,
+        "generations_wall_s": 12.0,  # 11 + 1
+        "one_stream_wall_s": 11.0,  # d and e beside c
+    }
+    assert acf.main(["walls", str(trials), "2"]) == 0
