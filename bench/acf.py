@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import heapq
 import json
 import os
 import shutil
@@ -58,6 +59,7 @@ class Target:
     budget: int  # distinct binaries the controls stage may measure
     pool: int  # controls files per engine generation
     variant: str = "default"  # CompileIQ's ptxas space: default, or att (attention kernels)
+    islands: int = 2  # controls engines (populations) per gene: ctune's default
 
     @property
     def key(self) -> str:
@@ -137,6 +139,8 @@ def search_argv(
         "on",
         "--option",
         f"controls_pool={t.pool}",
+        "--option",
+        f"controls_islands={t.islands}",
         "--budget",
         str(t.budget),
         "--seed",
@@ -160,29 +164,47 @@ def files_tried(search: Mapping[str, Any]) -> int:
     return max(0, int(search.get("evaluations") or 0) - int(search.get("fillers") or 0) - 1)
 
 
+def islands_wall(generations: Sequence[Sequence[float]], slots: int, islands: int) -> float:
+    """The compile wall of ``generations`` (each its builds' seconds, in order) taken in turn
+    by ``islands`` engines: a generation's builds are submitted once the same island's
+    previous one ends (an engine proposes only after all its files are told), every build
+    on the first slot to come free, and generations end in order."""
+    free = [0.0] * slots
+    ends: list[float] = []
+    for k, seconds in enumerate(generations):
+        submitted = ends[k - islands] if k >= islands else 0.0
+        last = submitted
+        for s in seconds:
+            start = max(heapq.heappop(free), submitted)
+            heapq.heappush(free, start + s)
+            last = max(last, start + s)
+        ends.append(max(last, ends[-1]) if ends else last)
+    return ends[-1] if ends else 0.0
+
+
 def stage_walls(trials_csv: Path, slots: int) -> dict[str, float]:
     """A controls stage's compile wall from its trials' ptxas seconds (a CSV with
-    ``generation``, ``compile_s`` and ``acf_ptxas`` columns, one row a trial): as its
-    generations had it, each waiting for its slowest build, and as one stream that keeps
-    ``slots`` builds going, which an engine taking partial tells would allow (an estimate:
-    the files it proposes that way may differ)."""
+    ``generation``, ``compile_s`` and ``acf_ptxas`` columns, one row a trial): as its one
+    engine's generations had it, each waiting for its slowest build; as two islands would
+    take the same generations in turn (an estimate: the files they propose differ); and as
+    one stream keeping ``slots`` builds going, a bound no engine that learns by generation
+    reaches (CompileIQ's closes a generation only when none of its files is out)."""
     import csv
-
-    sys.path.insert(0, str(ROOT / "bench"))
-    from cost_model import compile_walls  # the one rule for builds on slots
 
     with trials_csv.open(newline="") as handle:
         files = [r for r in csv.DictReader(handle) if r["acf_ptxas"] != "none"]
     by_generation: dict[int, list[float]] = {}
     for r in files:
         by_generation.setdefault(int(r["generation"]), []).append(float(r["compile_s"]))
+    generations = [by_generation[g] for g in sorted(by_generation)]
     seconds = [float(r["compile_s"]) for r in files]
     return {
         "files": len(files),
         "compile_cpu_s": round(sum(seconds), 1),
         "generations": len(by_generation),
-        "generations_wall_s": round(sum(compile_walls(by_generation, slots).values()), 1),
-        "one_stream_wall_s": round(compile_walls({0: seconds}, slots)[0], 1),
+        "generations_wall_s": round(islands_wall(generations, slots, 1), 1),
+        "two_islands_wall_s": round(islands_wall(generations, slots, 2), 1),
+        "one_stream_wall_s": round(islands_wall([seconds], slots, 1), 1),
     }
 
 
@@ -193,7 +215,9 @@ def settings_label(t: Target, prune_margin: str, seed: int = SEED) -> str:
     budget = "" if t.budget == listed.budget else f"-budget{t.budget}"
     space = "" if t.variant == listed.variant else f"-space-{t.variant}"
     prune = "" if prune_margin == "default" else f"-prune-{prune_margin}"
-    return f"pool{t.pool}{budget}{space}{prune}" + ("" if seed == SEED else f"-seed{seed}")
+    # rows recorded before islands ran one engine and carry no islands label
+    islands = "" if t.islands == 1 else f"-islands{t.islands}"
+    return f"pool{t.pool}{budget}{space}{prune}{islands}" + ("" if seed == SEED else f"-seed{seed}")
 
 
 def row(
@@ -221,6 +245,7 @@ def row(
         "search_wall_s": (search.get("timing") or {}).get("wall_s"),
         "budget": t.budget,
         "pool": t.pool,
+        "islands": t.islands,
         "settings": settings_label(t, prune_margin, seed),
         "variant": t.variant,
         "member": verdict.get("member"),
@@ -604,6 +629,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=3, help="h2h confirmation processes")
     parser.add_argument("--pool", type=int, default=None, help="controls files per generation")
     parser.add_argument(
+        "--islands", type=int, default=None, help="controls engines per gene (ctune's: 2)"
+    )
+    parser.add_argument(
         "--budget", type=int, default=None, help="distinct binaries each stage may measure"
     )
     parser.add_argument(
@@ -624,6 +652,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         chosen = [dataclasses.replace(t, pool=args.pool) for t in chosen]
     if args.budget is not None:
         chosen = [dataclasses.replace(t, budget=args.budget) for t in chosen]
+    if args.islands is not None:
+        chosen = [dataclasses.replace(t, islands=args.islands) for t in chosen]
     if args.variant is not None:
         chosen = [dataclasses.replace(t, variant=args.variant) for t in chosen]
     args.work.mkdir(parents=True, exist_ok=True)

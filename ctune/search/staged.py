@@ -41,6 +41,11 @@ STAGED_OPTIONS: OptionTable = {
     "patience": ("structure generations without improvement before the flags are tried", 2),
     "leaders": ("best builds whose flags are tuned in a flag phase", 2),
     "controls_pool": ("controls files per generation of the controls engine", 32),
+    "controls_islands": (
+        "controls engines per acf gene, each its own population, taking turns by generation: "
+        "one's files compile while another's generation waits for its slowest build",
+        2,
+    ),
     "start": (
         "the phase to start in: structure, or controls (on the best build told first)",
         "structure",
@@ -94,6 +99,7 @@ class StagedStrategy(BaseStrategy):
                 "(ask for them with --acf or the spec's acf)"
             )
         check_at_least(self.name, self.options, "controls_pool", 2)
+        check_at_least(self.name, self.options, "controls_islands", 1)
         self.controls = (
             ControlsPhase(
                 dataclasses.replace(
@@ -106,6 +112,7 @@ class StagedStrategy(BaseStrategy):
                 context.kernel,
                 context.seed,
                 self._value,
+                islands=int(self.options["controls_islands"]),
             )
             if context.controls is not None
             else None
@@ -214,6 +221,13 @@ class StagedStrategy(BaseStrategy):
             batch = self._ask_controls(n)
         self.asked.update(c.key() for c in batch)
         return batch
+
+    def upcoming(self, n: int) -> list[Candidate]:
+        """In the controls phase, the next engine's files while another's generation is out
+        (``ControlsPhase.upcoming``): the search compiles them ahead. Elsewhere nothing."""
+        if self.phase != "controls" or self.controls is None or not self.controls.started:
+            return []
+        return [c for c in self.controls.upcoming(n) if not self.seen(c.key())]
 
     def first_ask_ignores_values(self) -> bool:
         """In the structure phase, where its strategy's first ask does (Parzen's seeds and

@@ -11,7 +11,8 @@ fresh engine of pool :attr:`ControlsEngineContract.pool_size`)::
 
 The suite checks what ctune relies on: ``ask(n)`` gives n proposals with unique ids that
 are then pending; a tell of an id not pending is refused and tells nothing; a failure's
-place is proposed again by the next ``ask()``; a pool of successes ends a generation; the
+place is proposed again by the next ``ask()``; a pool of successes ends a generation, and
+only once nothing is pending (so asking ahead grows a generation, never starts one); the
 same seed makes the same decisions; a checkpoint restored on a fresh engine proposes what
 the engine it came from proposes next, with the same pending ids; a damaged checkpoint is
 one line. "The same decisions" is what :meth:`ControlsEngineContract.observe` sees: the
@@ -116,6 +117,17 @@ class ControlsEngineContract:
         assert len(refill) == len(failures)
         engine.tell(self.scores(refill))
         assert engine.generation == 1
+
+    def test_a_generation_ends_only_when_nothing_is_pending(self, make: EngineFactory) -> None:
+        """Files asked for while others are out join the same generation: an engine learns
+        from its scores only once every file it gave out is told (why the controls phase
+        keeps islands instead of asking one engine ahead: docs/advanced-controls.md)."""
+        engine = make(4)
+        batch, ahead = engine.ask(self.pool_size), engine.ask(2)
+        engine.tell(self.scores(batch))
+        assert engine.generation == 0 and list(engine.pending) == [p.id for p in ahead]
+        engine.tell(self.scores(ahead))
+        assert engine.generation == 1 and not engine.pending
 
     def test_same_seed_same_decisions(self, make: EngineFactory) -> None:
         one, two = make(5), make(5)

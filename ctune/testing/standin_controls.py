@@ -3,8 +3,9 @@
 It is not CompileIQ and its files are not controls files: each is ``FAKE_MAGIC`` followed by
 its decisions (a few small integers) and a serial number, so two proposals of the same
 decisions differ in bytes, as CompileIQ's do. It behaves like CompileIQ's engine where ctune
-can see it: a pool per generation that advances after ``pool_size`` successes, a failure's
-place proposed again by the next ``ask()``, tell of an id not pending refused, a checkpoint
+can see it: a pool per generation that advances once ``pool_size`` successes are told and
+nothing is pending (an ask while files are out grows the generation), a failure's place
+proposed again by the next ``ask()``, tell of an id not pending refused, a checkpoint
 that restores exactly (pending proposals included), a damaged one refused in one line. It is
 deterministic for a seed, and its children are mutations of the best decisions told so far,
 so a test can watch it improve a synthetic score (:func:`decisions` reads a file back).
@@ -90,7 +91,7 @@ class StandInControlsEngine(ControlsEngine):
             if not failed(score):
                 assert score is not None
                 self._told.append((float(score), chosen))
-        if len(self._told) >= self.pool_size:
+        if len(self._told) >= self.pool_size and not self._pending:
             ranked = sorted(self._parents + self._told)
             self._parents = ranked[: self.pool_size]
             self._told = []

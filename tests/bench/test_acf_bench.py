@@ -190,17 +190,29 @@ def test_pruning_can_be_turned_off_for_the_stage(acf) -> None:
     argv = acf.search_argv(t, Path("w"), Path("r"), "/x/ptxas", 7, prune_margin="off")
     assert "--prune-margin off" in " ".join(argv)
     assert "--prune-margin" not in acf.search_argv(t, Path("w"), Path("r"), "/x", 7)
-    assert acf.settings_label(t, "off") == f"pool{t.pool}-prune-off"
+    assert acf.settings_label(t, "off") == f"pool{t.pool}-prune-off-islands2"
 
 
 def test_another_space_than_the_target_s_is_a_row_of_its_own(acf) -> None:
     import dataclasses
 
-    t = next(t for t in acf.TARGETS if t.variant == "att")
+    t = dataclasses.replace(next(t for t in acf.TARGETS if t.variant == "att"), islands=1)
     assert acf.settings_label(t, "default") == f"pool{t.pool}"
     assert acf.settings_label(t, "default", seed=8) == f"pool{t.pool}-seed8"
     other = dataclasses.replace(t, variant="default")
     assert acf.settings_label(other, "default") == f"pool{t.pool}-space-default"
+
+
+def test_a_stage_of_islands_is_a_row_of_its_own(acf) -> None:
+    """Rows recorded before islands ran one engine and have no islands label."""
+    import dataclasses
+
+    t = acf.TARGETS[0]
+    assert t.islands == 2
+    assert acf.settings_label(t, "default") == f"pool{t.pool}-islands2"
+    assert acf.settings_label(dataclasses.replace(t, islands=1), "default") == f"pool{t.pool}"
+    argv = " ".join(acf.search_argv(t, Path("w"), Path("r"), "/x/ptxas", 7))
+    assert "--option controls_islands=2" in argv
 
 
 def test_compileiq_s_best_is_judged_against_the_plain_build_by_the_gate_s_rule(acf) -> None:
@@ -247,7 +259,8 @@ def test_compileiq_s_loop_is_given_as_many_files_as_the_stage_tried(acf) -> None
 
 def test_a_stage_s_compile_wall_with_and_without_generations(acf, tmp_path: Path) -> None:
     """The baseline (no file) is no controls build; each generation waits for its slowest
-    build, one stream keeps both slots going."""
+    build; two islands submit the second generation beside the first; one stream keeps
+    both slots going."""
     rows = [
         "number,generation,compile_s,acf_ptxas",
         "0,0,5.0,none",
@@ -265,6 +278,7 @@ def test_a_stage_s_compile_wall_with_and_without_generations(acf, tmp_path: Path
         "compile_cpu_s": 14.0,
         "generations": 2,
         "generations_wall_s": 12.0,  # 11 + 1
+        "two_islands_wall_s": 11.0,  # d and e on the slot a and b freed, beside c
         "one_stream_wall_s": 11.0,  # d and e beside c
     }
     assert acf.main(["walls", str(trials), "2"]) == 0

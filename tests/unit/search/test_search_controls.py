@@ -6,7 +6,11 @@ CompileIQ's engine itself passes the engine contract in tests/unit/controls."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,8 +18,10 @@ from ctune.controls.setup import ControlsSetup
 from ctune.controls.store import ControlsStore
 from ctune.errors import UserError
 from ctune.model import unavailable
-from ctune.records import Trial
+from ctune.records import Candidate, Outcome, Trial
+from ctune.search.controls_phase import ControlsPhase
 from ctune.search.journal import read
+from ctune.search.result import SearchResult
 from ctune.spec import KernelSpec
 from ctune.testing.standin_controls import decisions
 from ctune.testing.standins import StandInMeasurer
@@ -335,3 +341,154 @@ def test_the_cost_model_builds_every_controls_file(
     assert result.skipped == 0 and len(_with_controls(trials)) == len(trials) - 1 >= 23
     (note,) = [n for n in result.notes if n.startswith("cost model:")]
     assert f"{len(trials) - 1} with a controls file built unscreened" in note
+
+
+# --- islands: one engine's files compile while another's generation waits -----------------
+
+
+def _phase(setup: ControlsSetup, spec: KernelSpec, islands: int) -> ControlsPhase:
+    phase = ControlsPhase(
+        setup, spec.name, seed=3, score=lambda t: t.values[0] if t.values else None, islands=islands
+    )
+    phase.start(spec.space.default_values())
+    return phase
+
+
+def _file_of(phase: ControlsPhase, cand: Candidate) -> tuple[int, ...]:
+    return decisions(phase.store.read(str(cand.as_dict()[GENE])))
+
+
+def _scored(phase: ControlsPhase, batch: list[Candidate], number: int) -> list[Trial]:
+    """Trials of ``batch``, each valued by its file's decisions (a lower sum is better)."""
+    return [
+        Trial(number + i, 1, c, Outcome.OK, values=(float(sum(_file_of(phase, c))),))
+        for i, c in enumerate(batch)
+    ]
+
+
+def test_the_next_island_is_asked_while_a_generation_is_out(
+    spec: KernelSpec, setup: ControlsSetup
+) -> None:
+    acf = spec.with_acf(("ptxas",))
+    small = dataclasses.replace(setup, options={"pool_size": 4})
+    one, two = _phase(small, acf, islands=1), _phase(small, acf, islands=2)
+    first = two.ask(4, {})
+    ahead = two.upcoming(4)
+    assert len(ahead) == 4 and not {c.key() for c in ahead} & {c.key() for c in first}
+    assert two.upcoming(4) == ahead  # looking again asks nothing more
+    assert two.ask(4, {}) == ahead  # the next generation is the island's files
+    assert two.upcoming(4) == []  # both islands have files out: nothing more to ask
+    out = one.ask(4, {})
+    assert one.upcoming(4) == []  # one engine: its next generation waits for these scores
+    one.tell(_scored(one, out, 0))
+    assert len(one.upcoming(4)) == 4
+
+
+def test_looking_ahead_changes_no_proposal(spec: KernelSpec, setup: ControlsSetup) -> None:
+    """The same files in the same order whether or not the search looked ahead: an engine
+    is asked only when it has nothing out, so when it is asked does not matter."""
+    acf = spec.with_acf(("ptxas",))
+    small = dataclasses.replace(setup, options={"pool_size": 4})
+    seen: list[list[tuple[int, ...]]] = []
+    for looks in (False, True):
+        phase = _phase(small, acf, islands=2)
+        files: list[tuple[int, ...]] = []
+        for generation in range(8):
+            batch = phase.ask(4, {})
+            if looks:
+                phase.upcoming(4)
+            files += [_file_of(phase, c) for c in batch]
+            phase.tell(_scored(phase, batch, 4 * generation))
+        seen.append(files)
+    assert seen[0] == seen[1] and len(set(seen[0])) > 16
+
+
+def _slow_first_of_each_batch(store: ControlsStore) -> Callable[[Candidate], float]:
+    """Build seconds: 30 for the first file of each engine batch of 4, else 1."""
+
+    def seconds(cand: Candidate) -> float:
+        digest = cand.as_dict().get(GENE, "none")
+        if digest == "none":
+            return 1.0
+        serial = json.loads(store.read(str(digest)).split(b"\n", 1)[1])["serial"]
+        return 30.0 if serial % 4 == 1 else 1.0
+
+    return seconds
+
+
+def _slow_stage(
+    folder: Path, spec: KernelSpec, islands: int, **options: Any
+) -> tuple[SearchResult, float, ControlsSetup]:
+    """A controls stage on the simulated clock: 4 compile slots, pool 4, the slow builds of
+    :func:`_slow_first_of_each_batch`; the result, its simulated wall and its setup."""
+    from ctune.config import Settings
+    from ctune.objective import parse_objective_spec
+    from ctune.search.driver import SearchOptions, run_search
+    from ctune.testing.slow_builds import FakeClock, SlowStandInCompiler, TimedStandInMeasurer
+
+    folder.mkdir(parents=True, exist_ok=True)
+    space = folder.parent / "space.bin"
+    space.write_bytes(b"a stand-in search space")
+    setup = ControlsSetup(folder / "controls", {GENE: space}, "standin")
+    clock = FakeClock()
+    interrupt_at = options.pop("interrupt_at", None)
+    result = run_search(
+        Settings(cache_dir=folder),
+        spec,
+        parse_objective_spec(["p50"], [], spec.metrics),
+        SearchOptions(
+            strategy="staged",
+            strategy_options={"start": "controls", "controls_pool": 4, "controls_islands": islands},
+            budget=33,
+            seed=5,
+            confirm_processes=0,
+            fill=False,
+            journal_fsync=False,
+            controls=setup,
+            **options,
+        ),
+        compiler=SlowStandInCompiler(
+            spec,
+            clock,
+            jobs=4,
+            compile_s_of=_slow_first_of_each_batch(ControlsStore(setup.store_root)),
+        ),
+        measurer=TimedStandInMeasurer(
+            clock,
+            measure_s=0.1,
+            samples=30,
+            noise=0.0,
+            fault_corner=None,
+            wrong_every=None,
+            interrupt_at=interrupt_at,
+        ),
+        clock=clock,
+    )
+    return result, clock(), setup
+
+
+def test_islands_shorten_a_controls_stage_of_slow_builds(tmp_path: Path, spec: KernelSpec) -> None:
+    """A slow ptxas run in every engine batch: one engine waits for it each generation;
+    with two islands one's files compile while the other's generation waits."""
+    acf = spec.with_acf(("ptxas",))
+    walls: dict[int, float] = {}
+    for islands in (1, 2):
+        result, walls[islands], _ = _slow_stage(tmp_path / f"i{islands}" / "cache", acf, islands)
+        assert len(_with_controls(_trials(result.journal))) == 32
+    # one engine: 8 generations of about 30 s each; two: each overlaps the other's
+    assert walls[1] > 8 * 30
+    assert walls[2] < 0.7 * walls[1], walls
+
+
+def test_resume_with_islands_proposes_what_the_uninterrupted_search_would_have(
+    tmp_path: Path, spec: KernelSpec
+) -> None:
+    """Interrupted while an island's files compile ahead, resumed: the same files in the
+    same order as the search that was not interrupted."""
+    acf = spec.with_acf(("ptxas",))
+    whole, _, setup = _slow_stage(tmp_path / "whole" / "cache", acf, 2)
+    crashed, _, cut_setup = _slow_stage(tmp_path / "cut" / "cache", acf, 2, interrupt_at=14)
+    assert crashed.interrupted
+    resumed, _, _ = _slow_stage(tmp_path / "cut" / "cache", acf, 2, resume=crashed.journal)
+    expected = _decisions(setup, _with_controls(_trials(whole.journal)))
+    assert _decisions(cut_setup, _with_controls(_trials(resumed.journal))) == expected
