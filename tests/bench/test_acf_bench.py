@@ -282,3 +282,17 @@ def test_a_stage_s_compile_wall_with_and_without_generations(acf, tmp_path: Path
         "one_stream_wall_s": 11.0,  # d and e beside c
     }
     assert acf.main(["walls", str(trials), "2"]) == 0
+
+
+def test_a_kernel_s_rows_with_islands_replace_its_rows_of_one_engine(acf) -> None:
+    """One engine was ctune's default before islands, two since; a kernel with rows of both
+    is judged by the newer, at defaults and in the strict count."""
+    lost = won_row("k/p/sm90-x", ctune_wall_s=70, settings="pool32")
+    won = won_row("k/p/sm90-x", settings="pool32-islands2")
+    other = won_row("o/p/sm90-x", settings="pool32")
+    one_island = won_row("o/p/sm90-x", settings="pool32-islands1")
+    assert acf.at_defaults(won) and acf.at_defaults(lost) and not acf.at_defaults(one_island)
+    got = acf.summary({"head_to_head": [lost, won, other, {**other, "settings": "pool16"}]})
+    assert got["head_to_head_wins_at_defaults"] == 2
+    assert got["head_to_head_wins"] == 2
+    assert got["head_to_head_wins_every_row"] == 1  # every row ever: k lost one
