@@ -99,9 +99,10 @@ class ControlsPhase:
         )
 
     def _idle(self, key: str) -> bool:
-        """None of this engine's files is out: asking it now starts its next generation
-        (asked while files are out, it would add to the current one)."""
-        return not self.engines[key].pending
+        """None of this engine's files is out (queued, or handed out and not told): asking
+        it now starts its next generation (asked while files are out, it would add to the
+        current one). The phase's own ledger, so looking costs no call into the engine."""
+        return all(engine != key for engine, _ in self.pending.values())
 
     def _refill(self) -> bool:
         """Queue the next idle engine's open proposals, each stored and made a candidate;
@@ -211,4 +212,4 @@ class ControlsPhase:
             engine.close()
 
 
-__all__ = ["ISLAND_SEED_STRIDE", "ControlsPhase", "engine_key"]
+__all__ = ["ControlsPhase", "engine_key"]
