@@ -569,10 +569,17 @@ def at_defaults(r: Mapping[str, Any]) -> bool:
 
 
 def newest_rows(h2h: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The rows of ctune as it is: where a kernel has rows with two islands (the default
-    since 2026-11-30), they replace its rows of one engine."""
-    islands = {row_id(r)[0] for r in h2h if "-islands2" in row_id(r)[1]}
-    return [r for r in h2h if row_id(r)[0] not in islands or "-islands2" in row_id(r)[1]]
+    """The rows of ctune as it is: a row with two islands (the default since 2026-11-30)
+    replaces the row of one engine of the same kernel and otherwise the same settings."""
+    islands = {row_id(r) for r in h2h if "-islands2" in row_id(r)[1]}
+
+    def replaced(r: Mapping[str, Any]) -> bool:
+        kernel, label = row_id(r)
+        seed = label.rfind("-seed")  # the islands label comes before the seed's
+        head, tail = (label, "") if seed < 0 else (label[:seed], label[seed:])
+        return (kernel, f"{head}-islands2{tail}") in islands
+
+    return [r for r in h2h if not replaced(r)]
 
 
 def row_won(r: Mapping[str, Any], by_rule: bool) -> bool:

@@ -296,3 +296,8 @@ def test_a_kernel_s_rows_with_islands_replace_its_rows_of_one_engine(acf) -> Non
     assert got["head_to_head_wins_at_defaults"] == 2
     assert got["head_to_head_wins"] == 2
     assert got["head_to_head_wins_every_row"] == 1  # every row ever: k lost one
+    # a row of other settings stays: islands at pool32 do not answer for a loss at pool16
+    lost16 = won_row("k/p/sm90-x", ctune_wall_s=70, settings="pool16-seed8")
+    assert acf.summary({"head_to_head": [lost, won, lost16]})["head_to_head_wins"] == 0
+    seeded = won_row("k/p/sm90-x", settings="pool16-islands2-seed8")
+    assert acf.summary({"head_to_head": [lost16, seeded]})["head_to_head_wins"] == 1
