@@ -59,7 +59,7 @@ class Target:
     budget: int  # distinct binaries the controls stage may measure
     pool: int  # controls files per engine generation
     variant: str = "default"  # CompileIQ's ptxas space: default, or att (attention kernels)
-    islands: int = 2  # controls engines (populations) per gene: ctune's default
+    islands: int = 2  # controls engines (populations) per gene: ctune's auto for one gene
 
     @property
     def key(self) -> str:
@@ -654,7 +654,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=3, help="h2h confirmation processes")
     parser.add_argument("--pool", type=int, default=None, help="controls files per generation")
     parser.add_argument(
-        "--islands", type=int, default=None, help="controls engines per gene (ctune's: 2)"
+        "--islands",
+        type=int,
+        default=None,
+        help="controls engines per gene (ctune's auto: 2 for one gene)",
     )
     parser.add_argument(
         "--budget", type=int, default=None, help="distinct binaries each stage may measure"

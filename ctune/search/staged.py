@@ -15,6 +15,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from ctune.controls.setup import ControlsSetup
 from ctune.errors import UserError
 from ctune.records import Candidate, GeneValue, Trial
 from ctune.search import make_strategy
@@ -43,14 +44,32 @@ STAGED_OPTIONS: OptionTable = {
     "controls_pool": ("controls files per generation of the controls engine", 32),
     "controls_islands": (
         "controls engines per acf gene, each its own population, taking turns by generation: "
-        "one's files compile while another's generation waits for its slowest build",
-        2,
+        "one's files compile while another's generation waits for its slowest build; auto: "
+        "2 for one acf gene, 1 each for two (their engines take turns already)",
+        "auto",
     ),
     "start": (
         "the phase to start in: structure, or controls (on the best build told first)",
         "structure",
     ),
 }
+
+
+def controls_islands(value: Any, controls: ControlsSetup | None) -> int:
+    """The ``controls_islands`` option as a count: ``auto`` gives two engines in turn in
+    all, two islands of one acf gene or one engine of each of two; else an integer >= 1."""
+    genes = len(controls.genes) if controls is not None else 1
+    if str(value).strip() == "auto":
+        return 2 if genes == 1 else 1
+    try:
+        islands = int(str(value))
+    except ValueError:
+        islands = 0
+    if islands < 1:
+        raise UserError(
+            f"option controls_islands={value} for staged: must be auto or an integer >= 1"
+        )
+    return islands
 
 
 def flag_genes(space: Space) -> tuple[Gene, ...]:
@@ -99,7 +118,6 @@ class StagedStrategy(BaseStrategy):
                 "(ask for them with --acf or the spec's acf)"
             )
         check_at_least(self.name, self.options, "controls_pool", 2)
-        check_at_least(self.name, self.options, "controls_islands", 1)
         self.controls = (
             ControlsPhase(
                 dataclasses.replace(
@@ -112,7 +130,7 @@ class StagedStrategy(BaseStrategy):
                 context.kernel,
                 context.seed,
                 self._value,
-                islands=int(self.options["controls_islands"]),
+                islands=controls_islands(self.options["controls_islands"], context.controls),
             )
             if context.controls is not None
             else None
@@ -309,6 +327,7 @@ __all__ = [
     "STAGED_OPTIONS",
     "STRUCTURE_STRATEGIES",
     "StagedStrategy",
+    "controls_islands",
     "flag_genes",
     "structure_space",
 ]

@@ -492,3 +492,17 @@ def test_resume_with_islands_proposes_what_the_uninterrupted_search_would_have(
     resumed, _, _ = _slow_stage(tmp_path / "cut" / "cache", acf, 2, resume=crashed.journal)
     expected = _decisions(setup, _with_controls(_trials(whole.journal)))
     assert _decisions(cut_setup, _with_controls(_trials(resumed.journal))) == expected
+
+
+def test_auto_islands_keep_two_engines_in_turn(tmp_path: Path, setup: ControlsSetup) -> None:
+    from ctune.search.staged import controls_islands
+
+    assert controls_islands("auto", setup) == 2  # one gene: two islands of it
+    nvcc = tmp_path / "nvcc-space.bin"
+    nvcc.write_bytes(b"another stand-in space")
+    both = dataclasses.replace(setup, spaces={GENE: setup.spaces[GENE], "acf_nvcc": nvcc})
+    assert controls_islands("auto", both) == 1  # two genes take turns already
+    assert controls_islands("3", both) == 3
+    for bad in ("0", "two", "-1"):
+        with pytest.raises(UserError, match="controls_islands"):
+            controls_islands(bad, setup)
