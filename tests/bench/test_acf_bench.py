@@ -285,8 +285,8 @@ def test_a_stage_s_compile_wall_with_and_without_generations(acf, tmp_path: Path
 
 
 def test_a_kernel_s_rows_with_islands_replace_its_rows_of_one_engine(acf) -> None:
-    """One engine was ctune's default before islands, two since; a kernel with rows of both
-    is judged by the newer, at defaults and in the strict count."""
+    """One engine was ctune's default before islands, two since: a row with islands replaces
+    the one-engine row of its kernel and settings, at defaults and in the strict count."""
     lost = won_row("k/p/sm90-x", ctune_wall_s=70, settings="pool32")
     won = won_row("k/p/sm90-x", settings="pool32-islands2")
     other = won_row("o/p/sm90-x", settings="pool32")
