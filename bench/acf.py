@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import heapq
 import json
 import os
 import shutil
@@ -164,24 +163,6 @@ def files_tried(search: Mapping[str, Any]) -> int:
     return max(0, int(search.get("evaluations") or 0) - int(search.get("fillers") or 0) - 1)
 
 
-def islands_wall(generations: Sequence[Sequence[float]], slots: int, islands: int) -> float:
-    """The compile wall of ``generations`` (each its builds' seconds, in order) taken in turn
-    by ``islands`` engines: a generation's builds are submitted once the same island's
-    previous one ends (an engine proposes only after all its files are told), every build
-    on the first slot to come free, and generations end in order."""
-    free = [0.0] * slots
-    ends: list[float] = []
-    for k, seconds in enumerate(generations):
-        submitted = ends[k - islands] if k >= islands else 0.0
-        last = submitted
-        for s in seconds:
-            start = max(heapq.heappop(free), submitted)
-            heapq.heappush(free, start + s)
-            last = max(last, start + s)
-        ends.append(max(last, ends[-1]) if ends else last)
-    return ends[-1] if ends else 0.0
-
-
 def stage_walls(trials_csv: Path, slots: int) -> dict[str, float]:
     """A controls stage's compile wall from its trials' ptxas seconds (a CSV with
     ``generation``, ``compile_s`` and ``acf_ptxas`` columns, one row a trial): as its one
@@ -190,6 +171,9 @@ def stage_walls(trials_csv: Path, slots: int) -> dict[str, float]:
     one stream keeping ``slots`` builds going, a bound no engine that learns by generation
     reaches (CompileIQ's closes a generation only when none of its files is out)."""
     import csv
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from cost_model import turns_wall  # the one rule for builds on slots
 
     with trials_csv.open(newline="") as handle:
         files = [r for r in csv.DictReader(handle) if r["acf_ptxas"] != "none"]
@@ -202,9 +186,9 @@ def stage_walls(trials_csv: Path, slots: int) -> dict[str, float]:
         "files": len(files),
         "compile_cpu_s": round(sum(seconds), 1),
         "generations": len(by_generation),
-        "generations_wall_s": round(islands_wall(generations, slots, 1), 1),
-        "two_islands_wall_s": round(islands_wall(generations, slots, 2), 1),
-        "one_stream_wall_s": round(islands_wall([seconds], slots, 1), 1),
+        "generations_wall_s": round(turns_wall(generations, slots, 1), 1),
+        "two_islands_wall_s": round(turns_wall(generations, slots, 2), 1),
+        "one_stream_wall_s": round(turns_wall([seconds], slots, 1), 1),
     }
 
 

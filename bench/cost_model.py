@@ -71,6 +71,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -174,13 +175,25 @@ def run(
 def compile_walls(compiles: dict[int, list[float]], slots: int) -> dict[int, float]:
     """Each generation's compile wall with ``slots`` slots: its builds, in order, each on
     the first slot to come free (the next generation waits for the last one)."""
-    walls = {}
-    for generation, seconds in compiles.items():
-        free = [0.0] * slots
+    return {generation: turns_wall([seconds], slots, 1) for generation, seconds in compiles.items()}
+
+
+def turns_wall(generations: Sequence[Sequence[float]], slots: int, engines: int) -> float:
+    """The compile wall of ``generations`` (each its builds' seconds, in order) taken in turn
+    by ``engines`` engines: a generation's builds are submitted once the same engine's
+    previous one ends (an engine proposes only after all its files are told), every build
+    on the first slot to come free, and generations end in order."""
+    free = [0.0] * slots
+    ends: list[float] = []
+    for k, seconds in enumerate(generations):
+        submitted = ends[k - engines] if k >= engines else 0.0
+        last = submitted
         for s in seconds:
-            heapq.heappush(free, heapq.heappop(free) + s)
-        walls[generation] = max(free)
-    return walls
+            start = max(heapq.heappop(free), submitted)
+            heapq.heappush(free, start + s)
+            last = max(last, start + s)
+        ends.append(max(last, ends[-1]) if ends else last)
+    return ends[-1] if ends else 0.0
 
 
 def _median_or_none(values: list[float | None]) -> float | None:
