@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.unlink(missing_ok=True)
     scratch = tempfile.TemporaryDirectory()  # nothing but the journal is kept
     result = run_search(
-        Settings(cache_dir=Path(scratch.name)),
+        Settings(cache_dir=Path(scratch.name), registry=Path(scratch.name) / "registry"),
         spec,
         parse_objective_spec(["p50", "regs"], [], spec.metrics),
         SearchOptions(

@@ -9,7 +9,7 @@ from pathlib import Path
 from ctune.errors import UserError
 
 #: what a search or a result is kept in: such a name is a file, never a KEY
-FILE_SUFFIXES = (".json", ".jsonl", ".yaml", ".yml", ".cu", ".cuh", ".png")
+FILE_SUFFIXES = (".json", ".jsonl", ".gz", ".yaml", ".yml", ".cu", ".cuh", ".png")
 #: command -> where a KEY goes instead ({key}: the argument)
 _KEY_ELSEWHERE = {
     "plot": (
@@ -19,6 +19,10 @@ _KEY_ELSEWHERE = {
     "registry import": (
         "`ctune registry import` takes a search's result file; for an artifact already in "
         "the registry try `ctune registry show {key}`"
+    ),
+    "registry journal": (
+        "`ctune registry journal` takes the artifact's KEY first, then its search's journal "
+        "file: `ctune registry journal {key} JOURNAL`"
     ),
 }
 #: command -> where a file goes instead ({path}: the argument)
@@ -30,6 +34,10 @@ _FILE_ELSEWHERE = {
     "registry export": (
         "`ctune registry export` takes a registry KEY (<kernel>/<problem>/<device-class>); "
         "for a journal or result file try `ctune export {path} --as t4`"
+    ),
+    "registry journal": (
+        "`ctune registry journal` takes a registry KEY first, then the journal: "
+        "`ctune registry journal KEY {path}`"
     ),
 }
 #: formats `ctune export` writes, and what each is

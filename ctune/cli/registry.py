@@ -1,5 +1,5 @@
-"""``ctune registry``: list, show, diff, pin, export, import, migrate, verify, doctor, push,
-pull, status, retune."""
+"""``ctune registry``: list, show, diff, pin, export, import, journal, migrate, verify, doctor,
+push, pull, status, retune."""
 
 from __future__ import annotations
 
@@ -165,7 +165,8 @@ def show_command(
     from ctune.registry import schema
     from ctune.registry.controls import distinct_members, member_files
     from ctune.registry.export import resolve_member
-    from ctune.registry.layout import parse_key
+    from ctune.registry.journals import relpath
+    from ctune.registry.layout import contained_path, parse_key
     from ctune.registry.service import load_artifact, load_pinned
 
     pointers.key_wanted("registry show", key)
@@ -183,6 +184,9 @@ def show_command(
     shown = (member,) if member is not None else distinct_members(artifact)
     files_of = {m.key: member_files(root, m) for m in shown}
     render.show_report(out, parsed, artifact, member, files_of)
+    if out == "table" and member is None and not release:
+        kept = contained_path(root, relpath(parsed.artifact))
+        render.journal_kept(kept if kept.is_file() else None)
 
 
 @registry_app.command("diff")
@@ -306,12 +310,21 @@ def import_command(
     registry: RegistryOpt = None,
     ref: RefOpt = None,
     commit: Annotated[bool, typer.Option(help="commit the imported file")] = True,
+    journal: Annotated[
+        Path | None,
+        typer.Option(
+            "--journal",
+            help="the search's journal (default: the copy `ctune search` writes beside the "
+            "result file)",
+        ),
+    ] = None,
     fmt: FormatOpt = ReportFormat.table,
     json_out: JsonOpt = False,
 ) -> None:
     """Validate a search result file, write it into the registry atomically, commit it,
     with the controls files its members are built with (from controls/ beside the result
-    file, where `ctune search` writes them, or the search's cache_dir)."""
+    file, where `ctune search` writes them, or the search's cache_dir) and a copy of its
+    search's journal, which later searches of the kernel learn from (--cost-model)."""
     from ctune.controls.store import FOLDER, StoreChain
     from ctune.registry.service import import_result
 
@@ -319,7 +332,36 @@ def import_command(
     out = output_format(fmt, json_out)
     settings = _settings(registry)
     chain = StoreChain.for_settings(settings, Path(result).parent / FOLDER)
-    published = import_result(settings.registry, result, ref=ref, commit=commit, controls=chain)
+    published = import_result(
+        settings.registry,
+        result,
+        ref=ref,
+        commit=commit,
+        controls=chain,
+        journals=[journal] if journal is not None else [],
+    )
+    render.outcome(out, published, render.published)
+
+
+@registry_app.command("journal")
+def journal_command(
+    key: KeyArg,
+    journal: Annotated[Path, typer.Argument(help="the journal file (.jsonl, or a .jsonl.gz copy)")],
+    registry: RegistryOpt = None,
+    ref: RefOpt = None,
+    fmt: FormatOpt = ReportFormat.table,
+    json_out: JsonOpt = False,
+) -> None:
+    """Keep the search journal that made KEY beside it (a gzip copy, in one new commit):
+    later searches of the kernel, on any machine with the registry, learn from every trial
+    it measured (--cost-model). Refused unless its sha256 is the artifact's
+    provenance.journal_sha256."""
+    from ctune.registry.service import attach_journal
+
+    pointers.key_wanted("registry journal", key)
+    pointers.file_wanted("registry journal", str(journal))
+    out = output_format(fmt, json_out)
+    published = attach_journal(_settings(registry).registry, key, journal, ref=ref)
     render.outcome(out, published, render.published)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from rich.table import Column, Table
@@ -298,6 +299,16 @@ def published(p: Published) -> None:
         _line(f"{p.path} unchanged; {p.commit.ref} stays at {p.commit.commit[:12]}")
     else:
         _line(f"wrote {p.path}; committed {p.commit.commit[:12]} to {p.commit.ref}")
+    if p.journal:
+        _line(f"journal: {p.journal}")
+
+
+def journal_kept(path: Path | None) -> None:
+    """``registry show KEY``'s last line: the search journal kept beside the artifact."""
+    if path is None:
+        _line("journal: not kept (`ctune registry journal KEY FILE` keeps it)")
+    else:
+        _line(f"journal: {path} ({path.stat().st_size} bytes, gzip)")
 
 
 def pin(p: Pin) -> None:
@@ -436,7 +447,7 @@ def verify(r: VerifyReport) -> None:
     quarantined(r.quarantined)
     for text in r.edited:
         _line(f"FAIL {text}")
-    for text in r.controls:
+    for text in (*r.controls, *r.journals):
         _line(f"FAIL {text}")
     if r.without_spec:
         names = ", ".join(r.without_spec)

@@ -238,15 +238,21 @@ def check_commit_target(registry: Path) -> None:
 
 
 def commit_artifact(
-    registry: Path, artifact: Artifact, cache_dir: Path | None = None
+    registry: Path,
+    artifact: Artifact,
+    cache_dir: Path | None = None,
+    journal: Path | None = None,
 ) -> tuple[Path, str | None]:
     """Write into the registry and commit, with the controls files the search stored in
-    ``cache_dir`` that its members are built with; returns (path, commit sha)."""
+    ``cache_dir`` that its members are built with and a copy of its ``journal``; returns
+    (path, commit sha)."""
     from ctune.controls.store import StoreChain
+    from ctune.registry.journals import find
     from ctune.registry.service import publish_artifact
 
     chain = StoreChain.of_run(cache_dir, Path(registry))
-    published = publish_artifact(Path(registry), artifact, controls=chain)
+    found = find(artifact, [journal] if journal is not None else [])
+    published = publish_artifact(Path(registry), artifact, controls=chain, journal=found)
     commit = published.commit.commit if published.commit is not None else None
     return Path(published.path), commit
 
@@ -279,6 +285,7 @@ class ResultPublisher:
         out = self.out or self.cache_dir / "results" / f"{spec.name}-{problem.name}.json"
         path = write_artifact(artifact, out)
         result = self._controls_beside(artifact, path, result)
+        result = self._journal_beside(artifact, path, result)
         if not self.commit:
             return dataclasses.replace(result, artifact_path=path)
         if result.inconclusive:
@@ -287,7 +294,7 @@ class ResultPublisher:
                 f"report); {path} keeps the evidence"
             )
             return dataclasses.replace(result, artifact_path=path, notes=(*result.notes, note))
-        _, commit = commit_artifact(self.registry, artifact, self.cache_dir)
+        _, commit = commit_artifact(self.registry, artifact, self.cache_dir, result.journal)
         return dataclasses.replace(result, artifact_path=path, commit=commit)
 
     def _controls_beside(
@@ -304,6 +311,27 @@ class ResultPublisher:
             write_beside_result(artifact, path, chain)
         except (RegistryError, OSError) as exc:
             note = f"controls files not written beside {path}: {exc}"
+            return dataclasses.replace(result, notes=(*result.notes, note))
+        return result
+
+    @staticmethod
+    def _journal_beside(artifact: Artifact, path: Path, result: SearchResult) -> SearchResult:
+        """A copy of the search's journal beside the result file, which ``ctune registry
+        import`` keeps beside the artifact; one note if it cannot be written."""
+        from ctune.errors import UserError
+        from ctune.registry.journals import find
+        from ctune.search.journal_copy import copy_path
+        from ctune.writes import write_atomic
+
+        if not path.is_file():  # written to a device (--out /dev/stdout): nothing beside
+            return result
+        found = find(artifact, [result.journal])
+        try:
+            if found.data is None:
+                raise OSError(found.note)
+            write_atomic(copy_path(path), found.data)
+        except (OSError, UserError) as exc:
+            note = f"journal not copied beside {path}: {exc}"
             return dataclasses.replace(result, notes=(*result.notes, note))
         return result
 

@@ -20,6 +20,7 @@ from ctune.controls.store import FOLDER, StoreChain
 from ctune.errors import RegistryError, UserError
 from ctune.files import read_capped
 from ctune.interrupts import Interrupted, deferred, keep
+from ctune.registry import journals as journal_copies
 from ctune.registry import schema
 from ctune.registry.controls import controls_files, registry_problems, write_files
 from ctune.registry.export import resolve_member
@@ -45,6 +46,7 @@ from ctune.registry.store import (
     read_bytes_capped,
     read_result,
 )
+from ctune.search.journal_copy import copy_path
 from ctune.spec.space.params import Space
 
 
@@ -52,6 +54,7 @@ from ctune.spec.space.params import Space
 class Published:
     path: Path
     commit: CommitResult | None  # None with commit=False
+    journal: str = ""  # what became of the search's journal (``journals.Found.note``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,12 +86,15 @@ class VerifyReport:
     without_spec: tuple[str, ...] = ()
     #: "KEY: member ...: controls file controls/D.acf is missing" (or altered), one each
     controls: tuple[str, ...] = ()
+    #: "KEY: journal copy ... is not the journal the artifact names" (or unreadable)
+    journals: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
         return (
             not self.quarantined
             and not self.controls
+            and not self.journals
             and not self.edited
             and self.fsck_ok is not False
             and not any(p.problems for p in self.pins)
@@ -117,10 +123,12 @@ def _write_commit(
     message: str,
     controls: StoreChain | None = None,
     removed: Sequence[ArtifactKey] = (),
+    journals: Mapping[ArtifactKey, bytes] | None = None,
 ) -> tuple[list[Path], CommitResult]:
     """Write files (and delete the artifact files of ``removed`` that none of
     ``artifacts`` takes the place of) and commit them; the caller holds
-    ``reg.writer_lock()``.
+    ``reg.writer_lock()``. ``journals``: the journal copies to keep beside artifacts
+    (``registry/journals.py`` decides which copies stay and which go).
 
     Each controls file the artifacts are built with is read from ``controls`` (default: the
     registry's own folder) before anything is written, and goes into the same commit under
@@ -132,9 +140,13 @@ def _write_commit(
     with deferred() as held:
         encoded = [(key_of(a), schema.encode(a)) for a in artifacts]
         gone = sorted({k.artifact for k in removed} - {key for key, _ in encoded}, key=str)
+        copies = journal_copies.copies_for(
+            store.root, [(key_of(a), a) for a in artifacts], gone, journals or {}
+        )
+        files.update(copies.write)
         before = {key: _bytes_or_none(store.path(key)) for key, _ in encoded}
         before.update((key, _bytes_or_none(store.path(key))) for key in gone)
-        files_before = {rel: _file_or_none(store.root, rel) for rel in files}
+        files_before = {rel: _file_or_none(store.root, rel) for rel in (*files, *copies.delete)}
         blobs: dict[str, bytes] = {}
         paths = []
         try:
@@ -145,7 +157,10 @@ def _write_commit(
                 blobs[reg.registry_path(key.relpath())] = data
             for key in gone:
                 store.path(key).unlink(missing_ok=True)
+            for rel in copies.delete:
+                contained_path(store.root, PurePosixPath(rel)).unlink(missing_ok=True)
             deleted = [reg.registry_path(key.relpath()) for key in gone]
+            deleted += [reg.registry_path(PurePosixPath(rel)) for rel in copies.delete]
             result = reg.commit_blobs(blobs, message, deleted)
         except BaseException:
             _put_back(store, before, files_before)
@@ -224,35 +239,51 @@ def publish_artifact(
     retry_budget_s: float = 30.0,
     serialize: bool = True,
     controls: StoreChain | None = None,
+    journal: journal_copies.Found | None = None,
 ) -> Published:
     """Write ``artifact`` into the registry at ``root`` atomically and commit it, with the
     controls files its members are built with, found through ``controls`` (default: the
-    registry's own folder; a search's result needs its cache's store first in the chain).
+    registry's own folder; a search's result needs its cache's store first in the chain),
+    and the copy of its search's journal where ``journal`` found it.
 
     With ``commit=False`` the files are written only; in a repository, under the same rule
     as a commit (the writer lock, and a merge, rebase or cherry-pick stopped half way
     refused: writing the file would settle the user's conflict with ctune's file just the
     same)."""
     store = ArtifactStore(root)
+    found = journal or journal_copies.Found(None, "")
+    journals = {key_of(artifact): found.data} if found.data is not None else {}
     if not commit:
         files = controls_files([artifact], controls or registry_chain(root))
+        copies = journal_copies.copies_for(root, [(key_of(artifact), artifact)], (), journals)
+        files.update(copies.write)
+
+        def write() -> Published:
+            write_files(root, files)
+            for rel in copies.delete:
+                contained_path(root, PurePosixPath(rel)).unlink(missing_ok=True)
+            return Published(store.write(artifact), None, found.note)
+
         try:
             reg = GitRegistry(root, ref, retry_budget_s=retry_budget_s, serialize=serialize)
         except NotInRepository:  # a plain folder: nothing to refuse
-            write_files(root, files)
-            return Published(store.write(artifact), None)
+            return write()
         with reg, reg.writer_lock():
-            write_files(root, files)
-            return Published(store.write(artifact), None)
+            return write()
     with (
         GitRegistry(root, ref, retry_budget_s=retry_budget_s, serialize=serialize) as reg,
         reg.writer_lock(),
     ):
         reg.target_ref()  # refuse a detached HEAD before writing anything
         paths, result = _write_commit(
-            reg, store, [artifact], message or commit_message(artifact), controls
+            reg,
+            store,
+            [artifact],
+            message or commit_message(artifact),
+            controls,
+            journals=journals,
         )
-    return Published(paths[0], result)
+    return Published(paths[0], result, found.note)
 
 
 def import_result(
@@ -262,11 +293,36 @@ def import_result(
     ref: str | None = None,
     commit: bool = True,
     controls: StoreChain | None = None,
+    journals: Sequence[Path] = (),
 ) -> Published:
-    """Validate a search result file and publish it (``ctune registry import``)."""
+    """Validate a search result file and publish it (``ctune registry import``), with its
+    search's journal: the copy ``ctune search`` writes beside the result file, or one of
+    ``journals`` (a journal file or copy; the first that is the search's)."""
+    artifact = read_result(result_path)
+    found = journal_copies.find(artifact, [*journals, copy_path(Path(result_path))])
     return publish_artifact(
-        root, read_result(result_path), ref=ref, commit=commit, controls=controls
+        root, artifact, ref=ref, commit=commit, controls=controls, journal=found
     )
+
+
+def attach_journal(
+    root: Path, key_text: str, journal: Path, *, ref: str | None = None
+) -> Published:
+    """Keep ``journal`` beside the artifact ``key_text`` in one new commit (``ctune registry
+    journal``): refused unless it is the journal the artifact names."""
+    key, artifact = load_artifact(root, key_text)
+    if key.member is not None:
+        raise UserError(f"{key}: a journal belongs to an artifact; give {key.artifact}")
+    found = journal_copies.find(artifact, [journal])
+    if found.data is None:
+        raise UserError(f"{journal}: not the journal of {key} ({found.note})")
+    with GitRegistry(root, ref) as reg, reg.writer_lock():
+        reg.target_ref()
+        message = f"ctune: journal of {artifact.kernel} {artifact.problem} {artifact.device_class}"
+        paths, result = _write_commit(
+            reg, ArtifactStore(root), [artifact], message, journals={key.artifact: found.data}
+        )
+    return Published(paths[0], result, found.note)
 
 
 def load_artifact(root: Path, text: str, *, ref: str | None = None) -> tuple[ArtifactKey, Artifact]:
@@ -379,7 +435,8 @@ def verify_registry(
     nvcc: str = "nvcc",
 ) -> VerifyReport:
     """Every artifact's digest and gene values, its controls files (there, and matching
-    their digests), every pin tag, and ``git fsck`` (rules G4, X4, G10).
+    their digests), its journal copy (its own), every pin tag, and ``git fsck`` (rules G4,
+    X4, G10).
 
     A digest catches corruption, not an edit (docs/security.md): every member's genes are
     checked against its spec in ``kernels`` (``member_genes.hand_edits``), or, where that
@@ -409,6 +466,11 @@ def verify_registry(
         tuple(edited),
         tuple(sorted(k for k, space in spaces.items() if space is None)),
         tuple(registry_problems(root, listing.artifacts)),
+        tuple(
+            found
+            for key, artifact in listing.artifacts
+            if (found := journal_copies.problem(root, key, artifact)) is not None
+        ),
     )
 
 
@@ -478,12 +540,18 @@ def rename_registry(
         reg.target_ref()
         renamed = _rename_plan(root, mapping, specs)
         message = rename_message(mapping, len(renamed))
+        moved = {
+            key_of(r.artifact): data
+            for r in renamed
+            if (data := _file_or_none(root, journal_copies.relpath(r.before).as_posix()))
+        }
         _, result = _write_commit(
             reg,
             ArtifactStore(root),
             [r.artifact for r in renamed],
             message,
             removed=[r.before for r in renamed],
+            journals=moved,
         )
     return Renaming(tuple(renamed), result)
 

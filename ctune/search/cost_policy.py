@@ -20,12 +20,13 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctune.records import Candidate, Outcome, Trial
+from ctune.search import journal_copy
 
 if TYPE_CHECKING:
     from ctune.config import Settings
@@ -119,36 +120,55 @@ def cost_policy(run: SearchRun, writer: JournalWriter) -> CostPolicy:
     return ModelPolicy(run, writer)
 
 
-def journal_folders(settings: Settings, journal: Path | None) -> list[Path]:
-    """Where a search's earlier journals are: its own journal's folder (a problem set's
-    earlier shapes) and the cache's."""
+def earlier_journals(settings: Settings, kernel: str, journal: Path | None) -> list[Path]:
+    """Where a search of ``kernel`` finds earlier journals: its own journal's folder (a
+    problem set's earlier shapes) and the cache's, then the copies the registry keeps
+    beside the kernel's artifacts (``journal_copy``), in that order."""
     own = journal.parent if journal is not None else None
     cache = Path(settings.cache_dir) / "journals"
-    return list(dict.fromkeys(f for f in (own, cache) if f is not None))
+    folders = dict.fromkeys(f for f in (own, cache) if f is not None)
+    plain = [p for f in folders for p in sorted(f.glob(f"{kernel}-*.jsonl"))]
+    copies = journal_copy.registry_copies(Path(settings.registry), kernel)
+    return list(dict.fromkeys(p.resolve() for p in (*plain, *copies)))
+
+
+def search_identity(header: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    """One search, whichever file holds its journal: a registry's copy and the journal it
+    copies (maybe resumed since) are the same search, read once (the file found first)."""
+    info = header.get("info") or {}
+    return (
+        str(header.get("problem")),
+        str(header.get("device")),
+        str(info.get("created_utc")),
+        str(info.get("seed")),
+    )
 
 
 def earlier_search(
     settings: Settings, spec: KernelSpec, objective: str, journal: Path | None
 ) -> Path | None:
     """A journal of an earlier search of ``spec``'s kernel, one of its problems, first
-    objective ``objective``, the model could learn from (None: there is none)."""
+    objective ``objective``, the model could learn from (None: there is none). Only the
+    journals of this machine count (its own folder and cache): the registry's copies
+    train a model that is on, but do not turn it on (docs/cost-model.md)."""
     from ctune.errors import UserError
     from ctune.search import journal as journal_mod
 
     problems = {p.name for p in spec.problems}
-    for folder in journal_folders(settings, journal):
-        for path in sorted(folder.glob(f"{spec.name}-*.jsonl")):
-            try:
-                header = journal_mod.read_header(path)
-            except (UserError, OSError):
-                continue
-            named = (header.get("objectives") or {}).get("objectives") or []
-            if (
-                header.get("kernel") == spec.name
-                and header.get("problem") in problems
-                and named[:1] == [objective]
-            ):
-                return path
+    for path in earlier_journals(settings, spec.name, journal):
+        if journal_copy.is_copy(path):
+            continue
+        try:
+            header = journal_mod.read_header(path)
+        except (UserError, OSError):
+            continue
+        named = (header.get("objectives") or {}).get("objectives") or []
+        if (
+            header.get("kernel") == spec.name
+            and header.get("problem") in problems
+            and named[:1] == [objective]
+        ):
+            return path
     return None
 
 
@@ -300,23 +320,22 @@ class ModelPolicy(CostPolicy):
     def _warm_examples(self, own: Path) -> list[Example]:
         """Trials of the kernel's earlier journals, oldest first: the model's warm start
         across shapes and GPUs. Those in this journal's folder (a problem set's earlier
-        shapes) and in the cache's. Earlier: started no later than this search and
-        last written before it started (within the stamp's second), so that a resume of
-        this search finds the same ones (unless one of them is resumed meanwhile)."""
+        shapes), in the cache's and the registry's copies (:func:`earlier_journals`).
+        Earlier: started no later than this search and last written before it started
+        (within the stamp's second), so that a resume of this search finds the same ones
+        (unless one of them is resumed, or the registry pulled, meanwhile)."""
         from ctune.errors import UserError
         from ctune.search import journal as journal_mod
 
         inputs = self.run.inputs
-        folders = journal_folders(inputs.settings, own)
         started = str(self.writer.header.get("info", {}).get("created_utc", ""))
         try:
             start_s = _dt.datetime.strptime(started, STAMP).replace(tzinfo=_dt.UTC).timestamp()
         except ValueError:
             return []
-        found: list[tuple[str, Path]] = []
+        found: dict[tuple[str, str, str, str], tuple[str, Path]] = {}
         device_of: dict[Path, str] = {}
-        paths = {p.resolve() for f in folders for p in f.glob(f"{inputs.spec.name}-*.jsonl")}
-        for path in sorted(paths):
+        for path in earlier_journals(inputs.settings, inputs.spec.name, own):
             if path == own.resolve():
                 continue
             try:
@@ -331,18 +350,21 @@ class ModelPolicy(CostPolicy):
                 and created <= started
                 and written < start_s + 1
             ):
-                found.append((created, path))
+                found.setdefault(search_identity(header), (created, path))
                 device_of[path] = str(header.get("device") or "an unknown GPU")
+        found.pop(search_identity(self.writer.header), None)  # a copy of this very search
         examples: list[Example] = []
         elsewhere: list[str] = []  # the devices of those journals that are not this search's
         unreadable = 0
-        for _, path in sorted(found)[-MAX_WARM_JOURNALS:]:
+        copies = 0  # of those read, the registry's
+        for _, path in sorted(found.values())[-MAX_WARM_JOURNALS:]:
             try:
                 got = journal_examples(path, self.features, self.objective, self.direction)
             except UserError:
                 unreadable += 1
                 continue
             self.warm_journals += bool(got)
+            copies += bool(got) and journal_copy.is_copy(path)
             examples += got
             if got and device_of[path] != self.writer.device:
                 elsewhere.append(device_of[path])
@@ -361,10 +383,11 @@ class ModelPolicy(CostPolicy):
                 if elsewhere
                 else ""
             )
+            kept = f", {copies} kept in the registry" if copies else ""
             self.run.notices.note(
                 f"cost model: {self.warm_journals} earlier journal(s) of {inputs.spec.name} "
-                f"({sum(e.target is not None for e in examples)} measured trials{other}) train "
-                f"it from the start{left_out}{why_on}",
+                f"({sum(e.target is not None for e in examples)} measured trials{kept}{other}) "
+                f"train it from the start{left_out}{why_on}",
                 "info",
             )
         return examples
@@ -520,10 +543,11 @@ __all__ = [
     "Refill",
     "Screened",
     "cost_policy",
+    "earlier_journals",
     "earlier_search",
     "journal_examples",
-    "journal_folders",
     "on_by_default",
     "parse_on_off",
+    "search_identity",
     "trial_example",
 ]

@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import io
 import json
 import logging
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ctune.errors import UserError
-from ctune.files import InputFileError, open_regular
+from ctune.files import InputFileError, open_regular, read_capped
 from ctune.records import Measurement, Trial, sha256_hex, to_json
+from ctune.search import journal_copy
 from ctune.search import journal_records as records
 from ctune.search.journal_records import FIX, ConfirmationRound, JournalRecordError
 from ctune.spec.space.params import Space
@@ -134,13 +136,28 @@ def where(path: Path, line: int) -> str:
     return f"journal {path} line {line}"
 
 
+def read_bytes(path: Path) -> bytes:
+    """A journal's bytes: a journal file, or the registry's gzip copy of one
+    (``journal_copy``), each capped."""
+    if journal_copy.is_copy(path):
+        packed = read_capped(path, journal_copy.MAX_COPY_BYTES, "journal copy")
+        return journal_copy.unpack(packed, f"journal {path}", MAX_JOURNAL_BYTES)
+    return read_capped(path, MAX_JOURNAL_BYTES, "journal")
+
+
+def _open(path: Path) -> BinaryIO:
+    """A journal to read line by line: the file itself, or a copy's unpacked bytes."""
+    if journal_copy.is_copy(path):
+        return io.BytesIO(read_bytes(path))
+    return os.fdopen(open_regular(path, MAX_JOURNAL_BYTES, "journal"), "rb")
+
+
 def _lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
     """(line number, its bytes without the newline, whether it ended with one) of each line
     of a regular file of at most MAX_JOURNAL_BYTES, no line read past MAX_LINE_BYTES."""
-    fd = open_regular(path, MAX_JOURNAL_BYTES, "journal")
     total = 0
     try:
-        with os.fdopen(fd, "rb") as handle:
+        with _open(path) as handle:
             number = 0
             while raw := handle.readline(MAX_LINE_BYTES + 1):
                 number += 1
@@ -294,6 +311,11 @@ class Journal:
     def resume(cls, path: Path, fsync: bool = True) -> tuple[Journal, Replay]:
         """Open an existing journal for appending, cutting off a torn last line."""
         path = Path(path)
+        if journal_copy.is_copy(path):
+            raise UserError(
+                f"{path}: a registry's copy of a journal, which is read only; resume the "
+                "journal it copies, or start a new search"
+            )
         replay, good_end = read(path)
         if replay.header.get("format") != JOURNAL_FORMAT:
             raise UserError(

@@ -41,7 +41,7 @@ def quiet_search(
     from ctune.search.session import SearchSession
 
     session = SearchSession(
-        Settings(cache_dir=folder),
+        Settings(cache_dir=folder, registry=folder / "registry"),  # no registry's journals
         spec,
         objective,
         SearchOptions(

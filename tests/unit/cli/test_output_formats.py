@@ -182,6 +182,7 @@ RECIPES: dict[str, tuple[Recipe, set[int]]] = {
     "registry diff": (lambda p: ["registry", "diff", p.key, f"HEAD:{p.key}"], {EXIT_OK}),
     "registry pin": (lambda p: ["registry", "pin", p.key, "--release", "v1"], {EXIT_OK}),
     "registry import": (lambda p: ["registry", "import", p.result], {EXIT_OK}),
+    "registry journal": (lambda p: ["registry", "journal", p.key, p.journal], {EXIT_OK}),
     "registry migrate": (lambda p: ["registry", "migrate", "--dry-run"], {EXIT_OK}),
     "registry refresh": (
         lambda p: ["registry", "refresh", "--kernels", "kernels", "--dry-run"],

@@ -270,6 +270,28 @@ def test_a_swap_is_one_commit_and_leaves_no_file_behind(kernels: Path, tmp_path:
     }
 
 
+def test_a_journal_kept_beside_an_artifact_moves_with_it(kernels: Path, tmp_path: Path) -> None:
+    """The copy of the search's journal is the artifact's still: it moves in the same
+    commit, none is left at the old name."""
+    from ctune.records import sha256_hex
+    from ctune.registry.journals import Found
+    from ctune.search.journal_copy import pack
+
+    journal = b'{"kind":"header","stand-in":"x"}\n'
+    repo = init_repo(tmp_path / "project")
+    registry = repo / "registry"
+    x = dataclasses.replace(_recorded(kernels), provenance={"journal_sha256": sha256_hex(journal)})
+    publish_artifact(registry, x, journal=Found(pack(journal), "kept"))
+    _rename_on_disk(kernels, "saxpy", "axpy")
+    rename_registry(registry, {"saxpy": "axpy"}, {"axpy": _new(kernels, "axpy")})
+    assert _tree(repo) == [
+        f"registry/axpy/n1m/{DEVICE}.json",
+        f"registry/axpy/n1m/{DEVICE}.jsonl.gz",
+    ]
+    assert (registry / "axpy" / "n1m" / f"{DEVICE}.jsonl.gz").read_bytes() == pack(journal)
+    assert git(repo, "status", "--porcelain") == ""
+
+
 def test_a_rename_whose_commit_fails_writes_nothing(
     kernels: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

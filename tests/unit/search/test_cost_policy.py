@@ -19,6 +19,7 @@ from ctune.records import Outcome
 from ctune.search import cost_policy
 from ctune.search.driver import SearchOptions, run_search
 from ctune.search.journal import read
+from ctune.search.journal_copy import pack
 from ctune.search.result import SearchResult
 from ctune.spec import KernelSpec, load_spec
 from ctune.testing.binary_truth import BinaryTruth, synthetic_binary_truth
@@ -52,6 +53,7 @@ def _search(
     cache: Path,
     *,
     measurer: ReplayMeasurer | None = None,
+    registry: Path | None = None,
     **options: Any,
 ) -> SearchResult:
     truth, spec = landscape
@@ -60,7 +62,7 @@ def _search(
     options.setdefault("seed", 3)
     options.setdefault("confirm_processes", 0)
     return run_search(
-        Settings(cache_dir=cache),
+        Settings(cache_dir=cache, registry=registry or cache / "registry"),
         spec,
         parse_objective_spec(["p50"], [], spec.metrics),
         SearchOptions(strategy="auto", journal_fsync=False, **options),
@@ -278,6 +280,54 @@ def test_earlier_journals_of_the_kernel_warm_start_the_model(
     (note,) = [n for n in warm.notes if "earlier journal" in n]
     assert note.startswith(f"cost model: 1 earlier journal(s) of tiled_matmul ({measured} ")
     assert any(o == "skipped" for _, o in _decisions(warm.journal))
+
+
+def _kept_in(registry: Path, journal: Path, problem: str) -> Path:
+    """``journal`` as the registry keeps it beside an artifact (``registry journal``)."""
+    copy = registry / "tiled_matmul" / problem / "sm90-stand-in.jsonl.gz"
+    copy.parent.mkdir(parents=True)
+    copy.write_bytes(pack(journal.read_bytes()))
+    return copy
+
+
+@needs_sklearn
+def test_the_registry_s_journal_copies_train_the_model_on_a_new_machine(
+    landscape: tuple[BinaryTruth, KernelSpec], tmp_path: Path
+) -> None:
+    """A machine whose cache holds no journal, with a registry that keeps one beside an
+    artifact: the model learns from it from the first generation (with --cost-model on;
+    left out, a registry's copy alone does not turn the model on). The same search in
+    the cache and in the registry is read once."""
+    _, spec = landscape
+    earlier = _search(landscape, tmp_path / "elsewhere", seed=11, budget=90)
+    registry = tmp_path / "registry"
+    copy = _kept_in(registry, earlier.journal, spec.problem().name)
+    assert read(copy)[0].trials == read(earlier.journal)[0].trials
+    fresh = tmp_path / "new-machine"
+    settings = Settings(cache_dir=fresh, registry=registry)
+    assert not cost_policy.on_by_default(settings, spec, "p50", None)
+    warm = _search(landscape, fresh, registry=registry, cost_model=True, budget=30)
+    (note,) = [n for n in warm.notes if "earlier journal" in n]
+    measured = sum(1 for t in read(earlier.journal)[0].trials if t.values is not None)
+    assert note.startswith(
+        f"cost model: 1 earlier journal(s) of tiled_matmul ({measured} measured trials, "
+        "1 kept in the registry) train it"
+    )
+    assert any(o == "skipped" for _, o in _decisions(warm.journal))
+    both = _search(landscape, tmp_path / "elsewhere", registry=registry, cost_model=True, budget=30)
+    (note,) = [n for n in both.notes if "earlier journal" in n]
+    assert note.startswith(f"cost model: 1 earlier journal(s) of tiled_matmul ({measured} ")
+    assert "kept in the registry" not in note  # the cache's own file is read first
+
+
+def test_a_registry_copy_cannot_be_resumed(
+    landscape: tuple[BinaryTruth, KernelSpec], tmp_path: Path
+) -> None:
+    _, spec = landscape
+    earlier = _search(landscape, tmp_path / "cache", budget=20)
+    copy = _kept_in(tmp_path / "registry", earlier.journal, spec.problem().name)
+    with pytest.raises(UserError, match="a registry's copy of a journal, which is read only"):
+        _search(landscape, tmp_path / "cache", budget=20, resume=copy)
 
 
 @needs_sklearn

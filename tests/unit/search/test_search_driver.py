@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -321,6 +322,20 @@ def test_commit_hands_the_front_to_the_registry(
         ["git", "log", "--oneline", "-1"], cwd=repo, check=True, capture_output=True, text=True
     ).stdout
     assert "standin small" in log
+    # the journal goes with it: beside the result file, and beside the artifact in the commit
+    from ctune.search.journal_copy import copy_path
+
+    assert result.artifact_path is not None
+    beside = copy_path(result.artifact_path)
+    assert gzip.decompress(beside.read_bytes()) == result.journal.read_bytes()
+    committed = subprocess.run(
+        ["git", "show", "--name-only", "--format=", "HEAD"],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    assert sorted(Path(p).name.split(".", 1)[1] for p in committed) == ["json", "jsonl.gz"]
 
 
 class _GraphTimedStandIn(StandInMeasurer):
