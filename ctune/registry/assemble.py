@@ -323,7 +323,7 @@ class ResultPublisher:
         from ctune.search.journal_copy import copy_path
         from ctune.writes import write_atomic
 
-        if not path.is_file():  # written to a device (--out /dev/stdout): nothing beside
+        if path.suffix != ".json" or not path.is_file():  # --out elsewhere.txt, /dev/stdout
             return result
         found = find(artifact, [result.journal])
         try:
