@@ -367,6 +367,8 @@ def pulled(r: PullResult) -> None:
         _capped([f"  wrote {key}" for key in r.written], "artifact file(s)")
     if r.controls_written:
         _line(f"wrote {r.controls_written} controls file(s) of {ref} into the registry folder")
+    if r.journals_written:
+        _line(f"wrote {r.journals_written} journal copy(ies) of {ref} into the registry folder")
     if r.tags:
         _line(f"brought {len(r.tags)} pin tag(s) from {r.remote}")
     for tag in r.tags:

@@ -3,7 +3,8 @@
 When the registry ref is the checked-out branch, git keeps the folder and the ref together
 (``read-tree -m -u``). In the CI set-up the ref is another branch, and ``registry
 list/show/check/gate`` read the folder, so ``pull`` writes the ref's artifact files into
-it: only artifact and controls files, only where nothing is lost, never deleting and never
+it: only artifact and controls files and the journal copies beside artifacts, only where
+nothing is lost, never deleting and never
 touching the index. The rules that make that safe are in docs/registry.md ("Sharing").
 """
 
@@ -27,6 +28,8 @@ from ctune.registry.layout import (
     key_from_relpath,
 )
 from ctune.registry.store import ArtifactStore
+from ctune.search.journal_copy import MAX_COPY_BYTES, is_copy
+from ctune.search.journal_copy import SUFFIX as SUFFIX_COPY
 
 _FILE_MODES = ("100644", "100755")
 
@@ -41,13 +44,15 @@ class FolderDiff:
     skipped: tuple[str, ...]  # repo-relative *.json paths on the ref that are not artifacts
     #: controls files (and NOTICE) of the ref the folder lacks, or holds older bytes of
     controls: tuple[TreeEntry, ...] = ()
+    #: the journal copies kept beside artifacts (``journals.py``), likewise
+    journals: tuple[TreeEntry, ...] = ()
 
 
 def compare(reg: GitRegistry, tip: str) -> FolderDiff:
     """The folder (``reg.root``) against the registry files at ``tip``; reads, never writes."""
     store = ArtifactStore(reg.root)
     on_ref: dict[PurePosixPath, tuple[ArtifactKey, TreeEntry]] = {}
-    controls_on_ref: dict[PurePosixPath, TreeEntry] = {}
+    side_on_ref: dict[PurePosixPath, TreeEntry] = {}
     skipped: list[str] = []
     for entry in reg.ls_tree(tip, reg.prefix.as_posix() if reg.prefix.parts else ""):
         rel = PurePosixPath(entry.path).relative_to(reg.prefix)
@@ -55,7 +60,14 @@ def compare(reg: GitRegistry, tip: str) -> FolderDiff:
         if rel.parts[:1] == (CONTROLS_FOLDER,):
             fits = entry.mode in _FILE_MODES and size is not None and size <= MAX_CONTROLS_BYTES
             if len(rel.parts) == 2 and is_entry_name(rel.name) and fits:
-                controls_on_ref[rel] = entry
+                side_on_ref[rel] = entry
+            else:
+                skipped.append(entry.path)
+            continue
+        if is_copy(rel):  # a journal kept beside an artifact: a side file, as controls are
+            fits = entry.mode in _FILE_MODES and size is not None and size <= MAX_COPY_BYTES
+            if fits and _beside_an_artifact(rel):
+                side_on_ref[rel] = entry
             else:
                 skipped.append(entry.path)
             continue
@@ -74,9 +86,9 @@ def compare(reg: GitRegistry, tip: str) -> FolderDiff:
     places: list[tuple[PurePosixPath, TreeEntry, ArtifactKey | None]] = [
         (rel, entry, artifact) for rel, (artifact, entry) in on_ref.items()
     ]
-    places += [(rel, entry, None) for rel, entry in controls_on_ref.items()]
+    places += [(rel, entry, None) for rel, entry in side_on_ref.items()]
     missing: list[tuple[ArtifactKey, TreeEntry]] = []
-    controls: list[TreeEntry] = []
+    side: list[TreeEntry] = []  # controls files and journal copies
     blocked: list[tuple[str, str]] = []
     present: list[tuple[Path, TreeEntry, ArtifactKey | None]] = []
     for rel, entry, owner in places:
@@ -87,7 +99,7 @@ def compare(reg: GitRegistry, tip: str) -> FolderDiff:
             blocked.append((entry.path, "has a symlink on the way"))
             continue
         except FileNotFoundError:
-            _add_missing(missing, controls, entry, owner)
+            _add_missing(missing, side, entry, owner)
             continue
         if stat.S_ISLNK(mode):
             blocked.append((entry.path, "is a symlink"))
@@ -105,7 +117,7 @@ def compare(reg: GitRegistry, tip: str) -> FolderDiff:
     known = reg.known_objects([h for h, _, _ in differ])
     for h, entry, owner in differ:
         if h in known:
-            _add_missing(missing, controls, entry, owner)
+            _add_missing(missing, side, entry, owner)
         else:
             blocked.append((entry.path, "has bytes git does not hold (a local change)"))
 
@@ -115,34 +127,46 @@ def compare(reg: GitRegistry, tip: str) -> FolderDiff:
         for rel, _ in store.files()
         if rel not in on_ref and rel not in skipped_rel and rel.parts[:1] != (CONTROLS_FOLDER,)
     ]
+    side.sort(key=lambda e: e.path)
     return FolderDiff(
         tuple(sorted(missing, key=lambda m: m[1].path)),
         tuple(sorted(blocked)),
         tuple(sorted(local_only)),
         tuple(sorted(skipped)),
-        tuple(sorted(controls, key=lambda e: e.path)),
+        tuple(e for e in side if not is_copy(PurePosixPath(e.path))),
+        tuple(e for e in side if is_copy(PurePosixPath(e.path))),
     )
+
+
+def _beside_an_artifact(rel: PurePosixPath) -> bool:
+    """``<kernel>/<problem>/<device-class>.jsonl.gz``: named as an artifact's journal copy."""
+    try:
+        key_from_relpath(rel.with_name(rel.name.removesuffix(SUFFIX_COPY) + SUFFIX))
+    except UserError:
+        return False
+    return True
 
 
 def _add_missing(
     missing: list[tuple[ArtifactKey, TreeEntry]],
-    controls: list[TreeEntry],
+    side: list[TreeEntry],
     entry: TreeEntry,
     key: ArtifactKey | None,
 ) -> None:
     if key is None:
-        controls.append(entry)
+        side.append(entry)
     else:
         missing.append((key, entry))
 
 
 def write(reg: GitRegistry, diff: FolderDiff) -> tuple[str, ...]:
-    """Write ``diff.missing`` and ``diff.controls`` into the folder (the caller refused
-    ``diff.blocked``), the controls files first: an artifact file never shows before the
-    files it is built with. Returns the artifact keys written."""
+    """Write ``diff.missing``, ``diff.controls`` and ``diff.journals`` into the folder (the
+    caller refused ``diff.blocked``), the controls files first: an artifact file never shows
+    before the files it is built with. Returns the artifact keys written."""
     store = ArtifactStore(reg.root)
-    files = reg.read_blobs([entry.sha for entry in diff.controls])
-    for entry in diff.controls:
+    side = (*diff.controls, *diff.journals)
+    files = reg.read_blobs([entry.sha for entry in side])
+    for entry in side:
         data = files.get(entry.sha)
         if data is None:
             raise RegistryError(f"cannot read {entry.path}: blob {entry.sha[:12]} is missing")

@@ -177,6 +177,7 @@ class PullResult:
     local_only: tuple[str, ...]  # artifact files the folder has and the ref lacks: kept
     skipped: tuple[str, ...]  # *.json on the ref below the registry root that are not artifacts
     controls_written: int = 0  # controls files (and NOTICE) written into the registry folder
+    journals_written: int = 0  # journal copies written beside artifacts in the folder
 
 
 @dataclass(frozen=True, slots=True)
@@ -689,6 +690,7 @@ def pull_registry(
             local_only=diff.local_only if diff else (),
             skipped=diff.skipped if diff else (),
             controls_written=len(diff.controls) if diff else 0,
+            journals_written=len(diff.journals) if diff else 0,
         )
 
 
@@ -750,7 +752,9 @@ def registry_status(
         folder_behind = 0
         if local is not None and link.ref != reg.head_branch():
             diff = folder.compare(reg, local)
-            folder_behind = len(diff.missing) + len(diff.controls) + len(diff.blocked)
+            folder_behind = (
+                len(diff.missing) + len(diff.controls) + len(diff.journals) + len(diff.blocked)
+            )
         return SyncStatus(
             link.ref,
             remote,

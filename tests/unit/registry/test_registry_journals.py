@@ -9,7 +9,7 @@ import gzip
 from pathlib import Path
 
 import pytest
-from registry_support import DEVICE, Run, git, make_artifact, one_line_error, rel_of
+from registry_support import DEVICE, REF, Run, git, make_artifact, one_line_error, rel_of
 
 from ctune.records import sha256_hex
 from ctune.registry.journals import copies_for, find
@@ -148,3 +148,24 @@ def test_verify_fails_on_a_copy_that_is_not_the_artifact_s(
     (repo / COPY).write_bytes(pack(JOURNAL)[:-9])  # truncated
     code, out, _ = cli(*args)
     assert code == 2 and "cannot be read" in out
+
+
+def test_push_and_pull_carry_the_copy_to_a_folder_whose_ref_is_not_checked_out(
+    machines: list[Path],
+) -> None:
+    """In the CI set-up the registry ref is checked out nowhere: pull writes the journal
+    copies beside the artifacts it writes, and says how many."""
+    from ctune.registry.remote import pull_registry, push_registry
+
+    a = _of(JOURNAL)
+    one, two = machines[0], machines[1]
+    publish_artifact(
+        one / "registry", a, ref=REF, journal=dataclasses.replace(find(a, []), data=pack(JOURNAL))
+    )
+    push_registry(one / "registry", ref=REF, remote="origin")
+    pulled = pull_registry(two / "registry", ref=REF, remote="origin")
+    assert pulled.journals_written == 1 and pulled.controls_written == 0
+    copy = two / COPY
+    assert gzip.decompress(copy.read_bytes()) == JOURNAL
+    again = pull_registry(two / "registry", ref=REF, remote="origin")
+    assert again.journals_written == 0  # already there: nothing to write
