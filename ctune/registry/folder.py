@@ -4,8 +4,8 @@ When the registry ref is the checked-out branch, git keeps the folder and the re
 (``read-tree -m -u``). In the CI set-up the ref is another branch, and ``registry
 list/show/check/gate`` read the folder, so ``pull`` writes the ref's artifact files into
 it: only artifact and controls files and the journal copies beside artifacts, only where
-nothing is lost, never deleting and never
-touching the index. The rules that make that safe are in docs/registry.md ("Sharing").
+nothing is lost, never deleting and never touching the index. The rules that make that
+safe are in docs/registry.md ("Sharing").
 """
 
 from __future__ import annotations
@@ -28,8 +28,7 @@ from ctune.registry.layout import (
     key_from_relpath,
 )
 from ctune.registry.store import ArtifactStore
-from ctune.search.journal_copy import MAX_COPY_BYTES, is_copy
-from ctune.search.journal_copy import SUFFIX as SUFFIX_COPY
+from ctune.search.journal_copy import MAX_COPY_BYTES, artifact_path, is_copy
 
 _FILE_MODES = ("100644", "100755")
 
@@ -141,7 +140,7 @@ def compare(reg: GitRegistry, tip: str) -> FolderDiff:
 def _beside_an_artifact(rel: PurePosixPath) -> bool:
     """``<kernel>/<problem>/<device-class>.jsonl.gz``: named as an artifact's journal copy."""
     try:
-        key_from_relpath(rel.with_name(rel.name.removesuffix(SUFFIX_COPY) + SUFFIX))
+        key_from_relpath(artifact_path(rel))
     except UserError:
         return False
     return True

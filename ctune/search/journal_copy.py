@@ -22,7 +22,8 @@ from ctune.errors import UserError
 
 #: the copy's name: the artifact file's, with this suffix for ``.json``
 SUFFIX = ".jsonl.gz"
-#: the largest copy kept: about 100 times a 400-evaluation search's (some 80 KiB)
+#: the largest copy kept: some 50 times a search of 280 trials (16 evaluations and their
+#: fillers, about 320 KiB packed)
 MAX_COPY_BYTES = 16 << 20
 
 
@@ -34,7 +35,13 @@ def copy_path(artifact_path: P) -> P:
     return artifact_path.with_name(artifact_path.name.removesuffix(".json") + SUFFIX)
 
 
+def artifact_path(copy: P) -> P:
+    """The artifact file a copy at ``copy`` is the journal of (:func:`copy_path` undone)."""
+    return copy.with_name(copy.name.removesuffix(SUFFIX) + ".json")
+
+
 def is_copy(path: Path | PurePosixPath) -> bool:
+    """Named as a journal copy (the reader unpacks it; it is never resumed)."""
     return path.name.endswith(SUFFIX)
 
 
@@ -71,6 +78,7 @@ def registry_copies(registry: Path, kernel: str) -> list[Path]:
 __all__ = [
     "MAX_COPY_BYTES",
     "SUFFIX",
+    "artifact_path",
     "copy_path",
     "is_copy",
     "pack",

@@ -10,7 +10,7 @@ import pytest
 
 from ctune.errors import UserError
 from ctune.search import journal as journal_mod
-from ctune.search.journal_copy import copy_path, pack, registry_copies, unpack
+from ctune.search.journal_copy import artifact_path, copy_path, pack, registry_copies, unpack
 
 DATA = Path(__file__).parents[2] / "data" / "journals"
 
@@ -18,6 +18,7 @@ DATA = Path(__file__).parents[2] / "data" / "journals"
 def test_the_copy_is_named_after_the_artifact_file() -> None:
     assert copy_path(Path("r/gemm/sq4096/sm90-x.json")) == Path("r/gemm/sq4096/sm90-x.jsonl.gz")
     assert copy_path(PurePosixPath("gemm/p/d.json")) == PurePosixPath("gemm/p/d.jsonl.gz")
+    assert artifact_path(PurePosixPath("gemm/p/d.jsonl.gz")) == PurePosixPath("gemm/p/d.json")
 
 
 def test_a_journal_packs_to_the_same_bytes_and_reads_back_as_itself(tmp_path: Path) -> None:
