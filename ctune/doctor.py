@@ -1,7 +1,8 @@
 """What this machine has for ctune: toolchains, the driver and GPU, NVML, CuPy, CUTLASS,
-CompileIQ and its search spaces. Probes on call only; imports nothing heavy that it does not
-check. Each row names what is missing: CuPy not installed, the driver not there, or a driver
-that sees no GPU are three rows' answers, not one."""
+CompileIQ and its search spaces, the registry's search journals. Probes on call only;
+imports nothing heavy that it does not check. Each row names what is missing: CuPy not
+installed, the driver not there, or a driver that sees no GPU are three rows' answers, not
+one."""
 
 from __future__ import annotations
 
@@ -120,6 +121,22 @@ def _spaces(settings: Settings, environ: Mapping[str, str]) -> list[Check]:
         why = "holds no .bin search space" if path.is_dir() else "is not a folder"
         return [Check("controls spaces", False, f"{name}={folder} {why}", _CONTROLS)]
     return [Check("controls spaces", True, f"{name}={folder}: {', '.join(held)}", _CONTROLS)]
+
+
+def _journals(settings: Settings) -> list[Check]:
+    """The search journals the registry keeps beside its artifacts: what a search on this
+    machine can learn from with ``--cost-model on`` (docs/cost-model.md). Never a gap."""
+    from collections import Counter
+
+    from ctune.search.journal_copy import registry_copies
+
+    kernels = Counter(p.parent.parent.name for p in registry_copies(Path(settings.registry)))
+    if not kernels:
+        detail = f"none kept in {settings.registry} (ctune registry journal KEY FILE keeps one)"
+    else:
+        each = ", ".join(f"{kernel} {n}" for kernel, n in sorted(kernels.items()))
+        detail = f"{sum(kernels.values())} kept in {settings.registry} ({each})"
+    return [Check("registry journals", True, detail, "--cost-model on: its warm start")]
 
 
 _MEASURE = "measurement (search, gate), GPU fingerprint"
@@ -291,6 +308,7 @@ def run_checks(settings: Settings, environ: Mapping[str, str]) -> list[Check]:
         lambda: _nvml(driver),
         _compileiq,
         lambda: _spaces(settings, environ),
+        lambda: _journals(settings),
     ):
         checks.extend(probe())
     return checks

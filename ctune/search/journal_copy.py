@@ -67,12 +67,14 @@ def unpack(data: bytes, where: str, limit: int) -> bytes:
     return out
 
 
-def registry_copies(registry: Path, kernel: str) -> list[Path]:
-    """The journal copies the registry at ``registry`` keeps for ``kernel``'s artifacts."""
-    folder = Path(registry) / kernel
+def registry_copies(registry: Path, kernel: str | None = None) -> list[Path]:
+    """The journal copies the registry at ``registry`` keeps for ``kernel``'s artifacts
+    (None: every kernel's)."""
+    folder = Path(registry) / kernel if kernel is not None else Path(registry)
     if not folder.is_dir():
         return []
-    return sorted(p for p in folder.glob(f"*/*{SUFFIX}") if p.is_file())
+    pattern = f"*/*{SUFFIX}" if kernel is not None else f"*/*/*{SUFFIX}"
+    return sorted(p for p in folder.glob(pattern) if p.is_file())
 
 
 __all__ = [

@@ -105,6 +105,24 @@ def test_compileiq_and_the_spaces_have_rows(doctor, tmp_path: Path) -> None:
     assert spaces["detail"] == f"acf_spaces={tmp_path / 'ours'}: nvcc13.3.bin"
 
 
+def test_the_registry_s_journals_have_a_row(doctor, tmp_path: Path) -> None:
+    """How many journal copies the registry keeps, by kernel: never a gap."""
+    from ctune.search.journal_copy import pack
+
+    old = standin_cuda(tmp_path / "cuda", "13.0.88")
+    registry = tmp_path / "shared-registry"
+    environ = {"CTUNE_REGISTRY": str(registry)}
+    _, rows, _ = doctor("--nvcc", str(old), environ=environ)
+    (row,) = _rows(rows, "registry journals")
+    assert row["ok"] and row["detail"].startswith("none kept in ")
+    for rel in ("gemm/sq4096/d.jsonl.gz", "gemm/t16/d.jsonl.gz", "attention/s1024/d.jsonl.gz"):
+        (registry / rel).parent.mkdir(parents=True, exist_ok=True)
+        (registry / rel).write_bytes(pack(b"{}\n"))
+    _, rows, _ = doctor("--nvcc", str(old), environ=environ)
+    (row,) = _rows(rows, "registry journals")
+    assert row["ok"] and row["detail"] == f"3 kept in {registry} (attention 1, gemm 2)"
+
+
 def test_no_selected_toolchain_is_exit_3_with_the_other_rows(doctor, tmp_path: Path) -> None:
     home = standin_cuda(tmp_path / "cuda", "13.3.73")
     code, rows, err = doctor(
