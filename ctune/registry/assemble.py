@@ -21,6 +21,7 @@ from ctune.evidence import identity
 from ctune.evidence.identity import FIELDS
 from ctune.evidence.stats import summarize as quantiles
 from ctune.records import Build, Candidate, Measurement
+from ctune.registry.journals import Found, find
 from ctune.registry.schema import Artifact, FrontMember, ObjectiveInfo
 from ctune.search.report import median_of
 from ctune.search.result import MemberResult, SearchResult, clean_json
@@ -241,18 +242,16 @@ def commit_artifact(
     registry: Path,
     artifact: Artifact,
     cache_dir: Path | None = None,
-    journal: Path | None = None,
+    journal: Found | None = None,
 ) -> tuple[Path, str | None]:
     """Write into the registry and commit, with the controls files the search stored in
-    ``cache_dir`` that its members are built with and a copy of its ``journal``; returns
-    (path, commit sha)."""
+    ``cache_dir`` that its members are built with and the copy of its search's ``journal``
+    (``journals.find``); returns (path, commit sha)."""
     from ctune.controls.store import StoreChain
-    from ctune.registry.journals import find
     from ctune.registry.service import publish_artifact
 
     chain = StoreChain.of_run(cache_dir, Path(registry))
-    found = find(artifact, [journal] if journal is not None else [])
-    published = publish_artifact(Path(registry), artifact, controls=chain, journal=found)
+    published = publish_artifact(Path(registry), artifact, controls=chain, journal=journal)
     commit = published.commit.commit if published.commit is not None else None
     return Path(published.path), commit
 
@@ -285,7 +284,8 @@ class ResultPublisher:
         out = self.out or self.cache_dir / "results" / f"{spec.name}-{problem.name}.json"
         path = write_artifact(artifact, out)
         result = self._controls_beside(artifact, path, result)
-        result = self._journal_beside(artifact, path, result)
+        journal = find(artifact, [result.journal])  # read and packed once, for both copies
+        result = self._journal_beside(journal, path, result)
         if not self.commit:
             return dataclasses.replace(result, artifact_path=path)
         if result.inconclusive:
@@ -294,7 +294,7 @@ class ResultPublisher:
                 f"report); {path} keeps the evidence"
             )
             return dataclasses.replace(result, artifact_path=path, notes=(*result.notes, note))
-        _, commit = commit_artifact(self.registry, artifact, self.cache_dir, result.journal)
+        _, commit = commit_artifact(self.registry, artifact, self.cache_dir, journal)
         return dataclasses.replace(result, artifact_path=path, commit=commit)
 
     def _controls_beside(
@@ -315,17 +315,14 @@ class ResultPublisher:
         return result
 
     @staticmethod
-    def _journal_beside(artifact: Artifact, path: Path, result: SearchResult) -> SearchResult:
-        """A copy of the search's journal beside the result file, which ``ctune registry
+    def _journal_beside(found: Found, path: Path, result: SearchResult) -> SearchResult:
+        """The copy of the search's journal beside the result file, which ``ctune registry
         import`` keeps beside the artifact; one note if it cannot be written."""
-        from ctune.errors import UserError
-        from ctune.registry.journals import find
         from ctune.search.journal_copy import copy_path
         from ctune.writes import write_atomic
 
         if path.suffix != ".json" or not path.is_file():  # --out elsewhere.txt, /dev/stdout
             return result
-        found = find(artifact, [result.journal])
         try:
             if found.data is None:
                 raise OSError(found.note)
