@@ -54,7 +54,7 @@ KernelsOpt = Annotated[
     typer.Option(
         "--kernels",
         help="folder of the <kernel>.yaml specs (default: the kernels setting, CTUNE_KERNELS or "
-        "[tool.ctune] kernels, else kernels/ beside the pyproject.toml holding [tool.ctune])",
+        "\\[tool.ctune] kernels, else kernels/ beside the pyproject.toml holding \\[tool.ctune])",
     ),
 ]
 

@@ -7,6 +7,7 @@ fifth of the screen wide. The lists live in docs/search.md now; the help says wh
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -34,11 +35,11 @@ def _commands() -> list[tuple[tuple[str, ...], Any]]:
 COMMANDS = _commands()
 
 
-def _help(path: tuple[str, ...]) -> str:
+def _help(path: tuple[str, ...], columns: int = 80) -> str:
     from ctune.cli import _register_commands, app
 
     _register_commands()
-    result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "80"})
+    result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": str(columns)})
     assert result.exit_code == 0, (path, result.output)
     return result.stdout
 
@@ -66,3 +67,26 @@ def test_help_fits_and_names_every_option(path: tuple[str, ...], command: Any) -
             names = [param.metavar or str(param.name).upper()]  # an argument: its metavar
         for name in names:
             assert name in text, f"ctune {' '.join(path)} --help does not show {name}"
+
+
+#: a bracketed run in a help text (``\[`` is how a help escapes one for rich)
+_BRACKETED = re.compile(r"\\?\[[^\[\]]*\]")
+
+
+@pytest.mark.parametrize(
+    ("path", "command"), COMMANDS, ids=[" ".join(path) or "ctune" for path, _ in COMMANDS]
+)
+def test_help_keeps_bracketed_text(path: tuple[str, ...], command: Any) -> None:
+    """Typer reads help as rich markup, which drops an unescaped ``[tool.ctune]`` without a
+    word: `ctune check --help` once said "beside the pyproject.toml holding )"."""
+    shown = _flat(_help(path, columns=300))
+    texts = [command.help or "", *(getattr(p, "help", None) or "" for p in command.params)]
+    for text in texts:
+        for match in _BRACKETED.finditer(text):
+            run = re.sub(r"\s+", " ", match.group(0).removeprefix("\\"))
+            assert run in shown, f"ctune {' '.join(path)} --help drops {run!r} (escape it: \\[)"
+
+
+def _flat(text: str) -> str:
+    """The help's words with the panels' borders and the line breaks taken out."""
+    return re.sub(r"[│╭╮╰╯─\s]+", " ", text)
