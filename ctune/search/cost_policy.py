@@ -100,6 +100,11 @@ class CostPolicy:
         ``refill``, more candidates may be asked for to take the place of skipped ones."""
         return Screened(list(new))
 
+    def ahead(self, guessed: Sequence[Candidate]) -> list[Candidate]:
+        """Which of the strategy's guessed first generation may compile while the baseline
+        compiles and is measured, before any screen: all of them (off)."""
+        return list(guessed)
+
     def report(self) -> None:
         """Say once, at the end, what the policy skipped (nothing when off)."""
 
@@ -261,6 +266,19 @@ def journal_examples(
     ]
 
 
+@dataclass
+class _Warm:
+    """What the earlier journals teach: their examples, oldest first, and for the note how
+    many journals taught something, how many of those the registry kept, how many could
+    not be read, and the devices of those recorded on another GPU."""
+
+    examples: list[Example] = field(default_factory=list)
+    journals: int = 0
+    copies: int = 0
+    unreadable: int = 0
+    elsewhere: list[str] = field(default_factory=list)
+
+
 class ModelPolicy(CostPolicy):
     """Skip a candidate whose predicted lower bound is worse than the leader's value."""
 
@@ -319,24 +337,59 @@ class ModelPolicy(CostPolicy):
 
     def _warm_examples(self, own: Path) -> list[Example]:
         """Trials of the kernel's earlier journals, oldest first: the model's warm start
-        across shapes and GPUs. Those in this journal's folder (a problem set's earlier
-        shapes), in the cache's and the registry's copies (:func:`earlier_journals`).
-        Earlier: started no later than this search and last written before it started
-        (within the stamp's second), so that a resume of this search finds the same ones
-        (unless one of them is resumed, or the registry pulled, meanwhile)."""
+        across shapes and GPUs (:meth:`_read_warm`), said in a note."""
+        inputs = self.run.inputs
+        started = str(self.writer.header.get("info", {}).get("created_utc", ""))
+        warm = self._read_warm(started, own, search_identity(self.writer.header))
+        self.warm_journals = warm.journals
+        if warm.journals or warm.unreadable:
+            left_out = f"; {warm.unreadable} unreadable left out" if warm.unreadable else ""
+            # --cost-model left out: on because of them (on_by_default)
+            why_on = (
+                "; --cost-model off builds every candidate"
+                if inputs.opts.cost_model is None
+                else ""
+            )
+            # a journal of another GPU teaches its ranking, which may not be this one's
+            # (docs/cost-model.md, "A new GPU"): say which
+            other = (
+                f"; {len(warm.elsewhere)} on another GPU: {', '.join(sorted(set(warm.elsewhere)))}"
+                if warm.elsewhere
+                else ""
+            )
+            kept = f", {warm.copies} kept in the registry" if warm.copies else ""
+            examples = warm.examples
+            self.run.notices.note(
+                f"cost model: {warm.journals} earlier journal(s) of {inputs.spec.name} "
+                f"({sum(e.target is not None for e in examples)} measured trials{kept}{other}) "
+                f"train it from the start{left_out}{why_on}",
+                "info",
+            )
+        return warm.examples
+
+    def _read_warm(
+        self, started: str, own: Path | None, this_search: tuple[str, str, str, str] | None
+    ) -> _Warm:
+        """The earlier journals of the kernel a search started at ``started`` learns from:
+        those in its journal's folder ``own`` (a problem set's earlier shapes), in the
+        cache's and the registry's copies (:func:`earlier_journals`); started no later than
+        it and last written before it started (within the stamp's second), so that a resume
+        finds the same ones (unless one of them is resumed, or the registry pulled,
+        meanwhile). ``this_search``: its own identity, whose copies are not earlier."""
         from ctune.errors import UserError
         from ctune.search import journal as journal_mod
 
         inputs = self.run.inputs
-        started = str(self.writer.header.get("info", {}).get("created_utc", ""))
+        warm = _Warm()
         try:
             start_s = _dt.datetime.strptime(started, STAMP).replace(tzinfo=_dt.UTC).timestamp()
         except ValueError:
-            return []
+            return warm
         found: dict[tuple[str, str, str, str], tuple[str, Path]] = {}
         device_of: dict[Path, str] = {}
+        mine = own.resolve() if own is not None else None
         for path in earlier_journals(inputs.settings, inputs.spec.name, own):
-            if path == own.resolve():
+            if path == mine:
                 continue
             try:
                 header = journal_mod.read_header(path)
@@ -352,45 +405,20 @@ class ModelPolicy(CostPolicy):
             ):
                 found.setdefault(search_identity(header), (created, path))
                 device_of[path] = str(header.get("device") or "an unknown GPU")
-        found.pop(search_identity(self.writer.header), None)  # a copy of this very search
-        examples: list[Example] = []
-        elsewhere: list[str] = []  # the devices of those journals that are not this search's
-        unreadable = 0
-        copies = 0  # of those read, the registry's
+        if this_search is not None:
+            found.pop(this_search, None)  # a copy of this very search
         for _, path in sorted(found.values())[-MAX_WARM_JOURNALS:]:
             try:
                 got = journal_examples(path, self.features, self.objective, self.direction)
             except UserError:
-                unreadable += 1
+                warm.unreadable += 1
                 continue
-            self.warm_journals += bool(got)
-            copies += bool(got) and journal_copy.is_copy(path)
-            examples += got
+            warm.journals += bool(got)
+            warm.copies += bool(got) and journal_copy.is_copy(path)
+            warm.examples += got
             if got and device_of[path] != self.writer.device:
-                elsewhere.append(device_of[path])
-        if self.warm_journals or unreadable:
-            left_out = f"; {unreadable} unreadable left out" if unreadable else ""
-            # --cost-model left out: on because of them (on_by_default)
-            why_on = (
-                "; --cost-model off builds every candidate"
-                if inputs.opts.cost_model is None
-                else ""
-            )
-            # a journal of another GPU teaches its ranking, which may not be this one's
-            # (docs/cost-model.md, "A new GPU"): say which
-            other = (
-                f"; {len(elsewhere)} on another GPU: {', '.join(sorted(set(elsewhere)))}"
-                if elsewhere
-                else ""
-            )
-            kept = f", {copies} kept in the registry" if copies else ""
-            self.run.notices.note(
-                f"cost model: {self.warm_journals} earlier journal(s) of {inputs.spec.name} "
-                f"({sum(e.target is not None for e in examples)} measured trials{kept}{other}) "
-                f"train it from the start{left_out}{why_on}",
-                "info",
-            )
-        return examples
+                warm.elsewhere.append(device_of[path])
+        return warm
 
     def _fit(self, trials: Sequence[Trial], baseline: float) -> CostModel:
         """The model fitted on the warm start and ``trials`` (skipped ones teach nothing);
@@ -407,6 +435,44 @@ class ModelPolicy(CostPolicy):
         return model
 
     # --- the decision -----------------------------------------------------------------------
+    def ahead(self, guessed: Sequence[Candidate]) -> list[Candidate]:
+        """Those of the guessed first generation its first screen will keep, so that they
+        compile beside the baseline as they do without the model.
+
+        That screen learns from the earlier journals and the baseline alone, and the
+        baseline leads it. On the model's scale (a ratio to the baseline) the baseline is 0
+        whatever it measures, so the decision needs no measurement: it is the same fit and
+        the same rule, asked before the journal exists. The first screen still decides,
+        and journals, as it always did; this only chooses what compiles early. Where the
+        two differ (a journal written meanwhile, a baseline outside the constraints, a GPU
+        whose SM is not the arch's: the device is named by the baseline's measurement) a
+        kept build starts later, or an early one is not used: wall time, never another
+        search. The rows are not kept: the screen makes its own, with the device's SM.
+        """
+        from ctune.model import CostModel, Example
+        from ctune.search import journal as journal_mod
+
+        if not guessed:
+            return []
+        inputs = self.run.inputs
+        sm = self._sm()  # before any measurement: the arch's
+
+        def row(cand: Candidate) -> list[float]:
+            return self.features.row(cand.as_dict(), inputs.problem.dims, sm)
+
+        warm = self._read_warm(journal_mod.utc_stamp(), inputs.opts.journal, None)
+        baseline = Example(tuple(row(inputs.spec.default_candidate())), 0.0)
+        model = CostModel(seed=inputs.search_plan.seed, alpha=self.alpha)
+        model.fit([*warm.examples, baseline])
+        if model.trained_on < MIN_TRAINED:
+            return list(guessed)
+        predictions = model.predict([row(c) for c in guessed])
+        return [
+            cand
+            for cand, predicted in zip(guessed, predictions, strict=True)
+            if cand.key() == self.default_key or not predicted.low > 0.0
+        ]
+
     def screen(
         self, new: Sequence[Candidate], generation: int, refill: Refill | None = None
     ) -> Screened:

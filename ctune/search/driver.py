@@ -209,7 +209,7 @@ class _Search:
         confirms = can_confirm(opts.confirm_processes, objective, inputs.measurer)
         self.pipeline = Pipeline(self.run, self.writer, filler, confirms)
         self.costs = cost_policy(self.run, self.writer)  # --cost-model: which builds to skip
-        self.session = SessionJournal(self.run, self.writer, self.pipeline)
+        self.session = SessionJournal(self.run, self.writer, self.pipeline, self.costs)
         run = self.run
         self.confirmation = ConfirmStage(
             inputs, run.book, run.status, run.timers, run.notices, self.writer

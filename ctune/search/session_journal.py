@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ctune.exchange.t4 import Mapped
     from ctune.objective.spec import ObjectiveSpec
     from ctune.records import Candidate
+    from ctune.search.cost_policy import CostPolicy
     from ctune.search.journal_writer import JournalWriter
     from ctune.search.pipeline import Pipeline
     from ctune.search.run_state import SearchRun
@@ -55,10 +56,13 @@ class SessionJournal:
     """The start of one search session: its baseline, its journal opened (new or resumed,
     through the writer) and its warm start (through the pipeline)."""
 
-    def __init__(self, run: SearchRun, writer: JournalWriter, pipeline: Pipeline) -> None:
+    def __init__(
+        self, run: SearchRun, writer: JournalWriter, pipeline: Pipeline, costs: CostPolicy
+    ) -> None:
         self.run = run
         self.writer = writer
         self.pipeline = pipeline
+        self.costs = costs  # which of the first generation may compile beside the baseline
 
     def identity(self) -> dict[str, Any]:
         """What a resumed journal must match: the request's identity, the build, the device."""
@@ -255,22 +259,19 @@ class SessionJournal:
         is measured, where the strategy can name it now (``guess_first``): it would
         otherwise start only once the baseline is done, leaving all compile slots but one
         idle for a whole build (a CUTLASS build: about a minute). Not with a warm start
-        (measured first, told before the first ask; it has its own prefetch) nor with the
-        cost model (it decides which of them are built). A wrong guess costs builds on
-        slots that were idle; they land in the cache."""
+        (measured first, told before the first ask; it has its own prefetch). With the cost
+        model, only those its first screen will keep (``CostPolicy.ahead``). A wrong guess
+        costs builds on slots that were idle; they land in the cache."""
         run = self.run
         opts = run.inputs.opts
-        if (
-            opts.warm_start
-            or not run.inputs.objective.measures
-            or run.inputs.search_plan.cost_model
-        ):
+        if opts.warm_start or not run.inputs.objective.measures:
             return
         # the first ask's n: the budget once the baseline has taken its share
         n = min(MAX_BATCH, run.budget.remaining() - 1)
         baseline = run.inputs.spec.default_candidate()
+        guessed = run.strategy.guess_first(baseline, n)
         # the baseline compiles in this thread: leave it a slot
-        self.pipeline.start_ahead(run.strategy.guess_first(baseline, n)[: self.pipeline.jobs - 1])
+        self.pipeline.start_ahead(self.costs.ahead(guessed)[: self.pipeline.jobs - 1])
 
     def warm_start(self) -> None:
         """Measure the given configurations first, as one generation told to the strategy.

@@ -454,3 +454,34 @@ def test_another_objective_s_journal_does_not_turn_it_on(
     assert not cost_policy.on_by_default(
         Settings(cache_dir=tmp_path / "empty"), spec, "p50", elsewhere
     )
+
+
+@needs_sklearn
+def test_the_first_screen_is_known_before_the_baseline_is_measured(
+    landscape: tuple[BinaryTruth, KernelSpec], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What may compile beside the baseline (``ahead``, asked before any measurement) is
+    decided by the same bounds as the first screen, with a model an earlier search
+    trained: the baseline is 0 on the model's scale, whatever it measures. (On a GPU of
+    the arch's SM, which the decision before the measurement takes for the device's.)"""
+    from ctune.model import CostModel
+
+    truth, spec = landscape
+    truth = copy.deepcopy(truth)
+    truth.fingerprint["sm"] = spec.arch  # the replayed GPU: the arch the spec builds for
+    _search((truth, spec), tmp_path / "cache", seed=11, budget=90)
+    predict = CostModel.predict
+    calls: list[dict[tuple[float, ...], float]] = []
+
+    def spy(self: CostModel, rows: list[list[float]]) -> list[Prediction]:
+        out = predict(self, rows)
+        calls.append({tuple(row): p.low for row, p in zip(rows, out, strict=True)})
+        return out
+
+    monkeypatch.setattr(CostModel, "predict", spy)
+    warm = _search((truth, spec), tmp_path / "cache", cost_model=True, budget=30)
+    early, first_screen = calls[0], calls[1]
+    assert early.keys() <= first_screen.keys()
+    assert any(math.isfinite(low) for low in early.values())  # bounded: it could skip
+    assert all(first_screen[row] == low for row, low in early.items())
+    assert read(warm.journal)[0].header["search"]["cost_model"] is True

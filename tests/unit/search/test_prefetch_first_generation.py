@@ -4,14 +4,16 @@ on the simulated clock (``ctune.testing.slow_builds``): the same search, one bui
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ctune.config import Settings
+from ctune.model import unavailable
 from ctune.objective import parse_objective_spec
-from ctune.records import Candidate
+from ctune.records import Candidate, Outcome
 from ctune.search.driver import SearchOptions, run_search
 from ctune.search.journal import read
 from ctune.search.result import SearchResult
@@ -21,6 +23,9 @@ from ctune.testing.slow_builds import FakeClock, SlowStandInCompiler, TimedStand
 from ctune.testing.standins import standin_spec
 
 COMPILE_S = 50.0
+needs_sklearn = pytest.mark.skipif(
+    unavailable() is not None, reason="the cost model needs the model extra (ctune[model])"
+)
 
 
 @pytest.fixture
@@ -97,3 +102,60 @@ def test_the_guess_changes_when_builds_start_not_the_search(
     assert guessed.timing.compile_cpu_s == plain.timing.compile_cpu_s == built_s
     saved = plain.timing.wall_s - guessed.timing.wall_s
     assert 0.8 * COMPILE_S <= saved <= 1.2 * COMPILE_S, (plain.timing, guessed.timing)
+
+
+def _every_third_hopeless(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model (NOT a trained one) that rules out every third candidate from the first
+    screen on: bounds as if earlier journals had taught it, decisions that are easy to see.
+    It reads the genes' columns, not the SM (the last): the stand-in GPU's (sm_00) is not
+    the arch the decision before its measurement takes (sm_90)."""
+    from ctune.model import CostModel, Prediction
+    from ctune.search import cost_policy
+
+    def every_third(self: CostModel, rows: list[list[float]]) -> list[Prediction]:
+        hopeless, open_ = Prediction(math.inf, math.inf, math.inf), Prediction(-math.inf, 0, 0)
+        return [hopeless if hash(tuple(row[:-1])) % 3 == 0 else open_ for row in rows]
+
+    monkeypatch.setattr(CostModel, "predict", every_third)
+    monkeypatch.setattr(cost_policy, "MIN_TRAINED", 0)
+
+
+@needs_sklearn
+def test_with_the_cost_model_on_the_first_generation_still_compiles_early(
+    spec: KernelSpec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model with nothing to rule out yet (no earlier journal: it keeps every candidate)
+    no longer costs the search its early first generation: one build's time sooner than
+    the same search without the guess, as without the model."""
+    guessed, _ = _search(spec, tmp_path / "a", cost_model=True)
+    assert read(guessed.journal)[0].header["search"]["cost_model"] is True
+    monkeypatch.setattr(StagedStrategy, "first_ask_ignores_values", lambda self: False)
+    plain, _ = _search(spec, tmp_path / "b", cost_model=True)
+    saved = plain.timing.wall_s - guessed.timing.wall_s
+    assert 0.8 * COMPILE_S <= saved <= 1.2 * COMPILE_S, (plain.timing, guessed.timing)
+
+
+@needs_sklearn
+def test_what_the_first_screen_skips_never_compiles_early(
+    spec: KernelSpec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first screen's decision needs no measurement (the baseline is 0 on the model's
+    scale), so the builds it keeps are the compiler's first requests and those it skips are
+    never compiled. Against the same search without the guess: the same trials, skips
+    included, and no more wall (the candidates asked for in place of the skipped ones
+    start after the baseline either way)."""
+    _every_third_hopeless(monkeypatch)
+    guessed, compiler = _search(spec, tmp_path / "a", cost_model=True)
+    trials = read(guessed.journal)[0].trials
+    kept = {compiler.group(t.candidate) for t in trials if t.generation == 1 and t.build}
+    skipped = {compiler.group(t.candidate) for t in trials if t.outcome is Outcome.SKIPPED}
+    assert kept and skipped and not kept & skipped
+    assert set(compiler.submits[: len(kept)]) == kept  # the first requests: kept builds only
+    assert not skipped & set(compiler.nvcc_runs)  # a skip is never built, early or late
+
+    monkeypatch.setattr(StagedStrategy, "first_ask_ignores_values", lambda self: False)
+    plain, plain_compiler = _search(spec, tmp_path / "b", cost_model=True)
+    decisions = [(t.candidate.key(), t.outcome) for t in trials]
+    assert decisions == [(t.candidate.key(), t.outcome) for t in read(plain.journal)[0].trials]
+    assert sorted(compiler.nvcc_runs) == sorted(plain_compiler.nvcc_runs)
+    assert guessed.timing.wall_s <= plain.timing.wall_s
