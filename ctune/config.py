@@ -18,7 +18,7 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ctune import arch, l2policy
 from ctune.engine_settings import check as check_executor
@@ -28,6 +28,8 @@ from ctune.files import program_problem, read_text_capped
 
 #: a pyproject.toml larger than this is not read for its [tool.ctune] table
 MAX_PYPROJECT_BYTES = 1024 * 1024
+#: which builds ``relink`` makes from a kept front end (the Settings field's docs)
+RelinkMode = Literal["auto", "on", "off"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +45,10 @@ class Settings:
     compile_timeout_s: float = 120.0
     compile_memory_bytes: int = 12 * 1024**3  # RLIMIT_AS guard per nvcc process group member
     #: builds that differ only in ptxas options: ptxas (and, for a launcher, a relink) on a
-    #: kept front end instead of the whole nvcc run (ctune/compile/relink.py)
-    relink: bool = False
+    #: kept front end instead of the whole nvcc run (ctune/compile/relink.py); ``auto``: the
+    #: builds with ptxas options of their own (flag variants, controls files), ``on``: every
+    #: build, ``off``: none
+    relink: RelinkMode = "auto"
     l2_policy: str = ""  # empty: the spec's own policy (cold unless it says hot)
     timing: str = ""  # empty: the spec's own (auto unless it says events or graph)
     warmup_ms: float = 25.0
@@ -146,7 +150,7 @@ _RULES: dict[str, _Rule] = {
     "compile_memory_bytes": _Rule(
         "an integer number of bytes from 0 (no limit) to 2**62", lambda v: 0 <= v <= 2**62
     ),
-    "relink": _Rule("on or off: 1/0, true/false, yes/no, on/off"),
+    "relink": _Rule("auto, on or off (on and off also as 1/0, true/false, yes/no)"),
     "l2_policy": _Rule(
         f"one of {', '.join(l2policy.POLICIES)}, or empty for the spec's",
         _empty_or(l2policy.check),
@@ -180,6 +184,13 @@ _RULES: dict[str, _Rule] = {
 _TYPE_EXPECTED = {"int": "an integer", "float": "a number", "bool": "on or off", "str": "text"}
 
 
+def parse_relink(raw: Any) -> RelinkMode:
+    """A ``relink`` value: ``auto``, or on/off written as any of the booleans' spellings."""
+    if isinstance(raw, str) and raw.strip().lower() == "auto":
+        return "auto"
+    return "on" if _parse_bool(raw) else "off"
+
+
 def _parse_bool(raw: Any) -> bool:
     if isinstance(raw, bool):
         return raw
@@ -199,6 +210,8 @@ def _parse(kind: str, raw: Any) -> Any:
         return Path(text)
     if kind == "bool":
         return _parse_bool(raw)
+    if kind == "RelinkMode":
+        return parse_relink(raw)
     if kind in ("int", "float"):
         if isinstance(raw, bool) or (kind == "int" and isinstance(raw, float)):
             raise ValueError(raw)

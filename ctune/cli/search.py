@@ -258,8 +258,9 @@ def search_command(
     relink: Annotated[
         str | None,
         typer.Option(
-            metavar="on|off",
-            help="ptxas-only variants from one kept front end (off)",
+            metavar="auto|on|off",
+            help="flag variants from their structure's kept front end (auto: those with "
+            "ptxas options)",
             rich_help_panel=_BUILD,
         ),
     ] = None,

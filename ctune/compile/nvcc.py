@@ -46,12 +46,13 @@ from ctune.compile.relink import (
     has_ptxas_variants,
     load_frontend,
     make_frontend,
+    ptxas_only_items,
 )
 from ctune.compile.resources import entry_resources
 from ctune.compile.sass import NotAnElf, entry_functions, kernel_param_sizes, sass_digest
 from ctune.compile.signature import KernelParams, arg_mismatch, ptx_param_sizes
 from ctune.compile.toolchain import Toolchain
-from ctune.config import Settings
+from ctune.config import RelinkMode, Settings, parse_relink
 from ctune.controls.store import APPLY_OPTION, FOLDER, StoreChain, applied_digest, file_name
 from ctune.errors import SpecError
 from ctune.files import MAX_SOURCE_BYTES, InputFileError, read_text_capped
@@ -144,7 +145,7 @@ class NvccCompiler(Compiler):
         memory_bytes: int = 12 * 1024**3,
         jobs: int = 0,
         controls: StoreChain | None = None,
-        relink: bool = False,
+        relink: RelinkMode | bool = "auto",
     ) -> None:
         self.spec = spec
         self.toolchain = toolchain
@@ -155,8 +156,10 @@ class NvccCompiler(Compiler):
         self.quarantine_dir = Path(cache_dir).resolve() / "quarantine"
         self.frontends_dir = Path(cache_dir).resolve() / "frontends"
         #: builds that differ only in ptxas options share a front end (relink.py): only
-        #: where the space has such options
-        self.relink = relink and has_ptxas_variants([g for g in spec.space.genes if g.flag])
+        #: where the space has such options (Settings.relink: which builds)
+        mode = parse_relink(relink)
+        flags = [g for g in spec.space.genes if g.flag]
+        self.relink: RelinkMode = mode if has_ptxas_variants(flags) else "off"
         self._frontend_locks: dict[str, threading.Lock] = {}  # front-end key -> its maker's
         self._frontends_failed: dict[str, str] = {}  # front-end key -> why it was not made
         #: where controls files are found (default: this cache's own store only)
@@ -459,8 +462,10 @@ class NvccCompiler(Compiler):
         self._write_instantiation(candidate, problem)
         start = time.perf_counter()
         try:
-            # relink on: the build from its front end, or None (``note`` says why): whole
-            relinked, note = self._relinked(argv, problem, work) if self.relink else (None, "")
+            # from its front end, or None (``note`` says why): the whole nvcc run makes it
+            relinked, note = (
+                self._relinked(argv, problem, work) if self._relinks(argv) else (None, "")
+            )
             done = relinked or run_nvcc(
                 argv,
                 what=f"nvcc for {self.spec.name}",
@@ -545,6 +550,16 @@ class NvccCompiler(Compiler):
             except OSError:
                 shutil.rmtree(work, ignore_errors=True)
         return build
+
+    def _relinks(self, argv: list[str]) -> bool:
+        """Whether this build is made from a kept front end: with ``relink`` on, every one;
+        with ``auto``, one with ptxas options of its own (a flag variant, a controls file),
+        the builds that share a front end with the build of their structure; a build
+        without them is the whole nvcc run, so a search whose candidates differ in
+        structure keeps no front end it would not use (docs/advanced-controls.md)."""
+        if self.relink == "auto":
+            return bool(ptxas_only_items(argv))
+        return self.relink == "on"
 
     def _relinked(
         self, argv: list[str], problem: Problem, work: Path

@@ -69,15 +69,15 @@ def offer_acf(
     return spec.with_acf(tuple(offered))
 
 
-def relink_hint(spec: KernelSpec, relink: bool) -> str | None:
-    """A line for a search of a launcher's ptxas controls files without ``relink``: each
+def relink_hint(spec: KernelSpec, relink: str) -> str | None:
+    """A line for a search of a launcher's ptxas controls files with ``relink`` off: each
     such candidate is then a whole nvcc run, where a front end kept once makes it a ptxas
     run and a link (docs/advanced-controls.md, "The relink setting"); None otherwise."""
-    if relink or spec.entry_kind != "launcher" or "ptxas" not in spec.acf:
+    if relink != "off" or spec.entry_kind != "launcher" or "ptxas" not in spec.acf:
         return None
     return (
-        f"{spec.name} is a launcher: each ptxas controls file is a whole nvcc build; "
-        "--relink on builds each from one kept front end (ptxas and a link)"
+        f"{spec.name} is a launcher: with --relink off each ptxas controls file is a whole "
+        "nvcc build; --relink auto builds each from one kept front end (ptxas and a link)"
     )
 
 

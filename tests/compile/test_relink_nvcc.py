@@ -118,9 +118,9 @@ def test_a_relinked_variant_is_the_whole_builds_sass_and_loads(
     tmp_path: Path, toolchain: Toolchain, kind: str
 ) -> None:
     spec = _spec(tmp_path, toolchain, kind=kind)
-    whole = NvccCompiler(spec, toolchain, tmp_path / "whole")
-    relinked = NvccCompiler(spec, toolchain, tmp_path / "cache", relink=True)
-    assert relinked.relink and not whole.relink
+    whole = NvccCompiler(spec, toolchain, tmp_path / "whole", relink="off")
+    relinked = NvccCompiler(spec, toolchain, tmp_path / "cache", relink="on")
+    assert relinked.relink == "on" and whole.relink == "off"
     first = _build(relinked, spec, ptxas_opt=0)
     second = _build(relinked, spec, ptxas_opt=3, dlcm="cg")
     third = _build(relinked, spec, ptxas_opt=1)
@@ -158,7 +158,7 @@ def test_a_broken_front_end_falls_back_to_the_whole_build(
     tmp_path: Path, toolchain: Toolchain, kind: str
 ) -> None:
     spec = _spec(tmp_path, toolchain, kind=kind)
-    compiler = NvccCompiler(spec, toolchain, tmp_path / "cache", relink=True)
+    compiler = NvccCompiler(spec, toolchain, tmp_path / "cache", relink="on")
     assert _build(compiler, spec, ptxas_opt=0).outcome is Outcome.OK
     (front,) = _frontends(tmp_path)
     (front / PTX).unlink()
@@ -178,7 +178,7 @@ def test_variants_built_at_once_wait_for_one_front_end(
 ) -> None:
     spec = _spec(tmp_path, toolchain, kind=kind)
     problem = spec.problem()
-    with NvccCompiler(spec, toolchain, tmp_path / "cache", relink=True, jobs=3) as compiler:
+    with NvccCompiler(spec, toolchain, tmp_path / "cache", relink="on", jobs=3) as compiler:
         futures = [
             compiler.submit(spec.candidate({**spec.default_candidate().as_dict(), **g}), problem)
             for g in ({"ptxas_opt": 0}, {"ptxas_opt": 1}, {"dlcm": "cg"})
@@ -198,7 +198,7 @@ def test_a_front_end_record_with_a_shell_payload_runs_nothing(
     cache is writable by whoever shares it. (A cubin's variant takes its ptxas step from its
     own nvcc --dryrun, nothing from the record.)"""
     spec = _spec(tmp_path, toolchain)
-    compiler = NvccCompiler(spec, toolchain, tmp_path / "cache", relink=True)
+    compiler = NvccCompiler(spec, toolchain, tmp_path / "cache", relink="on")
     assert _build(compiler, spec, ptxas_opt=0).outcome is Outcome.OK
     (front,) = _frontends(tmp_path)
     record = json.loads((front / RECORD).read_text())
@@ -243,13 +243,13 @@ def test_a_variant_whose_ptxas_runs_out_of_time_is_a_build_timeout(
     hang.chmod(0o755)
     split = toolchain_for(Settings(cache_dir=tmp_path / "cache", ptxas=str(hang)))
     spec = _spec(tmp_path, split, kind=kind)
-    compiler = NvccCompiler(spec, split, tmp_path / "cache", relink=True, timeout_s=120)
+    compiler = NvccCompiler(spec, split, tmp_path / "cache", relink="on", timeout_s=120)
     output = tmp_path / ("k.so" if kind == "launcher" else "k.cubin")
     front_argv = frontend_argv(compiler.argv(spec.default_candidate(), spec.problem(), output))
     folder = compiler.frontends_dir / compiler.build_key(front_argv, spec.problem())
     runner = Runner("test", 120, tmp_path / "scratch")
     make_frontend(front_argv, folder, runner)
-    hurried = NvccCompiler(spec, split, tmp_path / "cache", relink=True, timeout_s=4)
+    hurried = NvccCompiler(spec, split, tmp_path / "cache", relink="on", timeout_s=4)
     build = _build(hurried, spec, ptxas_opt=1)
     assert build.outcome is Outcome.BUILD_TIMEOUT, build.log_tail
     assert f"relinked from front end {folder.name} (reused)" in build.log_tail
@@ -259,23 +259,46 @@ def test_a_variant_whose_ptxas_runs_out_of_time_is_a_build_timeout(
 
 def test_setting_off_builds_as_today(tmp_path: Path, toolchain: Toolchain, kind: str) -> None:
     spec = _spec(tmp_path, toolchain, kind=kind)
-    compiler = NvccCompiler.from_settings(spec, toolchain, Settings(cache_dir=tmp_path / "cache"))
-    assert not compiler.relink
+    off = Settings(cache_dir=tmp_path / "cache", relink="off")
+    compiler = NvccCompiler.from_settings(spec, toolchain, off)
+    assert compiler.relink == "off"
     build = _build(compiler, spec, ptxas_opt=1)
     assert build.outcome is Outcome.OK and "front end" not in build.log_tail
     assert not (tmp_path / "cache" / "frontends").exists()
     on = NvccCompiler.from_settings(
-        spec, toolchain, Settings(cache_dir=tmp_path / "other", relink=True)
+        spec, toolchain, Settings(cache_dir=tmp_path / "other", relink="on")
     )
-    assert on.relink
+    assert on.relink == "on"
+
+
+def test_auto_relinks_the_builds_with_ptxas_options_of_their_own(
+    tmp_path: Path, toolchain: Toolchain, kind: str
+) -> None:
+    """The default: a build without ptxas options (a structure at its default flags) is the
+    whole nvcc run and keeps no front end; its flag variants are made from one front end,
+    each with the SASS of its whole run."""
+    spec = _spec(tmp_path, toolchain, kind=kind)
+    compiler = NvccCompiler.from_settings(spec, toolchain, Settings(cache_dir=tmp_path / "cache"))
+    assert compiler.relink == "auto"
+    plain = _build(compiler, spec)
+    assert plain.outcome is Outcome.OK and "front end" not in plain.log_tail
+    assert not _frontends(tmp_path)
+    first = _build(compiler, spec, ptxas_opt=1)
+    second = _build(compiler, spec, ptxas_opt=0)
+    (front,) = _frontends(tmp_path)
+    assert f"relinked from front end {front.name} (made in" in first.log_tail
+    assert f"relinked from front end {front.name} (reused)" in second.log_tail
+    whole = NvccCompiler(spec, toolchain, tmp_path / "whole", relink="off")
+    for build, genes in ((first, {"ptxas_opt": 1}), (second, {"ptxas_opt": 0})):
+        assert build.sass_sha256 == _build(whole, spec, **genes).sass_sha256
 
 
 def test_a_space_without_ptxas_options_never_keeps_a_front_end(
     tmp_path: Path, toolchain: Toolchain
 ) -> None:
     spec = _spec(tmp_path, toolchain, flags="[fast_math, maxrregcount]")
-    compiler = NvccCompiler(spec, toolchain, tmp_path / "cache", relink=True)
-    assert not compiler.relink
+    compiler = NvccCompiler(spec, toolchain, tmp_path / "cache", relink="on")
+    assert compiler.relink == "off"
     assert _build(compiler, spec, fast_math=True).outcome is Outcome.OK
     assert not (tmp_path / "cache" / "frontends").exists()
 
@@ -287,7 +310,7 @@ def test_a_split_toolchain_relinks_with_its_own_ptxas(tmp_path: Path, kind: str)
 
     split = toolchain_for(Settings(cache_dir=tmp_path / "cache", ptxas=str(NEW_PTXAS)))
     spec = _spec(tmp_path, split, kind=kind)
-    relinked = _build(NvccCompiler(spec, split, tmp_path / "cache", relink=True), spec, ptxas_opt=0)
+    relinked = _build(NvccCompiler(spec, split, tmp_path / "cache", relink="on"), spec, ptxas_opt=0)
     whole = _build(NvccCompiler(spec, split, tmp_path / "whole"), spec, ptxas_opt=0)
     assert relinked.outcome is Outcome.OK, relinked.log_tail
     assert "relinked from front end" in relinked.log_tail

@@ -70,7 +70,7 @@ BAD_SETTINGS = [
     ("nvcc", "", "the nvcc to run: a name on PATH, a path, or wheel"),
     ("registry_remote", "", "a git remote name such as origin"),
     ("debug", "maybe", "on or off: 1/0, true/false, yes/no, on/off"),
-    ("relink", "sometimes", "on or off: 1/0, true/false, yes/no, on/off"),
+    ("relink", "sometimes", "auto, on or off (on and off also as 1/0, true/false, yes/no)"),
     ("executor", "tcp://a..b:8786", "local, dask, auto or a Dask scheduler address"),
     ("executor", "host:99999", "local, dask, auto or a Dask scheduler address"),
     ("executor", "[::1:8786", "local, dask, auto or a Dask scheduler address"),
@@ -111,7 +111,7 @@ def test_a_bad_file_key_is_named_in_one_line(tmp_path: Path, name, value, expect
         ("energy_window_s", 0.0, "--energy-window=0.0: expected a finite number of seconds > 0"),
         ("jobs", -2, "--jobs=-2: expected an integer from 0"),
         ("registry_remote", " ", "--remote=' ': expected a git remote name"),
-        ("relink", "maybe", "--relink=maybe: expected on or off"),
+        ("relink", "maybe", "--relink=maybe: expected auto, on or off"),
     ],
 )
 def test_a_bad_option_is_named_as_spelled(tmp_path: Path, option, value, message) -> None:
@@ -156,8 +156,9 @@ def test_toml_values_of_the_wrong_kind_are_refused(tmp_path: Path, table, messag
         ("CTUNE_GPUS", "", "gpus", ""),
         ("CTUNE_ARCH", "", "arch", ""),
         ("CTUNE_REGISTRY", "reg", "registry", Path("reg")),
-        ("CTUNE_RELINK", "on", "relink", True),
-        ("CTUNE_RELINK", "0", "relink", False),
+        ("CTUNE_RELINK", "on", "relink", "on"),
+        ("CTUNE_RELINK", "0", "relink", "off"),
+        ("CTUNE_RELINK", "Auto", "relink", "auto"),
     ],
 )
 def test_good_values_pass(tmp_path: Path, name, value, field, parsed) -> None:
@@ -269,8 +270,11 @@ def test_an_unknown_ctune_variable_is_named_with_the_closest_setting() -> None:
     assert "CTUNE_JOBS, CTUNE_KERNELS" in frob
 
 
-def test_relink_is_off_unless_set(tmp_path: Path) -> None:
-    assert resolve(environ={}, cwd=tmp_path).relink is False
+def test_relink_is_auto_unless_set(tmp_path: Path) -> None:
+    """auto by default; on and off as any boolean spelling, a TOML boolean included."""
+    assert resolve(environ={}, cwd=tmp_path).relink == "auto"
     (tmp_path / "pyproject.toml").write_text("[tool.ctune]\nrelink = true\n")
-    assert resolve(environ={}, cwd=tmp_path).relink is True
-    assert resolve({"relink": "off"}, environ={}, cwd=tmp_path).relink is False
+    assert resolve(environ={}, cwd=tmp_path).relink == "on"
+    assert resolve({"relink": "off"}, environ={}, cwd=tmp_path).relink == "off"
+    assert resolve({"relink": False}, environ={}, cwd=tmp_path).relink == "off"
+    assert resolve({"relink": "auto"}, environ={}, cwd=tmp_path).relink == "auto"

@@ -88,15 +88,16 @@ def test_what_the_command_line_asks_and_the_toolchain_refuses_is_an_error(
 @pytest.mark.parametrize(
     ("entry_kind", "acf", "relink", "hinted"),
     [
-        ("launcher", ("ptxas",), False, True),
-        ("launcher", ("ptxas",), True, False),  # already on
-        ("launcher", (), False, False),  # no controls files searched
-        ("launcher", ("nvcc",), False, False),  # nvcc's controls change the front end too
-        ("kernel", ("ptxas",), False, False),  # a cubin has no front end to keep
+        ("launcher", ("ptxas",), "off", True),
+        ("launcher", ("ptxas",), "auto", False),  # each file from the kept front end
+        ("launcher", ("ptxas",), "on", False),
+        ("launcher", (), "off", False),  # no controls files searched
+        ("launcher", ("nvcc",), "off", False),  # nvcc's controls change the front end too
+        ("kernel", ("ptxas",), "off", False),  # a cubin has no front end to keep
     ],
 )
-def test_a_launchers_controls_search_without_relink_is_told_of_it(
-    tmp_path: Path, entry_kind: str, acf: tuple[str, ...], relink: bool, hinted: bool
+def test_a_launchers_controls_search_with_relink_off_is_told_of_it(
+    tmp_path: Path, entry_kind: str, acf: tuple[str, ...], relink: str, hinted: bool
 ) -> None:
     import dataclasses
 
@@ -106,4 +107,4 @@ def test_a_launchers_controls_search_without_relink_is_told_of_it(
     hint = relink_hint(spec, relink)
     assert (hint is not None) == hinted
     if hint is not None:
-        assert "--relink on" in hint and spec.name in hint
+        assert "--relink auto" in hint and spec.name in hint
