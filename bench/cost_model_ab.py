@@ -73,6 +73,17 @@ def pinned_summary(result: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def read_arm(text: str) -> tuple[str, Path, str, list[dict[str, Any]], dict[str, Any]]:
+    """An ``--arm NAME=JOURNAL[,RESULT]``: its name, journal, result file ('' without one),
+    the journal's records and the fingerprint they give (the GPU, its driver, the build's)."""
+    name, _, paths = text.partition("=")
+    journal, _, result = paths.partition(",")
+    records = read_journal(Path(journal))
+    header = next(r for r in records if r.get("kind") == "header")
+    fingerprint = {**device(records), **driver(records), **header.get("fingerprint", {})}
+    return name, Path(journal), result, records, fingerprint
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arm", action="append", required=True, help="NAME=JOURNAL[,RESULT]")
@@ -82,14 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     arms: dict[str, Any] = {}
     fingerprint: dict[str, Any] = {}
     for text in args.arm:
-        name, _, paths = text.partition("=")
-        journal, _, result = paths.partition(",")
-        records = read_journal(Path(journal))
-        header = next(r for r in records if r.get("kind") == "header")
-        fingerprint = {**device(records), **driver(records), **header.get("fingerprint", {})}
+        name, journal, result, records, fingerprint = read_arm(text)
         arms[name] = {
-            "journal": str(Path(journal).resolve().relative_to(ROOT)),
-            "search": header.get("search"),
+            "journal": str(journal.resolve().relative_to(ROOT)),
+            "search": records[0].get("search"),
             **arm_summary(records),
         }
         if result:

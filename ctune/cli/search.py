@@ -259,8 +259,7 @@ def search_command(
         str | None,
         typer.Option(
             metavar="auto|on|off",
-            help="flag variants from their structure's kept front end (auto: those with "
-            "ptxas options)",
+            help="ptxas variants from a kept front end (auto)",
             rich_help_panel=_BUILD,
         ),
     ] = None,
