@@ -181,8 +181,14 @@ class NvccCompiler(Compiler):
         )
 
     @classmethod
-    def from_settings(cls, spec: KernelSpec, toolchain: Toolchain, cfg: Settings) -> NvccCompiler:
-        """The compiler every command builds: cache, arch, limits and jobs from settings."""
+    def from_settings(
+        cls, spec: KernelSpec, toolchain: Toolchain, cfg: Settings, *, search: bool = False
+    ) -> NvccCompiler:
+        """The compiler every command builds: cache, arch, limits and jobs from settings.
+        ``relink`` auto keeps front ends only for a ``search``, whose flag rounds build
+        variant after variant of one structure; a command that builds a candidate or an
+        artifact's members once (compile, bench, check, gate) runs the whole nvcc."""
+        relink = "off" if cfg.relink == "auto" and not search else cfg.relink
         return cls(
             spec,
             toolchain,
@@ -192,7 +198,7 @@ class NvccCompiler(Compiler):
             memory_bytes=cfg.compile_memory_bytes,
             jobs=cfg.jobs,
             controls=StoreChain.for_settings(cfg),
-            relink=cfg.relink,
+            relink=relink,
         )
 
     # --- argv and keys ------------------------------------------------------

@@ -45,7 +45,7 @@ class EngineCompiler(Compiler):
         self.engine = engine if engine is not None else engine_mod.acquire(settings)
         self._owns = engine is None
         self.spec = spec
-        self.local = NvccCompiler.from_settings(spec, toolchain, settings)
+        self.local = NvccCompiler.from_settings(spec, toolchain, settings, search=True)
         # an absolute cache: a worker on this host may run in another working directory
         shared = dataclasses.replace(settings, cache_dir=Path(settings.cache_dir).resolve())
         self.recipe = CompileRecipe(spec, toolchain, shared, self.engine.host)

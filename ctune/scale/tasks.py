@@ -96,7 +96,7 @@ def _compiler(recipe: CompileRecipe) -> NvccCompiler:
                     from ctune.compile.select_toolchain import toolchain_for
 
                     toolchain = toolchain_for(settings)
-            compiler = NvccCompiler.from_settings(recipe.spec, toolchain, settings)
+            compiler = NvccCompiler.from_settings(recipe.spec, toolchain, settings, search=True)
             _COMPILERS[recipe.key()] = compiler
         return compiler
 

@@ -59,7 +59,7 @@ def compiler_for(spec: KernelSpec, toolchain: Toolchain, settings: Settings) -> 
         return EngineCompiler(spec, toolchain, settings)
     from ctune.compile.nvcc import NvccCompiler
 
-    return NvccCompiler.from_settings(spec, toolchain, settings)
+    return NvccCompiler.from_settings(spec, toolchain, settings, search=True)
 
 
 def measurer_for(settings: Settings) -> Measurer | None:

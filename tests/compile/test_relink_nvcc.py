@@ -274,12 +274,17 @@ def test_setting_off_builds_as_today(tmp_path: Path, toolchain: Toolchain, kind:
 def test_auto_relinks_the_builds_with_ptxas_options_of_their_own(
     tmp_path: Path, toolchain: Toolchain, kind: str
 ) -> None:
-    """The default: a build without ptxas options (a structure at its default flags) is the
-    whole nvcc run and keeps no front end; its flag variants are made from one front end,
-    each with the SASS of its whole run."""
+    """The default, in a search: a build without ptxas options (a structure at its default
+    flags) is the whole nvcc run and keeps no front end; its flag variants are made from one
+    front end, each with the SASS of its whole run. A one-off build (compile, bench, check,
+    gate) is the whole run."""
+    from ctune.search.session import compiler_for
+
     spec = _spec(tmp_path, toolchain, kind=kind)
-    compiler = NvccCompiler.from_settings(spec, toolchain, Settings(cache_dir=tmp_path / "cache"))
-    assert compiler.relink == "auto"
+    settings = Settings(cache_dir=tmp_path / "cache")
+    assert NvccCompiler.from_settings(spec, toolchain, settings).relink == "off"
+    compiler = compiler_for(spec, toolchain, settings)  # a search's
+    assert isinstance(compiler, NvccCompiler) and compiler.relink == "auto"
     plain = _build(compiler, spec)
     assert plain.outcome is Outcome.OK and "front end" not in plain.log_tail
     assert not _frontends(tmp_path)
