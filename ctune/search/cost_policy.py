@@ -352,16 +352,13 @@ class ModelPolicy(CostPolicy):
             )
             # a journal of another GPU teaches its ranking, which may not be this one's
             # (docs/cost-model.md, "A new GPU"): say which
-            other = (
-                f"; {len(warm.elsewhere)} on another GPU: {', '.join(sorted(set(warm.elsewhere)))}"
-                if warm.elsewhere
-                else ""
-            )
+            gpus = ", ".join(sorted(set(warm.elsewhere)))
+            other = f"; {len(warm.elsewhere)} on another GPU: {gpus}" if warm.elsewhere else ""
             kept = f", {warm.copies} kept in the registry" if warm.copies else ""
-            examples = warm.examples
+            measured = sum(e.target is not None for e in warm.examples)
             self.run.notices.note(
                 f"cost model: {warm.journals} earlier journal(s) of {inputs.spec.name} "
-                f"({sum(e.target is not None for e in examples)} measured trials{kept}{other}) "
+                f"({measured} measured trials{kept}{other}) "
                 f"train it from the start{left_out}{why_on}",
                 "info",
             )
@@ -437,18 +434,11 @@ class ModelPolicy(CostPolicy):
     # --- the decision -----------------------------------------------------------------------
     def ahead(self, guessed: Sequence[Candidate]) -> list[Candidate]:
         """Those of the guessed first generation its first screen will keep, so that they
-        compile beside the baseline as they do without the model.
-
-        That screen learns from the earlier journals and the baseline alone, and the
-        baseline leads it. On the model's scale (a ratio to the baseline) the baseline is 0
-        whatever it measures, so the decision needs no measurement: it is the same fit and
-        the same rule, asked before the journal exists. The first screen still decides,
-        and journals, as it always did; this only chooses what compiles early. Where the
-        two differ (a journal written meanwhile, a baseline outside the constraints, a GPU
-        whose SM is not the arch's: the device is named by the baseline's measurement) a
-        kept build starts later, or an early one is not used: wall time, never another
-        search. The rows are not kept: the screen makes its own, with the device's SM.
-        """
+        compile beside the baseline as they do without the model. That screen learns from
+        the earlier journals and the baseline, which leads it and is 0 on the model's scale
+        whatever it measures: the same fit and rule can be asked now. The screen still
+        decides; where the two differ (docs/cost-model.md) only wall time changes. The rows
+        are not kept: before the measurement names the GPU, their SM is the arch's."""
         from ctune.model import CostModel, Example
         from ctune.search import journal as journal_mod
 
