@@ -307,6 +307,9 @@ class ModelPolicy(CostPolicy):
         self.bounded = False  # whether any prediction's lower bound was finite
         self.reported = False
         self._fitted: tuple[int, CostModel] | None = None  # (trials taught, the model)
+        #: an earlier journal's examples by (path, mtime, size): ``ahead`` and the first
+        #: screen read the same journals, before and after the baseline
+        self._read: dict[tuple[Path, int, int], list[Example]] = {}
 
     # --- what the model learns from ---------------------------------------------------------
     def _sm(self) -> float:
@@ -406,8 +409,8 @@ class ModelPolicy(CostPolicy):
             found.pop(this_search, None)  # a copy of this very search
         for _, path in sorted(found.values())[-MAX_WARM_JOURNALS:]:
             try:
-                got = journal_examples(path, self.features, self.objective, self.direction)
-            except UserError:
+                got = self._examples_of(path)
+            except (UserError, OSError):
                 warm.unreadable += 1
                 continue
             warm.journals += bool(got)
@@ -416,6 +419,14 @@ class ModelPolicy(CostPolicy):
             if got and device_of[path] != self.writer.device:
                 warm.elsewhere.append(device_of[path])
         return warm
+
+    def _examples_of(self, path: Path) -> list[Example]:
+        """:func:`journal_examples` of one earlier journal, read once while it is unchanged."""
+        stat = path.stat()
+        key = (path, stat.st_mtime_ns, stat.st_size)
+        if key not in self._read:
+            self._read[key] = journal_examples(path, self.features, self.objective, self.direction)
+        return self._read[key]
 
     def _fit(self, trials: Sequence[Trial], baseline: float) -> CostModel:
         """The model fitted on the warm start and ``trials`` (skipped ones teach nothing);
