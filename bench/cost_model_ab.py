@@ -45,8 +45,13 @@ def arm_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
         r["trial"] for r in trials if r["trial"].get("outcome") == "ok" and r["trial"].get("values")
     ]
     best = min((t["values"][0] for t in measured), default=None)
+    ends: dict[int, float] = {}  # a generation ends with its last journaled trial
+    for r in trials:
+        generation = int(r["trial"].get("generation") or 0)
+        ends[generation] = max(ends.get(generation, 0.0), float(r.get("elapsed_s") or 0.0))
     return {
         "last_trial_at_s": trials[-1]["elapsed_s"] if trials else None,
+        "generation_ends_s": [ends[g] for g in sorted(ends) if g > 0],
         "generations": sum(r.get("kind") == "generation" for r in records),
         "builds": len(compiled),
         "compiler_cpu_s": round(sum(b.get("compile_s") or 0.0 for b in compiled), 1),

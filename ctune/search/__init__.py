@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ctune.compile.contract import Compiler
@@ -44,11 +44,12 @@ class Strategy(Protocol):
     driver then compiles the next generation while this one is measured. Empty from the
     others (``BaseStrategy``'s).
 
-    ``guess_first(baseline, n)``: what the first ``ask(n)`` will return once the
-    ``baseline`` (the default build) is told, named before it is even built, where the
-    first proposals do not depend on its value (seeds and uniform samples:
-    ``BaseStrategy.first_ask_ignores_values``); the driver compiles them beside the
-    baseline. Empty where they do.
+    ``guess_first_asks(baseline)``: an ``ask`` whose calls return, in turn, what the asks
+    after the ``baseline`` (the default build) is told will return until the next ``tell``
+    (the first generation, then the cost model's refills of it), named before the baseline
+    is even built, where they do not depend on its value (seeds and uniform samples:
+    ``BaseStrategy.first_asks_ignore_values``); the driver compiles them beside the
+    baseline. None where they do.
     """
 
     OPTIONS: OptionTable
@@ -58,7 +59,7 @@ class Strategy(Protocol):
 
     def upcoming(self, n: int) -> list[Candidate]: ...
 
-    def guess_first(self, baseline: Candidate, n: int) -> list[Candidate]: ...
+    def guess_first_asks(self, baseline: Candidate) -> Callable[[int], list[Candidate]] | None: ...
 
     def tell(self, trials: Sequence[Trial]) -> None: ...
 
@@ -152,7 +153,7 @@ def strategy_class(name: str) -> type:
 
 
 #: what a strategy class must provide (:class:`Strategy`); ``BaseStrategy`` provides them
-STRATEGY_METHODS = ("ask", "upcoming", "guess_first", "tell", "state", "load_state")
+STRATEGY_METHODS = ("ask", "upcoming", "guess_first_asks", "tell", "state", "load_state")
 
 
 def _checked_plugin(name: str, where: str, cls: type) -> type:

@@ -61,7 +61,7 @@ class RandomStrategy(BaseStrategy):
         super().__init__(context, options)
         check_at_least(self.name, self.options, "batch_size", 1)
 
-    def first_ask_ignores_values(self) -> bool:
+    def first_asks_ignore_values(self) -> bool:
         return True  # uniform samples, whatever was measured
 
     def ask(self, n: int) -> list[Candidate]:
@@ -141,7 +141,7 @@ class ExhaustiveStrategy(BaseStrategy):
                 self.asked.add(cand.key())
         return out
 
-    def first_ask_ignores_values(self) -> bool:
+    def first_asks_ignore_values(self) -> bool:
         return True  # the same order whatever was measured
 
     def upcoming(self, n: int) -> list[Candidate]:

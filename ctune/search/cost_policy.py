@@ -90,6 +90,38 @@ class Refill:
         return dataclasses.replace(self, wave_builds=waves * self.slots)
 
 
+def refilled(
+    new: Sequence[Candidate],
+    screen_once: Callable[[Sequence[Candidate]], Screened],
+    refill: Refill | None,
+) -> tuple[Screened, int]:
+    """``new`` screened, and where some were skipped, the candidates ``refill`` asks for in
+    their place (each screened the same way) until the generation is full or out of room;
+    with how many were asked for. One loop for the first screen and for its guess before
+    the baseline (:meth:`ModelPolicy.ahead`), so the two ask for the same refills."""
+    out = screen_once(new)
+    if refill is None or not out.skipped:
+        return out, 0
+    refill = refill.waves_of(out.kept)
+    asked = 0
+    for _ in range(MAX_REFILLS):
+        room = min(
+            refill.measure_room - len(out.kept),
+            refill.decide_room - len(out.kept) - len(out.skipped),
+        )
+        if refill.full(new, out.kept) or room <= 0:
+            break
+        missing = len(new) - len(out.kept)
+        more = refill.ask(min(missing, room))[:room]
+        if not more:
+            break
+        asked += len(more)
+        again = screen_once(more)
+        out.kept += again.kept
+        out.skipped += again.skipped
+    return out, asked
+
+
 class CostPolicy:
     """Off: every candidate is built. The base of :class:`ModelPolicy`."""
 
@@ -100,9 +132,11 @@ class CostPolicy:
         ``refill``, more candidates may be asked for to take the place of skipped ones."""
         return Screened(list(new))
 
-    def ahead(self, guessed: Sequence[Candidate]) -> list[Candidate]:
-        """Which of the strategy's guessed first generation may compile while the baseline
-        compiles and is measured, before any screen: all of them (off)."""
+    def ahead(self, guessed: Sequence[Candidate], refill: Refill) -> list[Candidate]:
+        """Which candidates of the strategy's guessed first generation (``guessed``, and
+        the refills ``refill`` asks of its guess) may compile while the baseline compiles
+        and is measured, before any screen: all of the first generation (off: nothing is
+        skipped, so nothing is refilled)."""
         return list(guessed)
 
     def report(self) -> None:
@@ -443,8 +477,9 @@ class ModelPolicy(CostPolicy):
         return model
 
     # --- the decision -----------------------------------------------------------------------
-    def ahead(self, guessed: Sequence[Candidate]) -> list[Candidate]:
-        """Those of the guessed first generation its first screen will keep, so that they
+    def ahead(self, guessed: Sequence[Candidate], refill: Refill) -> list[Candidate]:
+        """Those of the guessed first generation, and of the refills ``refill`` asks of
+        the guess in place of skipped ones, that its first screen will keep, so that they
         compile beside the baseline as they do without the model. That screen learns from
         the earlier journals and the baseline, which leads it and is 0 on the model's scale
         whatever it measures: the same fit and rule can be asked now. The screen still
@@ -467,35 +502,28 @@ class ModelPolicy(CostPolicy):
         model.fit([*warm.examples, baseline])
         if model.trained_on < MIN_TRAINED:
             return list(guessed)
-        predictions = model.predict([row(c) for c in guessed])
-        return [
-            cand
-            for cand, predicted in zip(guessed, predictions, strict=True)
-            if cand.key() == self.default_key or not predicted.low > 0.0
-        ]
+
+        def screen_early(cands: Sequence[Candidate]) -> Screened:
+            """The first screen's rule, the leader the baseline (0): a candidate the model
+            cannot tell apart (``_screen_once``) is kept."""
+            seen = [c for c in cands if not self.features.unseen(c.as_dict())]
+            predictions = model.predict([row(c) for c in seen]) if seen else []
+            ruled_out = {
+                cand.key()
+                for cand, predicted in zip(seen, predictions, strict=True)
+                if cand.key() != self.default_key and predicted.low > 0.0
+            }
+            out = Screened([c for c in cands if c.key() not in ruled_out])
+            out.skipped = [Trial(0, 1, c, Outcome.SKIPPED) for c in cands if c.key() in ruled_out]
+            return out
+
+        return refilled(guessed, screen_early, refill)[0].kept
 
     def screen(
         self, new: Sequence[Candidate], generation: int, refill: Refill | None = None
     ) -> Screened:
-        out = self._screen_once(new, generation)
-        if refill is None or not out.skipped:
-            return out
-        refill = refill.waves_of(out.kept)
-        for _ in range(MAX_REFILLS):
-            room = min(
-                refill.measure_room - len(out.kept),
-                refill.decide_room - len(out.kept) - len(out.skipped),
-            )
-            if refill.full(new, out.kept) or room <= 0:
-                break
-            missing = len(new) - len(out.kept)
-            more = refill.ask(min(missing, room))[:room]
-            if not more:
-                break
-            self.refilled += len(more)
-            again = self._screen_once(more, generation)
-            out.kept += again.kept
-            out.skipped += again.skipped
+        out, asked = refilled(new, lambda cands: self._screen_once(cands, generation), refill)
+        self.refilled += asked
         return out
 
     def _screen_once(self, new: Sequence[Candidate], generation: int) -> Screened:
@@ -615,6 +643,7 @@ __all__ = [
     "journal_examples",
     "on_by_default",
     "parse_on_off",
+    "refilled",
     "search_identity",
     "trial_example",
 ]

@@ -83,7 +83,7 @@ class EvolutionStrategy(BaseStrategy):
         self.asked.update(c.key() for c in batch)
         return batch
 
-    def first_ask_ignores_values(self) -> bool:
+    def first_asks_ignore_values(self) -> bool:
         """Its first population (seeds, then uniform samples) outlasts the baseline."""
         return self.population_size >= 2
 

@@ -109,7 +109,7 @@ class ParzenStrategy(BaseStrategy):
         self.asked.update(c.key() for c in batch)
         return batch
 
-    def first_ask_ignores_values(self) -> bool:
+    def first_asks_ignore_values(self) -> bool:
         """Its startup (seeds, then uniform samples) outlasts the baseline."""
         return int(self.options["startup_trials"]) >= 2
 

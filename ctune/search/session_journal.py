@@ -20,6 +20,7 @@ from ctune.errors import UserError
 from ctune.records import Trial
 from ctune.search import journal as journal_mod
 from ctune.search.budget import MAX_BATCH
+from ctune.search.cost_policy import Refill
 from ctune.search.journal_records import FIX, JournalRecordError
 from ctune.search.journal_writer import device_label
 from ctune.search.result import COMPILE_ONLY
@@ -256,22 +257,42 @@ class SessionJournal:
 
     def prefetch_first_generation(self) -> None:
         """Start compiling the strategy's first generation while the baseline compiles and
-        is measured, where the strategy can name it now (``guess_first``): it would
+        is measured, where the strategy can name it now (``guess_first_asks``): it would
         otherwise start only once the baseline is done, leaving all compile slots but one
         idle for a whole build (a CUTLASS build: about a minute). Not with a warm start
         (measured first, told before the first ask; it has its own prefetch). With the cost
-        model, only those its first screen will keep (``CostPolicy.ahead``). A wrong guess
-        costs builds on slots that were idle; they land in the cache."""
+        model, only those its first screen will keep, and the refills it will ask for in
+        place of the skipped ones (``CostPolicy.ahead``). A wrong guess costs builds on
+        slots that were idle; they land in the cache."""
         run = self.run
         opts = run.inputs.opts
         if opts.warm_start or not run.inputs.objective.measures:
             return
-        # the first ask's n: the budget once the baseline has taken its share
-        n = min(MAX_BATCH, run.budget.remaining() - 1)
         baseline = run.inputs.spec.default_candidate()
-        guessed = run.strategy.guess_first(baseline, n)
+        asks = run.strategy.guess_first_asks(baseline)
+        if asks is None:
+            return
+        # as the first generation will ask (Driver.generation_of), once the baseline has
+        # taken its share of the budget and is in the cache
+        seen = {baseline.key()}
+
+        def ask_unseen(n: int) -> list[Candidate]:
+            out = [c for c in asks(n) if c.key() not in seen]
+            seen.update(c.key() for c in out)
+            return out
+
+        budget = run.budget
+        first = ask_unseen(min(MAX_BATCH, budget.remaining() - 1))
+        space = run.inputs.spec.space
+        refill = Refill(
+            ask_unseen,
+            self.pipeline.jobs,
+            lambda cand: space.build_group(cand.genes),
+            budget.measurements_left() - 1,
+            budget.decisions_left() - 1,
+        )
         # the baseline compiles in this thread: leave it a slot
-        self.pipeline.start_ahead(self.costs.ahead(guessed)[: self.pipeline.jobs - 1])
+        self.pipeline.start_ahead(self.costs.ahead(first, refill)[: self.pipeline.jobs - 1])
 
     def warm_start(self) -> None:
         """Measure the given configurations first, as one generation told to the strategy.

@@ -247,15 +247,15 @@ class StagedStrategy(BaseStrategy):
             return []
         return [c for c in self.controls.upcoming(n) if not self.seen(c.key())]
 
-    def first_ask_ignores_values(self) -> bool:
-        """In the structure phase, where its strategy's first ask does (Parzen's seeds and
+    def first_asks_ignore_values(self) -> bool:
+        """In the structure phase, where its strategy's first asks do (Parzen's seeds and
         samples, the GA's first population) and the baseline alone cannot end the phase
         (a patience of 2 or more)."""
         return (
             self.phase == "structure"
             and int(self.options["patience"]) >= 2
             and isinstance(self.inner, BaseStrategy)
-            and self.inner.first_ask_ignores_values()
+            and self.inner.first_asks_ignore_values()
         )
 
     def tell(self, trials: Sequence[Trial]) -> None:

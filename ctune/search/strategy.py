@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -240,23 +240,24 @@ class BaseStrategy:
         where proposals depend on results (most strategies), so nothing is built ahead."""
         return []
 
-    def first_ask_ignores_values(self) -> bool:
-        """Whether the first :meth:`ask` after the baseline depends only on which
-        candidates were told, never on a value (seeds and uniform samples): then
-        :meth:`guess_first` can name it. False unless a strategy says so."""
+    def first_asks_ignore_values(self) -> bool:
+        """Whether the asks after the baseline, until the next :meth:`tell`, depend only on
+        which candidates were told, never on a value (seeds and uniform samples): then
+        :meth:`guess_first_asks` can name them. False unless a strategy says so."""
         return False
 
-    def guess_first(self, baseline: Candidate, n: int) -> list[Candidate]:
-        """What the first :meth:`ask` will return once ``baseline`` is told, named before
-        it is built: a copy of this strategy told a stand-in of the baseline, asked. Empty
-        where that ask depends on the baseline's value (:meth:`first_ask_ignores_values`),
-        so nothing is built beside the baseline."""
-        if self.told or self.asked or not self.first_ask_ignores_values():
-            return []
+    def guess_first_asks(self, baseline: Candidate) -> Callable[[int], list[Candidate]] | None:
+        """An ``ask`` whose calls return, in turn, what this strategy's asks will once
+        ``baseline`` is told (the first generation, then its refills), named before the
+        baseline is built: a copy of this strategy told a stand-in of it. None where those
+        asks depend on the baseline's value (:meth:`first_asks_ignore_values`), so nothing
+        is built beside the baseline."""
+        if self.told or self.asked or not self.first_asks_ignore_values():
+            return None
         twin = copy.deepcopy(self, memo={id(self.context): self.context})
         values = (0.0,) * len(self.context.directions)
         twin.tell([Trial(0, 0, baseline, Outcome.OK, values=values)])
-        return twin.ask(n)
+        return twin.ask
 
     def tell(self, trials: Sequence[Trial]) -> None:
         """Record finished trials, asked or not (fillers): none is proposed again."""

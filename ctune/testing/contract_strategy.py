@@ -269,24 +269,31 @@ class StrategyContract:
             strategy.tell(trials)
             plain.tell(trials)
 
-    def test_guess_first_names_the_first_ask(
+    def test_guess_first_asks_names_the_first_asks(
         self,
         spec: KernelSpec,
         objective: ObjectiveSpec,
         strategy_name: str,
         strategy_options: dict[str, Any],
     ) -> None:
-        """``guess_first`` (the driver compiles it beside the baseline): empty where the
-        first proposals depend on the baseline's value; otherwise what the first ``ask``
-        returns once the measured baseline is told (the guess never saw that value), and
-        guessing changes nothing else."""
+        """``guess_first_asks`` (the driver compiles its answers beside the baseline): None
+        where the first asks depend on the baseline's value; otherwise its calls return
+        what the asks return, in turn, once the measured baseline is told (the first
+        generation, then a refill of it; the guess never saw that value), and guessing
+        changes nothing else."""
         context = self.context(spec, objective, seed=5)
         strategy = make_strategy(strategy_name, context, strategy_options)
         baseline = spec.default_candidate()
-        guess = [c.key() for c in strategy.guess_first(baseline, 8)]
-        if not guess:
+
+        def guessed() -> list[list[str]] | None:
+            asks = strategy.guess_first_asks(baseline)
+            return None if asks is None else [[c.key() for c in asks(n)] for n in (8, 3)]
+
+        guess = guessed()
+        if guess is None:
             pytest.skip(f"{strategy_name} does not guess its first generation")
-        assert guess == [c.key() for c in strategy.guess_first(baseline, 8)]  # guessing is free
+        assert guess[0]
+        assert guess == guessed()  # guessing is free
         plain = make_strategy(strategy_name, context, strategy_options)
         told = self.trial(
             spec, objective, baseline, 0, StandInCompiler(spec), StandInMeasurer(samples=30)
@@ -294,9 +301,9 @@ class StrategyContract:
         assert told.values is not None and any(v != 0.0 for v in told.values)
         strategy.tell([told])
         plain.tell([told])
-        batch = [c.key() for c in strategy.ask(8)]
-        assert batch == guess
-        assert [c.key() for c in plain.ask(8)] == batch
+        asked = [[c.key() for c in strategy.ask(n)] for n in (8, 3)]
+        assert asked == guess
+        assert [[c.key() for c in plain.ask(n)] for n in (8, 3)] == asked
 
     def test_tell_takes_trials_it_never_asked_for(
         self,

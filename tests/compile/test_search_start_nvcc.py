@@ -97,7 +97,7 @@ def test_the_first_generation_compiles_beside_the_baseline(
     tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With the real nvcc: the default strategy's first generation starts compiling before
-    the baseline's build ends (``guess_first``), its trials record those builds as their
+    the baseline's build ends (``guess_first_asks``), its trials record those builds as their
     own compiles, and no build is compiled twice."""
     spans: list[tuple[str, float, float, bool]] = []  # (candidate, start, end, compiled)
     build = NvccCompiler.build

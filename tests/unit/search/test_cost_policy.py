@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from ctune.config import Settings
 from ctune.errors import UserError
 from ctune.model import Prediction, unavailable
 from ctune.objective import parse_objective_spec
-from ctune.records import Outcome
+from ctune.records import Candidate, Outcome
 from ctune.search import cost_policy
 from ctune.search.driver import SearchOptions, run_search
 from ctune.search.journal import read
@@ -461,27 +462,38 @@ def test_the_first_screen_is_known_before_the_baseline_is_measured(
     landscape: tuple[BinaryTruth, KernelSpec], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What may compile beside the baseline (``ahead``, asked before any measurement) is
-    decided by the same bounds as the first screen, with a model an earlier search
-    trained: the baseline is 0 on the model's scale, whatever it measures. (On a GPU of
-    the arch's SM, which the decision before the measurement takes for the device's.)"""
+    decided by the same bounds as the first screen, call for call, with a model an earlier
+    search trained: the baseline is 0 on the model's scale, whatever it measures. (On a
+    GPU of the arch's SM, which the decision before the measurement takes for the
+    device's. The refills' guess: test_prefetch_first_generation.py.)"""
     from ctune.model import CostModel
 
     truth, spec = landscape
     truth = copy.deepcopy(truth)
     truth.fingerprint["sm"] = spec.arch  # the replayed GPU: the arch the spec builds for
     _search((truth, spec), tmp_path / "cache", seed=11, budget=90)
-    predict = CostModel.predict
+    predict, ahead = CostModel.predict, cost_policy.ModelPolicy.ahead
     calls: list[dict[tuple[float, ...], float]] = []
+    early: list[int] = []  # how many predictions ``ahead`` asked for
 
     def spy(self: CostModel, rows: list[list[float]]) -> list[Prediction]:
         out = predict(self, rows)
         calls.append({tuple(row): p.low for row, p in zip(rows, out, strict=True)})
         return out
 
+    def ahead_spy(
+        self: cost_policy.ModelPolicy, guessed: Sequence[Candidate], refill: cost_policy.Refill
+    ) -> list[Candidate]:
+        try:
+            return ahead(self, guessed, refill)
+        finally:
+            early.append(len(calls))
+
     monkeypatch.setattr(CostModel, "predict", spy)
+    monkeypatch.setattr(cost_policy.ModelPolicy, "ahead", ahead_spy)
     warm = _search((truth, spec), tmp_path / "cache", cost_model=True, budget=30)
-    early, first_screen = calls[0], calls[1]
-    assert early.keys() <= first_screen.keys()
-    assert any(math.isfinite(low) for low in early.values())  # bounded: it could skip
-    assert all(first_screen[row] == low for row, low in early.items())
+    n = early[0]  # the first generation's, and its refills' where it skips (here none)
+    guess, first_screen = calls[:n], calls[n : 2 * n]
+    assert any(math.isfinite(low) for rows in guess for low in rows.values())  # it could skip
+    assert guess == first_screen  # the same rows, the same bounds, call for call
     assert read(warm.journal)[0].header["search"]["cost_model"] is True

@@ -197,7 +197,7 @@ def test_a_slow_build_holds_up_neither_the_builds_done_meanwhile_nor_the_next(
     side by side (a generation of about 35 s), not one after the other (about 60 s)."""
     # no first generation built beside the baseline (test_prefetch_first_generation.py):
     # its head is the slow build, as a later generation's may be
-    monkeypatch.setattr(StagedStrategy, "first_ask_ignores_values", lambda self: False)
+    monkeypatch.setattr(StagedStrategy, "first_asks_ignore_values", lambda self: False)
     result, _ = _search(
         spec,
         tmp_path / "s",

@@ -98,7 +98,7 @@ def test_a_plugin_strategy_missing_part_of_the_contract_is_refused_in_one_line(
     plugins = [EntryPoint("old", _OldPlugin), EntryPoint("fine", RandomStrategy)]
     monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: plugins)
     with pytest.raises(
-        UserError, match="strategy 'old' \\(plugin:_OldPlugin\\) lacks upcoming, guess_first: "
+        UserError, match="strategy 'old' \\(plugin:_OldPlugin\\) lacks upcoming, guess_first_asks: "
     ):
         strategy_class("old")
     assert strategy_class("fine") is RandomStrategy
