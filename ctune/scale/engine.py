@@ -110,6 +110,13 @@ def resolve_executor(settings: Settings) -> ExecutorChoice:
     return choice
 
 
+#: the workers' Dask configuration: distributed's NVML diagnostics off. ctune reads NVML
+#: itself where it measures; distributed's probe at a worker's start raised
+#: NVMLError_InvalidArgument on a lent H200 and so no worker started (docs/scale-out.md).
+#: A key path, not a nested dict: the Nanny merges it shallowly into the whole config.
+WORKER_CONFIG: dict[str, Any] = {"distributed.diagnostics.nvml": False}
+
+
 def _worker_env(device: int | None) -> dict[str, str]:
     """This ctune importable in the worker (a source checkout too); a GPU worker sees one GPU."""
     from ctune.measure.session import worker_env
@@ -127,6 +134,7 @@ def _gpu_worker_options(device: int) -> dict[str, Any]:
         "nthreads": 1,
         "resources": {GPU: 1},
         "env": _worker_env(device),
+        "config": WORKER_CONFIG,
         "memory_limit": 0,
         "silence_logs": logging.ERROR,
     }
@@ -152,6 +160,7 @@ def start_local_cluster(compile_workers: int, gpus: tuple[int, ...]) -> Any:
             "nthreads": 1,
             "resources": {COMPILE: 1},
             "env": _worker_env(None),
+            "config": WORKER_CONFIG,
             "memory_limit": 0,
             "silence_logs": logging.ERROR,
         }

@@ -243,3 +243,20 @@ def test_ctrl_c_keeps_the_journal_and_the_search_resumes(
     assert resumed.stop_reason == "budget" and resumed.evaluations == 14
     assert resumed.journal.read_bytes().startswith(kept)  # nothing written before was lost
     assert journal_rows(resumed.journal)[: len(rows)] == rows
+
+
+def _nvml_diagnostics() -> bool:
+    import dask
+
+    return bool(dask.config.get("distributed.diagnostics.nvml"))
+
+
+def test_the_workers_started_here_leave_nvml_to_ctune(engine: Engine) -> None:
+    """Every worker of the cluster ctune starts has distributed's NVML diagnostics off:
+    their probe at a worker's start failed on a GPU host whose NVML refused one query,
+    and then no worker started (docs/scale-out.md)."""
+    import dask
+
+    assert dask.config.get("distributed.diagnostics.nvml")  # on where ctune runs
+    answers = engine.client.run(_nvml_diagnostics)
+    assert len(answers) == 4 and not any(answers.values())
