@@ -513,9 +513,10 @@ class ModelPolicy(CostPolicy):
                 for cand, predicted in zip(seen, predictions, strict=True)
                 if cand.key() != self.default_key and predicted.low > 0.0
             }
-            out = Screened([c for c in cands if c.key() not in ruled_out])
-            out.skipped = [Trial(0, 1, c, Outcome.SKIPPED) for c in cands if c.key() in ruled_out]
-            return out
+            return Screened(
+                [c for c in cands if c.key() not in ruled_out],
+                [Trial(0, 1, c, Outcome.SKIPPED) for c in cands if c.key() in ruled_out],
+            )
 
         return refilled(guessed, screen_early, refill)[0].kept
 
