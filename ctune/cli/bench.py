@@ -57,6 +57,12 @@ def bench_command(
     timeout: Annotated[
         float | None, typer.Option("--timeout", help="hang limit in seconds (default: derived)")
     ] = None,
+    vendor: Annotated[
+        bool,
+        typer.Option(
+            "--vendor", help="also time the spec's vendor call (cuBLAS, SDPA), in its own process"
+        ),
+    ] = False,
     device: Annotated[int, typer.Option(help="CUDA device index")] = 0,
     arch: Annotated[
         str | None, typer.Option(help="target, e.g. sm_90 (default: the spec's)")
@@ -100,6 +106,11 @@ def bench_command(
         max_samples=samples,
     )
     validate(plan)
+    if vendor and spec.vendor_path is None:
+        raise UserError(
+            f"--vendor: {spec.yaml_path.name} names no vendor call; add "
+            "`vendor: {python: FILE.py:FUNCTION, name: TEXT}` (docs/spec-format.md)"
+        )
     if not gpu_available(device):  # input checked, nothing compiled yet
         raise ToolchainError(
             f"ctune bench needs a CUDA GPU (device {device} is not visible; run `ctune "
@@ -119,7 +130,15 @@ def bench_command(
         )
     with WorkerMeasurer(device, cfg) as measurer:
         measurement = measurer.measure(spec, candidate, build, chosen, plan)
-    render_bench.bench_report(spec, chosen, candidate, build, measurement, plan, out)
+        against = None
+        if vendor:
+            from ctune.measure.vendor import vendor_build, vendor_candidate
+
+            measurer.restart()  # its library's state stays out of the candidate's process
+            against = measurer.measure(
+                spec, vendor_candidate(spec), vendor_build(spec), chosen, plan
+            )
+    render_bench.bench_report(spec, chosen, candidate, build, measurement, plan, out, against)
     if not measurement.outcome.is_ok:
         raise CandidateFailed(
             f"candidate {candidate.key()} on {chosen.name}: {measurement.outcome.value} "

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rich.text import Text
+
 from ctune.cli.render import console, log_block, report, styled
 from ctune.evidence.identity import gpu_label
 
@@ -32,8 +34,10 @@ def bench_report(
     measurement: Measurement | None,
     plan: SamplingPlan,
     fmt: str,
+    vendor: Measurement | None = None,
 ) -> None:
-    """One report: a table in reading order, or its JSON document."""
+    """One report: a table in reading order, or its JSON document; ``vendor``: the spec's
+    vendor call measured beside the candidate (``--vendor``)."""
     from dataclasses import asdict
 
     from ctune.records import to_json
@@ -47,9 +51,32 @@ def bench_report(
             "plan": asdict(plan),
             "build": to_json(build),
             "measurement": to_json(measurement) if measurement is not None else None,
+            **({"vendor": to_json(vendor)} if vendor is not None else {}),
         }
 
-    report(fmt, document, lambda: _table(spec, problem, candidate, build, measurement))
+    def table() -> None:
+        _table(spec, problem, candidate, build, measurement)
+        if vendor is not None and measurement is not None:
+            console.print(_vendor_lines(spec, measurement, vendor))
+
+    report(fmt, document, table)
+
+
+def _vendor_lines(spec: KernelSpec, m: Measurement, v: Measurement) -> Text:
+    """The vendor call's times beside the candidate's, and the vendor over the candidate
+    (> 1: the candidate is faster): one process each, so points, not intervals."""
+    name = spec.vendor_name
+    if not v.outcome.is_ok or v.summary is None:
+        return styled((f"vs {name}", "bold"), f" not compared: {v.outcome.value}: {v.error}")
+    if m.summary is None:
+        return styled((f"vs {name}", "bold"), f" {_ms(v.summary.p50_ms)} p50; nothing to compare")
+    vs, ms = v.summary, m.summary
+    return styled(
+        (f"vs {name}", "bold"),
+        f" {_ms(vs.p50_ms)} p50, {_ms(vs.p99_ms)} p99 (rel_l2 {v.rel_l2_error or 0:.3g}): "
+        f"{vs.p50_ms / ms.p50_ms:.3f}x p50, {vs.p99_ms / ms.p99_ms:.3f}x p99 "
+        "(vendor over candidate, one process each: `ctune search` gives intervals)",
+    )
 
 
 def _table(

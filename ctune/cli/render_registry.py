@@ -215,10 +215,32 @@ def artifact(
     pinned = a.pinned_member()
     if pinned is not None:
         _line("pinned genes: " + _genes(pinned))
+    vendor = (a.extensions.get("search") or {}).get("vendor")
+    if isinstance(vendor, dict):
+        _line(_vendor_when_tuned(vendor))
     fp = Table("fingerprint", Column("value", overflow="fold"), box=None)
     for name, value in sorted(a.fingerprint.items()):
         fp.add_row(name, one_line(value))
     console.print(fp)
+
+
+def _vendor_when_tuned(v: Mapping[str, Any]) -> str:
+    """The search's comparison of the pinned member with the spec's vendor call, as recorded
+    (``extensions.search.vendor``: free-form, so read defensively)."""
+    head = f"vs {v.get('name', 'the vendor call')} when tuned:"
+    gain = v.get("gain")
+    if v.get("error") or not isinstance(gain, dict):
+        return f"{head} not compared: {v.get('error') or 'no interval'}"
+    try:
+        low, high = (float(x) for x in gain["ci"])
+        ratio = float(gain["ratio"])
+    except (KeyError, TypeError, ValueError):
+        return f"{head} (unreadable record)"
+    verdict = {"lower": "faster", "higher": "slower"}.get(str(v.get("difference")), "n.s.")
+    return (
+        f"{head} {ratio:.3f}x {gain.get('objective', '')} [{low:.3f}, {high:.3f}], {verdict} "
+        f"({v.get('processes', '?')} processes)"
+    )
 
 
 def member(key: ArtifactKey, a: Artifact, m: FrontMember, files: Sequence[HeldFile] = ()) -> None:

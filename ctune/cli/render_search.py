@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from ctune.search.events import Progress, SearchEvent
     from ctune.search.feasibility import ConstraintReport, Feasibility
-    from ctune.search.result import MemberResult, SearchResult
+    from ctune.search.result import MemberResult, SearchResult, VendorVerdict
 
 
 def _duration(seconds: float | None) -> str:
@@ -201,6 +201,31 @@ def _sig_text(m: MemberResult) -> Text:
     return styled((f"n.s. {s.change:+.1%}", "dim"))
 
 
+#: how the gate's verdict on the pinned build against the vendor call reads (as a member's
+#: against the baseline: faster, slower, else n.s.)
+_AGAINST_VENDOR = {
+    Difference.LOWER.value: ("faster", "green"),
+    Difference.HIGHER.value: ("slower", "red"),
+}
+
+
+def _vendor_line(v: VendorVerdict) -> None:
+    """The pinned build against the spec's vendor call, as the gain line reads: the vendor's
+    value over the pinned build's (> 1: the pinned build is better), its CI, the verdict."""
+    label = (f"vs {v.name}", "bold")
+    if v.error or v.gain is None:
+        line(label, f" not compared: {v.error or 'no interval'}")
+        return
+    g = v.gain
+    word, style = _AGAINST_VENDOR.get(v.difference, ("n.s.", "dim"))
+    line(
+        label,
+        f" {v.member}: {g.ratio:.3f}x {g.objective} [{g.low:.3f}, {g.high:.3f}], ",
+        (word, style),
+        f" ({v.member_value:.4g} against {v.vendor_value:.4g}, {v.processes} processes)",
+    )
+
+
 #: how the baseline's row is labelled (on the front or below it)
 _BASELINE = "baseline: the default build"
 
@@ -365,6 +390,8 @@ def _final_table(result: SearchResult) -> None:
             f" {v.member} against its build without one ({v.reference}): {v.gain:.3f}x, "
             f"{v.difference}; {kept}",
         )
+    if result.vendor is not None:
+        _vendor_line(result.vendor)
     if result.confirm_processes and not result.interrupted:
         line(
             f"values re-measured in {result.confirm_processes} fresh processes; "

@@ -227,10 +227,19 @@ def search_command(
             rich_help_panel=_MEASURE,
         ),
     ] = 5,
+    no_vendor: Annotated[
+        bool,
+        typer.Option(
+            "--no-vendor",
+            help="skip timing the vendor (cuBLAS, SDPA)",
+            show_default=False,
+            rich_help_panel=_MEASURE,
+        ),
+    ] = False,
     prune_margin: Annotated[
         str,
         typer.Option(
-            help=f"stop measuring a candidate this far behind the leader (default "
+            help=f"stop a candidate this far behind the leader (default "
             f"{DEFAULT_PRUNE_MARGIN:.0%}; off: never)",
             show_default=False,
             rich_help_panel=_MEASURE,
@@ -431,6 +440,7 @@ def search_command(
         resume=resume,
         journal=journal,
         confirm_processes=confirm_processes,
+        vendor=not no_vendor,
         prune_margin=parse_prune_margin(prune_margin),
         search_rep_ms=parse_search_rep(search_rep_ms),
         fill=fill,

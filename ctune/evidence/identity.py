@@ -325,6 +325,7 @@ _OWN_KEYS = frozenset(
         "arch",
         "timing",  # recorded per artifact in protocol.timing
         "default_budget",  # how long a search runs, not what it searches
+        "vendor",  # what a search is compared with, not what it measures
     }
 )
 

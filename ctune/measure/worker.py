@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from ctune.errors import CtuneError, ToolchainError, UserError
 from ctune.measure import SamplingPlan
 from ctune.measure.plan import plan_from_json, plan_to_json
+from ctune.measure.vendor import VendorError, VendorLaunch, is_vendor, load_vendor
 from ctune.records import (
     Build,
     Candidate,
@@ -310,6 +311,11 @@ class WorkerService:
     ) -> Any:
         from ctune.measure.launch import load_candidate
 
+        if is_vendor(request.candidate):
+            key = f"vendor|{problem.name}"
+            if self._loaded is None or self._loaded[0] != key:
+                self._loaded = (key, load_vendor(self.cp, spec, dict(problem.dims)))
+            return self._loaded[1]
         path = build.binary_path
         if not path or not Path(path).is_file():
             raise UserError(f"build {build.build_key or '?'} has no binary at {path}")
@@ -388,7 +394,7 @@ class WorkerService:
             return dataclasses.replace(measurement, wall_s=time.perf_counter() - started), False
         except CtuneError:
             raise
-        except LaunchConfigError as exc:
+        except (LaunchConfigError, VendorError) as exc:
             return self._failed(base, Outcome.LAUNCH_ERROR, str(exc), False, started)
         except Exception as exc:
             fault = classify_exception(exc)
@@ -463,6 +469,8 @@ class WorkerService:
 
             def run(check_buffers: Any) -> None:
                 launch.bind(check_buffers, stream)()
+                if isinstance(launch, VendorLaunch):
+                    launch.publish(check_buffers, stream)
                 stream.synchronize()
 
             reference = self._reference(spec, problem)

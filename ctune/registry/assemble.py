@@ -202,6 +202,7 @@ def build_artifact(
                 "gpu_busy_fraction": result.timing.gpu_busy_fraction,
             },
             **({"controls": result.controls.to_json()} if result.controls else {}),
+            **({"vendor": result.vendor.to_json()} if result.vendor else {}),
         },
     }
     return Artifact(

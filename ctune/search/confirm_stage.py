@@ -5,7 +5,9 @@ re-measured in fresh processes before they are reported (the rule of how many
 processes and when to stop is ``confirm.py``'s). This stage chooses those members (one
 per binary, the top few for one objective, the front for several), rebuilds them (a
 cache hit), drops what fails or breaks a constraint when re-measured, and reports each
-member's significance and gain against the re-measured baseline.
+member's significance and gain against the re-measured baseline. Where the spec names a
+vendor call (cuBLAS, SDPA), it is measured in every round, in a fresh process of its own,
+and the pinned member is compared with it (``measure/vendor.py``); it never decides a round.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ctune.objective.pareto import sign
-from ctune.records import Build, Measurement, Trial
+from ctune.records import Build, Candidate, Measurement, Trial
 from ctune.search.events import Confirming
-from ctune.search.result import ControlsVerdict, MemberResult
+from ctune.search.result import ControlsVerdict, MemberResult, VendorVerdict
 
 if TYPE_CHECKING:
     from ctune.measure import Measurer
@@ -71,6 +73,7 @@ class ConfirmStage:
         self.writer = writer  # each round is journaled as it ends
         self.cost: ConfirmationCost | None = None
         self.controls: ControlsVerdict | None = None  # set when a controls file was judged
+        self.vendor_runs: list[Measurement] = []  # the vendor call, one per round
 
     def limit(self) -> int:
         """How many candidates the report considers: top few for one objective, else the front."""
@@ -366,21 +369,35 @@ class ConfirmStage:
         measurer = inputs.measurer
         first = inputs.objective.objectives[0]
 
+        vendor = self.vendor_item()
+
         def run_round(batch: Sequence[tuple[Trial, Build]]) -> Mapping[str, Measurement]:
             """One fresh process, journaled as soon as it is measured; a resumed search
-            takes the round back from its journal when it measured the same members."""
-            journaled = self.writer.take_round({t.candidate.key() for t, _ in batch})
-            if journaled is not None:
-                return journaled
-            got = measurer.remeasure(
-                inputs.spec,
-                [(t.candidate, b) for t, b in batch],
-                inputs.problem,
-                self.status.sampling,
-                1,
-            )
-            runs = {k: v[0] for k, v in got.items() if v}
-            self.writer.record_round(runs)
+            takes the round back from its journal when it measured the same members. The
+            vendor call gets a fresh process of its own in the round, before the members'
+            on every other round, and its run is kept apart from theirs."""
+            keys = {t.candidate.key() for t, _ in batch} | ({vendor[0].key()} if vendor else set())
+            runs = self.writer.take_round(keys)
+            if runs is None:
+                vendor_first = len(self.vendor_runs) % 2 == 1
+                runs = self.vendor_round(vendor) if vendor is not None and vendor_first else {}
+                got = measurer.remeasure(
+                    inputs.spec,
+                    [(t.candidate, b) for t, b in batch],
+                    inputs.problem,
+                    self.status.sampling,
+                    1,
+                )
+                runs |= {k: v[0] for k, v in got.items() if v}
+                if vendor is not None and not vendor_first:
+                    runs |= self.vendor_round(vendor)
+                self.writer.record_round(runs)
+            if vendor is None:
+                return runs
+            runs = dict(runs)
+            taken = runs.pop(vendor[0].key(), None)
+            if taken is not None:
+                self.vendor_runs.append(taken)
             return runs
 
         def value_of(build: Build, runs: Sequence[Measurement]) -> float | None:
@@ -390,7 +407,8 @@ class ConfirmStage:
             return None if got is None else (-got if first.direction == "max" else got)
 
         start = inputs.clock()
-        measurer.prestart(self.sure_rounds())  # the rounds that surely run: started already
+        # the rounds that surely run (and their vendor processes): started already
+        measurer.prestart(self.sure_rounds() * (2 if vendor is not None else 1))
         runs, cost = confirm_in_proportion(
             items,
             self.book.baseline.candidate.key(),
@@ -406,6 +424,66 @@ class ConfirmStage:
         self.timers.confirm_s += inputs.clock() - start
         self.cost = cost
         return runs
+
+    def vendor_item(self) -> tuple[Candidate, Build] | None:
+        """The spec's vendor call as a confirmation passenger (None: none, or not asked)."""
+        inputs = self.inputs
+        if inputs.spec.vendor_path is None or not inputs.opts.vendor:
+            return None
+        from ctune.measure.vendor import vendor_build, vendor_candidate
+
+        return vendor_candidate(inputs.spec), vendor_build(inputs.spec)
+
+    def vendor_round(self, vendor: tuple[Candidate, Build]) -> dict[str, Measurement]:
+        """The vendor call once, in a fresh process of its own: what its library leaves in
+        a process (PyTorch's, cuBLAS's state) never reaches a member's measurement."""
+        inputs = self.inputs
+        assert inputs.measurer is not None
+        got = inputs.measurer.remeasure(
+            inputs.spec, [vendor], inputs.problem, self.status.sampling, 1
+        )
+        return {k: v[0] for k, v in got.items() if v}
+
+    def against_vendor(self, member: MemberResult | None) -> VendorVerdict | None:
+        """The pinned ``member`` against the vendor call's runs of this confirmation, on
+        the first objective, by the gate's rule (None: the vendor call was not measured)."""
+        if member is None or not self.vendor_runs or not member.per_process:
+            return None
+        from ctune.search.confirm import significance
+        from ctune.search.report import gain, pool
+
+        inputs = self.inputs
+        runs = self.vendor_runs
+        verdict = VendorVerdict(inputs.spec.vendor_name, member.key, len(runs))
+        failed = next((m for m in runs if not m.outcome.is_ok), None)
+        pooled = pool(runs)
+        if failed is not None or pooled is None or member.pooled is None:
+            why = f"{failed.outcome.value}: {failed.error}" if failed else "no samples"
+            return dataclasses.replace(verdict, error=why)
+        first = inputs.objective.objectives[0]
+        ctx = inputs.objective.context(inputs.problem.dims)
+        vendor = self.vendor_item()
+        assert vendor is not None
+        vendor_value = first.value(vendor[1], pooled, ctx)
+        member_value = first.value(member.build, member.pooled, ctx)
+        if vendor_value is None or member_value is None:
+            return dataclasses.replace(verdict, error=f"{first.text} does not apply to it")
+        sig = significance(member.per_process, runs)
+        ratio = gain(
+            first,
+            (member.build, member.per_process, member.pooled),
+            (vendor[1], runs, pooled),
+            ctx,
+            seed=inputs.search_plan.seed,
+        )
+        return dataclasses.replace(
+            verdict,
+            vendor_value=vendor_value,
+            member_value=member_value,
+            gain=ratio,
+            difference=sig.difference.value,
+            reason=sig.reason,
+        )
 
     def pinned(self, front: Sequence[MemberResult], feasibility: Feasibility | None) -> str | None:
         """The best front member on the first objective; none when the constraints left

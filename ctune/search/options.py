@@ -53,6 +53,9 @@ class SearchOptions:
     # 0: report the search's own measurements
     confirm_processes: int = 5
     confirm_members: int = 8
+    # time the spec's vendor call (cuBLAS, SDPA) in every confirmation round, and compare
+    # the pinned member with it (measure/vendor.py); only where the spec names one
+    vendor: bool = True
     first_failures: int = 8  # if the first N candidates all fail to compile: UserError
     jobs: int = 0  # compile-ahead depth; 0: the compiler's jobs, else settings.jobs, else CPUs
     journal_fsync: bool = True  # False only for tests on slow disks

@@ -50,6 +50,15 @@ class Gain:
     method: str  # "hierarchical bootstrap (processes, then samples)" or "bootstrap over processes"
     confidence: float = 0.95
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "objective": self.objective,
+            "ratio": self.ratio,
+            "ci": [self.low, self.high],
+            "confidence": self.confidence,
+            "method": self.method,
+        }
+
 
 @dataclass(frozen=True)
 class MemberResult:
@@ -132,6 +141,37 @@ class ControlsVerdict:
 
 
 @dataclass(frozen=True)
+class VendorVerdict:
+    """The pinned member against the spec's vendor call (cuBLAS, SDPA), both re-measured in
+    the same confirmation rounds (fresh processes), on the first objective, by the gate's
+    rule. ``error`` says why there is no comparison (the vendor call failed, or the
+    objective does not apply to it)."""
+
+    name: str  # the spec's vendor name
+    member: str  # candidate key of the pinned member
+    processes: int  # fresh processes the vendor call was measured in
+    vendor_value: float | None = None
+    member_value: float | None = None
+    gain: Gain | None = None  # the vendor's value over the member's (> 1: the member is better)
+    difference: str = ""  # lower (the member is faster), same, higher or unresolved
+    reason: str = ""
+    error: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "member": self.member,
+            "processes": self.processes,
+            "vendor_value": self.vendor_value,
+            "member_value": self.member_value,
+            "gain": self.gain.to_json() if self.gain else None,
+            "difference": self.difference,
+            "reason": self.reason,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
 class SearchResult:
     kernel: str
     problem: str
@@ -168,6 +208,7 @@ class SearchResult:
     record: ResultRecord | None = None  # set for a finished search with a baseline
     confirmation_rounds: int = 0  # rounds of the confirmation the journal holds
     controls: ControlsVerdict | None = None  # a controls file against its build without one
+    vendor: VendorVerdict | None = None  # the pinned member against the spec's vendor call
 
     @property
     def interrupted(self) -> bool:
@@ -235,6 +276,7 @@ class SearchResult:
                 "artifact": str(self.artifact_path) if self.artifact_path else None,
                 "commit": self.commit,
                 "controls": self.controls.to_json() if self.controls else None,
+                "vendor": self.vendor.to_json() if self.vendor else None,
             }
         )
 
@@ -261,14 +303,7 @@ def member_json(m: MemberResult) -> dict[str, Any]:
             "reason": s.reason,
         }
     if m.gain is not None:
-        g = m.gain
-        out["gain"] = {
-            "objective": g.objective,
-            "ratio": g.ratio,
-            "ci": [g.low, g.high],
-            "confidence": g.confidence,
-            "method": g.method,
-        }
+        out["gain"] = m.gain.to_json()
     return out
 
 
@@ -292,5 +327,6 @@ __all__ = [
     "ResultRecord",
     "SearchResult",
     "Timing",
+    "VendorVerdict",
     "member_json",
 ]

@@ -38,6 +38,10 @@ def search_result(
             book.trials, run.inputs.objective, run.inputs.problem.dims, book.baseline, front, base
         )
     objective = run.inputs.objective
+    pinned = stage.pinned(front, feasibility)
+    vendor = None
+    if not interrupted and pinned is not None:
+        vendor = stage.against_vendor(next(m for m in front if m.key == pinned))
     return SearchResult(
         kernel=run.inputs.spec.name,
         problem=run.inputs.problem.name,
@@ -55,7 +59,7 @@ def search_result(
         stop_reason="interrupted" if interrupted else run.status.stop_reason,
         baseline=base,
         front=tuple(front),
-        pinned=stage.pinned(front, feasibility),
+        pinned=pinned,
         timing=run.timers.timing(),
         device=writer.device or "unknown",
         failures=failures,
@@ -74,6 +78,7 @@ def search_result(
         feasibility=feasibility,
         confirmation_rounds=writer.rounds,
         controls=stage.controls,
+        vendor=vendor,
     )
 
 

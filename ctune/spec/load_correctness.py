@@ -1,5 +1,6 @@
 """What decides a candidate is correct, as the spec gives it: the reference function,
-an optional verify function that replaces the tolerance compare, and the tolerances."""
+an optional verify function that replaces the tolerance compare, and the tolerances; and
+the vendor call the kernel is compared with, checked by the same rules."""
 
 from __future__ import annotations
 
@@ -30,27 +31,57 @@ def parse_verify(ctx: LoadContext, folder: Path, data: Any) -> tuple[Path | None
     FUNCTION at its top level (read, not run: the worker imports it when it checks)."""
     if data is None:
         return None, ""
-    if not isinstance(data, dict) or set(data) != {"python"} or not isinstance(data["python"], str):
+    if not isinstance(data, dict) or set(data) != {"python"}:
         raise ctx.fail("verify", "expected {python: FILE.py:FUNCTION}")
-    file_part, _, func = data["python"].partition(":")
+    return function_in_folder(ctx, folder, "verify", data["python"])
+
+
+#: the longest vendor name the report prints
+VENDOR_NAME_MAX = 60
+
+
+def parse_vendor(ctx: LoadContext, folder: Path, data: Any) -> tuple[Path | None, str, str]:
+    """``vendor: {python: FILE.py:FUNCTION, name: TEXT}``: the library call the kernel
+    would replace (cuBLAS, SDPA), timed beside what a search confirms; (path, function,
+    name), or (None, "", "") where the spec has none."""
+    if data is None:
+        return None, "", ""
+    if not isinstance(data, dict) or set(data) != {"python", "name"}:
+        raise ctx.fail("vendor", "expected {python: FILE.py:FUNCTION, name: TEXT}")
+    name = data["name"]
+    if not isinstance(name, str) or not name.strip() or len(name) > VENDOR_NAME_MAX:
+        raise ctx.fail(
+            "vendor.name", f"give the vendor call a name of 1 to {VENDOR_NAME_MAX} characters"
+        )
+    path, function = function_in_folder(ctx, folder, "vendor", data["python"])
+    return path, function, name.strip()
+
+
+def function_in_folder(ctx: LoadContext, folder: Path, key: str, text: Any) -> tuple[Path, str]:
+    """``FILE.py:FUNCTION`` of spec key ``key``: a file inside the spec's folder that defines
+    FUNCTION at its top level (read, not run: the worker imports it when it needs it)."""
+    where = f"{key}.python"
+    if not isinstance(text, str):
+        raise ctx.fail(where, "expected FILE.py:FUNCTION")
+    file_part, _, func = text.partition(":")
     if not func or not IDENT_RE.match(func) or not file_part.endswith(".py"):
-        raise ctx.fail("verify.python", f"{data['python']!r} is not FILE.py:FUNCTION")
+        raise ctx.fail(where, f"{text!r} is not FILE.py:FUNCTION")
     path = (folder / file_part).resolve()
     if not path.is_relative_to(folder.resolve()):
-        raise ctx.fail("verify.python", f"{file_part} resolves outside the spec's folder")
+        raise ctx.fail(where, f"{file_part} resolves outside the spec's folder")
     if not path.is_file():
-        raise ctx.fail("verify.python", f"{file_part} is not a file in the spec's folder")
+        raise ctx.fail(where, f"{file_part} is not a file in the spec's folder")
     try:
-        tree = parse_python(read_text_capped(path, MAX_SOURCE_BYTES, "verify file"))
+        tree = parse_python(read_text_capped(path, MAX_SOURCE_BYTES, f"{key} file"))
     except InputFileError as exc:
-        raise ctx.fail("verify.python", str(exc)) from None
+        raise ctx.fail(where, str(exc)) from None
     except SyntaxError as exc:
-        raise ctx.fail("verify.python", f"{file_part} line {exc.lineno}: {exc.msg}") from None
+        raise ctx.fail(where, f"{file_part} line {exc.lineno}: {exc.msg}") from None
     except (ValueError, RecursionError) as exc:  # a NUL byte; nesting too deep to parse
-        raise ctx.fail("verify.python", f"{file_part} is not Python source: {exc}") from None
+        raise ctx.fail(where, f"{file_part} is not Python source: {exc}") from None
     if not isinstance(tree, ast.Module) or func not in top_level_names(tree):
         raise ctx.fail(
-            "verify.python",
+            where,
             f"{file_part} defines no function '{func}' at its top level; "
             "def it there, or name the function it defines",
         )
@@ -102,4 +133,12 @@ def parse_tolerance(
     return out
 
 
-__all__ = ["parse_reference", "parse_tolerance", "parse_verify", "top_level_names"]
+__all__ = [
+    "VENDOR_NAME_MAX",
+    "function_in_folder",
+    "parse_reference",
+    "parse_tolerance",
+    "parse_vendor",
+    "parse_verify",
+    "top_level_names",
+]

@@ -39,7 +39,12 @@ from ctune.spec.load_args import (
     static_smem_estimate,
 )
 from ctune.spec.load_context import IDENT_RE, LoadContext
-from ctune.spec.load_correctness import parse_reference, parse_tolerance, parse_verify
+from ctune.spec.load_correctness import (
+    parse_reference,
+    parse_tolerance,
+    parse_vendor,
+    parse_verify,
+)
 from ctune.spec.model import (
     DEVICE_GENES,
     DTYPES,
@@ -77,6 +82,7 @@ _TOP_KEYS = {
     "args",
     "reference",
     "verify",  # a function that decides correctness in place of the tolerance
+    "vendor",  # the library call the kernel is compared with (cuBLAS, SDPA)
     "tolerance",
     "metrics",
     "deterministic",
@@ -220,6 +226,7 @@ def _build(
         raise ctx.fail("default_problem", f"{default_problem!r} is not a problem name")
     ref_path, ref_func = parse_reference(ctx, folder, data["reference"])
     verify_path, verify_func = parse_verify(ctx, folder, data.get("verify"))
+    vendor_path, vendor_func, vendor_name = parse_vendor(ctx, folder, data.get("vendor"))
     outputs = [a.name for a in args if a.role in ("output", "inout")]
     if not outputs:
         raise ctx.fail("args", "no output arg (role: output or inout) to check")
@@ -279,6 +286,9 @@ def _build(
         acf_seeds=acf_seeds,
         verify_path=verify_path,
         verify_function=verify_func,
+        vendor_path=vendor_path,
+        vendor_function=vendor_func,
+        vendor_name=vendor_name,
     )
     _check_default(ctx, spec)
     return spec

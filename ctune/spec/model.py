@@ -205,6 +205,11 @@ class KernelSpec:
     #: the outputs are correct in place of the tolerance compare (None: the tolerance)
     verify_path: Path | None = None
     verify_function: str = ""
+    #: the spec's ``vendor: {python: FILE.py:FUNCTION, name: TEXT}``: the library call the
+    #: kernel would replace, timed beside a search's confirmation (None: no vendor call)
+    vendor_path: Path | None = None
+    vendor_function: str = ""
+    vendor_name: str = ""
     #: the budget (as ``--budget``) of a search given neither ``--budget`` nor ``--time``
     #: (None: ctune's default); a kernel whose builds take a minute each says so here
     default_budget: int | None = None
@@ -343,6 +348,12 @@ class KernelSpec:
         if self.verify_path is None:
             return None
         return self.import_function("verify", self.verify_path, self.verify_function)
+
+    def vendor(self) -> Callable[..., Any] | None:
+        """Import the vendor call's function from its file, or None where the spec has none."""
+        if self.vendor_path is None:
+            return None
+        return self.import_function("vendor", self.vendor_path, self.vendor_function)
 
     def import_function(self, key: str, path: Path, function: str) -> Callable[..., Any]:
         """``function`` from the Python file ``path`` of spec key ``key`` (user code, like

@@ -27,6 +27,7 @@ from ctune.compile.contract import Compiler
 from ctune.evidence.identity import gpu_label
 from ctune.measure import Measurer
 from ctune.measure.plan import PRUNE_MIN_SAMPLES, prunes
+from ctune.measure.vendor import is_vendor
 from ctune.records import (
     Build,
     Candidate,
@@ -103,6 +104,8 @@ class StandInMeasurer(Measurer):
         sigint_at: int | None = None,
         sigints: int = 1,
         sigint_at_round: int | None = None,
+        vendor_factor: float = 0.9,
+        vendor_fails: bool = False,
     ) -> None:
         self.seed = seed
         self.base_ms = base_ms
@@ -114,6 +117,10 @@ class StandInMeasurer(Measurer):
         self.sigint_at = sigint_at  # a real SIGINT to this process (a user's Ctrl-C) ...
         self.sigints = sigints  # ... this many times, during that measurement
         self.sigint_at_round = sigint_at_round  # ... or during this remeasure() call
+        # a spec's vendor call (measure/vendor.py): the default build's time times this,
+        # or a LAUNCH_ERROR (its function raised)
+        self.vendor_factor = vendor_factor
+        self.vendor_fails = vendor_fails
         self.calls: list[str] = []  # candidate keys measured by measure(), in order
         self.remeasured: list[str] = []  # keys measured by remeasure(), per process
         self.processes = 0  # fresh "processes" remeasure() started, over all its calls
@@ -203,6 +210,15 @@ class StandInMeasurer(Measurer):
                 error="stand-in: the build failed; nothing to run",
             )
         values = candidate.as_dict()
+        vendor = is_vendor(candidate)
+        if vendor and self.vendor_fails:
+            return Measurement(
+                key,
+                problem.name,
+                Outcome.LAUNCH_ERROR,
+                STANDIN_DEVICE,
+                error="stand-in: the vendor call raised ImportError setting up",
+            )
         outcome = self.outcome_for(spec, values)
         if not outcome.is_ok:
             return Measurement(
@@ -216,7 +232,7 @@ class StandInMeasurer(Measurer):
 
         rng = np.random.default_rng(int(_unit(self.seed, key, problem.name, process) * 2**63))
         n = self._n_samples(plan)
-        t = self.latency_ms(spec, values, problem)
+        t = self.latency_ms(spec, values, problem) * (self.vendor_factor if vendor else 1.0)
         proc = 1.0 + 0.004 * rng.standard_normal()  # a small per-process offset
         samples = t * proc * np.exp(self.noise * rng.standard_normal(n))
         tail = max(1, n // 50)  # 2% of samples form the tail

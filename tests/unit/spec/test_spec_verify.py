@@ -4,12 +4,10 @@ an artifact's inputs."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 from ctune.errors import SpecError
 from ctune.evidence.identity import spec_part_fields
@@ -17,6 +15,7 @@ from ctune.measure import correctness as C
 from ctune.measure.arrays import Buffers
 from ctune.records import Outcome
 from ctune.spec import load_spec
+from ctune.testing.spec_copies import copy_spec, with_key
 
 DATA = Path(__file__).parents[2] / "data" / "kernels"
 #: saxpy.yaml's spec_reference_sha256 before the verify key existed: an artifact recorded
@@ -39,17 +38,14 @@ BROKEN = """def broken(expected, got, atol=None):
 
 @pytest.fixture
 def saxpy(tmp_path: Path) -> Path:
-    for name in ("saxpy.yaml", "saxpy_ref.py", "saxpy.cu"):
-        shutil.copy(DATA / name, tmp_path / name)
-    (tmp_path / "check.py").write_text(LOOSE + "\n\n" + STRICT + "\n\n" + BROKEN)
-    return tmp_path / "saxpy.yaml"
+    check = LOOSE + "\n\n" + STRICT + "\n\n" + BROKEN
+    return copy_spec(
+        DATA, ("saxpy.yaml", "saxpy_ref.py", "saxpy.cu"), tmp_path, {"check.py": check}
+    )
 
 
 def _with_verify(path: Path, value: object) -> Path:
-    data = yaml.safe_load(path.read_text())
-    data["verify"] = value
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
+    return with_key(path, "verify", value)
 
 
 def _refused(path: Path, *words: str) -> str:

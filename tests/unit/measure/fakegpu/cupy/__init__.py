@@ -56,6 +56,7 @@ for _name in (
 ):  # fmt: skip
     globals()[_name] = _wrapped(getattr(_np, _name))
 copyto = _np.copyto
+from_dlpack = _wrapped(_np.from_dlpack)
 asnumpy = _np.asarray
 for _name in (
     "float16", "float32", "float64", "int8", "int32", "int64", "uint8", "uint16", "uint32",
@@ -183,6 +184,12 @@ class Stream:
 
     def use(self) -> Stream:
         return self
+
+    def __enter__(self) -> Stream:  # the current stream, as CuPy's `with stream:`
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
 
     def synchronize(self) -> None:
         _check()
