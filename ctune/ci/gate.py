@@ -59,6 +59,10 @@ class GateReport:
     not_checked: tuple[str, ...] = ()
     candidate: Regression | None = None
     canary: Regression | None = None
+    #: ``--vendor``: the pinned member against the spec's vendor call measured in the same
+    #: run, as old (the vendor) -> new (the pinned member); REGRESSED: slower than it
+    vendor: Regression | None = None
+    vendor_name: str = ""
 
 
 # --- decisions ----------------------------------------------------------------
@@ -113,12 +117,21 @@ def decide(
     canary: Regression | None = None,
     *,
     strict: bool = False,
+    vendor: Regression | None = None,
+    vendor_name: str = "",
 ) -> GateReport:
-    """Combine staleness and regression into one verdict; STALE outranks all."""
+    """Combine staleness and regression into one verdict; STALE outranks all. A pinned
+    member that passes is REGRESSED when it is slower than the vendor call (``vendor``), and
+    INCONCLUSIVE when that comparison could not be made."""
     hard = [c for c in changes if c.severity == "hard"]
     soft = [c for c in changes if c.severity != "hard"]
     common: dict[str, Any] = dict(
-        changes=tuple(changes), not_checked=tuple(not_checked), candidate=candidate, canary=canary
+        changes=tuple(changes),
+        not_checked=tuple(not_checked),
+        candidate=candidate,
+        canary=canary,
+        vendor=vendor,
+        vendor_name=vendor_name,
     )
     if hard or (strict and soft):
         names = ", ".join(c.name for c in (hard or soft))
@@ -136,6 +149,12 @@ def decide(
             f"{reason}, but the default build moved too ({_change(canary):+.1%}): "
             "the machine changed, not the tuned configuration"
         )
+    if vendor is not None and verdict in (Verdict.PASS, Verdict.IMPROVED):
+        if vendor.verdict is Verdict.REGRESSED:
+            verdict, reason = Verdict.REGRESSED, f"slower than {vendor_name}: {vendor.reason}"
+        elif vendor.verdict is Verdict.INCONCLUSIVE:
+            verdict = Verdict.INCONCLUSIVE
+            reason = f"{reason}; against {vendor_name}: {vendor.reason}"
     return GateReport(key, verdict, reason, **common)
 
 

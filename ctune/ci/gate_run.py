@@ -40,6 +40,10 @@ class Remeasured:
 
     measurements: dict[str, list[Measurement]]
     sass_sha256: dict[str, str | None] = field(default_factory=dict)
+    #: the spec's vendor call, one Measurement per process of its own, and its name (where
+    #: it was asked for and the spec names one)
+    vendor: list[Measurement] = field(default_factory=list)
+    vendor_name: str = ""
 
 
 #: (artifact, members, processes) -> Remeasured
@@ -57,11 +61,17 @@ class RebuildingRemeasurer:
     """
 
     def __init__(
-        self, settings: Any, kernels_dir: Path, toolchains: ToolchainFinder | None = None
+        self,
+        settings: Any,
+        kernels_dir: Path,
+        toolchains: ToolchainFinder | None = None,
+        *,
+        vendor: bool = False,
     ) -> None:
         self.settings = settings
         self.kernels_dir = kernels_dir
         self._toolchains = toolchains
+        self.vendor = vendor  # also measure the spec's vendor call, in processes of its own
         #: (kernel, arch, nvcc, acf compilers) -> (spec, compiler)
         self._compilers: dict[tuple[str, str, str, tuple[str, ...]], tuple[Any, Any]] = {}
         self._specs: dict[tuple[str, str], Any] = {}
@@ -156,6 +166,14 @@ class RebuildingRemeasurer:
         if built:
             measured = measure_interleaved(spec, built, problem, plan, k, settings=self.settings)
             out.measurements.update({member_key[key]: list(ms) for key, ms in measured.items()})
+        if self.vendor and spec.vendor_path is not None:
+            from ctune.measure.vendor import vendor_build, vendor_candidate
+
+            item = (vendor_candidate(spec), vendor_build(spec))
+            measured = measure_interleaved(spec, [item], problem, plan, k, settings=self.settings)
+            out = dataclasses.replace(
+                out, vendor=list(measured[item[0].key()]), vendor_name=spec.vendor_name
+            )
         return out
 
     def close(self) -> None:
@@ -319,7 +337,32 @@ def gate_artifact(
         canary_result = decide_regression(
             _old(artifact.baseline), _new(measured, artifact.baseline), rule
         )
-    return decide(name, changes, unchecked, result, canary_result, strict=strict)
+    vendor = _against_vendor(measured, member, rule)
+    if vendor is not None and vendor.verdict is Verdict.REGRESSED and confirm_failures:
+        second = _against_vendor(remeasure(artifact, [member], processes), member, rule)
+        unmeasured = Regression(Verdict.INCONCLUSIVE, "the vendor call was not re-measured")
+        vendor = confirm(vendor, second or unmeasured)
+    return decide(
+        name,
+        changes,
+        unchecked,
+        result,
+        canary_result,
+        strict=strict,
+        vendor=vendor,
+        vendor_name=measured.vendor_name,
+    )
+
+
+def _against_vendor(r: Remeasured, member: FrontMember, rule: NoiseRule) -> Regression | None:
+    """The pinned member's new samples against the vendor call's, measured in the same run
+    (None where the vendor call was not measured); a failed vendor call is INCONCLUSIVE."""
+    if not r.vendor:
+        return None
+    failure = failed_remeasurement(r.vendor)
+    if failure:
+        return Regression(Verdict.INCONCLUSIVE, f"the vendor call's {failure}")
+    return decide_regression(SampleSet.from_measurements(r.vendor), _new(r, member), rule)
 
 
 def _new(r: Remeasured, m: FrontMember) -> SampleSet:

@@ -67,6 +67,12 @@ def gate_command(
     ] = _RULE.alpha,
     canary: Annotated[bool, typer.Option(help="also re-measure the default build")] = True,
     confirm: Annotated[bool, typer.Option(help="re-measure to confirm a regression")] = True,
+    vendor: Annotated[
+        bool,
+        typer.Option(
+            "--vendor", help="also time each spec's vendor call (cuBLAS, SDPA); slower fails"
+        ),
+    ] = False,
     registry: Annotated[Path | None, typer.Option("--registry", help="registry directory")] = None,
     kernels: KernelsOpt = None,
     nvcc: NvccOpt = None,
@@ -112,7 +118,7 @@ def gate_command(
     if not probe.gpu_probed:
         raise ToolchainError("ctune gate needs a GPU (NVML found none); use `ctune check` here")
     chosen = _of_this_gpu(chosen, probe, out)
-    comparisons = max(1, len(chosen)) * (2 if canary else 1)
+    comparisons = max(1, len(chosen)) * (1 + canary + vendor)
     rule = NoiseRule(
         min_processes=_RULE.min_processes,
         floor=floor,
@@ -120,7 +126,7 @@ def gate_command(
         max_threshold=max_threshold,
         alpha=alpha / comparisons,
     )
-    with RebuildingRemeasurer(cfg, cfg.kernels) as remeasurer:
+    with RebuildingRemeasurer(cfg, cfg.kernels, vendor=vendor) as remeasurer:
         reports = run_gate(
             chosen,
             probe.for_artifact,

@@ -764,6 +764,8 @@ def gate(reports: Sequence[GateReport], not_checked_line: str) -> None:
             _line("  " + _regression("pinned", r.candidate))
         if r.canary is not None:
             _line("  " + _regression("canary (default build)", r.canary))
+        if r.vendor is not None:
+            _line("  " + _regression(f"vs {r.vendor_name} (vendor -> pinned)", r.vendor))
     if not reports:
         _line("no pinned artifacts to gate")
     fprs = [

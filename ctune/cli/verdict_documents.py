@@ -86,6 +86,8 @@ GATE_HEADER = [
     "threshold",
     "p_value",
     "canary_verdict",
+    "vendor_verdict",
+    "vendor_change",
 ]
 
 
@@ -105,6 +107,12 @@ def gate_rows(reports: Sequence[GateReport]) -> tuple[list[str], list[dict[str, 
                 "threshold": e.threshold if e is not None else None,
                 "p_value": e.p_value if e is not None else None,
                 "canary_verdict": r.canary.verdict.value if r.canary is not None else None,
+                "vendor_verdict": r.vendor.verdict.value if r.vendor is not None else None,
+                "vendor_change": (
+                    r.vendor.evidence.change
+                    if r.vendor is not None and r.vendor.evidence is not None
+                    else None
+                ),
             }
         )
     return GATE_HEADER, rows

@@ -261,7 +261,9 @@ def artifact_with_samples(rng: np.random.Generator) -> Artifact:
 
 
 class StandInRemeasurer:
-    """Serves scripted timings per call; records what it was asked to measure."""
+    """Serves scripted timings per call; records what it was asked to measure. ``vendor``:
+    the spec's vendor call's time per call, as the pinned member's scale is (absent: not
+    measured, as without ``--vendor``); ``vendor_outcome``: its outcome."""
 
     def __init__(
         self,
@@ -270,9 +272,12 @@ class StandInRemeasurer:
         canary: float = 1.0,
         outcome: Outcome = Outcome.OK,
         sass: str | None = None,
+        vendor: Sequence[float] = (),
+        vendor_outcome: Outcome = Outcome.OK,
     ) -> None:
         self.rng, self.scale, self.canary = rng, list(scale), canary
         self.outcome, self.sass = outcome, sass
+        self.vendor, self.vendor_outcome = list(vendor), vendor_outcome
         self.calls: list[list[str]] = []
 
     def __call__(self, artifact: Artifact, members: Sequence[FrontMember], k: int) -> Remeasured:
@@ -285,7 +290,13 @@ class StandInRemeasurer:
             if self.outcome is not Outcome.OK and m is not artifact.baseline:
                 out[m.key] = [Measurement(m.key, "sq4096", self.outcome, error="hang after 10 s")]
         sass = {m.key: self.sass or m.sass_sha256 for m in members}
-        return Remeasured(out, sass)
+        if not self.vendor:
+            return Remeasured(out, sass)
+        base = self.vendor[min(len(self.calls), len(self.vendor)) - 1]
+        vendor = _measurements("gemm@vendor", synthetic(self.rng, base, processes=k), 200)
+        if self.vendor_outcome is not Outcome.OK:
+            vendor = [Measurement("gemm@vendor", "sq4096", self.vendor_outcome, error="no torch")]
+        return Remeasured(out, sass, vendor, "cuBLAS")
 
     def build_ahead(self, work: Sequence[tuple[Artifact, Sequence[FrontMember]]]) -> None:
         """Where it stands in for ``RebuildingRemeasurer``: nothing to build."""

@@ -563,8 +563,8 @@ def gpu_machine(machine: dict, monkeypatch: pytest.MonkeyPatch) -> dict:
     machine["remeasure"] = None
 
     class RemeasurerStandIn:  # the GPU boundary: the test sets machine["remeasure"]
-        def __init__(self, settings: object, kernels: object) -> None:
-            pass
+        def __init__(self, settings: object, kernels: object, *, vendor: bool = False) -> None:
+            machine["vendor asked"] = vendor
 
         def __enter__(self) -> object:
             return machine["remeasure"]
@@ -625,6 +625,29 @@ def test_gate_for_programs(cli: Run, registry: Path, gpu_machine: dict) -> None:
     rows = list(csv.DictReader(io.StringIO(out)))
     assert code == 0 and [(r["key"], r["verdict"]) for r in rows] == [(KEY, "PASS")], err
     assert float(rows[0]["old_median_ms"]) > 0 and rows[0]["canary_verdict"] == "PASS"
+
+
+def test_gate_against_the_vendor_call(cli: Run, registry: Path, gpu_machine: dict) -> None:
+    """``--vendor``: a pinned build that holds its time but is slower than the vendor call
+    fails, with the comparison in the report and in its row."""
+    import csv
+    import io
+
+    rng = np.random.default_rng(17)
+    publish_artifact(registry, artifact_with_samples(rng))
+    gpu_machine["remeasure"] = StandInRemeasurer(rng, [1.0, 1.0], vendor=[0.9, 0.9])
+    code, out, err = cli("gate", "--processes", "5", "--registry", str(registry), "--vendor")
+    assert code == 1 and gpu_machine["vendor asked"] is True, out + err
+    assert f"REGRESSED {KEY}: slower than cuBLAS: " in out
+    assert "  vs cuBLAS (vendor -> pinned): " in out
+    gpu_machine["remeasure"] = StandInRemeasurer(rng, [1.0], vendor=[1.2])
+    code, out, err = cli("gate", "--registry", str(registry), "--vendor", "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert code == 0 and rows[0]["vendor_verdict"] == "IMPROVED", out + err
+    assert float(rows[0]["vendor_change"]) < -0.1
+    gpu_machine["remeasure"] = StandInRemeasurer(rng, [1.0])
+    code, out, err = cli("gate", "--registry", str(registry))
+    assert code == 0 and gpu_machine["vendor asked"] is False and "vs cuBLAS" not in out
 
 
 def test_gate_takes_a_pattern(cli: Run, registry: Path, gpu_machine: dict) -> None:

@@ -179,6 +179,51 @@ def test_gate_unconfirmed_regression_is_inconclusive() -> None:
     assert report.verdict is Verdict.INCONCLUSIVE and "not confirmed" in report.reason
 
 
+def test_gate_fails_a_pinned_build_slower_than_the_vendor_call() -> None:
+    """--vendor: the pinned member holds its recorded time (no regression), but the vendor
+    call is 10% faster in the same run, twice: REGRESSED, naming the vendor."""
+    rng = np.random.default_rng(21)
+    stand_in = StandInRemeasurer(rng, [1.0, 1.0], vendor=[0.9, 0.9])
+    report = _gate(artifact_with_samples(rng), stand_in)
+    assert report.verdict is Verdict.REGRESSED, report.reason
+    assert report.reason.startswith("slower than cuBLAS: ") and report.vendor_name == "cuBLAS"
+    assert report.candidate is not None and report.candidate.verdict is Verdict.PASS
+    assert report.vendor is not None and report.vendor.evidence is not None
+    assert report.vendor.evidence.change == pytest.approx(1 / 0.9 - 1, abs=0.02)
+    assert len(stand_in.calls) == 2  # confirmed by a second run
+
+
+def test_gate_passes_a_pinned_build_faster_than_the_vendor_call() -> None:
+    rng = np.random.default_rng(22)
+    stand_in = StandInRemeasurer(rng, [1.0], vendor=[1.2])
+    report = _gate(artifact_with_samples(rng), stand_in)
+    assert report.verdict is Verdict.PASS, report.reason
+    assert report.vendor is not None and report.vendor.verdict is Verdict.IMPROVED
+    assert len(stand_in.calls) == 1
+
+
+def test_gate_vendor_slower_once_is_not_confirmed() -> None:
+    rng = np.random.default_rng(23)
+    stand_in = StandInRemeasurer(rng, [1.0, 1.0], vendor=[0.9, 1.0])
+    report = _gate(artifact_with_samples(rng), stand_in)
+    assert report.verdict is Verdict.INCONCLUSIVE, report.reason
+    assert "not confirmed" in report.reason
+
+
+def test_gate_vendor_call_that_fails_is_inconclusive_never_pass() -> None:
+    rng = np.random.default_rng(24)
+    stand_in = StandInRemeasurer(rng, [1.0], vendor=[1.0], vendor_outcome=Outcome.LAUNCH_ERROR)
+    report = _gate(artifact_with_samples(rng), stand_in)
+    assert report.verdict is Verdict.INCONCLUSIVE, report.reason
+    assert "against cuBLAS: the vendor call's re-measurement failed" in report.reason
+
+
+def test_gate_without_the_vendor_call_compares_nothing_with_it() -> None:
+    rng = np.random.default_rng(25)
+    report = _gate(artifact_with_samples(rng), StandInRemeasurer(rng, [1.0]))
+    assert report.verdict is Verdict.PASS and report.vendor is None
+
+
 def test_gate_stale_measures_nothing() -> None:
     rng = np.random.default_rng(4)
     stand_in = StandInRemeasurer(rng, [1.1])
