@@ -22,6 +22,10 @@ def _ms(value: float) -> str:
     return f"{value:.4f} ms"
 
 
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
 def _ci(bounds: tuple[float, float]) -> str:
     return f"[{_ms(bounds[0])}, {_ms(bounds[1])}]"
 
@@ -73,7 +77,7 @@ def _vendor_lines(spec: KernelSpec, m: Measurement, v: Measurement) -> Text:
     vs, ms = v.summary, m.summary
     return styled(
         (f"vs {name}", "bold"),
-        f" {_ms(vs.p50_ms)} p50, {_ms(vs.p99_ms)} p99 (rel_l2 {v.rel_l2_error or 0:.3g}): "
+        f" {_ms(vs.p50_ms)} p50, {_ms(vs.p99_ms)} p99 (rel_l2 {_number(v.rel_l2_error)}): "
         f"{vs.p50_ms / ms.p50_ms:.3f}x p50, {vs.p99_ms / ms.p99_ms:.3f}x p99 "
         "(vendor over candidate, one process each: `ctune search` gives intervals)",
     )

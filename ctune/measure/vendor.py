@@ -1,5 +1,5 @@
 """The spec's vendor call as one more thing to measure: the library call (cuBLAS, SDPA) that
-the kernel would replace, timed and checked exactly as a build is, in the same process.
+the kernel would replace, checked and timed by the worker's code for a build.
 
 The spec names it ``vendor: {python: FILE.py:FUNCTION, name: TEXT}``. FUNCTION is called
 as ``FUNCTION(xp, arrays, dims, dtypes)`` with the kernel's own device buffers (storage
@@ -7,9 +7,9 @@ dtypes: a ``bfloat16`` buffer holds its bits as ``uint16``), the problem's dims 
 spec dtype of each buffer. It returns a callable of no arguments that enqueues the call on
 ``xp``'s current stream and writes the kernel's outputs, or returns them as a mapping by
 name (arrays it made, in the buffers' storage dtypes, any DLPack type); any other value it
-returns is ignored. The worker checks those outputs
-against the reference, then times the call by the protocol's method, so the comparison
-is on the same inputs, the same stream and the same L2 policy as the builds'.
+returns is ignored. The worker checks those outputs against the reference, then times the
+call by the protocol's method: the same inputs, stream and L2 policy as the builds'. The
+callers give it a worker process of its own, so its library's state never reaches a build.
 
 A vendor measurement is keyed as a candidate of its own (:func:`vendor_candidate`): the
 kernel's name with ``@vendor`` (a name no spec can take) and the default genes, so that
