@@ -100,8 +100,9 @@ GEMV_TAIL = {
 
 
 def write_gemv_spec(folder: Path) -> Path:
-    """kernels/gemm.yaml with GEMV_TAIL added, beside copies of its source and reference."""
-    for name in ("gemm.cu", "gemm_ref.py"):
+    """kernels/gemm.yaml with GEMV_TAIL added, beside copies of its source, reference and
+    vendor calls (the spec names them: a file the spec names lives in its folder)."""
+    for name in ("gemm.cu", "gemm_ref.py", "vendor_calls.py"):
         shutil.copy(ROOT / "kernels" / name, folder / name)
     data = yaml.safe_load((ROOT / "kernels" / "gemm.yaml").read_text())
     data["problems"].append(GEMV_TAIL)
