@@ -21,6 +21,7 @@ from ctune.ci.gate import GateReport, Regression, Verdict
 from ctune.ci.gate_run import Prebuilt
 from ctune.ci.refresh import RefreshOutcome
 from ctune.cli.render import console, line, progress_line, report, warn_line, write_out
+from ctune.cli.render_search import verdict_word
 from ctune.cli.sanitize import one_line
 from ctune.exchange.columns import extra_columns, fill_objectives, gene_columns, objective_columns
 from ctune.records import FieldChange, to_json
@@ -236,7 +237,7 @@ def _vendor_when_tuned(v: Mapping[str, Any]) -> str:
         ratio = float(gain["ratio"])
     except (KeyError, TypeError, ValueError):
         return f"{head} (unreadable record)"
-    verdict = {"lower": "faster", "higher": "slower"}.get(str(v.get("difference")), "n.s.")
+    verdict, _ = verdict_word(str(v.get("difference")))
     return (
         f"{head} {ratio:.3f}x {gain.get('objective', '')} [{low:.3f}, {high:.3f}], {verdict} "
         f"({v.get('processes', '?')} processes)"

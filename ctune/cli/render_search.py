@@ -190,23 +190,21 @@ def _gain_text(m: MemberResult) -> str:
     return f"{g.ratio:.3f}x [{g.low:.3f}, {g.high:.3f}]"
 
 
+def verdict_word(difference: str) -> tuple[str, str]:
+    """How a comparison by the gate's rule reads, and its style: faster, slower, else n.s."""
+    if difference == Difference.LOWER.value:
+        return "faster", "green"
+    if difference == Difference.HIGHER.value:
+        return "slower", "red"
+    return "n.s.", "dim"
+
+
 def _sig_text(m: MemberResult) -> Text:
     s = m.significance
     if s is None or math.isnan(s.change):
         return Text("-")
-    if s.difference is Difference.LOWER:
-        return styled((f"faster {s.change:+.1%}", "green"))
-    if s.difference is Difference.HIGHER:
-        return styled((f"slower {s.change:+.1%}", "red"))
-    return styled((f"n.s. {s.change:+.1%}", "dim"))
-
-
-#: how the gate's verdict on the pinned build against the vendor call reads (as a member's
-#: against the baseline: faster, slower, else n.s.)
-_AGAINST_VENDOR = {
-    Difference.LOWER.value: ("faster", "green"),
-    Difference.HIGHER.value: ("slower", "red"),
-}
+    word, style = verdict_word(s.difference.value)
+    return styled((f"{word} {s.change:+.1%}", style))
 
 
 def _vendor_line(v: VendorVerdict) -> None:
@@ -217,7 +215,7 @@ def _vendor_line(v: VendorVerdict) -> None:
         line(label, f" not compared: {v.error or 'no interval'}")
         return
     g = v.gain
-    word, style = _AGAINST_VENDOR.get(v.difference, ("n.s.", "dim"))
+    word, style = verdict_word(v.difference)
     line(
         label,
         f" {v.member}: {g.ratio:.3f}x {g.objective} [{g.low:.3f}, {g.high:.3f}], ",

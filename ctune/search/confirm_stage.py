@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from ctune.objective.pareto import sign
@@ -369,7 +370,7 @@ class ConfirmStage:
         measurer = inputs.measurer
         first = inputs.objective.objectives[0]
 
-        vendor = self.vendor_item()
+        vendor = self.vendor
 
         def run_round(batch: Sequence[tuple[Trial, Build]]) -> Mapping[str, Measurement]:
             """One fresh process, journaled as soon as it is measured; a resumed search
@@ -425,7 +426,8 @@ class ConfirmStage:
         self.cost = cost
         return runs
 
-    def vendor_item(self) -> tuple[Candidate, Build] | None:
+    @cached_property
+    def vendor(self) -> tuple[Candidate, Build] | None:
         """The spec's vendor call as a confirmation passenger (None: none, or not asked)."""
         inputs = self.inputs
         if inputs.spec.vendor_path is None or not inputs.opts.vendor:
@@ -462,7 +464,7 @@ class ConfirmStage:
             return dataclasses.replace(verdict, error=why)
         first = inputs.objective.objectives[0]
         ctx = inputs.objective.context(inputs.problem.dims)
-        vendor = self.vendor_item()
+        vendor = self.vendor
         assert vendor is not None
         vendor_value = first.value(vendor[1], pooled, ctx)
         member_value = first.value(member.build, member.pooled, ctx)

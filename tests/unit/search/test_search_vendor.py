@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from ctune.measure.vendor import vendor_candidate
 from ctune.search.journal import read
 from ctune.spec import KernelSpec, load_spec
+from ctune.testing.spec_copies import with_key
 from ctune.testing.standins import StandInMeasurer, write_standin_kernel
 
 
@@ -20,10 +20,9 @@ def spec(tmp_path: Path) -> KernelSpec:
     """The stand-in kernel with a vendor call (never imported by the stand-in measurer)."""
     path = write_standin_kernel(tmp_path / "kernel", "standin")
     (path.parent / "calls.py").write_text("def library(xp, arrays, dims, dtypes):\n    pass\n")
-    data = yaml.safe_load(path.read_text())
-    data["vendor"] = {"python": "calls.py:library", "name": "the library"}
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return load_spec(path)
+    return load_spec(
+        with_key(path, "vendor", {"python": "calls.py:library", "name": "the library"})
+    )
 
 
 def _measurer(**kwargs) -> StandInMeasurer:

@@ -185,12 +185,6 @@ class Stream:
     def use(self) -> Stream:
         return self
 
-    def __enter__(self) -> Stream:  # the current stream, as CuPy's `with stream:`
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
     def synchronize(self) -> None:
         _check()
 
