@@ -27,7 +27,7 @@ from ctune.cli.options import (
     output_format,
     parse_duration,
 )
-from ctune.errors import SearchInconclusive
+from ctune.errors import SearchInconclusive, UserError
 from ctune.search import strategy_names_help
 from ctune.search.options import WARM_START_SHARE, share_of_budget
 from ctune.search.pruning import DEFAULT_PRUNE_MARGIN, DEFAULT_SEARCH_REP_MS
@@ -316,7 +316,7 @@ def search_command(
         str | None,
         typer.Option(
             "--problem-set",
-            help="search every problem of this set and write a dispatch set (resumable)",
+            help="search each shape, then a dispatch table",
             autocompletion=complete.problem_set_names,
             rich_help_panel=_SET,
         ),
@@ -344,6 +344,14 @@ def search_command(
             rich_help_panel=_SET,
         ),
     ] = None,
+    dispatch_vendor: Annotated[
+        bool,
+        typer.Option(
+            "--dispatch-vendor",
+            help="the vendor call (cuBLAS, SDPA) as a build",
+            rich_help_panel=_SET,
+        ),
+    ] = False,
     step_time: Annotated[
         str | None,
         typer.Option(
@@ -456,6 +464,9 @@ def search_command(
             variant=acf_variant,
         ),
     )
+    if problem_set is None and (dispatch_vendor or dispatch_shipped):
+        flag = "--dispatch-vendor" if dispatch_vendor else "--dispatch-shipped"
+        raise UserError(f"{flag} shapes a problem set's dispatch table; add --problem-set NAME")
     control = None  # after parsing every flag: opening device genes needs the GPU (exit 3)
     wanted = device_genes if device_genes is not None else ",".join(spec.device_genes)
     if wanted and wanted.strip().lower() != "none":
@@ -476,6 +487,7 @@ def search_command(
             cross_processes,
             reuse_share,
             tuple(dispatch_shipped or ()),
+            dispatch_vendor,
         )
         run_set(
             cfg,

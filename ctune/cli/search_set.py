@@ -35,6 +35,7 @@ class SetArgs:
     cross_processes: int
     reuse_share: float = WARM_START_SHARE
     shipped: tuple[Path, ...] = ()  # dispatch tables whose builds the cover takes first
+    vendor: bool = False  # the spec's vendor call as a column the cover may choose
 
 
 class LazyMeasurer(Measurer):
@@ -135,6 +136,7 @@ def run_set(
             cross_processes=args.cross_processes,
             reuse_share=args.reuse_share,
             shipped=shipped_builds(args.shipped, spec),
+            vendor=args.vendor,
         )
         if measurer is None and objective.measures:
             measurer = LazyMeasurer(cfg)
@@ -167,6 +169,7 @@ def report(progress: SetProgress, fmt: str) -> None:
 
 def _table(progress: SetProgress) -> None:
     from ctune.cli.render import line
+    from ctune.sets.set_layout import VENDOR_BUILD
 
     total = len(progress.searched) + len(progress.pending)
     line(
@@ -178,15 +181,26 @@ def _table(progress: SetProgress) -> None:
         line(f"cross-measurement: {progress.missing_cells} finalist x shape cells to go")
     cover = progress.cover
     if cover is not None:
+        kernels = [b for b in cover.builds if b != VENDOR_BUILD]
+        who = f"{len(kernels)} builds cover"
+        if len(kernels) < len(cover.builds):
+            who = (
+                f"{len(kernels)} builds and the vendor call cover"
+                if kernels
+                else ("the vendor call alone covers")
+            )
         line(
             ("dispatch", "bold"),
-            f" {len(cover.builds)} builds cover {len(cover.assignment)} shapes within "
+            f" {who} {len(cover.assignment)} shapes within "
             f"{cover.margin:.1%} (worst loss {cover.max_loss:.2%}): {progress.table}, "
             f"{progress.header}",
         )
         for build in cover.builds:
             shapes = sorted(s for s, b in cover.assignment.items() if b == build)
-            shipped = " (shipped already)" if build in cover.shipped else ""
+            if build == VENDOR_BUILD:
+                shipped = " (the library call, no kernel to ship)"
+            else:
+                shipped = " (shipped already)" if build in cover.shipped else ""
             line(f"  {build}{shipped}: {', '.join(shapes)}")
     else:
         line(

@@ -19,6 +19,8 @@ from ctune.errors import UserError
 
 #: relative slack at the margin's edge, so that exact decimal ratios count as inside
 EDGE_EPS = 1e-9
+#: the build group of a column every shape may take (the vendor call runs on every dtype)
+ANY_GROUP = "*"
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,8 @@ class Matrix:
                 )
 
     def eligible(self, shape: str, build: str) -> bool:
-        return self.shape_group.get(shape, "") == self.build_group.get(build, "")
+        group = self.build_group.get(build, "")
+        return group == ANY_GROUP or self.shape_group.get(shape, "") == group
 
     def value(self, shape: str, build: str) -> float | None:
         return self.cells.get((shape, build))
@@ -195,6 +198,7 @@ def matrix_from_rows(
 
 
 __all__ = [
+    "ANY_GROUP",
     "EDGE_EPS",
     "Cover",
     "Matrix",

@@ -28,6 +28,7 @@ from ctune.sets import dispatch
 from ctune.sets.set_layout import (
     FINALISTS,
     MATRIX,
+    VENDOR_BUILD,
     WINNERS,
     SetOptions,
     build_id,
@@ -102,6 +103,15 @@ def check_set(spec: KernelSpec, set_name: str, objective: ObjectiveSpec) -> list
     if not objective.measures:
         raise UserError("--problem-set needs a measured objective (p50, p99, ...), not a build one")
     return [spec.problem(n) for n in spec.problem_sets[set_name]]
+
+
+def check_vendor(spec: KernelSpec, opts: SetOptions) -> None:
+    """Refuses ``--dispatch-vendor`` for a spec that names no vendor call."""
+    if opts.vendor and spec.vendor_path is None:
+        raise UserError(
+            f"--dispatch-vendor: {spec.yaml_path} names no vendor call; add a 'vendor' key "
+            "(docs/spec-format.md) or leave the option out"
+        )
 
 
 class _Clock:
@@ -192,6 +202,7 @@ def run_problem_set(
     from ctune.search.session import check_request, require_capabilities
 
     problems = check_set(spec, opts.set_name, objective)
+    check_vendor(spec, opts)
     # before anything compiles: the request as each shape's search will check it (strategy,
     # options, the warm-start file), then what this machine can measure
     first = dataclasses.replace(search, problem=problems[0].name, resume=None)
@@ -229,7 +240,8 @@ def run_problem_set(
     holes = matrix.missing()
     if holes:
         return SetProgress(opts.set_name, opts.set_dir, searched, (), len(holes), None)
-    cover = dispatch.greedy_cover(matrix, opts.margin, opts.shipped)
+    shipped = opts.shipped | ({VENDOR_BUILD} if opts.vendor else set())
+    cover = dispatch.greedy_cover(matrix, opts.margin, shipped)
     if cover.unservable:
         notes.append(f"no finalist ran on: {', '.join(cover.unservable)}")
     from ctune.sets.dispatch_table import write_table
@@ -246,7 +258,9 @@ def _measuring_left(spec: KernelSpec, opts: SetOptions, problems: Sequence[Probl
         return True
     rows = read_rows(opts.set_dir / MATRIX)
     final = finalists(spec, opts, problems)
-    return any(_unmeasured(rows, final, p) for p in problems)
+    return any(
+        _unmeasured(rows, final, p) or _vendor_unmeasured(spec, opts, rows, p) for p in problems
+    )
 
 
 def _unmeasured(
@@ -255,6 +269,18 @@ def _unmeasured(
     """The finalists of ``problem``'s group that no matrix row measured on it yet."""
     done = {r["candidate"] for r in rows if r["shape"] == problem.name}
     return [c for c in final[group_of(problem)] if c.key() not in done]
+
+
+def _vendor_unmeasured(
+    spec: KernelSpec, opts: SetOptions, rows: Sequence[Mapping[str, Any]], problem: Problem
+) -> bool:
+    """Whether the set asks for the vendor column and no row measured the call on ``problem``."""
+    if not opts.vendor:
+        return False
+    from ctune.measure.vendor import vendor_candidate
+
+    key = vendor_candidate(spec).key()
+    return not any(r["shape"] == problem.name and r["candidate"] == key for r in rows)
 
 
 def _search_phase(
@@ -466,15 +492,18 @@ def _cross_phase(
     final = finalists(spec, opts, problems)
     for problem in problems:
         todo = _unmeasured(rows, final, problem)
-        if not todo:
+        vendor = _vendor_unmeasured(spec, opts, rows, problem)
+        if not todo and not vendor:
             continue
         if not step.may_start():
             break
         began = step.clock()
-        rows += cross_row(spec, objective, problem, todo, compiler, measurer, opts, settings)
+        rows += cross_row(
+            spec, objective, problem, todo, compiler, measurer, opts, settings, vendor=vendor
+        )
         _write_json(path, {"kernel": spec.name, "set": opts.set_name, "rows": rows})
         step.timed(began)
-    return to_matrix(spec, problems, final, rows)
+    return to_matrix(spec, problems, final, rows, vendor=opts.vendor)
 
 
 def cross_row(
@@ -486,9 +515,14 @@ def cross_row(
     measurer: Any,
     opts: SetOptions,
     settings: Settings,
+    *,
+    vendor: bool = False,
 ) -> list[dict[str, Any]]:
     """Cells of one shape: each candidate built (a cache hit, usually) and all measured
-    interleaved in the same fresh processes; failures become cells of value null."""
+    interleaved in the same fresh processes; failures become cells of value null. With
+    ``vendor``, the spec's vendor call too, in processes of its own (its library's state
+    never reaches a build) alternating with the builds' (``measure_rounds``)."""
+    from ctune.measure.vendor import vendor_build, vendor_candidate
     from ctune.search.run_state import sampling_plan
 
     rows: list[dict[str, Any]] = []
@@ -504,13 +538,43 @@ def cross_row(
         else:
             assert build is not None
             items.append((cand, build))
-    if items:
+    call = (vendor_candidate(spec), vendor_build(spec)) if vendor else None
+    if items or call:
         plan = sampling_plan(settings, spec, objective)
-        runs = measurer.remeasure(spec, items, problem, plan, opts.cross_processes)
+        runs = measure_rounds(measurer, spec, items, call, problem, plan, opts.cross_processes)
         for cand, build in items:
             row = _measured_row(spec, objective, problem, cand, build, runs.get(cand.key()))
             rows.append({**row, "build_key": build.build_key})
+        if call is not None:
+            row = _measured_row(spec, objective, problem, *call, runs.get(call[0].key()))
+            rows.append({**row, "build": VENDOR_BUILD, "genes": {}, "vendor": spec.vendor_name})
     return rows
+
+
+def measure_rounds(
+    measurer: Any,
+    spec: KernelSpec,
+    items: Sequence[tuple[Candidate, Build]],
+    vendor: tuple[Candidate, Build] | None,
+    problem: Problem,
+    plan: Any,
+    processes: int,
+) -> dict[str, list[Measurement]]:
+    """Key -> runs: ``items`` interleaved in ``processes`` fresh processes and, with a
+    ``vendor`` call, that call in as many processes of its own, one per round: after the
+    builds' in the first round, before them in the second, and so on (as a search's
+    confirmation does), so neither side always runs on a GPU the other has just warmed."""
+    if vendor is None:
+        return dict(measurer.remeasure(spec, items, problem, plan, processes))
+    runs: dict[str, list[Measurement]] = {}
+    for round_ in range(processes):
+        parts = ([vendor], list(items)) if round_ % 2 else (list(items), [vendor])
+        for part in parts:
+            if not part:
+                continue
+            for key, measured in measurer.remeasure(spec, part, problem, plan, 1).items():
+                runs.setdefault(key, []).extend(measured)
+    return runs
 
 
 def _invalid(spec: KernelSpec, cand: Candidate, problem: Problem) -> str:
@@ -564,14 +628,19 @@ def to_matrix(
     problems: Sequence[Problem],
     final: Mapping[str, Sequence[Candidate]],
     rows: Sequence[Mapping[str, Any]],
+    *,
+    vendor: bool = False,
 ) -> dispatch.Matrix:
-    """Columns: the finalists' compiled builds; a cell: the best variant's cost (null if every
-    measured variant failed); missing: an eligible finalist variant not measured yet."""
+    """Columns: the finalists' compiled builds (and, with ``vendor``, the vendor call, which
+    every shape may take); a cell: the best variant's cost (null if every measured variant
+    failed); missing: an eligible finalist variant not measured yet."""
     names = {p.name for p in problems}
     build_group: dict[str, str] = {}
     for p in problems:
         for c in final.get(group_of(p), ()):
             build_group.setdefault(build_id(spec, c, p), group_of(p))
+    if vendor:
+        build_group[VENDOR_BUILD] = dispatch.ANY_GROUP
     measured = {(r["shape"], r["candidate"]) for r in rows}
     cells: dict[tuple[str, str], float | None] = {}
     for r in rows:
@@ -625,9 +694,11 @@ def _write_finalists(
 __all__ = [
     "SetProgress",
     "check_set",
+    "check_vendor",
     "cross_row",
     "finalists",
     "group_of",
+    "measure_rounds",
     "run_problem_set",
     "to_matrix",
 ]

@@ -27,6 +27,9 @@ FINALISTS = "finalists.json"
 TABLE = "dispatch.json"
 WINNERS = "winners.json"
 HEADER = "dispatch.h"
+#: the matrix column and table build of the spec's vendor call (``--dispatch-vendor``): a
+#: name no build id takes (those are ``b`` and hex digits)
+VENDOR_BUILD = "vendor"
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,7 @@ class SetOptions:
     cross_processes: int = 1  # fresh processes per shape in the cross phase
     reuse_share: float = WARM_START_SHARE  # of a shape's budget: the group's earlier builds
     shipped: frozenset[str] = frozenset()  # build ids other tables ship: the cover takes them first
+    vendor: bool = False  # the spec's vendor call as one more column, shipped already
 
 
 def build_id(spec: KernelSpec, candidate: Candidate, problem: Problem) -> str:

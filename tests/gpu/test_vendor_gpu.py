@@ -65,3 +65,23 @@ def test_a_vendor_call_computing_something_else_fails_the_check(load, tmp_path: 
             spec, vendor_candidate(spec), vendor_build(spec), spec.problem("sq4096"), PLAN
         )
     assert m.outcome is Outcome.WRONG_RESULT, m.error
+
+
+def test_a_problem_set_s_vendor_column_is_measured_and_checked(load, tmp_path: Path) -> None:
+    """``--dispatch-vendor``'s cell: cuBLAS in fresh processes of its own, checked, and a
+    time the cover can rank (nothing compiled: the row has no build of ctune's)."""
+    from ctune.config import Settings
+    from ctune.objective import parse_objective_spec
+    from ctune.sets.problem_set import cross_row
+    from ctune.sets.set_layout import VENDOR_BUILD, SetOptions
+
+    spec = load(KERNELS / "gemm.yaml")
+    objective = parse_objective_spec(["p50"], [], spec.metrics)
+    settings = Settings(cache_dir=tmp_path / "cache", registry=tmp_path / "registry")
+    opts = SetOptions("t128-fp16", tmp_path / "set", cross_processes=2, vendor=True)
+    problem = spec.problem("llm8b-qkv-t128")
+    with WorkerMeasurer() as measurer:
+        rows = cross_row(spec, objective, problem, [], None, measurer, opts, settings, vendor=True)
+    (row,) = rows
+    assert row["build"] == VENDOR_BUILD and row["vendor"] == "cuBLAS", row
+    assert row["outcome"] == "ok" and row["cost"] > 0 and row["cost"] == row["value"]

@@ -9,7 +9,7 @@ import pytest
 
 from ctune.errors import UserError
 from ctune.search.pruning import parse_margin
-from ctune.sets.dispatch import Matrix, covers, greedy_cover
+from ctune.sets.dispatch import ANY_GROUP, Matrix, covers, greedy_cover
 
 
 def grid(times: dict[str, dict[str, float | None]], **groups: dict[str, str]) -> Matrix:
@@ -139,6 +139,35 @@ def test_groups_keep_builds_to_their_shapes_and_are_not_holes() -> None:
     c = greedy_cover(m, 0.03)
     assert set(c.builds) == {"fa", "fb", "ba"}
     assert c.assignment["b1"] == "ba"
+
+
+def test_a_column_of_any_group_serves_every_group_and_its_holes_count() -> None:
+    """The vendor call's column (``--dispatch-vendor``): every shape may take it, so a shape
+    of any group without its cell is a hole."""
+    times = {
+        "h1": {"fa": 1.0, "fb": 1.5, "v": 0.9},
+        "h2": {"fa": 1.5, "fb": 1.0, "v": 1.02},
+        "b1": {"ba": 1.0, "v": 0.8},
+        "b2": {"ba": 1.0, "v": 1.5},
+    }
+    groups = {
+        "shape_group": {"h1": "", "h2": "", "b1": "bf16", "b2": "bf16"},
+        "build_group": {"fa": "", "fb": "", "ba": "bf16", "v": ANY_GROUP},
+    }
+    m = grid(times, **groups)
+    assert m.missing() == [] and m.eligible("b1", "v") and not m.eligible("b1", "fa")
+    # shipped (it costs no kernel): it takes every shape within the margin of that shape's
+    # best, builds the rest; each shape goes to its fastest chosen column
+    c = greedy_cover(m, 0.03, {"v"})
+    assert set(c.builds) == {"v", "ba"} and c.shipped == ("v",)
+    assert c.assignment == {"h1": "v", "h2": "v", "b1": "v", "b2": "ba"}
+    assert c.losses["h2"] == pytest.approx(0.02)
+    # at 1 % it no longer serves h2: fb does, and only where it wins is it taken
+    c = greedy_cover(m, 0.01, {"v"})
+    assert set(c.builds) == {"v", "fb", "ba"}
+    assert c.assignment == {"h1": "v", "h2": "fb", "b1": "v", "b2": "ba"}
+    del times["b2"]["v"]
+    assert grid(times, **groups).missing() == [("b2", "v")]
 
 
 def test_bad_cells_are_refused() -> None:

@@ -3,6 +3,7 @@ compiler) answering every query of a grid exactly as the Python lookup does."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -175,3 +176,40 @@ def test_header_agrees_with_python_on_a_grid(tmp_path: Path) -> None:
     assert len([g for g in got if g]) == len(QUERIES)
     text = header(TABLE, "x")
     assert '"-DX=\\"q\\""' in text  # quotes escaped in C strings
+
+
+def test_the_header_names_the_vendor_build_or_none() -> None:
+    assert "constexpr int kVendorBuild = -1;" in header(TABLE, "x")
+    vendor = {"id": "vendor", "flags_line": "", "vendor": "cuBLAS */ x"}
+    text = header(dataclasses.replace(TABLE, builds=(*BUILDS, vendor)), "x")
+    assert "constexpr int kVendorBuild = 2;" in text
+    assert "(cuBLAS * / x)" in text  # free text kept out of the comment's end
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs a host C++ compiler (g++)")
+def test_a_header_with_the_vendor_build_compiles(tmp_path: Path) -> None:
+    vendor = {"id": "vendor", "flags_line": "", "vendor": "cuBLAS"}
+    entries = (*TABLE.entries, Entry("o-t1", (1, 4096, 4096), "float16", 2, (0,)))
+    table = dataclasses.replace(TABLE, builds=(*BUILDS, vendor), entries=entries)
+    (tmp_path / "dispatch.h").write_text(header(table, "a test table"))
+    (tmp_path / "main.cpp").write_text(
+        '#include "dispatch.h"\n'
+        "using namespace ctune_dispatch_gemm;\n"
+        'int main() { return lookup(1, 4096, 4096, "float16")->build == kVendorBuild ? 0 : 1; }\n'
+    )
+    exe = tmp_path / "q"
+    subprocess.run(
+        ["g++", "-std=c++17", "-Wall", "-Werror", "-o", str(exe), str(tmp_path / "main.cpp")],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    assert subprocess.run([str(exe)], check=False).returncode == 0
+
+
+def test_a_shipped_vendor_build_keeps_its_id(tmp_path: Path, spec: KernelSpec) -> None:
+    """The vendor call has no genes to rename it by: a table that ships it ships ``vendor``."""
+    vendor = {"id": "vendor", "genes": {}, "vendor": "cuBLAS", "serves": ["llm8b-qkv-t1"]}
+    table = tmp_path / "dispatch.json"
+    table.write_text(json.dumps({**table_json(), "builds": [vendor], "shapes": []}))
+    assert shipped_builds([table], spec) == {"vendor"}

@@ -437,12 +437,21 @@ def test_cli_problem_set_writes_the_table(cli: Any, tmp_path: Path) -> None:
         (("--dispatch-margin", "lots"), "--dispatch-margin 'lots'"),
         (("--cross-processes", "0"), "--cross-processes must be 1"),
         (("--dispatch-shipped", "absent.json"), "--dispatch-shipped absent.json: not a"),
+        (("--dispatch-vendor",), "setk.yaml names no vendor call; add a 'vendor' key"),
     ],
 )
 def test_cli_problem_set_refusals(cli: Any, args: tuple[str, ...], needle: str) -> None:
     result = cli("--problem-set", "one", *args)
     assert result.exit_code == 2, result.output
     assert needle in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("flag", [("--dispatch-vendor",), ("--dispatch-shipped", "t.json")])
+def test_cli_dispatch_options_need_a_problem_set(cli: Any, flag: tuple[str, ...]) -> None:
+    result = cli(*flag)
+    assert result.exit_code == 2, result.output
+    assert f"{flag[0]} shapes a problem set's dispatch table; add --problem-set" in result.output
     assert "Traceback" not in result.output
 
 
