@@ -142,6 +142,18 @@ QUERIES = [
 ]
 
 
+def _compiled(source: Path) -> Path:
+    """``source`` built by the host compiler, warnings as errors: the executable."""
+    exe = source.with_suffix("")
+    subprocess.run(
+        ["g++", "-std=c++17", "-Wall", "-Werror", "-o", str(exe), str(source)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return exe
+
+
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs a host C++ compiler (g++)")
 def test_header_agrees_with_python_on_a_grid(tmp_path: Path) -> None:
     (tmp_path / "dispatch.h").write_text(header(TABLE, "a test table"))
@@ -157,13 +169,7 @@ def test_header_agrees_with_python_on_a_grid(tmp_path: Path) -> None:
         "}\n"
         f"int main() {{\n{calls}\n  return 0;\n}}\n"
     )
-    exe = tmp_path / "q"
-    subprocess.run(
-        ["g++", "-std=c++17", "-Wall", "-Werror", "-o", str(exe), str(tmp_path / "main.cpp")],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
+    exe = _compiled(tmp_path / "main.cpp")
     got = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split("\n")
     for (m, n, k, dt), out in zip(QUERIES, got, strict=False):
         e = TABLE.lookup((m, n, k), dt)
@@ -197,13 +203,7 @@ def test_a_header_with_the_vendor_build_compiles(tmp_path: Path) -> None:
         "using namespace ctune_dispatch_gemm;\n"
         'int main() { return lookup(1, 4096, 4096, "float16")->build == kVendorBuild ? 0 : 1; }\n'
     )
-    exe = tmp_path / "q"
-    subprocess.run(
-        ["g++", "-std=c++17", "-Wall", "-Werror", "-o", str(exe), str(tmp_path / "main.cpp")],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
+    exe = _compiled(tmp_path / "main.cpp")
     assert subprocess.run([str(exe)], check=False).returncode == 0
 
 
