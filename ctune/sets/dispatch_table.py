@@ -355,6 +355,13 @@ def header(table: Table, origin: str) -> str:
     return "\n".join(lines)
 
 
+def measured_on(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The GPU the matrix's cells were measured on, as its rows name it ("" where none does:
+    rows written before they named it); several GPUs are all named."""
+    names = sorted({str(r["device"]) for r in rows if r.get("device")})
+    return " + ".join(names)
+
+
 def _argv(spec: KernelSpec, compiler: Any, cand: Candidate, problem: Problem) -> list[str]:
     """The build's nvcc argv, without compiling where the compiler can say it (offline)."""
     name = "kernel.so" if spec.entry_kind == "launcher" else "kernel.cubin"
@@ -387,7 +394,7 @@ def write_table(
             _argv(spec, compiler, Candidate.of(spec.name, row["genes"]), by_name[shape])
         )
     table, shapes = build_table(spec, problems, matrix, cover, rows, flags)
-    device = (measurer.device_name if measurer is not None else None) or ""
+    device = (measurer.device_name if measurer is not None else None) or measured_on(rows)
     meta = {
         "kernel": spec.name,
         "problem_set": opts.set_name,
@@ -411,6 +418,7 @@ __all__ = [
     "build_table",
     "from_json",
     "header",
+    "measured_on",
     "shipped_builds",
     "to_json",
 ]

@@ -601,7 +601,8 @@ def _measured_row(
         return _row(spec, problem, cand, None, "violates a constraint")
     value = float(values[0])
     cost = value if objective.directions[0] == "min" else (1.0 / value if value > 0 else None)
-    return _row(spec, problem, cand, cost, "ok", value)
+    device = runs[0].device.name if runs[0].device is not None else ""
+    return {**_row(spec, problem, cand, cost, "ok", value), "device": device}
 
 
 def _row(

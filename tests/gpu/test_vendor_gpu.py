@@ -85,3 +85,4 @@ def test_a_problem_set_s_vendor_column_is_measured_and_checked(load, tmp_path: P
     (row,) = rows
     assert row["build"] == VENDOR_BUILD and row["vendor"] == "cuBLAS", row
     assert row["outcome"] == "ok" and row["cost"] > 0 and row["cost"] == row["value"]
+    assert row["device"] and row["device"] != "stand-in (not a GPU)"

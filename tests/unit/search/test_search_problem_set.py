@@ -30,7 +30,12 @@ from ctune.sets.problem_set import (
 from ctune.sets.set_layout import MATRIX, SetOptions, build_id, read_rows
 from ctune.spec import KernelSpec, load_spec
 from ctune.testing.cli_app import ctune_main
-from ctune.testing.standins import StandInCompiler, StandInMeasurer, write_standin_kernel
+from ctune.testing.standins import (
+    STANDIN_DEVICE,
+    StandInCompiler,
+    StandInMeasurer,
+    write_standin_kernel,
+)
 
 SET_YAML = """\
 name: {name}
@@ -132,7 +137,9 @@ def test_whole_set_searches_cross_measures_and_covers(spec: KernelSpec, tmp_path
     assert {s["problem"] for s in table["shapes"]} == set(names)
     assert [b["id"] for b in table["builds"]] == list(cover.builds)
     assert table["max_loss_vs_per_shape_best"] == pytest.approx(cover.max_loss)
-    assert "namespace ctune_dispatch_setk" in (tmp_path / "set" / "dispatch.h").read_text()
+    assert STANDIN_DEVICE.name in table["device"]
+    text = (tmp_path / "set" / "dispatch.h").read_text()
+    assert "namespace ctune_dispatch_setk" in text and f"on {STANDIN_DEVICE.name}" in text
     # the table's lookup serves every listed shape with its own entry
     parsed = from_json(table)
     for s in table["shapes"]:
@@ -648,6 +655,8 @@ def test_a_finished_set_covers_again_without_a_gpu_taking_shipped_builds_first(
     assert len(new) <= len(first.cover.builds)
     assert cover.max_loss <= 0.03 + EDGE_EPS
     table = json.loads((tmp_path / "set" / "dispatch.json").read_text())
+    # the GPU is named from the matrix's rows: this machine's measurer knows none
+    assert table["device"] == STANDIN_DEVICE.name
     assert set(table["shipped"]) == set(cover.shipped)
     assert [b["id"] for b in table["builds"]] == list(cover.builds)
 
