@@ -4,7 +4,8 @@ the cover at several margins, with the kernels each would ship.
 
 Reads only the sets' folders (``matrix.json``, ``winners.json``) and covers them again, as
 ``ctune search --problem-set SET --dispatch-vendor --dispatch-margin M`` does without a GPU;
-writes ``dispatch_vendor-<gpu>.json`` with the GPU and toolchain fingerprint of the run.
+writes ``dispatch_vendor-<kernel>-<gpu>.json`` with the GPU and toolchain fingerprint of the
+run.
 
     python bench/dispatch_vendor.py --kernel kernels/gemm.cu --fingerprint FP.json \
         --set t128-fp16=DIR --set t2048-fp16=DIR --out bench/results
@@ -70,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kernel", type=Path, required=True)
     parser.add_argument("--set", action="append", required=True, metavar="NAME=DIR")
     parser.add_argument("--fingerprint", type=Path, required=True, help="the run's machine")
+    parser.add_argument("--note", default="", help="what else the record should say")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument(
         "--command", default="", help="the search command that measured the sets (recorded)"
@@ -86,11 +88,12 @@ def main(argv: list[str] | None = None) -> int:
     data = {
         "kernel": args.kernel.stem,
         "command": args.command,
+        **({"note": args.note} if args.note else {}),
         "fingerprint": fingerprint,
         "sets": sets,
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"dispatch_vendor-{gpu_id(fingerprint)}.json"
+    path = args.out / f"dispatch_vendor-{args.kernel.stem}-{gpu_id(fingerprint)}.json"
     path.write_text(json.dumps(data, indent=1) + "\n")
     print(path)
     return 0
