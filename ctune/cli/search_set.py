@@ -184,11 +184,9 @@ def _table(progress: SetProgress) -> None:
         kernels = [b for b in cover.builds if b != VENDOR_BUILD]
         who = f"{len(kernels)} builds cover"
         if len(kernels) < len(cover.builds):
-            who = (
-                f"{len(kernels)} builds and the vendor call cover"
-                if kernels
-                else ("the vendor call alone covers")
-            )
+            who = f"{len(kernels)} builds and the vendor call cover"
+        if not kernels and cover.builds:
+            who = "the vendor call alone covers"
         line(
             ("dispatch", "bold"),
             f" {who} {len(cover.assignment)} shapes within "
