@@ -175,3 +175,33 @@ def test_a_spec_without_a_vendor_call_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=r"--dispatch-vendor: .*setk.yaml names no vendor call"):
         _run(bare, tmp_path, _NoGpu())
     assert not (tmp_path / "set").exists()
+
+
+@pytest.mark.parametrize(
+    ("factor", "margin", "said"),
+    [
+        (0.2, 0.03, "the vendor call alone covers 5 shapes"),
+        (0.65, 0.0, "2 builds and the vendor call cover 5 shapes"),
+        (5.0, 0.03, "2 builds cover 5 shapes"),
+    ],
+)
+def test_the_summary_says_what_the_vendor_call_serves(
+    spec: KernelSpec,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    factor: float,
+    margin: float,
+    said: str,
+) -> None:
+    from ctune.cli.search_set import report
+
+    progress = _run(spec, tmp_path, _Recording(vendor_factor=factor), margin=margin)
+    report(progress, "table")
+    out = capsys.readouterr().out
+    assert said in out, out
+    assert progress.cover is not None
+    served = sorted(s for s, b in progress.cover.assignment.items() if b == VENDOR_BUILD)
+    if served:
+        assert f"vendor (the library call, no kernel to ship): {', '.join(served)}" in out
+    else:
+        assert "vendor (" not in out
