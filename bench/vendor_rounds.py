@@ -55,6 +55,8 @@ def ratio_summary(ratios: list[float], confidence: float = 0.95) -> dict[str, An
 
     logs = [math.log(r) for r in ratios]
     n = len(logs)
+    if n == 0:  # a build that failed (or hung) in every round: reported, not a crash
+        return {"geomean": None, "low": None, "high": None, "rounds": 0, "ctune": "no clean round"}
     mean = sum(logs) / n
     if n < 2:
         return {"geomean": math.exp(mean), "low": None, "high": None, "rounds": n}

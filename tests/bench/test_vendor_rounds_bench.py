@@ -23,6 +23,14 @@ def test_the_interval_says_faster_slower_or_the_same(
     # a ratio and its inverse: the geometric mean is symmetric about 1
     assert bench.ratio_summary([2.0, 0.5])["geomean"] == pytest.approx(1.0)
     assert bench.ratio_summary([1.1])["low"] is None  # one round has no interval
+    # a build that hung in every round has no ratio, and the report says so
+    assert bench.ratio_summary([]) == {
+        "geomean": None,
+        "low": None,
+        "high": None,
+        "rounds": 0,
+        "ctune": "no clean round",
+    }
 
 
 def test_each_timed_build_gets_its_own_ratio_over_its_clean_rounds(
