@@ -181,11 +181,10 @@ def _table(progress: SetProgress) -> None:
         line(f"cross-measurement: {progress.missing_cells} finalist x shape cells to go")
     cover = progress.cover
     if cover is not None:
-        kernels = [b for b in cover.builds if b != VENDOR_BUILD]
-        who = f"{len(kernels)} builds cover"
-        if len(kernels) < len(cover.builds):
-            who = f"{len(kernels)} builds and the vendor call cover"
-        if not kernels and cover.builds:
+        vendor = VENDOR_BUILD in cover.builds
+        kernels = len(cover.builds) - vendor
+        who = f"{kernels} builds{' and the vendor call' if vendor else ''} cover"
+        if vendor and not kernels:
             who = "the vendor call alone covers"
         line(
             ("dispatch", "bold"),

@@ -116,13 +116,14 @@ def build_table(
         any_row = next(r for (s, bb), r in cells.items() if bb == b)
         compiled = {k: v for k, v in any_row["genes"].items() if k not in spec.runtime_names}
         served = sorted(s for s, x in cover.assignment.items() if x == b)
+        argv = () if b == VENDOR_BUILD else flags[b]  # the vendor call compiles nothing
         builds.append(
             {
                 "id": b,
                 "group": matrix.build_group.get(b, ""),
                 "genes": compiled,
-                "nvcc_flags": list(flags.get(b, ())),
-                "flags_line": " ".join(shlex.quote(f) for f in flags.get(b, ())),
+                "nvcc_flags": list(argv),
+                "flags_line": " ".join(shlex.quote(f) for f in argv),
                 "serves": served,
                 **({"vendor": spec.vendor_name} if b == VENDOR_BUILD else {}),
             }
@@ -133,8 +134,8 @@ def build_table(
             continue
         b = cover.assignment[p.name]
         row = cells[p.name, b]
-        # the vendor call has no runtime genes: its entries carry zeros in the header
-        runtime = tuple(_int(row["genes"].get(n, 0), n) for n in runtime_names)
+        vendor = b == VENDOR_BUILD  # no runtime genes: zeros in the header, {} in the JSON
+        runtime = tuple(0 if vendor else _int(row["genes"][n], n) for n in runtime_names)
         dtype = dtype_of(spec, p)
         entries.append(
             Entry(p.name, tuple(p.dims[d] for d in dim_names), dtype, chosen[b], runtime)
@@ -147,9 +148,7 @@ def build_table(
                 "dtype": dtype,
                 "build": b,
                 "candidate": row["candidate"],
-                "runtime": {}
-                if b == VENDOR_BUILD
-                else dict(zip(runtime_names, runtime, strict=True)),
+                "runtime": {} if vendor else dict(zip(runtime_names, runtime, strict=True)),
                 "value": row["value"],
                 "best_build": best,
                 "best_value": cells[p.name, best]["value"],
@@ -204,7 +203,7 @@ def from_json(data: Mapping[str, Any]) -> Table:
             tuple(int(s["dims"][d]) for d in dim_names),
             s["dtype"],
             index[s["build"]],
-            tuple(int(s["runtime"].get(n, 0)) for n in runtime_names),
+            tuple(int(s["runtime"][n]) if s["runtime"] else 0 for n in runtime_names),
         )
         for s in data["shapes"]
     )
