@@ -219,7 +219,7 @@ def build_ids_today(spec: KernelSpec, builds: Sequence[Mapping[str, Any]]) -> li
     for b in builds:
         serves = [name for name in b.get("serves", ()) if name in known]
         genes = b.get("genes")
-        if not serves or not isinstance(genes, Mapping) or "vendor" in b:
+        if not serves or not isinstance(genes, Mapping) or b["id"] == VENDOR_BUILD:
             ids.append(str(b["id"]))
         else:
             ids.append(compiled_build_id(spec, genes, spec.problem(serves[0]).defines))
@@ -264,7 +264,7 @@ def header(table: Table, origin: str) -> str:
     ns = "ctune_dispatch_" + re.sub(r"[^a-z0-9]", "_", table.kernel.lower())
     guard = ns.upper() + "_H"
     nd, nr = len(table.dim_names), len(table.runtime_names)
-    vendor = next((i for i, x in enumerate(table.builds) if "vendor" in x), -1)
+    vendor = next((i for i, x in enumerate(table.builds) if x["id"] == VENDOR_BUILD), -1)
     vendor_name = str(table.builds[vendor]["vendor"]) if vendor >= 0 else "none in this table"
     vendor_name = vendor_name.replace("*/", "* /")  # free text, inside a C comment
     b = table.bucket()
