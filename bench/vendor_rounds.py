@@ -22,7 +22,9 @@ those genes changed, e.g. ``--change ftz=true``: what one gene is worth on every
 each round's fresh ctune worker measures the pinned build and every pool configuration
 valid for the problem, in an order that rotates between rounds, beside the same vendor
 process: builds compared with each other and with the vendor in the same rounds, each
-with its own interval (``variants``), before one of them is searched for and pinned.
+with its own interval (``variants``), and with the pinned build round by round, timed by
+the same worker (``pinned_over_variant``: > 1, the variant faster), before one of them is
+searched for and pinned.
 ``--case KERNEL:PROBLEM=FILE`` gives that case a pool of its own instead (each row its
 neighbours, in one set of rounds).
 """
@@ -49,14 +51,17 @@ T = TypeVar("T")
 QUANTILES = ("p50", "p99")
 
 
-def ratio_summary(ratios: list[float], confidence: float = 0.95) -> dict[str, Any]:
-    """Geometric mean of ``ratios`` and its ``confidence`` interval (t over the logs)."""
+def ratio_summary(
+    ratios: list[float], confidence: float = 0.95, subject: str = "ctune"
+) -> dict[str, Any]:
+    """Geometric mean of ``ratios`` and its ``confidence`` interval (t over the logs); the
+    verdict, under ``subject``, reads a ratio above 1 as the denominator's side faster."""
     from scipy import stats
 
     logs = [math.log(r) for r in ratios]
     n = len(logs)
     if n == 0:  # a build that failed (or hung) in every round: reported, not a crash
-        return {"geomean": None, "low": None, "high": None, "rounds": 0, "ctune": "no clean round"}
+        return {"geomean": None, "low": None, "high": None, "rounds": 0, subject: "no clean round"}
     mean = sum(logs) / n
     if n < 2:
         return {"geomean": math.exp(mean), "low": None, "high": None, "rounds": n}
@@ -64,7 +69,7 @@ def ratio_summary(ratios: list[float], confidence: float = 0.95) -> dict[str, An
     half = stats.t.ppf((1 + confidence) / 2, n - 1) * sd / math.sqrt(n)
     low, high = math.exp(mean - half), math.exp(mean + half)
     verdict = "faster" if low > 1 else "slower" if high < 1 else "same (1.0 inside)"
-    return {"geomean": math.exp(mean), "low": low, "high": high, "rounds": n, "ctune": verdict}
+    return {"geomean": math.exp(mean), "low": low, "high": high, "rounds": n, subject: verdict}
 
 
 def _vendor_once(cases: list[str]) -> list[dict[str, Any]]:
@@ -98,6 +103,18 @@ def _ratios(rows: list[dict[str, Any]], side: str) -> dict[str, Any]:
     return {
         f"vendor_over_ctune_{q}": ratio_summary(
             [r["vendor"][f"{q}_ms"] / r[side][f"{q}_ms"] for r in clean]
+        )
+        for q in QUANTILES
+    }
+
+
+def _pinned_over(rows: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    """The pinned build's time over the build ``key``'s, round by round (both timed by the
+    same worker), at each quantile over the rounds where both are clean: > 1, ``key`` faster."""
+    both = [r for r in rows if "p50_ms" in r.get("ctune", {}) and "p50_ms" in r.get(key, {})]
+    return {
+        f"pinned_over_variant_{q}": ratio_summary(
+            [r["ctune"][f"{q}_ms"] / r[key][f"{q}_ms"] for r in both], subject="variant"
         )
         for q in QUANTILES
     }
@@ -260,6 +277,7 @@ def _report(case: _Case, rows: list[dict[str, Any]]) -> dict[str, Any]:
                 "key": c.key(),
                 "rounds": [{"round": r["round"], **r.get(c.key(), {})} for r in rows],
                 **_ratios(rows, c.key()),
+                **_pinned_over(rows, c.key()),
             }
             for c in case.timed[1:]
         ]
@@ -344,7 +362,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{case['key']}: {json.dumps(summary)}")
         for variant in case.get("variants", []):
             summary = {q: variant.get(f"vendor_over_ctune_{q}") for q in QUANTILES}
-            print(f"  {variant['key']}: {json.dumps(summary)}")
+            versus = {q: variant.get(f"pinned_over_variant_{q}") for q in QUANTILES}
+            print(
+                f"  {variant['key']}: {json.dumps(summary)}; pinned over it: {json.dumps(versus)}"
+            )
     print(f"wrote {path}")
     return 0
 

@@ -51,6 +51,42 @@ def test_each_timed_build_gets_its_own_ratio_over_its_clean_rounds(
     assert faulted["rounds"] == 1 and faulted["geomean"] == pytest.approx(0.5)  # the fault left out
 
 
+def test_a_variant_is_compared_with_the_pinned_build_round_by_round(
+    bench_module: Callable[[str], ModuleType],
+) -> None:
+    bench = bench_module("vendor_rounds")
+    vendor = {"p50_ms": 1.0, "p99_ms": 1.0}
+    rows = [  # the variant 10% faster than the pin in each round, whatever the round's level
+        {
+            "vendor": vendor,
+            "ctune": {"p50_ms": 1.1, "p99_ms": 1.2},
+            "k1": {"p50_ms": 1.0, "p99_ms": 1.2},
+        },
+        {
+            "vendor": vendor,
+            "ctune": {"p50_ms": 2.2, "p99_ms": 2.4},
+            "k1": {"p50_ms": 2.0, "p99_ms": 2.4},
+        },
+        {
+            "vendor": vendor,
+            "ctune": {"p50_ms": 1.65, "p99_ms": 1.8},
+            "k1": {"p50_ms": 1.5, "p99_ms": 1.8},
+        },
+        {
+            "vendor": vendor,
+            "ctune": {"outcome": "run_timeout"},
+            "k1": {"p50_ms": 9.0, "p99_ms": 9.0},
+        },
+    ]
+    versus = bench._pinned_over(rows, "k1")
+    p50 = versus["pinned_over_variant_p50"]
+    assert p50["rounds"] == 3  # the round the pin timed out in is left out
+    assert p50["geomean"] == pytest.approx(1.1) and p50["variant"] == "faster"
+    assert versus["pinned_over_variant_p99"]["geomean"] == pytest.approx(1.0)
+    # against the vendor the same variant is spread over the rounds' levels, and no faster
+    assert bench._ratios(rows, "k1")["vendor_over_ctune_p50"]["ctune"] == "same (1.0 inside)"
+
+
 def test_each_case_takes_each_place_in_the_order_in_turn(
     bench_module: Callable[[str], ModuleType],
 ) -> None:
