@@ -14,13 +14,15 @@ Nor is an ``#ifdef`` switch that is off: its macro is left undefined.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ctune.controls.store import APPLY_OPTION, applied_digest, registry_relative
+from ctune.errors import UserError
 from ctune.quoting import define_flag
 from ctune.records import GeneValue
-from ctune.spec.flags import language_flags
+from ctune.spec.flags import check_flags, language_flags
 from ctune.spec.space.nvcc import render_flags
 from ctune.spec.space.params import Gene
 
@@ -155,3 +157,42 @@ def tuned_flags(argv: Sequence[str]) -> list[str]:
         digest = applied_digest(item)
         out.append(item if digest is None else f"{APPLY_OPTION}={registry_relative(digest)}")
     return out
+
+
+# What a build writes besides the spec's allow-listed flags (``spec/flags.py``): the target,
+# the language standard and defines (a registry's controls file: :func:`_registry_controls`)
+_BUILD_ITEM = re.compile(
+    r"^(?:--generate-code=arch=compute_(\d+[af]?),code=sm_\1"
+    r"|-std=c\+\+\d\d|-D[A-Za-z_][A-Za-z0-9_]*(?:=.*)?)$"
+)
+
+
+def _registry_controls(item: str) -> bool:
+    """``--apply-controls=controls/<digest>.acf``: a controls file as an artifact names it."""
+    digest = applied_digest(item)
+    return digest is not None and item == f"{APPLY_OPTION}={registry_relative(digest)}"
+
+
+def tuned_flags_refusal(items: Sequence[str]) -> str | None:
+    """Why ``items`` are not flags :func:`tuned_flags` writes (a registry member's recorded
+    ``nvcc_flags``), else None.
+
+    An export puts them on a user's compile line, so an item no build writes (a host
+    compiler plugin, an output path, ``--dryrun``) is refused whatever its characters:
+    each is a target, a standard, a define, a harness item, a registry controls file
+    (alone or after ``-Xptxas``), or one of the flags a spec may add."""
+    rest: list[str] = []
+    items = without_harness_flags(items)
+    i = 0
+    while i < len(items):
+        pair = items[i] == "-Xptxas" and i + 1 < len(items) and _registry_controls(items[i + 1])
+        if pair or _BUILD_ITEM.match(items[i]) or _registry_controls(items[i]):
+            i += 2 if pair else 1
+            continue
+        rest.append(items[i])
+        i += 1
+    try:
+        check_flags(rest)
+    except UserError as exc:
+        return str(exc)
+    return None

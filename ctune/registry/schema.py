@@ -34,8 +34,9 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _HEX16 = re.compile(r"^[0-9a-f]{16}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 # Values that end up in a C header, a shell line or CMake (export.py): no
-# quotes, backslashes, '$', ';', '#', whitespace other than ' ', or controls.
-_SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.:<>,+\-*/()% ]{0,200}$")
+# quotes, backslashes, '$', ';', '#', whitespace other than ' ', or controls; no comment
+# either (a header's '/*' would hide the defines after it).
+_SAFE_VALUE = re.compile(r"^(?!.*(?:/\*|\*/|//))[A-Za-z0-9_.:<>,+\-*/()% ]{0,200}$")
 # (``\,`` is nvcc's comma escape inside a -D value: quoting.py)
 _SAFE_FLAG = re.compile(r"^(?:[A-Za-z0-9_.,=+\-/:<> ]|\\,){1,200}$")
 _PRINTABLE = re.compile(r"^[\x20-\x7e]{0,2000}$")
@@ -385,7 +386,7 @@ def _member(c: _Checker, v: Any, path: str, kernel: str, n_values: int) -> Front
     flags = v.get("nvcc_flags", [])
     if not isinstance(flags, list):
         raise c.fail(f"{path}.nvcc_flags", "expected a list of strings")
-    return FrontMember(
+    member = FrontMember(
         candidate=candidate,
         key=key,
         values=values,
@@ -416,6 +417,26 @@ def _member(c: _Checker, v: Any, path: str, kernel: str, n_values: int) -> Front
         ),
         device=_device(c, v.get("device", {}), f"{path}.device"),
     )
+    _check_build_line(c, member, path)
+    return member
+
+
+def _check_build_line(c: _Checker, m: FrontMember, path: str) -> None:
+    """An export writes a member's flags and defines into a user's build, so they must be
+    what a build of its genes writes: flags ctune's builds use, and each define named
+    like a gene holding that gene's value (docs/security.md)."""
+    from ctune.compile.command import tuned_flags_refusal
+    from ctune.quoting import define_flag
+
+    why = tuned_flags_refusal(m.nvcc_flags)
+    if why is not None:
+        raise c.fail(f"{path}.nvcc_flags", f"{why}: no build writes it")
+    genes = m.candidate.as_dict()
+    for name, value in m.defines.items():
+        if name in genes and define_flag(name, value) != define_flag(name, genes[name]):
+            raise c.fail(
+                f"{path}.defines.{name}", f"is {value!r}, but the member's gene is {genes[name]!r}"
+            )
 
 
 def _device(c: _Checker, v: Any, path: str) -> dict[str, int]:

@@ -192,6 +192,11 @@ DAMAGED = {
     "control-chars": _resigned(lambda d: d["provenance"].update(strategy="nsga2\x1b[2J")),
     "define-dollar": _resigned(lambda d: d["front"][0]["defines"].update(GROUP="$(id)")),
     "flag-semicolon": _resigned(lambda d: d["front"][0].update(nvcc_flags=["-O3;id"])),
+    # harmless characters, yet an exported line would load a compiler plugin
+    "flag-plugin": _resigned(
+        lambda d: d["front"][0]["nvcc_flags"].append("-Xcompiler=-fplugin=/tmp/e.so")
+    ),
+    "define-not-the-gene": _resigned(lambda d: d["front"][0]["defines"].update(GROUP="32 /*")),
     "values-short": _resigned(lambda d: d["front"][0].update(values=[])),
     "stale-key": _resigned(lambda d: d["front"][0]["candidate"]["genes"].update(GROUP=2)),
 }
@@ -205,6 +210,16 @@ for name, setup in DAMAGED.items():
             ["registry", "verify"],
             EITHER.get(name, 2),
             setup=setup,
+        )
+    )
+for name in ("flag-plugin", "define-not-the-gene"):
+    CASES.append(
+        case(
+            f"damaged-{name}-export",
+            "artifacts",
+            ["registry", "export", KEY],
+            2,
+            setup=DAMAGED[name],
         )
     )
 for name in (

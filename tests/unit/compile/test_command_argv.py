@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from ctune.compile.command import build_argv, key_argv, split_genes, tuned_flags
+from ctune.compile.command import (
+    build_argv,
+    key_argv,
+    split_genes,
+    tuned_flags,
+    tuned_flags_refusal,
+)
 from ctune.compile.nvcc import NvccCompiler
 from ctune.compile.toolchain import Toolchain
 from ctune.errors import UserError
@@ -150,6 +156,41 @@ def test_tuned_flags_of_a_launcher_leave_out_the_harness_library():
         "-std=c++17",
         "-DBM=64",
     ]
+
+
+def test_every_build_line_is_one_a_registry_member_may_record():
+    """Every catalogue value, a launcher, a header source, problem defines and the spec's
+    extra flags: what tuned_flags writes is what an artifact's reader accepts."""
+    for name, flag in CATALOGUE.items():
+        for value in flag.gene.values:
+            for kind, source in (("kernel", SRC), ("launcher", Path("/k/gemm.cuh"))):
+                argv = _argv(
+                    entry_kind=kind,
+                    source=source,
+                    arch="sm_90a",
+                    define_genes={"BM": 64, "SHAPE": "Shape<_128, _64>"},
+                    problem_defines={"CTUNE_BF16": 1},
+                    flag_genes={name: value},
+                    extra_flags=["--expt-relaxed-constexpr"],
+                )
+                assert tuned_flags_refusal(tuned_flags(argv)) is None, (name, value, kind)
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["-Xcompiler=-fplugin=/tmp/e.so"],
+        ["-Xcompiler", "-fplugin=/tmp/e.so"],
+        ["-o", "/tmp/x"],
+        ["--dryrun"],
+        ["-Xptxas"],
+        ["-Xptxas", "--apply-controls=/etc/x.acf"],
+        ["--apply-controls=controls/x.acf"],
+        ["--generate-code=arch=compute_90a,code=sm_80"],
+    ],
+)
+def test_a_recorded_line_no_build_writes_is_refused(flags):
+    assert "not allowed" in (tuned_flags_refusal(["-std=c++17", *flags]) or "")
 
 
 @pytest.mark.parametrize(

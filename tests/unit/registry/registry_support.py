@@ -86,7 +86,7 @@ def member(
         samples_ms=samples,
         process_medians_ms=medians,
         sass_sha256=f"{block_m:064x}",
-        nvcc_flags=("-Xptxas", "-O3", "--maxrregcount=128"),
+        nvcc_flags=("-Xptxas", "-O3", "-maxrregcount=128"),
         defines={"BLOCK_M": block_m, "STAGES": 3, "USE_TMA": True},
         launch={"grid": (1024, 1, 1), "block": (256, 1, 1), "dynamic_smem_bytes": 49152},
         resources={"regs": 128, "spills_bytes": 0, "smem_bytes": None},

@@ -77,6 +77,15 @@ def test_unknown_fields_refused_except_extensions() -> None:
         (("front", 0, "nvcc_flags"), ["-O3; rm -rf /"], "nvcc_flags"),
         (("front", 0, "defines"), {"X": "1\n#include </etc/passwd>"}, "defines.X"),
         (("front", 0, "defines"), {"bad name": 1}, "defines key"),
+        # characters a shell ignores, yet no build writes them: an export would run them
+        (("front", 0, "nvcc_flags"), ["-Xcompiler=-fplugin=/tmp/e.so"], "no build writes it"),
+        (("front", 0, "nvcc_flags"), ["-Xcompiler", "-fplugin=/tmp/e.so"], "no build writes it"),
+        (("front", 0, "nvcc_flags"), ["-o", "/tmp/x"], "no build writes it"),
+        (("front", 0, "nvcc_flags"), ["--dryrun"], "no build writes it"),
+        (("front", 0, "nvcc_flags"), ["-Xptxas", "--apply-controls=/x.acf"], "no build writes"),
+        # a define named like a gene holds the gene's value; no comment hides the lines after
+        (("front", 0, "defines"), {"BLOCK_M": 32, "STAGES": 3}, "defines.BLOCK_M.*gene is 128"),
+        (("front", 0, "defines"), {"USE_TMA": "1 /*"}, "defines.USE_TMA"),
         (("front", 0, "launch"), {"grid": [1, 2]}, "3 dimensions"),
         (("front", 0, "candidate", "kernel"), "other", "not 'gemm'"),
         (("pinned",), "ffffffffffffffff", "not a member"),
