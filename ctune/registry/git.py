@@ -123,9 +123,13 @@ def _check_gitpython() -> Any:
     return git
 
 
+#: where branches live: the only refs a write goes to (:meth:`GitRegistry.target_ref`)
+BRANCHES = "refs/heads/"
+
+
 def normalize_ref(ref: str) -> str:
     """``ctune/registry`` -> ``refs/heads/ctune/registry``; refs/... kept. Allowlisted."""
-    full = ref if ref.startswith("refs/") else f"refs/heads/{ref}"
+    full = ref if ref.startswith("refs/") else f"{BRANCHES}{ref}"
     parts = full.split("/")
     if (
         not _REF_RE.fullmatch(full)
@@ -261,8 +265,16 @@ class GitRegistry:
         return self._head[0] or None
 
     def target_ref(self) -> str:
-        """Where writes go: ``--ref``, else the checked-out branch; refused when detached."""
+        """Where writes go: ``--ref``, else the checked-out branch; refused when detached.
+
+        Only a branch: a remote-tracking ref moved by hand reads as a rewritten remote at the
+        next push or pull, a tag is a pin's (annotated) and ``HEAD`` is no branch's name."""
         if self._ref is not None:
+            if not self._ref.startswith(BRANCHES) or self._ref == f"{BRANCHES}HEAD":
+                raise RegistryError(
+                    f"--ref {ascii(self._ref)[:80]} is not a branch: writes go to a branch "
+                    "(--ref NAME, e.g. --ref ctune/registry, or refs/heads/NAME)"
+                )
             return self._ref
         branch = self.head_branch()
         if branch is None:
@@ -445,29 +457,63 @@ class GitRegistry:
         )
         index_info = written + deleted
         checked_out = ref == self.head_branch()
+        staged_before = self._index_entries(sorted(blobs)) if checked_out else b""
         if checked_out:
             # Index first: a crash between the two steps leaves the artifact
             # staged (harmless), never a staged deletion a later commit would keep.
             self._sync_index(written)
-        deadline = time.monotonic() + self.retry_budget_s
-        attempt = 0
         scratch = Path(tempfile.mkdtemp(prefix="ctune-index-"))
         try:
             env = {**self._identity_env(), "GIT_INDEX_FILE": str(scratch / "index")}
-            while True:
-                attempt += 1
-                result = self._try_commit(ref, index_info, message, env, paths, attempt)
-                if result is not None:
-                    if checked_out and deleted:
-                        # deletions after the commit, for the same reason
-                        self._sync_index(deleted)
-                    return result
-                if time.monotonic() > deadline:
-                    raise RegistryError(self._stuck_message(f"{ref}.lock", ref, attempt))
-                # jitter: writers that collided spread out instead of colliding again
-                time.sleep(random.uniform(0.002, 0.02) * min(attempt, 10))
+            result = self._commit_until_done(ref, index_info, message, env, paths)
+        except BaseException:
+            if checked_out:
+                # a commit that did not happen leaves nothing staged a plain `git commit`
+                # would take: the caller puts the files back, this puts the index back
+                with contextlib.suppress(RegistryError, OSError):
+                    self._sync_index(staged_before)
+            raise
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
+        if checked_out and deleted:
+            # deletions after the commit, for the same reason
+            self._sync_index(deleted)
+        return result
+
+    def _commit_until_done(
+        self,
+        ref: str,
+        index_info: bytes,
+        message: str,
+        env: dict[str, str],
+        paths: tuple[str, ...],
+    ) -> CommitResult:
+        """Retry :meth:`_try_commit` while other writers move ``ref``, within the budget."""
+        deadline = time.monotonic() + self.retry_budget_s
+        attempt = 0
+        while True:
+            attempt += 1
+            result = self._try_commit(ref, index_info, message, env, paths, attempt)
+            if result is not None:
+                return result
+            if time.monotonic() > deadline:
+                raise RegistryError(self._stuck_message(f"{ref}.lock", ref, attempt))
+            # jitter: writers that collided spread out instead of colliding again
+            time.sleep(random.uniform(0.002, 0.02) * min(attempt, 10))
+
+    def _index_entries(self, paths: Sequence[str]) -> bytes:
+        """``paths``' entries in the checked-out index as ``--index-info`` lines (a path
+        not in it as a removal): what puts the index back after a commit that failed."""
+        if not paths:
+            return b""
+        _, listed, _ = self.run("ls-files", "-s", "-z", "--", *paths, binary=True)
+        staged: dict[str, bytes] = {}
+        for item in bytes(listed).split(b"\0"):
+            if item:
+                head, _, name = item.partition(b"\t")
+                mode, sha, _stage = head.decode().split(" ")
+                staged[os.fsdecode(name)] = _index_entry(mode, sha, os.fsdecode(name))
+        return b"".join(staged.get(p, _index_entry("0", ZERO_SHA, p)) for p in paths)
 
     def _try_commit(
         self,

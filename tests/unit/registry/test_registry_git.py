@@ -143,12 +143,25 @@ def test_stale_ref_lock_is_reported_then_cleared(repo: Path, registry: Path) -> 
     with pytest.raises(RegistryError) as err:
         publish_artifact(registry, make_artifact(), retry_budget_s=0.3)
     assert str(lock) in str(err.value) and "ctune registry doctor --fix" in str(err.value)
+    assert git(repo, "status", "--porcelain") == ""  # nothing left staged for a plain commit
     assert [s.path for s in find_stale_locks(repo, 600)] == [lock]
     assert clear_stale_locks(repo, 600) == [lock]
     assert not lock.exists()
     result = publish_artifact(registry, make_artifact())
     assert result.commit is not None and result.commit.changed
     assert git(repo, "status", "--porcelain") == ""
+
+
+def test_a_commit_that_failed_leaves_the_index_as_it_was(repo: Path, registry: Path) -> None:
+    """The index is updated before the ref; when the ref cannot move, a plain `git commit`
+    afterwards must not take the artifact ctune said it did not write."""
+    publish_artifact(registry, make_artifact(seed=1))
+    lock = repo / ".git" / "refs" / "heads" / "main.lock"
+    lock.write_text("")
+    with pytest.raises(RegistryError):
+        publish_artifact(registry, make_artifact(seed=2), retry_budget_s=0.3)
+    assert git(repo, "status", "--porcelain") == ""
+    assert git(repo, "diff", "--cached", "--name-only") == ""
 
 
 def test_stale_index_lock_is_named(repo: Path, registry: Path) -> None:
@@ -215,3 +228,14 @@ def test_a_registry_folder_is_committed_under_the_bytes_of_its_name(repo: Path, 
     wanted = os.fsencode(name) + b"/" + REL.removeprefix("registry/").encode()
     assert wanted in listed
     assert git(repo, "status", "--porcelain") == ""
+
+
+@pytest.mark.parametrize("ref", ["refs/remotes/origin/main", "refs/tags/ctune/pin/v1/x", "HEAD"])
+def test_writes_go_to_a_branch_only(repo: Path, registry: Path, ref: str) -> None:
+    """A remote-tracking ref moved by a write reads as a force-push at the next pull, a
+    lightweight tag as a broken pin, and `HEAD` as a branch makes every git name ambiguous."""
+    with pytest.raises(RegistryError, match="is not a branch"):
+        publish_artifact(registry, make_artifact(), ref=ref)
+    assert git(repo, "for-each-ref", "--format=%(refname)").split() == ["refs/heads/main"]
+    result = publish_artifact(registry, make_artifact(), ref="refs/heads/ctune/registry")
+    assert result.commit is not None and result.commit.ref == "refs/heads/ctune/registry"
