@@ -13,7 +13,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from collections.abc import Sequence
+import typing
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -359,14 +360,40 @@ def plan_to_json(plan: SamplingPlan) -> dict[str, Any]:
     return dataclasses.asdict(plan)
 
 
+#: how a recorded plan field's type is said in a message
+_TYPE_WORDS = {float: "a number", int: "a whole number", bool: "true or false", str: "a string"}
+
+
+def _has_type(value: Any, t: Any) -> bool:
+    """``value`` is a ``t`` as a plan field reads it: a float field takes a whole number
+    too, and a bool is no number."""
+    if isinstance(value, bool) or t is bool:
+        return isinstance(value, bool) and t is bool
+    return isinstance(value, (int, float) if t is float else t)
+
+
+def _check_types(data: Mapping[str, Any]) -> None:
+    """Each recorded value has its field's type, so a hand-edited plan is refused where it
+    is read, not later by the arithmetic that meets it; ValueError naming the field."""
+    hints = typing.get_type_hints(SamplingPlan)
+    for name, value in data.items():
+        allowed = typing.get_args(hints[name]) or (hints[name],)
+        if not any(_has_type(value, t) for t in allowed):
+            words = " or ".join(_TYPE_WORDS.get(t, "null") for t in allowed)
+            raise ValueError(f"{name}={value!r:.40} is not {words}")
+
+
 def plan_from_json(data: dict[str, Any]) -> SamplingPlan:
     """A recorded plan; one recorded before graph timing existed was timed with events,
-    one that spells the L2 policy ``l2`` is read by :func:`ctune.l2policy.migrate`."""
+    one that spells the L2 policy ``l2`` is read by :func:`ctune.l2policy.migrate`.
+    Unknown fields and values of the wrong type are a ValueError naming the field (the
+    values themselves: :func:`validate`)."""
     data = l2policy.migrate(data)
     known = {f.name for f in dataclasses.fields(SamplingPlan)}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ValueError(f"unknown sampling plan field {unknown[0]!r}")
+    _check_types(data)
     return SamplingPlan(**{"timing": "events", **data})
 
 

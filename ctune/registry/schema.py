@@ -476,14 +476,16 @@ def _provenance(c: _Checker, v: Any, path: str) -> dict[str, Any]:
 
 
 def _protocol(c: _Checker, v: Any, path: str) -> dict[str, Any]:
-    from ctune.measure.plan import plan_from_json
+    """The protocol; its plan read and validated as a measurement would use it, so that
+    every later reader (check, refresh, retune, the gate) may trust its values."""
+    from ctune.measure.plan import plan_from_json, validate
 
     c.obj(v, path, ("plan", "timing"), ("note",))
     if not isinstance(v["plan"], dict):
         raise c.fail(f"{path}.plan", "expected an object")
     try:
-        plan_from_json(dict(v["plan"]))
-    except (TypeError, ValueError) as exc:
+        validate(plan_from_json(dict(v["plan"])))
+    except (TypeError, ValueError, UserError) as exc:
         raise c.fail(f"{path}.plan", str(exc)) from None
     c.text(v["timing"], f"{path}.timing", _IDENT)
     if "note" in v:

@@ -212,6 +212,28 @@ def test_plan_json_round_trip():
         P.plan_from_json({**dataclasses.asdict(plan), "bogus": 1})
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("rep_ms", "x", "rep_ms='x' is not a number"),
+        ("warmup_ms", [1], "warmup_ms=[1] is not a number"),
+        ("rep_ms", True, "rep_ms=True is not a number"),  # a bool is no number
+        ("min_samples", 1.5, "min_samples=1.5 is not a whole number"),
+        ("energy", 1, "energy=1 is not true or false"),
+        ("timing", 3, "timing=3 is not a string"),
+        ("prune_above_ms", "a", "prune_above_ms='a' is not a number or null"),
+    ],
+)
+def test_a_recorded_value_of_the_wrong_type_is_named(field: str, value: object, said: str):
+    """A hand-edited plan once reached check's arithmetic: "could not convert string"."""
+    with pytest.raises(ValueError) as caught:
+        P.plan_from_json({**dataclasses.asdict(SamplingPlan()), field: value})
+    assert str(caught.value) == said
+    # a whole number is a number, and a missing pruning threshold is none
+    read = P.plan_from_json({"rep_ms": 100, "prune_above_ms": None})
+    assert read.rep_ms == 100 and read.prune_above_ms is None
+
+
 def test_a_screened_candidate_keeps_the_protocols_batches_only_under_the_protocols_warmup():
     from ctune.measure.plan import SCREEN_BATCH_MS, WARMUP_BATCH_MS, rest_batch_ms
     from ctune.search.pruning import SEARCH_WARMUP_MS

@@ -6,6 +6,7 @@ A plain module (not a conftest) so that writer subprocesses can import it too.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import subprocess
 from collections.abc import Callable, Sequence
@@ -19,7 +20,7 @@ from ctune.evidence.compare import SampleSet
 from ctune.evidence.identity import FIELDS
 from ctune.measure import SamplingPlan
 from ctune.measure.protocol import record as protocol_record
-from ctune.records import Candidate, Measurement, Outcome
+from ctune.records import Candidate, Measurement, Outcome, canonical_json, sha256_hex
 from ctune.registry.schema import Artifact, FrontMember, ObjectiveInfo
 
 DEVICE = "sm90-nvidia-h100-80gb-hbm3"
@@ -167,6 +168,17 @@ def git(repo: Path, *args: str, check: bool = True) -> str:
     if check and done.returncode != 0:
         raise AssertionError(f"git {' '.join(args)} failed: {done.stderr}")
     return done.stdout
+
+
+def edit_file(path: Path, edit: Callable[[dict[str, Any]], object]) -> None:
+    """Apply ``edit`` to the JSON file at ``path`` and recompute its digest where it has
+    one: a hand edit that the digest does not catch (docs/security.md)."""
+    data = json.loads(path.read_text())
+    edit(data)
+    if "digest" in data:
+        body = {k: v for k, v in data.items() if k != "digest"}
+        data["digest"] = sha256_hex(canonical_json(body))
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def one_line_error(err: str, *needles: str) -> None:

@@ -20,6 +20,7 @@ from registry_support import (
     Run,
     StandInRemeasurer,
     artifact_with_samples,
+    edit_file,
     git,
     make_artifact,
     one_line_error,
@@ -551,6 +552,23 @@ def test_check_with_unreadable_artifact_is_exit_2(cli: Run, registry: Path, mach
     path.write_text("{}")
     code, _, err = cli("check", "--registry", str(registry))
     assert code == 2 and "could not be read" in err
+
+
+def test_a_hand_edited_sampling_plan_is_quarantined_not_an_internal_error(
+    cli: Run, registry: Path, machine: dict
+) -> None:
+    """A plan value edited behind a recomputed digest reached check's arithmetic: exit 70."""
+    path = publish_artifact(registry, make_artifact()).path
+    edit_file(path, lambda d: d["protocol"]["plan"].update(rep_ms="x"))
+    said = f"{path}: protocol.plan: rep_ms='x' is not a number"
+    code, _, err = cli("check", "--registry", str(registry))
+    assert code == 2 and f"quarantined {said}" in err and "internal error" not in err
+    for command in (["registry", "retune", KEY], ["registry", "refresh", KEY]):
+        code, _, err = cli(*command, "--registry", str(registry))
+        assert code == 2, command
+        one_line_error(err, said)
+    code, _, err = cli("registry", "verify", "--no-fsck", "--registry", str(registry))
+    assert code == 2 and said in err
 
 
 # --- gate ------------------------------------------------------------------------------

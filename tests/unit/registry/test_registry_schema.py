@@ -94,6 +94,11 @@ def test_unknown_fields_refused_except_extensions() -> None:
         (("provenance", "source_dirty"), 1, "provenance.source_dirty"),
         (("kernel",), "../x", "kernel"),
         (("front", 0, "samples_ms"), [1.0, "2"], "samples_ms"),
+        # the plan's values: check, refresh and retune did arithmetic on them (exit 70)
+        (("protocol", "plan", "rep_ms"), "x", r"f: protocol\.plan: rep_ms='x' is not a number"),
+        (("protocol", "plan", "warmup_ms"), [1], r"protocol\.plan: warmup_ms=\[1\] is not"),
+        (("protocol", "plan", "quantile"), 5, r"protocol\.plan: .*quantile=5 must lie in"),
+        (("protocol", "plan", "rep_ms"), -1, r"protocol\.plan: .*rep_ms=-1 must be"),
     ],
 )
 def test_wrong_content_behind_a_valid_digest(path: tuple, value: object, match: str) -> None:
