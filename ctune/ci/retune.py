@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ctune.errors import RegistryError
+from ctune.registry.extensions import RecordedSearch, recorded_search
 from ctune.registry.layout import ArtifactKey
 from ctune.registry.schema import Artifact
 
@@ -37,21 +37,30 @@ class Retune:
 
 
 def search_argv(
-    artifact: Artifact, kernels_dir: Path, budget: int | None = None, out_dir: Path | None = None
+    artifact: Artifact,
+    kernels_dir: Path,
+    budget: int | None = None,
+    out_dir: Path | None = None,
+    *,
+    where: str | None = None,
 ) -> tuple[str, ...]:
     """The ``ctune search`` arguments that reproduce ``artifact``'s search: committing, or
     writing a result file into ``out_dir`` for ``ctune registry import`` (a machine without
-    the registry's git history, such as a GPU runner that gets a copy of the tree)."""
+    the registry's git history, such as a GPU runner that gets a copy of the tree).
+
+    A malformed record of the search (``where``: its file, for the message) is a
+    RegistryError: a command line guessed from it would run another search."""
+    where = where or f"{artifact.kernel}/{artifact.problem}/{artifact.device_class}"
+    recorded = recorded_search(artifact, where)
     source = Path(kernels_dir) / f"{artifact.kernel}.cu"
-    spec = artifact.extensions.get("objective_spec") or {}
-    objectives = list(spec.get("objectives") or [o.name for o in artifact.objectives])
+    objectives = recorded.objectives or tuple(o.name for o in artifact.objectives)
     if not objectives:
-        raise RegistryError(f"{artifact.kernel}/{artifact.problem}: no objectives recorded")
+        raise RegistryError(f"{where}: no objectives recorded")
     argv = ["search", str(source), "--problem", artifact.problem]
     for text in objectives:
-        argv += ["--objective", str(text)]
-    for text in spec.get("constraints") or []:
-        argv += ["--constraint", str(text)]
+        argv += ["--objective", text]
+    for text in recorded.constraints:
+        argv += ["--constraint", text]
     provenance = artifact.provenance
     if provenance.get("strategy"):
         argv += ["--strategy", str(provenance["strategy"])]
@@ -60,7 +69,7 @@ def search_argv(
     evaluations = budget or provenance.get("budget") or provenance.get("evaluations")
     if evaluations:
         argv += ["--budget", str(evaluations)]
-    argv += _plan_flags((artifact.extensions.get("search") or {}).get("plan") or {})
+    argv += _plan_flags(recorded)
     for option, field in (("--arch", "arch"), ("--l2-policy", "l2_policy")):
         if artifact.fingerprint.get(field):
             argv += [option, artifact.fingerprint[field]]
@@ -69,17 +78,17 @@ def search_argv(
     return (*argv, "--commit")
 
 
-def _plan_flags(plan: dict[str, Any]) -> list[str]:
+def _plan_flags(recorded: RecordedSearch) -> list[str]:
     """What else shaped the search (``search/plan.py``): strategy options, time, patience,
     filling; artifacts written before the plan was recorded have none of it."""
     flags: list[str] = []
-    for name, value in sorted((plan.get("options") or {}).items()):
+    for name, value in recorded.options:
         flags += ["--option", f"{name}={value}"]
-    if plan.get("time_s") is not None:
-        flags += ["--time", f"{float(plan['time_s']):g}"]
-    if plan.get("patience") is not None:
-        flags += ["--patience", str(plan["patience"])]
-    if plan.get("fill") is False:
+    if recorded.time_s is not None:
+        flags += ["--time", f"{recorded.time_s:g}"]
+    if recorded.patience is not None:
+        flags += ["--patience", str(recorded.patience)]
+    if recorded.fill is False:
         flags.append("--no-fill")
     return flags
 

@@ -633,6 +633,7 @@ def retune_command(
     strategy, seed, budget, arch, L2 policy as recorded) and commit its result."""
     from ctune.ci.retune import Retune, search_argv
     from ctune.errors import GateFailure
+    from ctune.registry.store import ArtifactStore
 
     out = output_format(fmt, json_out)
     settings = _settings(registry, nvcc, ptxas, kernels)
@@ -648,8 +649,13 @@ def retune_command(
         ("CTUNE_PTXAS", ptxas, settings.ptxas),
     )
     env = tuple((name, value) for name, option, value in given if option is not None)
+    store = ArtifactStore(settings.registry)
+    # every command line before any search runs: a malformed record stops the whole re-tune
     plans = [
-        Retune(key, search_argv(a, settings.kernels, budget, results), env) for key, a in chosen
+        Retune(
+            key, search_argv(a, settings.kernels, budget, results, where=str(store.path(key))), env
+        )
+        for key, a in chosen
     ]
     failed = []
     done: list[dict[str, object]] = []

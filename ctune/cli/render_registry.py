@@ -23,10 +23,12 @@ from ctune.ci.refresh import RefreshOutcome
 from ctune.cli.render import console, line, progress_line, report, warn_line, write_out
 from ctune.cli.render_search import verdict_word
 from ctune.cli.sanitize import one_line
+from ctune.errors import RegistryError
 from ctune.exchange.columns import extra_columns, fill_objectives, gene_columns, objective_columns
 from ctune.records import FieldChange, to_json
 from ctune.registry.controls import HeldFile
 from ctune.registry.diff import ArtifactDiff
+from ctune.registry.extensions import vendor_when_tuned
 from ctune.registry.git import CommitResult
 from ctune.registry.layout import ArtifactKey
 from ctune.registry.locks import StaleLock
@@ -216,13 +218,23 @@ def artifact(
     pinned = a.pinned_member()
     if pinned is not None:
         _line("pinned genes: " + _genes(pinned))
-    vendor = (a.extensions.get("search") or {}).get("vendor")
-    if isinstance(vendor, dict):
+    vendor = _recorded_vendor(key, a)
+    if vendor is not None:
         _line(_vendor_when_tuned(vendor))
     fp = Table("fingerprint", Column("value", overflow="fold"), box=None)
     for name, value in sorted(a.fingerprint.items()):
         fp.add_row(name, one_line(value))
     console.print(fp)
+
+
+def _recorded_vendor(key: ArtifactKey, a: Artifact) -> Mapping[str, Any] | None:
+    """The search's vendor comparison; a malformed record is one warning, not an error:
+    it is a remark beside the artifact, and the rest of the view still holds."""
+    try:
+        return vendor_when_tuned(a, str(key.artifact))
+    except RegistryError as exc:
+        warn_line(f"{exc}; the comparison with the vendor call is not shown")
+        return None
 
 
 def _vendor_when_tuned(v: Mapping[str, Any]) -> str:

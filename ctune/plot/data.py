@@ -235,16 +235,17 @@ def _member_point(number: int, m: Any, baseline: bool) -> Point:
 
 def load_artifact(path: Path) -> Source:
     from ctune.errors import RegistryError
+    from ctune.registry.extensions import recorded_objectives
     from ctune.registry.store import read_result
 
     try:
         a = read_result(path)
+        # the figure's title states the constraints: a malformed record is refused, not dropped
+        constraints = recorded_objectives(a, str(path))[1]
     except RegistryError as exc:
         raise UserError(str(exc)) from None
     front = tuple(_member_point(i, m, False) for i, m in enumerate(a.front))
     baseline = _member_point(len(front), a.baseline, True)
-    spec = a.extensions.get("objective_spec") if isinstance(a.extensions, dict) else None
-    constraints = tuple(spec.get("constraints") or ()) if isinstance(spec, dict) else ()
     return Source(
         kind="artifact",
         path=Path(path),
@@ -257,7 +258,7 @@ def load_artifact(path: Path) -> Source:
         front=front,
         pinned=a.pinned,
         defaults=a.baseline.candidate.as_dict(),
-        constraints=tuple(str(c) for c in constraints),
+        constraints=constraints,
         star=a.pinned,
     )
 

@@ -101,7 +101,8 @@ class Artifact:
     baseline: FrontMember
     pinned: str | None = None  # key of the pinned member (front or baseline)
     provenance: dict[str, Any] = field(default_factory=dict)
-    extensions: dict[str, Any] = field(default_factory=dict)  # free-form, unchecked
+    # free-form, unchecked here; what ctune reads back is checked in registry/extensions.py
+    extensions: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
     # how the numbers were taken: {"plan": SamplingPlan fields, "timing": "events", "note"?}
     protocol: dict[str, Any] = field(default_factory=dict)

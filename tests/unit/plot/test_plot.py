@@ -114,6 +114,22 @@ def test_unreadable_sources_are_user_errors(tmp_path: Path, content: bytes, need
         data.load(path)
 
 
+def test_a_malformed_recorded_constraint_list_is_named_not_drawn(tmp_path: Path) -> None:
+    """A string where the constraints' list belongs was drawn as one constraint a letter."""
+    from ctune.errors import UserError
+    from ctune.records import canonical_json, sha256_hex
+
+    raw = json.loads(PARETO.read_text())
+    raw["extensions"]["objective_spec"]["constraints"] = "power<=650W"
+    raw["digest"] = sha256_hex(canonical_json({k: v for k, v in raw.items() if k != "digest"}))
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(raw))
+    with pytest.raises(UserError) as caught:
+        data.load(path)
+    said = f"{path}: extensions.objective_spec.constraints: expected a list of strings"
+    assert str(caught.value) == said
+
+
 # --- figures ------------------------------------------------------------------------------
 
 

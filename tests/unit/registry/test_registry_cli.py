@@ -73,6 +73,23 @@ def test_list_show_and_quarantine(cli: Run, registry: Path) -> None:
     assert out.encode() == encode(make_artifact())
 
 
+def test_show_warns_of_a_malformed_vendor_record_and_shows_the_rest(
+    cli: Run, registry: Path
+) -> None:
+    """``extensions.search`` as a string ended `registry show` in an internal error."""
+    path = publish_artifact(registry, make_artifact()).path
+    for search in ("x", {"vendor": [1]}):
+        edit_file(path, lambda d, s=search: d["extensions"].update(search=s))
+        code, out, err = cli("registry", "show", KEY, "--registry", str(registry))
+        assert code == 0 and "pinned genes: " in out and "when tuned" not in out
+        field = "search" if search == "x" else "search.vendor"
+        lines = err.splitlines()
+        assert len(lines) == 1 and lines[0] == (
+            f"warning: {KEY}: extensions.{field}: expected an object; "
+            "the comparison with the vendor call is not shown"
+        )
+
+
 def test_list_takes_kernels_and_patterns(cli: Run, registry: Path) -> None:
     publish_artifact(registry, make_artifact())
     publish_artifact(registry, make_artifact(problem="other", pinned=False))

@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from registry_support import DEVICE, Run, make_artifact, one_line_error
+from registry_support import DEVICE, Run, edit_file, make_artifact, one_line_error
 
 from ctune.ci.retune import Retune, search_argv
 from ctune.config import Settings
+from ctune.errors import RegistryError
 from ctune.registry.service import publish_artifact
 
 ROOT = Path(__file__).parents[3]
@@ -63,6 +64,47 @@ def test_the_recorded_plan_comes_back_with_options_time_patience_and_filling() -
         "--option", "cx_prob=0.8", "--option", "population_size=16",
         "--time", "1800", "--patience", "4", "--no-fill",
     )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("extensions", "said"),
+    [
+        ({"objective_spec": [1]}, "objective_spec: expected an object"),
+        # a string was taken one letter an objective: --objective p --objective 9 ...
+        ({"objective_spec": {"objectives": "p99"}}, "objective_spec.objectives: expected a list"),
+        ({"objective_spec": {"constraints": [1]}}, "objective_spec.constraints[0]: expected a"),
+        ({"search": "x"}, "search: expected an object"),
+        ({"search": {"plan": []}}, "search.plan: expected an object"),
+        ({"search": {"plan": {"options": [1]}}}, "search.plan.options: expected an object"),
+        ({"search": {"plan": {"options": {"a": [1]}}}}, "search.plan.options.a: expected a"),
+        ({"search": {"plan": {"options": {"a=b": 1}}}}, "search.plan.options key 'a=b'"),
+        ({"search": {"plan": {"time_s": "abc"}}}, "search.plan.time_s: expected a number"),
+        ({"search": {"plan": {"patience": 2.5}}}, "search.plan.patience: expected a whole"),
+        ({"search": {"plan": {"fill": "no"}}}, "search.plan.fill: expected true or false"),
+    ],
+)
+def test_a_malformed_record_of_the_search_is_named_not_guessed(
+    extensions: dict[str, Any], said: str
+) -> None:
+    """Each once ended a re-tune with an internal error (exit 70) or a wrong command line."""
+    artifact = dataclasses.replace(make_artifact(), extensions=extensions)
+    with pytest.raises(RegistryError) as caught:
+        search_argv(artifact, Path("kernels"), where="f.json")
+    assert str(caught.value).startswith(f"f.json: extensions.{said}"), caught.value
+
+
+def test_a_malformed_record_stops_the_retune_before_any_search(
+    cli: Run, registry: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctune.cli import search
+
+    path = publish_artifact(registry, _recorded()).path
+    edit_file(path, lambda d: d["extensions"].update(search="x"))
+    monkeypatch.setattr(search, "load_kernel", lambda *a: pytest.fail("a search ran"))
+    key = f"gemm/sq4096/{DEVICE}"
+    code, out, err = cli("registry", "retune", key, "--run", "--registry", str(registry))
+    assert code == 2 and out == ""
+    one_line_error(err, f"{path}: extensions.search: expected an object")
 
 
 def test_stale_artifacts_are_chosen_and_keys_override(cli: Run, registry: Path) -> None:
