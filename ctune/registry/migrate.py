@@ -3,6 +3,8 @@
 ``ctune registry migrate`` reads each older file strictly, applies the steps up to
 :data:`SCHEMA_VERSION`, validates the result exactly as a read would and writes it in a
 *new* commit (as asv's ``asv update``; rule G11). Each step is tested on a golden file.
+A file whose fields are not in its schema's shape is a RegistryError naming the field: the
+command reports it as not migrated and migrates the rest.
 What each older schema lacked: docs/registry.md, "Schema versions".
 """
 
@@ -26,6 +28,28 @@ _V0_FINGERPRINT_NAMES = {
 }
 _V0_UNITS = {"p50": "ms", "p95": "ms", "p99": "ms", "mean": "ms", "energy": "J", "power": "W"}
 _V0_MEMBER_KEYS = {"genes", "values", "summary", "samples_ms", "flags", "defines", "launch"}
+
+
+def _object(data: dict[str, Any], name: str, where: str, at: str = "") -> dict[str, Any]:
+    """``data[name]`` where an older schema held an object (absent or null: empty); a file
+    edited into another shape cannot be migrated, and says which field (``at``: the path
+    to ``data``)."""
+    value = data.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise RegistryError(f"{where}: {at}{name}: expected an object")
+    return value
+
+
+def _list(data: dict[str, Any], name: str, where: str, at: str = "") -> list[Any]:
+    """``data[name]`` where an older schema held a list (absent or null: empty)."""
+    value = data.get(name)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise RegistryError(f"{where}: {at}{name}: expected a list")
+    return value
 
 
 def _v0_member(m: Any, kernel: str, where: str) -> dict[str, Any]:
@@ -53,7 +77,7 @@ def v0_to_v1(data: dict[str, Any], where: str) -> dict[str, Any]:
     if not isinstance(kernel, str):
         raise RegistryError(f"{where}: no kernel name")
     fingerprint = {}
-    for name, value in (data.get("fingerprint") or {}).items():
+    for name, value in _object(data, "fingerprint", where).items():
         if not isinstance(value, str):
             raise RegistryError(
                 f"{where}: fingerprint {name} was recorded as a {type(value).__name__} "
@@ -61,12 +85,13 @@ def v0_to_v1(data: dict[str, Any], where: str) -> dict[str, Any]:
             )
         fingerprint[_V0_FINGERPRINT_NAMES.get(name, name)] = value
     objectives = []
-    for name in data.get("objectives") or []:
-        if name not in _V0_UNITS:
-            raise RegistryError(f"{where}: v0 objective {name!r} has no known unit")
+    for name in _list(data, "objectives", where):
+        if not isinstance(name, str) or name not in _V0_UNITS:
+            raise RegistryError(f"{where}: v0 objective {str(name)[:40]!r} has no known unit")
         objectives.append({"name": name, "direction": "min", "unit": _V0_UNITS[name]})
     front = [
-        _v0_member(m, kernel, f"{where}: front[{i}]") for i, m in enumerate(data.get("front") or [])
+        _v0_member(m, kernel, f"{where}: front[{i}]")
+        for i, m in enumerate(_list(data, "front", where))
     ]
     pinned = data.get("pinned")
     if pinned is not None and not (isinstance(pinned, int) and 0 <= pinned < len(front)):
@@ -112,13 +137,17 @@ _V2_QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
 _V2_ENERGY_TERMS = ("energy", "power", "edp", "perf_per_watt")
 
 
-def _v2_plan(data: dict[str, Any]) -> dict[str, Any]:
-    """The plan a v2 search resolved: its objectives' tail quantile and energy, else defaults."""
-    ext = data.get("extensions") or {}
-    spec = ext.get("objective_spec") or {}
-    texts = [str(t) for t in (spec.get("objectives") or []) + (spec.get("constraints") or [])]
-    texts += [str(o.get("name", "")) for o in data.get("objectives") or [] if isinstance(o, dict)]
-    plan = dict(_V2_PLAN, l2_policy=(data.get("fingerprint") or {}).get("l2_policy", "cold"))
+def _v2_plan(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """The plan a v2 search resolved: its objectives' tail quantile and energy, else defaults.
+    A record of them in another shape is an error: the plan cannot be told from it."""
+    spec = _object(_object(data, "extensions", where), "objective_spec", where, "extensions.")
+    at = "extensions.objective_spec."
+    texts = [str(t) for name in ("objectives", "constraints") for t in _list(spec, name, where, at)]
+    texts += [
+        str(o.get("name", "")) for o in _list(data, "objectives", where) if isinstance(o, dict)
+    ]
+    l2_policy = _object(data, "fingerprint", where).get("l2_policy", "cold")
+    plan = dict(_V2_PLAN, l2_policy=l2_policy)
     for text in texts:
         for term, q in _V2_QUANTILES.items():
             if term in text:
@@ -138,14 +167,14 @@ def v2_to_v3(data: dict[str, Any], where: str) -> dict[str, Any]:
     not known file by file: ``ctune check`` verifies the binaries (SASS) instead, and
     ``refresh`` records it.
     """
-    fingerprint = dict(data.get("fingerprint") or {})
+    fingerprint = dict(_object(data, "fingerprint", where))
     legacy = fingerprint.pop("spec_sha256", None)
     fingerprint["protocol_version"] = "1"
     inputs: dict[str, Any] = {}
     if isinstance(legacy, str):
         inputs["legacy_spec_sha256"] = legacy
     protocol = {
-        "plan": _v2_plan(data),
+        "plan": _v2_plan(data, where),
         "timing": "events",
         "note": "migrated from schema 2: the plan is ctune 0.1.0's defaults for its objectives",
     }

@@ -6,13 +6,14 @@ tests/unit/registry/test_registry_export_migrate.py`` and review the diff.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 from pathlib import Path
 
 import pytest
-from registry_support import git, make_artifact
+from registry_support import Run, edit_file, git, make_artifact, one_line_error
 
 from ctune.errors import RegistryError, UserError
 from ctune.records import Candidate, canonical_json, sha256_hex
@@ -148,6 +149,81 @@ def test_migration_refuses_lost_versions() -> None:
         upgrade(raw, "v0")
     with pytest.raises(RegistryError, match="cannot migrate"):
         upgrade({"schema_version": 99}, "x")
+
+
+@pytest.mark.parametrize(
+    ("name", "field", "value", "said"),
+    [
+        ("v2-from-v1-gemm-sq4096.json", "extensions", [1], "extensions: expected an object"),
+        ("v2-from-v1-gemm-sq4096.json", "fingerprint", [1], "fingerprint: expected an object"),
+        ("v2-from-v1-gemm-sq4096.json", "objectives", 5, "objectives: expected a list"),
+        (
+            "v2-from-v1-gemm-sq4096.json",
+            "extensions",
+            {"objective_spec": {"objectives": "p99"}},
+            "extensions.objective_spec.objectives: expected a list",
+        ),
+        ("v1-gemm-sq4096.json", "extensions", {"objective_spec": [1]}, "extensions.objective_"),
+        ("v0-gemm-sq4096.json", "fingerprint", [1], "fingerprint: expected an object"),
+        ("v0-gemm-sq4096.json", "objectives", [{"a": 1}], "v0 objective \"{'a': 1}\" has no"),
+        ("v0-gemm-sq4096.json", "front", 5, "front: expected a list"),
+    ],
+)
+def test_a_file_in_another_shape_is_named_not_an_internal_error(
+    name: str, field: str, value: object, said: str
+) -> None:
+    """Each once ended `registry migrate` (all of it) and `registry diff` in exit 70."""
+    raw = json.loads((DATA / name).read_text())
+    raw[field] = value
+    with pytest.raises(RegistryError) as caught:
+        upgrade(raw, "f.json")
+    assert str(caught.value).startswith(f"f.json: {said}"), caught.value
+
+
+@pytest.mark.parametrize(
+    "name", ["v0-gemm-sq4096.json", "v1-gemm-sq4096.json", "v2-from-v1-gemm-sq4096.json"]
+)
+def test_every_field_in_a_wrong_shape_is_a_registry_error(name: str) -> None:
+    """Fuzz: each top-level field (and the objective spec a v2 plan is told from) as a
+    value of each other JSON type either migrates or is one RegistryError, nothing else."""
+    base = json.loads((DATA / name).read_text())
+    fields = [(f,) for f in base if f not in ("schema_version", "digest")]
+    fields += [("extensions", "objective_spec"), ("extensions", "objective_spec", "objectives")]
+    for path in fields:
+        for odd in ([1], "x", 5, {"a": 1}, None, True, [{"a": 1}]):
+            raw = json.loads((DATA / name).read_text())
+            node = raw
+            for step in path[:-1]:
+                node = node.setdefault(step, {})
+            node[path[-1]] = odd
+            with contextlib.suppress(RegistryError, UserError):
+                schema.from_json(upgrade(raw, "f.json"), "f.json")
+
+
+def test_a_file_that_cannot_be_migrated_leaves_the_others_migrating(
+    cli: Run, repo: Path, registry: Path
+) -> None:
+    bad = registry / "gemm" / "sq4096" / "sm90-nvidia-h100-80gb-hbm3.json"
+    good = registry / "gemm" / "sq2048" / "sm90-nvidia-h100-80gb-hbm3.json"
+    for path in (bad, good):
+        path.parent.mkdir(parents=True)
+        shutil.copy(DATA / "v2-from-v1-gemm-sq4096.json", path)
+    edit_file(bad, lambda d: d.update(extensions=[1]))
+    edit_file(good, lambda d: d.update(problem="sq2048"))
+    git(repo, "add", "registry")
+    git(repo, "commit", "-q", "-m", "two artifacts of schema 2")
+    said = f"{bad}: extensions: expected an object"
+    for dry, verb in ((["--dry-run"], "would migrate"), ([], "migrated")):
+        code, out, err = cli("registry", "migrate", *dry, "--registry", str(registry))
+        assert code == 2 and f"{verb} {good}\n" in out and str(bad) not in out, out
+        lines = err.splitlines()
+        assert lines == [f"warning: quarantined {said}", "error: 1 file(s) could not be migrated"]
+    assert ArtifactStore(registry).read(parse_key("gemm/sq2048/sm90-nvidia-h100-80gb-hbm3"))
+    # history keeps the file: reading it there is one line too
+    key = "gemm/sq4096/sm90-nvidia-h100-80gb-hbm3"
+    code, _, err = cli("registry", "diff", f"HEAD:{key}", key, "--registry", str(registry))
+    assert code == 2
+    one_line_error(err, f"HEAD:registry/{key}.json: extensions: expected an object")
 
 
 def test_migrate_command_commits_once(repo: Path, registry: Path) -> None:
