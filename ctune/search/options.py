@@ -22,10 +22,13 @@ WARM_START_SHARE = 0.25
 
 
 def share_of_budget(value: float, option: str) -> float:
-    """``value`` as a share of the budget, in (0, 1]; else a UserError naming ``option``."""
-    if not 0 < value <= 1:
+    """``value`` as a share of the budget, a number in (0, 1]; else a UserError naming
+    ``option`` (NaN and a string are refused too)."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or not 0 < value <= 1:
+        shown = f"{value:g}" if number else repr(value)
         raise UserError(
-            f"{option} {value:g}: give a share of the budget in (0, 1], e.g. 1 to measure "
+            f"{option} {shown}: give a share of the budget in (0, 1], e.g. 1 to measure "
             "every configuration given"
         )
     return value

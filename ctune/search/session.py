@@ -14,6 +14,7 @@ it closes. The driver executes it (``driver.run_search``).
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -151,15 +152,41 @@ def require_capabilities(
 # --- the request -------------------------------------------------------------------------
 
 
-def _check_options(opts: SearchOptions) -> None:
-    """Refuse an option out of range before anything is probed, compiled or written."""
+def _is_whole(value: object) -> bool:
+    """An int and not a bool: ``True`` is no budget, and 6.5 evaluations are none."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_options(opts: SearchOptions) -> None:
+    """Refuse an option of the wrong type or out of range before anything is probed,
+    compiled or written: the one home of these rules for ``ctune search`` and ``ctune.tune``
+    alike (a NaN or infinite ``--time`` passed every comparison and broke the journal)."""
     for name, value in (("budget", opts.budget), ("patience", opts.patience)):
+        if value is not None and not _is_whole(value):
+            raise UserError(f"--{name} must be a whole number, got {value!r}")
         if value is not None and value < 1:
             raise UserError(f"--{name} must be at least 1, got {value}")
-    if opts.time_s is not None and opts.time_s <= 0:
-        raise UserError(f"--time must be positive, got {opts.time_s:g} s")
-    if opts.confirm_processes < 0:
-        raise UserError("--confirm-processes must be 0 or more")
+    time_s = opts.time_s
+    if time_s is not None:
+        if not isinstance(time_s, (int, float)) or isinstance(time_s, bool):
+            raise UserError(f"--time must be a number of seconds, got {time_s!r}")
+        if not math.isfinite(time_s) or time_s <= 0:
+            raise UserError(f"--time must be positive and finite, got {time_s:g} s")
+    if opts.seed is not None and not _is_whole(opts.seed):
+        raise UserError(f"--seed must be a whole number, got {opts.seed!r}")
+    if not _is_whole(opts.confirm_processes) or opts.confirm_processes < 0:
+        raise UserError(
+            f"--confirm-processes must be a whole number, 0 or more, got {opts.confirm_processes!r}"
+        )
+    if opts.strategy is not None and not isinstance(opts.strategy, str):
+        raise UserError(f"--strategy must be a strategy's name, got {opts.strategy!r}")
+    if not isinstance(opts.strategy_options, Mapping) or not all(
+        isinstance(k, str) for k in opts.strategy_options
+    ):
+        raise UserError(
+            f"strategy_options (--option) must be a dict {{name: value}}, "
+            f"got {opts.strategy_options!r}"
+        )
     if opts.fill is not None and not isinstance(opts.fill, bool):
         raise UserError(f"fill must be true or false, got {opts.fill!r}")
     if opts.cost_model is not None and not isinstance(opts.cost_model, bool):
@@ -184,7 +211,7 @@ def check_request(
     ``identity=False`` leaves out whether the journal is this search's, and its records:
     before device genes are opened (their values come from the GPU) the space is not the
     search's yet, and the rest of the request is checked before the GPU is asked for them."""
-    _check_options(opts)
+    check_options(opts)
     problem = spec.problem(opts.problem)
     n_objectives = len(objective.objectives)
     if opts.resume is None:
@@ -333,6 +360,7 @@ class SearchSession:
 __all__ = [
     "SearchSession",
     "check_needs",
+    "check_options",
     "check_request",
     "compiler_for",
     "default_compiler",

@@ -127,6 +127,18 @@ def test_a_missing_capability_fails_before_anything_is_compiled(
         ({"strategy_options": {"foo": "1"}}, "unknown option 'foo' for staged"),
         ({"strategy": "ga", "strategy_options": {"population_size": "1"}}, "must be an integer"),
         ({"problem": "nope"}, "no problem 'nope'"),
+        ({"time_s": float("nan")}, "--time must be positive and finite, got nan s"),
+        ({"time_s": float("inf")}, "--time must be positive and finite, got inf s"),
+        ({"time_s": -1.0}, "--time must be positive and finite, got -1 s"),
+        ({"time_s": "10"}, "--time must be a number of seconds, got '10'"),
+        ({"budget": 6.5}, "--budget must be a whole number, got 6.5"),
+        ({"budget": "10"}, "--budget must be a whole number, got '10'"),
+        ({"budget": True}, "--budget must be a whole number, got True"),
+        ({"budget": 0}, "--budget must be at least 1, got 0"),
+        ({"seed": "x"}, "--seed must be a whole number, got 'x'"),
+        ({"confirm_processes": "5"}, "--confirm-processes must be a whole number, 0 or more"),
+        ({"strategy": 3}, "--strategy must be a strategy's name, got 3"),
+        ({"strategy_options": [1]}, "strategy_options (--option) must be a dict {name: value}"),
     ],
 )
 def test_a_typo_is_found_on_a_machine_without_a_gpu(
@@ -140,7 +152,7 @@ def test_a_typo_is_found_on_a_machine_without_a_gpu(
             settings,
             spec,
             parse_objective_spec(["p99"], [], spec.metrics),
-            SearchOptions(budget=5, **options),
+            SearchOptions(**{"budget": 5, **options}),
             compiler=compiler,
             capabilities=set(),
         )
