@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ctune.api_args import block_size_names as checked_block_names
+from ctune.api_args import string_list
 from ctune.errors import UserError
 from ctune.records import canonical_json, sha256_hex
 
@@ -106,6 +108,8 @@ def tune(
     """
     from ctune.config import resolve
 
+    objectives = string_list(objective, "objective")
+    constraint_list = string_list(constraints, "constraints", optional=True)
     overrides = {"arch": arch} if arch else {}
     settings = resolve(overrides)
     spec_path, made = _write_spec(
@@ -132,8 +136,8 @@ def tune(
         return _tune_spec(
             settings,
             spec_path,
-            objective=objective,
-            constraints=constraints,
+            objectives=objectives,
+            constraints=constraint_list,
             strategy=strategy,
             strategy_options=strategy_options,
             budget=budget,
@@ -155,8 +159,8 @@ def _tune_spec(
     settings: Settings,
     spec_path: Path,
     *,
-    objective: str | Sequence[str],
-    constraints: Sequence[str],
+    objectives: list[str],
+    constraints: list[str],
     strategy: str | None,
     strategy_options: Mapping[str, Any] | None,
     budget: int | None,
@@ -193,8 +197,7 @@ def _tune_spec(
         from ctune.exchange.t4 import read_t4
 
         seeds = tuple(read_t4(Path(warm_start)))
-    objectives = [objective] if isinstance(objective, str) else list(objective)
-    objective_spec = parse_objective_spec(objectives, list(constraints), spec.metrics)
+    objective_spec = parse_objective_spec(objectives, constraints, spec.metrics)
     options = SearchOptions(
         strategy=strategy,
         strategy_options=dict(strategy_options or {}),
@@ -354,20 +357,19 @@ def _write_spec(
         raise UserError("reference: give reference= (a function of the inputs) or answer=")
     source_text, origin = _source(kernel_source)
     sizes = _problem_size(problem_size)
-    names = list(block_size_names or BLOCK_SIZE_NAMES)
-    if len(names) > 3:
-        raise UserError(f"block_size_names: at most 3 names, got {names}")
-    names += list(BLOCK_SIZE_NAMES[len(names) :])
+    names = checked_block_names(block_size_names, BLOCK_SIZE_NAMES)
+    grid_div = [
+        None if given is None else string_list(given, f"grid_div_{axis}")
+        for given, axis in zip((grid_div_x, grid_div_y, grid_div_z), AXES, strict=True)
+    ]
+    flag_list = string_list(flags, "flags", optional=True)
     genes = {name: _gene(name, values, names) for name, values in tune_params.items()}
     extra = [f"-D{n}={d}" for n, d in zip(names, BLOCK_DEFAULTS, strict=True) if n not in genes]
     block = [n if n in genes else str(d) for n, d in zip(names, BLOCK_DEFAULTS, strict=True)]
     grid = []
-    grid_div = (grid_div_x, grid_div_y, grid_div_z)
     for axis in range(len(sizes)):
         given = grid_div[axis]
-        divisors = list(given) if given is not None else [names[axis]]
-        if any(not isinstance(d, str) for d in divisors):
-            raise UserError(f"grid_div_{AXES[axis]}: parameter names or expression strings")
+        divisors = given if given is not None else [names[axis]]
         if names[axis] not in genes and divisors == [names[axis]]:
             divisors = [str(BLOCK_DEFAULTS[axis])]  # an untuned block size is its default
         step = " * ".join(d if d.isidentifier() else f"({d})" for d in divisors or ["1"])
@@ -383,8 +385,8 @@ def _write_spec(
         spec["include_dirs"] = [str(origin)]  # the kernel's own #include "..." still resolve
     if extra:
         spec["extra_flags"] = extra  # Kernel Tuner defines every block size name
-    if flags:
-        spec["flags"] = list(flags)
+    if flag_list:
+        spec["flags"] = flag_list
     if genes:
         spec["genes"] = genes
     if callable(restrictions) or isinstance(restrictions, str):

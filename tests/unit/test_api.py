@@ -141,6 +141,18 @@ def test_a_kernel_file_keeps_its_includes(tmp_path: Path) -> None:
         ({"reference": None}, "give reference= (a function of the inputs) or answer="),
         ({"kernel_source": "no kernel here"}, "give a .cu file path or the kernel's source"),
         ({"kernel_source": "missing.cu"}, "kernel file missing.cu: no such file"),
+        ({"grid_div_x": [2]}, "grid_div_x: expected a string or a list of strings, got [2]"),
+        ({"flags": 5}, "flags: expected a string or a list of strings, got 5"),
+        ({"block_size_names": ["a", "b", "c", "d"]}, "block_size_names: 1 to 3 C identifiers"),
+        ({"block_size_names": "1x"}, "block_size_names: 1 to 3 C identifiers"),
+        (
+            {"block_size_names": ["block_size_x", "block_size_x"]},
+            "block_size_names: block_size_x, block_size_x, block_size_z names an axis twice",
+        ),
+        (
+            {"block_size_names": ["block_size_y"]},
+            "block_size_names: block_size_y, block_size_y, block_size_z names an axis twice",
+        ),
     ],
 )
 def test_bad_input_is_one_line(tmp_path: Path, change: dict, message: str) -> None:
@@ -157,6 +169,53 @@ def test_bad_input_is_one_line(tmp_path: Path, change: dict, message: str) -> No
     with pytest.raises(UserError) as err:
         ctune.write_spec(**call)
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_bare_string_is_one_item_where_a_list_is_expected(tmp_path: Path) -> None:
+    """Kernel Tuner takes grid_div_x="block_size_x"; list("bx") would be its characters."""
+    path = ctune.write_spec(
+        "vector_add", KERNEL, N, _arguments(), {"bx": [64, 128], "tile": [1, 2]},
+        reference=vector_add, workdir=tmp_path / "w", block_size_names="bx",
+        grid_div_x="bx", flags="ptxas_opt",
+    )  # fmt: skip
+    spec = load_spec(path)
+    assert [e.source for e in spec.launch.block] == ["bx", "1", "1"]
+    assert spec.launch.grid[0].source == "ceil_div(problem_size_x, bx)"
+    assert spec.extra_flags == ("-Dblock_size_y=1", "-Dblock_size_z=1")
+    assert spec.space.gene("bx").family == "launch" and spec.space.gene("ptxas_opt")
+    names = np.array(["block_size_x", "tile"])  # a numpy array of strings, item by item
+    tiled = ctune.write_spec(
+        "vector_add", KERNEL, N, _arguments(), {"block_size_x": [64], "tile": [1, 2]},
+        reference=vector_add, workdir=tmp_path / "v", grid_div_x=names,
+    )  # fmt: skip
+    assert load_spec(tiled).launch.grid[0].source == "ceil_div(problem_size_x, block_size_x * tile)"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        # parsed whole (a list of its characters said "--constraint 'p': expected TERM OP")
+        ({"constraints": "power<=400V"}, "unit 'V' does not fit power"),
+        ({"constraints": 5}, "constraints: expected a string or a list of strings, got 5"),
+        ({"objective": None}, "objective: expected a string or a list of strings, got None"),
+    ],
+)
+def test_objective_and_constraints_take_a_string_or_a_list(
+    tmp_path: Path, change: dict, message: str
+) -> None:
+    path = ctune.write_spec(
+        "vector_add", KERNEL, N, _arguments(), {"block_size_x": [64, 128]},
+        reference=vector_add, workdir=tmp_path / "w",
+    )  # fmt: skip
+    compiler = StandInCompiler(load_spec(path))
+    with pytest.raises(UserError) as err:
+        ctune.tune(
+            "vector_add", KERNEL, N, _arguments(), {"block_size_x": [64, 128]},
+            reference=vector_add, workdir=tmp_path / "w", compiler=compiler,
+            measurer=StandInMeasurer(), **change,
+        )  # fmt: skip
+    assert message in str(err.value) and "\n" not in str(err.value)
+    assert compiler.calls == 0
 
 
 def test_tune_returns_results_the_front_and_the_best(tmp_path: Path, monkeypatch) -> None:

@@ -38,7 +38,9 @@ LAYERS: dict[str, int] = {
     **dict.fromkeys(("search", "scale", "spec.draft", "exchange"), 4),
     **dict.fromkeys(("registry", "plot", "sets"), 5),
     "ci": 6,
-    **dict.fromkeys(("cli", "api", "api_keywords", "doctor", "testing", "__init__", "__main__"), 7),
+    **dict.fromkeys(
+        ("cli", "api", "api_args", "api_keywords", "doctor", "testing", "__init__", "__main__"), 7
+    ),
 }
 
 #: upward imports kept: (importer, imported module, why). Annotation-only imports name a
