@@ -10,8 +10,10 @@ what differs from Kernel Tuner and why: docs/python-api.md.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
+import os
 import re
 import shutil
 import textwrap
@@ -20,14 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ctune.api_args import block_size_names as checked_block_names
-from ctune.api_args import string_list
+from ctune import api_args
+from ctune.api_args import plain, shown, string_list
 from ctune.errors import UserError
 from ctune.records import canonical_json, sha256_hex
 
 if TYPE_CHECKING:
     from ctune.config import Settings
     from ctune.registry.schema import Artifact
+    from ctune.search.options import SearchOptions
     from ctune.search.result import SearchResult
 
 #: Kernel Tuner's names for the thread block's dimensions, and its defaults for them
@@ -110,6 +113,16 @@ def tune(
 
     objectives = string_list(objective, "objective")
     constraint_list = string_list(constraints, "constraints", optional=True)
+    options = _search_options(
+        strategy=strategy,
+        strategy_options=strategy_options,
+        budget=budget,
+        time_s=time_s,
+        seed=seed,
+        confirm_processes=confirm_processes,
+        warm_start=warm_start,
+        warm_start_share=warm_start_share,
+    )
     overrides = {"arch": arch} if arch else {}
     settings = resolve(overrides)
     spec_path, made = _write_spec(
@@ -138,14 +151,7 @@ def tune(
             spec_path,
             objectives=objectives,
             constraints=constraint_list,
-            strategy=strategy,
-            strategy_options=strategy_options,
-            budget=budget,
-            time_s=time_s,
-            seed=seed,
-            confirm_processes=confirm_processes,
-            warm_start=warm_start,
-            warm_start_share=warm_start_share,
+            options=options,
             compiler=compiler,
             measurer=measurer,
         )
@@ -161,22 +167,14 @@ def _tune_spec(
     *,
     objectives: list[str],
     constraints: list[str],
-    strategy: str | None,
-    strategy_options: Mapping[str, Any] | None,
-    budget: int | None,
-    time_s: float | None,
-    seed: int | None,
-    confirm_processes: int,
-    warm_start: str | Path | None,
-    warm_start_share: float | None,
+    options: SearchOptions,
     compiler: Any,
     measurer: Any,
 ) -> TuneResult:
-    """:func:`tune` on the spec it wrote."""
+    """:func:`tune` on the spec it wrote, with its checked options."""
     from ctune.objective import parse_objective_spec
     from ctune.registry.assemble import ResultPublisher
-    from ctune.search.driver import SearchOptions, run_session
-    from ctune.search.options import WARM_START_SHARE, share_of_budget
+    from ctune.search.driver import run_session
     from ctune.search.session import SearchSession
     from ctune.spec import load_spec
 
@@ -192,25 +190,12 @@ def _tune_spec(
         from ctune.compile.toolchain import target_arch
 
         target_arch(settings.arch, spec, toolchain)
-    seeds: tuple[dict[str, Any], ...] = ()
-    if warm_start is not None:
+    if options.warm_start_source:
         from ctune.exchange.t4 import read_t4
 
-        seeds = tuple(read_t4(Path(warm_start)))
+        seeds = tuple(read_t4(Path(options.warm_start_source)))
+        options = dataclasses.replace(options, warm_start=seeds)
     objective_spec = parse_objective_spec(objectives, constraints, spec.metrics)
-    options = SearchOptions(
-        strategy=strategy,
-        strategy_options=dict(strategy_options or {}),
-        budget=budget,
-        time_s=time_s,
-        seed=seed,
-        confirm_processes=confirm_processes,
-        warm_start=seeds,
-        warm_start_source=str(warm_start or ""),
-        warm_start_share=WARM_START_SHARE
-        if warm_start_share is None
-        else share_of_budget(warm_start_share, "warm_start_share"),
-    )
     session = SearchSession(
         settings,
         spec,
@@ -225,6 +210,45 @@ def _tune_spec(
     )
     result = run_session(session)
     return _tune_result(result, spec_path, [o["name"] for o in result.objectives])
+
+
+def _search_options(
+    *,
+    strategy: Any,
+    strategy_options: Any,
+    budget: Any,
+    time_s: Any,
+    seed: Any,
+    confirm_processes: Any,
+    warm_start: Any,
+    warm_start_share: Any,
+) -> SearchOptions:
+    """:func:`tune`'s search arguments as ``ctune search``'s options, numpy scalars as the
+    Python values they hold, checked by the search's own rules (``check_options``) before
+    anything is written: a bad budget is one line, not a spec folder and then an error."""
+    from ctune.search.options import WARM_START_SHARE, SearchOptions, share_of_budget
+    from ctune.search.session import check_options
+
+    if warm_start is not None and not isinstance(warm_start, (str, os.PathLike)):
+        raise UserError(f"warm_start: a T4 results file's path, got {shown(warm_start)}")
+    given = {} if strategy_options is None else strategy_options
+    if isinstance(given, Mapping):
+        given = {key: plain(value) for key, value in given.items()}
+    share = plain(warm_start_share)
+    options = SearchOptions(
+        strategy=strategy,
+        strategy_options=given,
+        budget=plain(budget),
+        time_s=plain(time_s),
+        seed=plain(seed),
+        confirm_processes=plain(confirm_processes),
+        warm_start_source=str(warm_start or ""),
+        warm_start_share=WARM_START_SHARE
+        if share is None
+        else share_of_budget(share, "warm_start_share"),
+    )
+    check_options(options)
+    return options
 
 
 def _tune_result(result: SearchResult, spec_path: Path, names: list[str]) -> TuneResult:
@@ -352,18 +376,24 @@ def _write_spec(
         verify_module,
     )
 
-    verify_text, verify_name = verify_module(verify) if verify is not None else (None, "")
-    if (reference is None) == (answer is None):
-        raise UserError("reference: give reference= (a function of the inputs) or answer=")
-    source_text, origin = _source(kernel_source)
-    sizes = _problem_size(problem_size)
-    names = checked_block_names(block_size_names, BLOCK_SIZE_NAMES)
+    # Kernel Tuner's argument types, as plain values, all checked before anything is written
+    kernel_name = api_args.kernel_name(kernel_name)
+    sizes = api_args.problem_sizes(problem_size)
+    arguments = api_args.argument_list(arguments)
+    params = api_args.tune_param_lists(tune_params)
+    names = api_args.block_size_names(block_size_names, BLOCK_SIZE_NAMES)
     grid_div = [
         None if given is None else string_list(given, f"grid_div_{axis}")
         for given, axis in zip((grid_div_x, grid_div_y, grid_div_z), AXES, strict=True)
     ]
     flag_list = string_list(flags, "flags", optional=True)
-    genes = {name: _gene(name, values, names) for name, values in tune_params.items()}
+    tolerances = api_args.tolerance_pair(tolerance)
+    given_folder = api_args.workdir(workdir)
+    verify_text, verify_name = verify_module(verify) if verify is not None else (None, "")
+    if (reference is None) == (answer is None):
+        raise UserError("reference: give reference= (a function of the inputs) or answer=")
+    source_text, origin = _source(kernel_source)
+    genes = {name: _gene(name, values, names) for name, values in params.items()}
     extra = [f"-D{n}={d}" for n, d in zip(names, BLOCK_DEFAULTS, strict=True) if n not in genes]
     block = [n if n in genes else str(d) for n, d in zip(names, BLOCK_DEFAULTS, strict=True)]
     grid = []
@@ -392,7 +422,7 @@ def _write_spec(
     if callable(restrictions) or isinstance(restrictions, str):
         restrictions = [restrictions]
     if restrictions:
-        spec["restrictions"] = [restriction_text(r, tune_params) for r in restrictions]
+        spec["restrictions"] = [restriction_text(r, params) for r in restrictions]
     spec["launch"] = {"grid": grid, "block": block}
     dims = {f"problem_size_{AXES[i]}": s for i, s in enumerate(sizes)}
     spec["problems"] = [{"name": "tune", "dims": dims}]
@@ -418,9 +448,9 @@ def _write_spec(
             )  # fmt: skip
             data[f"cmem_{symbol}.npy"] = values.reshape(-1) if values.shape == () else values
     spec["args"] = args
-    if tolerance is not None:
-        rel_l2, max_abs = tolerance
-        spec["tolerance"] = {"default": {"rel_l2": float(rel_l2), "max_abs": float(max_abs)}}
+    if tolerances is not None:
+        rel_l2, max_abs = tolerances
+        spec["tolerance"] = {"default": {"rel_l2": rel_l2, "max_abs": max_abs}}
     ref_text: str | None
     if answer is not None:
         ref_file, ref_text, function = "answer.py", answer_reference(checked), "answer"
@@ -442,9 +472,14 @@ def _write_spec(
             }
         )
     )
-    folder = Path(workdir) if workdir else Path(cache_dir) / "api" / f"{name}-{digest[:12]}"
+    folder = given_folder or Path(cache_dir) / "api" / f"{name}-{digest[:12]}"
     made = not folder.exists()
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(
+            f"workdir: cannot make the folder {folder}: {exc.strerror or exc}"
+        ) from None
     from ctune.writes import write_atomic
 
     for file_name, content in arrays.items():
@@ -491,31 +526,27 @@ def _source(kernel_source: str | Path) -> tuple[str, Path | None]:
     return kernel_source, None
 
 
-def _problem_size(problem_size: int | Sequence[int]) -> list[int]:
-    sizes = [problem_size] if isinstance(problem_size, int) else list(problem_size)
-    if not 1 <= len(sizes) <= 3 or not all(
-        isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in sizes
-    ):
-        raise UserError(f"problem_size: 1 to 3 positive integers, got {problem_size!r}")
-    return sizes
+def _gene(name: str, values: list[Any], block_names: Sequence[str]) -> dict[str, Any]:
+    """A tune_params entry as a spec gene: a block size name is a launch gene."""
+    launch = name in block_names
+    out = [_gene_value(name, value, launch) for value in values]
+    return {"values": out, "default": out[0], "family": "launch" if launch else "define"}
 
 
-def _gene(name: str, values: Sequence[Any], block_names: Sequence[str]) -> dict[str, Any]:
-    if not re.match(r"^[A-Za-z_]\w*$", name):
-        raise UserError(f"tune_params: {name!r} is not a C identifier (it becomes a -D macro)")
-    if isinstance(values, (str, bytes)) or not len(values):
-        raise UserError(f"tune_params[{name!r}]: expected a non-empty list of values")
-    out = []
-    for value in values:
-        if isinstance(value, bool):
-            value = int(value)
-        elif isinstance(value, float):
-            value = repr(value)  # a -D value is text; the spec keeps numbers exact
-        elif not isinstance(value, (int, str)):
-            raise UserError(f"tune_params[{name!r}]: {value!r} is not a number or a string")
-        out.append(value)
-    family = "launch" if name in block_names else "define"
-    return {"values": out, "default": out[0], "family": family}
+def _gene_value(name: str, value: Any, launch: bool) -> int | str:
+    """One value as the spec says it: a bool as 0 or 1, a float as its text (a -D value is
+    text; the spec keeps numbers exact). A block dimension is a whole number of threads:
+    64.0 is 64 (Kernel Tuner takes int() of it), 64.5 is refused, as NaN and Inf are."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, float):
+        if not math.isfinite(value) or (launch and not value.is_integer()):
+            kind = "a whole number of threads" if launch else "a finite number"
+            raise UserError(f"tune_params[{name!r}]: {value!r} is not {kind}")
+        return int(value) if launch else repr(value)
+    if not isinstance(value, (int, str)):
+        raise UserError(f"tune_params[{name!r}]: {shown(value)} is not a number or a string")
+    return value
 
 
 def _dtype(value: Any, where: str) -> str:

@@ -8,9 +8,11 @@ and what to give instead, never a TypeError from deep inside.
 
 from __future__ import annotations
 
+import os
 import reprlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from ctune.errors import UserError
@@ -57,6 +59,92 @@ def string_list(value: Any, where: str, *, optional: bool = False) -> list[str]:
     return listed
 
 
+def kernel_name(value: Any) -> str:
+    """The kernel's name as its source says it: a string that is not blank."""
+    if not isinstance(value, str) or not value.strip():
+        raise UserError(
+            f"kernel_name: the kernel's name as its source says it (e.g. 'vector_add'), "
+            f"got {shown(value)}"
+        )
+    return value
+
+
+def problem_sizes(value: Any) -> list[int]:
+    """Kernel Tuner's ``problem_size``: an int (a numpy one too) or up to 3 of them."""
+    value = plain(value)
+    listed = [value] if isinstance(value, int) else items(value)
+    if (
+        listed is None
+        or not 1 <= len(listed) <= 3
+        or not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in listed)
+    ):
+        raise UserError(f"problem_size: 1 to 3 positive integers, got {shown(value)}")
+    return listed
+
+
+def argument_list(value: Any) -> list[Any]:
+    """``arguments``: a list or tuple, the kernel's arguments in order, kept as they are
+    (a numpy scalar's dtype is its argument's type)."""
+    if not isinstance(value, (list, tuple)):
+        raise UserError(
+            f"arguments: a list of the kernel's arguments (arrays and scalars) in its order, "
+            f"got {shown(value)}"
+        )
+    return list(value)
+
+
+def tune_param_lists(value: Any) -> dict[str, list[Any]]:
+    """Kernel Tuner's ``tune_params``: {C identifier: a non-empty list of values}, a tuple,
+    range or numpy array of them taken as a list of plain values. A single value is
+    refused, as Kernel Tuner refuses it: a search over one value is rarely what was meant."""
+    from ctune.spec.load_context import IDENT_RE
+
+    if not isinstance(value, Mapping):
+        raise UserError(
+            f"tune_params: expected a dict {{name: list of values}}, got {shown(value)}"
+        )
+    out: dict[str, list[Any]] = {}
+    for name, values in value.items():
+        if not isinstance(name, str) or not IDENT_RE.match(name):
+            raise UserError(f"tune_params: {name!r} is not a C identifier (it becomes a -D macro)")
+        listed = items(values)
+        if not listed:
+            hint = f"; write [{shown(values)}]" if isinstance(plain(values), (int, float)) else ""
+            raise UserError(
+                f"tune_params[{name!r}]: expected a non-empty list of values (the first is "
+                f"the default), got {shown(values)}{hint}"
+            )
+        out[name] = listed
+    return out
+
+
+def tolerance_pair(value: Any) -> tuple[float, float] | None:
+    """``tolerance``: None, or ``(rel_l2, max_abs)``, two numbers."""
+    if value is None:
+        return None
+    listed = items(value)
+    if (
+        listed is None
+        or len(listed) != 2
+        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in listed)
+    ):
+        raise UserError(f"tolerance: (rel_l2, max_abs), two numbers, got {shown(value)}")
+    return float(listed[0]), float(listed[1])
+
+
+def workdir(value: Any) -> Path | None:
+    """``workdir``: None (a folder under the cache) or a folder's path, made if missing;
+    an existing file there is refused before anything is written."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, (str, os.PathLike)):
+        raise UserError(f"workdir: a folder's path, got {shown(value)}")
+    folder = Path(value)
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"workdir: {folder} is a file; name a folder (it is made if missing)")
+    return folder
+
+
 def block_size_names(value: Any, defaults: Sequence[str]) -> list[str]:
     """Kernel Tuner's ``block_size_names``: up to 3 C identifiers, the thread block's x, y
     and z in order (a bare string is the x name), each one not given its default name;
@@ -77,4 +165,16 @@ def block_size_names(value: Any, defaults: Sequence[str]) -> list[str]:
     return names
 
 
-__all__ = ["block_size_names", "items", "plain", "shown", "string_list"]
+__all__ = [
+    "argument_list",
+    "block_size_names",
+    "items",
+    "kernel_name",
+    "plain",
+    "problem_sizes",
+    "shown",
+    "string_list",
+    "tolerance_pair",
+    "tune_param_lists",
+    "workdir",
+]

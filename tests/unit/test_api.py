@@ -141,6 +141,23 @@ def test_a_kernel_file_keeps_its_includes(tmp_path: Path) -> None:
         ({"reference": None}, "give reference= (a function of the inputs) or answer="),
         ({"kernel_source": "no kernel here"}, "give a .cu file path or the kernel's source"),
         ({"kernel_source": "missing.cu"}, "kernel file missing.cu: no such file"),
+        ({"kernel_name": 5}, "kernel_name: the kernel's name as its source says it"),
+        ({"arguments": None}, "arguments: a list of the kernel's arguments"),
+        ({"problem_size": (1000.0,)}, "problem_size: 1 to 3 positive integers, got (1000.0,)"),
+        ({"tune_params": [("block_size_x", [64])]}, "tune_params: expected a dict {name: list"),
+        ({"tune_params": {1: [64]}}, "tune_params: 1 is not a C identifier"),
+        (
+            {"tune_params": {"block_size_x": 64}},
+            "tune_params['block_size_x']: expected a non-empty list of values (the first is "
+            "the default), got 64; write [64]",
+        ),
+        ({"tune_params": {"block_size_x": {64, 128}}}, "expected a non-empty list of values"),
+        ({"tune_params": {"block_size_x": [64.5]}}, "64.5 is not a whole number of threads"),
+        ({"tune_params": {"tile": [float("nan")]}}, "tune_params['tile']: nan is not a finite"),
+        ({"tune_params": {"tile": [1, None]}}, "tune_params['tile']: None is not a number"),
+        ({"tolerance": (1e-3,)}, "tolerance: (rel_l2, max_abs), two numbers, got (0.001,)"),
+        ({"tolerance": "tight"}, "tolerance: (rel_l2, max_abs), two numbers, got 'tight'"),
+        ({"workdir": 5}, "workdir: a folder's path, got 5"),
         ({"grid_div_x": [2]}, "grid_div_x: expected a string or a list of strings, got [2]"),
         ({"flags": 5}, "flags: expected a string or a list of strings, got 5"),
         ({"block_size_names": ["a", "b", "c", "d"]}, "block_size_names: 1 to 3 C identifiers"),
@@ -218,6 +235,75 @@ def test_objective_and_constraints_take_a_string_or_a_list(
     assert compiler.calls == 0
 
 
+def test_numpy_values_are_taken_as_kernel_tuner_takes_them(tmp_path: Path) -> None:
+    """numpy scalars and arrays, as Kernel Tuner users pass them, are their Python values;
+    a whole float block size is its int (Kernel Tuner takes int() of a block dimension)."""
+    path = ctune.write_spec(
+        "vector_add", KERNEL, np.int32(N), _arguments(),
+        {"block_size_x": np.arange(64, 257, 64), "tile": (np.int64(1), np.int32(2)),
+         "unroll": [np.bool_(False), np.bool_(True)], "kind": np.array(["a", "b"])},
+        reference=vector_add, workdir=tmp_path / "w", tolerance=np.array([1e-6, 1e-5]),
+    )  # fmt: skip
+    spec = load_spec(path)
+    assert spec.args[0].shape[0].source == str(N)
+    assert spec.space.gene("block_size_x").values == (64, 128, 192, 256)
+    assert spec.space.gene("tile").values == (1, 2)
+    assert spec.space.gene("unroll").values == (0, 1)
+    assert spec.space.gene("kind").values == ("a", "b")
+    assert spec.tolerance_for("c").max_abs == 1e-5
+    floats = ctune.write_spec(
+        "vector_add", KERNEL, (N,), _arguments(), {"block_size_x": [64.0, 128.0]},
+        reference=vector_add, workdir=tmp_path / "v", restrictions=["block_size_x >= 64"],
+    )  # fmt: skip
+    assert load_spec(floats).space.gene("block_size_x").values == (64, 128)
+
+
+def test_a_workdir_that_is_a_file_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    (tmp_path / "taken").write_text("mine")
+    for workdir, message in [
+        (tmp_path / "taken", "is a file; name a folder"),
+        (tmp_path / "taken" / "w", "workdir: cannot make"),
+    ]:
+        with pytest.raises(UserError) as err:
+            ctune.write_spec(
+                "vector_add", KERNEL, N, _arguments(), {"block_size_x": [64]},
+                reference=vector_add, workdir=workdir,
+            )  # fmt: skip
+        assert message in str(err.value) and "\n" not in str(err.value)
+    assert (tmp_path / "taken").read_text() == "mine"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"budget": "10"}, "--budget must be a whole number, got '10'"),
+        ({"budget": 6.5}, "--budget must be a whole number, got 6.5"),
+        ({"time_s": float("nan")}, "--time must be positive and finite, got nan s"),
+        ({"seed": "x"}, "--seed must be a whole number, got 'x'"),
+        ({"confirm_processes": "5"}, "--confirm-processes must be a whole number"),
+        ({"strategy_options": [1]}, "strategy_options (--option) must be a dict"),
+        ({"warm_start": 5}, "warm_start: a T4 results file's path, got 5"),
+        ({"warm_start_share": "all"}, "warm_start_share 'all': give a share of the budget"),
+    ],
+)
+def test_a_bad_search_option_is_one_line_before_anything_is_written(
+    tmp_path: Path, change: dict, message: str
+) -> None:
+    path = ctune.write_spec(
+        "vector_add", KERNEL, N, _arguments(), {"block_size_x": [64, 128]},
+        reference=vector_add, workdir=tmp_path / "w",
+    )  # fmt: skip
+    compiler = StandInCompiler(load_spec(path))
+    with pytest.raises(UserError) as err:
+        ctune.tune(
+            "vector_add", KERNEL, N, _arguments(), {"block_size_x": [64, 128]},
+            reference=vector_add, workdir=tmp_path / "new", compiler=compiler,
+            measurer=StandInMeasurer(), **change,
+        )  # fmt: skip
+    assert message in str(err.value) and "\n" not in str(err.value)
+    assert compiler.calls == 0 and not (tmp_path / "new").exists()
+
+
 def test_tune_returns_results_the_front_and_the_best(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     path = ctune.write_spec(
@@ -231,8 +317,8 @@ def test_tune_returns_results_the_front_and_the_best(tmp_path: Path, monkeypatch
         _arguments(),
         {"block_size_x": [64, 128, 256, 512]},
         reference=vector_add,
-        budget=4,
-        seed=3,
+        budget=np.int64(4),  # numpy scalars, as Kernel Tuner users pass them
+        seed=np.int32(3),
         confirm_processes=0,
         workdir=tmp_path / "w",
         compiler=StandInCompiler(load_spec(path), fail_every=None),
