@@ -80,37 +80,94 @@ class _ParamsAsNames(ast.NodeTransformer):
 def _function_node(fn: Callable[..., Any]) -> ast.Lambda | ast.FunctionDef:
     """The lambda or def of ``fn`` in its source (a lambda may sit inside a call)."""
     try:
-        lines, _ = inspect.getsourcelines(fn)
+        lines, first = inspect.getsourcelines(fn)
     except (OSError, TypeError):
         raise _untranslatable(fn, "its source cannot be read") from None
-    text = textwrap.dedent("".join(lines))
     arity = fn.__code__.co_argcount if hasattr(fn, "__code__") else -1
-    for candidate in _parses(text):
-        for node in ast.walk(candidate):
-            if isinstance(node, (ast.Lambda, ast.FunctionDef)) and len(node.args.args) == arity:
-                if isinstance(node, ast.FunctionDef) and node.name != fn.__name__:
-                    continue
-                return node
+    if getattr(fn, "__name__", "") == "<lambda>":
+        return _lambda_node(fn, "".join(lines), first, arity)
+    try:
+        tree = parse_python(textwrap.dedent("".join(lines)))
+    except SyntaxError:
+        raise _untranslatable(fn, "its source could not be read as one function") from None
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.FunctionDef)
+            and node.name == fn.__name__
+            and len(node.args.args) == arity
+        ):
+            return node
     raise _untranslatable(fn, "its source could not be read as one function")
 
 
-def _parses(text: str) -> list[ast.AST]:
-    """``text`` parsed whole, else each ``lambda`` in it, cut where it parses."""
-    try:
-        return [parse_python(text)]
-    except SyntaxError:
-        pass
-    found: list[ast.AST] = []
+#: (line, column) where a node starts or ends in its file, the column in UTF-8 bytes
+Place = tuple[int, int]
+
+
+def _lambda_node(fn: Callable[..., Any], text: str, first: int, arity: int) -> ast.Lambda:
+    """The lambda ``fn`` is, among those on its source lines: the one whose body holds
+    where its code's instructions come from (``co_positions``). Two lambdas on one line
+    share their lines: taking the first of them wrote another restriction's expression."""
+    found: dict[tuple[Place, Place], ast.Lambda] = {}
+    for node, (line, col) in _lambda_pieces(text):
+        if isinstance(node, ast.Lambda) and len(node.args.args) == arity:
+            found.setdefault(_span(node.body, line + first - 1, col), node)
+    spans = _code_spans(fn.__code__)
+    if spans:
+        low, high = min(s for s, _ in spans), max(e for _, e in spans)
+        holding = [span for span in found if span[0] <= low and high <= span[1]]
+        if holding:  # the innermost (the latest start): a lambda in another's body is its own
+            return found[max(holding)]
+    elif len(found) == 1:  # no column information (python -X no_debug_ranges)
+        return next(iter(found.values()))
+    raise _untranslatable(
+        fn, "it cannot be told apart from the other lambdas on its line; put each on its own line"
+    )
+
+
+def _code_spans(code: types.CodeType) -> list[tuple[Place, Place]]:
+    """Where in its file each of ``code``'s instructions comes from; none without column
+    information. An instruction of no source of its own (the start) has an empty span."""
+    out = []
+    for start_line, end_line, start_col, end_col in code.co_positions():
+        if start_line is None or end_line is None or start_col is None or end_col is None:
+            continue
+        if (end_line, end_col) > (start_line, start_col):
+            out.append(((start_line, start_col), (end_line, end_col)))
+    return out
+
+
+def _lambda_pieces(text: str) -> list[tuple[ast.AST, Place]]:
+    """Each node parsed from a piece of ``text`` that starts at a ``lambda`` (cut where it
+    parses; the lines around it need not), with where the piece starts: (line, column in
+    bytes), counted from 1 and 0 in ``text``."""
+    found: list[tuple[ast.AST, Place]] = []
     start = text.find("lambda")
     while start >= 0:
+        line_start = text.rfind("\n", 0, start) + 1
+        place = (text.count("\n", 0, start) + 1, len(text[line_start:start].encode()))
         for end in range(len(text), start, -1):
             try:
-                found.append(parse_python(text[start:end].strip(), mode="eval"))
-                break
+                tree = parse_python(text[start:end], mode="eval")
             except SyntaxError:
                 continue
+            found.extend((node, place) for node in ast.walk(tree))
+            break
         start = text.find("lambda", start + 1)
     return found
+
+
+def _span(node: ast.expr, first_line: int, first_col: int) -> tuple[Place, Place]:
+    """Where ``node`` of a piece starting at (``first_line``, ``first_col``) is in the file:
+    the piece's first line is shifted right by where it starts, its later lines are not."""
+
+    def place(line: int, col: int) -> Place:
+        return (first_line + line - 1, col + first_col if line == 1 else col)
+
+    return (
+        place(node.lineno, node.col_offset),
+        place(node.end_lineno or node.lineno, node.end_col_offset or node.col_offset),
+    )
 
 
 def _check_agrees(

@@ -397,6 +397,37 @@ def test_a_callable_restriction_is_written_as_the_expression_it_computes(tmp_pat
     assert [r.source for r in load_spec(one).restrictions] == ["block_size_x < 128"]
 
 
+def test_lambdas_on_one_line_are_each_written_as_their_own(tmp_path: Path, monkeypatch) -> None:
+    """Each lambda is found by where its code comes from (co_positions), not as the first
+    lambda of its lines: that wrote ['tile <= 2', 'tile <= 2'] for the second pair."""
+    params = {"block_size_x": [128, 64, 256], "tile": [1, 2, 4]}
+    call = {
+        "kernel_name": "vector_add", "kernel_source": KERNEL, "problem_size": N,
+        "arguments": _arguments(), "tune_params": params, "reference": vector_add,
+    }  # fmt: skip
+    pairs = [
+        [lambda p: p["block_size_x"] >= 128, lambda p: p["tile"] <= 2],
+        [lambda p: p["tile"] <= 2, lambda p: p["tile"] <= 2 and p["block_size_x"] >= 64],
+    ]
+    written = [
+        [r.source for r in load_spec(ctune.write_spec(**call, restrictions=pair,
+                                                      workdir=tmp_path / str(i))).restrictions]
+        for i, pair in enumerate(pairs)
+    ]  # fmt: skip
+    assert written == [
+        ["block_size_x >= 128", "tile <= 2"],
+        ["tile <= 2", "tile <= 2 and block_size_x >= 64"],
+    ]
+    # without column information (python -X no_debug_ranges) two on a line are refused
+    monkeypatch.setattr("ctune.api_keywords._code_spans", lambda code: [])
+    with pytest.raises(UserError, match="cannot be told apart from the other lambdas on its line"):
+        ctune.write_spec(**call, restrictions=pairs[0], workdir=tmp_path / "x")
+    alone = ctune.write_spec(
+        **call, restrictions=[lambda p: p["tile"] <= 2], workdir=tmp_path / "y"
+    )
+    assert [r.source for r in load_spec(alone).restrictions] == ["tile <= 2"]
+
+
 def test_answer_gives_the_inputs_and_cmem_args_fill_constant_memory(tmp_path: Path) -> None:
     arguments = _arguments()
     arguments[1] = np.arange(N, dtype=np.float32)  # given data, not ctune's random values
