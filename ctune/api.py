@@ -318,9 +318,10 @@ def write_spec(
     callable, written as the expression it computes; ``verify`` (``fn(expected, got,
     atol=None) -> bool`` by output name) decides correctness in place of ``tolerance``, copied
     into ``verify.py`` where it is a module-level def using only modules (else refused). The
-    folder is ``workdir``, else
-    ``<cache_dir>/api/<kernel>-<digest>``: the same call finds the same folder, so its
-    journal and builds are reused.
+    folder is ``workdir``, else ``<cache_dir>/api/<kernel>-<digest>``: the same call finds
+    the same folder and spec. Each :func:`tune` call is a new search with a journal of its
+    own (builds are cached by content either way); ``ctune search SPEC --resume JOURNAL``
+    continues one (``TuneResult.journal``).
     """
     return _write_spec(
         kernel_name,

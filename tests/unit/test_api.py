@@ -80,7 +80,7 @@ def test_the_spec_says_what_tune_kernel_would(tmp_path: Path) -> None:
     assert spec.tolerance_for("c").rel_l2 == 1e-6
     out = spec.reference()(np, {"a": np.ones(2), "b": np.ones(2)}, {})
     assert out["c"].tolist() == [2.0, 2.0]
-    # the same call finds the same folder under the cache (its journal, its builds)
+    # the same call finds the same folder and spec under the cache
     again = ctune.write_spec(
         "vector_add", KERNEL, N, _arguments(), {"block_size_x": [64]}, reference=vector_add,
         cache_dir=tmp_path / "cache",
