@@ -80,7 +80,7 @@ def search_argv(
 
 def _plan_flags(recorded: RecordedSearch) -> list[str]:
     """What else shaped the search (``search/plan.py``): strategy options, time, patience,
-    filling; artifacts written before the plan was recorded have none of it."""
+    filling, the cost model; artifacts written before the plan was recorded have none of it."""
     flags: list[str] = []
     for name, value in recorded.options:
         flags += ["--option", f"{name}={value}"]
@@ -90,6 +90,8 @@ def _plan_flags(recorded: RecordedSearch) -> list[str]:
         flags += ["--patience", str(recorded.patience)]
     if recorded.fill is False:
         flags.append("--no-fill")
+    if recorded.cost_model is not None:
+        flags += ["--cost-model", "on" if recorded.cost_model else "off"]
     return flags
 
 

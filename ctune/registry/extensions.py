@@ -36,6 +36,7 @@ class RecordedSearch:
     time_s: float | None = None  # extensions.search.plan.time_s
     patience: int | None = None  # extensions.search.plan.patience
     fill: bool | None = None  # extensions.search.plan.fill
+    cost_model: bool | None = None  # extensions.search.plan.cost_model: a plan holds it when on
 
 
 def _fail(where: str, path: str, message: str) -> RegistryError:
@@ -121,6 +122,9 @@ def recorded_search(a: Artifact, where: str) -> RecordedSearch:
         time_s=_number(plan.get("time_s"), where, "search.plan.time_s"),
         patience=_whole(plan.get("patience"), where, "search.plan.patience"),
         fill=_flag(plan.get("fill"), where, "search.plan.fill"),
+        cost_model=_flag(
+            plan.get("cost_model", False if plan else None), where, "search.plan.cost_model"
+        ),
     )
 
 

@@ -44,7 +44,7 @@ def test_the_recorded_search_comes_back_as_a_command_line() -> None:
     assert retune.command().startswith("CTUNE_REGISTRY='/r e/g' ctune search kernels/gemm.cu ")
 
 
-def test_the_recorded_plan_comes_back_with_options_time_patience_and_filling() -> None:
+def test_the_recorded_plan_comes_back_with_options_time_patience_filling_and_model() -> None:
     artifact = _recorded(budget=50)
     plan = {
         "strategy": "nsga2",
@@ -62,8 +62,16 @@ def test_the_recorded_plan_comes_back_with_options_time_patience_and_filling() -
     tail = argv[argv.index("--budget") + 2 : argv.index("--arch")]
     assert tail == (
         "--option", "cx_prob=0.8", "--option", "population_size=16",
-        "--time", "1800", "--patience", "4", "--no-fill",
+        "--time", "1800", "--patience", "4", "--no-fill", "--cost-model", "off",
     )  # fmt: skip
+    # the plan records the cost model only when it was on; off is said, since a search of
+    # a kernel searched before turns it on by default
+    on = dataclasses.replace(
+        artifact,
+        extensions={**artifact.extensions, "search": {"plan": {**plan, "cost_model": True}}},
+    )
+    on_argv = search_argv(on, Path("kernels"))
+    assert on_argv[on_argv.index("--cost-model") + 1] == "on"
 
 
 @pytest.mark.parametrize(
@@ -81,6 +89,7 @@ def test_the_recorded_plan_comes_back_with_options_time_patience_and_filling() -
         ({"search": {"plan": {"time_s": "abc"}}}, "search.plan.time_s: expected a number"),
         ({"search": {"plan": {"patience": 2.5}}}, "search.plan.patience: expected a whole"),
         ({"search": {"plan": {"fill": "no"}}}, "search.plan.fill: expected true or false"),
+        ({"search": {"plan": {"cost_model": 1}}}, "search.plan.cost_model: expected true or"),
     ],
 )
 def test_a_malformed_record_of_the_search_is_named_not_guessed(
