@@ -197,14 +197,23 @@ def diff_command(
     fmt: FormatOpt = ReportFormat.table,
     json_out: JsonOpt = False,
 ) -> None:
-    """Compare two artifacts: fingerprint fields, front members, values, pinned member."""
-    from ctune.registry.diff import diff_artifacts
+    """Compare two artifacts: fingerprint fields, front members, values, pinned member.
+    KEY@member on either side compares members (the other side's pinned one by default):
+    genes, values, build flags, SASS, launch, resources."""
+    from ctune.registry.diff import diff_artifacts, diff_members
+    from ctune.registry.export import resolve_member
     from ctune.registry.service import load_artifact
 
     out = output_format(fmt, json_out)
     root = _settings(registry).registry
-    d = diff_artifacts(load_artifact(root, a)[1], load_artifact(root, b)[1])
-    render.outcome(out, d, lambda d: render.artifact_diff(a, b, d), a=a, b=b, same=d.same)
+    (key_a, art_a), (key_b, art_b) = load_artifact(root, a), load_artifact(root, b)
+    if key_a.member is None and key_b.member is None:
+        d = diff_artifacts(art_a, art_b)
+        render.outcome(out, d, lambda d: render.artifact_diff(a, b, d), a=a, b=b, same=d.same)
+        return
+    ma, mb = resolve_member(art_a, key_a.member), resolve_member(art_b, key_b.member)
+    md = diff_members(ma, mb, (art_a.objectives, art_b.objectives))
+    render.outcome(out, md, lambda d: render.member_diff(a, b, d), a=a, b=b, same=md.same)
 
 
 @registry_app.command("pin")

@@ -27,7 +27,7 @@ from ctune.errors import RegistryError
 from ctune.exchange.columns import extra_columns, fill_objectives, gene_columns, objective_columns
 from ctune.records import FieldChange, to_json
 from ctune.registry.controls import HeldFile
-from ctune.registry.diff import ArtifactDiff
+from ctune.registry.diff import ArtifactDiff, MemberDiff
 from ctune.registry.extensions import vendor_when_tuned
 from ctune.registry.git import CommitResult
 from ctune.registry.layout import ArtifactKey
@@ -325,6 +325,22 @@ def artifact_diff(a_name: str, b_name: str, d: ArtifactDiff) -> None:
     for g in d.genes:
         what = " (controls file)" if g.controls else ""
         _line(f"  ~ pinned gene {g.name}: {g.old} -> {g.new}{what}")
+
+
+def member_diff(a_name: str, b_name: str, d: MemberDiff) -> None:
+    """``registry diff KEY@a KEY@b``: what differs between the two members."""
+    if d.same:
+        _line(f"{a_name} and {b_name} record the same member ({d.members[1]})")
+        return
+    _line(f"--- {a_name}  member {d.members[0]}")
+    _line(f"+++ {b_name}  member {d.members[1]}")
+    for g in d.genes:
+        what = " (controls file)" if g.controls else ""
+        _line(f"  ~ gene {g.name}: {g.old} -> {g.new}{what}")
+    for v in d.values:
+        _line(f"  ~ {v.objective}: {_fmt(v.old)} -> {_fmt(v.new)} ({v.relative:+.1%})")
+    for r in d.records:
+        _line(f"  ~ {r.name}: {r.old} -> {r.new}")
 
 
 def published(p: Published) -> None:

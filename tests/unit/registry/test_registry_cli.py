@@ -241,6 +241,36 @@ def test_diff_between_revisions(cli: Run, repo: Path, registry: Path) -> None:
     assert "identical" in out
 
 
+def test_diff_compares_the_members_a_key_names(cli: Run, registry: Path) -> None:
+    a = make_artifact()
+    publish_artifact(registry, a)
+    pinned, baseline = a.front[0], a.baseline
+    code, out, err = cli(
+        "registry", "diff", f"{KEY}@baseline", f"{KEY}@{pinned.key}", "--registry", str(registry)
+    )
+    assert code == 0 and err == "", err
+    assert "identical" not in out and f"member {baseline.key}" in out
+    assert "~ gene BLOCK_M: 256 -> 128" in out
+    assert "~ p50: 1.5 -> 1 (-33.3%)" in out
+    assert f"~ sass: {baseline.sass_sha256[:12]} -> {pinned.sass_sha256[:12]}" in out
+    # the side without @member is its pinned member
+    code, out, _ = cli("registry", "diff", KEY, f"{KEY}@pinned", "--registry", str(registry))
+    assert code == 0 and f"record the same member ({pinned.key})" in out
+    code, out, _ = cli(
+        "registry", "diff", f"{KEY}@baseline", KEY, "--json", "--registry", str(registry)
+    )
+    doc = json.loads(out)
+    assert doc["members"] == [baseline.key, pinned.key] and doc["same"] is False
+    assert {"name": "BLOCK_M", "old": "256", "new": "128"} in doc["genes"]
+
+
+def test_diff_of_an_unknown_member_is_one_line(cli: Run, registry: Path) -> None:
+    publish_artifact(registry, make_artifact())
+    code, out, err = cli("registry", "diff", f"{KEY}@{'0' * 16}", KEY, "--registry", str(registry))
+    assert code == 2 and out == ""
+    one_line_error(err, f"no member {'0' * 16}", KEY)
+
+
 def test_pin_then_export_everything(cli: Run, repo: Path, registry: Path) -> None:
     publish_artifact(registry, make_artifact())
     code, out, _ = cli("registry", "pin", KEY, "--release", "v1", "--registry", str(registry))
