@@ -31,7 +31,7 @@ from ctune.errors import (
     ToolchainError,
     UserError,
 )
-from ctune.evidence.noise_rule import NoiseRule
+from ctune.evidence.noise_rule import NoiseRule, threshold_problem
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -99,6 +99,7 @@ def gate_command(
 
     if processes < 3:
         raise UserError(f"--processes {processes}: the gate needs k >= 3 processes")
+    _check_thresholds(floor=floor, cv_factor=cv_factor, max_threshold=max_threshold, alpha=alpha)
     out = output_format(fmt, json_out)
     cfg = resolve_settings({"registry": registry, "kernels": kernels, "nvcc": nvcc, "ptxas": ptxas})
     require_registry(cfg.registry)
@@ -156,6 +157,15 @@ def gate_command(
         raise GateFailure(f"gate failed: {summary}")
     if code:
         raise GateInconclusive(f"gate inconclusive: {summary}")
+
+
+def _check_thresholds(**given: float) -> None:
+    """Refuse a threshold option out of its range (NoiseRule's limits) in one line, before
+    anything is read, built or measured: ``--floor nan`` would decide every comparison."""
+    for name, value in given.items():
+        problem = threshold_problem(name, value)
+        if problem:
+            raise UserError(f"--{name.replace('_', '-')} {value:g}: {problem}")
 
 
 def _of_this_gpu(

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from ctune.ci.gate import Verdict, decide_regression
+from ctune.errors import UserError
 from ctune.evidence.compare import Difference, NoiseRule, SampleSet, compare, predicted_fpr
 from ctune.records import Measurement, Outcome
 from ctune.search.confirm import significance
@@ -86,6 +87,26 @@ def test_noise_beyond_the_largest_threshold_is_unresolved() -> None:
     rule = NoiseRule(max_threshold=0.05)
     got = compare(SampleSet((1.0, 1.1, 0.9)), SampleSet((1.5, 1.6, 1.4)), rule)
     assert got.difference is Difference.UNRESOLVED and "noise too large" in got.reason
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"floor": math.nan},
+        {"floor": -0.01},
+        {"cv_factor": math.inf},
+        {"max_threshold": 0.0},
+        {"alpha": 2.0},
+        {"alpha": 0.0},
+        {"min_processes": 1},
+    ],
+)
+def test_a_rule_out_of_range_is_refused_when_made(bad: dict[str, float]) -> None:
+    """A NaN floor makes every change exceed T (a 0.3% change would be REGRESSED): the
+    rule refuses it, naming the threshold, wherever it is made."""
+    ((name, value),) = bad.items()
+    with pytest.raises(UserError, match=f"noise rule {name}={value:g}: expected "):
+        NoiseRule(**bad)
 
 
 def test_predicted_false_alarm_rate() -> None:

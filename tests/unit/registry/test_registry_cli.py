@@ -789,6 +789,32 @@ def test_gate_needs_a_gpu_and_three_processes(cli: Run, registry: Path, machine:
     one_line_error(err, "k >= 3")
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "expected"),
+    [
+        ("--floor", "nan", "a finite fraction >= 0 and < 1"),
+        ("--floor", "-1", "a finite fraction >= 0 and < 1"),
+        ("--alpha", "2", "a probability > 0 and < 1"),
+        ("--alpha", "0", "a probability > 0 and < 1"),
+        ("--cv-factor", "inf", "a finite number >= 0"),
+        ("--max-threshold", "0", "a finite fraction > 0"),
+    ],
+)
+def test_gate_refuses_a_threshold_out_of_range_before_anything(
+    cli: Run, registry: Path, gpu_machine: dict, option: str, value: str, expected: str
+) -> None:
+    """On a GPU a NaN floor would call a 0.3% change REGRESSED; without one (or with
+    --build-only) the value must not pass unread: one line, exit 2, nothing measured."""
+    publish_artifact(registry, make_artifact())
+    stand_in = StandInRemeasurer(np.random.default_rng(0), [1.0])
+    gpu_machine["remeasure"] = stand_in
+    for extra in ((), ("--build-only",)):
+        code, out, err = cli("gate", option, value, *extra, "--registry", str(registry))
+        assert code == 2 and out == "", out + err
+        one_line_error(err, f"{option} {value}: expected {expected}")
+    assert stand_in.calls == []
+
+
 def test_registry_help_documents_key_syntax(cli: Run) -> None:
     code, out, _ = cli("registry", "--help")
     assert code == 0
