@@ -32,7 +32,6 @@ from ctune.evidence import identity as fingerprint
 from ctune.registry.layout import ArtifactKey
 from ctune.registry.schema import Artifact, FrontMember
 from ctune.registry.service import commit_artifacts
-from ctune.registry.store import ArtifactStore
 
 if TYPE_CHECKING:
     from ctune.controls.store import StoreChain
@@ -126,15 +125,14 @@ def refresh_registry(
     root: Path,
     probe: FingerprintProbe,
     verify: Verifier | None,
-    keys: Sequence[ArtifactKey] = (),
+    chosen: Sequence[tuple[ArtifactKey, Artifact]],
     *,
     ref: str | None = None,
     dry_run: bool = False,
     controls: StoreChain | None = None,
 ) -> tuple[list[RefreshOutcome], CommitResult | None]:
-    """Refresh ``keys`` (else every artifact) in one commit; stale ones are left alone."""
-    store = ArtifactStore(root)
-    chosen = [(k, store.read(k)) for k in keys] if keys else list(store.list().artifacts)
+    """Refresh the ``chosen`` artifacts (as read: ``ArtifactStore.select`` or ``list``) in
+    one commit; stale ones are left alone."""
     outcomes = [refresh_artifact(k, a, probe.for_artifact(a), verify) for k, a in chosen]
     changed = [o.artifact for o in outcomes if o.artifact is not None]
     if dry_run or not changed:

@@ -29,7 +29,7 @@ from ctune.cli.options import (
     output_format,
 )
 from ctune.config import Settings
-from ctune.errors import GateFailure, RegistryError
+from ctune.errors import GateFailure
 
 if TYPE_CHECKING:
     from ctune.cli import render_registry as render
@@ -99,7 +99,7 @@ def check_command(
     """Is each artifact still what would be built and measured here? Names every reason."""
     from ctune.ci.check import check_registry, nvcc_verifier
     from ctune.evidence import identity as fingerprint
-    from ctune.registry.store import require_registry
+    from ctune.registry.store import fail_if_unreadable, require_registry
 
     out = output_format(fmt, json_out)
     cfg = resolve_settings({"registry": registry, "kernels": kernels, "nvcc": nvcc, "ptxas": ptxas})
@@ -117,11 +117,13 @@ def check_command(
         render.check(report, strict, not_checked, verbose=verbose)
     else:
         _report_for_programs(report, strict, not_checked[0], out)
-    if report.quarantined:
-        raise RegistryError(f"{len(report.quarantined)} artifact file(s) could not be read")
-    if report.exit_code(strict):
-        stale = sum(r.verdict(strict) == "stale" for r in report.results)
-        raise GateFailure(f"{stale} of {len(report.results)} artifact(s) stale")
+    stale = sum(r.verdict(strict) == "stale" for r in report.results)
+    failed = (
+        f"{stale} of {len(report.results)} artifact(s) stale" if report.exit_code(strict) else None
+    )
+    fail_if_unreadable(report.quarantined, failed)
+    if failed:
+        raise GateFailure(failed)
 
 
 def _report_for_programs(report: Any, strict: bool, not_checked: str, fmt: str) -> None:

@@ -95,7 +95,7 @@ def gate_command(
     from ctune.cli.check import probe_for
     from ctune.cli.render import report
     from ctune.evidence import identity as fingerprint
-    from ctune.registry.store import ArtifactStore, require_registry
+    from ctune.registry.store import ArtifactStore, fail_if_unreadable, require_registry
 
     if processes < 3:
         raise UserError(f"--processes {processes}: the gate needs k >= 3 processes")
@@ -104,16 +104,14 @@ def gate_command(
     cfg = resolve_settings({"registry": registry, "kernels": kernels, "nvcc": nvcc, "ptxas": ptxas})
     require_registry(cfg.registry)
     store = ArtifactStore(cfg.registry)
-    if keys:
-        selected = store.select(keys)
-        render.quarantined(selected.quarantined)
-        chosen = list(selected.artifacts)
-    else:
-        listing = store.list()
-        render.quarantined(listing.quarantined)
-        chosen = [(k, a) for k, a in listing.artifacts if a.pinned is not None]
+    listing = store.select(keys) if keys else store.list()
+    render.quarantined(listing.quarantined)
+    chosen = [(k, a) for k, a in listing.artifacts if keys or a.pinned is not None]
     if build_only:
-        _build_only(cfg, cfg.kernels, chosen, canary, out)
+        failure = _build_only(cfg, cfg.kernels, chosen, canary, out)
+        fail_if_unreadable(listing.quarantined, failure)
+        if failure:
+            raise GateFailure(failure)
         return
     probe = probe_for(cfg, cfg.kernels, gpu=True)
     if not probe.gpu_probed:
@@ -153,10 +151,12 @@ def gate_command(
         f"{sum(r.verdict is v for r in reports)} {v.value}"
         for v in sorted({r.verdict for r in reports}, key=lambda v: v.value)
     )
+    failure = f"gate {'failed' if code == EXIT_GATE_FAILED else 'inconclusive'}: {summary}"
+    fail_if_unreadable(listing.quarantined, failure if code else None)
     if code == EXIT_GATE_FAILED:
-        raise GateFailure(f"gate failed: {summary}")
+        raise GateFailure(failure)
     if code:
-        raise GateInconclusive(f"gate inconclusive: {summary}")
+        raise GateInconclusive(failure)
 
 
 def _check_thresholds(**given: float) -> None:
@@ -195,8 +195,9 @@ def _build_only(
     chosen: Sequence[tuple[ArtifactKey, Artifact]],
     canary: bool,
     fmt: str = "table",
-) -> None:
-    """``--build-only``: compile what the gate would measure; exit 1 names what cannot be."""
+) -> str | None:
+    """``--build-only``: compile what the gate would measure; what cannot be is the
+    failure returned (exit 1 by the caller), else None."""
     from ctune.ci.gate_run import RebuildingRemeasurer, prebuild_gate
     from ctune.cli import verdict_documents as documents
     from ctune.cli.render import report
@@ -213,8 +214,9 @@ def _build_only(
             lambda: documents.prebuild_rows(reports),
         )
     failed = [r for r in reports if not r.ok]
-    if failed:
-        raise GateFailure(
-            f"gate --build-only: {len(failed)} of {len(reports)} artifact(s) cannot be built "
-            f"as recorded (see above); the gate would call them STALE or REGRESSED"
-        )
+    if not failed:
+        return None
+    return (
+        f"gate --build-only: {len(failed)} of {len(reports)} artifact(s) cannot be built "
+        f"as recorded (see above); the gate would call them STALE or REGRESSED"
+    )

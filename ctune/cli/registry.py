@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ctune.cli import render_registry as render
     from ctune.registry.layout import ArtifactKey
     from ctune.registry.schema import Artifact
+    from ctune.registry.store import Quarantined
 else:  # loaded when the command runs, not when --help lists it
     render = lazy_module("ctune.cli.render_registry")
 
@@ -464,26 +465,30 @@ def refresh_command(
     from ctune.ci.refresh import refresh_registry
     from ctune.cli.check import probe_for
     from ctune.controls.store import StoreChain
-    from ctune.registry.store import ArtifactStore, require_registry
+    from ctune.registry.store import ArtifactStore, fail_if_unreadable, require_registry
 
     out = output_format(fmt, json_out)
     settings = _settings(registry, nvcc, ptxas, kernels)
     require_registry(settings.registry)
-    chosen = ArtifactStore(settings.registry).select(keys).artifacts if keys else ()
+    store = ArtifactStore(settings.registry)
+    listing = store.select(keys) if keys else store.list()
+    render.quarantined(listing.quarantined)
     probe = probe_for(settings, settings.kernels, gpu=False)
     outcomes, commit = refresh_registry(
         settings.registry,
         probe,
         nvcc_verifier(settings),
-        [k for k, _ in chosen],
+        listing.artifacts,
         ref=ref,
         dry_run=dry_run,
         controls=StoreChain.for_settings(settings),
     )
     render.refresh_report(outcomes, commit, dry_run, out)
     stale = [o for o in outcomes if o.why.startswith("stale")]
+    failed = f"{len(stale)} artifact(s) stale: re-tune them (ctune registry retune)"
+    fail_if_unreadable(listing.quarantined, failed if stale else None)
     if stale:
-        raise GateFailure(f"{len(stale)} artifact(s) stale: re-tune them (ctune registry retune)")
+        raise GateFailure(failed)
 
 
 @registry_app.command("verify")
@@ -642,13 +647,15 @@ def retune_command(
     strategy, seed, budget, arch, L2 policy as recorded) and commit its result."""
     from ctune.ci.retune import Retune, search_argv
     from ctune.errors import GateFailure
-    from ctune.registry.store import ArtifactStore
+    from ctune.registry.store import ArtifactStore, fail_if_unreadable
 
     out = output_format(fmt, json_out)
     settings = _settings(registry, nvcc, ptxas, kernels)
-    chosen = _retune_targets(settings, settings.kernels, keys or [], every)
+    chosen, unreadable = _retune_targets(settings, settings.kernels, keys or [], every)
+    render.quarantined(unreadable)
     if not chosen:
         render.report(out, lambda: {"retunes": []}, render.nothing_stale)
+        fail_if_unreadable(unreadable)
         return
     # the search commits where this command reads (its --commit follows CTUNE_REGISTRY) and
     # builds with this command's toolchain
@@ -676,8 +683,10 @@ def retune_command(
         if code:
             failed.append(f"{plan.key} (exit {code})")
     render.report(out, lambda: {"retunes": done}, lambda: None)
+    failure = f"{len(failed)} of {len(plans)} re-tune(s) failed: {', '.join(failed)}"
+    fail_if_unreadable(unreadable, failure if failed else None)
     if failed:
-        raise GateFailure(f"{len(failed)} of {len(plans)} re-tune(s) failed: {', '.join(failed)}")
+        raise GateFailure(failure)
 
 
 def _search_in_process(plan: Retune, fmt: str = "table") -> int:
@@ -703,19 +712,18 @@ def _search_in_process(plan: Retune, fmt: str = "table") -> int:
 
 def _retune_targets(
     settings: Settings, kernels: Path, keys: list[str], every: bool
-) -> list[tuple[ArtifactKey, Artifact]]:
-    """KEYS as given, else every artifact (--all), else the ones `ctune check` calls stale."""
+) -> tuple[list[tuple[ArtifactKey, Artifact]], tuple[Quarantined, ...]]:
+    """KEYS as given, else every artifact (--all), else the ones `ctune check` calls stale;
+    and the files among them that could not be read."""
     from ctune.ci.check import STALE, check_all, nvcc_verifier
     from ctune.cli.check import probe_for
     from ctune.registry.store import ArtifactStore
 
     store = ArtifactStore(settings.registry)
-    if keys:
-        return list(store.select(keys).artifacts)
-    listing = store.list()
-    if every:
-        return list(listing.artifacts)
+    listing = store.select(keys) if keys else store.list()
+    if keys or every:
+        return list(listing.artifacts), listing.quarantined
     probe = probe_for(settings, kernels, gpu=True)
     checked = check_all(listing.artifacts, probe, nvcc_verifier(settings))
     stale = {r.key for r in checked if r.verdict() == STALE}
-    return [(k, a) for k, a in listing.artifacts if k in stale]
+    return [(k, a) for k, a in listing.artifacts if k in stale], listing.quarantined

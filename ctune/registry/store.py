@@ -9,7 +9,8 @@ them is :mod:`ctune.registry.git`'s job.
 
 A file that fails to read (digest mismatch, bad schema, symlink, wrong
 place) is *quarantined* by :meth:`ArtifactStore.list`: left where it is,
-reported, and skipped, so the other artifacts still work (rule G4).
+reported, and skipped, so the other artifacts still work (rule G4); a command over
+several artifacts then ends with exit 2 (:func:`fail_if_unreadable`).
 """
 
 from __future__ import annotations
@@ -49,6 +50,21 @@ class Quarantined:
 class Listing:
     artifacts: tuple[tuple[ArtifactKey, Artifact], ...]
     quarantined: tuple[Quarantined, ...]
+
+
+def fail_if_unreadable(quarantined: Sequence[Quarantined], then: str | None = None) -> None:
+    """The end of a command over several artifacts (check, gate, refresh, retune) that
+    found files it could not read: it did the rest and named them (quarantined), and now
+    fails, exit 2, so CI cannot pass over a damaged artifact it never looked at. ``then``:
+    the failure the command would report otherwise, kept in the same line."""
+    if not quarantined:
+        return
+    more = f" and {len(quarantined) - 1} more" if len(quarantined) > 1 else ""
+    also = f"; {then}" if then else ""
+    raise RegistryError(
+        f"{len(quarantined)} artifact file(s) could not be read ({quarantined[0].path}{more}, "
+        f"quarantined above): restore them from git or remove them{also}"
+    )
 
 
 def read_bytes_capped(path: Path, *, allow_symlink: bool = False) -> bytes:

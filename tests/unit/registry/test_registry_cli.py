@@ -618,6 +618,25 @@ def test_a_hand_edited_sampling_plan_is_quarantined_not_an_internal_error(
     assert code == 2 and said in err
 
 
+def _damaged(registry: Path) -> Path:
+    """An artifact file beside the good ones that does not read (quarantined)."""
+    path = ArtifactStore(registry).write(make_artifact(problem="broken"))
+    path.write_text("{\n")
+    return path
+
+
+def test_refresh_names_an_unreadable_artifact_and_fails_after_the_rest(
+    cli: Run, registry: Path, machine: dict
+) -> None:
+    publish_artifact(registry, make_artifact())
+    broken = _damaged(registry)
+    code, out, err = cli("registry", "refresh", "--dry-run", "--registry", str(registry))
+    assert code == 2 and KEY in out  # the readable artifact was still refreshed
+    warning, error = [ln for ln in err.splitlines() if ln.strip()]
+    assert warning.startswith(f"warning: quarantined {broken}: not valid JSON")
+    one_line_error(error, f"1 artifact file(s) could not be read ({broken}", "restore them")
+
+
 # --- gate ------------------------------------------------------------------------------
 
 
@@ -663,6 +682,47 @@ def test_gate_verdicts_and_exit_codes(
     assert "predicted false-alarm rate for this run" in out
     if code:
         one_line_error(err, "gate")
+
+
+def test_gate_fails_over_an_unreadable_artifact_after_gating_the_rest(
+    cli: Run, registry: Path, gpu_machine: dict
+) -> None:
+    """A damaged file may be a pinned artifact: the gate measures the rest, then exit 2,
+    keeping the verdict it would have given in the same line."""
+    rng = np.random.default_rng(11)
+    publish_artifact(registry, artifact_with_samples(rng))
+    broken = _damaged(registry)
+    gpu_machine["remeasure"] = StandInRemeasurer(rng, [1.0])
+    code, out, err = cli("gate", "--processes", "5", "--registry", str(registry))
+    assert code == 2 and f"PASS {KEY}" in out, out + err
+    assert f"warning: quarantined {broken}" in err
+    assert err.splitlines()[-1].startswith("error: 1 artifact file(s) could not be read")
+    gpu_machine["remeasure"] = StandInRemeasurer(rng, [1.1, 1.1])
+    code, out, err = cli("gate", "--processes", "5", "--registry", str(registry))
+    assert code == 2 and f"REGRESSED {KEY}" in out
+    assert err.splitlines()[-1].endswith("; gate failed: 1 REGRESSED")
+
+
+def test_gate_build_only_fails_over_an_unreadable_artifact(
+    cli: Run, registry: Path, gpu_machine: dict
+) -> None:
+    class Builder:  # builds nothing, refuses nothing: every readable artifact prebuilds
+        def build_ahead(self, *_: object) -> None:
+            pass
+
+        def refusals(self, *_: object) -> list[str]:
+            return []
+
+        def build_members(self, *_: object) -> list[object]:
+            return []
+
+    publish_artifact(registry, make_artifact())
+    broken = _damaged(registry)
+    gpu_machine["remeasure"] = Builder()
+    code, out, err = cli("gate", "--build-only", "--registry", str(registry))
+    assert code == 2 and KEY in out, out + err
+    assert f"warning: quarantined {broken}" in err
+    one_line_error(err.splitlines()[-1], f"could not be read ({broken}")
 
 
 def test_gate_for_programs(cli: Run, registry: Path, gpu_machine: dict) -> None:

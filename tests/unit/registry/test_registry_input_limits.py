@@ -54,7 +54,13 @@ def test_check_reports_a_fifo_without_opening_it(
     )
     assert code == 2
     assert f"quarantined {fifo_in_registry}: a FIFO, not a regular file" in err
-    assert err.strip().splitlines()[-1] == "error: 1 artifact file(s) could not be read"
+    assert (
+        err.strip()
+        .splitlines()[-1]
+        .startswith(
+            f"error: 1 artifact file(s) could not be read ({fifo_in_registry}, quarantined above)"
+        )
+    )
 
 
 @pytest.mark.timeout(60)

@@ -134,6 +134,35 @@ def test_nothing_stale_is_nothing_to_do(cli: Run, registry: Path) -> None:
     assert code == 0 and "nothing to re-tune" in out
 
 
+@pytest.mark.parametrize("args", [(), ("--all",), (f"gemm/*/{DEVICE}",)])
+def test_an_unreadable_artifact_is_named_and_fails_the_retune(
+    cli: Run, registry: Path, args: tuple[str, ...]
+) -> None:
+    """Stale or not, a file that does not read cannot be called up to date: the re-tunes of
+    the rest are listed, then exit 2 names it."""
+    publish_artifact(registry, _recorded())
+    broken = registry / "gemm" / "broken" / f"{DEVICE}.json"
+    broken.parent.mkdir()
+    broken.write_text("{\n")
+    kernels = str(ROOT / "kernels")
+    code, out, err = cli(
+        "registry", "retune", *args, "--registry", str(registry), "--kernels", kernels
+    )
+    assert code == 2 and f"gemm/sq4096/{DEVICE}: " in out, out + err
+    assert f"warning: quarantined {broken}" in err
+    one_line_error(err.splitlines()[-1], f"1 artifact file(s) could not be read ({broken}")
+
+
+def test_nothing_stale_but_an_unreadable_artifact_is_exit_2(cli: Run, registry: Path) -> None:
+    broken = registry / "gemm" / "broken" / f"{DEVICE}.json"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("{\n")
+    kernels = str(ROOT / "kernels")
+    code, out, err = cli("registry", "retune", "--registry", str(registry), "--kernels", kernels)
+    assert code == 2 and "nothing to re-tune" in out
+    one_line_error(err.splitlines()[-1], f"could not be read ({broken}")
+
+
 def test_a_failing_search_fails_the_retune_with_one_line_each(
     cli: Run, registry: Path, tmp_path: Path
 ) -> None:
