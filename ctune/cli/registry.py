@@ -242,13 +242,14 @@ def export_command(
     registry: RegistryOpt = None,
     release: ReleaseOpt = None,
     output: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--output",
             "--out",
             "-o",
-            help="write to this file, or into this folder as <kernel>-<problem>.<ext> "
-            "(default: stdout); a member's controls files are copied beside it",
+            help="write to this file, or into this folder (one that exists, or a name ending "
+            "in /) as <kernel>-<problem>.<ext> (default: stdout); a member's controls files "
+            "are copied beside it",
         ),
     ] = None,
     bare: Annotated[
@@ -278,7 +279,7 @@ def export_member(
     root: Path,
     key: str,
     fmt: str,
-    output: Path | None,
+    output: str | None,
     *,
     bare: bool = False,
     release: str | None = None,

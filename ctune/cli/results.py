@@ -35,7 +35,13 @@ def export_command(
         ),
     ] = "t4",
     out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="write here (default: standard output)")
+        str | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="write here (default: standard output); for flags, header, cmake or json "
+            "also a folder (one that exists, or a name ending in /)",
+        ),
     ] = None,
     registry: Annotated[
         Path | None, typer.Option(help="registry folder for a KEY (default: the setting)")
@@ -68,8 +74,8 @@ def export_command(
     else:
         from ctune.writes import write_atomic
 
-        out.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(out, text, into_special=True)
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(Path(out), text, into_special=True)
 
 
 def load(source: str, registry: Path) -> Export:

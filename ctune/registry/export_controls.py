@@ -46,14 +46,17 @@ def _is_device(path: Path) -> bool:
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
-def output_file(a: Artifact, fmt: str, out: Path | None) -> Path | None:
-    """The file an export writes: ``out``, or ``out/<kernel>-<problem>.<ext>`` when ``out``
-    is a folder; None for standard output."""
+def output_file(a: Artifact, fmt: str, out: str | None) -> Path | None:
+    """The file an export writes: ``out`` as given, or ``out/<kernel>-<problem>.<ext>``
+    when ``out`` is a folder: one that exists, or a name ending in ``/`` (``-o build/``
+    means a folder even before it exists: the caller creates it); None for standard
+    output. ``out`` is a string because a ``Path`` drops the trailing slash."""
     if out is None:
         return None
-    if out.is_dir():
-        return out / f"{a.kernel}-{a.problem}{EXTENSIONS[fmt]}"
-    return out
+    path = Path(out)
+    if out.endswith(("/", os.sep)) or path.is_dir():
+        return path / f"{a.kernel}-{a.problem}{EXTENSIONS[fmt]}"
+    return path
 
 
 def copy_name(a: Artifact, ref: ControlsRef, refs: tuple[ControlsRef, ...]) -> str:

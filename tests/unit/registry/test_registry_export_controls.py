@@ -83,6 +83,23 @@ def test_export_into_a_folder_copies_the_file_beside_it(
     assert "gemm-sq4096.acf" in err
 
 
+@pytest.mark.parametrize("command", [("registry", "export"), ("export",)])
+def test_a_trailing_slash_names_a_folder_not_yet_there(
+    cli: Run, registry: Path, tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """``-o build/`` is a folder even before it exists: the header goes into it, with
+    the controls file beside it, never into a file called ``build``."""
+    _publish(registry, tmp_path, DIGEST)
+    out = tmp_path / "new" / "build"
+    code, stdout, err = cli(
+        *command, KEY, "--as", "header", "-o", f"{out}/", "--registry", str(registry)
+    )
+    assert code == 0 and stdout == "", err
+    assert out.is_dir()
+    assert sorted(p.name for p in out.iterdir()) == ["gemm-sq4096.acf", "gemm-sq4096.h"]
+    assert '"gemm-sq4096.acf"' in (out / "gemm-sq4096.h").read_text()
+
+
 def test_export_to_a_file_copies_the_file_beside_it(
     cli: Run, registry: Path, tmp_path: Path
 ) -> None:
