@@ -41,21 +41,24 @@ class Found:
     note: str
 
 
-def find(artifact: Artifact, places: Iterable[Path]) -> Found:
+def find(artifact: Artifact, places: Iterable[Path], *, strict: bool = False) -> Found:
     """The journal of ``artifact`` among ``places`` (journal files or copies, the first
     that is it), packed; a missing or other journal is a note, never an error: the
-    artifact publishes without it."""
+    artifact publishes without it. ``strict`` (a file a user named, ``registry journal
+    KEY FILE``): one that cannot be read is its own error (no such file, damaged)."""
     want = journal_sha256(artifact)
     if want is None:
         return Found(None, "its result names no journal")
     looked: list[str] = []
     for path in places:
-        if not path.is_file():
+        if not strict and not path.is_file():
             continue
         looked.append(str(path))
         try:
             journal = journal_mod.read_bytes(path)
-        except (UserError, InputFileError, OSError):
+        except (UserError, OSError):
+            if strict:
+                raise
             continue
         if sha256_hex(journal) != want:
             continue

@@ -313,7 +313,7 @@ def attach_journal(
     key, artifact = load_artifact(root, key_text)
     if key.member is not None:
         raise UserError(f"{key}: a journal belongs to an artifact; give {key.artifact}")
-    found = journal_copies.find(artifact, [journal])
+    found = journal_copies.find(artifact, [journal], strict=True)
     if found.data is None:
         raise UserError(f"{journal}: not the journal of {key} ({found.note})")
     with GitRegistry(root, ref) as reg, reg.writer_lock():

@@ -132,6 +132,28 @@ def test_journal_attaches_the_search_s_journal_later_and_refuses_another(
     one_line_error(err, "takes a registry KEY first")
 
 
+def test_journal_names_a_file_it_cannot_read_as_such(
+    cli: Run, repo: Path, registry: Path, tmp_path: Path
+) -> None:
+    """A missing or damaged file is not "another search's journal": its own line, exit 2,
+    nothing committed."""
+    publish_artifact(registry, _of(JOURNAL))
+    head = git(repo, "rev-parse", "HEAD")
+    damaged = tmp_path / "damaged.jsonl.gz"
+    damaged.write_bytes(b"{\n")
+    cases = {
+        tmp_path / "missing.jsonl": "no such file",
+        tmp_path: "a directory, not a regular file",
+        damaged: "not a gzip journal copy",
+    }
+    for path, why in cases.items():
+        code, _, err = cli("registry", "journal", KEY, str(path), "--registry", str(registry))
+        assert code == 2
+        one_line_error(err, f"journal {path}: {why}")
+        assert "not the journal of" not in err
+    assert git(repo, "rev-parse", "HEAD") == head and not (repo / COPY).exists()
+
+
 def test_verify_fails_on_a_copy_that_is_not_the_artifact_s(
     cli: Run, repo: Path, registry: Path, tmp_path: Path
 ) -> None:
