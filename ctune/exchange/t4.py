@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ from ctune.errors import UserError
 from ctune.exchange.records import Export, Row
 from ctune.files import MAX_DATA_BYTES, InputFileError, read_text_capped
 from ctune.objective.pareto import sign
+from ctune.search.journal_records import FieldError
 
 if TYPE_CHECKING:
     from ctune.records import Candidate, GeneValue
@@ -45,8 +47,20 @@ INVALIDITY = {
 }
 
 
+def _number(value: Any) -> float | None:
+    """``value`` as a finite float, or None: not a number (text, an array, true), not
+    finite (NaN), or an integer too large for a float (a 400-digit one is valid JSON)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
 def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return _number(value) is not None
 
 
 def _result(row: Row, export: Export) -> dict[str, Any]:
@@ -98,47 +112,116 @@ def to_t4(export: Export) -> dict[str, Any]:
     }
 
 
-def read_t4(path: Path) -> list[dict[str, Any]]:
-    """The correct configurations of a T4 file, best first by its first objective."""
-    from ctune.objective.terms import get_term
+#: what to do about a file that is not a T4 results file
+_GIVE = "give a T4 results file (Kernel Tuner's output, or ctune export --as t4)"
+#: the schema versions read: 1.x.y, the one T4 major version there is
+_VERSION = re.compile(r"1\.[0-9]+\.[0-9]+")
 
+
+def _load(path: Path) -> Any:
+    """The JSON document of ``path``; anything unreadable is one line."""
     try:
-        data = json.loads(read_text_capped(path, MAX_DATA_BYTES, "T4 results file"))
+        return json.loads(read_text_capped(path, MAX_DATA_BYTES, "T4 results file"))
     except InputFileError as exc:
         raise UserError(f"{path}: not a T4 results file ({exc.reason})") from None
+    except RecursionError:
+        raise UserError(f"{path}: not a T4 results file (nested too deeply); {_GIVE}") from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise UserError(f"{path}: not a T4 results file ({exc})") from None
-    results = data.get("results") if isinstance(data, dict) else None
+
+
+def ranking_sign(objective: str) -> float:
+    """+1 where lower is better, -1 where higher is: a ctune term's own direction, else
+    lower-better (Kernel Tuner's ``time``)."""
+    from ctune.objective.terms import get_term
+
+    term = get_term(objective)
+    return sign(term.direction) if term is not None else 1.0
+
+
+@dataclass(frozen=True)
+class _Result:
+    """One result of a T4 file, checked: what ranking it needs."""
+
+    configuration: dict[str, Any]
+    correct: bool
+    objective: str  # the first objective ("time" where the result names none)
+    value: float | None  # its measurement, None where that is missing or not a finite number
+
+
+def _list_of(value: Any, field: str, kind: type, item: str) -> list[Any]:
+    """``value``, a list (absent: empty) each of whose items is a ``kind`` (``item``)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise FieldError(field, f"a list, each {item}", value)
+    for i, got in enumerate(value):
+        if not isinstance(got, kind):
+            raise FieldError(f"{field}[{i}]", item, got)
+    return value
+
+
+def _checked(result: Any, field: str) -> _Result:
+    """One entry of ``results``, its fields of the T4 schema's types (``objectives`` a
+    list, as the schema and every writer have it: a bare string is refused, not split
+    or guessed at); those the schema requires but ranking does not need may be absent."""
+    if not isinstance(result, dict):
+        raise FieldError(field, "an object", result)
+    configuration = result.get("configuration")
+    if not isinstance(configuration, dict):
+        raise FieldError(f"{field}.configuration", "an object", configuration)
+    objectives = _list_of(result.get("objectives"), f"{field}.objectives", str, "an objective name")
+    measurements = _list_of(
+        result.get("measurements"), f"{field}.measurements", dict, "a {name, value, unit} object"
+    )
+    for i, m in enumerate(measurements):
+        if not isinstance(m.get("name"), str):
+            raise FieldError(f"{field}.measurements[{i}].name", "text", m.get("name"))
+    objective = objectives[0] if objectives else "time"
+    value = next((m.get("value") for m in measurements if m["name"] == objective), None)
+    correct = result.get("invalidity", "correct") == "correct" and result.get("correctness", 1) == 1
+    return _Result(configuration, correct, objective, _number(value))
+
+
+def _results(data: Any) -> list[_Result]:
+    """Every result of a T4 document, checked (:func:`_checked`)."""
+    if not isinstance(data, dict):
+        raise FieldError("the document", "an object with a 'results' list", data)
+    version = data.get("schema_version", SCHEMA_VERSION)
+    if not isinstance(version, str) or not _VERSION.fullmatch(version):
+        raise FieldError("schema_version", "1.x.y, the T4 version this ctune reads", version)
+    results = data.get("results")
     if not isinstance(results, list):
-        raise UserError(f"{path}: not a T4 results file (no 'results' list)")
+        raise FieldError("results", "a list", results)
+    return [_checked(result, f"results[{i}]") for i, result in enumerate(results)]
+
+
+def read_t4(path: Path) -> list[dict[str, Any]]:
+    """The correct configurations of a T4 file, best first by its first objective
+    (:func:`ranking_sign`; a missing or non-numeric value last, file order among equals).
+    A file that does not fit the T4 schema is one line naming the field."""
+    try:
+        results = _results(_load(path))
+    except FieldError as exc:
+        raise UserError(f"{path}: not a T4 results file ({exc}); {_GIVE}") from None
+    signs: dict[str, float] = {}  # an objective's direction, looked up once per file
     ranked: list[tuple[float, int, dict[str, Any]]] = []
     for i, result in enumerate(results):
-        if not isinstance(result, dict) or not isinstance(result.get("configuration"), dict):
-            raise UserError(f"{path}: results[{i}] has no 'configuration' object")
-        if result.get("invalidity", "correct") != "correct" or result.get("correctness", 1) != 1:
+        if not result.correct:
             continue
-        objective = (result.get("objectives") or ["time"])[0]
-        term = get_term(str(objective))
-        direction_sign = sign(term.direction) if term is not None else 1.0
-        value = next(
-            (
-                m.get("value")
-                for m in result.get("measurements") or []
-                if m.get("name") == objective
-            ),
-            None,
-        )
-        score = direction_sign * float(value) if value is not None and _finite(value) else math.inf
-        ranked.append((score, i, result["configuration"]))
+        if result.objective not in signs:
+            signs[result.objective] = ranking_sign(result.objective)
+        score = math.inf if result.value is None else signs[result.objective] * result.value
+        ranked.append((score, i, result.configuration))
     return [configuration for _, _, configuration in sorted(ranked, key=lambda r: r[:2])]
 
 
 def _match(values: Sequence[GeneValue], given: Any) -> GeneValue | None:
-    """The gene's value that a T4 value spells (128, 128.0 and "128" alike), or None."""
+    """The gene's value that a T4 value spells (128, 128.0 and "128" alike), or None.
+    Numbers compare exactly (Python's ``==`` across int and float), never through a float,
+    which a 400-digit integer does not fit."""
     for value in values:
         if value == given or str(value) == str(given):
-            return value
-        if _finite(given) and isinstance(value, (int, float)) and float(value) == float(given):
             return value
     return None
 
@@ -223,6 +306,7 @@ __all__ = [
     "Mapped",
     "candidates",
     "check_shares_genes",
+    "ranking_sign",
     "read_t4",
     "to_t4",
 ]

@@ -409,6 +409,12 @@ def test_warm_start_takes_a_t4_file(run: Run, boundary: Boundary, tmp_path: Path
     assert any(n.startswith(f"warm start from {t4}: 3 of ") for n in notes)
     missing = run("--objective", "p50", "--warm-start", str(tmp_path / "nope.json"))
     assert missing.exit_code == 2 and "not a T4 results file (no such file)" in missing.stderr
+    damaged = tmp_path / "damaged.json"  # once an AttributeError: exit 70
+    damaged.write_text('{"results": [{"configuration": {"TILE_M": 32}, "measurements": [1]}]}')
+    refused = run("--objective", "p50", "--warm-start", str(damaged))
+    lines = [ln for ln in refused.stderr.splitlines() if ln.strip()]
+    assert refused.exit_code == 2 and len(lines) == 1, refused.output
+    assert f"{damaged}: not a T4 results file (results[0].measurements[0]: " in lines[0]
     # another kernel's file: no parameter is a gene here; refused, GPU or not
     other = tmp_path / "gemm.t4.json"
     results = [{"configuration": {"BLOCK_M": m}, "invalidity": "correct"} for m in (64, 128)]

@@ -145,6 +145,72 @@ def test_t4_reads_back_best_first_and_maps_onto_the_space(tmp_path: Path, spec: 
         read_t4(bad)
 
 
+_RESULT = '{"configuration": {"TILE_M": 32}, "invalidity": "correct", "correctness": 1'
+_BIG = "1" + "0" * 400  # valid JSON, too large for a float
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("[1, 2]", "the document: expected an object"),
+        ('{"results": {"a": 1}}', "results: expected a list"),
+        ('{"results": [7]}', "results[0]: expected an object"),
+        ('{"results": [{"configuration": [1]}]}', "results[0].configuration: expected an object"),
+        (
+            '{"results": [{"configuration": {"tile": 2}, "objectives": {"time": 1}}]}',
+            "results[0].objectives: expected a list, each an objective name",
+        ),
+        # a string is not split into names ("t", "i", ...) nor taken as one: the schema and
+        # every writer (Kernel Tuner, ctune) have a list, so a string is a damaged file
+        (f'{{"results": [{_RESULT}, "objectives": "time"}}]}}', "results[0].objectives: "),
+        (f'{{"results": [{_RESULT}, "objectives": [5]}}]}}', "results[0].objectives[0]: "),
+        (
+            f'{{"results": [{_RESULT}, "measurements": {{"time": 1}}}}]}}',
+            "results[0].measurements: expected a list, each a {name, value, unit} object",
+        ),
+        (f'{{"results": [{_RESULT}, "measurements": [1]}}]}}', "results[0].measurements[0]: "),
+        (
+            f'{{"results": [{_RESULT}, "measurements": [{{"value": 1}}]}}]}}',
+            "results[0].measurements[0].name: expected text",
+        ),
+        ('{"schema_version": "9.9.9", "results": []}', "schema_version: expected 1.x.y"),
+        ('{"schema_version": 1, "results": []}', "schema_version: expected 1.x.y"),
+        ('{"results": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
+    ],
+    ids=lambda v: v if len(v) < 40 else f"{v[:30]}...",
+)
+def test_a_malformed_t4_file_is_one_line_naming_the_field(
+    tmp_path: Path, text: str, field: str
+) -> None:
+    path = tmp_path / "bad.t4.json"
+    path.write_text(text)
+    with pytest.raises(UserError) as err:
+        read_t4(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: not a T4 results file (") and field in message
+    assert "\n" not in message
+
+
+def test_numbers_a_float_cannot_hold_rank_last_and_match_no_gene(
+    tmp_path: Path, spec: KernelSpec
+) -> None:
+    """A 400-digit measurement ranks as a value that is not a number (last); a 400-digit
+    configuration value is no gene's value: neither is an overflow further on."""
+    path = tmp_path / "big.t4.json"
+    path.write_text(
+        '{"schema_version": "1.2.0", "results": ['
+        f'{{"configuration": {{"TILE_M": 16}}, "objectives": ["time"], '
+        f'"measurements": [{{"name": "time", "value": {_BIG}}}]}}, '
+        '{"configuration": {"TILE_M": 32}, "objectives": ["time"], '
+        '"measurements": [{"name": "time", "value": 3.0}]}, '
+        f'{{"configuration": {{"TILE_M": {_BIG}}}}}]}}'
+    )
+    configurations = read_t4(path)
+    assert [c["TILE_M"] for c in configurations] == [32, 16, int(_BIG)]
+    mapped = candidates(spec.name, spec.space, configurations, spec.problem().dims)
+    assert mapped.invalid == 1 and len(mapped.candidates) == 2
+
+
 def test_a_t4_export_warm_starts_another_search(search, tmp_path: Path) -> None:
     first, *_ = search(budget=30, seed=2, confirm_processes=0)
     t4 = tmp_path / "first.json"
