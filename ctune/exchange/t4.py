@@ -116,6 +116,9 @@ def to_t4(export: Export) -> dict[str, Any]:
 _GIVE = "give a T4 results file (Kernel Tuner's output, or ctune export --as t4)"
 #: the schema versions read: 1.x.y, the one T4 major version there is
 _VERSION = re.compile(r"1\.[0-9]+\.[0-9]+")
+#: how Kernel Tuner names a quantity where higher is better: a rate (GFLOP/s, GB/s) or
+#: work per watt (GFLOPS/W)
+_HIGHER_SUFFIXES = ("/s", "/W")
 
 
 def _load(path: Path) -> Any:
@@ -132,11 +135,14 @@ def _load(path: Path) -> Any:
 
 def ranking_sign(objective: str) -> float:
     """+1 where lower is better, -1 where higher is: a ctune term's own direction, else
-    lower-better (Kernel Tuner's ``time``)."""
+    Kernel Tuner's names, where a name ending in ``/s`` or ``/W`` is higher-better and any
+    other (``time``) lower-better."""
     from ctune.objective.terms import get_term
 
     term = get_term(objective)
-    return sign(term.direction) if term is not None else 1.0
+    if term is not None:
+        return sign(term.direction)
+    return -1.0 if objective.endswith(_HIGHER_SUFFIXES) else 1.0
 
 
 @dataclass(frozen=True)

@@ -211,6 +211,31 @@ def test_numbers_a_float_cannot_hold_rank_last_and_match_no_gene(
     assert mapped.invalid == 1 and len(mapped.candidates) == 2
 
 
+@pytest.mark.parametrize(
+    ("objective", "best_first"),
+    [
+        ("time", [100, 500, 900]),  # Kernel Tuner's default: lower is better
+        ("p50", [100, 500, 900]),  # a ctune term: its own direction
+        ("tflops", [900, 500, 100]),
+        ("GFLOP/s", [900, 500, 100]),  # a rate, as Kernel Tuner names its metrics
+        ("GB/s", [900, 500, 100]),
+        ("TFLOP/s", [900, 500, 100]),
+        ("GFLOPS/W", [900, 500, 100]),  # work per watt
+    ],
+)
+def test_t4_ranks_by_the_first_objectives_direction(
+    tmp_path: Path, objective: str, best_first: list[int]
+) -> None:
+    results = [
+        {"configuration": {"TILE_M": v}, "invalidity": "correct", "correctness": 1,
+         "objectives": [objective], "measurements": [{"name": objective, "value": v}]}
+        for v in (100, 900, 500)
+    ]  # fmt: skip
+    path = tmp_path / "kt.json"
+    path.write_text(json.dumps({"schema_version": "1.0.0", "results": results}))
+    assert [c["TILE_M"] for c in read_t4(path)] == best_first
+
+
 def test_a_t4_export_warm_starts_another_search(search, tmp_path: Path) -> None:
     first, *_ = search(budget=30, seed=2, confirm_processes=0)
     t4 = tmp_path / "first.json"
