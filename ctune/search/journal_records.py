@@ -62,6 +62,19 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _is_float(value: Any) -> bool:
+    """A number a float holds: a 400-digit integer is valid JSON, and ``float()`` of it
+    (or ``math.isfinite``) raises OverflowError. NaN and infinities are floats (the
+    writer lets a NaN through rather than crash a run)."""
+    if not _is_number(value):
+        return False
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
+
+
 _GENE_VALUE = "a gene value (a number, text or true/false)"
 
 
@@ -124,7 +137,7 @@ def _typed(value: Any, hint: Any, field: str) -> Any:
 
 
 _SCALARS: dict[Any, Callable[[Any], bool]] = {
-    float: _is_number,
+    float: _is_float,
     int: _is_int,
     str: lambda v: isinstance(v, str),
     bool: lambda v: isinstance(v, bool),
@@ -183,8 +196,12 @@ def _positive_int(value: Any) -> bool:
     return _is_int(value) and value >= 1
 
 
+def _finite(value: Any) -> bool:
+    return _is_float(value) and math.isfinite(value)
+
+
 def _positive_finite(value: Any) -> bool:
-    return _is_number(value) and math.isfinite(value) and value > 0
+    return _finite(value) and value > 0
 
 
 def _whole_at_least(low: int) -> Callable[[Any], bool]:
@@ -216,16 +233,33 @@ _PLAN: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
-def check_header(record: Mapping[str, Any]) -> None:
-    """The header's fields that are present have their types; its plan, its values."""
-    for name, (check, wanted) in _HEADER.items():
+def _texts(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) and v for v in value)
+
+
+#: the header's objectives (``ObjectiveSpec.identity``): texts, each parsed by a reader
+_OBJECTIVES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "objectives": (_texts, "a list of objective texts"),
+    "constraints": (_texts, "a list of constraint texts"),
+}
+
+
+def _check_part(
+    record: Mapping[str, Any], table: Mapping[str, tuple[Callable[[Any], bool], str]], at: str
+) -> None:
+    """The fields of ``table`` that ``record`` has, checked; ``at``: the dotted prefix."""
+    for name, (check, wanted) in table.items():
         if name in record and not check(record[name]):
-            raise FieldError(name, wanted, record[name])
+            raise FieldError(f"{at}{name}", wanted, record[name])
+
+
+def check_header(record: Mapping[str, Any]) -> None:
+    """The header's fields that are present have their types; its plan and objectives,
+    their values (a string of objectives would be read letter by letter)."""
+    _check_part(record, _HEADER, "")
     for part in ("search", "info"):
-        plan = record.get(part) or {}
-        for name, (check, wanted) in _PLAN.items():
-            if name in plan and not check(plan[name]):
-                raise FieldError(f"{part}.{name}", wanted, plan[name])
+        _check_part(record.get(part) or {}, _PLAN, f"{part}.")
+    _check_part(record.get("objectives") or {}, _OBJECTIVES, "objectives.")
 
 
 @dataclass(frozen=True)
@@ -259,7 +293,7 @@ def trial_record(record: Mapping[str, Any], objectives: int | None = None) -> Tr
     elapsed = _field(
         record,
         "elapsed_s",
-        _optional(lambda v: _is_number(v) and math.isfinite(v) and v >= 0),
+        _optional(lambda v: _finite(v) and v >= 0),
         "seconds (0 or more)",
     )
     same = _field(record, "same_binary_as", _optional(lambda v: isinstance(v, str)), "a key")

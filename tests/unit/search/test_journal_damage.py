@@ -154,6 +154,26 @@ DAMAGED: dict[str, tuple[Callable[[Path], int], str]] = {
     "budget NaN time": (_edit_header(_set("search", "time_s", value=float("nan"))), "time_s"),
     "info budget zero": (_edit_header(_set("info", "budget", value=0)), "info.budget"),
     "kernel a number": (_edit_header(_set("kernel", value=7)), "kernel"),
+    # valid JSON that float() overflows on; once an OverflowError, exit 70
+    "compile_s 400 digits": (
+        _edit_trial(_set("trial", "build", "compile_s", value=10**400)),
+        "trial.build.compile_s: expected a number",
+    ),
+    "elapsed 400 digits": (_edit_trial(_set("elapsed_s", value=10**400)), "elapsed_s"),
+    "time_s 400 digits": (_edit_header(_set("search", "time_s", value=10**400)), "time_s"),
+    # once a TypeError, and a string read as the objectives "p", "5", "0"
+    "objectives numbers": (
+        _edit_header(_set("objectives", "objectives", value=[1])),
+        "objectives.objectives: expected a list of objective texts",
+    ),
+    "objectives a string": (
+        _edit_header(_set("objectives", "objectives", value="p50")),
+        "objectives.objectives: expected a list of objective texts",
+    ),
+    "constraints a string": (
+        _edit_header(_set("objectives", "constraints", value="regs<=90")),
+        "objectives.constraints",
+    ),
     "bad confirmation": (
         _raw_line(b'{"kind": "confirmation", "trials": 6, "round": 1, "runs": {"k": 5}}'),
         "runs.k",
