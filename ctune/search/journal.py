@@ -208,28 +208,25 @@ def read(path: Path) -> tuple[Replay, int]:
     """Parse and check a journal; returns (contents, byte length of its intact part).
 
     A torn last line (a crash mid-write) is left out and marked ``dropped_tail``; any
-    other damage is one UserError naming the line."""
+    other damage is one UserError naming the line. Torn means without its newline: the
+    writer writes each record and its newline in one go, so a crash leaves a prefix of
+    it, and a line that ends in one was written whole, however it reads now."""
     path = Path(path)
     parsed: list[tuple[int, dict[str, Any]]] = []
     good_end = 0
-    pending: tuple[int, Exception] | None = None  # an unreadable line: torn if it is the last
     dropped = False
     for number, raw, ended in _lines(path):
-        if pending is not None:
-            line, exc = pending
-            raise JournalRecordError(f"{where(path, line)}: not a journal record ({exc}); {FIX}")
+        if not ended:  # the last line, whole JSON or not: the write stopped before its end
+            dropped = True
+            break
         try:
             record = _parse(raw)
         except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-            pending = (number, exc)
-            continue
-        if not ended:  # whole JSON but no newline: the write stopped before its end
-            dropped = True
-            break
+            raise JournalRecordError(
+                f"{where(path, number)}: not a journal record ({exc}); {FIX}"
+            ) from None
         parsed.append((number, record))
         good_end += len(raw) + 1
-    if pending is not None:
-        dropped = True  # the last line, unreadable: torn by a crash
     if not parsed:
         raise _not_a_journal(path)
     replay = Replay(header=_header(path, parsed[0][1]), dropped_tail=dropped)

@@ -121,6 +121,9 @@ def _torn_middle(path: Path) -> int:
 #: case -> (damage, what the one line must say besides the file, line and the fix)
 DAMAGED: dict[str, tuple[Callable[[Path], int], str]] = {
     "not JSON": (_raw_line(b"{garbage"), "not a journal record"),
+    # ends in a newline, so written whole: damage, not a crash's torn tail
+    "not JSON, the last line": (_raw_line(b"{garbage", last=True), "not a journal record"),
+    "a blank last line": (_raw_line(b"", last=True), "not a journal record"),
     "a JSON list": (_raw_line(b"[1, 2]"), "not a journal record"),
     "torn middle line": (_torn_middle, "not a journal record"),
     "binary garbage line": (_raw_line(bytes(range(256)) * 4), "not a journal record"),
@@ -297,6 +300,17 @@ def test_a_torn_last_line_is_dropped_with_one_warning(
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]  # not said again
     assert journal.read_bytes().startswith(whole)
     assert not journal_mod.read(journal)[0].dropped_tail
+
+
+def test_a_whole_damaged_last_line_is_not_cut_off_by_a_resume(search, journal: Path) -> None:
+    """A last line that ends in its newline was written whole (the writer writes a record
+    and its newline at once): unreadable, it is damage, refused, and the file is kept."""
+    damaged = journal.read_bytes() + b'{"kind": "trial", "trial": {"numb\n'
+    journal.write_bytes(damaged)
+    lines = damaged.count(b"\n")
+    with pytest.raises(UserError, match=f"line {lines}: not a journal record"):
+        search(budget=6, seed=2, resume=journal, confirm_processes=0)
+    assert journal.read_bytes() == damaged
 
 
 #: resume-only damage: gene values checked against the spec's space
