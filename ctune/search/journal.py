@@ -123,6 +123,7 @@ class Replay:
     elapsed_s: list[float | None] = field(default_factory=list)  # per trial, when recorded
     same_binary: dict[str, str] = field(default_factory=dict)  # key -> key it reused
     lines: list[int] = field(default_factory=list)  # per trial, its line in the file
+    line_of: dict[str, int] = field(default_factory=dict)  # candidate key -> its trial's line
     rounds: list[ConfirmationRound] = field(default_factory=list)  # confirmation, in order
 
     @property
@@ -242,6 +243,13 @@ def _add(replay: Replay, record: dict[str, Any], number: int, objectives: int | 
     if kind == "trial":
         got = records.trial_record(record, objectives)
         key = got.trial.candidate.key()
+        if key in replay.line_of:  # a search tries a candidate once (the cache answers again)
+            raise records.FieldError(
+                "trial.candidate",
+                f"a candidate not in an earlier trial (line {replay.line_of[key]} has it)",
+                key,
+            )
+        replay.line_of[key] = number
         replay.trials.append(got.trial)
         replay.lines.append(number)
         replay.elapsed_s.append(got.elapsed_s)

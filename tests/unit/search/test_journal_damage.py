@@ -118,6 +118,15 @@ def _torn_middle(path: Path) -> int:
     return 4
 
 
+def _duplicated_trial(path: Path) -> int:
+    """A trial's line twice (a careless copy or merge): the copy's line number."""
+    lines = path.read_bytes().splitlines(keepends=True)
+    index = _first_trial([json.loads(line) for line in lines])
+    lines.insert(index + 2, lines[index])
+    path.write_bytes(b"".join(lines))
+    return index + 3
+
+
 #: case -> (damage, what the one line must say besides the file, line and the fix)
 DAMAGED: dict[str, tuple[Callable[[Path], int], str]] = {
     "not JSON": (_raw_line(b"{garbage"), "not a journal record"),
@@ -128,6 +137,9 @@ DAMAGED: dict[str, tuple[Callable[[Path], int], str]] = {
     "torn middle line": (_torn_middle, "not a journal record"),
     "binary garbage line": (_raw_line(bytes(range(256)) * 4), "not a journal record"),
     "unknown kind": (_raw_line(b'{"kind": "bogus"}'), "kind: expected trial, generation"),
+    # a search tries a candidate once: a second trial of it would be exported twice and
+    # counted twice against a resumed search's budget
+    "a duplicated trial": (_duplicated_trial, "trial.candidate: expected a candidate not in"),
     "values a string": (_edit_trial(_set("trial", "values", value="abc")), "trial.values"),
     "a value text": (_edit_trial(_set("trial", "values", value=["1.0"])), "trial.values[0]"),
     "values one too many": (_edit_trial(_more_values), "trial.values: expected 1 number(s)"),
@@ -351,7 +363,9 @@ def test_resume_checks_genes_against_the_space(search, journal: Path, case: str)
     assert measurer.calls == []  # refused before anything was measured
 
 
-@pytest.mark.parametrize("case", ["values a string", "values none at all", "samples a string"])
+@pytest.mark.parametrize(
+    "case", ["values a string", "values none at all", "samples a string", "a duplicated trial"]
+)
 def test_a_resumed_journal_is_checked_whole_with_the_request(
     spec, journal: Path, case: str
 ) -> None:
