@@ -22,7 +22,8 @@ def plot_command(
         Path,
         typer.Argument(
             metavar="JOURNAL|RESULT",
-            help="a search journal (.jsonl) or a result / artifact file (.json)",
+            help="a search journal (.jsonl, or the registry's .jsonl.gz copy) or a result / "
+            "artifact file (.json)",
         ),
     ],
     out: Annotated[

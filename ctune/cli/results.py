@@ -21,8 +21,8 @@ def export_command(
     source: Annotated[
         str,
         typer.Argument(
-            help="a search journal (.jsonl), a result file (.json) or a registry KEY "
-            "(kernel/problem/device-class)",
+            help="a search journal (.jsonl, or the registry's .jsonl.gz copy), a result file "
+            "(.json) or a registry KEY (kernel/problem/device-class)",
             autocompletion=complete.registry_keys,
         ),
     ],
@@ -79,12 +79,14 @@ def export_command(
 
 
 def load(source: str, registry: Path) -> Export:
-    """A journal (``.jsonl``), a result file (``.json``) or a registry KEY, as export rows
+    """A journal (``.jsonl``, ``.jsonl.gz``), a result file (``.json``) or a registry KEY, as
+    export rows
     (``ctune.exchange.records``): which of the three SOURCE is, and reading the registry's
     result files and keys, is this command's job."""
     from ctune.exchange.records import from_artifact, from_journal
+    from ctune.search.journal import is_journal_path
 
-    if source.endswith(".jsonl"):
+    if is_journal_path(source):
         return from_journal(Path(source))
     if source.endswith(".json"):
         from ctune.registry.store import read_result
@@ -92,8 +94,8 @@ def load(source: str, registry: Path) -> Export:
         return from_artifact(read_result(Path(source)), source)
     if "/" not in source:
         raise UserError(
-            f"{source}: expected a journal (.jsonl), a result file (.json) or a registry KEY "
-            "(kernel/problem/device-class)"
+            f"{source}: expected a journal (.jsonl, .jsonl.gz), a result file (.json) or a "
+            "registry KEY (kernel/problem/device-class)"
         )
     from ctune.registry.service import load_artifact
 

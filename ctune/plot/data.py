@@ -79,11 +79,18 @@ class Source:
     @property
     def stem(self) -> str:
         """What its figure files are called, ``<stem>-<figure>.png``: a journal by its own
-        file name (one per search), an artifact by kernel, problem and device class, since
-        the registry files every artifact as ``<device-class>.json`` and a name taken from
-        that file would be every kernel's on the device class."""
+        file name (one per search); an artifact, and the registry's copy of its journal, by
+        kernel, problem and device class, since the registry files every artifact as
+        ``<device-class>.json`` (its journal as ``.jsonl.gz``) and a name taken from that
+        file would be every kernel's on the device class (a copy's ends in ``-journal``:
+        its figures are not the artifact's)."""
+        from ctune.search import journal_copy
+
         if self.kind == "artifact":
             return f"{self.kernel}-{self.problem}-{self.device}"
+        if journal_copy.is_copy(self.path):
+            device_class = self.path.name.removesuffix(journal_copy.SUFFIX)
+            return f"{self.kernel}-{self.problem}-{device_class}-journal"
         return self.path.stem or "ctune"
 
     @property
@@ -264,7 +271,12 @@ def load_artifact(path: Path) -> Source:
 
 
 def load(path: Path) -> Source:
-    """A journal (JSON Lines with a header) or an artifact / result file (one JSON object)."""
+    """A journal (JSON Lines with a header, or the registry's gzip copy of one) or an
+    artifact / result file (one JSON object)."""
+    from ctune.search.journal import is_journal_path
+
+    if is_journal_path(path):
+        return load_journal(path)
     start = read_head(path, 4096, "plot source")
     first = start.split(b"\n", 1)[0]
     try:

@@ -137,6 +137,13 @@ def where(path: Path, line: int) -> str:
     return f"journal {path} line {line}"
 
 
+def is_journal_path(path: Path | str) -> bool:
+    """Named as a journal: a search's ``.jsonl``, or the registry's gzip copy of one
+    (``.jsonl.gz``, ``journal_copy``), which every reader of a journal reads."""
+    path = Path(path)
+    return path.name.endswith(".jsonl") or journal_copy.is_copy(path)
+
+
 def read_bytes(path: Path) -> bytes:
     """A journal's bytes: a journal file, or the registry's gzip copy of one
     (``journal_copy``), each capped."""
@@ -435,6 +442,7 @@ __all__ = [
     "Replay",
     "check_identity",
     "default_path",
+    "is_journal_path",
     "read",
     "read_header",
     "space_identity",

@@ -263,6 +263,21 @@ def test_figure_files_are_named_by_kernel_problem_and_device_class() -> None:
     assert data.load(JOURNAL).stem == "saxpy-n1m-replay"  # a journal's name is its search's
 
 
+def test_the_registrys_gzip_copy_of_a_journal_plots_as_the_journal(tmp_path: Path) -> None:
+    """The registry keeps each artifact's journal as ``<device-class>.jsonl.gz``: read by
+    every reader of a journal (it was "neither a ctune journal nor a result file")."""
+    from ctune.search import journal_copy
+
+    copy = tmp_path / "sm90-nvidia-h200.jsonl.gz"
+    copy.write_bytes(journal_copy.pack(JOURNAL.read_bytes()))
+    code, out, err = run_cli("plot", str(copy), "--as", "csv")
+    assert code == 0, err
+    assert out == run_cli("plot", str(JOURNAL), "--as", "csv")[1]
+    source = data.load(copy)
+    # named as its artifact's figures would be, kept apart from them
+    assert source.stem == f"{source.kernel}-{source.problem}-sm90-nvidia-h200-journal"
+
+
 def test_plotting_two_artifacts_of_one_device_class_keeps_both(
     figures: Any, tmp_path: Path
 ) -> None:

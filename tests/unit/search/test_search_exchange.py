@@ -93,6 +93,20 @@ def test_an_objective_named_like_a_column_is_that_column() -> None:
             assert {"p50", "regs", "time", "p99", "spills_bytes"} <= set(names)
 
 
+def test_the_registrys_gzip_copy_of_a_journal_exports_as_the_journal(
+    search, settings, tmp_path: Path
+) -> None:
+    """``.jsonl.gz``, the registry's copy, is a journal to every reader: it was taken for a
+    registry KEY and refused as one."""
+    from ctune.search import journal_copy
+
+    done, *_ = search(budget=6, confirm_processes=0)
+    copy = tmp_path / "sm90-nvidia-h200.jsonl.gz"
+    copy.write_bytes(journal_copy.pack(done.journal.read_bytes()))
+    exported = load(str(copy), settings.registry)
+    assert exported.rows == from_journal(done.journal).rows and len(exported.rows) == 6
+
+
 def test_an_artifact_as_t4(search, settings) -> None:
     result, *_ = search(budget=12, seed=1, confirm_processes=3)
     assert result.artifact_path is not None
