@@ -50,11 +50,10 @@ def export_command(
     """Every configuration a search tried (journal), or an artifact's baseline and front,
     as T4 JSON (what Kernel Tuner writes and KTT reads) or CSV. `ctune search
     --warm-start FILE` takes a T4 file back."""
-    import json
 
     from ctune.cli.common import settings
     from ctune.cli.render import write_out
-    from ctune.exchange.t4 import to_t4
+    from ctune.exchange.t4 import t4_text
     from ctune.exchange.table import to_csv
     from ctune.registry.export import FORMATS as BUILD_FORMATS
 
@@ -68,7 +67,7 @@ def export_command(
         allowed = ", ".join((*FORMATS, *BUILD_FORMATS))
         raise UserError(f"--as {as_}: unknown format (allowed: {allowed})")
     export = load(source, cfg.registry)
-    text = json.dumps(to_t4(export), indent=1) + "\n" if as_ == "t4" else to_csv(export)
+    text = t4_text(export) if as_ == "t4" else to_csv(export)
     if out is None:
         write_out(text)
     else:

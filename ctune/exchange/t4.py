@@ -63,9 +63,15 @@ def _finite(value: Any) -> bool:
     return _number(value) is not None
 
 
+def _gene(value: GeneValue) -> GeneValue | None:
+    """A configuration's value as T4 holds it: null for a NaN or an infinity (a damaged
+    journal can hold one), which JSON has no number for."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
 def _result(row: Row, export: Export) -> dict[str, Any]:
     times: dict[str, Any] = {}
-    if row.compile_s is not None:
+    if row.compile_s is not None and _finite(row.compile_s * 1000.0):
         times["compilation_time"] = round(row.compile_s * 1000.0, 3)  # ms, as Kernel Tuner
     if row.samples_ms:
         times["runtimes"] = [s for s in row.samples_ms if _finite(s)]
@@ -88,7 +94,7 @@ def _result(row: Row, export: Export) -> dict[str, Any]:
         if _finite(value) and name not in named
     ]
     return {
-        "configuration": dict(row.configuration),
+        "configuration": {name: _gene(value) for name, value in row.configuration.items()},
         "times": times,
         "invalidity": INVALIDITY.get(row.outcome, "runtime"),
         "correctness": 0 if INVALIDITY.get(row.outcome) == "correctness" else 1,
@@ -110,6 +116,13 @@ def to_t4(export: Export) -> dict[str, Any]:
             "source": export.source,
         },
     }
+
+
+def t4_text(export: Export) -> str:
+    """The T4 document of an export as standard JSON text: a NaN is not JSON, and other
+    tools' readers refuse it (:func:`to_t4` writes none: a non-finite number is left out,
+    or null where the field must be there)."""
+    return json.dumps(to_t4(export), indent=1, allow_nan=False) + "\n"
 
 
 #: what to do about a file that is not a T4 results file
@@ -314,5 +327,6 @@ __all__ = [
     "check_shares_genes",
     "ranking_sign",
     "read_t4",
+    "t4_text",
     "to_t4",
 ]

@@ -73,6 +73,29 @@ def test_a_journal_as_t4_and_csv(search, spec: KernelSpec) -> None:
     assert float(ok["p50_ms"]) > 0 and int(ok["regs"]) > 0
 
 
+def test_t4_is_standard_json_when_the_journal_holds_a_nan(search, tmp_path: Path) -> None:
+    """The journal's writer lets a NaN through rather than crash a run, and an edited
+    journal can hold one in a gene: T4 once carried ``"compilation_time": NaN``, which
+    is not JSON. A non-finite time is left out, a non-finite gene value is null."""
+    from ctune.exchange.t4 import t4_text
+
+    done, *_ = search(budget=6, confirm_processes=0)
+    records = [json.loads(line) for line in done.journal.read_text().splitlines()]
+    trial = next(r["trial"] for r in records if r["kind"] == "trial" and r["trial"]["build"])
+    trial["build"]["compile_s"] = float("nan")
+    trial["candidate"]["genes"]["TILE_M"] = float("inf")
+    journal = tmp_path / "nan.jsonl"
+    journal.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    document = json.loads(t4_text(from_journal(journal)), parse_constant=refuse)
+    damaged = next(r for r in document["results"] if r["configuration"]["TILE_M"] is None)
+    assert "compilation_time" not in damaged["times"]
+    _check_t4(document)
+
+
 def test_an_objective_named_like_a_column_is_that_column() -> None:
     """The committed journal's objectives are p50 and regs: CSV once wrote two ``regs``
     columns (pandas reads ``regs.1``) and both ``p50`` and ``p50_ms``, T4 two ``p50`` and
