@@ -26,6 +26,9 @@ class StrictYamlError(ValueError):
     pass
 
 
+_NODE_WORDS = {yaml.SequenceNode: "list", yaml.MappingNode: "mapping"}
+
+
 class _StrictLoader(yaml.SafeLoader):
     def __init__(self, stream: Any) -> None:
         super().__init__(stream)
@@ -52,8 +55,15 @@ class _StrictLoader(yaml.SafeLoader):
             self._depth -= 1
 
     def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+        """A mapping whose keys are single values and each given once: a list or a mapping
+        as a key (``? [1, 2]``) names nothing a file could mean, and cannot be hashed."""
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise StrictYamlError(
+                    f"line {key_node.start_mark.line + 1}: a key must be a single value "
+                    f"(a name or a number), not a {_NODE_WORDS.get(type(key_node), 'node')}"
+                )
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise StrictYamlError(f"line {key_node.start_mark.line + 1}: duplicate key '{key}'")

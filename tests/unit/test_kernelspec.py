@@ -333,6 +333,7 @@ def test_bad_spec_is_one_line_naming_file_and_key(saxpy: Path, what, change, mes
         ("entry: [saxpy\n", "line"),
         ("- just\n- a list\n", "expected a mapping"),
         ("\xff\xfe", "not UTF-8"),
+        ("? [1, 2]\n: 3\n", "line 1: a key must be a single value"),
     ],
 )
 def test_malformed_yaml(saxpy: Path, text: str, message: str) -> None:

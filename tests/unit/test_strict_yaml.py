@@ -27,8 +27,23 @@ def _nested(depth: int) -> str:
         ("a: " + "1" * 5000, "a value that cannot be read: Exceeds the limit"),
         ("a: 2023-13-45", "a value that cannot be read: month must be in 1..12"),
         ("x" * (MAX_BYTES + 1), f"larger than {MAX_BYTES} bytes"),
+        ("? [1, 2]\n: 3\n", "line 1: a key must be a single value .*, not a list"),
+        ("a:\n  ? {b: 1}\n  : 3\n", "line 2: a key must be a single value .*, not a mapping"),
+        ("{[1]: 2}", "line 1: a key must be a single value"),
     ],
-    ids=["1000-brackets", "1000-braces", "block-40", "at-cap", "nodes", "digits", "date", "size"],
+    ids=[
+        "1000-brackets",
+        "1000-braces",
+        "block-40",
+        "at-cap",
+        "nodes",
+        "digits",
+        "date",
+        "size",
+        "list-key",
+        "mapping-key",
+        "flow-list-key",
+    ],
 )
 def test_limits_are_one_line(text: str, message: str) -> None:
     began = time.monotonic()
