@@ -92,6 +92,15 @@ _TOP_KEYS = {
     "default_budget",  # the budget of a search given neither --budget nor --time
 }
 _REQUIRED = ("entry", "problems", "args", "reference")
+#: the optional sections that are a mapping or a list, and the form each takes: the one
+#: place their type is checked (left out or blank, a section is empty)
+_SECTION_FORMS: dict[str, tuple[type, str]] = {
+    "genes": (dict, "a mapping NAME: {values: [...], default: ...}"),
+    "derived": (dict, "a mapping NAME: expression"),
+    "restrictions": (list, "a list of expressions"),
+    "problem_sets": (dict, "a mapping SET: [problem names]"),
+    "metrics": (dict, "a mapping NAME: expression over the problem dims"),
+}
 
 
 def sidecar_for(path: Path) -> tuple[Path, Path | None]:
@@ -149,6 +158,18 @@ def _name(ctx: LoadContext, key: str, value: Any) -> str:
     return value
 
 
+def _section(ctx: LoadContext, data: dict[str, Any], key: str) -> Any:
+    """Section ``key`` of ``_SECTION_FORMS``, empty where it is left out or blank; another
+    type (``metrics: 5``, ``restrictions: "BLOCK > 0"``) is one line giving the form."""
+    kind, form = _SECTION_FORMS[key]
+    value = data.get(key)
+    if value is None:
+        return kind()
+    if not isinstance(value, kind):
+        raise ctx.fail(key, f"expected {form}, got {type(value).__name__} {value!r:.80}")
+    return value
+
+
 def _str_list(ctx: LoadContext, key: str, value: Any) -> list[str]:
     if value is None:
         return []
@@ -186,7 +207,7 @@ def _build(
     flag_genes = _flag_genes(ctx, data.get("flags"), nvcc_help)
     acf, acf_seeds = _acf(ctx, folder, data.get("acf"), data.get("acf_files"))
     flag_genes += tuple(acf_gene(s, [d for d, _ in acf_seeds.get(s, ())]) for s in acf)
-    genes = _genes(ctx, data.get("genes") or {})
+    genes = _genes(ctx, _section(ctx, data, "genes"))
     gene_names = {g.name for g in genes}
     clash = gene_names & ({g.name for g in flag_genes} | set(ACF_GENES))
     if clash:
@@ -194,11 +215,11 @@ def _build(
     problems = _problems(ctx, data["problems"])
     dim_names = set().union(*(p.dims for p in problems))
     _check_entry_args(ctx, symbol, kind, genes, problems, extra_flags, source_path)
-    derived = _derived(ctx, data.get("derived") or {}, gene_names | dim_names)
+    derived = _derived(ctx, _section(ctx, data, "derived"), gene_names | dim_names)
     known = gene_names | {g.name for g in flag_genes} | dim_names | {n for n, _ in derived}
     restrictions = tuple(
         ctx.expr_over(f"restrictions[{i}]", src, known)
-        for i, src in enumerate(data.get("restrictions") or [])
+        for i, src in enumerate(_section(ctx, data, "restrictions"))
     )
     launch = _launch(ctx, data.get("launch"), kind, known)
     if launch is not None:
@@ -220,7 +241,7 @@ def _build(
                 )
     check_constants(ctx, kind, args, problems)
     problem_names = [p.name for p in problems]
-    sets = _problem_sets(ctx, data.get("problem_sets") or {}, problem_names)
+    sets = _problem_sets(ctx, _section(ctx, data, "problem_sets"), problem_names)
     default_problem = data.get("default_problem", problem_names[0])
     if default_problem not in problem_names:
         raise ctx.fail("default_problem", f"{default_problem!r} is not a problem name")
@@ -237,10 +258,7 @@ def _build(
                 f"problems.{problem.name}.tolerance.{name}",
                 f"not an output (outputs: {', '.join(outputs)})",
             )
-    metrics = {
-        str(k): ctx.expr_over(f"metrics.{k}", v, dim_names)
-        for k, v in (data.get("metrics") or {}).items()
-    }
+    metrics = _metrics(ctx, _section(ctx, data, "metrics"), dim_names)
     try:
         l2_policy = l2policy.check(data.get(l2policy.NAME, l2policy.DEFAULT))
     except ValueError as exc:
@@ -292,6 +310,15 @@ def _build(
     )
     _check_default(ctx, spec)
     return spec
+
+
+def _metrics(ctx: LoadContext, data: dict[Any, Any], dims: set[str]) -> dict[str, Expr]:
+    """``metrics: {flops: "2 * N"}``: work per run over the problem dims, by the name an
+    objective gives it (``throughput:flops``)."""
+    for name in data:
+        if not isinstance(name, str) or not IDENT_RE.match(name):
+            raise ctx.fail(f"metrics.{name}", "a metric's name is an identifier (flops, bytes)")
+    return {k: ctx.expr_over(f"metrics.{k}", v, dims) for k, v in data.items()}
 
 
 def _device_genes(ctx: LoadContext, value: Any) -> tuple[str, ...]:
@@ -417,8 +444,11 @@ def _flag_genes(ctx: LoadContext, value: Any, nvcc_help: str) -> tuple[Gene, ...
         names = value
     else:
         raise ctx.fail("flags", "expected 'all' or a list of catalogue flag names")
-    genes = []
+    genes, seen = [], set()
     for name in names:
+        if name in seen:
+            raise ctx.fail(f"flags.{name}", "named twice; name each flag gene once")
+        seen.add(name)
         if name == "apply_controls":
             raise ctx.fail(
                 "flags.apply_controls",
@@ -477,9 +507,7 @@ def _acf(
 _GENE_KEYS = {"values", "pow2", "range", "default", "family", "suggest", "description", "ifdef"}
 
 
-def _genes(ctx: LoadContext, data: Any) -> tuple[Gene, ...]:
-    if not isinstance(data, dict):
-        raise ctx.fail("genes", "expected a mapping NAME: {values: [...], default: ...}")
+def _genes(ctx: LoadContext, data: dict[Any, Any]) -> tuple[Gene, ...]:
     genes = []
     for name, body in data.items():
         key = f"genes.{name}"
@@ -628,9 +656,9 @@ def _problems(ctx: LoadContext, data: Any) -> tuple[Problem, ...]:
     return tuple(problems)
 
 
-def _derived(ctx: LoadContext, data: Any, known: set[str]) -> tuple[tuple[str, Expr], ...]:
-    if not isinstance(data, dict):
-        raise ctx.fail("derived", "expected a mapping NAME: expression")
+def _derived(
+    ctx: LoadContext, data: dict[Any, Any], known: set[str]
+) -> tuple[tuple[str, Expr], ...]:
     out: list[tuple[str, Expr]] = []
     names = set(known)
     for name, source in data.items():
@@ -663,9 +691,9 @@ def _launch(ctx: LoadContext, data: Any, kind: str, known: set[str]) -> LaunchRu
     return LaunchRule(triple("grid"), triple("block"), smem)
 
 
-def _problem_sets(ctx: LoadContext, data: Any, names: list[str]) -> dict[str, tuple[str, ...]]:
-    if not isinstance(data, dict):
-        raise ctx.fail("problem_sets", "expected a mapping SET: [problem names]")
+def _problem_sets(
+    ctx: LoadContext, data: dict[Any, Any], names: list[str]
+) -> dict[str, tuple[str, ...]]:
     sets = {}
     for set_name, members in data.items():
         _name(ctx, f"problem_sets.{set_name}", set_name)
