@@ -486,8 +486,7 @@ def _write_spec(
     for file_name, content in arrays.items():
         write_atomic(folder / file_name, content)
     write_atomic(folder / "kernel.cu", source_text)
-    if ref_text is not None:
-        write_atomic(folder / ref_file, ref_text)
+    write_atomic(folder / ref_file, ref_text)
     if verify_text is not None:
         write_atomic(folder / VERIFY_FILE, verify_text)
     path = folder / f"{name}.yaml"
@@ -598,19 +597,25 @@ def _args(kernel_name: str, source_text: str, arguments: Sequence[Any]) -> list[
     return out
 
 
-def _reference(reference: Callable[..., Mapping[str, Any]] | str) -> tuple[str, str | None, str]:
-    """(file, its text to write or None, function): a path:function, or a function's source.
+def _reference(reference: Callable[..., Mapping[str, Any]] | str) -> tuple[str, str, str]:
+    """(file, its text to write, function): a path:function's file, or a function's source.
 
     The measuring worker is another process: it imports the reference from a file. A
     function is copied there by its source, so it must be a module-level ``def`` that
-    needs nothing but its arguments (``xp`` is numpy or cupy).
+    needs nothing but its arguments (``xp`` is numpy or cupy). A file is copied whole:
+    a spec's reference lies in the spec's folder, as its verify function does.
     """
     if isinstance(reference, str):
+        from ctune.files import MAX_SOURCE_BYTES, InputFileError, read_text_capped
+
         file_part, _, function = reference.partition(":")
-        path = Path(file_part).resolve()
+        path = Path(file_part)
         if not function or not path.is_file():
             raise UserError(f"reference: {reference!r} is not an existing FILE.py:FUNCTION")
-        return str(path), None, function
+        try:
+            return "reference.py", read_text_capped(path, MAX_SOURCE_BYTES, "reference"), function
+        except InputFileError as exc:
+            raise UserError(f"reference: {exc}") from None
     if not inspect.isfunction(reference) or reference.__name__ == "<lambda>":
         raise UserError(
             "reference: pass a def (xp, inputs, dims) -> {output: array}, or 'file.py:fn'"

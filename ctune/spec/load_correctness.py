@@ -15,15 +15,12 @@ from ctune.spec.model import Tolerance
 
 
 def parse_reference(ctx: LoadContext, folder: Path, data: Any) -> tuple[Path, str]:
-    if not isinstance(data, dict) or set(data) != {"python"} or not isinstance(data["python"], str):
+    """``reference: {python: FILE.py:FUNCTION}``: by the rule of ``verify`` and ``vendor``
+    (:func:`function_in_folder`), so a missing function is refused here, not by the worker
+    on a GPU, and the code that decides correctness lies beside the spec."""
+    if not isinstance(data, dict) or set(data) != {"python"}:
         raise ctx.fail("reference", "expected {python: FILE.py:FUNCTION}")
-    file_part, _, func = data["python"].partition(":")
-    if not func or not IDENT_RE.match(func) or not file_part.endswith(".py"):
-        raise ctx.fail("reference.python", f"{data['python']!r} is not FILE.py:FUNCTION")
-    path = (folder / file_part).resolve()
-    if not path.is_file():
-        raise ctx.fail("reference.python", f"{path} does not exist")
-    return path, func
+    return function_in_folder(ctx, folder, "reference", data["python"])
 
 
 def parse_verify(ctx: LoadContext, folder: Path, data: Any) -> tuple[Path | None, str]:

@@ -102,7 +102,10 @@ def test_a_kernel_file_keeps_its_includes(tmp_path: Path) -> None:
         reference=f"{ref}:vector_add", workdir=tmp_path / "w",
     )  # fmt: skip
     spec = load_spec(path)
-    assert spec.include_dirs == (tmp_path / "src",) and spec.reference_path == ref
+    assert spec.include_dirs == (tmp_path / "src",)
+    # copied beside the spec: a spec's reference lies in its folder
+    assert spec.reference_path == tmp_path / "w" / "reference.py"
+    assert spec.reference_path.read_text() == ref.read_text()
 
 
 @pytest.mark.parametrize(

@@ -162,7 +162,22 @@ BAD = [
     (
         "missing reference file",
         lambda d: d.update(reference={"python": "nope.py:f"}),
-        "does not exist",
+        "reference.python: nope.py is not a file in the spec's folder",
+    ),
+    (
+        "reference function the file does not define",
+        lambda d: d.update(reference={"python": "saxpy_ref.py:no_such_function"}),
+        "reference.python: saxpy_ref.py defines no function 'no_such_function' at its top level",
+    ),
+    (
+        "reference outside the spec's folder, by an absolute path",
+        lambda d: d.update(reference={"python": f"{DATA / 'saxpy_ref.py'}:saxpy"}),
+        "saxpy_ref.py resolves outside the spec's folder",
+    ),
+    (
+        "reference outside the spec's folder, by ..",
+        lambda d: d.update(reference={"python": "../elsewhere/saxpy_ref.py:saxpy"}),
+        "reference.python: ../elsewhere/saxpy_ref.py resolves outside the spec's folder",
     ),
     (
         "malformed reference",
