@@ -4,6 +4,7 @@ scalar values and runtime genes a launch reads (docs/spec-format.md)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -229,6 +230,8 @@ def parse_init(ctx: LoadContext, folder: Path, key: str, value: Any) -> Init:
                 a, b = (float(p) for p in params)
             except (TypeError, ValueError):
                 raise ctx.fail(key, f"{dist}: {params} must be two numbers") from None
+            if not (math.isfinite(a) and math.isfinite(b)):  # NaN passes lo < hi: it is never less
+                raise ctx.fail(key, f"{dist}: {params} must be finite numbers")
             if dist == "normal" and (b < 0 or a == b == 0):
                 raise ctx.fail(key, "normal: [mean, std] needs std >= 0 and not all zeros")
             if dist == "uniform" and a >= b:

@@ -639,6 +639,9 @@ def _problems(ctx: LoadContext, data: Any) -> tuple[Problem, ...]:
             for k, v in dims.items()
         ):
             raise ctx.fail(f"problems.{name}.dims", "expected NAME: integer pairs")
+        for dim, size in dims.items():
+            if size < 0:
+                raise ctx.fail(f"problems.{name}.dims.{dim}", f"{size} is negative; a size is >= 0")
         defines = body.get("defines") or {}
         if not isinstance(defines, dict) or not all(
             isinstance(k, str) and IDENT_RE.match(k) and isinstance(v, (int, str))

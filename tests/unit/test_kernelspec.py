@@ -157,6 +157,26 @@ BAD = [
     ("zero normal", lambda d: d["args"][0].update(init={"normal": [0, 0]}), "not all zeros"),
     ("init not numbers", lambda d: d["args"][0].update(init={"normal": [0, "abc"]}), "numbers"),
     ("negative std", lambda d: d["args"][0].update(init={"normal": [0, -1]}), "std >= 0"),
+    (
+        "NaN and infinite bounds",
+        lambda d: d["args"][0].update(init={"uniform": [float("nan"), float("inf")]}),
+        "args.x.init: uniform: [nan, inf] must be finite numbers",
+    ),
+    (
+        "infinite std",
+        lambda d: d["args"][0].update(init={"normal": [0, float("inf")]}),
+        "args.x.init: normal: [0, inf] must be finite numbers",
+    ),
+    (
+        "NaN as text",
+        lambda d: d["args"][0].update(init={"uniform": ["nan", 1]}),
+        "must be finite numbers",
+    ),
+    (
+        "negative problem dim",
+        lambda d: d["problems"][0].update(dims={"N": -5}),
+        "problems.n1m.dims.N: -5 is negative",
+    ),
     ("suggest not a list", lambda d: d["genes"]["BLOCK"].update(suggest=256), "suggest"),
     ("no outputs", lambda d: d["args"][1].update(role="input"), "no output arg"),
     (
