@@ -27,7 +27,8 @@ from ctune.errors import SpecError
 from ctune.measure.bf16 import bf16_bits_to_float32, float32_to_bf16_bits
 from ctune.measure.given import given_storage
 from ctune.spec.elements import element
-from ctune.spec.model import GivenData
+from ctune.spec.model import ArgValueError, GivenData, scalar_number
+from ctune.spec.model import arg_shape as spec_arg_shape
 
 if TYPE_CHECKING:
     from ctune.records import GeneValue
@@ -191,28 +192,23 @@ def poison(xp: ModuleType, array: Any) -> None:
 
 
 def scalar_value(dtype: str, value: Any, name: str = "") -> Any:
-    """A scalar argument as a numpy scalar of its storage type (bf16 as raw bits)."""
+    """A scalar argument as a numpy scalar of its storage type (bf16 as raw bits), by the
+    spec's rule for what a dtype holds (:func:`ctune.spec.model.scalar_number`)."""
+    try:
+        number = scalar_number(dtype, value)
+    except ArgValueError as exc:
+        raise SpecError(f"scalar {name}: {exc}") from None
     if dtype == "bfloat16":
-        return np.uint16(float32_to_bf16_bits(np, np.asarray([value], dtype=np.float32))[0])
-    store = np.dtype(storage_dtype(dtype))
-    if dtype in FLOAT_DTYPES:
-        return store.type(value)
-    if isinstance(value, float) and not value.is_integer():
-        raise SpecError(f"scalar {name}: {value} is not an integer for dtype {dtype}")
-    info = np.iinfo(store)
-    if not info.min <= int(value) <= info.max:
-        raise SpecError(f"scalar {name}: {value} does not fit dtype {dtype}")
-    return store.type(int(value))
+        return np.uint16(float32_to_bf16_bits(np, np.asarray([number], dtype=np.float32))[0])
+    return np.dtype(storage_dtype(dtype)).type(number)
 
 
 def arg_shape(arg: ArgSpec, dims: Mapping[str, int]) -> tuple[int, ...]:
-    shape = []
-    for expr in arg.shape:
-        value = expr.evaluate(dims)
-        if isinstance(value, bool) or not float(value).is_integer() or value < 0:
-            raise SpecError(f"arg {arg.name}: shape entry '{expr.source}' = {value!r}")
-        shape.append(int(value))
-    return tuple(shape)
+    """A buffer's shape on one problem, by the spec's rule (:func:`ctune.spec.model.arg_shape`)."""
+    try:
+        return spec_arg_shape(arg, dims)
+    except ArgValueError as exc:
+        raise SpecError(f"arg {arg.name}: {exc}") from None
 
 
 @dataclass

@@ -14,7 +14,18 @@ from ctune.spec.declarations import c_extent_expression, int_defines, static_sha
 from ctune.spec.elements import ElementError, allowed_text, element, struct_element
 from ctune.spec.entry import parse_entry
 from ctune.spec.load_context import IDENT_RE, LoadContext
-from ctune.spec.model import DTYPES, ROLES, ArgSpec, GivenData, Init, LaunchRule, Problem
+from ctune.spec.model import (
+    DTYPES,
+    ROLES,
+    ArgSpec,
+    ArgValueError,
+    GivenData,
+    Init,
+    LaunchRule,
+    Problem,
+    arg_scalar,
+    arg_shape,
+)
 from ctune.spec.space.params import Gene
 
 
@@ -110,15 +121,7 @@ def check_constants(
     for problem in problems:
         total, sizes = 0, []
         for arg in constants:
-            count = 1
-            for expr in arg.shape:
-                try:
-                    count *= int(expr.evaluate(problem.dims))
-                except (ExprError, TypeError, ValueError) as exc:
-                    raise ctx.fail(
-                        f"args.{arg.name}.shape", f"{exc} (problem {problem.name})"
-                    ) from None
-            nbytes = count * element(arg.dtype).itemsize
+            nbytes = math.prod(buffer_shape(ctx, arg, problem)) * element(arg.dtype).itemsize
             total += nbytes
             sizes.append(f"{arg.name} {nbytes} B")
         if total > CONSTANT_BYTES:
@@ -127,6 +130,39 @@ def check_constants(
                 f"constant memory holds {CONSTANT_BYTES} B, but problem {problem.name} needs "
                 f"{total} B ({', '.join(sizes)}); make it an input buffer (role: input)",
             )
+
+
+def check_arg_values(
+    ctx: LoadContext,
+    args: tuple[ArgSpec, ...],
+    problems: tuple[Problem, ...],
+    genes: tuple[Gene, ...],
+) -> None:
+    """Every buffer's shape and every scalar's value on every problem, the runtime genes at
+    their defaults, by the rules the worker makes its buffers with (``ctune.spec.model``): a
+    division by zero, a negative size or an int8 of 1000 is one line when the spec loads,
+    not a failure on the GPU."""
+    runtime = {g.name: g.default for g in genes if not g.compiled}
+    for problem in problems:
+        for arg in args:
+            if arg.value is None:
+                buffer_shape(ctx, arg, problem)
+                continue
+            try:
+                arg_scalar(arg, arg.dtype_for(problem), {**problem.dims, **runtime})
+            except ArgValueError as exc:
+                at = ", runtime genes at their defaults" if arg.value.names & set(runtime) else ""
+                raise ctx.fail(
+                    f"args.{arg.name}.value", f"{exc} (problem {problem.name}{at})"
+                ) from None
+
+
+def buffer_shape(ctx: LoadContext, arg: ArgSpec, problem: Problem) -> tuple[int, ...]:
+    """``arg``'s shape on ``problem``, or one line naming the arg, the entry and the problem."""
+    try:
+        return arg_shape(arg, problem.dims)
+    except ArgValueError as exc:
+        raise ctx.fail(f"args.{arg.name}.shape", f"{exc} (problem {problem.name})") from None
 
 
 def static_smem_estimate(source: Path, symbol: str, genes: tuple[Gene, ...]) -> Expr | None:
@@ -199,9 +235,7 @@ def check_runtime_used(
     for arg in args:
         if arg.value is not None:
             used |= arg.value.names
-    for name, expr in reversed(derived):  # a derived value may use earlier ones only
-        if name in used:
-            used |= expr.names
+    used = read_through_derived(used, derived)
     for gene in genes:
         if not gene.compiled and gene.name not in used:
             raise ctx.fail(
@@ -210,6 +244,16 @@ def check_runtime_used(
                 "dynamic_smem_bytes) or a scalar argument's value; this one is not, so it "
                 "could never change anything",
             )
+
+
+def read_through_derived(names: set[str], derived: tuple[tuple[str, Expr], ...]) -> set[str]:
+    """``names`` and every name the derived values among them read, directly or through
+    other derived values: what an expression over ``names`` depends on."""
+    used = set(names)
+    for name, expr in reversed(derived):  # a derived value may use earlier ones only
+        if name in used:
+            used |= expr.names
+    return used
 
 
 #: ``init`` keys that name data given in a file, and the suffix each file must have
@@ -265,11 +309,14 @@ def given_data(ctx: LoadContext, folder: Path, key: str, kind: str, value: Any) 
 __all__ = [
     "CONSTANT_BYTES",
     "buffer_dtype",
+    "buffer_shape",
+    "check_arg_values",
     "check_constants",
     "check_runtime_used",
     "given_data",
     "parse_args",
     "parse_init",
+    "read_through_derived",
     "scalar_value",
     "static_smem_estimate",
 ]

@@ -10,6 +10,8 @@ flags a spec may add (``ctune.spec.flags``), the include_dirs tokens
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,7 @@ from typing import Any
 from ctune import l2policy
 from ctune.arch import check as check_arch
 from ctune.errors import SpecError, UserError
-from ctune.expr import Expr, ExprError
+from ctune.expr import Expr
 from ctune.files import (
     MAX_CONTROLS_BYTES,
     MAX_SOURCE_BYTES,
@@ -33,9 +35,11 @@ from ctune.spec.entry import parse_entry, undeclared_arguments
 from ctune.spec.flags import check_flags
 from ctune.spec.includes import INCLUDE_TOKENS, include_token_dir
 from ctune.spec.load_args import (
+    check_arg_values,
     check_constants,
     check_runtime_used,
     parse_args,
+    read_through_derived,
     static_smem_estimate,
 )
 from ctune.spec.load_context import IDENT_RE, LoadContext
@@ -50,8 +54,10 @@ from ctune.spec.model import (
     DTYPES,
     ENTRY_KINDS,
     KernelSpec,
+    LaunchConfigError,
     LaunchRule,
     Problem,
+    launch_geometry,
 )
 from ctune.spec.space.nvcc import ACF, ACF_GENES, CATALOGUE, acf_gene
 from ctune.spec.space.params import SPEC_FAMILIES, Gene
@@ -239,6 +245,7 @@ def _build(
                     f"{arg_name} is a {by_name[arg_name].dtype} buffer; only a "
                     "scalar dtype can be overridden",
                 )
+    check_arg_values(ctx, args, problems, genes)
     check_constants(ctx, kind, args, problems)
     problem_names = [p.name for p in problems]
     sets = _problem_sets(ctx, _section(ctx, data, "problem_sets"), problem_names)
@@ -722,10 +729,43 @@ def _check_default(ctx: LoadContext, spec: KernelSpec) -> None:
                 "genes",
                 f"the default values break restriction '{broken[0]}' for problem {problem.name}",
             )
-        if spec.launch is not None:
-            env = space.environment(defaults, problem.dims)
-            for expr in (*spec.launch.grid, *spec.launch.block, spec.launch.dynamic_smem_bytes):
-                try:
-                    expr.evaluate(env)
-                except ExprError as exc:
-                    raise ctx.fail("launch", f"{exc} (problem {problem.name})") from None
+        _check_launch(ctx, spec, problem)
+
+
+#: combinations of the genes the launch rule reads that are checked per problem at load
+MAX_LAUNCH_CHECKS = 256
+
+
+def _check_launch(ctx: LoadContext, spec: KernelSpec, problem: Problem) -> None:
+    """The launch rule gives a launch (``launch_geometry``: every grid and block dimension
+    at least 1, shared memory at least 0) on ``problem`` for the default build, and, where
+    the genes it reads span at most ``MAX_LAUNCH_CHECKS`` combinations, for each of them
+    that is valid with the other genes at their defaults: a rule that gives a block of 0
+    or a grid of -1 is one line here, not a launch error on the GPU."""
+    if spec.launch is None:
+        return
+    space, defaults = spec.space, spec.space.default_values()
+    launch = spec.launch
+    exprs = (*launch.grid, *launch.block, launch.dynamic_smem_bytes)
+    read = read_through_derived(set().union(*(e.names for e in exprs)), spec.derived)
+    genes = [space.gene(n) for n in space.names if n in read]
+    combos: list[tuple[GeneValue, ...]] = [tuple(g.default for g in genes)]
+    if math.prod(len(g.values) for g in genes) <= MAX_LAUNCH_CHECKS:
+        combos += itertools.product(*(g.values for g in genes))
+    for combo in combos:
+        changed = {g.name: v for g, v in zip(genes, combo, strict=True) if v != g.default}
+        values = {**defaults, **changed}
+        if changed and not space.is_valid(values, problem.dims):
+            continue
+        try:
+            launch_geometry(spec, values, problem.dims)
+        except LaunchConfigError as exc:
+            at = ", ".join(f"{k}={v}" for k, v in changed.items())
+            where = (
+                f"at {at}, a valid candidate (fix the rule, or add a restriction)"
+                if changed
+                else "with the default genes"
+            )
+            raise ctx.fail(
+                exc.key or "launch", f"{exc.detail} for problem {problem.name} {where}"
+            ) from None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import re
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -103,11 +104,104 @@ class LaunchRule:
     static_smem_bytes: Expr | None = None
 
 
+# --- an arg's shape and a scalar's value on one problem ----------------------------------
+
+#: the values of each integer scalar dtype
+INT_RANGES = {
+    "int8": (-(2**7), 2**7 - 1),
+    "int32": (-(2**31), 2**31 - 1),
+    "int64": (-(2**63), 2**63 - 1),
+    "uint8": (0, 2**8 - 1),
+    "uint16": (0, 2**16 - 1),
+    "uint32": (0, 2**32 - 1),
+}
+#: the largest finite value of each float scalar dtype
+FLOAT_MAX = {
+    "float16": 65504.0,
+    "bfloat16": 3.3895313892515355e38,
+    "float32": 3.4028234663852886e38,
+    "float64": sys.float_info.max,
+}
+
+
+def whole_number(value: Any) -> int | None:
+    """``value`` as an int where it is a whole number (``4`` or ``4.0``; not ``True``, text,
+    ``4.5``, NaN or infinity), else None: a size, a count, a launch dimension."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+class ArgValueError(ValueError):
+    """A buffer's shape or a scalar's value that no buffer or parameter can take."""
+
+
+def arg_shape(arg: ArgSpec, dims: Mapping[str, Any]) -> tuple[int, ...]:
+    """A buffer's shape on one problem: every entry a whole number >= 0. The one rule: the
+    loader checks every problem with it, the worker makes buffers with it."""
+    shape = []
+    for expr in arg.shape:
+        try:
+            value = expr.evaluate(dims)
+        except ExprError as exc:
+            raise ArgValueError(f"shape entry '{expr.source}': {exc}") from None
+        size = whole_number(value)
+        if size is None or size < 0:
+            raise ArgValueError(
+                f"shape entry '{expr.source}' = {value!r} is not a size (a whole number >= 0)"
+            )
+        shape.append(size)
+    return tuple(shape)
+
+
+def scalar_number(dtype: str, value: Any) -> int | float:
+    """A scalar argument's value as ``dtype`` holds it: a whole number within an integer
+    dtype's range, a finite number within a float dtype's (true and false are 1 and 0).
+    The one rule: the loader checks every problem with it, the worker passes what it gives."""
+    number = int(value) if isinstance(value, bool) else value
+    if dtype in INT_RANGES:
+        whole = whole_number(number)
+        if whole is None:
+            raise ArgValueError(f"{value!r} is not an integer, as {dtype} needs")
+        low, high = INT_RANGES[dtype]
+        if not low <= whole <= high:
+            raise ArgValueError(f"{whole} does not fit {dtype} ({low}..{high})")
+        return whole
+    if not isinstance(number, (int, float)):
+        raise ArgValueError(f"{value!r} is not a number, as {dtype} needs")
+    if not abs(number) <= FLOAT_MAX[dtype]:  # NaN compares False; an int compares exactly
+        raise ArgValueError(f"{value!r} does not fit {dtype} (at most {FLOAT_MAX[dtype]:g})")
+    return float(number)
+
+
+def arg_scalar(arg: ArgSpec, dtype: str, env: Mapping[str, Any]) -> int | float:
+    """A scalar argument's value on one problem (``env``: its dims and the runtime genes), by
+    :func:`scalar_number`."""
+    assert arg.value is not None
+    try:
+        value = arg.value.evaluate(env)
+    except ExprError as exc:
+        raise ArgValueError(str(exc)) from None
+    return scalar_number(dtype, value)
+
+
 # --- the launch rule evaluated -------------------------------------------------------
 
 
 class LaunchConfigError(Exception):
-    """The launch rule gives no valid launch for this candidate: a LAUNCH_ERROR, not a bug."""
+    """The launch rule gives no valid launch for this candidate: a LAUNCH_ERROR, not a bug.
+
+    ``key`` is the spec key at fault (``launch.grid[0]``) where one is, and ``detail`` the
+    message without it: the loader names the key its own way when it checks the rule."""
+
+    def __init__(self, detail: str, key: str = "") -> None:
+        super().__init__(f"{key}: {detail}" if key else detail)
+        self.key = key
+        self.detail = detail
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,18 +219,20 @@ INT_MAX = 2**31 - 1
 GRID_YZ_MAX = 65535
 
 
-def _dimension(label: str, source: str, value: Any, minimum: int, maximum: int = INT_MAX) -> int:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not float(value).is_integer()
-    ):
-        raise LaunchConfigError(f"launch.{label}: '{source}' = {value!r} is not an integer")
-    if not minimum <= int(value) <= maximum:
-        raise LaunchConfigError(
-            f"launch.{label}: '{source}' = {int(value)} (allowed: {minimum}..{maximum})"
-        )
-    return int(value)
+def _dimension(
+    label: str, expr: Expr, env: Mapping[str, Any], minimum: int, maximum: int = INT_MAX
+) -> int:
+    key = f"launch.{label}"
+    try:
+        value = expr.evaluate(env)
+    except ExprError as exc:
+        raise LaunchConfigError(str(exc), key) from None
+    whole = whole_number(value)
+    if whole is None:
+        raise LaunchConfigError(f"'{expr.source}' = {value!r} is not an integer", key)
+    if not minimum <= whole <= maximum:
+        raise LaunchConfigError(f"'{expr.source}' = {whole} (allowed: {minimum}..{maximum})", key)
+    return whole
 
 
 def launch_geometry(
@@ -147,20 +243,14 @@ def launch_geometry(
         raise LaunchConfigError(f"{spec.name}: a launcher entry has no launch rule")
     try:
         env = spec.space.environment(genes, dims)
-        grid = tuple(
-            _dimension(
-                f"grid[{i}]", e.source, e.evaluate(env), 1, INT_MAX if i == 0 else GRID_YZ_MAX
-            )
-            for i, e in enumerate(spec.launch.grid)
-        )
-        block = tuple(
-            _dimension(f"block[{i}]", e.source, e.evaluate(env), 1)
-            for i, e in enumerate(spec.launch.block)
-        )
-        smem_expr = spec.launch.dynamic_smem_bytes
-        smem = _dimension("dynamic_smem_bytes", smem_expr.source, smem_expr.evaluate(env), 0)
     except ExprError as exc:
         raise LaunchConfigError(f"launch rule: {exc}") from None
+    grid = tuple(
+        _dimension(f"grid[{i}]", e, env, 1, INT_MAX if i == 0 else GRID_YZ_MAX)
+        for i, e in enumerate(spec.launch.grid)
+    )
+    block = tuple(_dimension(f"block[{i}]", e, env, 1) for i, e in enumerate(spec.launch.block))
+    smem = _dimension("dynamic_smem_bytes", spec.launch.dynamic_smem_bytes, env, 0)
     return Geometry((grid[0], grid[1], grid[2]), (block[0], block[1], block[2]), smem)
 
 

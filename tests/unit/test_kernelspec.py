@@ -180,6 +180,77 @@ BAD = [
     ("suggest not a list", lambda d: d["genes"]["BLOCK"].update(suggest=256), "suggest"),
     ("no outputs", lambda d: d["args"][1].update(role="input"), "no output arg"),
     (
+        "scalar value divides by zero",
+        lambda d: d["args"][3].update(value="N / 0"),
+        "args.n.value: division by zero in 'N / 0' (problem n1m)",
+    ),
+    (
+        "negative shape on one problem",
+        lambda d: d["args"][0].update(shape=["N - 2000000"]),
+        "args.x.shape: shape entry 'N - 2000000' = -951424 is not a size (a whole number >= 0) "
+        "(problem n1m)",
+    ),
+    (
+        "shape divides by zero",
+        lambda d: d["args"][0].update(shape=["N // (N - N)"]),
+        "args.x.shape: shape entry 'N // (N - N)': division by zero",
+    ),
+    (
+        "scalar too large for int8",
+        lambda d: d["args"][3].update(dtype="int8", value=1000),
+        "args.n.value: 1000 does not fit int8 (-128..127) (problem n1m)",
+    ),
+    (
+        "negative uint32",
+        lambda d: d["args"][3].update(dtype="uint32", value=-1),
+        "args.n.value: -1 does not fit uint32 (0..4294967295)",
+    ),
+    (
+        "a problem's dtype the scalar does not fit",
+        lambda d: d["problems"][1].update(dtypes={"n": "uint16"}),
+        "args.n.value: 1000003 does not fit uint16 (0..65535) (problem ragged)",
+    ),
+    (
+        "float16 overflow",
+        lambda d: d["args"][2].update(dtype="float16", value=1.0e6),
+        "args.a.value: 1000000.0 does not fit float16 (at most 65504)",
+    ),
+    (
+        "scalar of a runtime gene at its default",
+        lambda d: (
+            d["genes"].update(SPLIT={"values": [0, 1], "family": "runtime"}),
+            d["args"][3].update(value="N // SPLIT"),
+        ),
+        "args.n.value: division by zero in 'N // SPLIT' (problem n1m, runtime genes at their "
+        "defaults)",
+    ),
+    (
+        "negative grid",
+        lambda d: d["launch"].update(grid=["-1"]),
+        "launch.grid[0]: '-1' = -1 (allowed: 1..2147483647) for problem n1m with the default genes",
+    ),
+    (
+        "empty block",
+        lambda d: d["launch"].update(block=["BLOCK*0"]),
+        "launch.block[0]: 'BLOCK*0' = 0 (allowed: 1..2147483647) for problem n1m",
+    ),
+    (
+        "negative shared memory",
+        lambda d: d["launch"].update(dynamic_smem_bytes="-5"),
+        "launch.dynamic_smem_bytes: '-5' = -5 (allowed: 0..2147483647)",
+    ),
+    (
+        "launch rule dividing by zero",
+        lambda d: d["launch"].update(grid=["N // (UNROLL - 1)"]),
+        "launch.grid[0]: division by zero in 'N // (UNROLL - 1)' for problem n1m",
+    ),
+    (
+        "grid of 0 for a valid candidate other than the default",
+        lambda d: d["launch"].update(grid=["ceil_div(N, BLOCK * UNROLL)", "BLOCK // 64"]),
+        "launch.grid[1]: 'BLOCK // 64' = 0 (allowed: 1..65535) for problem n1m at BLOCK=32, a "
+        "valid candidate (fix the rule, or add a restriction)",
+    ),
+    (
         "missing reference file",
         lambda d: d.update(reference={"python": "nope.py:f"}),
         "reference.python: nope.py is not a file in the spec's folder",
@@ -349,6 +420,12 @@ BAD = [
         "entry: 'USE_LDG' is an #ifdef switch: off, it is not defined",
     ),
 ]
+
+
+def test_a_launch_rule_is_checked_only_where_the_restrictions_allow(saxpy: Path) -> None:
+    """BLOCK * UNROLL > 4096 would give a grid y of 0, and the restriction rules it out."""
+    _edit(saxpy, lambda d: d["launch"].update(grid=["1", "4096 // (BLOCK * UNROLL)"]))
+    assert load_spec(saxpy).launch is not None
 
 
 def test_runtime_gene_as_a_scalar_argument(saxpy: Path, tmp_path: Path) -> None:

@@ -273,7 +273,10 @@ def test_a_draft_that_would_not_load_writes_nothing(tmp_path: Path) -> None:
     draft = draft_sidecar(read_source(text), stem="k", source_name=cu.name)
     check_loads(draft, cu)  # the draft as drafted loads
     draft.yaml = draft.yaml.replace("ceil_div(N, 256)", "ceil_div(N, 0)")
-    with pytest.raises(UserError, match=r"^k\.cu: the draft would not load \(k\.yaml: launch: "):
+    with pytest.raises(
+        UserError,
+        match=r"^k\.cu: the draft would not load \(k\.yaml: launch\.grid\[0\]: ceil_div by zero ",
+    ):
         check_loads(draft, cu)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["k.cu"]
 

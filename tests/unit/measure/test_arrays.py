@@ -103,6 +103,16 @@ def test_scalar_values():
         A.scalar_value("int8", 300, "k")
     with pytest.raises(SpecError, match="not an integer"):
         A.scalar_value("int32", 1.5, "k")
+    with pytest.raises(SpecError, match=r"scalar k: -1 does not fit uint32 \(0..4294967295\)"):
+        A.scalar_value("uint32", -1, "k")
+    with pytest.raises(SpecError, match="does not fit float16"):
+        A.scalar_value("float16", 70000.0, "k")  # numpy would make it inf
+    with pytest.raises(SpecError, match="nan does not fit float32"):
+        A.scalar_value("float32", float("nan"), "k")
+    with pytest.raises(SpecError, match="'x' is not an integer"):
+        A.scalar_value("int32", "x", "k")  # a runtime gene's text value
+    assert A.scalar_value("int32", True) == np.int32(1)  # a comparison's result
+    assert A.scalar_value("int64", 2**40).dtype == np.int64
 
 
 def test_make_buffers_for_saxpy():

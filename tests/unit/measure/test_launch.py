@@ -41,8 +41,9 @@ def test_bad_geometry_is_a_launch_config_error(saxpy):
         launch_geometry(saxpy, {"BLOCK": 128, "UNROLL": 4}, {"N": 0})
     with pytest.raises(LaunchConfigError):
         launch_geometry(saxpy, {"BLOCK": 128, "UNROLL": 4}, {"N": 2**40})  # grid.x too large
-    with pytest.raises(LaunchConfigError, match="launch rule"):
+    with pytest.raises(LaunchConfigError, match=r"launch.grid\[0\]: unknown name 'UNROLL'") as err:
         launch_geometry(saxpy, {"BLOCK": 128}, {"N": 10})  # UNROLL missing
+    assert (err.value.key, err.value.detail) == ("launch.grid[0]", "unknown name 'UNROLL'")
 
 
 def test_ctypes_scalars():
