@@ -528,23 +528,29 @@ def _genes(ctx: LoadContext, data: dict[Any, Any]) -> tuple[Gene, ...]:
                 f"{key}.{extra[0]}", f"unknown key (allowed: {', '.join(sorted(_GENE_KEYS))})"
             )
         values = _gene_values(ctx, key, body)
-        default = body.get("default", values[0])
-        if default not in values:
-            raise ctx.fail(f"{key}.default", f"{default!r} is not among the values {list(values)}")
+        default = _listed(ctx, f"{key}.default", body.get("default", values[0]), values)
         family = body.get("family", "define")
         if family not in SPEC_FAMILIES:
             raise ctx.fail(f"{key}.family", f"{family!r} (allowed: {', '.join(SPEC_FAMILIES)})")
         raw_suggest = body.get("suggest") or []
         if not isinstance(raw_suggest, list):
             raise ctx.fail(f"{key}.suggest", "expected a list of values")
-        suggest = tuple(raw_suggest)
-        bad = [s for s in suggest if s not in values]
-        if bad:
-            raise ctx.fail(f"{key}.suggest", f"{bad[0]!r} is not among the values")
+        suggest = tuple(_listed(ctx, f"{key}.suggest", s, values) for s in raw_suggest)
         ifdef = _ifdef(ctx, key, body.get("ifdef", False), values, family)
         description = str(body.get("description", ""))
         genes.append(Gene(name, values, default, family, False, suggest, description, ifdef))
     return tuple(genes)
+
+
+def _listed(ctx: LoadContext, key: str, value: Any, values: tuple[GeneValue, ...]) -> GeneValue:
+    """The gene's own value equal to ``value``: ``true`` or ``1.0`` written for the value 1
+    is that 1. The values are what reaches ``-D``, so a default or a suggestion stored as
+    written would give a result file ``true`` where the build had ``-DNAME=1``."""
+    for own in values:
+        if own == value:
+            return own
+    shown = ", ".join(repr(v) for v in values[:12]) + (", ..." if len(values) > 12 else "")
+    raise ctx.fail(key, f"{value!r} is not among the values [{shown}]")
 
 
 def _ifdef(

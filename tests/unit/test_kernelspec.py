@@ -178,6 +178,16 @@ BAD = [
         "problems.n1m.dims.N: -5 is negative",
     ),
     ("suggest not a list", lambda d: d["genes"]["BLOCK"].update(suggest=256), "suggest"),
+    (
+        "suggestion not among the values",
+        lambda d: d["genes"]["UNROLL"].update(suggest=[2, 3]),
+        "genes.UNROLL.suggest: 3 is not among the values [1, 2, 4, 8]",
+    ),
+    (
+        "text default for a number",
+        lambda d: d["genes"]["UNROLL"].update(default="2"),
+        "genes.UNROLL.default: '2' is not among the values [1, 2, 4, 8]",
+    ),
     ("no outputs", lambda d: d["args"][1].update(role="input"), "no output arg"),
     (
         "scalar value divides by zero",
@@ -426,6 +436,18 @@ def test_a_launch_rule_is_checked_only_where_the_restrictions_allow(saxpy: Path)
     """BLOCK * UNROLL > 4096 would give a grid y of 0, and the restriction rules it out."""
     _edit(saxpy, lambda d: d["launch"].update(grid=["1", "4096 // (BLOCK * UNROLL)"]))
     assert load_spec(saxpy).launch is not None
+
+
+@pytest.mark.parametrize("written", [True, 1.0])
+def test_a_default_or_suggestion_written_otherwise_is_the_listed_value(
+    saxpy: Path, written: object
+) -> None:
+    """``true`` and ``1.0`` equal the value 1: stored as written, a result file would say
+    ``"UNROLL": true`` where the build had ``-DUNROLL=1``."""
+    _edit(saxpy, lambda d: d["genes"]["UNROLL"].update(default=written, suggest=[written, 4.0]))
+    gene = load_spec(saxpy).space.gene("UNROLL")
+    assert [type(v) for v in (gene.default, *gene.suggest)] == [int, int, int]
+    assert (gene.default, gene.suggest) == (1, (1, 4))
 
 
 def test_runtime_gene_as_a_scalar_argument(saxpy: Path, tmp_path: Path) -> None:
