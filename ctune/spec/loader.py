@@ -176,6 +176,14 @@ def _section(ctx: LoadContext, data: dict[str, Any], key: str) -> Any:
     return value
 
 
+def _boolean(ctx: LoadContext, key: str, value: Any) -> bool:
+    """A YAML boolean: ``"false"`` (text) or ``maybe`` is refused, where ``bool()`` would
+    read either as true."""
+    if not isinstance(value, bool):
+        raise ctx.fail(key, f"expected true or false, got {value!r:.80}")
+    return value
+
+
 def _str_list(ctx: LoadContext, key: str, value: Any) -> list[str]:
     if value is None:
         return []
@@ -301,7 +309,7 @@ def _build(
         reference_function=ref_func,
         tolerance=tolerance,
         metrics=metrics,
-        deterministic=bool(data.get("deterministic", True)),
+        deterministic=_boolean(ctx, "deterministic", data.get("deterministic", True)),
         l2_policy=l2_policy,
         description=str(data.get("description", "")),
         raw=data,
@@ -558,8 +566,7 @@ def _ifdef(
 ) -> bool:
     """``ifdef: true``: the source tests the macro with ``#ifdef``/``#ifndef``/``defined()``,
     so 1 passes ``-DNAME=1`` and 0 passes nothing (``-DNAME=0`` would be defined, hence on)."""
-    if not isinstance(value, bool):
-        raise ctx.fail(f"{key}.ifdef", "expected true or false")
+    value = _boolean(ctx, f"{key}.ifdef", value)
     if value and set(values) != {0, 1}:
         raise ctx.fail(f"{key}.ifdef", "an #ifdef switch is off or on: give it values: [0, 1]")
     if value and family != "define":

@@ -81,6 +81,12 @@ def test_template_arguments_may_name_the_kernels_own_headers_and_defines(saxpy: 
         load_spec(saxpy)  # a template parameter's name means nothing at the instantiation
 
 
+def test_deterministic_is_a_yaml_boolean(saxpy: Path) -> None:
+    assert load_spec(saxpy).deterministic  # left out: true
+    saxpy.write_text(saxpy.read_text() + "deterministic: no\n")  # YAML 1.1's false
+    assert load_spec(saxpy).deterministic is False
+
+
 def test_cu_path_finds_sidecar(saxpy: Path) -> None:
     assert load_spec(saxpy.with_suffix(".cu")).name == "saxpy"
 
@@ -354,6 +360,13 @@ BAD = [
         "restrictions[1]: expression nested deeper than 100 levels",
     ),
     ("bad l2 policy", lambda d: d.update(l2_policy="warm"), "l2_policy: 'warm'"),
+    (
+        "deterministic as text",
+        lambda d: d.update(deterministic="false"),
+        "deterministic: expected true or false, got 'false'",
+    ),
+    ("deterministic maybe", lambda d: d.update(deterministic="maybe"), "deterministic: expected"),
+    ("deterministic a number", lambda d: d.update(deterministic=0), "got 0"),
     ("bad l2 policy, old name", lambda d: d.update(l2="warm"), "l2_policy: 'warm'"),
     ("both names, differing", lambda d: d.update(l2="hot", l2_policy="cold"), "keep 'l2_policy'"),
     (
