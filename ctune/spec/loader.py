@@ -227,6 +227,7 @@ def _build(
     if clash:
         raise ctx.fail(f"genes.{sorted(clash)[0]}", "clashes with a flag gene of the catalogue")
     problems = _problems(ctx, data["problems"])
+    _check_problem_names(ctx, problems, gene_names | {g.name for g in flag_genes} | set(ACF_GENES))
     dim_names = set().union(*(p.dims for p in problems))
     _check_entry_args(ctx, symbol, kind, genes, problems, extra_flags, source_path)
     derived = _derived(ctx, _section(ctx, data, "derived"), gene_names | dim_names)
@@ -677,6 +678,23 @@ def _problems(ctx: LoadContext, data: Any) -> tuple[Problem, ...]:
         tolerance = parse_tolerance(ctx, own, None, f"problems.{name}.tolerance") if own else {}
         problems.append(Problem(name, dict(dims), dict(defines), dict(dtypes), tolerance))
     return tuple(problems)
+
+
+def _check_problem_names(
+    ctx: LoadContext, problems: tuple[Problem, ...], gene_names: set[str]
+) -> None:
+    """A problem's define or dim may not have a gene's name: the gene would override it
+    unseen, its ``-D`` after the define on nvcc's line (``-DBLOCK=64 -DBLOCK=256``), its
+    value in place of the dim in every expression."""
+    taken = gene_names | set(DEVICE_GENES.values())
+    for problem in problems:
+        for part, names in (("defines", problem.defines), ("dims", problem.dims)):
+            for name in sorted(set(names) & taken):
+                raise ctx.fail(
+                    f"problems.{problem.name}.{part}.{name}",
+                    f"'{name}' is a gene, whose value would replace this one in every build; "
+                    "rename one of them",
+                )
 
 
 def _derived(

@@ -179,6 +179,27 @@ BAD = [
         "must be finite numbers",
     ),
     (
+        "problem define with a gene's name",
+        lambda d: d["problems"][0].update(defines={"BLOCK": 64}),
+        "problems.n1m.defines.BLOCK: 'BLOCK' is a gene, whose value would replace this one in "
+        "every build; rename one of them",
+    ),
+    (
+        "problem dim with a gene's name",
+        lambda d: d["problems"][1]["dims"].update(UNROLL=2),
+        "problems.ragged.dims.UNROLL: 'UNROLL' is a gene",
+    ),
+    (
+        "problem dim with a flag gene's name",
+        lambda d: d["problems"][1]["dims"].update(fast_math=1),
+        "problems.ragged.dims.fast_math: 'fast_math' is a gene",
+    ),
+    (
+        "problem dim with a device gene's name",
+        lambda d: d["problems"][1]["dims"].update(sm_clock_mhz=1),
+        "problems.ragged.dims.sm_clock_mhz: 'sm_clock_mhz' is a gene",
+    ),
+    (
         "negative problem dim",
         lambda d: d["problems"][0].update(dims={"N": -5}),
         "problems.n1m.dims.N: -5 is negative",
