@@ -754,11 +754,22 @@ def _check_default(ctx: LoadContext, spec: KernelSpec) -> None:
     space = spec.space
     defaults = space.default_values()
     for problem in spec.problems:
-        broken = space.violations(defaults, problem.dims)
-        if broken:
+        for breach in space.breaches(defaults, problem.dims):
+            if breach.error:  # it cannot be evaluated: name it and the error, not the genes
+                key = (
+                    f"derived.{breach.derived}"
+                    if breach.derived
+                    else f"restrictions[{breach.index}]"
+                )
+                raise ctx.fail(
+                    key,
+                    f"'{breach.source}' cannot be evaluated with the default genes for problem "
+                    f"{problem.name}: {breach.error}",
+                )
             raise ctx.fail(
                 "genes",
-                f"the default values break restriction '{broken[0]}' for problem {problem.name}",
+                f"the default values break restriction '{breach.source}' for problem "
+                f"{problem.name}",
             )
         _check_launch(ctx, spec, problem)
 

@@ -136,6 +136,21 @@ BAD = [
         "default values break restriction 'BLOCK < 128'",
     ),
     (
+        "restriction that cannot be evaluated at the default",
+        lambda d: d["restrictions"].append("BLOCK / (UNROLL - 1) > 0"),
+        "restrictions[1]: 'BLOCK / (UNROLL - 1) > 0' cannot be evaluated with the default genes "
+        "for problem n1m: division by zero",
+    ),
+    (
+        "derived value that cannot be evaluated at the default",
+        lambda d: (
+            d.update(derived={"per": "N // (UNROLL - 1)"}),
+            d["restrictions"].append("per > 0"),
+        ),
+        "derived.per: 'N // (UNROLL - 1)' cannot be evaluated with the default genes for "
+        "problem n1m: division by zero",
+    ),
+    (
         "default not among values",
         lambda d: d["genes"]["BLOCK"].update(default=100),
         "genes.BLOCK.default",

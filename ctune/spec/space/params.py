@@ -34,6 +34,33 @@ class SpaceValueError(UserError):
     """A gene name or value that the spec's space does not have (from a file or an option)."""
 
 
+class DerivedValueError(ExprError):
+    """A derived value that cannot be evaluated for a candidate; ``name`` says which."""
+
+    def __init__(self, name: str, error: ExprError) -> None:
+        super().__init__(f"derived value {name}: {error}")
+        self.name = name
+        self.error = error
+
+
+@dataclass(frozen=True, slots=True)
+class Breach:
+    """What a candidate breaks: restriction ``index`` (false, or raising ``error``), or
+    the derived value ``derived`` that cannot be evaluated (``error`` says why)."""
+
+    source: str  # the expression's text
+    error: str = ""  # where evaluating it raised: "division by zero"
+    index: int = -1  # the restriction's position in Space.restrictions
+    derived: str = ""  # the derived value's name
+
+    @property
+    def text(self) -> str:
+        """How a report names it: the restriction, and why it cannot be evaluated."""
+        if self.derived:
+            return f"derived value {self.derived}: {self.error}"
+        return f"{self.source} (cannot be evaluated: {self.error})" if self.error else self.source
+
+
 @dataclass(frozen=True, slots=True)
 class Gene:
     """One tunable: a name, its ordered values, the default build's value."""
@@ -108,6 +135,12 @@ class Gene:
         """Is the value an nvcc/ptxas option (a catalogue flag or a controls file) rather
         than a ``-D``?"""
         return self.family in ("nvcc", "ptxas", "acf")
+
+
+def _why(error: ExprError, source: str) -> str:
+    """An evaluation error's text without the expression it is about, which the report
+    names already (``division by zero in 'X'`` reads ``division by zero``)."""
+    return str(error).replace(f" in '{source}'", "")
 
 
 @dataclass(frozen=True)
@@ -202,24 +235,34 @@ class Space:
         """Genes, problem dims and derived values, in the order derived values need."""
         env: dict[str, GeneValue] = {**dims, **values}
         for name, expr in self.derived:
-            env[name] = expr.evaluate(env)
+            try:
+                env[name] = expr.evaluate(env)
+            except ExprError as exc:
+                raise DerivedValueError(name, exc) from None
         return env
 
-    def violations(self, values: Mapping[str, GeneValue], dims: Mapping[str, int]) -> list[str]:
-        """The source text of every restriction the candidate breaks."""
+    def breaches(self, values: Mapping[str, GeneValue], dims: Mapping[str, int]) -> list[Breach]:
+        """Every restriction the candidate breaks. One that raises (a division by zero) is
+        broken, and its error kept to say why; a derived value that raises is the one
+        breach, since no restriction can be evaluated without it."""
         try:
             env = self.environment(values, dims)
-        except ExprError as exc:
-            return [f"derived value: {exc}"]
+        except DerivedValueError as exc:
+            source = dict(self.derived)[exc.name].source
+            return [Breach(source, _why(exc.error, source), derived=exc.name)]
         broken = []
-        for restriction in self.restrictions:
+        for index, restriction in enumerate(self.restrictions):
             try:
-                ok = bool(restriction.evaluate(env))
-            except ExprError:
-                ok = False
+                ok, error = bool(restriction.evaluate(env)), ""
+            except ExprError as exc:
+                ok, error = False, _why(exc, restriction.source)
             if not ok:
-                broken.append(restriction.source)
+                broken.append(Breach(restriction.source, error, index))
         return broken
+
+    def violations(self, values: Mapping[str, GeneValue], dims: Mapping[str, int]) -> list[str]:
+        """The text of every restriction the candidate breaks (:attr:`Breach.text`)."""
+        return [b.text for b in self.breaches(values, dims)]
 
     def is_valid(self, values: Mapping[str, GeneValue], dims: Mapping[str, int]) -> bool:
         return not self.violations(values, dims)

@@ -62,7 +62,8 @@ SPEC_EDITS = [
     (
         "nested exponent",
         ('"BLOCK * UNROLL <= 4096"', '"((((BLOCK**64)**64)**64)**64)**64 > 0"'),
-        "restriction '((((BLOCK**64)**64)**64)**64)**64 > 0'",
+        "restrictions[0]: '((((BLOCK**64)**64)**64)**64)**64 > 0' cannot be evaluated with the "
+        "default genes for problem n1m: a power larger than 2**1024",
     ),
     (
         "range of a trillion",

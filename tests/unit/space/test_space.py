@@ -110,6 +110,25 @@ def test_violations_name_the_restriction() -> None:
     assert space.violations(values, DIMS) == ["smem <= SMEM_MAX"]
 
 
+def test_a_restriction_that_raises_is_broken_and_says_why() -> None:
+    """The candidate is infeasible, as a false restriction's is, and the error is kept."""
+    space = Space(
+        (Gene("U", (1, 2), 1, "template"),),
+        (parse("U < 8"), parse("8 / (U - 1) > 0")),
+        (("per", parse("8 // (2 - U)")),),
+    )
+    assert space.is_valid({"U": 2}, {}) is False  # per divides by zero
+    assert space.is_valid({"U": 1}, {}) is False  # the second restriction does
+    (breach,) = space.breaches({"U": 1}, {})
+    assert (breach.index, breach.source, breach.error) == (1, "8 / (U - 1) > 0", "division by zero")
+    assert space.violations({"U": 1}, {}) == [
+        "8 / (U - 1) > 0 (cannot be evaluated: division by zero)"
+    ]
+    (derived,) = space.breaches({"U": 2}, {})
+    assert (derived.derived, derived.error) == ("per", "division by zero")
+    assert space.violations({"U": 2}, {}) == ["derived value per: division by zero"]
+
+
 def test_repair_returns_valid_and_changes_few_genes() -> None:
     space = _space()
     rng = random.Random(0)
