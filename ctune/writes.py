@@ -17,6 +17,7 @@ import secrets
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 from ctune.errors import UserError
 
@@ -52,21 +53,26 @@ def _fsync_folder(folder: Path) -> None:
         os.close(fd)
 
 
-def _is_special(path: Path) -> bool:
-    """An existing target that is not a regular file or a folder (``/dev/stdout``, a FIFO,
-    ``/dev/null``): written in place, never replaced."""
+def _special_kind(path: Path) -> str | None:
+    """What an existing target that is not a regular file or a folder is: "device" (a
+    character device: ``/dev/null``, ``/dev/stdout`` on a terminal), "fifo" (a named pipe,
+    ``--out >(jq .)``) or "other" (a block device, a socket); None for anything else."""
     try:
         mode = os.stat(path).st_mode
     except OSError:
-        return False
-    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    if stat.S_ISCHR(mode):
+        return "device"
+    return "fifo" if stat.S_ISFIFO(mode) else "other"
 
 
-def _write_in_place(path: Path, raw: bytes) -> None:
-    """Write into an existing device or FIFO. Opened non-blocking: a FIFO nobody reads
-    would otherwise wait for a reader forever; with no reader it is one line (exit 2)."""
+def _open_fifo(path: Path) -> int:
+    """The FIFO's write end, opened non-blocking: one nobody reads would otherwise wait for
+    a reader forever; with no reader it is one line (exit 2)."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        return os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except OSError as exc:
         if exc.errno == errno.ENXIO:
             raise UserError(
@@ -74,6 +80,27 @@ def _write_in_place(path: Path, raw: bytes) -> None:
             ) from None
         exc.filename = exc.filename or str(path)
         raise
+
+
+def _refuse_other(path: Path) -> NoReturn:
+    raise UserError(
+        f"{path}: a block device or socket, which ctune does not write an output into; "
+        "give a file path"
+    )
+
+
+def _open_device(path: Path) -> int:
+    with naming(path):
+        return os.open(path, os.O_WRONLY | os.O_NOCTTY)
+
+
+def _write_in_place(path: Path, raw: bytes) -> None:
+    """Write into an existing character device or FIFO; a block device or a socket is
+    refused."""
+    kind = _special_kind(path)
+    if kind == "other":
+        _refuse_other(path)
+    fd = _open_fifo(path) if kind == "fifo" else _open_device(path)
     with naming(path), os.fdopen(fd, "wb") as fh:
         os.set_blocking(fd, True)  # a slow reader is waited for, as any pipe's
         fh.write(raw)
@@ -83,13 +110,14 @@ def write_atomic(path: Path | str, data: bytes | str, *, into_special: bool = Fa
     """Write ``data`` (str: UTF-8) to ``path`` whole or not at all.
 
     A symlink at ``path`` is replaced, never followed (nothing is written outside the
-    named place). ``into_special``: an existing device or FIFO the user named as the
-    output (``--out /dev/stdout``) is written in place instead (a FIFO with no reader
-    is refused, :func:`_write_in_place`).
+    named place). ``into_special``: an existing character device or FIFO the user named
+    as the output (``--out /dev/stdout``) is written in place instead (a FIFO with no
+    reader is refused, as is a block device or a socket: :func:`_write_in_place`); every
+    user-named output is written so.
     """
     path = Path(path)
     raw = data.encode() if isinstance(data, str) else data
-    if into_special and _is_special(path):
+    if into_special and _special_kind(path) is not None:
         _write_in_place(path, raw)
         return
     folder = path.parent

@@ -307,6 +307,8 @@ class ResultPublisher:
         from ctune.errors import RegistryError
         from ctune.registry.controls import write_beside_result
 
+        if not path.is_file():  # --out /dev/stdout: nothing beside it
+            return result
         try:
             chain = StoreChain.of_run(self.cache_dir, Path(self.registry))
             write_beside_result(artifact, path, chain)

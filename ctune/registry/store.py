@@ -88,13 +88,15 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 
 def write_result(artifact: Artifact, path: Path) -> Path:
-    """Write a search result file (an artifact outside the registry), atomically.
+    """Write a search result file (an artifact outside the registry), atomically, or into
+    the character device or read FIFO the user named (``--out /dev/stdout``), never
+    replacing it (:func:`ctune.writes.write_atomic`).
 
     ``ctune registry import PATH`` later validates it and commits it.
     """
     data = schema.encode(artifact)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, data)
+    write_atomic(path, data, into_special=True)
     return path
 
 

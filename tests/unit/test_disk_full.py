@@ -210,3 +210,16 @@ def test_a_fifo_output_with_a_reader_gets_all_the_bytes(tmp_path: Path) -> None:
     write_atomic(fifo, "x" * 300_000, into_special=True)
     reader.join(timeout=10)
     assert got == [b"x" * 300_000] and stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_a_socket_output_is_refused_in_one_line(tmp_path: Path) -> None:
+    """A socket (as a block device) is no output: one line saying so, not "a FIFO"."""
+    import socket
+
+    from ctune.errors import UserError
+
+    path = tmp_path / "out.sock"
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(path))
+        with pytest.raises(UserError, match=r"out\.sock: a block device or socket"):
+            write_atomic(path, "{}\n", into_special=True)

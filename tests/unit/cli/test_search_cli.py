@@ -8,7 +8,11 @@ parsing, settings, the service, the renderer, exit codes) is real.
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -384,6 +388,51 @@ def test_plot_writes_a_png_of_the_front(run: Run, tmp_path: Path) -> None:
     result = run("--objective", "p50", "--objective", "regs", "--budget", "12", "--plot", str(png))
     assert result.exit_code == 0, result.output
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _drain(fd: int, got: list[bytes], seconds: float = 30.0) -> threading.Thread:
+    """Read the FIFO ``fd`` (opened non-blocking) in a thread until its writer closes it."""
+
+    def read_all() -> None:
+        data, seen_writer, end = b"", False, time.monotonic() + seconds
+        while time.monotonic() < end:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:  # a writer holds it open, with nothing to read yet
+                seen_writer = True
+                time.sleep(0.005)
+                continue
+            data += chunk
+            seen_writer = seen_writer or bool(chunk)
+            if not chunk:
+                if seen_writer:
+                    break  # the writer closed it: the end of the stream
+                time.sleep(0.005)  # no writer yet
+        got.append(data)
+
+    thread = threading.Thread(target=read_all)
+    thread.start()
+    return thread
+
+
+def test_out_into_a_fifo_is_written_into_it_never_over_it(run: Run, tmp_path: Path) -> None:
+    """``--out FIFO`` (as ``--out /dev/stdout`` or ``>(jq .)``): its reader gets the result
+    file, and the FIFO is still a FIFO (it was replaced by a regular file)."""
+    fifo = tmp_path / "result.fifo"
+    os.mkfifo(fifo)
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    got: list[bytes] = []
+    reader = _drain(fd, got)
+    try:
+        result = run("--objective", "p50", "--budget", "8", "--confirm-processes", "0",
+                     "--out", str(fifo))  # fmt: skip
+    finally:
+        reader.join(timeout=40)
+        os.close(fd)
+    assert result.exit_code == 0, result.output
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert got and json.loads(got[0])["kernel"] == "standin"
+    assert not (tmp_path / "controls").exists() and not list(tmp_path.glob("result.fifo*.gz"))
 
 
 def _first_search_as_t4(run: Run, tmp_path: Path) -> Path:
