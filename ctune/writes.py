@@ -68,6 +68,17 @@ def _special_kind(path: Path) -> str | None:
     return "fifo" if stat.S_ISFIFO(mode) else "other"
 
 
+#: FIFOs opened for writing when a command's outputs were checked (:func:`check_output`),
+#: by (st_dev, st_ino): held open until written, so that their readers wait for the output
+#: instead of reading the end of a stream the check opened and closed
+_HELD: dict[tuple[int, int], int] = {}
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
 def _open_fifo(path: Path) -> int:
     """The FIFO's write end, opened non-blocking: one nobody reads would otherwise wait for
     a reader forever; with no reader it is one line (exit 2)."""
@@ -95,15 +106,64 @@ def _open_device(path: Path) -> int:
 
 
 def _write_in_place(path: Path, raw: bytes) -> None:
-    """Write into an existing character device or FIFO; a block device or a socket is
-    refused."""
+    """Write into an existing character device or FIFO (a FIFO held since its check, else
+    opened now); a block device or a socket is refused."""
     kind = _special_kind(path)
     if kind == "other":
         _refuse_other(path)
-    fd = _open_fifo(path) if kind == "fifo" else _open_device(path)
+    fd = _HELD.pop(_identity(path), None) if kind == "fifo" else None
+    if fd is None:
+        fd = _open_fifo(path) if kind == "fifo" else _open_device(path)
     with naming(path), os.fdopen(fd, "wb") as fh:
         os.set_blocking(fd, True)  # a slow reader is waited for, as any pipe's
         fh.write(raw)
+
+
+def _nearest_existing(path: Path) -> Path:
+    """``path`` or the closest folder above it that is there (``.`` at the end)."""
+    for candidate in (path, *path.parents):
+        if os.path.lexists(candidate):
+            return candidate
+    return Path(".")
+
+
+def check_output(path: Path | str, option: str) -> None:
+    """Refuse now, in one line (exit 2), an output path a command could not write when it
+    is done (``--out``, ``--plot``): a folder, a block device or socket, a FIFO nobody
+    reads, a parent that is a file or cannot be written. A FIFO that is read is held open
+    from here until it is written (:data:`_HELD`). A character device passes: it is
+    written in place, as :func:`write_atomic` with ``into_special`` does."""
+    path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{option} {path}: a folder; give a file path in it")
+    kind = _special_kind(path)
+    if kind == "other":
+        _refuse_other(path)
+    if kind == "fifo":
+        key = _identity(path)
+        if key not in _HELD:
+            _HELD[key] = _open_fifo(path)
+        return
+    if kind == "device":
+        return
+    base = _nearest_existing(path.parent)
+    if not base.is_dir():
+        raise UserError(f"{option} {path}: {base} is not a folder; give a path under a folder")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise UserError(f"{option} {path}: cannot write into {base}; give a writable path")
+
+
+@contextlib.contextmanager
+def outputs_end_with_the_command() -> Iterator[None]:
+    """When the block (a command) ends, however it ends, every FIFO :func:`check_output`
+    held for it and nothing wrote into is closed: its reader then sees the end of the
+    stream instead of waiting for this process to exit."""
+    before = set(_HELD)
+    try:
+        yield
+    finally:
+        for key in set(_HELD) - before:
+            os.close(_HELD.pop(key))
 
 
 def write_atomic(path: Path | str, data: bytes | str, *, into_special: bool = False) -> None:
@@ -113,7 +173,7 @@ def write_atomic(path: Path | str, data: bytes | str, *, into_special: bool = Fa
     named place). ``into_special``: an existing character device or FIFO the user named
     as the output (``--out /dev/stdout``) is written in place instead (a FIFO with no
     reader is refused, as is a block device or a socket: :func:`_write_in_place`); every
-    user-named output is written so.
+    user-named output is written so, and checked before the work by :func:`check_output`.
     """
     path = Path(path)
     raw = data.encode() if isinstance(data, str) else data
@@ -137,4 +197,11 @@ def write_atomic(path: Path | str, data: bytes | str, *, into_special: bool = Fa
         _fsync_folder(folder)
 
 
-__all__ = ["DISK_FULL", "is_disk_full", "naming", "write_atomic"]
+__all__ = [
+    "DISK_FULL",
+    "check_output",
+    "is_disk_full",
+    "naming",
+    "outputs_end_with_the_command",
+    "write_atomic",
+]

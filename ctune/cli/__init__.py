@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
     from ctune.compile.process import runs_end_with_the_command
     from ctune.config import debug_enabled, unknown_variables
     from ctune.interrupts import ignored, kept_by, terminate_as_interrupt
-    from ctune.writes import is_disk_full
+    from ctune.writes import is_disk_full, outputs_end_with_the_command
 
     env = os.environ if environ is None else environ
     if not inside_a_command():  # once per command the user ran
@@ -109,7 +109,12 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
     try:
         if argv is not None and any("\x00" in arg for arg in argv):
             raise UserError("an argument contains a NUL byte, which no path or value can hold")
-        with invoked_with(environ), terminate_as_interrupt(), runs_end_with_the_command():
+        with (
+            invoked_with(environ),
+            terminate_as_interrupt(),
+            runs_end_with_the_command(),
+            outputs_end_with_the_command(),
+        ):
             _run(argv)
     except CtuneError as exc:
         if debug_enabled(env):

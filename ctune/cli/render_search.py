@@ -543,11 +543,14 @@ def feasibility_report(result: SearchResult, f: Feasibility) -> None:
         )
 
 
-def require_plotting() -> None:
-    """Fail before a search starts when ``--plot`` cannot be honoured."""
-    from ctune.plot import require_matplotlib
+def check_plot_path(path: Any) -> None:
+    """Fail before a search starts when ``--plot`` cannot be honoured: matplotlib missing,
+    an image format it does not write, a path no figure can be written to."""
+    from pathlib import Path
 
-    require_matplotlib("--plot")
+    from ctune.plot import check_figure_path
+
+    check_figure_path(Path(path), "--plot")
 
 
 def plot_front(result: SearchResult, path: Any, fmt: str = "table") -> None:

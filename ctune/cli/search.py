@@ -75,6 +75,18 @@ _SET = "Problem sets (docs/dispatch.md)"
 _SCALE = "Scale-out (docs/scale-out.md)"
 
 
+def _check_outputs(out: Path | None, plot: Path | None) -> None:
+    """``--out`` and ``--plot``, which are written when the search is done, checked before
+    it starts (a folder, a FIFO nobody reads, a format matplotlib lacks: one line, exit 2)."""
+    from ctune.cli import render_search
+    from ctune.writes import check_output
+
+    if plot is not None:
+        render_search.check_plot_path(plot)
+    if out is not None:
+        check_output(out, "--out")
+
+
 @app.command("search")
 def search_command(
     kernel: KernelArg,
@@ -307,8 +319,8 @@ def search_command(
     plot: Annotated[
         Path | None,
         typer.Option(
-            metavar="PNG",
-            help="write a PNG of the front (pip install 'ctune\\[plot]')",
+            metavar="FILE",
+            help="a figure of the front: .png, .pdf, .svg (pip install 'ctune\\[plot]')",
             rich_help_panel=_OUTPUT,
         ),
     ] = None,
@@ -409,8 +421,8 @@ def search_command(
     from ctune.search.strategy import parse_option_items
 
     report_fmt = output_format(fmt, json_out)
-    if plot is not None:  # before anything runs: a search must not end in a missing extra
-        render_search.require_plotting()
+    if problem_set is None:  # before anything runs: a search must not end in a refused output
+        _check_outputs(out, plot)
     cfg = settings(
         jobs=jobs,
         l2_policy=l2_policy,

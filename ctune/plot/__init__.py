@@ -25,6 +25,37 @@ def require_matplotlib(what: str = "ctune plot") -> None:
         ) from None
 
 
+#: the image formats a figure is written in, by file suffix, each with the metadata that
+#: leaves no timestamp in the file (equal figures are equal files)
+IMAGE_FORMATS: dict[str, dict[str, None]] = {
+    "png": {"Software": None},
+    "pdf": {"CreationDate": None, "Producer": None, "Creator": None},
+    "svg": {"Date": None},
+}
+
+
+def image_format(path: Path) -> str:
+    """The image format a figure at ``path`` is written in: its suffix, lower case (none,
+    as ``/dev/stdout`` has: PNG)."""
+    return Path(path).suffix.lstrip(".").lower() or "png"
+
+
+def check_figure_path(path: Path, option: str) -> None:
+    """Refuse before any work a figure path that could not be written at the end: no
+    matplotlib (exit 3), a suffix naming no format of :data:`IMAGE_FORMATS`, or a path no
+    output can go to (:func:`ctune.writes.check_output`: a folder, a FIFO nobody reads...)."""
+    from ctune.writes import check_output
+
+    require_matplotlib(option)
+    kind = image_format(path)
+    if kind not in IMAGE_FORMATS:
+        raise UserError(
+            f"{option} {path}: .{kind} is not an image format ctune writes; give a .png, "
+            ".pdf or .svg file"
+        )
+    check_output(path, option)
+
+
 def plot_source(
     source_path: Path, out_dir: Path, figures: Sequence[str] = ()
 ) -> list[tuple[str, Path]]:
@@ -67,4 +98,12 @@ def draw_front_file(journal: Path, path: Path) -> Path:
     return save(draw_front(load_journal(journal)), path)
 
 
-__all__ = ["INSTALL_HINT", "draw_front_file", "plot_source", "require_matplotlib"]
+__all__ = [
+    "IMAGE_FORMATS",
+    "INSTALL_HINT",
+    "check_figure_path",
+    "draw_front_file",
+    "image_format",
+    "plot_source",
+    "require_matplotlib",
+]

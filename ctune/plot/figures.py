@@ -223,17 +223,23 @@ JOURNAL_ONLY = frozenset({"convergence", "sensitivity"})
 
 
 def save(fig: Any, path: Path) -> Path:
-    """Write ``fig`` as a PNG (no timestamp in the file, so equal figures are equal files)."""
+    """Write ``fig`` in the format of ``path``'s suffix, one of ``IMAGE_FORMATS`` (checked
+    before: ``check_figure_path``), with no timestamp or random id in the file, so equal
+    figures are equal files."""
     import io
 
+    import matplotlib
+
+    from ctune.plot import IMAGE_FORMATS, image_format
     from ctune.writes import write_atomic
 
     plt = _pyplot()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    kind = image_format(path)
     image = io.BytesIO()  # whole or not at all: a full disk leaves no half image
-    kind = path.suffix.lstrip(".").lower() or "png"  # as savefig(path) would choose
-    fig.savefig(image, format=kind, dpi=110, metadata={"Software": None})
+    with matplotlib.rc_context({"svg.hashsalt": "ctune"}):
+        fig.savefig(image, format=kind, dpi=110, metadata=IMAGE_FORMATS[kind])
     plt.close(fig)
     write_atomic(path, image.getvalue(), into_special=True)
     return path

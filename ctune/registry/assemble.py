@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ctune.errors import UserError
+from ctune.errors import CtuneError, ToolchainError, UserError
 from ctune.evidence import identity
 from ctune.evidence.identity import FIELDS
 from ctune.evidence.stats import summarize as quantiles
@@ -25,6 +25,7 @@ from ctune.registry.journals import Found, find
 from ctune.registry.schema import Artifact, FrontMember, ObjectiveInfo
 from ctune.search.report import median_of
 from ctune.search.result import MemberResult, SearchResult, clean_json
+from ctune.writes import is_disk_full
 
 if TYPE_CHECKING:
     from ctune.objective.spec import ObjectiveSpec
@@ -230,6 +231,20 @@ def write_artifact(artifact: Artifact, path: Path) -> Path:
     return Path(write_result(artifact, Path(path)))
 
 
+def _unwritten_result(exc: OSError | UserError, out: Path, journal: str | Path) -> CtuneError:
+    """The one line for a result file that could not be written after the search ran: what
+    went wrong and that the journal keeps the search, which ``--resume`` writes again. A
+    full disk stays exit 3 (the environment's), anything else is the path's (exit 2)."""
+    if isinstance(exc, UserError):
+        why = str(exc).removeprefix(f"{out}: ")
+    else:
+        why = exc.strerror or str(exc)
+    again = f"--resume {journal} writes it (with --out FILE)"
+    if is_disk_full(exc):
+        return ToolchainError(f"{out}: {why}; the search is kept: free space, then {again}")
+    return UserError(f"{out}: result file not written ({why}); the search is kept: {again}")
+
+
 def check_commit_target(registry: Path) -> None:
     """Before searching: --commit must have a branch to commit to (not a detached HEAD,
     not outside git), so an hours-long search never ends in a refused commit."""
@@ -283,7 +298,10 @@ class ResultPublisher:
         problem = spec.problem(result.problem)
         artifact = build_artifact(spec, problem, objective, result)
         out = self.out or self.cache_dir / "results" / f"{spec.name}-{problem.name}.json"
-        path = write_artifact(artifact, out)
+        try:
+            path = write_artifact(artifact, out)
+        except (OSError, UserError) as exc:
+            raise _unwritten_result(exc, out, result.journal) from None
         result = self._controls_beside(artifact, path, result)
         journal = find(artifact, [result.journal])  # read and packed once, for both copies
         result = self._journal_beside(journal, path, result)

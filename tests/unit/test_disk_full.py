@@ -223,3 +223,48 @@ def test_a_socket_output_is_refused_in_one_line(tmp_path: Path) -> None:
         sock.bind(str(path))
         with pytest.raises(UserError, match=r"out\.sock: a block device or socket"):
             write_atomic(path, "{}\n", into_special=True)
+
+
+def test_check_output_refuses_what_could_not_be_written_later(tmp_path: Path) -> None:
+    """A folder, a path under a file, a FIFO nobody reads: one line each, before any work;
+    a character device and a new file in a folder to be made pass."""
+    from ctune.errors import UserError
+    from ctune.writes import check_output
+
+    (tmp_path / "file").write_text("x")
+    os.mkfifo(tmp_path / "fifo")
+    for path, message in (
+        (tmp_path, "a folder; give a file path in it"),
+        (tmp_path / "file" / "r.json", "file is not a folder"),
+        (tmp_path / "fifo", "a FIFO that nobody reads"),
+    ):
+        with pytest.raises(UserError, match=message):
+            check_output(path, "--out")
+    check_output(Path("/dev/null"), "--out")
+    check_output(tmp_path / "new" / "dir" / "r.json", "--out")
+    assert not (tmp_path / "new").exists()  # checked, nothing made
+
+
+def test_a_fifo_checked_is_held_open_until_written(tmp_path: Path) -> None:
+    """Its reader is not handed the end of the stream when the check is done (a check that
+    opened and closed it would end ``cat FIFO`` before the output came), and gets the
+    output when it is written; a command that ends first closes it."""
+    from ctune.writes import check_output, outputs_end_with_the_command
+
+    fifo = tmp_path / "out.json"
+    os.mkfifo(fifo)
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        with outputs_end_with_the_command():
+            check_output(fifo, "--out")
+            with pytest.raises(BlockingIOError):  # a writer holds it: no end of stream
+                os.read(fd, 10)
+            write_atomic(fifo, "{}\n", into_special=True)
+        assert os.read(fd, 10) == b"{}\n" and os.read(fd, 10) == b""
+        with outputs_end_with_the_command():
+            check_output(fifo, "--out")
+            with pytest.raises(BlockingIOError):
+                os.read(fd, 10)
+        assert os.read(fd, 10) == b""  # the command ended without writing: closed
+    finally:
+        os.close(fd)

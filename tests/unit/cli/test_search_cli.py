@@ -390,6 +390,69 @@ def test_plot_writes_a_png_of_the_front(run: Run, tmp_path: Path) -> None:
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--plot", "front.txt"], "--plot front.txt: .txt is not an image format ctune writes"),
+        (["--plot", "."], "--plot .: a folder; give a file path in it"),
+        (["--out", "."], "--out .: a folder; give a file path in it"),
+        (["--out", "k/standin.cu/r.json"], "k/standin.cu is not a folder"),
+        (["--out", "nobody.fifo"], "nobody.fifo: a FIFO that nobody reads"),
+    ],
+)
+def test_an_output_that_cannot_be_written_is_refused_before_searching(
+    run: Run, boundary: Boundary, tmp_path: Path, args: list[str], message: str
+) -> None:
+    pytest.importorskip("matplotlib")
+    os.mkfifo(tmp_path / "nobody.fifo")
+    result = run("--objective", "p50", "--budget", "8", "--confirm-processes", "0", *args)
+    assert result.exit_code == 2, result.output
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and message in lines[0], lines
+    assert all(c.calls == 0 for c in boundary.compilers)
+    assert not (tmp_path / ".ctune" / "journals").exists()  # nothing was searched
+
+
+@pytest.mark.parametrize(("errno_name", "code"), [("EISDIR", 2), ("ENOSPC", 3)])
+def test_a_result_file_not_written_at_the_end_says_resume_writes_it(
+    run: Run, monkeypatch: pytest.MonkeyPatch, errno_name: str, code: int
+) -> None:
+    """The path was fine when the search started (the write fails only now): one line
+    naming it and the journal, whose --resume writes the result; a full disk stays exit 3."""
+    import errno
+
+    from ctune.registry import store
+
+    def refused(path: Any, data: Any, **kwargs: Any) -> None:
+        number = getattr(errno, errno_name)
+        raise OSError(number, os.strerror(number), str(path))
+
+    with monkeypatch.context() as patched:
+        patched.setattr(store, "write_atomic", refused)
+        result = run("--objective", "p50", "--budget", "8", "--confirm-processes", "0",
+                     "--out", "res.json")  # fmt: skip
+    assert result.exit_code == code, result.output
+    last = result.stderr.strip().splitlines()[-1]
+    journal = re.search(r"--resume (\S+\.jsonl)\)", result.stderr)
+    assert journal is not None and last.startswith("error: res.json: ")
+    assert f"--resume {journal.group(1)} writes it" in last and not Path("res.json").exists()
+    again = run("--objective", "p50", "--confirm-processes", "0", "--resume", journal.group(1),
+                "--out", "again.json")  # fmt: skip
+    assert again.exit_code == 0, again.output
+    assert Path("again.json").is_file()
+
+
+@pytest.mark.parametrize(("name", "magic"), [("front.svg", b"<?xml"), ("front.pdf", b"%PDF")])
+def test_plot_writes_the_format_of_its_suffix(
+    run: Run, tmp_path: Path, name: str, magic: bytes
+) -> None:
+    pytest.importorskip("matplotlib")
+    result = run("--objective", "p50", "--budget", "8", "--confirm-processes", "0",
+                 "--plot", name)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / name).read_bytes().startswith(magic)
+
+
 def _drain(fd: int, got: list[bytes], seconds: float = 30.0) -> threading.Thread:
     """Read the FIFO ``fd`` (opened non-blocking) in a thread until its writer closes it."""
 
