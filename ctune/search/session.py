@@ -32,9 +32,9 @@ from ctune.search.cost_policy import on_by_default
 from ctune.search.options import SearchOptions
 from ctune.search.plan import SearchPlan, new_plan, resume_plan
 from ctune.search.run_state import RunInputs, sampling_plan
-from ctune.search.session_journal import request_identity
+from ctune.search.session_journal import check_default_build, request_identity
 from ctune.search.strategy import StrategyContext
-from ctune.spec.space.limits import DeviceLimits, device_limits
+from ctune.spec.space.limits import DeviceLimits, device_limits, tabled_limits
 
 if TYPE_CHECKING:
     from ctune.compile.toolchain import Toolchain
@@ -106,6 +106,11 @@ def default_compiler(settings: Settings, spec: KernelSpec, toolchain: Toolchain 
     from ctune.compile.select_toolchain import toolchain_for
 
     return compiler_for(spec, toolchain or toolchain_for(settings), settings)
+
+
+def target_arch(settings: Settings, spec: KernelSpec) -> str:
+    """The architecture a search builds for: ``--arch`` (the setting), else the spec's."""
+    return settings.arch or spec.arch
 
 
 # --- what this machine can measure ---------------------------------------------------------
@@ -320,6 +325,11 @@ class SearchSession:
         if opts.cost_model is None and opts.resume is None and len(objective.objectives) == 1:
             on = on_by_default(settings, spec, objective.objectives[0].text, opts.journal)
             plan = dataclasses.replace(plan, cost_model=on)
+        # the target's table is known without a GPU: a default build over it is the
+        # spec's to fix, whether this machine can measure or not
+        table = self.limits or tabled_limits(target_arch(settings, spec))
+        if table is not None:
+            check_default_build(spec, table, spec.problem(opts.problem))
         require_capabilities(objective, measurer, self.capabilities)
         owned: list[Measurer | Compiler] = []
         try:
@@ -336,7 +346,7 @@ class SearchSession:
                 _build_baseline_ahead(compiler, spec, opts)
             limits = self.limits
             if limits is None:
-                limits = device_limits(settings.arch or spec.arch, probe=own_gpu)
+                limits = device_limits(target_arch(settings, spec), probe=own_gpu)
             yield RunInputs(
                 settings=settings,
                 spec=spec,
@@ -369,4 +379,5 @@ __all__ = [
     "measurer_for",
     "probe_capabilities",
     "require_capabilities",
+    "target_arch",
 ]

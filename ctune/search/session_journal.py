@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from ctune.search.journal_writer import JournalWriter
     from ctune.search.pipeline import Pipeline
     from ctune.search.run_state import SearchRun
-    from ctune.spec import KernelSpec
+    from ctune.spec import KernelSpec, Problem
+    from ctune.spec.space.limits import DeviceLimits
 
 
 def request_identity(
@@ -51,6 +52,19 @@ def request_identity(
     if device is not None:
         out["device"] = device
     return out
+
+
+def check_default_build(spec: KernelSpec, limits: DeviceLimits, problem: Problem) -> None:
+    """Refuse a default build that breaks one of ``limits`` (a block over the threads per
+    block): it cannot be the baseline. Checked against the target's table before a GPU is
+    asked for (``SearchSession.open``), then against the GPU's own at the baseline."""
+    space = limits.constrain(spec.space, spec.launch)
+    broken = space.violations(spec.default_candidate().as_dict(), problem.dims)
+    if broken:
+        raise UserError(
+            f"{spec.yaml_path.name}: the default build breaks a device limit "
+            f"({limits.source}): '{broken[0]}'; change the genes' defaults"
+        )
 
 
 class SessionJournal:
@@ -80,12 +94,7 @@ class SessionJournal:
         run = self.run
         spec, pipeline = run.inputs.spec, self.pipeline
         cand = spec.default_candidate()
-        broken = run.inputs.space.violations(cand.as_dict(), run.inputs.problem.dims)
-        if broken:
-            raise UserError(
-                f"{spec.yaml_path.name}: the default build breaks a device limit "
-                f"({run.inputs.limits.source}): '{broken[0]}'; change the genes' defaults"
-            )
+        check_default_build(spec, run.inputs.limits, run.inputs.problem)
         start = run.inputs.clock()
         build = run.inputs.compiler.build(cand, run.inputs.problem)
         run.timers.compile_wait_s += run.inputs.clock() - start

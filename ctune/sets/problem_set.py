@@ -199,14 +199,21 @@ def run_problem_set(
     ``publish_for(path)`` gives the publisher of a shape's finished search (the registry's
     ``ResultPublisher`` writing its result file to ``path``); None writes no artifacts.
     """
-    from ctune.search.session import check_request, require_capabilities
+    from ctune.search.session import check_request, require_capabilities, target_arch
+    from ctune.search.session_journal import check_default_build
+    from ctune.spec.space.limits import tabled_limits
 
     problems = check_set(spec, opts.set_name, objective)
     check_vendor(spec, opts)
     # before anything compiles: the request as each shape's search will check it (strategy,
-    # options, the warm-start file), then what this machine can measure
+    # options, the warm-start file, the default build within the target's table), then
+    # what this machine can measure
     first = dataclasses.replace(search, problem=problems[0].name, resume=None)
     check_request(spec, objective, first, None)
+    limits = tabled_limits(target_arch(settings, spec))
+    if limits is not None:
+        for problem in problems:
+            check_default_build(spec, limits, problem)
     if _measuring_left(spec, opts, problems):  # a finished set re-covers from its files alone
         require_capabilities(objective, measurer)
     opts.set_dir.mkdir(parents=True, exist_ok=True)

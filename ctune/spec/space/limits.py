@@ -168,10 +168,17 @@ def table_limits(arch: str) -> DeviceLimits:
     An architecture the table has no row for gets the defaults every GPU meets (48 KiB of
     shared memory, no opt-in), and ``source`` says so rather than name a table.
     """
+    return tabled_limits(arch) or DeviceLimits(
+        source=f"defaults, no {arch} table", smem_per_block=_DEFAULT_SMEM
+    )
+
+
+def tabled_limits(arch: str) -> DeviceLimits | None:
+    """The limits of ``arch`` where the compute-capability table has its row, else None
+    (the defaults every GPU meets are a floor, not that architecture's limits: a build
+    over them may still launch there)."""
     smem = _SMEM_OPTIN.get(capability(arch) or (0, 0))
-    if smem is None:
-        return DeviceLimits(source=f"defaults, no {arch} table", smem_per_block=_DEFAULT_SMEM)
-    return DeviceLimits(source=f"{arch} table", smem_per_block=smem)
+    return None if smem is None else DeviceLimits(source=f"{arch} table", smem_per_block=smem)
 
 
 def probe_device_limits(arch: str, device: int = 0) -> DeviceLimits | None:
@@ -220,4 +227,5 @@ __all__ = [
     "launch_violation",
     "probe_device_limits",
     "table_limits",
+    "tabled_limits",
 ]

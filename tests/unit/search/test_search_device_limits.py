@@ -73,3 +73,21 @@ def test_a_default_beyond_the_device_is_refused_before_anything_runs(tmp_path: P
     text = str(err.value)
     assert "the default build breaks a device limit (sm_90 table)" in text
     assert "'THREADS <= 1024'" in text and "\n" not in text
+
+
+def test_a_default_beyond_the_table_is_refused_before_the_gpu_check(tmp_path: Path) -> None:
+    """On a machine without a GPU, the default build's 2048 threads are what is wrong (the
+    target's table says so without a GPU), not the missing GPU (exit 3): checked before."""
+    yaml = THREADS_YAML.replace("default: 128, family: launch", "default: 2048, family: launch")
+    spec = load_spec(write_standin_kernel(tmp_path / "k", yaml=yaml))
+    compiler = StandInCompiler(spec, fail_every=None)
+    with pytest.raises(UserError, match=r"default build breaks a device limit \(sm_90 table\)"):
+        run_search(
+            Settings(cache_dir=tmp_path / "cache", arch="sm_90"),
+            spec,
+            parse_objective_spec(["p99"], [], spec.metrics),
+            SearchOptions(confirm_processes=0, journal_fsync=False, budget=5),
+            compiler=compiler,
+            capabilities=frozenset(),  # no GPU
+        )
+    assert compiler.calls == 0

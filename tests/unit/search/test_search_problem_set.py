@@ -107,6 +107,30 @@ def _run(
     )
 
 
+def test_a_default_beyond_the_table_is_refused_before_the_gpu_check(tmp_path: Path) -> None:
+    """2048 threads a block: the target's table refuses every shape's default build on a
+    machine without a GPU too (it said that p99 needs a GPU), and nothing is written."""
+    from ctune.errors import UserError
+
+    yaml = SET_YAML.replace("block: [128]", "block: [2048]")
+    spec = load_spec(write_standin_kernel(tmp_path / "k", "setk", yaml))
+
+    class NoGpu(StandInMeasurer):
+        capabilities = frozenset()
+
+    with pytest.raises(UserError, match=r"default build breaks a device limit \(sm_90 table\)"):
+        run_problem_set(
+            Settings(cache_dir=tmp_path / "cache", arch="sm_90"),
+            spec,
+            parse_objective_spec(["p99"], [], spec.metrics),
+            SearchOptions(budget=8, confirm_processes=0, journal_fsync=False),
+            SetOptions("all", tmp_path / "set"),
+            compiler=StandInCompiler(spec, fail_every=None),
+            measurer=NoGpu(samples=30),
+        )
+    assert not (tmp_path / "set").exists()
+
+
 def test_whole_set_searches_cross_measures_and_covers(spec: KernelSpec, tmp_path: Path) -> None:
     progress = _run(spec, tmp_path, tmp_path / "set")
     assert progress.complete and not progress.pending
