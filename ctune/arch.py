@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 
 ARCH_RE = re.compile(r"^(?:sm|compute)_(\d{1,2})(\d)[a-z]?$")
+#: the arch of a spec that names none (the loader's default)
+DEFAULT = "sm_90"
 
 
 def check(value: object) -> str:
@@ -62,4 +64,4 @@ def _order(arch: str) -> tuple[tuple[int, int], str]:
     return capability(arch) or (0, 0), arch
 
 
-__all__ = ["ARCH_RE", "capability", "check", "check_offered", "offered"]
+__all__ = ["ARCH_RE", "DEFAULT", "capability", "check", "check_offered", "offered"]

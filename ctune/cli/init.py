@@ -38,7 +38,13 @@ def init_command(
             "recorded as the spec's include_dirs (repeat it for several)",
         ),
     ] = None,
-    arch: Annotated[str, typer.Option(help="target the draft compiles for, e.g. sm_90")] = "sm_90",
+    arch: Annotated[
+        str | None,
+        typer.Option(
+            help="target the draft compiles for, e.g. sm_90a; recorded in the draft "
+            "(default: the setting, else sm_90)"
+        ),
+    ] = None,
     force: Annotated[
         bool, typer.Option("--force", help="overwrite an existing sidecar and reference")
     ] = False,
@@ -49,10 +55,11 @@ def init_command(
     signature, genes from the macros it reads but does not define (#ifndef NAME, or used
     bare), a problem and a reference stub. `ctune space KERNEL.cu` runs on the draft as it
     is; every guess is marked '# check:' for you to confirm."""
+    from ctune import arch as arches
     from ctune.cli import render_kernel
     from ctune.cli.common import settings
     from ctune.compile.select_toolchain import nvcc_for
-    from ctune.compile.toolchain import probe_toolchain
+    from ctune.compile.toolchain import offered_arch, probe_toolchain
     from ctune.spec.draft.guess import default_for
     from ctune.spec.draft.includes import read_with_includes
     from ctune.spec.draft.sidecar import check_loads, draft_sidecar, pick_kernel
@@ -70,10 +77,12 @@ def init_command(
     yaml_path = kernel.with_suffix(".yaml")
     cfg = settings(arch=arch)
     toolchain = probe_toolchain(nvcc_for(cfg))
+    where = "arch (--arch, CTUNE_ARCH or [tool.ctune])" if cfg.arch else "the default arch"
+    target = offered_arch(cfg.arch or arches.DEFAULT, where, toolchain)
     probe = find_undefined(
         toolchain.nvcc,
         kernel,
-        arch=cfg.arch or arch,
+        arch=target,
         std="c++17",
         defines={},
         include_dirs=include_dirs,
@@ -89,6 +98,7 @@ def init_command(
         entry=entry,
         probe=probe,
         include_dirs=[os.path.relpath(d, here) for d in include_dirs],
+        arch=target,
     )
     reference = kernel.parent / draft.reference_file
     for path in (yaml_path, reference):

@@ -185,11 +185,14 @@ def target_arch(setting: str, spec: KernelSpec, toolchain: Toolchain) -> str:
     """The arch candidates are built for: the setting, else the spec's. One this nvcc does
     not compile for (``sm_12``, an old ``sm_70``) is refused before any build, naming where
     it came from, rather than failing every candidate with ``nvcc fatal``."""
-    arch = setting or spec.arch
+    where = "arch (--arch, CTUNE_ARCH or [tool.ctune])" if setting else f"{spec.yaml_path}: arch"
+    return offered_arch(setting or spec.arch, where, toolchain)
+
+
+def offered_arch(arch: str, where: str, toolchain: Toolchain) -> str:
+    """``arch`` if this nvcc compiles for it, else one line naming ``where`` it came from
+    and the architectures it does compile for (exit 2)."""
     try:
         return check_offered(arch, toolchain.help_text)
     except ValueError as exc:
-        where = (
-            "arch (--arch, CTUNE_ARCH or [tool.ctune])" if setting else f"{spec.yaml_path}: arch"
-        )
         raise UserError(f"{where}: {exc}; use one it lists") from None

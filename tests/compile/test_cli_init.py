@@ -118,3 +118,32 @@ def test_an_overload_is_picked_by_its_parameter_list(tmp_path: Path) -> None:
     built = ctune("compile", "ov.cu", "--json", cwd=tmp_path)
     assert built.returncode == 0, built.stderr
     assert json.loads(built.stdout)["build"]["entry_symbol"] == "_Z3addPfPKfi"
+
+
+SM90A_ONLY = """\
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error needs sm_90a
+#endif
+__global__ void twice(float* y, const float* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = 2.0f * x[i];
+}
+"""
+
+
+def test_init_arch_is_the_drafts_and_one_nvcc_compiles_for(tmp_path: Path) -> None:
+    """--arch sm_90a is written into the draft, so `ctune compile` builds for it as the draft
+    was probed; an arch this nvcc refuses is refused before a draft is written."""
+    (tmp_path / "k.cu").write_text(SM90A_ONLY)
+    done = ctune("init", "k.cu", "--arch", "sm_90a", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "\narch: sm_90a\n" in (tmp_path / "k.yaml").read_text()
+    built = ctune("compile", "k.cu", cwd=tmp_path)
+    assert built.returncode == 0, built.stderr
+    (tmp_path / "k.yaml").unlink()
+    (tmp_path / "k_ref.py").unlink()
+    refused = ctune("init", "k.cu", "--arch", "sm_999", cwd=tmp_path)
+    errors = [ln for ln in refused.stderr.splitlines() if ln.startswith("error:")]
+    assert refused.returncode == 2 and len(errors) == 1, refused.stderr
+    assert "'sm_999' is not an architecture this nvcc compiles for" in errors[0]
+    assert not (tmp_path / "k.yaml").exists() and not (tmp_path / "k_ref.py").exists()

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ctune.arch import DEFAULT as DEFAULT_ARCH
 from ctune.errors import UserError
 from ctune.names import NAME_RE
 from ctune.spec.declarations import (
@@ -163,9 +164,11 @@ def draft_sidecar(
     entry: str | None = None,
     probe: Probe | None = None,
     include_dirs: Sequence[str] = (),
+    arch: str = DEFAULT_ARCH,
 ) -> Draft:
     """The YAML draft and the reference stub for one kernel of ``source`` (``include_dirs``:
-    the folders the author gave for its includes, relative to the kernel's folder)."""
+    the folders the author gave for its includes, relative to the kernel's folder; ``arch``:
+    the target it was drafted for, written where it is not a spec's default)."""
     kernel = pick_kernel(source, entry, source_name)
     genes = _genes(source, kernel, probe)
     bound = launch_bound(source, kernel)
@@ -281,6 +284,8 @@ def draft_sidecar(
     if include_dirs:
         shown = [d if _PLAIN_PATH.fullmatch(d) else json.dumps(d) for d in include_dirs]
         lines.append(f"include_dirs: [{', '.join(shown)}]")
+    if arch != DEFAULT_ARCH:  # what the draft was compiled for (sm_90a: its features)
+        lines.append(f"arch: {arch}")
     lines += _function_flags(probe, checks)
     lines.append(f"flags: [{', '.join(DRAFT_FLAGS)}]  # check: {FLAGS_NOTE}")
     if all_genes:

@@ -150,6 +150,21 @@ def test_a_vector_add_draft_loads_with_a_runtime_block(tmp_path: Path) -> None:
         spec.reference()(None, {}, {})
 
 
+def test_a_draft_records_the_arch_it_was_drafted_for(tmp_path: Path) -> None:
+    """``ctune init --arch sm_90a``: a kernel that needs sm_90a's features compiles only for
+    it, so the draft says so; the default arch needs no line."""
+    text = "__global__ void twice(float* y, int n) { y[threadIdx.x] *= 2.0f; }\n"
+    source = read_source(text)
+    plain = draft_sidecar(source, stem="k", source_name="k.cu")
+    assert "arch:" not in plain.yaml
+    draft = draft_sidecar(source, stem="k", source_name="k.cu", arch="sm_90a")
+    assert "\narch: sm_90a\n" in draft.yaml
+    _write(tmp_path, text)
+    (tmp_path / "k.yaml").write_text(draft.yaml)
+    (tmp_path / draft.reference_file).write_text(draft.reference)
+    assert load_spec(tmp_path / "k.yaml").arch == "sm_90a"
+
+
 def test_a_kernel_tuner_style_draft_takes_what_the_compiler_found(tmp_path: Path) -> None:
     text = (
         'extern "C" __global__ void stencil(float* out, const float* in, int nx, int ny) {\n'
