@@ -15,7 +15,7 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -197,11 +197,45 @@ def write_atomic(path: Path | str, data: bytes | str, *, into_special: bool = Fa
         _fsync_folder(folder)
 
 
+def _restorer(path: Path) -> Callable[[], None]:
+    """What puts ``path`` back as it is now: its bytes, its symlink, or nothing there."""
+    if path.is_symlink():
+        target = os.readlink(path)
+
+        def relink() -> None:
+            path.unlink(missing_ok=True)
+            os.symlink(target, path)
+
+        return relink
+    if path.is_file():
+        data = path.read_bytes()
+        return lambda: write_atomic(path, data)
+    return lambda: path.unlink(missing_ok=True)
+
+
+def write_all_or_none(files: Sequence[tuple[Path, str | bytes]]) -> None:
+    """Write each ``(path, data)`` with :func:`write_atomic`, all of them or none: when one
+    fails, the files written before it are put back as they were (or removed where there
+    was none), so that files that belong together (a spec and its reference) never mix."""
+    done: list[Callable[[], None]] = []
+    try:
+        for path, data in files:
+            restore = _restorer(Path(path))
+            write_atomic(path, data)
+            done.append(restore)
+    except BaseException:
+        for restore in reversed(done):
+            with contextlib.suppress(OSError):
+                restore()
+        raise
+
+
 __all__ = [
     "DISK_FULL",
     "check_output",
     "is_disk_full",
     "naming",
     "outputs_end_with_the_command",
+    "write_all_or_none",
     "write_atomic",
 ]

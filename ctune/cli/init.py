@@ -62,7 +62,7 @@ def init_command(
     from ctune.compile.toolchain import offered_arch, probe_toolchain
     from ctune.spec.draft.guess import default_for
     from ctune.spec.draft.includes import read_with_includes
-    from ctune.spec.draft.sidecar import check_loads, draft_sidecar, pick_kernel
+    from ctune.spec.draft.sidecar import check_loads, draft_sidecar, pick_kernel, reference_name
     from ctune.spec.draft.source import read_source
     from ctune.spec.draft.undefined import find_undefined
 
@@ -75,6 +75,8 @@ def init_command(
     source = read_source(included.text, included.headers)
     pick_kernel(source, entry, kernel.name)  # a file without kernels fails before nvcc runs
     yaml_path = kernel.with_suffix(".yaml")
+    reference = kernel.parent / reference_name(kernel.stem)
+    _check_targets((yaml_path, reference), force)
     cfg = settings(arch=arch)
     toolchain = probe_toolchain(nvcc_for(cfg))
     where = "arch (--arch, CTUNE_ARCH or [tool.ctune])" if cfg.arch else "the default arch"
@@ -100,15 +102,20 @@ def init_command(
         include_dirs=[os.path.relpath(d, here) for d in include_dirs],
         arch=target,
     )
-    reference = kernel.parent / draft.reference_file
-    for path in (yaml_path, reference):
-        if path.exists() and not force:
-            raise UserError(f"{path}: already exists; pass --force to overwrite it")
     if not probe.builds:
         draft.checks.insert(0, f"{kernel.name} does not compile alone: {probe.error}")
     check_loads(draft, kernel, toolchain.help_text)  # the draft loads as it is, or nothing
-    from ctune.writes import write_atomic
+    from ctune.writes import write_all_or_none
 
-    write_atomic(yaml_path, draft.yaml)
-    write_atomic(reference, draft.reference)
+    write_all_or_none(((yaml_path, draft.yaml), (reference, draft.reference)))
     render_kernel.init_report(yaml_path, reference, draft, out, source=kernel)
+
+
+def _check_targets(paths: tuple[Path, ...], force: bool) -> None:
+    """Before anything runs, each file the draft goes to: a folder there is refused (even
+    with --force), an existing file unless --force; so that both are written or neither."""
+    for path in paths:
+        if path.is_dir():
+            raise UserError(f"{path}: a folder where the draft's file goes; move it away")
+        if os.path.lexists(path) and not force:
+            raise UserError(f"{path}: already exists; pass --force to overwrite it")

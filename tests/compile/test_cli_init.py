@@ -147,3 +147,17 @@ def test_init_arch_is_the_drafts_and_one_nvcc_compiles_for(tmp_path: Path) -> No
     assert refused.returncode == 2 and len(errors) == 1, refused.stderr
     assert "'sm_999' is not an architecture this nvcc compiles for" in errors[0]
     assert not (tmp_path / "k.yaml").exists() and not (tmp_path / "k_ref.py").exists()
+
+
+def test_init_writes_both_files_or_neither(tmp_path: Path) -> None:
+    """A folder where the reference goes: refused before anything runs, even with --force,
+    and the sidecar there is left as it was (it was overwritten, then the reference
+    failed)."""
+    (tmp_path / "scale2d.cu").write_text(KT_STYLE)
+    (tmp_path / "scale2d.yaml").write_text("old\n")
+    (tmp_path / "scale2d_ref.py").mkdir()
+    done = ctune("init", "scale2d.cu", "--force", cwd=tmp_path)
+    errors = [ln for ln in done.stderr.splitlines() if ln.startswith("error:")]
+    assert done.returncode == 2 and len(errors) == 1, done.stderr
+    assert "scale2d_ref.py: a folder where the draft's file goes" in errors[0]
+    assert (tmp_path / "scale2d.yaml").read_text() == "old\n"

@@ -268,3 +268,24 @@ def test_a_fifo_checked_is_held_open_until_written(tmp_path: Path) -> None:
         assert os.read(fd, 10) == b""  # the command ended without writing: closed
     finally:
         os.close(fd)
+
+
+def test_write_all_or_none_puts_back_what_it_wrote_when_a_later_file_fails(
+    tmp_path: Path,
+) -> None:
+    """The second file cannot be written (a folder is there): the first gets its old bytes
+    back, a file that was not there is removed, a symlink is a symlink again."""
+    from ctune.writes import write_all_or_none
+
+    old, new, link = tmp_path / "old.yaml", tmp_path / "new.yaml", tmp_path / "link.yaml"
+    old.write_text("old\n")
+    (tmp_path / "target").write_text("target\n")
+    link.symlink_to("target")
+    (tmp_path / "ref.py").mkdir()
+    with pytest.raises(OSError):
+        write_all_or_none([(old, "x\n"), (new, "x\n"), (link, "x\n"), (tmp_path / "ref.py", "y\n")])
+    assert old.read_text() == "old\n" and not new.exists()
+    assert link.is_symlink() and os.readlink(link) == "target"
+    assert (tmp_path / "target").read_text() == "target\n"
+    write_all_or_none([(old, "x\n"), (new, "y\n")])
+    assert old.read_text() == "x\n" and new.read_text() == "y\n"

@@ -87,6 +87,11 @@ class Draft:
     include_dirs: list[str] = field(default_factory=list)  # relative to the kernel's folder
 
 
+def reference_name(stem: str) -> str:
+    """The reference stub's file name beside the kernel ``<stem>.cu``."""
+    return f"{stem}_ref.py"
+
+
 def pick_kernel(source: Source, entry: str | None, where: str) -> Kernel:
     """The kernel to tune: the only one, or the one ``entry`` names as a spec's ``entry:``
     would (an overload by its parameter list); else one line that lists them."""
@@ -272,7 +277,7 @@ def draft_sidecar(
     entry_text = _entry_text(source, kernel, entry, checks)
     name = _spec_name(kernel, stem)
     function = kernel.name if kernel.name.isidentifier() else "reference"
-    reference_file = f"{stem}_ref.py"
+    reference_file = reference_name(stem)
     lines = [
         f"# ctune sidecar drafted by `ctune init {source_name}`: check each '# check:' line,",
         f"# write the reference in {reference_file}, then `ctune space {source_name}`.",
