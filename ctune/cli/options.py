@@ -114,17 +114,23 @@ def output_format(fmt: str, json_alias: bool = False, older: str | None = None) 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(h|m|s)")
 
 
-def parse_duration(text: str) -> float:
-    """``30m``, ``1h30m``, ``90s``, ``2.5h`` or plain seconds -> seconds."""
+def parse_duration(text: str, option: str = "--time") -> float:
+    """``30m``, ``1h30m``, ``90s``, ``2.5h`` or plain seconds -> seconds, above 0; a bad one
+    is one line naming ``option`` (``--time``, ``--step-time``)."""
     raw = text.strip().lower()
     try:
         seconds = float(raw)
     except ValueError:
-        pass
-    else:
-        if not math.isfinite(seconds):
-            raise UserError(f"--time {text!r}: expected a finite duration like 30m or 600")
-        return seconds
+        seconds = _duration_units(raw, f"{option} {text!r}")
+    if not math.isfinite(seconds):
+        raise UserError(f"{option} {text!r}: expected a finite duration like 30m or 600")
+    if seconds <= 0:
+        raise UserError(f"{option} must be positive, got {seconds:g} s")
+    return seconds
+
+
+def _duration_units(raw: str, where: str) -> float:
+    """Seconds of a duration written with units (``1h30m``)."""
     pos, total = 0, 0.0
     for match in _DURATION.finditer(raw):
         if raw[pos : match.start()].strip():
@@ -132,7 +138,7 @@ def parse_duration(text: str) -> float:
         total += float(match.group(1)) * {"h": 3600, "m": 60, "s": 1}[match.group(2)]
         pos = match.end()
     if pos == 0 or raw[pos:].strip():
-        raise UserError(f"--time {text!r}: expected a duration like 30m, 1h30m, 90s or 600")
+        raise UserError(f"{where}: expected a duration like 30m, 1h30m, 90s or 600")
     return total
 
 

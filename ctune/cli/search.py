@@ -421,6 +421,8 @@ def search_command(
     from ctune.search.strategy import parse_option_items
 
     report_fmt = output_format(fmt, json_out)
+    time_s = parse_duration(time, "--time") if time else None
+    step_s = parse_duration(step_time, "--step-time") if step_time else None
     if problem_set is None:  # before anything runs: a search must not end in a refused output
         _check_outputs(out, plot)
     cfg = settings(
@@ -454,7 +456,7 @@ def search_command(
         strategy=strategy,
         strategy_options=parse_option_items(option or []),
         budget=budget,
-        time_s=parse_duration(time) if time else None,
+        time_s=time_s,
         patience=patience,
         seed=seed,
         resume=resume,
@@ -495,7 +497,7 @@ def search_command(
             problem_set,
             set_dir,
             dispatch_margin,
-            step_time,
+            step_s,
             cross_processes,
             reuse_share,
             tuple(dispatch_shipped or ()),

@@ -31,7 +31,7 @@ class SetArgs:
     name: str
     set_dir: Path | None
     margin: str
-    step_time: str | None
+    step_s: float | None  # --step-time, parsed (cli.options.parse_duration)
     cross_processes: int
     reuse_share: float = WARM_START_SHARE
     shipped: tuple[Path, ...] = ()  # dispatch tables whose builds the cover takes first
@@ -110,7 +110,6 @@ def run_set(
     fmt: str,
 ) -> None:
     from ctune.cli import render_search
-    from ctune.cli.options import parse_duration
     from ctune.registry.assemble import ResultPublisher
     from ctune.search.pruning import parse_margin
     from ctune.sets.dispatch_table import shipped_builds
@@ -132,7 +131,7 @@ def run_set(
             set_name=args.name,
             set_dir=args.set_dir or Path(cfg.cache_dir) / "sets" / f"{spec.name}-{args.name}",
             margin=parse_margin(args.margin),
-            step_s=parse_duration(args.step_time) if args.step_time else None,
+            step_s=args.step_s,
             cross_processes=args.cross_processes,
             reuse_share=args.reuse_share,
             shipped=shipped_builds(args.shipped, spec),

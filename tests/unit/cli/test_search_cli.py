@@ -129,8 +129,21 @@ def test_json_output_is_machine_readable(run: Run, tmp_path: Path) -> None:
         (["--objective", "p50", "--time", "soon"], "--time 'soon': expected a duration"),
         (["--objective", "p50", "--time", "nan"], "--time 'nan': expected a finite duration"),
         (["--objective", "p50", "--time", "inf"], "--time 'inf': expected a finite duration"),
-        (["--objective", "p50", "--time", "0"], "--time must be positive and finite, got 0 s"),
-        (["--objective", "p50", "--time", f"{'9' * 400}h"], "--time must be positive and finite"),
+        (["--objective", "p50", "--time", "0"], "--time must be positive, got 0 s"),
+        (["--objective", "p50", "--time", f"{'9' * 400}h"], "expected a finite duration"),
+        (["--objective", "p50", "--time", "-5"], "--time must be positive, got -5 s"),
+        (
+            ["--objective", "p50", "--problem-set", "all", "--step-time", "xx"],
+            "--step-time 'xx': expected a duration",
+        ),
+        (
+            ["--objective", "p50", "--problem-set", "all", "--step-time", "-5"],
+            "--step-time must be positive, got -5 s",
+        ),
+        (
+            ["--objective", "p50", "--problem-set", "all", "--step-time", "0"],
+            "--step-time must be positive, got 0 s",
+        ),
         (["--objective", "p50", "--strategy", "cmaes"], "unknown strategy 'cmaes'"),
         (["--objective", "p50", "--problem", "huge"], "no problem 'huge'"),
         (["--objective", "p50", "--l2-policy", "warm"], "--l2-policy=warm: expected one of"),
@@ -380,6 +393,7 @@ def test_durations() -> None:
     assert parse_duration("90s") == 90.0
     assert parse_duration("2.5h") == 9000.0
     assert parse_duration("600") == 600.0
+    assert parse_duration("8m", "--step-time") == 480.0
 
 
 def test_plot_writes_a_png_of_the_front(run: Run, tmp_path: Path) -> None:
