@@ -55,8 +55,11 @@ def _match_value(space: Space, name: str, raw: str) -> GeneValue:
 def parse_sets(
     space: Space, items: Sequence[str], base: Mapping[str, GeneValue]
 ) -> dict[str, GeneValue]:
-    """Apply ``NAME=VALUE`` items to ``base``; unknown genes and values are one-line errors."""
+    """Apply ``NAME=VALUE`` items to ``base``; unknown genes and values, and a gene set
+    twice (the last would silently win, as a repeated --objective is refused), are one-line
+    errors."""
     values = dict(base)
+    given: dict[str, str] = {}
     for item in items:
         name, sep, raw = item.partition("=")
         name = name.strip()
@@ -64,6 +67,11 @@ def parse_sets(
             raise UserError(f"--set {item!r}: expected NAME=VALUE")
         if name not in space:
             raise UserError(f"--set {name}: unknown gene (genes: {', '.join(space.names)})")
+        if name in given:
+            raise UserError(
+                f"--set {name} is given twice ({given[name]!r} and {item!r}); give it once"
+            )
+        given[name] = item
         values[name] = _match_value(space, name, raw)
     return values
 

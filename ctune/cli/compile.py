@@ -113,9 +113,9 @@ def _asked_controls(
     """(the compilers whose controls the command line asks for, None for the spec's; the
     compiler of ``--acf-file``): ``--acf``, the ``acf`` genes ``--set`` names, and the
     file's compiler: the one --acf names, else the one the spec names, else ptxas."""
-    from ctune.spec.space.nvcc import ACF_GENES
+    from ctune.spec.space.nvcc import ACF, ACF_GENES
 
-    names = (item.partition("=")[0].strip() for item in sets)
+    names = [item.partition("=")[0].strip() for item in sets]
     named = [ACF_GENES[n].space for n in names if n in ACF_GENES]
     file_space = ""
     if with_file:
@@ -125,6 +125,9 @@ def _asked_controls(
                 "--acf-file: name the compiler whose controls file it is: --acf ptxas or --acf nvcc"
             )
         file_space = pool[0]
+        gene = ACF[file_space].gene_name
+        if gene in names:  # the file is that gene's value: set twice
+            raise UserError(f"--acf-file and --set {gene}: both choose its file; give one")
         named.append(file_space)
     if option is None and not named:
         return None, file_space

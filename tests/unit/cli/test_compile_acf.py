@@ -23,3 +23,5 @@ def test_what_the_command_line_asks_for(tmp_path: Path) -> None:
     assert _asked_controls(both.with_acf(("nvcc",)), None, [], True) == (("nvcc",), "nvcc")
     with pytest.raises(UserError, match="--acf-file: name the compiler"):
         _asked_controls(both, None, [], True)
+    with pytest.raises(UserError, match="--acf-file and --set acf_ptxas: both choose its file"):
+        _asked_controls(plain, None, [f"acf_ptxas={digest}"], True)

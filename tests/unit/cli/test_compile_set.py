@@ -33,3 +33,17 @@ def test_a_broken_restriction_is_one_line_and_nothing_is_compiled(tmp_path: Path
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "breaks restriction TILE_DIM % BLOCK_ROWS == 0" in lines[0]
     assert not (tmp_path / ".ctune").exists() or not any((tmp_path / ".ctune").rglob("*.cubin"))
+
+
+def test_a_gene_set_twice_is_refused_wherever_set_is_taken(tmp_path: Path) -> None:
+    """`--set BLOCK=32 --set BLOCK=64` used 64 without a word (compile, bench): refused in
+    one line, as a repeated --objective is."""
+    from ctune.cli.common import parse_sets
+    from ctune.errors import UserError
+    from ctune.testing.standins import standin_spec
+
+    space = standin_spec(tmp_path / "k").space
+    base = space.default_values()
+    assert parse_sets(space, ["TILE_M=32", "STAGES=3"], base)["TILE_M"] == 32
+    with pytest.raises(UserError, match=r"^--set TILE_M is given twice \('TILE_M=32' and "):
+        parse_sets(space, ["TILE_M=32", "STAGES=3", " TILE_M =64"], base)
