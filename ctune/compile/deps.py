@@ -25,12 +25,13 @@ from typing import TYPE_CHECKING
 
 from ctune.compile.command import default_defines
 from ctune.compile.process import run_nvcc
-from ctune.errors import UserError
+from ctune.errors import ToolchainError, UserError
 from ctune.files import MAX_SOURCE_BYTES, open_regular, read_capped
 from ctune.quoting import define_flag
 from ctune.records import GeneValue
 from ctune.spec.flags import language_flags
 from ctune.spec.includes import INCLUDE_TOKENS
+from ctune.writes import is_disk_full
 
 if TYPE_CHECKING:
     from ctune.spec import KernelSpec
@@ -159,8 +160,13 @@ def include_closure(
     argv += [*language_flags(source), str(source)]
     try:
         done = run_nvcc(argv, what=f"{source}: nvcc -M", timeout_s=timeout_s, scratch=scratch)
-    except OSError as exc:
-        raise UserError(f"{source}: nvcc -M failed: {exc}") from None
+    except OSError as exc:  # nvcc could not be started (its temporary folder: run_nvcc's)
+        if is_disk_full(exc):
+            raise  # exit 3 naming the file, as every full disk (ctune.cli.main)
+        raise ToolchainError(
+            f"{nvcc}: could not run nvcc -M for {source.name} ({exc.strerror or exc}); "
+            "check the toolchain (`ctune doctor`)"
+        ) from None
     if done.timed_out:
         raise UserError(
             f"{source}: nvcc -M did not finish in {timeout_s:g} s; check the files it includes"

@@ -22,8 +22,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ctune.errors import UserError
 from ctune.interrupts import block_stop_signals_in_this_thread, blocked
 from ctune.quoting import CommandLineError, check_argv, value_refusal
+from ctune.writes import is_disk_full
 
 log = logging.getLogger(__name__)
 
@@ -168,9 +170,12 @@ def scratch_folder(parent: Path | None, what: str) -> Iterator[Path]:
     """A fresh folder under ``parent`` (None: the system's temporary folder), removed when
     the block ends. nvcc writes its TMPDIR into its shell lines, so the path must pass the
     rule for quoted items."""
-    if parent is not None:
-        parent.mkdir(parents=True, exist_ok=True)
-    folder = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX, dir=parent)).absolute()
+    try:
+        if parent is not None:
+            parent.mkdir(parents=True, exist_ok=True)
+        folder = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX, dir=parent)).absolute()
+    except OSError as exc:
+        raise _no_scratch(exc, parent) from None
     try:
         why = value_refusal(str(folder))
         if why is not None:
@@ -181,6 +186,21 @@ def scratch_folder(parent: Path | None, what: str) -> Iterator[Path]:
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _no_scratch(exc: OSError, parent: Path | None) -> OSError | UserError:
+    """Why no temporary folder could be made in ``parent`` (ctune's cache folder, mostly),
+    naming that folder, not the kernel: a full disk or quota stays an OSError (exit 3,
+    ``ctune.cli.main``); anything else is the folder's (a cache_dir that is a file, one
+    ctune cannot write: exit 2)."""
+    where = parent if parent is not None else Path(tempfile.gettempdir())
+    if is_disk_full(exc):
+        exc.filename = exc.filename or str(where)
+        return exc
+    return UserError(
+        f"{where}: nvcc's temporary folder cannot be made there ({exc.strerror}: "
+        f"{exc.filename or where}); set CTUNE_CACHE_DIR (cache_dir) to a folder ctune can write"
+    )
 
 
 def nvcc_env(tmpdir: Path) -> dict[str, str]:

@@ -138,3 +138,29 @@ def test_a_closure_asked_from_several_threads_at_once_is_computed_once(
     deps.source_closure(spec)  # forgotten: computed again
     assert len(calls) == 2
     deps.forget_closures()
+
+
+def test_an_nvcc_m_that_cannot_run_is_not_the_kernels_fault(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk passes through as the OSError it is (exit 3 naming the file); nvcc that
+    cannot be started is the toolchain's (exit 3), not a bad kernel (exit 2)."""
+    import errno
+
+    from ctune.compile import deps
+    from ctune.errors import ToolchainError
+
+    number = errno.ENOSPC
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise OSError(number, os.strerror(number), "/cache/x")
+
+    monkeypatch.setattr(deps, "run_nvcc", refused)
+    source = tmp_path / "k.cu"
+    source.write_text("__global__ void k() {}\n")
+    with pytest.raises(OSError) as err:
+        deps.include_closure("nvcc", source, [], {}, "c++17", "sm_90")
+    assert err.value.errno == errno.ENOSPC and err.value.filename == "/cache/x"
+    number = errno.EACCES
+    with pytest.raises(ToolchainError, match=r"^nvcc: could not run nvcc -M for k\.cu"):
+        deps.include_closure("nvcc", source, [], {}, "c++17", "sm_90")

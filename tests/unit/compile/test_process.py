@@ -161,3 +161,29 @@ def test_a_pool_threads_runs_end_with_its_pool(tmp_path: Path) -> None:
         pool.shutdown(wait=True)
     assert time.monotonic() - start < 10
     assert future.result().returncode == -signal.SIGKILL
+
+
+def test_a_scratch_folder_that_cannot_be_made_names_the_folder_not_the_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CTUNE_CACHE_DIR naming a regular file: one line naming that folder (exit 2), nothing
+    run; a full disk there stays an OSError naming it (exit 3 in ctune.cli.main)."""
+    import errno
+    import tempfile
+
+    from ctune.errors import UserError
+
+    nvcc = _fake_nvcc(tmp_path, "exit 0")
+    (tmp_path / "cachefile").write_text("")
+    builds = tmp_path / "cachefile" / "builds"
+    with pytest.raises(UserError, match=r"cachefile/builds: nvcc's temporary folder cannot be"):
+        run_nvcc([str(nvcc), "k.cu"], what="k.cu: nvcc -M", timeout_s=30, scratch=builds)
+
+    def full(*args: object, **kwargs: object) -> str:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(tempfile, "mkdtemp", full)
+    with pytest.raises(OSError) as err:
+        run_nvcc([str(nvcc), "k.cu"], what="nvcc", timeout_s=30, scratch=tmp_path / "c")
+    assert err.value.errno == errno.ENOSPC and err.value.filename == str(tmp_path / "c")
+    assert not (tmp_path / "tmpdir").exists()  # never started
