@@ -158,6 +158,8 @@ def space_command(
     from ctune.spec.space.limits import device_limits
 
     out = output_format(fmt, json_out)
+    if samples < 0:  # before the spec is read or nvcc probed
+        raise UserError(f"--samples must be 0 or more, got {samples}")
     cfg = settings(arch=arch, nvcc=nvcc, ptxas=ptxas)
     spec, _ = load(kernel, cfg)
     chosen = spec.problem(problem)

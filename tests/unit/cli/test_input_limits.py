@@ -166,6 +166,16 @@ def test_a_bad_setting_is_one_line_and_exit_2(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["saxpy.cu", "saxpy.yaml", "saxpy_ref.py"]
 
 
+@pytest.mark.timeout(30)
+def test_a_negative_number_of_samples_is_one_line(run: Run, saxpy: Path) -> None:
+    """``space --samples -1`` drew none and said nothing (exit 0), as a typo should not."""
+    code, _, err = run("space", str(saxpy), "--samples", "-1")
+    assert code == EXIT_USER_ERROR
+    _one_line(err, "--samples must be 0 or more, got -1")
+    code, out, _ = run("space", str(saxpy), "--samples", "0")
+    assert code == 0 and "valid candidates" in out
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
     ("argv", "message"),
