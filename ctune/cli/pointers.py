@@ -84,4 +84,21 @@ def build_format_wanted(fmt: str, key: str) -> None:
         )
 
 
-__all__ = ["FILE_SUFFIXES", "build_format_wanted", "file_wanted", "key_wanted"]
+def exchange_format_wanted(fmt: str, source: str) -> None:
+    """``ctune export`` writes a build's formats (flags, header, cmake, json) for a KEY
+    only: a journal or result file given with one is refused naming the two it takes."""
+    if _is_file(source):
+        what = "a journal" if source.endswith(".jsonl") else "a result file"
+        raise UserError(
+            f"--as {fmt}: {source} is {what}, which exports only as t4 or csv; {fmt} is for "
+            "a registry KEY (<kernel>/<problem>/<device-class>)"
+        )
+
+
+__all__ = [
+    "FILE_SUFFIXES",
+    "build_format_wanted",
+    "exchange_format_wanted",
+    "file_wanted",
+    "key_wanted",
+]

@@ -59,7 +59,10 @@ def export_command(
 
     cfg = settings(registry=registry)
     if as_ in BUILD_FORMATS:
+        from ctune.cli import pointers
         from ctune.cli.registry import export_member
+
+        pointers.exchange_format_wanted(as_, source)
 
         export_member(cfg.registry, source, as_, out)
         return

@@ -46,6 +46,14 @@ def _ctune(*argv: str) -> tuple[int, str, str]:
         (["registry", "import", KEY], f"try `ctune registry show {KEY}`"),
         (["registry", "show", "{file}"], "`ctune registry show` takes a registry KEY"),
         (["registry", "export", "{file}"], "try `ctune export {file} --as t4`"),
+        (
+            ["export", "{journal}", "--as", "flags"],
+            "--as flags: {journal} is a journal, which exports only as t4 or csv",
+        ),
+        (
+            ["export", "{file}", "--as", "header"],
+            "--as header: {file} is a result file, which exports only as t4 or csv",
+        ),
     ],
 )
 def test_the_other_kind_of_argument_names_the_command_that_takes_it(
@@ -54,11 +62,13 @@ def test_the_other_kind_of_argument_names_the_command_that_takes_it(
     monkeypatch.chdir(tmp_path)
     result = tmp_path / "gemm-sq4096.json"
     result.write_text("{}")
-    argv = [a.format(file=result) for a in argv]
+    journal = tmp_path / "gemm-sq4096.jsonl"
+    journal.write_text("{}\n")
+    argv = [a.format(file=result, journal=journal) for a in argv]
     code, out, err = _ctune(*argv)
     assert code == EXIT_USER_ERROR and out == ""
     assert err.startswith("error: ") and err.count("\n") == 1, err
-    assert pointer.format(file=result) in err
+    assert pointer.format(file=result, journal=journal) in err
 
 
 def test_the_commands_pointed_to_take_it(tmp_path: Path, monkeypatch) -> None:
