@@ -44,7 +44,7 @@ class Point:
     key: str
     genes: dict[str, GeneValue]
     outcome: str
-    feasible: bool
+    feasible: bool | None  # None: not recorded (an older artifact's constrained baseline)
     values: tuple[float, ...] | None
     generation: int = 0
     elapsed_s: float | None = None
@@ -216,7 +216,7 @@ def load_journal(path: Path) -> Source:
     )
 
 
-def _member_point(number: int, m: Any, baseline: bool) -> Point:
+def _member_point(number: int, m: Any, feasible: bool | None) -> Point:
     summary = dict(m.summary)
     quantiles = {
         k: float(summary[k])
@@ -230,7 +230,7 @@ def _member_point(number: int, m: Any, baseline: bool) -> Point:
         key=m.key,
         genes=m.candidate.as_dict(),
         outcome="ok",
-        feasible=not baseline,
+        feasible=feasible,
         values=tuple(m.values),
         quantiles=quantiles,
         samples_ms=tuple(m.samples_ms),
@@ -238,6 +238,20 @@ def _member_point(number: int, m: Any, baseline: bool) -> Point:
         energy_j=summary.get("energy_j"),
         avg_power_w=summary.get("avg_power_w"),
     )
+
+
+def _baseline_feasible(a: Any, constraints: tuple[str, ...], where: str) -> bool | None:
+    """Whether the default build met the search's constraints: as the artifact records it,
+    else yes without constraints or on the front (every member meets them), else not known
+    (None: an artifact from before the record)."""
+    from ctune.registry.extensions import recorded_baseline_feasible
+
+    recorded = recorded_baseline_feasible(a, where)
+    if recorded is not None:
+        return recorded
+    if not constraints or any(m.key == a.baseline.key for m in a.front):
+        return True
+    return None
 
 
 def load_artifact(path: Path) -> Source:
@@ -249,10 +263,11 @@ def load_artifact(path: Path) -> Source:
         a = read_result(path)
         # the figure's title states the constraints: a malformed record is refused, not dropped
         constraints = recorded_objectives(a, str(path))[1]
+        baseline_feasible = _baseline_feasible(a, constraints, str(path))
     except RegistryError as exc:
         raise UserError(str(exc)) from None
-    front = tuple(_member_point(i, m, False) for i, m in enumerate(a.front))
-    baseline = _member_point(len(front), a.baseline, True)
+    front = tuple(_member_point(i, m, True) for i, m in enumerate(a.front))
+    baseline = _member_point(len(front), a.baseline, baseline_feasible)
     return Source(
         kind="artifact",
         path=Path(path),

@@ -190,6 +190,11 @@ def build_artifact(
             "generations": result.generations,
             "failures": dict(result.failures),
             "infeasible": result.infeasible,
+            **(
+                {"baseline_feasible": result.feasibility.baseline_feasible}
+                if result.feasibility is not None
+                else {}
+            ),
             "fillers": result.fillers,
             "confirm_processes": result.confirm_processes,
             "evaluations": result.evaluations,

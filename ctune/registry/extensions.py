@@ -128,6 +128,13 @@ def recorded_search(a: Artifact, where: str) -> RecordedSearch:
     )
 
 
+def recorded_baseline_feasible(a: Artifact, where: str) -> bool | None:
+    """Whether the search found the default build within its constraints
+    (``search.baseline_feasible``); None where the artifact does not record it."""
+    search = _object(a.extensions.get("search"), where, "search")
+    return _flag(search.get("baseline_feasible"), where, "search.baseline_feasible")
+
+
 def vendor_when_tuned(a: Artifact, where: str) -> Mapping[str, Any] | None:
     """The search's comparison with the spec's vendor call (``search.vendor``), None where
     there is none; its fields are read by the renderer, which names an unreadable one."""
@@ -136,4 +143,10 @@ def vendor_when_tuned(a: Artifact, where: str) -> Mapping[str, Any] | None:
     return None if vendor is None else _object(vendor, where, "search.vendor")
 
 
-__all__ = ["RecordedSearch", "recorded_objectives", "recorded_search", "vendor_when_tuned"]
+__all__ = [
+    "RecordedSearch",
+    "recorded_baseline_feasible",
+    "recorded_objectives",
+    "recorded_search",
+    "vendor_when_tuned",
+]

@@ -329,6 +329,30 @@ def test_journal_as_csv_and_json() -> None:
     assert code == 0 and len(members) == 3 and members[-1]["baseline"] == "True"
 
 
+def test_an_artifacts_baseline_is_as_feasible_as_its_search_found(tmp_path: Path) -> None:
+    """``--as csv|json`` marked every artifact's baseline infeasible: without constraints it
+    meets them; with them, as the artifact records (an older one, off the front: unknown)."""
+    import dataclasses
+
+    from ctune.registry.store import read_result, write_result
+
+    def baseline_row(path: Path) -> dict[str, Any]:
+        code, out, err = run_cli("plot", str(path), "--as", "json")
+        assert code == 0, err
+        return next(r for r in json.loads(out)["rows"] if r["baseline"])
+
+    assert baseline_row(GEMM)["feasible"] is True  # no constraints
+    assert baseline_row(PARETO)["feasible"] is None  # power<=650W, not recorded then
+    artifact = read_result(PARETO)
+    for recorded in (False, True):
+        search = {**artifact.extensions["search"], "baseline_feasible": recorded}
+        edited = dataclasses.replace(artifact, extensions={**artifact.extensions, "search": search})
+        assert baseline_row(write_result(edited, tmp_path / "a.json"))["feasible"] is recorded
+    code, out, _ = run_cli("plot", str(GEMM), "--as", "csv")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert code == 0 and [r["feasible"] for r in rows if r["baseline"] == "True"] == ["True"]
+
+
 def test_an_objective_named_like_a_column_is_that_column() -> None:
     """The journal's regs objective once made a second ``regs`` column (pandas: ``regs.1``)."""
     code, out, _ = run_cli("plot", str(JOURNAL), "--as", "csv")
