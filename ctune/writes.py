@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import secrets
 import stat
 from collections.abc import Callable, Iterator, Sequence
@@ -56,16 +57,37 @@ def _fsync_folder(folder: Path) -> None:
 def _special_kind(path: Path) -> str | None:
     """What an existing target that is not a regular file or a folder is: "device" (a
     character device: ``/dev/null``, ``/dev/stdout`` on a terminal), "fifo" (a named pipe,
-    ``--out >(jq .)``) or "other" (a block device, a socket); None for anything else."""
+    ``--out >(jq .)``), "descriptor" (``/dev/stdout`` redirected to a file) or "other" (a
+    block device, a socket); None for anything else."""
     try:
         mode = os.stat(path).st_mode
     except OSError:
         return None
-    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+    if stat.S_ISDIR(mode):
         return None
+    if stat.S_ISREG(mode):
+        # /dev/stdout redirected to a file: replacing the link would break it for everyone
+        return "descriptor" if _names_a_descriptor(path) else None
     if stat.S_ISCHR(mode):
         return "device"
     return "fifo" if stat.S_ISFIFO(mode) else "other"
+
+
+_DESCRIPTOR = re.compile(r"^/(?:proc/(?:self|\d+)|dev)/fd/\d+$")
+
+
+def _names_a_descriptor(path: Path) -> bool:
+    """``path`` is, through its links, a process's open file (``/dev/stdout`` is a link to
+    ``/proc/self/fd/1``): the output goes where that descriptor points."""
+    current = str(path)
+    for _ in range(40):  # the kernel's own limit on a chain of links
+        if _DESCRIPTOR.match(current):
+            return True
+        if not os.path.islink(current):
+            return False
+        target = os.readlink(current)
+        current = os.path.normpath(os.path.join(os.path.dirname(current), target))
+    return False
 
 
 #: FIFOs opened for writing when a command's outputs were checked (:func:`check_output`),
@@ -100,9 +122,11 @@ def _refuse_other(path: Path) -> NoReturn:
     )
 
 
-def _open_device(path: Path) -> int:
+def _open_device(path: Path, kind: str | None) -> int:
+    """A device, or a descriptor's file appended to (what the shell's redirect began stays)."""
+    append = os.O_APPEND if kind == "descriptor" else 0
     with naming(path):
-        return os.open(path, os.O_WRONLY | os.O_NOCTTY)
+        return os.open(path, os.O_WRONLY | os.O_NOCTTY | append)
 
 
 def _write_in_place(path: Path, raw: bytes) -> None:
@@ -113,7 +137,7 @@ def _write_in_place(path: Path, raw: bytes) -> None:
         _refuse_other(path)
     fd = _HELD.pop(_identity(path), None) if kind == "fifo" else None
     if fd is None:
-        fd = _open_fifo(path) if kind == "fifo" else _open_device(path)
+        fd = _open_fifo(path) if kind == "fifo" else _open_device(path, kind)
     with naming(path), os.fdopen(fd, "wb") as fh:
         os.set_blocking(fd, True)  # a slow reader is waited for, as any pipe's
         fh.write(raw)
@@ -131,8 +155,8 @@ def check_output(path: Path | str, option: str) -> None:
     """Refuse now, in one line (exit 2), an output path a command could not write when it
     is done (``--out``, ``--plot``): a folder, a block device or socket, a FIFO nobody
     reads, a parent that is a file or cannot be written. A FIFO that is read is held open
-    from here until it is written (:data:`_HELD`). A character device passes: it is
-    written in place, as :func:`write_atomic` with ``into_special`` does."""
+    from here until it is written (:data:`_HELD`). A character device or a descriptor's
+    file passes: it is written in place, as :func:`write_atomic` with ``into_special`` does."""
     path = Path(path)
     if path.is_dir():
         raise UserError(f"{option} {path}: a folder; give a file path in it")
@@ -144,7 +168,7 @@ def check_output(path: Path | str, option: str) -> None:
         if key not in _HELD:
             _HELD[key] = _open_fifo(path)
         return
-    if kind == "device":
+    if kind in ("device", "descriptor"):
         return
     base = _nearest_existing(path.parent)
     if not base.is_dir():

@@ -100,6 +100,24 @@ def test_write_atomic_writes_a_device_in_place(tmp_path: Path) -> None:
     assert err.value.errno == errno.ENOSPC and err.value.filename == "/dev/full"
 
 
+def test_write_atomic_writes_a_redirected_stdout_in_place(tmp_path: Path) -> None:
+    """``--out /dev/stdout > file``: /dev/stdout is a link to /proc/self/fd/1, which reads
+    as a regular file; the link is written through (appended to), never replaced."""
+    target = tmp_path / "redirected.json"
+    target.write_text("begun\n")
+    fd = os.open(target, os.O_WRONLY | os.O_APPEND)
+    try:
+        stdout = tmp_path / "stdout"  # /dev/stdout's shape, without touching the real one
+        stdout.symlink_to(f"/proc/self/fd/{fd}")
+        write_atomic(stdout, "{}\n", into_special=True)
+        assert stdout.is_symlink() and os.readlink(stdout) == f"/proc/self/fd/{fd}"
+        assert target.read_text() == "begun\n{}\n"
+        write_atomic(stdout, "replaced\n")  # not a user-named output: replaced, not followed
+        assert not stdout.is_symlink() and target.read_text() == "begun\n{}\n"
+    finally:
+        os.close(fd)
+
+
 def test_a_journal_append_that_fills_the_disk_ends_on_a_whole_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
