@@ -228,9 +228,10 @@ def summary(spec: Any, result: Any, wall: float) -> dict[str, Any]:
 
 
 def journal_checks(spec: Any, journal: Path, problem_name: str) -> dict[str, Any]:
-    """From the journal: measurements per GPU, and whether any candidate was journaled
-    twice or any binary measured twice (a run that cannot be reused, a timeout say, is
-    measured again by design and not counted)."""
+    """From the journal: measurements per GPU, and whether any binary was measured twice
+    (a run that cannot be reused, a timeout say, is measured again by design and not
+    counted). A candidate journaled twice does not get this far: the journal's reader
+    refuses it, naming both lines."""
     from ctune.search import journal as journal_mod
     from ctune.search.dedup import binary_identity, reusable
 

@@ -15,6 +15,7 @@ from ctune.config import Settings
 from ctune.objective import parse_objective_spec
 from ctune.records import Measurement, Outcome, to_json
 from ctune.search.driver import SearchOptions, run_search
+from ctune.search.journal_records import JournalRecordError
 from ctune.testing.standins import StandInCompiler, StandInMeasurer, standin_spec
 
 
@@ -41,16 +42,31 @@ def test_the_journal_check_finds_a_candidate_or_a_binary_measured_twice(
     assert once["same_binary"] > 0  # twins were proposed, and reused
     assert once["candidates_twice"] == 0 and once["binaries_twice"] == 0
     assert sum(clean["measured_per_gpu"].values()) == once["measured"]
-    # the same measured candidate journaled once more: caught on both counts
+    # a measured candidate's twin (a no-op gene changed: another candidate, its binary)
+    # measured again instead of reused: caught as a binary measured twice
     lines = result.journal.read_text().splitlines()
     records = [json.loads(line) for line in lines]
     record = next(
         r for r in records if r["kind"] == "trial" and r["trial"]["measurement"] is not None
     )
+    genes = record["trial"]["candidate"]["genes"]
+    taken = {
+        r["trial"]["candidate"]["genes"]["SCHEDULE"]
+        for r in records
+        if r["kind"] == "trial"
+        and {k: v for k, v in r["trial"]["candidate"]["genes"].items() if k != "SCHEDULE"}
+        == {k: v for k, v in genes.items() if k != "SCHEDULE"}
+    }
+    genes["SCHEDULE"] = next(v for v in spec.space.gene("SCHEDULE").values if v not in taken)
     record["trial"]["number"] = len(lines)
-    result.journal.write_text("\n".join([*lines, json.dumps(record)]) + "\n")
+    twin = json.dumps(record)
+    result.journal.write_text("\n".join([*lines, twin]) + "\n")
     again = bench.journal_checks(spec, result.journal, problem)["measured_once"]
-    assert again["candidates_twice"] == 1 and again["binaries_twice"] == 1
+    assert again["candidates_twice"] == 0 and again["binaries_twice"] == 1
+    # the same candidate journaled twice is refused by the journal's reader itself
+    result.journal.write_text("\n".join([*lines, twin, twin]) + "\n")
+    with pytest.raises(JournalRecordError, match=f"line {len(lines) + 1} has it"):
+        bench.journal_checks(spec, result.journal, problem)
 
 
 def _runs(center_ms: float, seed: int) -> list[dict[str, Any]]:

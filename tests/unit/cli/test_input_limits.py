@@ -180,7 +180,7 @@ def test_a_negative_number_of_samples_is_one_line(run: Run, saxpy: Path) -> None
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["plot", "{fifo}", "--as", "csv"], "plot source {fifo}: a FIFO, not a regular file"),
+        (["plot", "{fifo}", "--as", "csv"], "journal {fifo}: a FIFO, not a regular file"),
         (["init", "{fifo}"], "kernel file {fifo}: a FIFO, not a regular file"),
         (["compile", "{cu}"], "source: {cu} is a FIFO, not a file"),
     ],
