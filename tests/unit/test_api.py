@@ -211,6 +211,24 @@ def test_a_bare_string_is_one_item_where_a_list_is_expected(tmp_path: Path) -> N
     assert load_spec(tiled).launch.grid[0].source == "ceil_div(problem_size_x, block_size_x * tile)"
 
 
+def _tune_refused(tmp_path: Path, workdir: str, change: dict) -> tuple[str, StandInCompiler]:
+    """The one-line error of a ``tune()`` with ``change`` into ``tmp_path/workdir``, and the
+    stand-in compiler it was given (of the spec a good call writes in ``tmp_path/w``)."""
+    path = ctune.write_spec(
+        "vector_add", KERNEL, N, _arguments(), {"block_size_x": [64, 128]},
+        reference=vector_add, workdir=tmp_path / "w",
+    )  # fmt: skip
+    compiler = StandInCompiler(load_spec(path))
+    with pytest.raises(UserError) as err:
+        ctune.tune(
+            "vector_add", KERNEL, N, _arguments(), {"block_size_x": [64, 128]},
+            reference=vector_add, workdir=tmp_path / workdir, compiler=compiler,
+            measurer=StandInMeasurer(), **change,
+        )  # fmt: skip
+    assert "\n" not in str(err.value)
+    return str(err.value), compiler
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -223,19 +241,8 @@ def test_a_bare_string_is_one_item_where_a_list_is_expected(tmp_path: Path) -> N
 def test_objective_and_constraints_take_a_string_or_a_list(
     tmp_path: Path, change: dict, message: str
 ) -> None:
-    path = ctune.write_spec(
-        "vector_add", KERNEL, N, _arguments(), {"block_size_x": [64, 128]},
-        reference=vector_add, workdir=tmp_path / "w",
-    )  # fmt: skip
-    compiler = StandInCompiler(load_spec(path))
-    with pytest.raises(UserError) as err:
-        ctune.tune(
-            "vector_add", KERNEL, N, _arguments(), {"block_size_x": [64, 128]},
-            reference=vector_add, workdir=tmp_path / "w", compiler=compiler,
-            measurer=StandInMeasurer(), **change,
-        )  # fmt: skip
-    assert message in str(err.value) and "\n" not in str(err.value)
-    assert compiler.calls == 0
+    said, compiler = _tune_refused(tmp_path, "w", change)
+    assert message in said and compiler.calls == 0
 
 
 def test_numpy_values_are_taken_as_kernel_tuner_takes_them(tmp_path: Path) -> None:
@@ -292,19 +299,8 @@ def test_a_workdir_that_is_a_file_is_refused_before_anything_is_written(tmp_path
 def test_a_bad_search_option_is_one_line_before_anything_is_written(
     tmp_path: Path, change: dict, message: str
 ) -> None:
-    path = ctune.write_spec(
-        "vector_add", KERNEL, N, _arguments(), {"block_size_x": [64, 128]},
-        reference=vector_add, workdir=tmp_path / "w",
-    )  # fmt: skip
-    compiler = StandInCompiler(load_spec(path))
-    with pytest.raises(UserError) as err:
-        ctune.tune(
-            "vector_add", KERNEL, N, _arguments(), {"block_size_x": [64, 128]},
-            reference=vector_add, workdir=tmp_path / "new", compiler=compiler,
-            measurer=StandInMeasurer(), **change,
-        )  # fmt: skip
-    assert message in str(err.value) and "\n" not in str(err.value)
-    assert compiler.calls == 0 and not (tmp_path / "new").exists()
+    said, compiler = _tune_refused(tmp_path, "new", change)
+    assert message in said and compiler.calls == 0 and not (tmp_path / "new").exists()
 
 
 def test_tune_returns_results_the_front_and_the_best(tmp_path: Path, monkeypatch) -> None:
