@@ -159,13 +159,18 @@ def gate_command(
         raise GateInconclusive(failure)
 
 
-def _check_thresholds(**given: float) -> None:
+def _check_thresholds(
+    *, floor: float, cv_factor: float, max_threshold: float, alpha: float
+) -> None:
     """Refuse a threshold option out of its range (NoiseRule's limits) in one line, before
     anything is read, built or measured: ``--floor nan`` would decide every comparison."""
+    given = {"floor": floor, "cv_factor": cv_factor, "max_threshold": max_threshold, "alpha": alpha}
     for name, value in given.items():
         problem = threshold_problem(name, value)
         if problem:
             raise UserError(f"--{name.replace('_', '-')} {value:g}: {problem}")
+    # and what they say together (a floor at the largest threshold)
+    NoiseRule(floor=floor, cv_factor=cv_factor, max_threshold=max_threshold, alpha=alpha)
 
 
 def _of_this_gpu(

@@ -50,6 +50,12 @@ class NoiseRule:
             problem = threshold_problem(name, value)
             if problem:
                 raise UserError(f"noise rule {name}={value:g}: {problem}")
+        if self.floor >= self.max_threshold:  # T >= floor: no comparison could resolve
+            raise UserError(
+                f"noise rule floor={self.floor:g} is not below max_threshold="
+                f"{self.max_threshold:g}: every comparison would be INCONCLUSIVE; lower "
+                "--floor or raise --max-threshold"
+            )
 
     def describe(self) -> str:
         """The rule in one line, for reports."""

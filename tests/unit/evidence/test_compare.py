@@ -109,6 +109,14 @@ def test_a_rule_out_of_range_is_refused_when_made(bad: dict[str, float]) -> None
         NoiseRule(**bad)
 
 
+def test_a_floor_at_or_above_the_largest_threshold_is_refused() -> None:
+    """T is never below the floor, so a floor at the largest T would make every verdict
+    INCONCLUSIVE without a word: refused where the rule is made."""
+    with pytest.raises(UserError, match=r"floor=0\.2 is not below max_threshold=0\.1"):
+        NoiseRule(floor=0.2, max_threshold=0.1)
+    assert NoiseRule(floor=0.02, max_threshold=0.05).max_threshold == 0.05
+
+
 def test_predicted_false_alarm_rate() -> None:
     assert predicted_fpr(0.02, 0.003, 0.003, 3, 3) < 1e-9
     assert predicted_fpr(0.02, 0.02, 0.02, 3, 3) > 0.1

@@ -875,6 +875,15 @@ def test_gate_refuses_a_threshold_out_of_range_before_anything(
     assert stand_in.calls == []
 
 
+def test_gate_refuses_a_floor_at_the_largest_threshold(cli: Run, registry: Path) -> None:
+    """Each in range, together they leave every verdict INCONCLUSIVE: said before anything."""
+    publish_artifact(registry, make_artifact())
+    argv = ("gate", "--floor", "0.2", "--max-threshold", "0.1", "--build-only")
+    code, _, err = cli(*argv, "--registry", str(registry))
+    assert code == 2
+    one_line_error(err, "floor=0.2 is not below max_threshold=0.1")
+
+
 def test_registry_help_documents_key_syntax(cli: Run) -> None:
     code, out, _ = cli("registry", "--help")
     assert code == 0
