@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import json
 import logging
 import os
@@ -116,6 +117,38 @@ def classify_failure(returncode: int, stderr: str) -> Outcome:
 #: problem's set-up) and then enqueue every timed launch from the host; a search's 16
 #: parallel nvcc runs must not take the CPU from them. (cicc and ptxas inherit it.)
 COMPILE_NICENESS = 10
+
+
+#: the cache entry's record of its binary (size and sha256), written with it and checked on
+#: every load: a binary damaged or replaced behind ctune's back is rebuilt, not used
+BINARY_RECORD = "binary.json"
+
+
+def binary_record(binary: Path) -> dict[str, int | str]:
+    """What a cache entry records of its binary: the size and sha256 of its bytes."""
+    with binary.open("rb") as f:
+        digest = hashlib.file_digest(f, "sha256").hexdigest()
+    return {"size": binary.stat().st_size, "sha256": digest}
+
+
+def binary_problem(folder: Path, binary: Path) -> str | None:
+    """Why ``binary`` is not the one the entry in ``folder`` was built with, or None. An
+    entry without the record (written by a ctune before it) cannot be checked: it is
+    rebuilt too (docs/design.md, "The build cache")."""
+    try:
+        recorded = json.loads((folder / BINARY_RECORD).read_text())
+    except FileNotFoundError:
+        return f"no {BINARY_RECORD} (written by an older ctune): its binary cannot be checked"
+    except (OSError, ValueError) as exc:
+        return f"unreadable {BINARY_RECORD}: {exc}"
+    name = binary.name if binary.parent == folder else str(binary)
+    try:
+        found = binary_record(binary)
+    except OSError as exc:
+        return f"cannot read {name}: {exc.strerror or exc}"
+    if recorded != found:
+        return f"{name} is not the binary it was built as (its size or sha256 differ)"
+    return None
 
 
 def _binary_in(folder: Path, recorded: str | None) -> Path | None:
@@ -391,9 +424,8 @@ class NvccCompiler(Compiler):
         try:
             # looked up only once this thread owns the key, so a compile finishing in between
             # is found here rather than repeated
-            build = self._load(final, candidate, problem) or self._compile(
-                candidate, problem, key, final
-            )
+            cached, unusable = self._cached(final, candidate, problem)
+            build = cached or self._compile(candidate, problem, key, final, rebuilt=unusable)
         except BaseException as exc:
             mine.set_exception(exc)
             raise
@@ -420,25 +452,38 @@ class NvccCompiler(Compiler):
         return dataclasses.replace(shared, candidate_key=candidate.key(), cache_hit=True)
 
     def _load(self, folder: Path, candidate: Candidate, problem: Problem) -> Build | None:
+        """The cache entry in ``folder`` as this candidate's build; None if none is usable."""
+        return self._cached(folder, candidate, problem)[0]
+
+    def _cached(
+        self, folder: Path, candidate: Candidate, problem: Problem
+    ) -> tuple[Build | None, str]:
+        """(the cache entry in ``folder`` as this candidate's build, or None and why it
+        cannot be used: empty when there is no entry). Used only as far as it can be
+        checked: a readable record and, for a good build, the binary it recorded."""
         record = folder / "build.json"
         if not record.is_file():
-            return None
+            return None, ""
         try:
             build = build_from_json(json.loads(record.read_text()))
         except (ValueError, KeyError, TypeError):
-            log.warning("ignoring unreadable cache entry %s", folder)
-            return None
+            return None, "unreadable build.json"
         binary = _binary_in(folder, build.binary_path)
-        if build.outcome.is_ok and binary is None:
-            return None
+        if build.outcome.is_ok:
+            if binary is None:
+                lost = build.binary_path or "(none recorded)"
+                return None, f"its binary {lost} is missing"
+            damaged = binary_problem(folder, binary)
+            if damaged is not None:
+                return None, damaged
         symbol = build.entry_symbol
         if build.outcome.is_ok and self.entry is not None and not symbol:
             # recorded before builds named their entry symbol: resolve it from the cubin
             assert binary is not None
             outcome, _, _, symbol = self._inspect(binary, candidate, problem)
             if not outcome.is_ok:
-                return None
-        return Build(
+                return None, "no entry symbol recorded nor found"
+        cached = Build(
             candidate.key(),
             build.argv,
             build.toolchain,
@@ -452,10 +497,14 @@ class NvccCompiler(Compiler):
             build_key=build.build_key,
             entry_symbol=symbol,
         )
+        return cached, ""
 
-    def _compile(self, candidate: Candidate, problem: Problem, key: str, final: Path) -> Build:
+    def _compile(
+        self, candidate: Candidate, problem: Problem, key: str, final: Path, rebuilt: str = ""
+    ) -> Build:
         """One build end to end (argv, process group with limits, timeout, crash reproducer,
-        SASS digest, resources); one function so every exit path records an outcome."""
+        SASS digest, resources); one function so every exit path records an outcome.
+        ``rebuilt``: why the cache entry of this key could not be used (said in the log)."""
         self.builds_dir.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=f".{key[:8]}-", dir=self.builds_dir))
         output = work / self._binary_name
@@ -498,6 +547,9 @@ class NvccCompiler(Compiler):
         compile_s = time.perf_counter() - start
         # the log quotes paths, which need not be UTF-8
         text = done.stdout.decode(errors="replace") + note
+        if rebuilt:
+            log.warning("rebuilt cache entry %s: %s", final, rebuilt)
+            text += f"\n[ctune] rebuilt: the cached build of this key was not usable: {rebuilt}"
         outcome = Outcome.OK
         if done.returncode is None:
             outcome = Outcome.BUILD_TIMEOUT
@@ -536,6 +588,9 @@ class NvccCompiler(Compiler):
             with naming(self.builds_dir, always=True):
                 (work / "build.json").write_text(json.dumps(to_json(build), indent=2))
                 (work / "nvcc.log").write_text(text)
+                if outcome.is_ok:
+                    record = binary_record(output)
+                    (work / BINARY_RECORD).write_text(json.dumps(record, indent=2))
         except BaseException:
             shutil.rmtree(work, ignore_errors=True)
             raise

@@ -390,6 +390,50 @@ def test_a_broken_cache_entry_is_rebuilt_not_reused(toolchain, tmp_path):
     )
 
 
+def _damage(binary: Path, how: str) -> None:
+    data = binary.read_bytes()
+    damaged = {
+        "emptied": b"",
+        "truncated": data[: len(data) // 2],
+        "one byte changed": data[:-1] + bytes([data[-1] ^ 0xFF]),  # same size
+    }[how]
+    binary.write_bytes(damaged)
+
+
+@pytest.mark.parametrize("how", ["emptied", "truncated", "one byte changed"])
+def test_a_damaged_cached_binary_is_rebuilt_not_reused(toolchain, tmp_path, how):
+    """The entry records its binary's size and sha256: a binary that does not match them is
+    a miss that rebuilds (and says so), never a hit with the SASS digest it once had."""
+    spec = load_spec(DATA / "saxpy.yaml", toolchain.help_text)
+    candidate, problem = spec.default_candidate(), spec.problem()
+    first = _compiler(spec, toolchain, tmp_path).build(candidate, problem)
+    good = Path(first.binary_path).read_bytes()
+    _damage(Path(first.binary_path), how)
+    assert _compiler(spec, toolchain, tmp_path).lookup(candidate, problem) is None
+    again = _compiler(spec, toolchain, tmp_path).build(candidate, problem)
+    assert again.outcome is Outcome.OK and not again.cache_hit
+    assert "[ctune] rebuilt:" in again.log_tail and "not the binary it was built as" in (
+        again.log_tail
+    )
+    assert Path(again.binary_path).read_bytes() == good
+    assert sass_digest(good) == again.sass_sha256 == first.sass_sha256
+    assert _compiler(spec, toolchain, tmp_path).build(candidate, problem).cache_hit
+
+
+def test_an_entry_without_its_binarys_record_is_rebuilt_once(toolchain, tmp_path):
+    """An entry written before binary.json (or one that lost it) has nothing to check its
+    binary against: rebuilt, and the rebuilt entry is a hit from then on."""
+    spec = load_spec(DATA / "saxpy.yaml", toolchain.help_text)
+    candidate, problem = spec.default_candidate(), spec.problem()
+    first = _compiler(spec, toolchain, tmp_path).build(candidate, problem)
+    record = Path(first.binary_path).parent / nvcc_module.BINARY_RECORD
+    record.unlink()
+    again = _compiler(spec, toolchain, tmp_path).build(candidate, problem)
+    assert not again.cache_hit and "no binary.json" in again.log_tail
+    assert record.is_file()
+    assert _compiler(spec, toolchain, tmp_path).build(candidate, problem).cache_hit
+
+
 def test_controls_files_are_keyed_by_content_not_by_location(toolchain, tmp_path):
     """An acf gene's value is its file's digest: the spec's own file, in another checkout and
     stored under another cache, is the same candidate and the same build."""

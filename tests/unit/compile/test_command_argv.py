@@ -289,7 +289,7 @@ def test_a_build_under_way_is_shared_not_compiled_again(rt_compiler, monkeypatch
     started, release = threading.Semaphore(0), threading.Event()
     compiled: list[str] = []
 
-    def fake_compile(candidate, problem, key, final):
+    def fake_compile(candidate, problem, key, final, rebuilt=""):
         compiled.append(candidate.key())
         started.release()
         release.wait(10)
