@@ -19,7 +19,7 @@ import pytest
 from ctune import identity_probe
 from ctune.compile.find_toolchains import toolchain_places, wheel_nvccs
 from ctune.compile.select_toolchain import nvcc_for, resolve_nvcc
-from ctune.compile.split_toolchain import split_profile, split_toolchain
+from ctune.compile.split_toolchain import LOCK_NAME, split_profile, split_toolchain
 from ctune.compile.toolchain import SPLIT_MARKER, Toolchain, probe_toolchain
 from ctune.config import resolve
 from ctune.errors import ToolchainError, UserError
@@ -130,6 +130,11 @@ def test_nvcc_wheel_without_the_wheel_says_how_to_install_it(tmp_path: Path, mon
 # --- the split toolchain --------------------------------------------------------------------
 
 
+def _made(root: Path) -> list[str]:
+    """What is under a toolchains folder but its lock: split folders, or scratch left."""
+    return sorted(p.name for p in root.iterdir() if p.name != LOCK_NAME)
+
+
 def test_the_split_folder_copies_nvcc_links_its_tools_and_takes_the_given_ptxas(
     tmp_path: Path,
 ) -> None:
@@ -147,9 +152,7 @@ def test_the_split_folder_copies_nvcc_links_its_tools_and_takes_the_given_ptxas(
     assert "PATH            += $(CICC_PATH):$(_HERE_):" in profile  # this folder first
     marker = json.loads((bin_dir / SPLIT_MARKER).read_text())
     assert marker == {"nvcc": str(nvcc), "cuda_bin": str(nvcc.parent), "ptxas": str(ptxas)}
-    assert [p.name for p in (tmp_path / "cache" / "toolchains").iterdir()] == [
-        bin_dir.parent.name
-    ]  # no scratch folder left
+    assert _made(tmp_path / "cache" / "toolchains") == [bin_dir.parent.name]  # no scratch left
 
 
 def test_the_split_folder_is_made_once_per_nvcc_and_ptxas(tmp_path: Path) -> None:
@@ -162,7 +165,7 @@ def test_the_split_folder_is_made_once_per_nvcc_and_ptxas(tmp_path: Path) -> Non
     assert split_toolchain(str(nvcc), ptxas, root) == first
     assert first.stat().st_mtime_ns == stamp  # not made again
     assert split_toolchain(str(nvcc), other, root) != first
-    assert len(list(root.iterdir())) == 2
+    assert len(_made(root)) == 2
 
 
 def test_a_split_toolchain_says_so_in_its_description_and_fingerprint(tmp_path: Path) -> None:
@@ -205,7 +208,49 @@ def test_a_profile_whose_path_skips_nvccs_folder_is_refused(tmp_path: Path) -> N
     ptxas = standin_ptxas(tmp_path / "new" / "ptxas")
     with pytest.raises(ToolchainError, match="would run the ptxas in"):
         split_toolchain(str(nvcc), ptxas, tmp_path / "tc")
-    assert list((tmp_path / "tc").iterdir()) == []  # nothing half made
+    assert _made(tmp_path / "tc") == []  # nothing half made
+
+
+def _lose_ptxas(bin_dir: Path) -> None:
+    (bin_dir / "ptxas").unlink()
+
+
+def _lose_marker(bin_dir: Path) -> None:
+    (bin_dir / SPLIT_MARKER).unlink()
+
+
+def _point_ptxas_elsewhere(bin_dir: Path) -> None:
+    (bin_dir / "ptxas").unlink()
+    (bin_dir / "ptxas").symlink_to(bin_dir.parent.parent.parent / "cuda" / "bin" / "ptxas")
+
+
+def _lose_a_tool(bin_dir: Path) -> None:
+    (bin_dir / "fatbinary").unlink()
+
+
+def _empty_nvcc(bin_dir: Path) -> None:
+    (bin_dir / "nvcc").write_bytes(b"")
+
+
+@pytest.mark.parametrize(
+    "damage", [_lose_ptxas, _lose_marker, _point_ptxas_elsewhere, _lose_a_tool, _empty_nvcc]
+)
+def test_a_damaged_split_folder_is_made_again(tmp_path: Path, damage, caplog) -> None:
+    """A folder that lost its ptxas link would have nvcc run the first ptxas on PATH, and
+    one that lost its marker could not be made again in place: each is remade, whole."""
+    nvcc = standin_cuda(tmp_path / "cuda")
+    ptxas = standin_ptxas(tmp_path / "new" / "ptxas")
+    root = tmp_path / "cache" / "toolchains"
+    made = split_toolchain(str(nvcc), ptxas, root)
+    damage(made.parent)
+    assert split_toolchain(str(nvcc), ptxas, root) == made
+    assert "remaking the split toolchain in" in caplog.text
+    assert (made.parent / "ptxas").resolve() == ptxas
+    assert made.read_bytes() == nvcc.read_bytes()
+    assert (made.parent / "fatbinary").resolve() == nvcc.parent / "fatbinary"
+    assert json.loads((made.parent / SPLIT_MARKER).read_text())["ptxas"] == str(ptxas)
+    assert probe_toolchain(str(made)).describe() == "nvcc 13.0.88 / ptxas 13.3.73 (split)"
+    assert _made(root) == [made.parent.parent.name]  # nothing set aside is left
 
 
 def test_the_profile_keeps_here_only_in_path() -> None:
