@@ -11,6 +11,7 @@ call the toolchain split. docs/advanced-controls.md, "the split path".
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -32,6 +33,7 @@ from ctune.compile.toolchain import (
 from ctune.errors import ToolchainError
 from ctune.files import program_problem, read_text_capped
 from ctune.records import canonical_json, sha256_hex
+from ctune.writes import is_disk_full
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +144,23 @@ def _damage(bin_dir: Path, home: Path, profile: str, ptxas: Path) -> str | None:
     return None
 
 
+def _unmade(root: Path, exc: OSError) -> ToolchainError:
+    """One line for a split folder that cannot be made under ``root`` (exit 3), with what
+    to do: a read-only or not-writable cache folder, a full disk, else the path."""
+    if is_disk_full(exc):
+        fix = "free space and run again"
+    elif exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        fix = (
+            f"make the cache folder {root.parent} writable, or set CTUNE_CACHE_DIR "
+            "(or [tool.ctune] cache_dir) to a folder that is"
+        )
+    else:
+        fix = f"check {exc.filename or root}"
+    return ToolchainError(
+        f"cannot make the split toolchain in {root}: {exc.strerror or exc}; {fix}"
+    )
+
+
 def _replace(folder: Path, home: Path, profile: str, ptxas: Path) -> None:
     """Make the folder whole in a scratch folder, then rename it into place; a damaged one
     there is moved aside first and removed. The caller holds the lock."""
@@ -205,10 +224,10 @@ def split_toolchain(nvcc: str, ptxas: Path, root: Path) -> Path:
     profile = read_text_capped(profile_path, MAX_PROFILE_BYTES, "nvcc profile")
     folder = root / _digest(real, profile, ptxas)
     if _damage(folder / "bin", home, profile, ptxas) is not None:
-        root.mkdir(parents=True, exist_ok=True)
         try:
+            root.mkdir(parents=True, exist_ok=True)
             with _locked(root):
                 _remake(folder, home, profile, ptxas)
         except OSError as exc:
-            raise ToolchainError(f"cannot make the split toolchain in {root}: {exc}") from None
+            raise _unmade(root, exc) from None
     return folder / "bin" / "nvcc"

@@ -14,7 +14,12 @@ from pathlib import Path
 import pytest
 
 from ctune.compile.toolchain import probe_toolchain
-from tests.unit.compile.test_toolchain_select import standin_cuda, standin_ptxas, standin_wheel
+from tests.unit.compile.test_toolchain_select import (
+    read_only,
+    standin_cuda,
+    standin_ptxas,
+    standin_wheel,
+)
 
 
 @pytest.fixture
@@ -138,3 +143,20 @@ def test_a_missing_ptxas_is_one_line_and_exit_2(doctor, tmp_path: Path) -> None:
     code, rows, err = doctor("--ptxas", str(tmp_path / "nope"), environ={})
     assert code == 2 and rows == []
     assert err.strip().count("\n") == 0 and "--ptxas=" in err and "no such file" in err
+
+
+def test_a_read_only_cache_marks_the_split_row_and_shows_the_rest(
+    doctor, tmp_path: Path, monkeypatch
+) -> None:
+    """--ptxas with a cache folder that cannot be written: every row, the selected one
+    missing with why and what to do, exit 3 (not a bare OSError line, exit 2)."""
+    old = standin_cuda(tmp_path / "cuda-13.0", "13.0.88")
+    ptxas = standin_ptxas(tmp_path / "carried" / "ptxas", "13.3.73")
+    read_only(monkeypatch, tmp_path / "cache")
+    code, rows, err = doctor("--nvcc", str(old), "--ptxas", str(ptxas), environ={})
+    assert code == 3 and "nvcc is required" in err
+    (selected,) = _rows(rows, "nvcc / ptxas")
+    assert not selected["ok"] and "Read-only file system" in selected["detail"]
+    assert "set CTUNE_CACHE_DIR" in selected["detail"]
+    assert any(f"in {old.parent} " in r["detail"] for r in _rows(rows, "toolchain"))
+    assert _rows(rows, "compileiq") and _rows(rows, "registry journals")

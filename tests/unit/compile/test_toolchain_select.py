@@ -8,6 +8,7 @@ through the real ones.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -251,6 +252,36 @@ def test_a_damaged_split_folder_is_made_again(tmp_path: Path, damage, caplog) ->
     assert json.loads((made.parent / SPLIT_MARKER).read_text())["ptxas"] == str(ptxas)
     assert probe_toolchain(str(made)).describe() == "nvcc 13.0.88 / ptxas 13.3.73 (split)"
     assert _made(root) == [made.parent.parent.name]  # nothing set aside is left
+
+
+def test_a_cache_folder_that_cannot_be_written_is_one_line_with_the_fix(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A read-only cache: exit 3, naming the folder and what to do (no OSError escapes)."""
+    nvcc = standin_cuda(tmp_path / "cuda")
+    ptxas = standin_ptxas(tmp_path / "new" / "ptxas")
+    cache = tmp_path / "cache"
+    read_only(monkeypatch, cache)
+    with pytest.raises(ToolchainError) as err:
+        split_toolchain(str(nvcc), ptxas, cache / "toolchains")
+    assert str(err.value) == (
+        f"cannot make the split toolchain in {cache / 'toolchains'}: Read-only file system; "
+        f"make the cache folder {cache} writable, or set CTUNE_CACHE_DIR (or [tool.ctune] "
+        "cache_dir) to a folder that is"
+    )
+
+
+def read_only(monkeypatch, folder: Path) -> None:
+    """Make ``folder`` and what is under it refuse new folders as a read-only mount does
+    (EROFS; a test running as root could write through a chmod)."""
+    real_mkdir = Path.mkdir
+
+    def mkdir(self: Path, *args, **kwargs) -> None:
+        if self == folder or self.is_relative_to(folder):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(self))
+        real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
 
 
 def test_the_profile_keeps_here_only_in_path() -> None:
