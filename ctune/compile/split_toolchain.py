@@ -17,6 +17,7 @@ import logging
 import os
 import re
 import shutil
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,8 +30,10 @@ from ctune.compile.toolchain import (
     dryrun_value,
     find_nvcc,
     nvcc_home,
+    release,
+    version_in,
 )
-from ctune.errors import ToolchainError
+from ctune.errors import ToolchainError, UserError
 from ctune.files import program_problem, read_text_capped
 from ctune.records import canonical_json, sha256_hex
 from ctune.writes import is_disk_full
@@ -144,6 +147,34 @@ def _damage(bin_dir: Path, home: Path, profile: str, ptxas: Path) -> str | None:
     return None
 
 
+def _version(program: Path) -> tuple[int, ...] | None:
+    """(major, minor) of the CUDA release ``program --version`` names; None if it names
+    none (the toolchain probe then says what is wrong with it)."""
+    try:
+        done = subprocess.run(
+            [str(program), "--version"], capture_output=True, text=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = version_in(done.stdout)
+    parsed = release(found) if found else None
+    return parsed[:2] if parsed else None
+
+
+def _check_order(nvcc: Path, ptxas: Path) -> None:
+    """Refuse a ptxas of an older CUDA release than the nvcc (one line, exit 2): it cannot
+    read that nvcc's PTX, so every build would fail ("Ptx assembly aborted"). The split
+    goes from an older nvcc to a newer ptxas (docs/advanced-controls.md)."""
+    old, new = _version(ptxas), _version(nvcc)
+    if old is None or new is None or old >= new:
+        return
+    have, need = ".".join(map(str, old)), ".".join(map(str, new))
+    raise UserError(
+        f"ptxas {ptxas}: release {have}, older than nvcc {need} ({nvcc}), whose PTX it "
+        f"cannot read; give a ptxas {need} or later, or choose an nvcc {have} or older"
+    )
+
+
 def _unmade(root: Path, exc: OSError) -> ToolchainError:
     """One line for a split folder that cannot be made under ``root`` (exit 3), with what
     to do: a read-only or not-writable cache folder, a full disk, else the path."""
@@ -221,6 +252,7 @@ def split_toolchain(nvcc: str, ptxas: Path, root: Path) -> Path:
             f"cannot split the toolchain of {nvcc}: {home} has no nvcc binary and "
             "nvcc.profile (a CUDA installation's bin folder has both)"
         )
+    _check_order(real, ptxas)
     profile = read_text_capped(profile_path, MAX_PROFILE_BYTES, "nvcc profile")
     folder = root / _digest(real, profile, ptxas)
     if _damage(folder / "bin", home, profile, ptxas) is not None:

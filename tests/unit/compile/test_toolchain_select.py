@@ -254,6 +254,22 @@ def test_a_damaged_split_folder_is_made_again(tmp_path: Path, damage, caplog) ->
     assert _made(root) == [made.parent.parent.name]  # nothing set aside is left
 
 
+def test_a_ptxas_older_than_the_nvcc_is_refused_in_one_line(tmp_path: Path) -> None:
+    """ptxas 13.0 cannot read the PTX of nvcc 13.3: every build would fail."""
+    nvcc = standin_cuda(tmp_path / "cuda", "13.3.73")
+    old = standin_ptxas(tmp_path / "old" / "ptxas", "13.0.88")
+    root = tmp_path / "cache" / "toolchains"
+    with pytest.raises(UserError) as err:
+        split_toolchain(str(nvcc), old, root)
+    assert str(err.value) == (
+        f"ptxas {old}: release 13.0, older than nvcc 13.3 ({nvcc}), whose PTX it cannot "
+        "read; give a ptxas 13.3 or later, or choose an nvcc 13.0 or older"
+    )
+    assert not root.exists()
+    same = standin_ptxas(tmp_path / "same" / "ptxas", "13.3.10")  # the same release: taken
+    assert split_toolchain(str(nvcc), same, root).is_file()
+
+
 def test_a_cache_folder_that_cannot_be_written_is_one_line_with_the_fix(
     tmp_path: Path, monkeypatch
 ) -> None:
