@@ -78,7 +78,7 @@ def compile_command(
         from ctune.controls.store import StoreChain
         from ctune.spec.space.nvcc import ACF
 
-        digest = StoreChain.for_settings(cfg).first.put_file(acf_file)
+        digest = StoreChain.for_settings(cfg).first.put_file(acf_file, "--acf-file")
         items.append(f"{ACF[file_space].gene_name}={digest}")
     candidate = candidate_from_sets(spec, items)
     chosen = spec.problem(problem)

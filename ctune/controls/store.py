@@ -98,7 +98,9 @@ class ControlsStore:
     def put(self, data: bytes) -> str:
         """Store ``data``; its digest. Idempotent, atomic (a reader never sees half a file)."""
         if not data:
-            raise ControlsError("an empty file is not a controls file")
+            raise ControlsError(
+                "an empty file is not a controls file; give one CompileIQ wrote (a .acf file)"
+            )
         if len(data) > MAX_CONTROLS_BYTES:
             raise ControlsError(
                 f"a controls file of {len(data)} bytes: larger than the "
@@ -123,9 +125,14 @@ class ControlsStore:
             ) from None
         return digest
 
-    def put_file(self, path: Path) -> str:
-        """Store the user's file at ``path``; its digest (one line if it cannot be read)."""
-        return self.put(read_capped(path, MAX_CONTROLS_BYTES, "controls file"))
+    def put_file(self, path: Path, what: str = "controls file") -> str:
+        """Store the user's file at ``path``; its digest. A refusal (unreadable, empty, not
+        storable) is one line naming ``what`` gave it (the option: ``--acf-file``) and it."""
+        data = read_capped(path, MAX_CONTROLS_BYTES, what)
+        try:
+            return self.put(data)
+        except ControlsError as exc:
+            raise ControlsError(f"{what} {path}: {exc}") from None
 
     def read(self, digest: str) -> bytes:
         """The bytes of ``digest``: a ControlsError if not held or not what the name says."""

@@ -221,3 +221,21 @@ def test_controls_files_where_this_ptxas_refuses_them(tmp_path):
     done = ctune("compile", "saxpy.cu", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "warning: saxpy.yaml: acf ptxas not offered: ptxas 13.0" in done.stderr
+
+
+def test_an_empty_acf_file_is_one_line_naming_it_and_the_option(tmp_path):
+    """Through a ptxas that takes controls files (so the file itself is what is refused)."""
+    from ctune.testing.toolchains import new_ptxas
+
+    ptxas, why = new_ptxas()
+    if ptxas is None:
+        pytest.skip(why)
+    (tmp_path / "empty.acf").write_bytes(b"")
+    args = ("--ptxas", str(ptxas), "--acf-file", "empty.acf")
+    done = ctune("compile", str(DATA / "saxpy.cu"), *args, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert lines == [
+        "error: --acf-file empty.acf: an empty file is not a controls file; give one "
+        "CompileIQ wrote (a .acf file)"
+    ]

@@ -71,6 +71,23 @@ def test_put_file_reads_through_the_input_rule(tmp_path: Path) -> None:
         store.put_file(tmp_path / "missing.acf")
 
 
+def test_an_empty_user_file_is_refused_naming_the_file_and_the_option(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.acf"
+    empty.write_bytes(b"")
+    store = ControlsStore(tmp_path / "store")
+    with pytest.raises(ControlsError) as caught:
+        store.put_file(empty, "--acf-file")
+    assert str(caught.value) == (
+        f"--acf-file {empty}: an empty file is not a controls file; give one CompileIQ wrote "
+        "(a .acf file)"
+    )
+    with pytest.raises(ControlsError, match=rf"^controls file {empty}: an empty file"):
+        store.put_file(empty)
+    with pytest.raises(UserError, match=rf"^--acf-file {tmp_path / 'missing.acf'}: no such file"):
+        store.put_file(tmp_path / "missing.acf", "--acf-file")
+    assert not store.digests()
+
+
 def test_an_unwritable_store_is_one_line(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
