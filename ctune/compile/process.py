@@ -1,10 +1,10 @@
 """One nvcc process, started and ended by one rule.
 
 Every nvcc ctune runs to compile (a build, the ``-M`` dependency run, the PTX rerun,
-``ctune init``'s probe) goes through :func:`run_nvcc`, so each one gets the same argv
-check, process group, timeout, private TMPDIR and cleaned environment, and none outlives
-the command (:func:`runs_end_with_the_command`). The rules: docs/design.md, "The build
-cache".
+``ctune init``'s probe) or to probe a toolchain goes through :func:`run_nvcc`, so each
+one gets the same argv check, process group, timeout, private TMPDIR and cleaned
+environment, and none outlives the command (:func:`runs_end_with_the_command`). The
+rules: docs/design.md, "The build cache".
 """
 
 from __future__ import annotations
@@ -13,11 +13,13 @@ import contextlib
 import logging
 import os
 import resource
+import selectors
 import shutil
 import signal
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +44,8 @@ class NvccRun:
     returncode: int | None
     stdout: bytes
     stderr: bytes
+    #: killed for printing more than its ``max_output_bytes`` (its output cut there)
+    overflowed: bool = False
 
     @property
     def timed_out(self) -> bool:
@@ -221,13 +225,16 @@ def run_nvcc(
     memory_bytes: int = 0,
     niceness: int = 0,
     live: LiveGroups | None = None,
+    max_output_bytes: int = 0,
 ) -> NvccRun:
     """Run nvcc by the rule of this module and wait for it (or its timeout).
 
     ``what`` names the run in an error (``"nvcc for gemm"``); ``scratch``: where its private
     TMPDIR is made (ctune's cache folder; None: the system's temporary folder);
     ``merge_output``: stderr into stdout, as a log; ``live``: a set the run joins while
-    it is under way (a compiler pool's thread joins its pool's anyway). Raises
+    it is under way (a compiler pool's thread joins its pool's anyway);
+    ``max_output_bytes``: the most of each stream read (0: all), the group killed past it
+    (a probe of a program that is no nvcc must not fill memory). Raises
     CommandLineError for an argv the rule refuses, OSError when nvcc cannot be started and
     RunsEnded when its set was ending; an interrupt while it runs ends the group and
     propagates.
@@ -251,27 +258,34 @@ def run_nvcc(
                     stderr=subprocess.STDOUT if merge_output else subprocess.PIPE,
                     start_new_session=True,  # its own process group, killed as a whole
                 )
-            return _wait(run.proc, groups, timeout_s, memory_bytes, niceness)
+            limits = _Limits(timeout_s, memory_bytes, niceness, max_output_bytes)
+            return _wait(run.proc, groups, limits)
     finally:  # after the temporary folder is gone: a waiter finds everything ended
         for group in groups:
             group.discard(run)
 
 
-def _wait(
-    proc: subprocess.Popen[bytes],
-    groups: Sequence[LiveGroups],
-    timeout_s: float,
-    memory_bytes: int,
-    niceness: int,
-) -> NvccRun:
+@dataclass(frozen=True)
+class _Limits:
+    """What a run may take: seconds, address space, CPU priority and output (0: no limit)."""
+
+    timeout_s: float
+    memory_bytes: int = 0
+    niceness: int = 0
+    output_bytes: int = 0
+
+
+def _wait(proc: subprocess.Popen[bytes], groups: Sequence[LiveGroups], limits: _Limits) -> NvccRun:
     """Limit a started nvcc, wait for it, and end its group on every way out."""
     try:
         if any(group.is_ending for group in groups):  # nobody waits for this run
             raise RunsEnded("its command or its pool was ending")
-        _limit_memory(proc.pid, memory_bytes)
-        _lower_priority(proc.pid, niceness)
+        _limit_memory(proc.pid, limits.memory_bytes)
+        _lower_priority(proc.pid, limits.niceness)
+        if limits.output_bytes > 0:
+            return _read_capped(proc, limits.timeout_s, limits.output_bytes)
         try:
-            out, err = proc.communicate(timeout=timeout_s)
+            out, err = proc.communicate(timeout=limits.timeout_s)
         except subprocess.TimeoutExpired:
             kill_group(proc)
             out, err = proc.communicate()
@@ -282,6 +296,44 @@ def _wait(
         with blocked(), contextlib.suppress(Exception):  # a second Ctrl-C waits a moment
             proc.communicate()
         raise
+
+
+def _read_capped(proc: subprocess.Popen[bytes], timeout_s: float, cap: int) -> NvccRun:
+    """Read a run's streams until they end, at most ``cap`` bytes of each: past the cap or
+    the timeout its group is killed (what was read is kept), so memory stays bounded."""
+    deadline = time.monotonic() + timeout_s
+    pipes = [pipe for pipe in (proc.stdout, proc.stderr) if pipe is not None]
+    read = {pipe.fileno(): bytearray() for pipe in pipes}
+    overflowed = False
+    with selectors.DefaultSelector() as streams:
+        for pipe in pipes:
+            streams.register(pipe, selectors.EVENT_READ)
+        while streams.get_map() and not overflowed and time.monotonic() < deadline:
+            for key, _ in streams.select(deadline - time.monotonic()):
+                chunk = os.read(key.fd, 64 * 1024)
+                if not chunk:
+                    streams.unregister(key.fileobj)
+                got = read[key.fd]
+                overflowed = overflowed or len(got) + len(chunk) > cap
+                got += chunk[: cap - len(got)]
+        unfinished = bool(streams.get_map())
+    timed_out = not overflowed and (unfinished or not _ended(proc, deadline))
+    if overflowed or timed_out:
+        kill_group(proc)  # not reaped yet: the group's id is still its
+    proc.wait()
+    out, err = (bytes(read[pipe.fileno()]) if pipe else b"" for pipe in (proc.stdout, proc.stderr))
+    for pipe in pipes:
+        pipe.close()
+    return NvccRun(None if timed_out else proc.returncode, out, err, overflowed=overflowed)
+
+
+def _ended(proc: subprocess.Popen[bytes], deadline: float) -> bool:
+    """Whether the run, its streams closed, ends by ``deadline``."""
+    try:
+        proc.wait(timeout=max(deadline - time.monotonic(), 0))
+    except subprocess.TimeoutExpired:
+        return False
+    return True
 
 
 __all__ = [

@@ -9,14 +9,15 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ctune.arch import capability, check_offered
+from ctune.compile.process import run_nvcc
 from ctune.errors import ToolchainError, UserError
+from ctune.quoting import CommandLineError
 
 if TYPE_CHECKING:
     from ctune.spec import KernelSpec
@@ -28,6 +29,12 @@ CONTROLS_RELEASE = (13, 3)
 #: nvcc's own --apply-controls is refused below this architecture ("not supported on this target")
 NVCC_CONTROLS_ARCH = (10, 0)
 COMPILERS = ("ptxas", "nvcc")
+#: how long one probe of a toolchain program (``--version``, ``--help``, ``-dryrun``) may
+#: run: a real one answers in about a second, a hung one costs this once per process
+PROBE_TIMEOUT_S = 20.0
+#: the most of each of a probe's streams that is read (nvcc 13's ``--help`` is about
+#: 55 KB): a program that prints more is no compiler, and must not fill memory
+PROBE_OUTPUT_BYTES = 1024 * 1024
 
 
 def release(version: str) -> tuple[int, ...] | None:
@@ -94,11 +101,66 @@ def controls_taken(
     return True, ""
 
 
-def _run(argv: list[str]) -> str:
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """What one probe run printed, or why it gave no answer (``failure``: not started,
+    hung, too much output)."""
+
+    stdout: str
+    stderr: str
+    returncode: int
+    failure: str = ""
+
+
+#: why each program found hung failed its probe: every later probe of it fails at once
+_HUNG: dict[str, str] = {}
+
+
+@lru_cache(maxsize=64)
+def probe_run(argv: tuple[str, ...]) -> Probe:
+    """``argv`` run by the one rule for nvcc runs (compile/process.py: its own process
+    group, killed whole at :data:`PROBE_TIMEOUT_S`, its output capped), once per process:
+    the answer is kept, a failure too, so a hung nvcc costs one timeout, not one per
+    caller."""
+    program, shown = argv[0], " ".join(argv)
+    if program in _HUNG:
+        return Probe("", "", -1, _HUNG[program])
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ToolchainError(f"cannot run {argv[0]}: {exc}") from None
+        done = run_nvcc(
+            argv,
+            what="the toolchain probe",
+            timeout_s=PROBE_TIMEOUT_S,
+            max_output_bytes=PROBE_OUTPUT_BYTES,
+        )
+    except CommandLineError as exc:
+        return Probe("", "", -1, str(exc))
+    except OSError as exc:
+        return Probe("", "", -1, f"cannot run {program}: {exc.strerror or exc}")
+    out, err = (text.decode("utf-8", "replace") for text in (done.stdout, done.stderr))
+    if done.timed_out:
+        _HUNG[program] = (
+            f"{shown} did not answer within {PROBE_TIMEOUT_S:g} s; check that it runs, or "
+            "choose another toolchain with --nvcc or --ptxas"
+        )
+        return Probe(out, err, -1, _HUNG[program])
+    if done.overflowed:
+        cap = f"{PROBE_OUTPUT_BYTES // 1024} KiB"
+        return Probe(out, err, -1, f"{shown} printed more than {cap}: not a CUDA compiler")
+    return Probe(out, err, done.returncode if done.returncode is not None else -1)
+
+
+def forget_probes() -> None:
+    """Forget every probe's answer (tests that change a stand-in in place)."""
+    _HUNG.clear()
+    probe_run.cache_clear()
+    probe_toolchain.cache_clear()
+
+
+def _run(argv: list[str]) -> str:
+    """The output of a probe that must succeed; a ToolchainError saying why otherwise."""
+    done = probe_run(tuple(argv))
+    if done.failure:
+        raise ToolchainError(done.failure)
     if done.returncode != 0:
         raise ToolchainError(f"{' '.join(argv)} failed: {done.stderr.strip()[:200]}")
     return done.stdout
@@ -107,17 +169,8 @@ def _run(argv: list[str]) -> str:
 def dryrun(nvcc: str) -> str:
     """What ``nvcc -dryrun`` says it would set and run for an empty source (its ``#$``
     lines: ``_HERE_``, ``TOP``, ``PATH``); empty when it says nothing (a stand-in)."""
-    try:
-        done = subprocess.run(
-            [nvcc, "-dryrun", "-E", "-x", "cu", os.devnull],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return done.stderr + done.stdout
+    done = probe_run((nvcc, "-dryrun", "-E", "-x", "cu", os.devnull))
+    return "" if done.failure else done.stderr + done.stdout
 
 
 def dryrun_value(text: str, name: str) -> str | None:

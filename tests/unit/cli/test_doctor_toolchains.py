@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ctune.compile.toolchain import probe_toolchain
+from ctune.compile.toolchain import forget_probes
 from tests.unit.compile.test_toolchain_select import (
     read_only,
     standin_cuda,
@@ -28,7 +28,7 @@ def doctor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     from ctune.cli import main
 
     monkeypatch.chdir(tmp_path)
-    probe_toolchain.cache_clear()
+    forget_probes()
 
     def run(*argv: str, environ: dict[str, str]) -> tuple[int, list[dict], str]:
         out, err = io.StringIO(), io.StringIO()
@@ -43,7 +43,7 @@ def doctor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         return code, rows, err.getvalue()
 
     yield run
-    probe_toolchain.cache_clear()
+    forget_probes()
 
 
 def _rows(rows: list[dict], name: str) -> list[dict]:

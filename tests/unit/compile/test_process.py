@@ -75,6 +75,36 @@ def test_a_timeout_kills_the_whole_group(tmp_path: Path) -> None:
     assert list((tmp_path / "c").iterdir()) == []
 
 
+def test_a_capped_run_is_killed_past_its_cap_with_what_it_printed_kept(tmp_path: Path) -> None:
+    """A probe reads at most its cap: a program printing without end is killed there."""
+    nvcc = _fake_nvcc(tmp_path, f"sleep 60 & echo $! > {tmp_path}/child; yes x; wait")
+    start = time.monotonic()
+    done = run_nvcc([str(nvcc), "--version"], what="probe", timeout_s=30, max_output_bytes=4096)
+    assert done.overflowed and not done.timed_out and time.monotonic() - start < 10
+    assert done.stdout == b"x\n" * 2048
+    time.sleep(0.1)
+    assert not _alive(int((tmp_path / "child").read_text()))
+
+
+def test_a_capped_run_reads_all_of_a_short_answer_and_its_timeout_kills_the_group(
+    tmp_path: Path,
+) -> None:
+    nvcc = _fake_nvcc(tmp_path, "echo out; echo err >&2; exit 3")
+    done = run_nvcc([str(nvcc)], what="probe", timeout_s=30, max_output_bytes=4096)
+    assert (done.returncode, done.stdout, done.stderr, done.overflowed) == (
+        3,
+        b"out\n",
+        b"err\n",
+        False,
+    )
+    hung = _fake_nvcc(tmp_path, f"sleep 60 & echo $! > {tmp_path}/child; wait")
+    start = time.monotonic()
+    done = run_nvcc([str(hung)], what="probe", timeout_s=1, max_output_bytes=4096)
+    assert done.timed_out and time.monotonic() - start < 10
+    time.sleep(0.1)
+    assert not _alive(int((tmp_path / "child").read_text()))
+
+
 def test_an_interrupt_while_waiting_ends_the_group_and_propagates(tmp_path: Path) -> None:
     """nvcc starts with SIGINT and SIGTERM blocked (they are ctune's): ctune must end it."""
     nvcc = _fake_nvcc(tmp_path, f"sleep 60 & echo $! > {tmp_path}/child; wait")

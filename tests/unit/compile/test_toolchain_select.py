@@ -13,15 +13,17 @@ import json
 import os
 import stat
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from ctune import identity_probe
+from ctune.compile import toolchain
 from ctune.compile.find_toolchains import toolchain_places, wheel_nvccs
 from ctune.compile.select_toolchain import nvcc_for, resolve_nvcc
 from ctune.compile.split_toolchain import LOCK_NAME, split_profile, split_toolchain
-from ctune.compile.toolchain import SPLIT_MARKER, Toolchain, probe_toolchain
+from ctune.compile.toolchain import SPLIT_MARKER, Toolchain, forget_probes, probe_toolchain
 from ctune.config import resolve
 from ctune.errors import ToolchainError, UserError
 
@@ -84,9 +86,52 @@ def standin_wheel(site: Path, version: str = "13.3.73") -> Path:
 
 @pytest.fixture(autouse=True)
 def _fresh_probes():
-    probe_toolchain.cache_clear()
+    forget_probes()
     yield
-    probe_toolchain.cache_clear()
+    forget_probes()
+
+
+# --- probing --------------------------------------------------------------------------------
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat_line = Path(f"/proc/{pid}/stat")
+    return stat_line.exists() and stat_line.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_a_hung_nvcc_costs_one_probe_timeout_and_leaves_nothing_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stand-in nvcc that never answers: its probe is killed whole at the probe timeout,
+    and every later probe of it (nvcc_home's dryrun, probing again) fails at once."""
+    monkeypatch.setattr(toolchain, "PROBE_TIMEOUT_S", 1.0)
+    hang = tmp_path / "hang"
+    hang.write_text(f"#!/bin/sh\nsleep 600 & echo $! > {tmp_path}/child\nwait\n")
+    hang.chmod(0o755)
+    with pytest.raises(ToolchainError, match=r"--version did not answer within 1 s; check"):
+        probe_toolchain(str(hang))
+    time.sleep(0.1)
+    assert not _alive(int((tmp_path / "child").read_text()))
+    start = time.monotonic()
+    with pytest.raises(ToolchainError, match="did not answer"):
+        probe_toolchain(str(hang))
+    assert toolchain.nvcc_home(str(hang)) == tmp_path
+    assert time.monotonic() - start < 0.5
+
+
+def test_an_nvcc_that_prints_without_end_is_read_only_up_to_the_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(toolchain, "PROBE_OUTPUT_BYTES", 64 * 1024)
+    chatty = tmp_path / "chatty"
+    chatty.write_text("#!/bin/sh\nexec yes 'Cuda compilation tools, release 13.0, V13.0.88'\n")
+    chatty.chmod(0o755)
+    with pytest.raises(ToolchainError, match=r"--version printed more than 64 KiB: not a CUDA"):
+        probe_toolchain(str(chatty))
 
 
 # --- the wheel ------------------------------------------------------------------------------
