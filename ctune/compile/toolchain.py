@@ -203,13 +203,24 @@ def find_nvcc(nvcc: str) -> str:
     return os.path.abspath(path)
 
 
+def ptxas_of(nvcc: str) -> Path | None:
+    """The ptxas ``nvcc`` runs: the first on the PATH its ``-dryrun`` gives (its profile
+    puts its own folder first), else, when it gives none (a stand-in), the one in the
+    folder it runs from; None when there is none. Not the first ptxas on ctune's PATH: the
+    folder of a wrapper script or a link has none, the nvcc it runs has its own."""
+    search = dryrun_value(dryrun(nvcc), "PATH")
+    folders = search.split(os.pathsep) if search is not None else [str(nvcc_home(nvcc))]
+    for folder in filter(None, folders):
+        candidate = Path(folder) / "ptxas"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
 @lru_cache(maxsize=8)
 def probe_toolchain(nvcc: str = "nvcc") -> Toolchain:
-    """Find nvcc and the ptxas it runs and read their versions; no probing at import.
-
-    The ptxas is nvcc's own, the one in its folder (nvcc's profile puts that folder first
-    on the PATH it runs ptxas from), else the first on PATH, where nvcc looks next. Not
-    the first on PATH before that: an nvcc given by path runs its own."""
+    """Find nvcc and the ptxas it runs (:func:`ptxas_of`) and read their versions; no
+    probing at import."""
     path = find_nvcc(nvcc)
     version_text = _run([path, "--version"])
     version = version_in(version_text)
@@ -218,15 +229,18 @@ def probe_toolchain(nvcc: str = "nvcc") -> Toolchain:
     line = next(
         (ln.strip() for ln in version_text.splitlines() if "release" in ln), version_text.strip()
     )
-    home = Path(path).resolve().parent
-    beside = home / "ptxas"
-    ptxas = str(beside) if beside.exists() else shutil.which("ptxas")
+    home = nvcc_home(path)
+    ptxas = ptxas_of(path)
     if ptxas is None:
-        raise ToolchainError(f"ptxas not found beside {path} nor on PATH; reinstall CUDA")
+        raise ToolchainError(
+            f"{path} runs no ptxas: none in {home}, where it runs from, nor on its PATH; "
+            "name a CUDA bin folder's nvcc or a script that runs it (a link to nvcc runs "
+            "without its nvcc.profile)"
+        )
     return Toolchain(
         nvcc=path,
         nvcc_version=version,
-        ptxas_version=version_in(_run([ptxas, "--version"])) or "unknown",
+        ptxas_version=version_in(_run([str(ptxas), "--version"])) or "unknown",
         nvcc_version_line=line,
         help_text=_run([path, "--help"]),
         ptxas=os.path.realpath(ptxas),

@@ -134,6 +134,32 @@ def test_an_nvcc_that_prints_without_end_is_read_only_up_to_the_cap(
         probe_toolchain(str(chatty))
 
 
+def test_the_ptxas_probed_is_the_one_the_nvcc_behind_a_wrapper_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wrapper script's folder has no ptxas: the one probed is that of the nvcc it runs
+    (its dryrun's PATH), not a newer one first on ctune's PATH."""
+    nvcc = standin_cuda(tmp_path / "cuda-13.0", "13.0.88")
+    newer = standin_ptxas(tmp_path / "newer" / "ptxas", "13.3.73")
+    monkeypatch.setenv("PATH", f"{newer.parent}:{os.environ['PATH']}")
+    wrapper = tmp_path / "wrap" / "nvcc"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\nexec {nvcc} "$@"\n')
+    wrapper.chmod(0o755)
+    tc = probe_toolchain(str(wrapper))
+    assert (tc.describe(), tc.ptxas) == ("nvcc 13.0.88 / ptxas 13.0.88", str(nvcc.parent / "ptxas"))
+
+
+def test_an_nvcc_that_runs_no_ptxas_is_refused_whatever_is_on_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    newer = standin_ptxas(tmp_path / "newer" / "ptxas", "13.3.73")
+    monkeypatch.setenv("PATH", f"{newer.parent}:{os.environ['PATH']}")
+    alone = _script(tmp_path / "alone" / "nvcc", STANDIN_PTXAS, "13.0.88")  # no dryrun answer
+    with pytest.raises(ToolchainError, match=r"runs no ptxas: none in .*/alone, where it runs"):
+        probe_toolchain(str(alone))
+
+
 # --- the wheel ------------------------------------------------------------------------------
 
 
