@@ -203,6 +203,19 @@ def find_nvcc(nvcc: str) -> str:
     return os.path.abspath(path)
 
 
+def _version(tool: str, path: str, fix: str) -> tuple[str, str]:
+    """(the version, the whole text) ``path --version`` gives; a ToolchainError naming the
+    program when it gives none: a compiler of unknown version cannot be fingerprinted."""
+    text = _run([path, "--version"])
+    version = version_in(text)
+    if version is None:
+        shown = text.strip()[:200] or "nothing"
+        raise ToolchainError(
+            f"cannot read the {tool} version of {os.path.realpath(path)} from: {shown}; {fix}"
+        )
+    return version, text
+
+
 def ptxas_of(nvcc: str) -> Path | None:
     """The ptxas ``nvcc`` runs: the first on the PATH its ``-dryrun`` gives (its profile
     puts its own folder first), else, when it gives none (a stand-in), the one in the
@@ -222,10 +235,7 @@ def probe_toolchain(nvcc: str = "nvcc") -> Toolchain:
     """Find nvcc and the ptxas it runs (:func:`ptxas_of`) and read their versions; no
     probing at import."""
     path = find_nvcc(nvcc)
-    version_text = _run([path, "--version"])
-    version = version_in(version_text)
-    if version is None:
-        raise ToolchainError(f"cannot read the nvcc version from: {version_text.strip()[:200]}")
+    version, version_text = _version("nvcc", path, "choose another with --nvcc")
     line = next(
         (ln.strip() for ln in version_text.splitlines() if "release" in ln), version_text.strip()
     )
@@ -240,7 +250,7 @@ def probe_toolchain(nvcc: str = "nvcc") -> Toolchain:
     return Toolchain(
         nvcc=path,
         nvcc_version=version,
-        ptxas_version=version_in(_run([str(ptxas), "--version"])) or "unknown",
+        ptxas_version=_version("ptxas", str(ptxas), "give another with --ptxas")[0],
         nvcc_version_line=line,
         help_text=_run([path, "--help"]),
         ptxas=os.path.realpath(ptxas),

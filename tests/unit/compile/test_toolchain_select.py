@@ -160,6 +160,23 @@ def test_an_nvcc_that_runs_no_ptxas_is_refused_whatever_is_on_path(
         probe_toolchain(str(alone))
 
 
+def test_a_ptxas_whose_version_cannot_be_read_is_refused_as_an_nvcc_is(tmp_path: Path) -> None:
+    """A stand-in ptxas answering "hello world": no build could be fingerprinted with it."""
+    nvcc = standin_cuda(tmp_path / "cuda", "13.0.88")
+    garbage = tmp_path / "garbage"
+    garbage.write_text("#!/bin/sh\necho hello world\n")
+    garbage.chmod(0o755)
+    split = split_toolchain(str(nvcc), garbage, tmp_path / "tc")
+    with pytest.raises(ToolchainError) as err:
+        probe_toolchain(str(split))
+    assert str(err.value) == (
+        f"cannot read the ptxas version of {garbage} from: hello world; give another with --ptxas"
+    )
+    (nvcc.parent / "nvcc").write_text("#!/bin/sh\necho hello world\n")
+    with pytest.raises(ToolchainError, match=r"^cannot read the nvcc version of .*: hello world"):
+        probe_toolchain(str(nvcc))
+
+
 # --- the wheel ------------------------------------------------------------------------------
 
 
