@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from ctune.arch import capability, check_offered
 from ctune.compile.process import run_nvcc
 from ctune.errors import ToolchainError, UserError
+from ctune.files import program_problem
 from ctune.quoting import CommandLineError
 
 if TYPE_CHECKING:
@@ -192,14 +193,20 @@ def version_in(text: str) -> str | None:
     return match.group(1) if match else None
 
 
+#: what to do when the chosen nvcc is not one
+_NVCC_FIX = "install the CUDA toolkit, or choose one with --nvcc, CTUNE_NVCC or [tool.ctune] nvcc"
+
+
 def find_nvcc(nvcc: str) -> str:
-    """The absolute path of ``nvcc`` (a name on PATH or a path); ToolchainError if none."""
+    """The absolute path of ``nvcc`` (a name on PATH or a path); ToolchainError if none:
+    a path that is missing, a folder or not executable is named as such."""
+    if os.sep in nvcc:
+        problem = program_problem(nvcc)
+        if problem is not None:
+            raise ToolchainError(f"nvcc {nvcc}: {problem}; {_NVCC_FIX}")
     path = shutil.which(nvcc)
     if path is None:
-        raise ToolchainError(
-            f"nvcc not found ('{nvcc}' is not on PATH); install the CUDA toolkit, or choose "
-            "one with --nvcc, CTUNE_NVCC or [tool.ctune] nvcc"
-        )
+        raise ToolchainError(f"nvcc not found ('{nvcc}' is not on PATH); {_NVCC_FIX}")
     return os.path.abspath(path)
 
 

@@ -23,7 +23,13 @@ from ctune.compile import toolchain
 from ctune.compile.find_toolchains import toolchain_places, wheel_nvccs
 from ctune.compile.select_toolchain import nvcc_for, resolve_nvcc
 from ctune.compile.split_toolchain import LOCK_NAME, split_profile, split_toolchain
-from ctune.compile.toolchain import SPLIT_MARKER, Toolchain, forget_probes, probe_toolchain
+from ctune.compile.toolchain import (
+    SPLIT_MARKER,
+    Toolchain,
+    find_nvcc,
+    forget_probes,
+    probe_toolchain,
+)
 from ctune.config import resolve
 from ctune.errors import ToolchainError, UserError
 
@@ -175,6 +181,23 @@ def test_a_ptxas_whose_version_cannot_be_read_is_refused_as_an_nvcc_is(tmp_path:
     (nvcc.parent / "nvcc").write_text("#!/bin/sh\necho hello world\n")
     with pytest.raises(ToolchainError, match=r"^cannot read the nvcc version of .*: hello world"):
         probe_toolchain(str(nvcc))
+
+
+def test_an_nvcc_path_that_is_no_program_is_named_as_such(tmp_path: Path) -> None:
+    """As a ptxas setting is: a folder, a file that is not executable, a missing path."""
+    plain = tmp_path / "nvcc.txt"
+    plain.write_text("not a program")
+    fix = "; install the CUDA toolkit, or choose one with --nvcc, CTUNE_NVCC or [tool.ctune] nvcc"
+    for path, problem in (
+        (tmp_path, "a directory"),
+        (plain, "not executable (chmod +x it)"),
+        (tmp_path / "none" / "nvcc", "no such file"),
+    ):
+        with pytest.raises(ToolchainError) as err:
+            find_nvcc(str(path))
+        assert str(err.value) == f"nvcc {path}: {problem}{fix}"
+    with pytest.raises(ToolchainError, match=r"^nvcc not found \('no-such-nvcc' is not on PATH\)"):
+        find_nvcc("no-such-nvcc")
 
 
 # --- the wheel ------------------------------------------------------------------------------
