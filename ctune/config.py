@@ -229,13 +229,24 @@ def _shown(raw: Any, where: str) -> str:
     return repr(raw)
 
 
-def _coerce(name: str, raw: Any, where: str) -> Any:
-    """One setting parsed and range-checked; a UserError naming it as written otherwise."""
+def _anchored(name: str, value: Any, base: Path) -> Any:
+    """A file setting of ``[tool.ctune]`` taken from that file's folder ``base``, so it
+    means the same from any subfolder; an empty one is left to be refused (or mean unset)."""
+    if name not in _FILE_FIELDS or not str(value).strip():
+        return value
+    anchored = base / Path(value).expanduser()
+    return anchored if isinstance(value, Path) else str(anchored)
+
+
+def _coerce(name: str, raw: Any, where: str, base: Path | None = None) -> Any:
+    """One setting parsed and range-checked; a UserError naming it as written otherwise.
+    ``base``: the folder a settings file's relative paths are taken from (its own)."""
     kind = _kind({f.name: f.type for f in fields(Settings)}[name])
     rule = _RULES.get(name)
     problem = None
     try:
         value = _parse(kind, raw)
+        value = _anchored(name, value, base) if base is not None else value
         good = rule is None or rule.ok(value)
         problem = rule.problem(value) if good and rule is not None else None
     except (TypeError, ValueError, OverflowError):
@@ -247,7 +258,7 @@ def _coerce(name: str, raw: Any, where: str) -> Any:
     return value
 
 
-def _coerce_all(values: Mapping[str, Any], where: str) -> dict[str, Any]:
+def _coerce_all(values: Mapping[str, Any], where: str, base: Path | None = None) -> dict[str, Any]:
     known = {f.name for f in fields(Settings)}
     out: dict[str, Any] = {}
     for name, raw in values.items():
@@ -255,7 +266,7 @@ def _coerce_all(values: Mapping[str, Any], where: str) -> dict[str, Any]:
             continue
         if name not in known:
             raise UserError(f"unknown {where} '{name}' (allowed: {', '.join(sorted(known))})")
-        out[name] = _coerce(name, raw, where)
+        out[name] = _coerce(name, raw, where, base)
     return out
 
 
@@ -290,9 +301,10 @@ def find_pyproject(start: Path) -> Path | None:
 
 
 def file_settings(start: Path) -> dict[str, Any]:
-    """``[tool.ctune]`` of the nearest pyproject.toml; relative paths are taken from that
-    file's folder (as Ruff and pytest do), so the settings mean the same from any subfolder.
-    The project's folders the table does not set are its defaults in that folder."""
+    """``[tool.ctune]`` of the nearest pyproject.toml, as written; the project's folders the
+    table does not set are their defaults. :func:`resolve` takes relative paths from that
+    file's folder (as Ruff and pytest do), so the settings mean the same from any
+    subfolder, and an error names a value as written."""
     path = find_pyproject(start)
     if path is None:
         return {}
@@ -313,9 +325,6 @@ def file_settings(start: Path) -> dict[str, Any]:
     if "ctune" in tool:  # a ctune project: its folders are this file's
         for name, default in _PROJECT_FOLDERS.items():
             out.setdefault(name, default)
-    for name in _FILE_FIELDS:
-        if isinstance(out.get(name), str) and out[name].strip():  # empty: refused as such
-            out[name] = str(path.parent / Path(out[name]).expanduser())
     return out
 
 
@@ -422,8 +431,10 @@ def resolve(
     """Merge the four layers in the documented order into one Settings."""
     start = cwd or Path.cwd()
     merged: dict[str, Any] = {}
-    file_where = f"{find_pyproject(start) or 'pyproject.toml'} [tool.ctune] key"
-    merged.update(_coerce_all(file_settings(start), file_where))
+    pyproject = find_pyproject(start)
+    file_where = f"{pyproject or 'pyproject.toml'} [tool.ctune] key"
+    base = pyproject.parent if pyproject is not None else None
+    merged.update(_coerce_all(file_settings(start), file_where, base))
     merged.update(_coerce_all(env_settings(os.environ if environ is None else environ), "env"))
     merged.update(_coerce_all(cli_overrides or {}, "option"))
     return _validated(Settings(**merged))

@@ -44,6 +44,15 @@ def test_a_bad_value_names_its_layer(tmp_path: Path) -> None:
         resolve(environ={}, cwd=deep)
 
 
+def test_a_bad_relative_path_in_the_file_is_named_as_written(tmp_path: Path) -> None:
+    """Checked where it points (the file's folder), shown as the user wrote it."""
+    deep = _project(tmp_path, 'ptxas = "nope/ptxas"')
+    with pytest.raises(UserError) as err:
+        resolve(environ={}, cwd=deep)
+    where = f"{tmp_path / 'pyproject.toml'} [tool.ctune] ptxas"
+    assert str(err.value).startswith(f"{where}='nope/ptxas': no such file; expected the path")
+
+
 # --- every setting parsed and range-checked where it is read -------------------------------
 
 #: (setting, bad value, what the message says is expected)
