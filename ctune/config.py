@@ -75,7 +75,10 @@ def _kind(annotation: Any) -> str:
 _PATH_FIELDS = tuple(f.name for f in fields(Settings) if _kind(f.type) == "Path")
 #: text settings that name a file when set: a relative one is taken from the settings
 #: file's folder too
-_FILE_FIELDS = (*_PATH_FIELDS, "ptxas")
+_FILE_FIELDS = (*_PATH_FIELDS, "ptxas", "nvcc")
+#: ... of which these name a file only when they are a path (``tc/nvcc``): a bare name
+#: (``nvcc``, ``wheel``) is looked up on PATH
+_NAME_OR_PATH = ("nvcc",)
 
 #: folders of the project: unset, they are taken from the [tool.ctune] file's folder too
 _PROJECT_FOLDERS = {"registry": "registry", "kernels": "kernels"}
@@ -232,7 +235,10 @@ def _shown(raw: Any, where: str) -> str:
 def _anchored(name: str, value: Any, base: Path) -> Any:
     """A file setting of ``[tool.ctune]`` taken from that file's folder ``base``, so it
     means the same from any subfolder; an empty one is left to be refused (or mean unset)."""
-    if name not in _FILE_FIELDS or not str(value).strip():
+    text = str(value)
+    if name not in _FILE_FIELDS or not text.strip():
+        return value
+    if name in _NAME_OR_PATH and os.sep not in text:
         return value
     anchored = base / Path(value).expanduser()
     return anchored if isinstance(value, Path) else str(anchored)

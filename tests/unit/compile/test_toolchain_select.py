@@ -486,6 +486,19 @@ def test_a_ptxas_in_the_settings_file_is_taken_from_its_folder(tmp_path: Path) -
     assert resolve(environ={}, cwd=tmp_path.parent).ptxas == ""  # nvcc's own by default
 
 
+def test_an_nvcc_path_in_the_settings_file_is_taken_from_its_folder(tmp_path: Path) -> None:
+    """``nvcc = "tc/nvcc"`` means the same from any subfolder; a bare name is PATH's."""
+    nvcc = standin_cuda(tmp_path / "tc", "13.0.88")
+    (tmp_path / "pyproject.toml").write_text('[tool.ctune]\nnvcc = "tc/bin/nvcc"\n')
+    (tmp_path / "sub").mkdir()
+    settings = resolve(environ={}, cwd=tmp_path / "sub")
+    assert settings.nvcc == str(nvcc)
+    assert probe_toolchain(nvcc_for(settings)).nvcc == str(nvcc)
+    for bare in ("nvcc", "wheel", "nvcc-13.0"):
+        (tmp_path / "pyproject.toml").write_text(f'[tool.ctune]\nnvcc = "{bare}"\n')
+        assert resolve(environ={}, cwd=tmp_path / "sub").nvcc == bare
+
+
 def test_nvcc_wheel_is_a_setting_value(tmp_path: Path) -> None:
     assert resolve({"nvcc": "wheel"}, environ={}, cwd=tmp_path).nvcc == "wheel"
 
