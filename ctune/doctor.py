@@ -35,10 +35,14 @@ _CONTROLS = "acf genes (advanced-controls search)"
 _CHOICE = "--nvcc, --ptxas (choose one)"
 
 
+#: the architecture each compiler is asked about: nvcc takes controls files only from sm_100
+_CONTROLS_ARCH = {"ptxas": "sm_90", "nvcc": "sm_100"}
+
+
 def _controls(tc: Toolchain) -> str:
     """Which of its compilers take advanced-controls files (nvcc's only from sm_100)."""
-    ptxas = "yes" if tc.takes_controls("ptxas", "sm_90")[0] else "no"
-    nvcc = "sm_100 and up" if tc.takes_controls("nvcc", "sm_100")[0] else "no"
+    ptxas = "yes" if tc.takes_controls("ptxas", _CONTROLS_ARCH["ptxas"])[0] else "no"
+    nvcc = "sm_100 and up" if tc.takes_controls("nvcc", _CONTROLS_ARCH["nvcc"])[0] else "no"
     return f"advanced controls: ptxas {ptxas}, nvcc {nvcc}"
 
 
@@ -70,13 +74,14 @@ def _places(
     return places + toolchain_places(environ)
 
 
-def _toolchains(settings: Settings, environ: Mapping[str, str]) -> list[Check]:
-    """The selected toolchain, then one row per toolchain found (each nvcc once, however
-    many places name it) with its versions and whether it takes advanced controls."""
+def _toolchains(
+    settings: Settings, environ: Mapping[str, str], selected_row: Check, selected: Toolchain | None
+) -> list[Check]:
+    """The selected toolchain's row, then one row per toolchain found (each nvcc once,
+    however many places name it) with its versions and whether it takes advanced controls."""
     from ctune.compile.toolchain import nvcc_home, probe_toolchain
     from ctune.errors import CtuneError
 
-    selected_row, selected = _selected(settings)
     homes: dict[Path, tuple[str, list[str]]] = {}
     for where, nvcc in _places(settings, environ, selected):
         found = homes.setdefault(nvcc_home(nvcc).resolve(), (nvcc, []))
@@ -107,20 +112,44 @@ def _compileiq() -> list[Check]:
     return [Check("compileiq", True, f"compileiq {version}", _CONTROLS)]
 
 
-def _spaces(settings: Settings, environ: Mapping[str, str]) -> list[Check]:
-    """Where the controls search spaces are read from, and which are there."""
-    name, folder = "acf_spaces", str(settings.acf_spaces or "")
-    if not folder:
-        name, folder = "CIQ_SEARCH_SPACES_DIR", environ.get("CIQ_SEARCH_SPACES_DIR", "")
-    if not folder:
-        fix = "not configured (acf_spaces or CIQ_SEARCH_SPACES_DIR: a folder of spaces)"
+def _spaces(
+    settings: Settings, environ: Mapping[str, str], selected: Toolchain | None
+) -> list[Check]:
+    """Whether a controls search finds its spaces: by the search's own rule
+    (controls/spaces.py), in the folder of the one setting it reads (``acf_spaces``)."""
+    from ctune.controls.spaces import space_file
+    from ctune.controls.store import ControlsError
+
+    folder = settings.acf_spaces
+    if folder is None:
+        fix = "not configured (acf_spaces: CTUNE_ACF_SPACES or [tool.ctune], a folder of spaces)"
+        if environ.get("CIQ_SEARCH_SPACES_DIR"):
+            fix += "; CIQ_SEARCH_SPACES_DIR is CompileIQ's, ctune does not read it"
         return [Check("controls spaces", False, fix, _CONTROLS)]
-    path = Path(folder)
-    held = sorted(p.name for p in path.iterdir() if p.suffix == ".bin") if path.is_dir() else []
-    if not held:
-        why = "holds no .bin search space" if path.is_dir() else "is not a folder"
-        return [Check("controls spaces", False, f"{name}={folder} {why}", _CONTROLS)]
-    return [Check("controls spaces", True, f"{name}={folder}: {', '.join(held)}", _CONTROLS)]
+    found, problems = [], []
+    for compiler, version in _space_releases(selected):
+        try:
+            found.append(space_file(compiler, version, folder).name)
+        except ControlsError as exc:
+            problems.append(str(exc))
+    listed = [f"acf_spaces={folder}: {', '.join(found)}"] if found else []
+    detail = "; ".join(listed + list(dict.fromkeys(problems)))  # a bad folder: said once
+    return [Check("controls spaces", bool(found), detail, _CONTROLS)]
+
+
+def _space_releases(selected: Toolchain | None) -> list[tuple[str, str]]:
+    """(compiler, version) of each space a controls search would read: those of the
+    selected toolchain's compilers that take controls files, else of the release that
+    first does (a toolchain chosen for controls would be one)."""
+    from ctune.compile.toolchain import CONTROLS_RELEASE
+
+    if selected is not None:
+        versions = {"ptxas": selected.ptxas_version, "nvcc": selected.nvcc_version}
+        taken = [c for c, arch in _CONTROLS_ARCH.items() if selected.takes_controls(c, arch)[0]]
+        if taken:
+            return [(c, versions[c]) for c in taken]
+    release = ".".join(map(str, CONTROLS_RELEASE))
+    return [(c, release) for c in _CONTROLS_ARCH]
 
 
 def _journals(settings: Settings) -> list[Check]:
@@ -300,14 +329,15 @@ def run_checks(settings: Settings, environ: Mapping[str, str]) -> list[Check]:
     """Every row of ``ctune doctor``; ``environ`` is where CUDA_HOME and the like are read."""
     checks = [Check("python", True, platform.python_version(), "everything")]
     driver = probe_driver(environ=environ)
+    selected_row, selected = _selected(settings)
     for probe in (
-        lambda: _toolchains(settings, environ),
+        lambda: _toolchains(settings, environ, selected_row, selected),
         _cutlass,
         lambda: _driver(driver),
         lambda: _cupy(driver),
         lambda: _nvml(driver),
         _compileiq,
-        lambda: _spaces(settings, environ),
+        lambda: _spaces(settings, environ, selected),
         lambda: _journals(settings),
     ):
         checks.extend(probe())

@@ -96,18 +96,36 @@ def test_compileiq_and_the_spaces_have_rows(doctor, tmp_path: Path) -> None:
     assert ciq["detail"].startswith("compileiq 1.") if installed else "ctune[acf]" in ciq["detail"]
     (spaces,) = _rows(rows, "controls spaces")
     assert not spaces["ok"] and spaces["detail"].startswith("not configured")
+    ours = tmp_path / "ours"
+    ours.mkdir()
+    (ours / "nvcc13.3.bin").write_bytes(b"stand-in")
+    _, rows, _ = doctor("--nvcc", str(old), environ={"CTUNE_ACF_SPACES": str(ours)})
+    (spaces,) = _rows(rows, "controls spaces")  # judged for 13.3, the release that takes them
+    assert spaces["ok"] and spaces["detail"].startswith(f"acf_spaces={ours}: nvcc13.3.bin; ")
+    assert "no ptxas13.3.bin" in spaces["detail"]
+
+
+def test_the_spaces_row_reads_the_setting_the_search_reads(doctor, tmp_path: Path) -> None:
+    """CompileIQ's CIQ_SEARCH_SPACES_DIR is not ctune's setting: a search would not find
+    the spaces there, so doctor does not call them ok."""
+    old = standin_cuda(tmp_path / "cuda-13.0", "13.0.88")
+    ptxas = standin_ptxas(tmp_path / "carried" / "ptxas", "13.3.73")
     folder = tmp_path / "spaces"
     folder.mkdir()
     (folder / "ptxas13.3.bin").write_bytes(b"stand-in")
-    _, rows, _ = doctor("--nvcc", str(old), environ={"CIQ_SEARCH_SPACES_DIR": str(folder)})
+    split = ("--nvcc", str(old), "--ptxas", str(ptxas))
+    _, rows, _ = doctor(*split, environ={"CIQ_SEARCH_SPACES_DIR": str(folder)})
     (spaces,) = _rows(rows, "controls spaces")
-    assert spaces["ok"] and spaces["detail"] == f"CIQ_SEARCH_SPACES_DIR={folder}: ptxas13.3.bin"
-    (tmp_path / "ours").mkdir()
-    (tmp_path / "ours" / "nvcc13.3.bin").write_bytes(b"stand-in")
-    environ = {"CIQ_SEARCH_SPACES_DIR": str(folder), "CTUNE_ACF_SPACES": str(tmp_path / "ours")}
-    _, rows, _ = doctor("--nvcc", str(old), environ=environ)
-    (spaces,) = _rows(rows, "controls spaces")  # ctune's setting first
-    assert spaces["detail"] == f"acf_spaces={tmp_path / 'ours'}: nvcc13.3.bin"
+    assert not spaces["ok"] and spaces["detail"].startswith("not configured (acf_spaces")
+    assert "CIQ_SEARCH_SPACES_DIR is CompileIQ's, ctune does not read it" in spaces["detail"]
+    _, rows, _ = doctor(*split, environ={"CTUNE_ACF_SPACES": str(folder)})
+    (spaces,) = _rows(rows, "controls spaces")  # the split's ptxas 13.3 takes its space
+    assert spaces["ok"] and spaces["detail"] == f"acf_spaces={folder}: ptxas13.3.bin"
+    (folder / "ptxas13.3.bin").unlink()
+    (folder / "ptxas13.5.bin").write_bytes(b"stand-in")
+    _, rows, _ = doctor(*split, environ={"CTUNE_ACF_SPACES": str(folder)})
+    (spaces,) = _rows(rows, "controls spaces")  # another release's space is not this one's
+    assert not spaces["ok"] and "no ptxas13.3.bin" in spaces["detail"]
 
 
 def test_the_registry_s_journals_have_a_row(doctor, tmp_path: Path) -> None:
