@@ -23,6 +23,9 @@ from ctune.registry.schema import Artifact, FrontMember
 
 #: how a user gets a compiler that takes controls files, said where one refuses them
 CONTROLS_FIX = "check with --ptxas PATH (a ptxas 13.3 or later) or install ctune[cuda13.3]"
+#: what a phrase says when the selected toolchain checked an artifact in place of its
+#: recorded one (a report counts those lines by it)
+STOOD_IN = "; its recorded "
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,8 +37,10 @@ class ToolchainUse:
     ptxas_version: str  # "13.3.73"
     split: bool
     recorded: bool  # it is the toolchain the artifact records
-    #: the recorded toolchain this machine lacks (set when the selected one is used instead)
-    missing: str = ""
+    #: the recorded toolchain the selected one checks it in place of ("" when none)
+    instead_of: str = ""
+    #: why: the settings name a toolchain (else this machine lacks the recorded one)
+    settings_chose: bool = False
 
     def describe(self) -> str:
         """``nvcc 13.0.88 / ptxas 13.3.73 (split)``, as ``Toolchain.describe`` says it."""
@@ -47,9 +52,14 @@ class ToolchainUse:
         if self.recorded:
             return f"checked with its recorded toolchain {self.describe()}"
         text = f"checked with the selected toolchain {self.describe()}"
-        return (
-            f"{text}; its recorded {self.missing} is not on this machine" if self.missing else text
+        if not self.instead_of:
+            return text
+        why = (
+            "is not used: the settings chose another toolchain"
+            if self.settings_chose
+            else "is not on this machine"
         )
+        return f"{text}{STOOD_IN}{self.instead_of} {why}"
 
 
 def describe_fields(fields: Mapping[str, str]) -> tuple[str, str, bool]:
@@ -80,11 +90,14 @@ class ToolchainFinder:
         nvcc: str,
         *,
         discover: bool = False,
+        settings_chose: bool = False,
         split_root: Path | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
         self.nvcc = nvcc  # the selected toolchain's nvcc (a split's own when split)
         self.discover = discover and split_root is not None
+        #: the settings name a toolchain: it checks every artifact, by choice
+        self.settings_chose = settings_chose
         self.split_root = split_root
         self.environ = dict(os.environ if environ is None else environ)
         self._selected: dict[str, str] | None = None
@@ -96,9 +109,11 @@ class ToolchainFinder:
         """The finder of these settings: discovery only with the default choice."""
         from ctune.compile.select_toolchain import nvcc_for
 
+        default = settings.nvcc == "nvcc" and not settings.ptxas
         return cls(
             nvcc_for(settings),
-            discover=settings.nvcc == "nvcc" and not settings.ptxas,
+            discover=default,
+            settings_chose=not default,
             split_root=Path(settings.cache_dir).resolve() / "toolchains",
         )
 
@@ -112,9 +127,10 @@ class ToolchainFinder:
             self._selected = {k: probed[k] for k in ("nvcc_version", "ptxas_version")}
         return self._selected
 
-    def selected(self, recorded: bool = False, missing: str = "") -> ToolchainUse:
+    def selected(self, recorded: bool = False, instead_of: str = "") -> ToolchainUse:
         nvcc, ptxas, split = describe_fields(self.selected_fields)
-        return ToolchainUse(self.nvcc, nvcc, ptxas, split, recorded, missing)
+        chose = self.settings_chose and bool(instead_of)
+        return ToolchainUse(self.nvcc, nvcc, ptxas, split, recorded, instead_of, chose)
 
     def for_artifact(self, artifact: Artifact) -> ToolchainUse:
         """The toolchain that checks ``artifact``."""
@@ -131,7 +147,7 @@ class ToolchainFinder:
             return self.selected(recorded=True)
         found = self._recorded_here(record) if self.discover else None
         if found is None:
-            return self.selected(missing=_describe(record))
+            return self.selected(instead_of=_describe(record))
         nvcc, tc = found
         return ToolchainUse(nvcc, tc.nvcc_version, tc.ptxas_version, tc.split, True)
 
@@ -202,6 +218,7 @@ def controls_refusals(members: Iterable[FrontMember], use: ToolchainUse, arch: s
 
 __all__ = [
     "CONTROLS_FIX",
+    "STOOD_IN",
     "ToolchainFinder",
     "ToolchainUse",
     "controls_refusals",

@@ -17,6 +17,7 @@ from typing import Any
 from rich.table import Column, Table
 
 from ctune.ci.check import FRESH, STALE, WARN, CheckReport, CheckResult
+from ctune.ci.check_toolchain import STOOD_IN
 from ctune.ci.gate import GateReport, Regression, Verdict
 from ctune.ci.gate_run import Prebuilt
 from ctune.ci.refresh import RefreshOutcome
@@ -709,7 +710,7 @@ def _drift_lines(results: Sequence[CheckResult]) -> list[str]:
             notes.append("rebuilt, SASS identical: `ctune registry refresh` records the inputs")
         notes.append("--strict fails on it")
         out.append(f"{severity}: {name} changed for {_artifacts(len(holders))}: {'; '.join(notes)}")
-    stand_ins = Counter(r.toolchain for r in results if "is not on this machine" in r.toolchain)
+    stand_ins = Counter(r.toolchain for r in results if STOOD_IN in r.toolchain)
     out += [f"toolchain: {phrase} ({_artifacts(n)})" for phrase, n in sorted(stand_ins.items())]
     return out
 

@@ -105,11 +105,20 @@ def test_a_recorded_toolchain_this_machine_lacks_falls_back_to_the_selected_one(
 
 def test_a_toolchain_the_settings_name_is_used_as_it_is(machine: dict[str, Path]) -> None:
     """--nvcc, --ptxas (or their settings) choose: no other toolchain is looked for, so a
-    changed toolchain is a build change the rebuilt SASS decides."""
-    use = _finder(machine, discover=False).for_artifact(_recorded(**SPLIT_RECORD))
+    changed toolchain is a build change the rebuilt SASS decides; the line says the
+    settings chose it, not that the recorded one is missing (this machine has it)."""
+    cache = machine["split_root"].parent
+    finder = ToolchainFinder.for_settings(Settings(nvcc=str(machine["old"]), cache_dir=cache))
+    assert not finder.discover
+    use = finder.for_artifact(_recorded(**SPLIT_RECORD))
     assert not use.recorded and use.nvcc == str(machine["old"])
-    assert "its recorded nvcc 13.0.88 / ptxas 13.3.73 (split) is not" in use.phrase()
-    assert not ToolchainFinder.for_settings(Settings(nvcc=str(machine["old"]))).discover
+    assert use.phrase() == (
+        "checked with the selected toolchain nvcc 13.0.88 / ptxas 13.0.88; its recorded "
+        "nvcc 13.0.88 / ptxas 13.3.73 (split) is not used: the settings chose another toolchain"
+    )
+    ptxas = machine["new"].parent / "ptxas"
+    split = Settings(nvcc=str(machine["old"]), ptxas=str(ptxas), cache_dir=cache)
+    assert ToolchainFinder.for_settings(split).for_artifact(_recorded(**SPLIT_RECORD)).recorded
     assert ToolchainFinder.for_settings(Settings()).discover
 
 
