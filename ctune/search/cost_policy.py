@@ -538,12 +538,23 @@ class ModelPolicy(CostPolicy):
             self.screening = generation
             self.learn_until = self.finished_generation or 0
             self.finished_generation = generation  # this one is finished by the next screen
+        skips, journaled = self._journaled(new)
         blind = {c.key() for c in new if self.features.unseen(c.as_dict())}
         self.unseen += len(blind)
-        out = self._screen_seen([c for c in new if c.key() not in blind], generation)
-        kept = {c.key() for c in out.kept} | blind
+        out = self._screen_seen([c for c in new if c.key() not in blind | journaled], generation)
+        out.skipped[:0] = skips  # their lines come first in the journal
+        built = journaled - {t.candidate.key() for t in skips}
+        kept = {c.key() for c in out.kept} | blind | built
         out.kept = [c for c in new if c.key() in kept]  # in the order asked
         return out
+
+    def _journaled(self, new: Sequence[Candidate]) -> tuple[list[Trial], set[str]]:
+        """Of ``new``, those a resumed generation cut short has journaled already: their
+        verdicts stand (the journal's skips, accounted again, and the keys of all of them)."""
+        verdicts = {c.key(): self.writer.held_skip(c.key()) for c in new}
+        skips = self.writer.take([key for key, skip in verdicts.items() if skip])
+        self.skipped += len(skips)
+        return skips, {key for key, skip in verdicts.items() if skip is not None}
 
     def _screen_seen(self, new: Sequence[Candidate], generation: int) -> Screened:
         """The rule on candidates the model can tell apart."""

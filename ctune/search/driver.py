@@ -37,7 +37,7 @@ from ctune.search.events import (
     SearchStarted,
 )
 from ctune.search.filling import Filler
-from ctune.search.journal_writer import JournalWriter
+from ctune.search.journal_writer import JournalWriter, complete
 from ctune.search.options import SearchOptions
 from ctune.search.pipeline import Pipeline
 from ctune.search.plan import DEFAULT_BUDGET
@@ -246,9 +246,12 @@ class _Search:
     def generation_of(
         self, asked: Sequence[Candidate], remaining: int
     ) -> tuple[list[Candidate], list[Trial]]:
-        """Evaluate one generation and tell it to the strategy: duplicates come from the
-        cache (not counted against the budget), the new candidates through the pipeline.
-        Returns the new candidates evaluated and those of them that finished."""
+        """Evaluate one generation and, once each of its candidates has a trial, tell it to
+        the strategy and journal its state: duplicates come from the cache (not counted
+        against the budget), the new candidates through the pipeline (a resumed generation
+        that was cut short: from its journaled trials first). One that a stop or the clock
+        cut short is neither told nor recorded: a resume asks it again. Returns the new
+        candidates and those of them that finished (fewer: cut short)."""
         run = self.run
         book, status = run.book, run.status
         status.generation += 1
@@ -290,14 +293,17 @@ class _Search:
         told.extend(screened.skipped + finished)
         # fillers were not asked; a skipped candidate was decided, as a measured one
         fresh = screened.skipped + [t for t in finished if t.candidate.key() in keys]
-        run.strategy.tell(told)
-        assert self.writer.journal is not None
-        self.writer.journal.append_state(status.generation, run.strategy.state())
+        if not complete([c.key() for c in new], told):
+            return new, fresh
+        self.writer.end_generation(status.generation, run.strategy, told)
         improved = run.budget.end_generation(book.score()[0])
         run.notices.emit(GenerationFinished(run.progress(), improved))
         return new, fresh
 
     def result(self, interrupted: bool) -> SearchResult:
+        """The search's result; a resumed generation cut short that was not asked again (the
+        clock ran out first) still counts its journaled trials."""
+        self.writer.take()
         self.costs.report()
         return search_result(self.run, self.confirmation, self.writer, interrupted)
 
@@ -421,7 +427,7 @@ def _announce(search: _Search, opts: SearchOptions, emit: EventSink) -> None:
             inputs.spec.name,
             inputs.problem.name,
             journal.path,
-            len(book.trials) if opts.resume else 0,
+            search.writer.trials() if opts.resume else 0,
             inputs.strategy_name,
             inputs.objective.describe(),
             run.budget.limit,

@@ -167,11 +167,22 @@ class Pipeline:
     # --- a batch ----------------------------------------------------------------------------
     def evaluate_batch(self, new: Sequence[Candidate], generation: int) -> list[Trial]:
         """Compile ahead, measure each build when ready, fill while all compile: the
-        trials in journal order, fillers included; stops early on time (``scheduler.py``)."""
+        trials in journal order, fillers included; stops early on time (``scheduler.py``).
+        A resumed generation that a stop cut short takes its journaled trials first
+        (``JournalWriter.take``: fillers too, as when they were run) and runs the rest."""
         run = self.run
+        journaled: list[Trial] = []
+        if self.writer.held:
+            # the generation's pruning threshold, from the leader as the generation began
+            # (as when it ran: before any of its trials was journaled)
+            self.plan(generation)
+            journaled = self.writer.take()
+            run.book.check_first_failures(run.inputs.opts.first_failures)
+            done = {t.candidate.key() for t in journaled}
+            new = [c for c in new if c.key() not in done]
         state = (run.book, run.budget, run.timers, run.status)
         batch = Scheduler(run.inputs, state, self, self.compiles, self.fillers, new, generation)
-        return batch.run()
+        return journaled + batch.run()
 
     def start_ahead(self, cands: Sequence[Candidate]) -> None:
         """Build candidates of a later batch now (``CompileSlots.start_ahead``)."""

@@ -2,8 +2,9 @@
 
 A new search compiles and measures the default build (the baseline) before anything
 is written: a baseline that does not compile or run is the user's error, and leaves
-no journal behind. A resumed one replays its journal's trials into the trial book and
-the strategy (same counts, same strategy state), refuses a journal of another kernel,
+no journal behind. A resumed one replays its journal's finished generations into the
+trial book and the strategy (same counts, same strategy state), holds back the trials of
+a generation cut short until it is asked again, refuses a journal of another kernel,
 space, objective or device, and goes on. A warm start measures given configurations
 first. What is written, and when, is the journal writer's (``journal_writer.py``).
 """
@@ -22,7 +23,7 @@ from ctune.search import journal as journal_mod
 from ctune.search.budget import MAX_BATCH
 from ctune.search.cost_policy import Refill
 from ctune.search.journal_records import FIX, JournalRecordError
-from ctune.search.journal_writer import device_label
+from ctune.search.journal_writer import Journaled, complete, device_label
 from ctune.search.result import COMPILE_ONLY
 
 if TYPE_CHECKING:
@@ -220,22 +221,31 @@ class SessionJournal:
             raise JournalRecordError(f"{where}: gene {missing[0]} has no value; {FIX}")
 
     def _replay(self, replay: journal_mod.Replay, path: Path) -> None:
-        """The journal's trials into the book and the strategy, as when they were run."""
+        """The journal's trials into the book and the strategy, as when they were run: those
+        of the finished generations (up to the last generation record), told generation by
+        generation, then the strategy's state after the last of them. The trials of a
+        generation cut short are held back (``JournalWriter.held``): the search asks that
+        generation again, and they answer it (docs/journal-format.md)."""
         run = self.run
         book = run.book
         default_key = run.inputs.spec.default_candidate().key()
+        last = replay.states[-1][0] if replay.states else 0
         for trial, line in zip(replay.trials, replay.lines, strict=True):
             self._check_genes(trial, journal_mod.where(path, line))
-            trial = dataclasses.replace(trial, number=len(book.trials))
             key = trial.candidate.key()
-            book.add(trial, replay.same_binary.get(key), key in replay.fillers)
+            same_as, filler = replay.same_binary.get(key), key in replay.fillers
+            if trial.generation > last:
+                self.writer.held[key] = Journaled(trial, filler, same_as)
+                continue
+            trial = dataclasses.replace(trial, number=len(book.trials))
+            book.add(trial, same_as, filler)
             if key == default_key and book.baseline is None:
                 book.baseline = trial
         for group in journal_mod.trials_by_generation(book.trials):
             run.strategy.tell(group)
         if replay.states:
             run.strategy.load_state(replay.states[-1][1])
-        run.status.generation = max((t.generation for t in book.trials), default=0)
+        run.status.generation = last
 
     def _warm_candidates(
         self, tried: Collection[str]
@@ -310,19 +320,20 @@ class SessionJournal:
         them), count against the budget, and take at most ``warm_start_share`` of it (a
         quarter unless a problem set says more): the search still explores. The note
         accounts for every configuration: measured, not valid here, already tried, the
-        same candidate as an earlier one, or over that share.
+        same candidate as an earlier one, or over that share. A resumed search whose
+        journal finished a generation has had its warm start; one cut short in it is chosen
+        again as it began, and its journaled trials answer (``Pipeline.evaluate_batch``).
         """
         run = self.run
         given = run.inputs.opts.warm_start
-        if not given:
-            return
+        if not given or run.status.generation > 0:
+            return  # none, or a resumed journal's, finished: it is the first generation
         mapped, fresh, chosen, limit = self._warm_candidates(run.book.cache)
         if chosen:
             run.status.generation += 1
-            finished = self.pipeline.evaluate_batch(chosen, run.status.generation)
-            run.strategy.tell(finished)
-            assert self.writer.journal is not None
-            self.writer.journal.append_state(run.status.generation, run.strategy.state())
+            trials = self.pipeline.evaluate_batch(chosen, run.status.generation)
+            if complete([c.key() for c in chosen], trials):
+                self.writer.end_generation(run.status.generation, run.strategy, trials)
         where = (
             f" from {run.inputs.opts.warm_start_source}"
             if run.inputs.opts.warm_start_source

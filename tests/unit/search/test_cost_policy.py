@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
+import signal
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -160,6 +162,66 @@ def test_a_resumed_search_skips_as_the_uninterrupted_one(
     assert [r.get("skipped") for r in _lines(resumed.journal)] == [
         r.get("skipped") for r in records
     ]
+
+
+class _CtrlC(ReplayMeasurer):
+    """The replay's measurements, with a Ctrl-C (a real SIGINT) during the ``at``-th."""
+
+    def __init__(self, replay: Any, at: int) -> None:
+        super().__init__(replay)
+        self.at, self.count = at, 0
+
+    def measure(self, *args: Any, **kwargs: Any) -> Any:
+        self.count += 1
+        if self.count == self.at:
+            os.kill(os.getpid(), signal.SIGINT)
+        return super().measure(*args, **kwargs)
+
+
+def _every_fourth(self: Any, rows: list[list[float]]) -> list[Prediction]:
+    """A model that rules out about one candidate in four, the same ones every time."""
+    hopeless, open_ = Prediction(math.inf, math.inf, math.inf), Prediction(-math.inf, 0, 0)
+    return [hopeless if hash(tuple(row)) % 4 == 0 else open_ for row in rows]
+
+
+@needs_sklearn
+def test_a_generation_cut_short_resumes_as_the_uninterrupted_one(
+    landscape: tuple[BinaryTruth, KernelSpec], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A generation cut in the middle (a crash among its skips, among its builds after the
+    refills its skips asked for, or a Ctrl-C) resumes as it does without the model: asked
+    again, its journaled trials answer (the skips too, without a second line), and the
+    search journals the uninterrupted one's trials."""
+    from ctune.model import CostModel
+
+    monkeypatch.setattr(CostModel, "predict", _every_fourth)
+    again = {"jobs": 8, "budget": 40}  # the compile slots decide the refills
+    whole = _search(landscape, tmp_path / "whole", cost_model=True, **again)
+    expected, records = _decisions(whole.journal), _lines(whole.journal)
+    trials = [r for r in records if r["kind"] == "trial"]
+    skips = [i for i, r in enumerate(trials) if "skipped" in r]
+    refilled = [b + s > 8 for b, s in _builds_per_generation(whole.journal).values()]
+    assert skips and any(refilled)  # skips, and asks in their place
+    # among the first generation's skips, among the last one's, then among its builds
+    for k in sorted({skips[0] + 1, skips[-1], skips[-1] + 2}):
+        journal = tmp_path / f"crash-{k}" / "j.jsonl"
+        journal.parent.mkdir()
+        ends = [i for i, r in enumerate(records) if r["kind"] == "trial"][k]
+        journal.write_text("".join(f"{json.dumps(r)}\n" for r in records[:ends]))
+        assert records[ends - 1]["kind"] == "trial"  # inside a generation
+        resumed = _search(landscape, tmp_path / f"crash-{k}", resume=journal, **again)
+        assert _decisions(resumed.journal) == expected, f"a crash after {k} trial lines"
+    truth, _ = landscape
+    journal = tmp_path / "ctrl-c" / "j.jsonl"
+    # during the second build of the last generation with skips
+    at = sum(1 for t in trials[: skips[-1] + 2] if t["trial"].get("measurement"))
+    measurer = _CtrlC(truth.to_replay(), at)
+    stopped = _search(
+        landscape, tmp_path / "ctrl-c", measurer=measurer, journal=journal, cost_model=True, **again
+    )
+    assert stopped.interrupted and _lines(journal)[-1]["kind"] == "trial"
+    resumed = _search(landscape, tmp_path / "ctrl-c", resume=journal, **again)
+    assert _decisions(resumed.journal) == expected
 
 
 @needs_sklearn
