@@ -129,8 +129,9 @@ def confirm_in_proportion(
     """Re-measure ``items`` (the baseline among them) round by round; returns every run
     taken, keyed by candidate key (members never measured are absent), and the cost.
     ``references`` are measured in every round, as the baseline is (a member another is
-    compared with). ``stop`` (a Ctrl-C asked to stop) is asked before each round: when it
-    answers true, no further round starts and the cost says "interrupted"."""
+    compared with). ``stop`` (a Ctrl-C asked to stop) is asked before each round and once
+    the last one ends: when it answers true, no further round starts and the cost says
+    "interrupted", also where the round in flight was the last or settled it."""
     import time
 
     clock = clock or time.monotonic
@@ -158,9 +159,11 @@ def confirm_in_proportion(
     rounds = measurements = 0
     round_seconds: list[float] = []
     stopped = "limit" if limit > 0 and members else "nothing to confirm"
-    while rounds < limit and (members or rounds < floor):
+    while True:
         if stop is not None and stop():
             stopped = "interrupted"
+            break
+        if stopped == "settled" or not (rounds < limit and (members or rounds < floor)):
             break
         batch = [by_key[k] for k in state.active]
         rng.shuffle(batch)  # interleaved, in a different order in every process
@@ -175,7 +178,6 @@ def confirm_in_proportion(
                 measurements += 1
         if compared and members and decide(state, value_of, floor):
             stopped = "settled"
-            break
     runs = {k: v for k, v in state.runs.items() if v}
     cost = ConfirmationCost(
         clock() - start,

@@ -464,8 +464,9 @@ def _search(search: _Search) -> bool:
 
 def _result(search: _Search, interrupted: bool) -> SearchResult:
     """The result, confirmed unless the search was interrupted. A Ctrl-C while confirming
-    stops after the round in flight (the second: at once); the rounds measured are in the
-    journal, and the result is the search's own front, marked interrupted."""
+    stops after the round in flight (the second: at once), the last round too, and one
+    after it before the result is made stops all the same: the rounds measured are in the
+    journal, and the result is the search's own front, marked interrupted (not written)."""
     run = search.run
     if interrupted:
         return search.result(True)
@@ -479,7 +480,9 @@ def _result(search: _Search, interrupted: bool) -> SearchResult:
             "info",
         )
         return search.result(True)
-    if result.interrupted:
+    if run.status.stop_requested:
+        if not result.interrupted:  # a stop after the rounds ended, before the result
+            result = search.result(True)
         run.notices.note(
             "search interrupted while confirming: the round in flight finished; "
             f"{search.writer.rounds} round(s) are in the journal",

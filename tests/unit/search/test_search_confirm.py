@@ -138,3 +138,30 @@ def test_the_cost_names_each_rounds_wall_time() -> None:
     )
     assert cost.round_seconds == (1.0,) * cost.processes
     assert cost.to_json()["round_seconds"] == [1.0] * cost.processes
+
+
+def _stopped_during_round(items: list[tuple[Trial, Build]], at: int, limit: int) -> tuple:
+    """Confirm ``items`` with a Ctrl-C (``stop`` turning true) during round ``at``."""
+    keys = [t.candidate.key() for t, _ in items]
+    runner = ScriptedProcesses({keys[0]: 1.0, keys[1]: 0.7})
+
+    def stop() -> bool:
+        return len(runner.rounds) >= at
+
+    runs, cost = confirm_in_proportion(
+        items, keys[0], runner, _median, directions=("min",), limit=limit, stop=stop
+    )
+    return runs, cost, runner
+
+
+def test_a_ctrl_c_in_the_round_that_settles_or_ends_it_still_stops() -> None:
+    """A stop asked during the last round (it settles the comparison, or reaches the limit)
+    is not lost: the round counts, and the cost says interrupted."""
+    items = [_trial("base", 1.0, 0), _trial("lead", 0.7, 1)]
+    runs, cost, runner = _stopped_during_round(items, min_processes(), limit=5)  # settles
+    assert cost.stopped == "interrupted" and cost.processes == len(runner.rounds) == 3
+    assert all(len(r) == 3 for r in runs.values())
+    _, cost, runner = _stopped_during_round(items, 2, limit=2)  # the limit
+    assert cost.stopped == "interrupted" and cost.processes == len(runner.rounds) == 2
+    _, cost, runner = _stopped_during_round(items, 1, limit=5)  # an earlier round
+    assert cost.stopped == "interrupted" and cost.processes == len(runner.rounds) == 1
