@@ -51,11 +51,26 @@ def keep(kept: str) -> None:
     _kept_so_far[:] = [kept]
 
 
+def nothing_kept_yet() -> None:
+    """A command, or a search within one, starts: nothing it kept is recorded yet (what
+    an earlier one in this process kept is not this one's to report)."""
+    _kept_so_far.clear()
+
+
 def kept_by(exc: BaseException) -> str:
     """What an interrupt kept: its own text, else what the command recorded, else nothing."""
     if isinstance(exc, Interrupted):
         return exc.kept
     return _kept_so_far[-1] if _kept_so_far else NOTHING_WRITTEN
+
+
+def kept_with(exc: BaseException, own: str) -> str:
+    """What an interrupt kept (:func:`kept_by`: a commit made) and what the caller keeps
+    itself (``own``: a search's journal), in one text: the last line loses neither."""
+    other = kept_by(exc)
+    if other == NOTHING_WRITTEN:
+        return own
+    return other if own == NOTHING_WRITTEN else f"{other}; {own}"
 
 
 def _in_main_thread() -> bool:
@@ -105,7 +120,7 @@ def terminate_as_interrupt() -> Iterator[None]:
     in a finalizer is not lost (:func:`_redeliver_lost_interrupts`); outside the main
     thread, where no signal handler can be set, nothing changes. It starts a command:
     nothing kept yet."""
-    _kept_so_far.clear()
+    nothing_kept_yet()
     if not _in_main_thread():
         yield
         return
@@ -234,6 +249,8 @@ __all__ = [
     "ignored",
     "keep",
     "kept_by",
+    "kept_with",
+    "nothing_kept_yet",
     "settle_for_exit",
     "start_thread",
     "terminate_as_interrupt",

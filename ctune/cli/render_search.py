@@ -436,7 +436,8 @@ def _final_table(result: SearchResult) -> None:
             f" {result.artifact_path} (ctune registry import FILE adds it to the registry)",
         )
     if result.commit:
-        line(("committed", "bold"), f" {result.commit}")
+        before = " (before this resume: not committed again)" if result.committed_before else ""
+        line(("committed", "bold"), f" {result.commit}{before}")
 
 
 def time_line(result: SearchResult) -> str:

@@ -298,6 +298,12 @@ class ResultPublisher:
     def __call__(
         self, spec: KernelSpec, objective: ObjectiveSpec, result: SearchResult
     ) -> SearchResult:
+        """Write the result file (and the controls files and journal copy beside it), then
+        with ``commit`` commit it, unless the registry's branch has it from the same
+        search journal already (a resume after a Ctrl-C that came just after the commit):
+        then a note names that commit."""
+        from ctune.registry.service import committed_before
+
         if result.baseline is None or result.record is None:
             return result
         problem = spec.problem(result.problem)
@@ -318,6 +324,16 @@ class ResultPublisher:
                 f"report); {path} keeps the evidence"
             )
             return dataclasses.replace(result, artifact_path=path, notes=(*result.notes, note))
+        earlier = committed_before(self.registry, artifact)
+        if earlier is not None:  # resumed after its commit: the same result, not again
+            note = f"not committed again: commit {earlier[:12]} has this search's result"
+            return dataclasses.replace(
+                result,
+                artifact_path=path,
+                commit=earlier,
+                committed_before=True,
+                notes=(*result.notes, note),
+            )
         _, commit = commit_artifact(self.registry, artifact, self.cache_dir, journal)
         return dataclasses.replace(result, artifact_path=path, commit=commit)
 

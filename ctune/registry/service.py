@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from ctune.controls.store import FOLDER, StoreChain
-from ctune.errors import RegistryError, UserError
+from ctune.errors import CtuneError, RegistryError, UserError
 from ctune.files import read_capped
 from ctune.interrupts import Interrupted, deferred, keep
 from ctune.registry import journals as journal_copies
@@ -284,6 +284,28 @@ def publish_artifact(
             journals=journals,
         )
     return Published(paths[0], result, found.note)
+
+
+def committed_before(root: Path, artifact: Artifact) -> str | None:
+    """The commit on the registry's branch that made its artifact at ``artifact``'s key
+    when that artifact is of the same search journal (``provenance.journal_sha256``):
+    a search resumed after it committed (stopped just after the commit) has its result
+    committed already. None: no such artifact there, another search's, or no repository."""
+    want = journal_copies.journal_sha256(artifact)
+    if want is None:
+        return None
+    try:
+        with GitRegistry(root) as reg:
+            ref = reg.target_ref()
+            path = reg.registry_path(key_of(artifact).relpath())
+            if reg.resolve(ref) is None:
+                return None  # a branch with no commit yet
+            held = schema.decode(reg.read_blob(ref, path), path)
+            if journal_copies.journal_sha256(held) != want:
+                return None
+            return reg.out("log", "-1", "--format=%H", ref, "--", path).strip() or None
+    except CtuneError:  # not there, unreadable, no repository (NotInRepository)
+        return None
 
 
 def import_result(

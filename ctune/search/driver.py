@@ -23,7 +23,13 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, TypeVar
 
-from ctune.interrupts import STOP_SIGNALS, Interrupted, start_thread
+from ctune.interrupts import (
+    STOP_SIGNALS,
+    Interrupted,
+    kept_with,
+    nothing_kept_yet,
+    start_thread,
+)
 from ctune.records import Candidate, Trial
 from ctune.search import Compiler, Publisher, make_strategy
 from ctune.search import journal as journal_mod
@@ -388,6 +394,7 @@ def _execute(
     publish: Publisher | None,
 ) -> SearchResult:
     run, writer = search.run, search.writer
+    nothing_kept_yet()
     if search.confirmation.can_confirm():
         from ctune.evidence.stats import import_tests_in_background
 
@@ -406,10 +413,9 @@ def _execute(
                 result = publish(run.inputs.spec, run.inputs.objective, result)
         emit(SearchFinished(result))
         return result
-    except KeyboardInterrupt as exc:  # outside the graceful stops: say what the journal has
-        if isinstance(exc, Interrupted):
-            raise
-        raise Interrupted(writer.kept()) from None
+    except KeyboardInterrupt as exc:  # outside the graceful stops: say what the journal has,
+        # and what the result's publishing kept (a commit: a resume does not make it again)
+        raise Interrupted(kept_with(exc, writer.kept())) from None
     finally:
         if writer.journal is not None:
             writer.journal.close()

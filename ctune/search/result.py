@@ -197,6 +197,8 @@ class SearchResult:
     notes: tuple[str, ...] = ()
     artifact_path: Path | None = None
     commit: str | None = None
+    #: ``commit`` was made before this resume (same journal): not committed again
+    committed_before: bool = False
     confirm_processes: int = 0  # fresh processes the confirmation used
     plan: dict[str, Any] = field(default_factory=dict)  # what shaped the trials (plan.py)
     feasibility: Feasibility | None = None

@@ -21,6 +21,8 @@ from ctune.interrupts import (
     Interrupted,
     keep,
     kept_by,
+    kept_with,
+    nothing_kept_yet,
     settle_for_exit,
     start_thread,
     terminate_as_interrupt,
@@ -35,6 +37,24 @@ def test_a_plain_interrupt_after_a_commit_reports_the_commit() -> None:
         keep("1 artifact file(s) written and committed (abc)")
         assert kept_by(KeyboardInterrupt()) == "1 artifact file(s) written and committed (abc)"
         assert kept_by(Interrupted("its own words")) == "its own words"
+
+
+def test_what_a_search_keeps_is_said_with_what_its_commit_kept() -> None:
+    """The journal's line joins what a commit recorded, or the commit's own words; where
+    either kept nothing, the other alone."""
+    journal = "journal j.jsonl keeps 4 trial(s); continue with --resume j.jsonl"
+    with terminate_as_interrupt():
+        assert kept_with(KeyboardInterrupt(), journal) == journal
+        keep("1 artifact file(s) written and committed (abc)")
+        both = f"1 artifact file(s) written and committed (abc); {journal}"
+        assert kept_with(KeyboardInterrupt(), journal) == both
+        assert kept_with(Interrupted("its own words"), journal) == f"its own words; {journal}"
+        assert (
+            kept_with(KeyboardInterrupt(), NOTHING_WRITTEN)
+            == "1 artifact file(s) written and committed (abc)"
+        )
+        nothing_kept_yet()  # a search starts: an earlier one's commit is not its own
+        assert kept_with(KeyboardInterrupt(), journal) == journal
 
 
 def test_the_next_command_starts_with_nothing_kept() -> None:
