@@ -204,6 +204,16 @@ def _positive_finite(value: Any) -> bool:
     return _finite(value) and value > 0
 
 
+def _warm_start(value: Any) -> bool:
+    """The plan's warm start (``plan.warm_start_identity``): its source, digest and share."""
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("source"), str)
+        and isinstance(value.get("sha256"), str)
+        and _positive_finite(value.get("share"))
+    )
+
+
 def _whole_at_least(low: int) -> Callable[[Any], bool]:
     return lambda v: _is_int(v) and v >= low
 
@@ -230,6 +240,7 @@ _PLAN: dict[str, tuple[Callable[[Any], bool], str]] = {
     "patience": (_optional(_positive_int), "a whole number of at least 1, or null"),
     "fill": (lambda v: isinstance(v, bool), "true or false"),
     "cost_model": (lambda v: isinstance(v, bool), "true or false"),
+    "warm_start": (_warm_start, "an object with a source, a sha256 and a share"),
 }
 
 

@@ -1,7 +1,8 @@
 """What shapes a search's trials: recorded in its journal, reused by ``--resume`` and retune.
 
-The strategy, its options, the seed and what stops the search (budget, time, patience,
-filling) decide which candidates a search tries. They are written into the journal's header
+The strategy, its options, the seed, what stops the search (budget, time, patience,
+filling) and a warm start (its configurations' digest and share) decide which candidates a
+search tries. They are written into the journal's header
 (``"search"``) and the artifact (``extensions.search.plan``), so ``--resume`` continues
 exactly the recorded search (a flag left out takes the recorded value, one that differs is
 refused) and ``ctune registry retune`` runs the same search again (docs/journal-format.md).
@@ -9,12 +10,15 @@ refused) and ``ctune registry retune`` runs the same search again (docs/journal-
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ctune.errors import UserError
+from ctune.records import sha256_hex
 from ctune.search import resolve_name
 
 if TYPE_CHECKING:
@@ -23,7 +27,17 @@ if TYPE_CHECKING:
 #: without --budget or --time, a search stops after this many evaluations
 DEFAULT_BUDGET = 100
 DEFAULT_SEED = 0
-PLAN_FIELDS = ("strategy", "options", "seed", "budget", "time_s", "patience", "fill", "cost_model")
+PLAN_FIELDS = (
+    "strategy",
+    "options",
+    "seed",
+    "budget",
+    "time_s",
+    "patience",
+    "fill",
+    "cost_model",
+    "warm_start",
+)
 
 
 @dataclass(frozen=True)
@@ -38,14 +52,32 @@ class SearchPlan:
     patience: int | None = None
     fill: bool = True
     cost_model: bool = False  # skip builds the cost model rules out (search/cost_policy.py)
+    #: the warm start (``warm_start_identity``): where from, its configurations' sha256, share
+    warm_start: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The recorded plan; ``cost_model`` only when on, so a search without it records
-        what it always did."""
+        """The recorded plan; ``cost_model`` only when on and ``warm_start`` only when given,
+        so a search without them records what it always did."""
         out = {name: getattr(self, name) for name in PLAN_FIELDS}
         if not self.cost_model:
             del out["cost_model"]
+        if self.warm_start is None:
+            del out["warm_start"]
         return out
+
+
+def warm_start_identity(opts: SearchOptions) -> dict[str, Any] | None:
+    """What of a warm start decides the trials: the configurations (their sha256: a T4
+    file read again gives the same) and the share of the budget they may take; the source
+    only names it. None without one."""
+    if not opts.warm_start:
+        return None
+    configurations = json.dumps([dict(c) for c in opts.warm_start], sort_keys=True, default=str)
+    return {
+        "source": opts.warm_start_source,
+        "sha256": sha256_hex(configurations),
+        "share": opts.warm_start_share,
+    }
 
 
 def _given(opts: SearchOptions, n_objectives: int) -> dict[str, Any]:
@@ -59,6 +91,9 @@ def _given(opts: SearchOptions, n_objectives: int) -> dict[str, Any]:
         value = getattr(opts, name)
         if value is not None:
             given[name] = value
+    warm = warm_start_identity(opts)
+    if warm is not None:
+        given["warm_start"] = warm
     return given
 
 
@@ -80,6 +115,7 @@ def _complete(
         patience=values.get("patience"),
         fill=bool(values.get("fill", True)),
         cost_model=bool(values.get("cost_model", False)),
+        warm_start=values.get("warm_start"),
     )
 
 
@@ -95,8 +131,9 @@ def recorded(header: Mapping[str, Any]) -> dict[str, Any]:
     """The plan fields a journal header holds (all of them, or what older journals kept)."""
     plan = header.get("search")
     if isinstance(plan, dict):
-        # a plan without cost_model ran without it (it is recorded only when on)
-        return {"cost_model": False, **{name: plan[name] for name in PLAN_FIELDS if name in plan}}
+        # a plan without cost_model or warm_start ran without it (recorded only when on)
+        stored = {name: plan[name] for name in PLAN_FIELDS if name in plan}
+        return {"cost_model": False, "warm_start": None, **stored}
     info = header.get("info") or {}
     return {name: info[name] for name in ("strategy", "seed", "budget") if name in info}
 
@@ -110,6 +147,7 @@ _FLAGS = {
     "patience": "--patience",
     "fill": "--fill",
     "cost_model": "--cost-model",
+    "warm_start": "--warm-start",
 }
 
 
@@ -118,6 +156,10 @@ def _same(name: str, given: Any, stored: Any) -> bool:
         return {k: str(v) for k, v in given.items()} == {k: str(v) for k, v in stored.items()}
     if name == "time_s" and given is not None and stored is not None:
         return math.isclose(float(given), float(stored))
+    if name == "warm_start" and given is not None and stored is not None:
+        return given.get("sha256") == stored.get("sha256") and math.isclose(
+            float(given.get("share", 0)), float(stored.get("share", 0))
+        )
     return bool(given == stored)
 
 
@@ -143,6 +185,21 @@ def resume_plan(
     return _complete({**given, **stored}, n_objectives), conflict
 
 
+def check_warm_start_resumable(
+    plan: SearchPlan, opts: SearchOptions, finished_generations: int, path: Path
+) -> None:
+    """A journal whose warm start has not finished (no generation record yet: it is the
+    first generation) resumes only with its configurations given again, since the search
+    measures them first; one that finished needs none (docs/search.md)."""
+    if plan.warm_start is None or opts.warm_start or finished_generations:
+        return
+    raise UserError(
+        f"{path}: cannot resume without {_as_flag('warm_start', plan.warm_start)}: the "
+        "journal's warm start did not finish; give that file again (a finished one is "
+        "not needed again)"
+    )
+
+
 def _as_flag(name: str, value: Any) -> str:
     """A plan value as the command-line flag that sets it."""
     if name == "fill":
@@ -151,6 +208,12 @@ def _as_flag(name: str, value: Any) -> str:
         return f"--cost-model {'on' if value else 'off'}"
     if name == "options":
         return " ".join(f"--option {k}={v}" for k, v in value.items()) or "no --option"
+    if name == "warm_start" and value is not None:
+        source = value.get("source") or "configurations"
+        return (
+            f"--warm-start {source} (sha256 {str(value.get('sha256'))[:12]}) "
+            f"--warm-start-share {float(value.get('share', 0)):g}"
+        )
     if value is None:
         return f"no {_FLAGS[name]}"
     if name == "time_s":
@@ -158,4 +221,12 @@ def _as_flag(name: str, value: Any) -> str:
     return f"{_FLAGS[name]} {value}"
 
 
-__all__ = ["DEFAULT_BUDGET", "SearchPlan", "new_plan", "recorded", "resume_plan"]
+__all__ = [
+    "DEFAULT_BUDGET",
+    "SearchPlan",
+    "check_warm_start_resumable",
+    "new_plan",
+    "recorded",
+    "resume_plan",
+    "warm_start_identity",
+]

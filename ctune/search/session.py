@@ -30,7 +30,7 @@ from ctune.search import journal as journal_mod
 from ctune.search.confirm_stage import sure_rounds
 from ctune.search.cost_policy import on_by_default
 from ctune.search.options import SearchOptions
-from ctune.search.plan import SearchPlan, new_plan, resume_plan
+from ctune.search.plan import SearchPlan, check_warm_start_resumable, new_plan, resume_plan
 from ctune.search.run_state import RunInputs, sampling_plan
 from ctune.search.session_journal import check_default_build, request_identity
 from ctune.search.strategy import StrategyContext
@@ -234,7 +234,8 @@ def check_request(
         if conflict is not None:
             raise UserError(conflict)
         if identity:  # every record checked before anything is compiled (read again to replay)
-            journal_mod.read(path)
+            replay, _ = journal_mod.read(path)
+            check_warm_start_resumable(plan, opts, len(replay.states), path)
     if opts.warm_start:
         from ctune.exchange.t4 import check_shares_genes
 
