@@ -18,8 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from filelock import FileLock, Timeout
-
+from ctune import locking
 from ctune.errors import RegistryError
 
 # Lock files git may leave at the top of a git directory; refs/ is walked.
@@ -37,14 +36,12 @@ FLOCK_NAME = "ctune-registry.flock"
 
 @contextlib.contextmanager
 def writer_lock(common_dir: Path, timeout_s: float, busy: str) -> Iterator[None]:
-    """Hold the registry's one writer lock (``flock`` on ``FLOCK_NAME``, through filelock),
-    waiting at most ``timeout_s`` (0: not at all); RegistryError(``busy``) when another
-    process keeps it. Closing the file drops it, so a killed writer never leaves it held."""
-    lock = FileLock(common_dir / FLOCK_NAME, timeout=timeout_s, mode=0o644)
-    try:
-        lock.acquire(poll_interval=0.02)
-    except Timeout:
-        raise RegistryError(busy) from None
+    """Hold the registry's one writer lock (on ``FLOCK_NAME``, by ``ctune/locking.py``'s
+    rule), waiting at most ``timeout_s`` (0: not at all); RegistryError(``busy``) when
+    another process keeps it. A killed writer never leaves it held."""
+    lock = locking.take(common_dir / FLOCK_NAME, timeout_s)
+    if lock is None:
+        raise RegistryError(busy)
     try:
         yield
     finally:

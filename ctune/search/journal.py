@@ -17,8 +17,9 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
+from ctune import locking
 from ctune.errors import UserError
 from ctune.files import InputFileError, open_regular, read_capped
 from ctune.records import Measurement, Trial, sha256_hex, to_json
@@ -27,6 +28,9 @@ from ctune.search import journal_records as records
 from ctune.search.journal_records import FIX, ConfirmationRound, JournalRecordError
 from ctune.spec.space.params import Space
 from ctune.writes import naming
+
+if TYPE_CHECKING:
+    from filelock import BaseFileLock
 
 log = logging.getLogger(__name__)
 
@@ -286,21 +290,59 @@ def read_header(path: Path) -> dict[str, Any]:
     raise _not_a_journal(path)
 
 
-class Journal:
-    """An open journal file; every append is flushed and fsync'd before returning."""
+def lock_path(path: Path) -> Path:
+    """The lock file beside a journal (``j.jsonl.lock``), held while a search writes it."""
+    return path.with_name(path.name + ".lock")
 
-    def __init__(self, path: Path, fd: int, fsync: bool = True) -> None:
+
+def _hold(path: Path) -> BaseFileLock:
+    """The journal's lock (``ctune/locking.py``), taken without waiting: one search at a
+    time appends to a journal, since two would interleave their trials (and a cut-off
+    failed write of one could cut the other's line). A UserError when another holds it."""
+    with naming(path.parent):
+        lock = locking.take(lock_path(path), 0)
+    if lock is None:
+        raise UserError(
+            f"{path}: another search holds this journal (it is running); wait for it to "
+            "end, or give this search another --journal"
+        )
+    return lock
+
+
+class Journal:
+    """An open journal file; every append is flushed and fsync'd before returning. The
+    search that opened it holds its lock (:func:`lock_path`) until :meth:`close`."""
+
+    def __init__(
+        self, path: Path, fd: int, fsync: bool = True, lock: BaseFileLock | None = None
+    ) -> None:
         self.path = Path(path)
         self._fd = fd
+        self._lock = lock
         self.fsync = fsync  # False only in tests: durability is the point of the journal
 
     @classmethod
     def create(cls, path: Path, header: Mapping[str, Any], fsync: bool = True) -> Journal:
-        """Start a new journal; refuses to overwrite an existing file. One whose header
-        cannot be written (a full disk) is removed again: no empty journal is left."""
+        """Start a new journal; refuses to overwrite an existing file, or one that another
+        search holds. One whose header cannot be written (a full disk) is removed again:
+        no empty journal is left."""
         path = Path(path)
         with naming(path):
             path.parent.mkdir(parents=True, exist_ok=True)
+        lock = _hold(path)
+        try:
+            return cls._start(path, header, fsync, lock)
+        except BaseException:
+            lock.release()
+            raise
+
+    @classmethod
+    def _start(
+        cls, path: Path, header: Mapping[str, Any], fsync: bool, lock: BaseFileLock
+    ) -> Journal:
+        """:meth:`create` once its lock is held: the file and its header. The caller
+        releases the lock should this fail, after the file is removed again."""
+        with naming(path):
             try:
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
             except FileExistsError:
@@ -317,17 +359,31 @@ class Journal:
             with contextlib.suppress(OSError):
                 path.unlink()
             raise
+        journal._lock = lock
         return journal
 
     @classmethod
     def resume(cls, path: Path, fsync: bool = True) -> tuple[Journal, Replay]:
-        """Open an existing journal for appending, cutting off a torn last line."""
+        """Open an existing journal for appending, cutting off a torn last line. It is
+        read under its lock: a journal that another search holds is refused, not read."""
         path = Path(path)
         if journal_copy.is_copy(path):
             raise UserError(
                 f"{path}: a registry's copy of a journal, which is read only; resume the "
                 "journal it copies, or start a new search"
             )
+        read_header(path)  # a missing file or no journal: refused before a lock file is made
+        lock = _hold(path)
+        try:
+            return cls._reopen(path, fsync, lock)
+        except BaseException:
+            lock.release()
+            raise
+
+    @classmethod
+    def _reopen(cls, path: Path, fsync: bool, lock: BaseFileLock) -> tuple[Journal, Replay]:
+        """:meth:`resume` once its lock is held: read it whole (no other search writes it
+        now), then open it for appending."""
         replay, good_end = read(path)
         if replay.header.get("format") != JOURNAL_FORMAT:
             raise UserError(
@@ -337,10 +393,14 @@ class Journal:
             )
         with naming(path):
             fd = os.open(path, os.O_WRONLY | os.O_APPEND)
-            if os.fstat(fd).st_size != good_end:
-                os.ftruncate(fd, good_end)
-                os.fsync(fd)
-        return cls(path, fd, fsync), replay
+            try:
+                if os.fstat(fd).st_size != good_end:
+                    os.ftruncate(fd, good_end)
+                    os.fsync(fd)
+            except BaseException:
+                os.close(fd)
+                raise
+        return cls(path, fd, fsync, lock), replay
 
     def _write(self, record: Mapping[str, Any]) -> None:
         """Append one line, whole: a write that fails part way (a full disk) is cut off
@@ -396,9 +456,13 @@ class Journal:
         )
 
     def close(self) -> None:
+        """Close the file, then let another search have it (its lock released)."""
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def sha256(self) -> str:
         return sha256_hex(self.path.read_bytes())
@@ -443,6 +507,7 @@ __all__ = [
     "check_identity",
     "default_path",
     "is_journal_path",
+    "lock_path",
     "read",
     "read_header",
     "space_identity",

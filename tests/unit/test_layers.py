@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
             "quoting",
             "writes",
             "interrupts",
+            "locking",
         ),
         0,
     ),

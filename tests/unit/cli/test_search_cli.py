@@ -25,6 +25,7 @@ from ctune.cli.options import parse_duration
 from ctune.exchange.t4 import read_t4
 from ctune.spec import load_spec
 from ctune.testing.cli_app import ctune_main
+from ctune.testing.journal_holder import held_elsewhere
 from ctune.testing.standins import StandInCompiler, StandInMeasurer, write_standin_kernel
 
 
@@ -654,3 +655,23 @@ def test_constraints_only_the_default_build_beats_exit_4(boundary: Boundary) -> 
     data = json.loads(as_json.stdout)
     assert data["verdict"] == "inconclusive" and data["pinned"] is None
     assert data["feasibility"]["dominated"] and not data["feasibility"]["baseline_feasible"]
+
+
+def test_a_journal_another_search_holds_is_refused_exit_2(run: Run) -> None:
+    """A second search on a journal another process is writing, resumed or new with the
+    same --journal, is one line naming the journal, exit 2; the journal is left as it was."""
+    base = ("--objective", "p50", "--confirm-processes", "0", "--budget", "5")
+    first = run(*base, "--json")
+    assert first.exit_code == 0, first.output
+    journal = json.loads(first.stdout)["journal"]
+    before = Path(journal).read_bytes()
+    said = (
+        f"error: {journal}: another search holds this journal (it is running); wait for it "
+        "to end, or give this search another --journal"
+    )
+    with held_elsewhere(Path(journal)):
+        for again in (run(*base, "--resume", journal), run(*base, "--journal", journal)):
+            assert again.exit_code == 2, again.output
+            errors = [ln for ln in again.stderr.splitlines() if ln.startswith("error:")]
+            assert errors == [said] and "Traceback" not in again.output, again.output
+    assert Path(journal).read_bytes() == before

@@ -12,6 +12,7 @@ from ctune.errors import UserError
 from ctune.records import Candidate, Outcome, Trial
 from ctune.search.journal import Journal, default_path, read, trials_by_generation
 from ctune.spec import KernelSpec
+from ctune.testing.journal_holder import held_elsewhere
 from ctune.testing.standins import StandInMeasurer
 
 
@@ -237,3 +238,41 @@ def test_a_format_1_journal_reads_but_does_not_resume(search, tmp_path: Path) ->
     assert len(replay.trials) == len(trials) == 5
     with pytest.raises(UserError, match="written by an older ctune"):
         search(budget=5, resume=path)
+
+
+def test_a_journal_is_held_by_one_search_at_a_time(tmp_path: Path) -> None:
+    """Two processes: while one search has the journal, a second (resumed, or new with the
+    same --journal) is refused in one line and cuts nothing (the holder's line in the
+    middle of its write stays); once the holder is killed, nothing blocks the journal."""
+    path = tmp_path / "j.jsonl"
+    with held_elsewhere(path) as holder:
+        with path.open("ab") as fh:
+            fh.write(b'{"kind": "trial", "tri')  # the holder, in the middle of a write
+        before = path.read_bytes()
+        for open_again in (lambda: Journal.resume(path), lambda: Journal.create(path, {})):
+            with pytest.raises(UserError) as err:
+                open_again()
+            text = str(err.value)
+            assert text.startswith(f"{path}: another search holds this journal"), text
+            assert "\n" not in text
+        assert path.read_bytes() == before
+        holder.kill()  # a dead process's lock blocks nothing
+        holder.wait()
+        journal, replay = Journal.resume(path)
+        journal.close()
+    assert replay.dropped_tail and read(path)[0].header["kernel"] == "k"
+
+
+def test_a_journal_open_in_this_process_is_held_until_closed(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    journal = Journal.create(path, {"kernel": "k"})
+    with pytest.raises(UserError, match="another search holds this journal"):
+        Journal.resume(path)
+    journal.close()
+    Journal.resume(path)[0].close()
+
+
+def test_resume_refuses_a_journal_another_search_holds(search) -> None:
+    done, _, _, _ = search(budget=5, confirm_processes=0)
+    with held_elsewhere(done.journal), pytest.raises(UserError, match="another search holds"):
+        search(budget=5, resume=done.journal, confirm_processes=0)
