@@ -213,14 +213,17 @@ class Held:
 
 
 @contextlib.contextmanager
-def deferred() -> Iterator[Held]:
+def deferred(*, children_too: bool = True) -> Iterator[Held]:
     """Hold SIGINT and SIGTERM back while the block runs; after it, the caller checks
     ``held.signalled`` and stops (saying what the block finished). An exception from the
     block propagates as it is. Outside the main thread nothing is held.
 
     The signals are blocked as well as handled: a process the block starts (git) inherits
     the blocked mask, so the terminal's Ctrl-C, sent to ctune's whole process group, cannot
-    reach it in the instant between its start and its leaving the group."""
+    reach it in the instant between its start and its leaving the group. ``children_too``
+    False handles them only: a process the block starts in ctune's group (``git push``)
+    still stops on the terminal's Ctrl-C, while ctune waits for it to end and learns how
+    it ended (whether the push went through) before it stops."""
     held = Held()
     if not _in_main_thread():
         yield held
@@ -231,8 +234,8 @@ def deferred() -> Iterator[Held]:
 
     previous = {sig: signal.signal(sig, hold) for sig in STOP_SIGNALS}
     try:
-        with blocked():  # when it ends, a signal held back runs ``hold``
-            yield held
+        with blocked() if children_too else contextlib.nullcontext():
+            yield held  # when ``blocked`` ends, a signal held back runs ``hold``
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -19,7 +19,7 @@ from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from ctune.errors import RegistryError, RemoteError, UserError
-from ctune.interrupts import Interrupted, deferred
+from ctune.interrupts import Interrupted, blocked, deferred, keep
 from ctune.registry import folder
 from ctune.registry import git as git_module
 from ctune.registry.git import GitRegistry
@@ -285,6 +285,13 @@ class _Link:
         lead = "nothing is lost" if self.action == "push" else "nothing changed here"
         return f"{lead}: {commits} commit(s){extra} are kept locally"
 
+    def kept_here(self, tip: str | None) -> str:
+        """What a stop after the local ref moved (to ``tip``) keeps: where the ref is here."""
+        return (
+            f"{short_ref(self.ref)} is at {str(tip or 'nothing')[:12]} here ({self.doing()} "
+            f"stopped after that step); run `ctune registry {self.action}` again"
+        )
+
     def doing(self) -> str:
         """``push ctune/registry to origin`` / ``pull ctune/registry from origin``."""
         way = "to" if self.action == "push" else "from"
@@ -388,15 +395,12 @@ class _Link:
             with deferred() as held:
                 moved = new == local or self._move(local, new)
                 if moved and new != local:
+                    keep(self.kept_here(new))  # a signal after this block is told it moved
                     self._repoint_tags(mapping, seen)
                 if moved and diff:
                     written = tuple(folder.write(reg, diff))
         if held.signalled:
-            where = str(reg.tip(self.ref) or "nothing")[:12]
-            raise Interrupted(
-                f"{short_ref(self.ref)} is at {where} here ({self.doing()} stopped after "
-                f"that step); run `ctune registry {self.action}` again"
-            )
+            raise Interrupted(self.kept_here(reg.tip(self.ref)))
         if not moved:
             return None
         return _Step(new, len(mapping), written, diff)
@@ -537,10 +541,21 @@ class _Link:
         return out
 
     def push(self, new: str, tags: list[str]) -> bool:
-        """One ``git push`` (atomic with tags). False: the remote moved first; retry."""
+        """One ``git push`` (atomic with tags). False: the remote moved first; retry.
+
+        A Ctrl-C (or SIGTERM) meanwhile stops ``git push`` (the terminal's reaches it) but
+        stops ctune only once git has ended: a push that went through is recorded here
+        (:meth:`record_pushed`) and said, whenever the signal came."""
         args = ["push", "--porcelain", *(["--atomic"] if tags else []), self.remote]
         args += [f"{new}:{self.ref}", *(f"refs/tags/{t}:refs/tags/{t}" for t in tags)]
-        status, out, err = self.reg.network(*args)
+        with deferred(children_too=False) as held:
+            status, out, err = self.reg.network(*args)
+            if status == 0:
+                with blocked():  # a local git command: never killed half way
+                    self.record_pushed(new, tags)
+                keep(self.kept_pushed(new, tags))
+        if held.signalled:
+            raise Interrupted(self.kept_pushed(new, tags) if status == 0 else self.unpushed(new))
         if status == 0:
             return True
         rejected = [
@@ -557,6 +572,18 @@ class _Link:
         raise RemoteError(
             f"remote {self.remote} ({self.url}) refused the push: {causes[0]}; ask whoever "
             f"runs it (protected branch? hook?), then push again ({self.kept_locally()})"
+        )
+
+    def kept_pushed(self, new: str, tags: list[str]) -> str:
+        """What a stop after a push that went through keeps."""
+        extra = f" with {len(tags)} pin tag(s)" if tags else ""
+        return f"{short_ref(self.ref)} pushed to {self.remote} ({new[:12]}){extra}"
+
+    def unpushed(self, new: str) -> str:
+        """What a stop that stopped ``git push`` keeps: the ref here, as it was to go."""
+        return (
+            f"{short_ref(self.ref)} is at {new[:12]} here; `git push` to {self.remote} was "
+            "stopped before it finished: run `ctune registry push` again"
         )
 
     def record_pushed(self, new: str, tags: list[str]) -> None:
@@ -606,7 +633,6 @@ def push_registry(
                     )
                 gained = reg.count(new, *link.not_on_remote())
                 if link.push(new, tags):
-                    link.record_pushed(new, tags)
                     return PushResult(
                         link.ref,
                         remote,

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 from ctune.interrupts import (
     NOTHING_WRITTEN,
     Interrupted,
+    deferred,
     keep,
     kept_by,
     kept_with,
@@ -209,3 +211,30 @@ def test_the_threads_ctune_starts_never_take_a_stop_signal() -> None:
     assert thread.daemon
     assert {signal.SIGINT, signal.SIGTERM} <= seen[0]
     assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+
+
+def _blocked_in_a_child() -> set[int]:
+    """The signals a process started now has blocked (its /proc status, SigBlk)."""
+    status = subprocess.run(["cat", "/proc/self/status"], capture_output=True, text=True)
+    mask = int(
+        next(ln for ln in status.stdout.splitlines() if ln.startswith("SigBlk:")).split()[1], 16
+    )
+    return {sig for sig in (signal.SIGINT, signal.SIGTERM) if mask >> (sig - 1) & 1}
+
+
+@pytest.mark.parametrize("children_too", [True, False])
+def test_deferred_holds_the_signals_back_from_its_children_only_when_asked(
+    children_too: bool,
+) -> None:
+    """``deferred()`` blocks the stop signals in git started in the block; with
+    ``children_too=False`` (git push) the terminal's Ctrl-C still stops such a process,
+    while ctune holds its own until the block ends."""
+    with deferred(children_too=children_too) as held:
+        blocked_there = _blocked_in_a_child()
+        # to this thread: another thread that does not block it (the test runner's) would
+        # take a signal sent to the process, and Python would run the handler here at once
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+        time.sleep(0.05)
+        assert held.signalled is not children_too  # blocked: delivered when it ends
+    assert held.signals == [signal.SIGINT]
+    assert blocked_there == ({signal.SIGINT, signal.SIGTERM} if children_too else set())

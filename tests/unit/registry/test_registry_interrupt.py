@@ -14,12 +14,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from registry_support import GIT_IDENTITY, REF, Run, git, git_tip, make_artifact, rel_of
 
 from ctune.interrupts import Interrupted
 from ctune.registry import folder, service
+from ctune.registry import remote as remote_module
 from ctune.registry.git import GitRegistry
 from ctune.registry.remote import pull_registry, push_registry
 from ctune.registry.schema import encode
@@ -137,3 +139,85 @@ def test_a_signal_during_a_pull_waits_for_the_ref_and_the_folder(
     assert tip == git_tip(bare, REF)
     assert stopped.value.kept.startswith(f"{REF} is at {tip[:12]} here")
     assert (b / rel_of(artifact)).read_bytes() == encode(artifact)
+
+
+def _behind_with_a_commit_of_its_own(bare: Path, machines: list[Path]) -> Path:
+    """Machine B with an unpushed commit while A has pushed two since B last looked: B's
+    push rebuilds its commit on A's tip, then pushes it."""
+    a, b = machines[:2]
+    service.publish_artifact(a / "registry", make_artifact(problem="pa"), ref=REF)
+    push_registry(a / "registry", ref=REF)
+    service.publish_artifact(b / "registry", make_artifact(problem="pb"), ref=REF)
+    service.publish_artifact(a / "registry", make_artifact(problem="pc"), ref=REF)
+    push_registry(a / "registry", ref=REF)
+    return b
+
+
+@pytest.mark.parametrize(
+    ("when", "git_push_status"),
+    [("after", 0), ("during", 0), ("during", 1)],  # 1: git push stopped by the Ctrl-C
+)
+def test_a_signal_at_the_push_says_whether_it_went_through(
+    when: str,
+    git_push_status: int,
+    bare: Path,
+    machines: list[Path],
+    cli: Run,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SIGINT as `git push` runs or right as it returns: exit 130 and one line that says
+    the ref was pushed (and the push recorded as origin's, so status agrees), or that git
+    push was stopped, where the ref is here and to push again; never "nothing written"
+    after the local ref was rebuilt."""
+    b = _behind_with_a_commit_of_its_own(bare, machines)
+    remote_before = git_tip(bare, REF)
+    real = GitRegistry.network
+
+    def network(self: GitRegistry, *args: str) -> tuple[int, str, str]:
+        if args[0] != "push":
+            return real(self, *args)
+        if when == "during":
+            os.kill(os.getpid(), signal.SIGINT)
+        done = real(self, *args) if git_push_status == 0 else (1, "", "killed by SIGINT")
+        if when == "after":
+            os.kill(os.getpid(), signal.SIGINT)
+        return done
+
+    monkeypatch.setattr(GitRegistry, "network", network)
+    code, _out, err = cli("registry", "push", "--registry", str(b / "registry"), "--ref", REF)
+    assert code == 130, err
+    tip = git_tip(b, REF)
+    assert tip != remote_before and git_tip(b, f"{tip}^") == remote_before  # rebuilt
+    if git_push_status == 0:
+        assert err == f"interrupted: {REF} pushed to origin ({tip[:12]})\n"
+        assert git_tip(bare, REF) == tip == git_tip(b, f"refs/remotes/origin/{REF}")
+    else:
+        assert err == (
+            f"interrupted: {REF} is at {tip[:12]} here; `git push` to origin was stopped "
+            "before it finished: run `ctune registry push` again\n"
+        )
+        assert git_tip(bare, REF) == remote_before == git_tip(b, f"refs/remotes/origin/{REF}")
+
+
+def test_a_signal_after_the_rebuild_says_where_the_ref_is(
+    bare: Path, machines: list[Path], cli: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGINT after the local ref was rebuilt on origin's tip, before anything is pushed:
+    the line says where the ref now is, not "nothing written"."""
+    b = _behind_with_a_commit_of_its_own(bare, machines)
+    remote_before = git_tip(bare, REF)
+    real = remote_module._Link.tags_to_push
+
+    def tags_to_push(self: remote_module._Link, *args: Any) -> list[str]:
+        os.kill(os.getpid(), signal.SIGINT)
+        return real(self, *args)
+
+    monkeypatch.setattr(remote_module._Link, "tags_to_push", tags_to_push)
+    code, _out, err = cli("registry", "push", "--registry", str(b / "registry"), "--ref", REF)
+    assert code == 130, err
+    tip = git_tip(b, REF)
+    assert git_tip(b, f"{tip}^") == remote_before == git_tip(bare, REF)
+    assert err == (
+        f"interrupted: {REF} is at {tip[:12]} here (push {REF} to origin stopped after that "
+        "step); run `ctune registry push` again\n"
+    )
