@@ -675,3 +675,25 @@ def test_a_journal_another_search_holds_is_refused_exit_2(run: Run) -> None:
             errors = [ln for ln in again.stderr.splitlines() if ln.startswith("error:")]
             assert errors == [said] and "Traceback" not in again.output, again.output
     assert Path(journal).read_bytes() == before
+
+
+def test_the_way_results_md_gives_to_try_another_strategy_works(run: Run, tmp_path: Path) -> None:
+    """docs/results.md tells a user whose search flattened early how to try another
+    strategy: not `--resume` (a differing --strategy is refused), but a new search
+    warm-started with the first one's export. Each step of it, as the page writes it."""
+    page = " ".join(
+        (Path(__file__).resolve().parents[3] / "docs" / "results.md").read_text().split()
+    )
+    export = "ctune export RESULT.json --as t4 --out found.t4.json"
+    assert "one that flattened early" in page and "resumed with a different strategy" not in page
+    assert f"`{export}`" in page and "`--warm-start found.t4.json`" in page
+    base = ("--objective", "p50", "--confirm-processes", "0", "--budget", "8")
+    first = run(*base, "--strategy", "ga", "--out", "r.json", "--json")
+    assert first.exit_code == 0, first.output
+    again = run(*base, "--resume", json.loads(first.stdout)["journal"], "--strategy", "random")
+    assert again.exit_code == 2 and "cannot resume with --strategy random" in again.stderr
+    made = CliRunner().invoke(ctune_main, export.replace("RESULT", "r").split()[1:])
+    assert made.exit_code == 0, made.output
+    other = run(*base, "--strategy", "random", "--warm-start", "found.t4.json")
+    assert other.exit_code == 0, other.output
+    assert "warm start from found.t4.json" in other.output
