@@ -6,15 +6,26 @@ Importing ctune imports nothing heavy (no cupy, pynvml, deap or git) and probes 
 """
 
 from ctune.errors import CtuneError, RegistryError, ToolchainError, UserError
-from ctune.records import Build, Candidate, Measurement, Outcome, Trial
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without loading typing (read by type checkers)
+if TYPE_CHECKING:
+    from ctune.records import Build, Candidate, Measurement, Outcome, Trial
 
 __version__ = "0.1.0"
+
+#: the records, loaded on first use: the ``ctune`` program imports this package before it
+#: can take a Ctrl-C (``ctune/__main__.py``), so it holds nothing that takes time to load
+_RECORDS = ("Build", "Candidate", "Measurement", "Outcome", "Trial")
 
 
 def __getattr__(name: str) -> object:
     # run_search pulls in the search driver, tune and load_artifact the API module;
     # resolve them on first use so that a bare `import ctune` stays light
     # (tests/unit/test_import_light.py).
+    if name in _RECORDS:
+        from ctune import records
+
+        return getattr(records, name)
     if name == "run_search":
         from ctune.search.driver import run_search
 

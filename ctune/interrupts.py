@@ -23,7 +23,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from types import FrameType
 
 #: the signals that stop a command: Ctrl-C, and a CI runner's cancel
@@ -31,6 +30,8 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 #: what an interrupt keeps when the command does not say otherwise
 NOTHING_WRITTEN = "nothing written"
+#: how the one line an interrupt ends a command with starts (``cli/render.py`` draws it)
+INTERRUPTED = "interrupted:"
 
 
 class Interrupted(KeyboardInterrupt):
@@ -112,6 +113,15 @@ def _redeliver_lost_interrupts(
         previous(unraisable)
 
     return hook
+
+
+def terminate_as_interrupt_from_the_start() -> None:
+    """The ``ctune`` program's first step (``ctune/__main__.py``), before the command tree
+    is imported: SIGTERM raises ``KeyboardInterrupt`` as SIGINT does, so a stop that comes
+    while ctune is still starting ends it the one way (exit 130 and its line), never by
+    the signal itself. :func:`terminate_as_interrupt` holds the rule while a command runs."""
+    if _in_main_thread():
+        signal.signal(signal.SIGTERM, _raise_interrupt)
 
 
 @contextlib.contextmanager
@@ -201,11 +211,13 @@ def settle_for_exit() -> None:
     exec("None")
 
 
-@dataclass
 class Held:
-    """The stop signals :func:`deferred` held back while its block ran."""
+    """The stop signals :func:`deferred` held back while its block ran. A plain class, as
+    the module is light: the program imports it before it can take a stop signal
+    (``ctune/__main__.py``), and dataclasses would load inspect first."""
 
-    signals: list[int] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.signals: list[int] = []
 
     @property
     def signalled(self) -> bool:
@@ -242,6 +254,7 @@ def deferred(*, children_too: bool = True) -> Iterator[Held]:
 
 
 __all__ = [
+    "INTERRUPTED",
     "NOTHING_WRITTEN",
     "STOP_SIGNALS",
     "Held",
@@ -257,4 +270,5 @@ __all__ = [
     "settle_for_exit",
     "start_thread",
     "terminate_as_interrupt",
+    "terminate_as_interrupt_from_the_start",
 ]

@@ -149,10 +149,10 @@ def main(argv: list[str] | None = None, environ: Mapping[str, str] | None = None
 
 
 def console_main() -> None:
-    """The ``ctune`` program and ``python -m ctune``: :func:`main`, then an exit that a
-    late Ctrl-C cannot change (``ctune/interrupts.py``, ``settle_for_exit``). Callers in
-    this process (tests, the API) use :func:`main`, which leaves the signals as it found
-    them."""
+    """The ``ctune`` program and ``python -m ctune`` (started by ``ctune/__main__.py``):
+    :func:`main`, then an exit that a late Ctrl-C cannot change (``ctune/interrupts.py``,
+    ``settle_for_exit``). Callers in this process (tests, the API) use :func:`main`, which
+    leaves the signals as it found them."""
     try:
         main()
     finally:

@@ -108,7 +108,9 @@ def error_line(message: str) -> None:
 
 def interrupted_line(kept: str) -> None:
     """The one line a Ctrl-C (or SIGTERM) ends a command with: what was kept."""
-    line(("interrupted:", "yellow"), " ", kept, stderr=True)
+    from ctune.interrupts import INTERRUPTED
+
+    line((INTERRUPTED, "yellow"), " ", kept, stderr=True)
 
 
 def warn_line(message: str) -> None:

@@ -60,6 +60,19 @@ def test_import_ctune_is_light():
     assert not HEAVY & _modules_after("import ctune")
 
 
+def test_import_ctune_loads_only_its_errors():
+    """The program imports the package before it can take a Ctrl-C (ctune/__main__.py):
+    its records load on first use, and the names still resolve."""
+    assert {m for m in _modules_after("import ctune") if m.startswith("ctune")} == {
+        "ctune",
+        "ctune.errors",
+    }
+    import ctune
+    from ctune.records import Trial
+
+    assert ctune.Trial is Trial and "Trial" in dir(ctune)
+
+
 def test_import_cli_is_light():
     assert not HEAVY & _modules_after("import ctune.cli, ctune.cli.commands")
 

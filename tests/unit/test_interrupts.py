@@ -238,3 +238,51 @@ def test_deferred_holds_the_signals_back_from_its_children_only_when_asked(
         assert held.signalled is not children_too  # blocked: delivered when it ends
     assert held.signals == [signal.SIGINT]
     assert blocked_there == ({signal.SIGINT, signal.SIGTERM} if children_too else set())
+
+
+def _console_script() -> str:
+    """What the ``ctune`` console script runs, as pip writes it from pyproject.toml."""
+    import tomllib
+
+    target = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["ctune"]
+    module, _, function = target.partition(":")
+    return f"import sys\nfrom {module} import {function}\nsys.exit({function}())\n"
+
+
+#: the program, with a stop signal sent to itself the moment it first imports a module:
+#: sys.argv[1] names the module, sys.argv[2] the signal, sys.argv[3] how it starts
+_STOPPED_AT_IMPORT = """
+import importlib.abc, os, runpy, sys
+module, signum, start = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+class StopAt(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == module:
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signum)
+        return None
+sys.meta_path.insert(0, StopAt())
+sys.argv = ["ctune", "registry", "list", "--registry", "nowhere"]
+if start == "-m":
+    runpy.run_module("ctune", run_name="__main__", alter_sys=True)
+else:
+    exec(start)
+"""
+
+
+@pytest.mark.parametrize("start", ["-m", "script"])
+@pytest.mark.parametrize("module", ["typer", "ctune.cli.render"])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_while_ctune_starts_exits_130_with_its_line(
+    start: str, module: str, signum: int, tmp_path: Path
+) -> None:
+    """A Ctrl-C or SIGTERM while the program imports its command line (typer), or in
+    ``cli.main`` before it can answer one (its rich renderer): exit 130 and the one line,
+    not a traceback or a death by the signal; both ways in, ``python -m ctune`` and the
+    console script pyproject.toml names."""
+    how = "-m" if start == "-m" else _console_script()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    ran = subprocess.run(
+        [sys.executable, "-c", _STOPPED_AT_IMPORT, module, str(int(signum)), how],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert (ran.returncode, ran.stderr) == (130, "interrupted: nothing written\n")
