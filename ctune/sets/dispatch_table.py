@@ -3,12 +3,17 @@ for shapes the table does not name, as JSON and as a C++ header that agree on bo
 
 The rule (``lookup``), the same in Python and in the header:
 
+Only the entries that may serve the shape take part: its dtype, and its dims within the
+entry's ranges (``ctune.sets.dispatch_bounds``: the dims its build's compile group fixes and
+the ranges the spec's restrictions allow its genes).
+
 1. the entry with the same dims and dtype;
 2. else, among entries of the same dtype and the same dims except the bucket dim (M, the
    token count of an LLM linear), the one nearest in log2 of the bucket dim (ties: the
    larger), because a build tuned for a nearby batch size keeps its tile economics;
 3. else, among entries of the same dtype, the one nearest in the sum of log2 distances over
-   all dims (ties: the earlier entry);
+   all dims (ties: the earlier entry; a dim below 1 counts as 1, and two unequal values
+   at least one octave apart);
 4. else none: the caller's default build.
 """
 
@@ -20,12 +25,14 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctune.errors import UserError
 from ctune.files import MAX_DATA_BYTES, InputFileError, read_text_capped
 from ctune.records import Candidate
+from ctune.sets.dispatch_bounds import HIGH, LOW, Bounds, compiled_dims, entry_bounds, serves
 from ctune.sets.set_layout import (
     HEADER,
     MATRIX,
@@ -55,6 +62,8 @@ class Entry:
     dtype: str
     build: int  # index into the table's builds
     runtime: tuple[int, ...]
+    #: per dim, the closed range of values the entry may serve (empty: every shape)
+    bounds: Bounds = ()
 
 
 @dataclass(frozen=True)
@@ -70,7 +79,7 @@ class Table:
 
     def lookup(self, dims: Sequence[int], dtype: str) -> Entry | None:
         """The module docstring's rule."""
-        same = [e for e in self.entries if e.dtype == dtype]
+        same = [e for e in self.entries if e.dtype == dtype and serves(e.bounds, dims)]
         for e in same:
             if tuple(e.dims) == tuple(dims):
                 return e
@@ -78,7 +87,7 @@ class Table:
         others = [i for i in range(len(dims)) if i != b]
         row = [e for e in same if all(e.dims[i] == dims[i] for i in others)]
         if row:
-            return min(row, key=lambda e: (_dist(e.dims[b], dims[b]), -e.dims[b]))
+            return min(row, key=lambda e: (_ratio(e.dims[b], dims[b]), -e.dims[b]))
         if same:
             return min(
                 same, key=lambda e: sum(_dist(x, y) for x, y in zip(e.dims, dims, strict=True))
@@ -86,8 +95,18 @@ class Table:
         return None
 
 
+def _ratio(a: int, b: int) -> Fraction:
+    """2 ** (log2 distance) of two bucket values, exact: equal distances tie exactly (the
+    header compares the same ratios by cross-multiplying)."""
+    a, b = max(a, 1), max(b, 1)
+    return Fraction(max(a, b), min(a, b))
+
+
 def _dist(a: int, b: int) -> float:
-    return abs(math.log2(max(a, 1)) - math.log2(max(b, 1)))
+    """The log2 distance of two dim values; unequal values at least one octave apart (a 0
+    and a 1, as CAUSAL takes, are not the same value)."""
+    d = abs(math.log2(max(a, 1)) - math.log2(max(b, 1)))
+    return max(d, 1.0) if a != b and d < 1 and min(a, b) < 1 else d
 
 
 def dtype_of(spec: KernelSpec, problem: Problem) -> str:
@@ -129,6 +148,7 @@ def build_table(
             }
         )
     entries, shapes = [], []
+    pinned = compiled_dims(problems, dim_names, [dtype_of(spec, p) for p in problems])
     for p in problems:
         if p.name not in cover.assignment:
             continue
@@ -137,9 +157,9 @@ def build_table(
         vendor = b == VENDOR_BUILD  # no runtime genes: zeros in the header, {} in the JSON
         runtime = tuple(0 if vendor else _int(row["genes"][n], n) for n in runtime_names)
         dtype = dtype_of(spec, p)
-        entries.append(
-            Entry(p.name, tuple(p.dims[d] for d in dim_names), dtype, chosen[b], runtime)
-        )
+        dims = {d: p.dims[d] for d in dim_names}
+        bounds = entry_bounds(spec, None if vendor else row["genes"], dims, pinned)
+        entries.append(Entry(p.name, tuple(dims.values()), dtype, chosen[b], runtime, bounds))
         best = cover.best[p.name]
         shapes.append(
             {
@@ -153,10 +173,30 @@ def build_table(
                 "best_build": best,
                 "best_value": cells[p.name, best]["value"],
                 "loss_vs_per_shape_best": cover.losses[p.name],
+                "serves_dims": bounds_json(dim_names, bounds),
             }
         )
     table = Table(spec.name, dim_names, runtime_names, tuple(builds), tuple(entries))
     return table, shapes
+
+
+def bounds_json(dim_names: Sequence[str], bounds: Bounds) -> dict[str, list[int | None]]:
+    """The bounded dims of an entry's ranges, ``null`` for an open end."""
+    out: dict[str, list[int | None]] = {}
+    for d, (lo, hi) in zip(dim_names, bounds, strict=False):
+        if (lo, hi) != (LOW, HIGH):
+            out[d] = [None if lo == LOW else lo, None if hi == HIGH else hi]
+    return out
+
+
+def bounds_from_json(dim_names: Sequence[str], data: Mapping[str, Any]) -> Bounds:
+    """An entry's ranges back from ``serves_dims`` (absent in tables written before it: every
+    shape of the dtype)."""
+    ranges = data.get("serves_dims")
+    if not ranges:
+        return ()
+    pairs = [ranges.get(d) or [None, None] for d in dim_names]
+    return tuple((LOW if a is None else int(a), HIGH if b is None else int(b)) for a, b in pairs)
 
 
 def _int(value: Any, name: str) -> int:
@@ -185,6 +225,7 @@ def to_json(
 
 
 RULE = (
+    "among entries whose ranges hold the dims (compile group, restrictions): "
     "exact dims and dtype; else same dtype and same dims but M: nearest log2 M (ties: larger); "
     "else same dtype: nearest summed log2 distance (ties: earlier); else none (default build)"
 )
@@ -204,10 +245,27 @@ def from_json(data: Mapping[str, Any]) -> Table:
             s["dtype"],
             index[s["build"]],
             tuple(int(s["runtime"][n]) if s["runtime"] else 0 for n in runtime_names),
+            bounds_from_json(dim_names, s),
         )
         for s in data["shapes"]
     )
     return Table(str(data["kernel"]), dim_names, runtime_names, tuple(data["builds"]), entries)
+
+
+def with_bounds(data: Mapping[str, Any], spec: KernelSpec) -> dict[str, Any]:
+    """A table's JSON with each shape's ``serves_dims`` worked out from the spec (a table
+    written before entries recorded them): its build's genes, runtime genes and problem."""
+    dim_names = tuple(data["dims"])
+    problems = [spec.problem(s["problem"]) for s in data["shapes"]]
+    pinned = compiled_dims(problems, dim_names, [s["dtype"] for s in data["shapes"]])
+    genes = {b["id"]: b.get("genes") for b in data["builds"]}
+    shapes = []
+    for s, p in zip(data["shapes"], problems, strict=True):
+        vendor = s["build"] == VENDOR_BUILD
+        values = None if vendor else {**genes[s["build"]], **s["runtime"]}
+        bounds = entry_bounds(spec, values, {d: p.dims[d] for d in dim_names}, pinned)
+        shapes.append({**s, "serves_dims": bounds_json(dim_names, bounds)})
+    return {**data, "rule": RULE, "shapes": shapes}
 
 
 def build_ids_today(spec: KernelSpec, builds: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -259,15 +317,88 @@ def _c_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def header(table: Table, origin: str) -> str:
-    """C++17: the builds, the entries and ``lookup`` implementing the same rule."""
-    ns = "ctune_dispatch_" + re.sub(r"[^a-z0-9]", "_", table.kernel.lower())
+def _c_int(value: int) -> str:
+    """An int64 literal; the open ends as the limits (``-9223372036854775808`` is not one)."""
+    if value == LOW:
+        return "INT64_MIN"
+    return "INT64_MAX" if value == HIGH else str(value)
+
+
+def _c_name(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "_", text.lower())
+
+
+def _entry_line(table: Table, e: Entry) -> str:
+    """One entry of ``kEntries``: dims, dtype, build, runtime genes, the ranges it serves."""
+    bounds = e.bounds or ((LOW, HIGH),) * len(table.dim_names)
+    dims = ", ".join(str(d) for d in e.dims) or "0"
+    rt = ", ".join(str(v) for v in e.runtime) or "0"
+    lo = ", ".join(_c_int(a) for a, _ in bounds) or "0"
+    hi = ", ".join(_c_int(b) for _, b in bounds) or "0"
+    return (
+        f"    {{{{{dims}}}, {_c_string(e.dtype)}, {e.build}, {{{rt}}}, {{{lo}}}, {{{hi}}}}},"
+        f"  // {e.problem}"
+    )
+
+
+#: the lookup in C++; {b} is the bucket dim's index
+_LOOKUP = """\
+inline double dist(std::int64_t a, std::int64_t b) {{
+  double d = std::fabs(std::log2(double(a > 1 ? a : 1)) - std::log2(double(b > 1 ? b : 1)));
+  return (a != b && d < 1 && (a < 1 || b < 1)) ? 1.0 : d;
+}}
+
+/* The entry for a shape by the rule above; nullptr: use the default build. */
+inline const Entry* lookup(const std::int64_t* dims, const char* dtype) {{
+  const Entry* row = nullptr;
+  const Entry* near = nullptr;
+  std::int64_t row_n = 0, row_d = 1;  // the row entry's bucket ratio, row_n / row_d >= 1
+  double near_d = 0;
+  for (int i = 0; i < kEntries_n; ++i) {{
+    const Entry& e = kEntries[i];
+    if (std::strcmp(e.dtype, dtype) != 0) continue;
+    bool serves = true, same = true, same_but_bucket = true;
+    double sum = 0;
+    for (int d = 0; d < kDims; ++d) {{
+      if (dims[d] < e.lo[d] || dims[d] > e.hi[d]) serves = false;
+      if (e.dims[d] != dims[d]) {{
+        same = false;
+        if (d != {b}) same_but_bucket = false;
+      }}
+      sum += dist(e.dims[d], dims[d]);
+    }}
+    if (!serves) continue;
+    if (same) return &e;
+    if (same_but_bucket) {{
+      std::int64_t x = e.dims[{b}] > 1 ? e.dims[{b}] : 1, y = dims[{b}] > 1 ? dims[{b}] : 1;
+      std::int64_t n = x > y ? x : y, m = x > y ? y : x;
+      bool tie = row && n * row_d == row_n * m && e.dims[{b}] > row->dims[{b}];
+      if (!row || n * row_d < row_n * m || tie) {{
+        row = &e;
+        row_n = n;
+        row_d = m;
+      }}
+    }}
+    if (!near || sum < near_d) {{
+      near = &e;
+      near_d = sum;
+    }}
+  }}
+  return row ? row : near;
+}}
+"""
+
+
+def header(table: Table, origin: str, set_name: str = "") -> str:
+    """C++17: the builds, the entries and ``lookup`` implementing the same rule. The
+    namespace and include guard name the kernel and the set, so that two sets' headers
+    include side by side."""
+    ns = "ctune_dispatch_" + _c_name(table.kernel) + (f"_{_c_name(set_name)}" if set_name else "")
     guard = ns.upper() + "_H"
     nd, nr = len(table.dim_names), len(table.runtime_names)
     vendor = next((i for i, x in enumerate(table.builds) if x["id"] == VENDOR_BUILD), -1)
     vendor_name = str(table.builds[vendor]["vendor"]) if vendor >= 0 else "none in this table"
     vendor_name = vendor_name.replace("*/", "* /")  # free text, inside a C comment
-    b = table.bucket()
     lines = [
         f"/* Generated by ctune from {origin}. Do not edit.",
         f"   Rule: {RULE}. */",
@@ -280,69 +411,30 @@ def header(table: Table, origin: str) -> str:
         "",
         f"namespace {ns} {{",
         "",
-        f"constexpr int kDims = {nd};  // {', '.join(table.dim_names)}",
+        f"constexpr int kDims = {max(nd, 1)};  // {', '.join(table.dim_names) or 'none'}",
         f"constexpr int kRuntime = {max(nr, 1)};  // {', '.join(table.runtime_names) or 'none'}",
         "struct Build { const char* id; const char* nvcc_flags; };",
         f"/* The build index that means: call the vendor library ({vendor_name}). */",
         f"constexpr int kVendorBuild = {vendor};",
+        "/* lo[d] <= dims[d] <= hi[d]: the shapes the entry's build can run. */",
         "struct Entry { std::int64_t dims[kDims]; const char* dtype; int build; "
-        "std::int64_t runtime[kRuntime]; };",
+        "std::int64_t runtime[kRuntime]; std::int64_t lo[kDims]; std::int64_t hi[kDims]; };",
         "",
+        "/* A table without builds or entries holds one placeholder (ISO C++ has no empty",
+        "   array); the counts below say how many are real. */",
         "inline constexpr Build kBuilds[] = {",
     ]
     lines += [f"    {{{_c_string(x['id'])}, {_c_string(x['flags_line'])}}}," for x in table.builds]
-    lines += ["};", "inline constexpr Entry kEntries[] = {"]
-    for e in table.entries:
-        dims = ", ".join(str(d) for d in e.dims)
-        rt = ", ".join(str(v) for v in e.runtime) or "0"
-        lines.append(
-            f"    {{{{{dims}}}, {_c_string(e.dtype)}, {e.build}, {{{rt}}}}},  // {e.problem}"
-        )
-    lines += [
-        "};",
-        f"constexpr int kEntries_n = {len(table.entries)};",
-        "",
-        "inline double dist(std::int64_t a, std::int64_t b) {",
-        "  return std::fabs(std::log2(double(a > 1 ? a : 1)) - std::log2(double(b > 1 ? b : 1)));",
-        "}",
-        "",
-        "/* The entry for a shape by the rule above; nullptr: use the default build. */",
-        "inline const Entry* lookup(const std::int64_t* dims, const char* dtype) {",
-        "  const Entry* row = nullptr;",
-        "  const Entry* near = nullptr;",
-        "  double row_d = 0, near_d = 0;",
-        "  for (int i = 0; i < kEntries_n; ++i) {",
-        "    const Entry& e = kEntries[i];",
-        "    if (std::strcmp(e.dtype, dtype) != 0) continue;",
-        "    bool same = true, same_but_bucket = true;",
-        "    double sum = 0;",
-        "    for (int d = 0; d < kDims; ++d) {",
-        "      if (e.dims[d] != dims[d]) {",
-        "        same = false;",
-        f"        if (d != {b}) same_but_bucket = false;",
-        "      }",
-        "      sum += dist(e.dims[d], dims[d]);",
-        "    }",
-        "    if (same) return &e;",
-        "    if (same_but_bucket) {",
-        f"      double d = dist(e.dims[{b}], dims[{b}]);",
-        f"      if (!row || d < row_d || (d == row_d && e.dims[{b}] > row->dims[{b}])) {{",
-        "        row = &e;",
-        "        row_d = d;",
-        "      }",
-        "    }",
-        "    if (!near || sum < near_d) {",
-        "      near = &e;",
-        "      near_d = sum;",
-        "    }",
-        "  }",
-        "  return row ? row : near;",
-        "}",
-        "",
-    ]
+    lines += [] if table.builds else ["    {nullptr, nullptr},  // none"]
+    lines += ["};", f"constexpr int kBuilds_n = {len(table.builds)};", ""]
+    lines += ["inline constexpr Entry kEntries[] = {"]
+    lines += [_entry_line(table, e) for e in table.entries]
+    lines += [] if table.entries else ['    {{0}, "", -1, {0}, {0}, {0}},  // none']
+    lines += ["};", f"constexpr int kEntries_n = {len(table.entries)};", ""]
+    lines += [*_LOOKUP.format(b=table.bucket()).splitlines(), ""]
     if nd:
-        params = ", ".join(f"std::int64_t {n.lower()}" for n in table.dim_names)
-        args = ", ".join(n.lower() for n in table.dim_names)
+        params = ", ".join(f"std::int64_t dim_{n}" for n in table.dim_names)
+        args = ", ".join(f"dim_{n}" for n in table.dim_names)
         lines += [
             f"inline const Entry* lookup({params}, const char* dtype) {{",
             f"  const std::int64_t dims[kDims] = {{{args}}};",
@@ -405,7 +497,8 @@ def write_table(
     write_atomic(json_path, json.dumps(data, indent=1, sort_keys=True) + "\n")
     header_path = opts.set_dir / HEADER
     origin = f"the problem-set search {opts.set_name} of {spec.name}"
-    write_atomic(header_path, header(table, origin + (f" on {device}" if device else "")))
+    text = header(table, origin + (f" on {device}" if device else ""), opts.set_name)
+    write_atomic(header_path, text)
     return json_path, header_path
 
 
@@ -420,4 +513,5 @@ __all__ = [
     "measured_on",
     "shipped_builds",
     "to_json",
+    "with_bounds",
 ]

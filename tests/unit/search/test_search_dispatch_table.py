@@ -12,7 +12,14 @@ from pathlib import Path
 import pytest
 
 from ctune.errors import UserError
-from ctune.sets.dispatch_table import Entry, Table, from_json, header, shipped_builds
+from ctune.sets.dispatch_table import (
+    Entry,
+    Table,
+    from_json,
+    header,
+    shipped_builds,
+    with_bounds,
+)
 from ctune.sets.set_layout import build_id
 from ctune.spec import KernelSpec, load_spec
 
@@ -146,7 +153,7 @@ def _compiled(source: Path) -> Path:
     """``source`` built by the host compiler, warnings as errors: the executable."""
     exe = source.with_suffix("")
     subprocess.run(
-        ["g++", "-std=c++17", "-Wall", "-Werror", "-o", str(exe), str(source)],
+        ["g++", "-std=c++17", "-pedantic-errors", "-Wall", "-Werror", "-o", str(exe), str(source)],
         check=True,
         capture_output=True,
         text=True,
@@ -213,3 +220,90 @@ def test_a_shipped_vendor_build_keeps_its_id(tmp_path: Path, spec: KernelSpec) -
     table = tmp_path / "dispatch.json"
     table.write_text(json.dumps({**table_json(), "builds": [vendor], "shapes": []}))
     assert shipped_builds([table], spec) == {"vendor"}
+
+
+def _committed(kernel: str, table: str) -> Table:
+    """A committed table, its entries' ranges worked out from today's spec."""
+    data = json.loads((ROOT / "bench/results" / table).read_text())
+    return from_json(with_bounds(data, load_spec(ROOT / "kernels" / f"{kernel}.yaml")))
+
+
+ATTENTION = "dispatch-attention-prefill-causal-sm90-nvidia-h200.json"
+T1 = "dispatch-gemm-t1-fp16-sm90-nvidia-h200.json"
+
+
+def test_an_entry_serves_only_its_compile_group_and_restrictions() -> None:
+    att = _committed("attention", ATTENTION)
+    assert att.lookup((1, 32, 32, 2048, 2048, 128, 0), "float16") is None  # not causal
+    near = att.lookup((1, 32, 32, 3000, 3000, 64, 1), "float16")
+    assert near is not None and near.dims[5] == 64  # HEAD_DIM is compiled in
+    t1 = _committed("gemm", T1)
+    big = t1.lookup((2048, 4096, 4096), "float16")
+    assert big is not None and t1.builds[big.build]["genes"].get("GEMV", 0) == 0  # M <= 16
+
+
+def test_equal_octaves_tie_to_the_larger_m_exactly() -> None:
+    table = dataclasses.replace(
+        TABLE,
+        entries=(
+            Entry("a", (5, 1, 1), "float16", 0, (1,)),
+            Entry("b", (20, 1, 1), "float16", 0, (1,)),
+        ),
+    )
+    e = table.lookup((10, 1, 1), "float16")
+    assert e is not None and e.problem == "b"
+
+
+def _agree(tmp_path: Path, table: Table, queries: list[tuple[tuple[int, ...], str]]) -> None:
+    """The header's lookup, compiled with g++, chooses what ``Table.lookup`` chooses."""
+    (tmp_path / "dispatch.h").write_text(header(table, "a test table", "s"))
+    calls = "\n".join(
+        f"  show(lookup({', '.join(map(str, d))}, {json.dumps(dt)}));" for d, dt in queries
+    )
+    ns = "ctune_dispatch_" + table.kernel + "_s"
+    (tmp_path / "main.cpp").write_text(
+        f'#include <cstdio>\n#include "dispatch.h"\nusing namespace {ns};\n'
+        'void show(const Entry* e) { std::printf("%d\\n", e ? int(e - kEntries) : -1); }\n'
+        f"int main() {{\n{calls}\n  return 0;\n}}\n"
+    )
+    exe = _compiled(tmp_path / "main.cpp")
+    got = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split()
+    want = []
+    for d, dt in queries:
+        e = table.lookup(d, dt)
+        want.append(str(-1 if e is None else table.entries.index(e)))
+    assert got == want
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs a host C++ compiler (g++)")
+def test_the_header_agrees_on_compile_groups_and_restrictions(tmp_path: Path) -> None:
+    att = _committed("attention", ATTENTION)
+    qa = [
+        ((1, 32, 32, s, s, d, c), dt)
+        for s in (512, 1024, 3000, 8192)
+        for d in (64, 96, 128)
+        for c in (0, 1)
+        for dt in ("float16", "bfloat16")
+    ]
+    _agree(tmp_path, att, qa)
+    t1 = _committed("gemm", T1)
+    qg = [((m, n, 4096), "float16") for m in (1, 2, 10, 16, 17, 128, 2048) for n in (4096, 6144)]
+    _agree(tmp_path, t1, [*qg, ((10, 1, 1), "float16")])
+    ties = dataclasses.replace(
+        TABLE,
+        entries=(
+            Entry("a", (5, 1, 1), "float16", 0, (1,)),
+            Entry("b", (20, 1, 1), "float16", 0, (1,)),
+        ),
+    )
+    _agree(tmp_path, ties, [((10, 1, 1), "float16"), ((0, 1, 1), "float16")])
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs a host C++ compiler (g++)")
+def test_the_header_compiles_for_any_dim_names_and_an_empty_table(tmp_path: Path) -> None:
+    names = ("M", "N", "K", "n", "DTYPE", "DIMS", "DO", "INT", "dtype", "dims")
+    entry = Entry("p", tuple(range(1, len(names) + 1)), "float16", 0, (1,))
+    odd = Table("k", names, ("SPLITS",), BUILDS, (entry,))
+    _agree(tmp_path, odd, [(entry.dims, "float16"), ((9,) * len(names), "float16")])
+    empty = Table("k", ("M",), (), (), ())
+    _agree(tmp_path, empty, [((1,), "float16")])
