@@ -20,6 +20,7 @@ the ranges the spec's restrictions allow its genes).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 import shlex
@@ -49,6 +50,8 @@ if TYPE_CHECKING:
     from ctune.sets.dispatch import Cover, Matrix
     from ctune.sets.set_layout import SetOptions
     from ctune.spec import KernelSpec, Problem
+
+log = logging.getLogger(__name__)
 
 KIND = "ctune-dispatch"
 VERSION = 1
@@ -453,6 +456,16 @@ def measured_on(rows: Sequence[Mapping[str, Any]]) -> str:
     return " + ".join(names)
 
 
+def table_device(rows: Sequence[Mapping[str, Any]], measurer: Any) -> str:
+    """The table's ``device``: the GPUs its rows were measured on (every one named; a warning
+    line where there are several), else this call's GPU (rows written before they named
+    it)."""
+    device = measured_on(rows)
+    if " + " in device:
+        log.warning("the dispatch matrix was measured on several GPUs: %s", device)
+    return device or ((measurer.device_name if measurer is not None else None) or "")
+
+
 def _argv(spec: KernelSpec, compiler: Any, cand: Candidate, problem: Problem) -> list[str]:
     """The build's nvcc argv, without compiling where the compiler can say it (offline)."""
     name = "kernel.so" if spec.entry_kind == "launcher" else "kernel.cubin"
@@ -485,7 +498,7 @@ def write_table(
             _argv(spec, compiler, Candidate.of(spec.name, row["genes"]), by_name[shape])
         )
     table, shapes = build_table(spec, problems, matrix, cover, rows, flags)
-    device = (measurer.device_name if measurer is not None else None) or measured_on(rows)
+    device = table_device(rows, measurer)
     meta = {
         "kernel": spec.name,
         "problem_set": opts.set_name,

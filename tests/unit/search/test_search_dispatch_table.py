@@ -18,6 +18,7 @@ from ctune.sets.dispatch_table import (
     from_json,
     header,
     shipped_builds,
+    table_device,
     with_bounds,
 )
 from ctune.sets.set_layout import build_id
@@ -307,3 +308,14 @@ def test_the_header_compiles_for_any_dim_names_and_an_empty_table(tmp_path: Path
     _agree(tmp_path, odd, [(entry.dims, "float16"), ((9,) * len(names), "float16")])
     empty = Table("k", ("M",), (), (), ())
     _agree(tmp_path, empty, [((1,), "float16")])
+
+
+def test_the_device_names_every_gpu_of_the_rows(caplog: pytest.LogCaptureFixture) -> None:
+    class Here:
+        device_name = "GPU C"
+
+    rows = [{"device": "GPU A"}, {"device": "GPU B"}, {}]
+    assert table_device(rows, Here()) == "GPU A + GPU B"
+    assert "several GPUs: GPU A + GPU B" in caplog.text
+    assert table_device([{"device": "GPU A"}], Here()) == "GPU A"
+    assert table_device([{}], Here()) == "GPU C"  # rows written before they named it
