@@ -120,6 +120,20 @@ def dtype_of(spec: KernelSpec, problem: Problem) -> str:
     return ""
 
 
+def set_dims(spec: KernelSpec, problems: Sequence[Problem]) -> tuple[str, ...]:
+    """The dims every problem of a set has: one table keys its entries by them all."""
+    if not problems:
+        return ()
+    names = tuple(problems[0].dims)
+    odd = [p.name for p in problems if set(p.dims) != set(names)]
+    if odd:
+        raise UserError(
+            f"problem set of {spec.name}: {', '.join(odd)} have other dims than "
+            f"{problems[0].name} ({', '.join(names)}); one dispatch table needs the same dims"
+        )
+    return names
+
+
 def build_table(
     spec: KernelSpec,
     problems: Sequence[Problem],
@@ -131,7 +145,7 @@ def build_table(
     """The table, and the per-shape rows of the JSON (times, losses, best builds)."""
     chosen = {b: i for i, b in enumerate(cover.builds)}
     cells = best_rows(rows)
-    dim_names = tuple(problems[0].dims) if problems else ()
+    dim_names = set_dims(spec, problems)
     runtime_names = tuple(g.name for g in spec.genes if g.name in spec.runtime_names)
     builds = []
     for b in cover.builds:

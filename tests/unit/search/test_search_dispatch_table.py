@@ -17,6 +17,7 @@ from ctune.sets.dispatch_table import (
     Table,
     from_json,
     header,
+    set_dims,
     shipped_builds,
     table_device,
     with_bounds,
@@ -319,3 +320,12 @@ def test_the_device_names_every_gpu_of_the_rows(caplog: pytest.LogCaptureFixture
     assert "several GPUs: GPU A + GPU B" in caplog.text
     assert table_device([{"device": "GPU A"}], Here()) == "GPU A"
     assert table_device([{}], Here()) == "GPU C"  # rows written before they named it
+
+
+def test_a_set_whose_problems_have_other_dims_is_refused(spec: KernelSpec) -> None:
+    from ctune.spec.model import Problem
+
+    a, b = Problem("a", {"M": 1, "N": 2}), Problem("b", {"M": 1, "K": 2})
+    assert set_dims(spec, [a, a]) == ("M", "N")
+    with pytest.raises(UserError, match="b have other dims than a"):
+        set_dims(spec, [a, b])
