@@ -742,9 +742,11 @@ def _problem_sets(
             raise ctx.fail(f"problem_sets.{set_name}", "has the name of a problem")
         if not isinstance(members, list) or not members:
             raise ctx.fail(f"problem_sets.{set_name}", "expected a non-empty list of problem names")
-        for member in members:
+        for i, member in enumerate(members):
             if member not in names:
                 raise ctx.fail(f"problem_sets.{set_name}", f"{member!r} is not a problem name")
+            if member in members[:i]:  # a shape searched twice: its two cells never agree
+                raise ctx.fail(f"problem_sets.{set_name}", f"{member!r} is named twice")
         sets[set_name] = tuple(members)
     return sets
 

@@ -329,6 +329,11 @@ BAD = [
     ),
     ("problem set with unknown problem", lambda d: d["problem_sets"].update(x=["n2m"]), "'n2m'"),
     (
+        "problem set naming a problem twice",
+        lambda d: d["problem_sets"].update(x=["n1m", "n1m"]),
+        "problem_sets.x: 'n1m' is named twice",
+    ),
+    (
         "duplicate problem",
         lambda d: d["problems"].append(copy.deepcopy(d["problems"][0])),
         "appears twice",
