@@ -28,11 +28,14 @@ from ctune.sets import dispatch
 from ctune.sets.set_layout import (
     FINALISTS,
     MATRIX,
+    OWNER,
     VENDOR_BUILD,
     WINNERS,
     SetOptions,
     build_id,
+    read_owner,
     read_rows,
+    read_state,
 )
 from ctune.writes import write_atomic
 
@@ -158,6 +161,41 @@ def read_winners(opts: SetOptions, spec: KernelSpec | None = None) -> dict[str, 
     return winners
 
 
+def check_owner(spec: KernelSpec, opts: SetOptions) -> None:
+    """Refuses a folder holding another kernel's or another set's search: its winners and
+    matrix would be taken for this set's (and its table would name the other's builds)."""
+    owner = read_owner(opts.set_dir)
+    if owner is not None:
+        other = "" if owner == (spec.name, opts.set_name) else f"kernel {owner[0]}'s set {owner[1]}"
+    else:
+        other = _legacy_owner(spec, opts)
+    if other:
+        raise UserError(
+            f"{opts.set_dir}: holds {other}, not {spec.name}'s set {opts.set_name}; use another "
+            "--set-dir"
+        )
+
+
+def _legacy_owner(spec: KernelSpec, opts: SetOptions) -> str:
+    """A folder without ``set.json`` (written before folders recorded it): another kernel
+    its winners or files name, else ""."""
+    kernels = {w.kernel for w in read_winners(opts).values()}
+    for name in (MATRIX, FINALISTS):
+        if (opts.set_dir / name).is_file():
+            kernel = read_state(opts.set_dir / name, "problem-set file").get("kernel")
+            kernels |= {kernel} if isinstance(kernel, str) else set()
+    others = sorted(kernels - {spec.name})
+    return f"kernel {others[0]}'s search" if others else ""
+
+
+def _record_owner(spec: KernelSpec, opts: SetOptions) -> None:
+    """Writes ``set.json`` (kernel, set, the spec file) once: what ``check_owner`` reads."""
+    path = opts.set_dir / OWNER
+    if not path.is_file():
+        record = {"kernel": spec.name, "set": opts.set_name, "spec": str(spec.yaml_path)}
+        write_atomic(path, json.dumps(record, indent=1, sort_keys=True) + "\n")
+
+
 def _record_winner(opts: SetOptions, problem: str, winner: Candidate) -> None:
     winners = read_winners(opts)
     winners[problem] = winner
@@ -205,6 +243,7 @@ def run_problem_set(
 
     problems = check_set(spec, opts.set_name, objective)
     check_vendor(spec, opts)
+    check_owner(spec, opts)
     # before anything compiles: the request as each shape's search will check it (strategy,
     # options, the warm-start file, the default build within the target's table), then
     # what this machine can measure
@@ -217,6 +256,7 @@ def run_problem_set(
     if _measuring_left(spec, opts, problems):  # a finished set re-covers from its files alone
         require_capabilities(objective, measurer)
     opts.set_dir.mkdir(parents=True, exist_ok=True)
+    _record_owner(spec, opts)
     step = _Clock(opts.step_s, clock)
     notes: list[str] = []
     pending = _search_phase(

@@ -27,6 +27,8 @@ FINALISTS = "finalists.json"
 TABLE = "dispatch.json"
 WINNERS = "winners.json"
 HEADER = "dispatch.h"
+#: whose set the folder holds (kernel and set): another's is refused, not adopted
+OWNER = "set.json"
 #: the matrix column and table build of the spec's vendor call (``--dispatch-vendor``): a
 #: name no build id takes (those are ``b`` and hex digits)
 VENDOR_BUILD = "vendor"
@@ -63,19 +65,37 @@ def compiled_build_id(
     return "b" + digest[:11]
 
 
+def read_state(path: Path, what: str) -> dict[str, Any]:
+    """A set file's JSON object; anything else is one line naming the file (bad input, not
+    a crash), which says to move it away: the set searches again what it held."""
+    try:
+        data = json.loads(read_text_capped(path, MAX_DATA_BYTES, what))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{path}: not a {what} ({exc}); move it away to start over") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: not a {what} (not a JSON object); move it away to start over")
+    return data
+
+
 def read_rows(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
-    try:
-        data = json.loads(read_text_capped(path, MAX_DATA_BYTES, "dispatch matrix"))
-        rows = data["rows"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UserError(
-            f"{path}: not a dispatch matrix ({exc}); move it away to start over"
-        ) from None
+    rows = read_state(path, "dispatch matrix").get("rows")
     if not isinstance(rows, list):
         raise UserError(f"{path}: 'rows' is not a list; move it away to start over")
     return rows
+
+
+def read_owner(set_dir: Path) -> tuple[str, str] | None:
+    """(kernel, set) the folder's ``set.json`` names, None for a folder without one."""
+    path = set_dir / OWNER
+    if not path.is_file():
+        return None
+    data = read_state(path, "problem-set folder record")
+    kernel, name = data.get("kernel"), data.get("set")
+    if not isinstance(kernel, str) or not isinstance(name, str):
+        raise UserError(f"{path}: 'kernel' and 'set' must be strings; move it away to start over")
+    return kernel, name
 
 
 def best_rows(

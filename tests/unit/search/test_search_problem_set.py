@@ -725,3 +725,26 @@ def test_a_winner_the_spec_does_not_have_is_refused(spec: KernelSpec, tmp_path: 
     )
     with pytest.raises(UserError, match=r"winners\.json: the winner of m1: TILE_M="):
         finalists(spec, SetOptions("all", set_dir), problems)
+
+
+def test_a_folder_of_another_kernel_or_set_is_refused(spec: KernelSpec, tmp_path: Path) -> None:
+    """A folder records whose set it holds: another kernel's winners are never adopted."""
+    from ctune.sets.problem_set import check_owner
+    from ctune.sets.set_layout import OWNER, WINNERS
+
+    set_dir = tmp_path / "set"
+    _run(spec, tmp_path, set_dir, step_s=1e-9)  # one shape searched: the folder is claimed
+    assert json.loads((set_dir / OWNER).read_text())["kernel"] == "setk"
+    check_owner(spec, SetOptions("all", set_dir))
+    with pytest.raises(UserError, match=r"set: holds kernel setk's set all, not setk's set one; "):
+        check_owner(spec, SetOptions("one", set_dir))
+    (set_dir / OWNER).write_text(json.dumps({"kernel": "other", "set": "all"}))
+    with pytest.raises(UserError, match=r"holds kernel other's set all.*use another --set-dir"):
+        _run(spec, tmp_path, set_dir)
+    (set_dir / OWNER).unlink()  # a folder written before set.json: its winners' kernel
+    genes = spec.space.default_values()
+    (set_dir / WINNERS).write_text(
+        json.dumps({"winners": {"m1": {"kernel": "other", "genes": genes}}})
+    )
+    with pytest.raises(UserError, match="holds kernel other's search, not setk's set all"):
+        _run(spec, tmp_path, set_dir)
