@@ -360,7 +360,11 @@ def _search_phase(
         began = step.clock()
         # the group's earlier builds first, then the caller's own (--warm-start: a pool
         # compiled ahead, an earlier tuning), so the first shape of a group starts from those
-        seeds = [*group_seeds(spec, opts, problems, problem), *search.warm_start]
+        direction = objective.directions[0]
+        seeds = [
+            *group_seeds(spec, opts, problems, problem, direction=direction),
+            *search.warm_start,
+        ]
         source = f"earlier shapes of {opts.set_name}"
         if search.warm_start:
             source += f" and {search.warm_start_source or 'the given configurations'}"
@@ -412,7 +416,12 @@ def shape_distance(a: Problem, b: Problem) -> float:
 
 
 def group_seeds(
-    spec: KernelSpec, opts: SetOptions, problems: Sequence[Problem], problem: Problem
+    spec: KernelSpec,
+    opts: SetOptions,
+    problems: Sequence[Problem],
+    problem: Problem,
+    *,
+    direction: str,
 ) -> list[dict[str, Any]]:
     """What the earlier shapes of ``problem``'s compile group measured, nearest shapes first:
     their winners (the nearest shape's first), then every other candidate that ran correctly,
@@ -420,9 +429,12 @@ def group_seeds(
     variant before further runtime variants of a build already listed (each is a cache
     hit: no compile). Nearest, not best anywhere: a 128-token GEMM starts from what won at
     128 tokens on another projection, not from what won at 1 token. The default build is
-    left out: it is every search's baseline anyway."""
+    left out: it is every search's baseline anyway. ``direction``: the objective's ("max":
+    a larger ratio beat the default by more, so it comes first)."""
+    from ctune.objective.pareto import sign
     from ctune.search import journal as journal_mod
 
+    better = sign(direction)  # ratios ranked smallest first once signed: the best first
     group = group_of(problem)
     default_key = spec.default_candidate().key()
     earlier = sorted(
@@ -454,7 +466,8 @@ def group_seeds(
                 key = t.candidate.key()
                 if key in values and key != default_key:
                     rank[key] = min(
-                        rank.get(key, (math.inf, math.inf)), (distance[p.name], values[key] / base)
+                        rank.get(key, (math.inf, math.inf)),
+                        (distance[p.name], better * values[key] / base),
                     )
                     by_key[key] = t.candidate
     taken = {c.key() for c in seeds}

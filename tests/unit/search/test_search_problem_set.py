@@ -210,7 +210,7 @@ def test_later_shapes_spend_their_budget_on_the_groups_builds(
     problems = [spec.problem(n) for n in spec.problem_sets["all"]]
     opts = SetOptions("all", tmp_path / "reuse")
     for shape, other in (("m16-b", "m2048-b"), ("m2048-b", "m16-b")):
-        seeds = group_seeds(spec, opts, problems, spec.problem(shape))
+        seeds = group_seeds(spec, opts, problems, spec.problem(shape), direction="min")
         assert seeds and {spec.candidate(v).key() for v in seeds} <= _measured(
             spec, tmp_path / "reuse", other
         )
@@ -239,7 +239,7 @@ def test_group_seeds_rank_earlier_builds_nearest_shape_first(
     opts = SetOptions("all", tmp_path / "set")
     problems = [spec.problem(n) for n in spec.problem_sets["all"]]
     target = spec.problem("m2048")
-    seeds = group_seeds(spec, opts, problems, target)
+    seeds = group_seeds(spec, opts, problems, target, direction="min")
     keys = [spec.candidate(v).key() for v in seeds]
     default = spec.default_candidate().key()
     assert default not in keys and len(keys) == len(set(keys))
@@ -383,8 +383,9 @@ def test_journals_name_their_kernel_and_a_folder_of_old_names_resumes(
     shutil.copytree(tmp_path / "whole", tmp_path / "old")
     old_names(tmp_path / "old")
     old = SetOptions("all", tmp_path / "old")
-    assert group_seeds(spec, old, problems, target) == group_seeds(
-        spec, SetOptions("all", tmp_path / "whole"), problems, target
+    whole_set = SetOptions("all", tmp_path / "whole")
+    assert group_seeds(spec, old, problems, target, direction="min") == group_seeds(
+        spec, whole_set, problems, target, direction="min"
     )
     assert _journal_path(old, spec, spec.problem("m16")).name == "setk-m16.1.jsonl"
     journals = tmp_path / "old" / "journals"
@@ -582,7 +583,9 @@ def test_group_seeds_prefer_the_nearest_shapes_measurements(
 
     monkeypatch.setattr(journal, "read", fake_read)
     problems = [spec.problem(n) for n in ("m1", "m16", "m2048")]
-    seeds = group_seeds(spec, SetOptions("all", set_dir), problems, spec.problem("m2048"))
+    seeds = group_seeds(
+        spec, SetOptions("all", set_dir), problems, spec.problem("m2048"), direction="min"
+    )
     assert [spec.candidate(v) for v in seeds] == [b, a, e, c, d]
 
 
@@ -617,7 +620,9 @@ def test_group_seeds_list_each_build_before_more_runtime_variants(
 
     monkeypatch.setattr(journal, "read", fake_read)
     problems = [spec.problem(n) for n in ("m16", "m2048")]
-    seeds = group_seeds(spec, SetOptions("all", set_dir), problems, spec.problem("m2048"))
+    seeds = group_seeds(
+        spec, SetOptions("all", set_dir), problems, spec.problem("m2048"), direction="min"
+    )
     assert [spec.candidate(v) for v in seeds] == [x1, y, z, x2, x4]
 
 
@@ -748,3 +753,37 @@ def test_a_folder_of_another_kernel_or_set_is_refused(spec: KernelSpec, tmp_path
     )
     with pytest.raises(UserError, match="holds kernel other's search, not setk's set all"):
         _run(spec, tmp_path, set_dir)
+
+
+def test_group_seeds_rank_by_how_far_each_beat_the_default_either_direction(
+    spec: KernelSpec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TFLOP/s is maximised: the build 2x the default's comes first, not the one at half."""
+    from types import SimpleNamespace
+
+    from ctune.search import journal
+    from ctune.sets.problem_set import group_seeds
+
+    default = spec.default_candidate()
+    a = spec.candidate({**default.as_dict(), "TILE_M": 16})
+    b = spec.candidate({**default.as_dict(), "TILE_M": 128})
+    c = spec.candidate({**default.as_dict(), "STAGES": 4})
+    measured = {default: 1.0, a: 2.0, b: 0.5, c: 1.5}
+    set_dir = tmp_path / "set"
+    (set_dir / "journals").mkdir(parents=True)
+    (set_dir / "journals" / "m16.0.jsonl").write_text("")
+
+    def fake_read(path: Path) -> tuple[Any, Any]:
+        trials = [
+            SimpleNamespace(candidate=cand, feasible=True, values=(v,))
+            for cand, v in measured.items()
+        ]
+        return SimpleNamespace(trials=trials), None
+
+    monkeypatch.setattr(journal, "read", fake_read)
+    problems = [spec.problem(n) for n in ("m16", "m2048")]
+    opts, target = SetOptions("all", set_dir), spec.problem("m2048")
+    best_first = {"max": [a, c, b], "min": [b, c, a]}
+    for direction, want in best_first.items():
+        seeds = group_seeds(spec, opts, problems, target, direction=direction)
+        assert [spec.candidate(v) for v in seeds] == want
