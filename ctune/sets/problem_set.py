@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctune.errors import UserError
-from ctune.files import MAX_DATA_BYTES, read_text_capped
 from ctune.interrupts import Interrupted
 from ctune.records import Candidate
 from ctune.sets import dispatch
@@ -32,6 +31,7 @@ from ctune.sets.set_layout import (
     VENDOR_BUILD,
     WINNERS,
     SetOptions,
+    bad_state,
     build_id,
     read_owner,
     read_rows,
@@ -148,17 +148,23 @@ def read_winners(opts: SetOptions, spec: KernelSpec | None = None) -> dict[str, 
     path = opts.set_dir / WINNERS
     if not path.is_file():
         return {}
-    try:
-        data = json.loads(read_text_capped(path, MAX_DATA_BYTES, "problem-set winners"))
-        winners = {str(k): Candidate.from_json(v) for k, v in data["winners"].items()}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UserError(
-            f"{path}: unreadable ({exc}); delete it to search those shapes again"
-        ) from None
+    listed = read_state(path, "problem-set winners").get("winners")
+    if not isinstance(listed, dict):
+        raise bad_state(path, "'winners'", "is not an object (shape: winner)")
+    winners = {str(shape): _winner(path, str(shape), data) for shape, data in listed.items()}
     if spec is not None:
         for shape, winner in winners.items():
             spec.space.check_values(winner.as_dict(), f"{path}: the winner of {shape}")
     return winners
+
+
+def _winner(path: Path, shape: str, data: Any) -> Candidate:
+    """One entry of winners.json: ``{"kernel": str, "genes": {...}}``."""
+    if not isinstance(data, dict) or not isinstance(data.get("kernel"), str):
+        raise bad_state(path, f"winners.{shape}", "is not a winner (kernel and genes)")
+    if not isinstance(data.get("genes"), dict):
+        raise bad_state(path, f"winners.{shape}.genes", "is not an object")
+    return Candidate.from_json(data)
 
 
 def check_owner(spec: KernelSpec, opts: SetOptions) -> None:

@@ -65,25 +65,54 @@ def compiled_build_id(
     return "b" + digest[:11]
 
 
+def bad_state(path: Path, field: str, why: str) -> UserError:
+    """The one line a damaged set file gets: the file, the field, what is wrong with it, and
+    to move it away (the set searches or measures again what it held). Bad input, exit 2."""
+    return UserError(f"{path}: {field} {why}; move it away to start over")
+
+
 def read_state(path: Path, what: str) -> dict[str, Any]:
     """A set file's JSON object; anything else is one line naming the file (bad input, not
-    a crash), which says to move it away: the set searches again what it held."""
+    a crash)."""
     try:
         data = json.loads(read_text_capped(path, MAX_DATA_BYTES, what))
     except (OSError, ValueError) as exc:
         raise UserError(f"{path}: not a {what} ({exc}); move it away to start over") from None
     if not isinstance(data, dict):
-        raise UserError(f"{path}: not a {what} (not a JSON object); move it away to start over")
+        raise bad_state(path, "the file", f"is not a {what} (not a JSON object)")
     return data
 
 
+#: a matrix row's fields and what each must be (a row is written by ``problem_set._row``)
+_ROW_TEXT = ("shape", "candidate", "build")
+_ROW_NUMBERS = ("cost", "value")  # a number, or null: the cell failed
+
+
 def read_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of the matrix at ``path`` ([] without one), each checked field by field: a
+    row edited by hand is one line naming it, never a KeyError in the cover."""
     if not path.is_file():
         return []
     rows = read_state(path, "dispatch matrix").get("rows")
     if not isinstance(rows, list):
-        raise UserError(f"{path}: 'rows' is not a list; move it away to start over")
+        raise bad_state(path, "'rows'", "is not a list")
+    for i, row in enumerate(rows):
+        _check_row(path, f"rows[{i}]", row)
     return rows
+
+
+def _check_row(path: Path, where: str, row: Any) -> None:
+    if not isinstance(row, dict):
+        raise bad_state(path, where, "is not an object")
+    for name in _ROW_TEXT:
+        if not isinstance(row.get(name), str):
+            raise bad_state(path, f"{where}.{name}", f"is {row.get(name)!r}, not a string")
+    for name in _ROW_NUMBERS:
+        value = row.get(name, "missing")
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise bad_state(path, f"{where}.{name}", f"is {value!r}, not a number or null")
+    if not isinstance(row.get("genes"), dict):
+        raise bad_state(path, f"{where}.genes", "is not an object")
 
 
 def read_owner(set_dir: Path) -> tuple[str, str] | None:
@@ -94,7 +123,7 @@ def read_owner(set_dir: Path) -> tuple[str, str] | None:
     data = read_state(path, "problem-set folder record")
     kernel, name = data.get("kernel"), data.get("set")
     if not isinstance(kernel, str) or not isinstance(name, str):
-        raise UserError(f"{path}: 'kernel' and 'set' must be strings; move it away to start over")
+        raise bad_state(path, "'kernel' and 'set'", "must be strings")
     return kernel, name
 
 

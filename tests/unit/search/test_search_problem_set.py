@@ -5,6 +5,7 @@ does."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -428,6 +429,50 @@ def test_a_broken_matrix_file_is_one_clear_error(spec: KernelSpec, tmp_path: Pat
         read_rows(tmp_path / "m.json")
 
 
+_ROW = {"shape": "m16", "candidate": "c", "build": "b", "genes": {}, "cost": 1.0, "value": 1.0}
+
+
+@pytest.mark.parametrize(
+    ("rows", "needle"),
+    [
+        ({"x": 1}, "'rows' is not a list"),
+        ([["x"]], r"rows\[0\] is not an object"),
+        ([{"shape": "m16"}], r"rows\[0\]\.candidate is None, not a string"),
+        ([_ROW, {**_ROW, "cost": "fast"}], r"rows\[1\]\.cost is 'fast', not a number or null"),
+        ([{**_ROW, "value": True}], r"rows\[0\]\.value is True, not a number or null"),
+        ([{**_ROW, "genes": [1]}], r"rows\[0\]\.genes is not an object"),
+    ],
+)
+def test_a_hand_edited_matrix_row_is_one_line_naming_it(
+    tmp_path: Path, rows: Any, needle: str
+) -> None:
+    path = tmp_path / "matrix.json"
+    path.write_text(json.dumps({"rows": rows}))
+    with pytest.raises(UserError, match=rf"matrix\.json: {needle}; move it away"):
+        read_rows(path)
+    path.write_text(json.dumps({"rows": [_ROW]}))
+    assert read_rows(path) == [_ROW]
+
+
+@pytest.mark.parametrize(
+    ("winners", "needle"),
+    [
+        ([], "'winners' is not an object (shape: winner)"),
+        ({"m1": "x"}, "winners.m1 is not a winner (kernel and genes)"),
+        ({"m1": {"kernel": "setk", "genes": 5}}, "winners.m1.genes is not an object"),
+    ],
+)
+def test_a_hand_edited_winners_file_is_one_line_naming_it(
+    spec: KernelSpec, tmp_path: Path, winners: Any, needle: str
+) -> None:
+    from ctune.sets.problem_set import read_winners
+    from ctune.sets.set_layout import WINNERS
+
+    (tmp_path / WINNERS).write_text(json.dumps({"winners": winners}))
+    with pytest.raises(UserError, match=rf"winners\.json: {re.escape(needle)}; move it away"):
+        read_winners(SetOptions("all", tmp_path))
+
+
 # --- the CLI ------------------------------------------------------------------------------
 
 
@@ -476,6 +521,15 @@ def test_cli_problem_set_refusals(cli: Any, args: tuple[str, ...], needle: str) 
     result = cli("--problem-set", "one", *args)
     assert result.exit_code == 2, result.output
     assert needle in result.output
+    assert "Traceback" not in result.output
+
+
+def test_cli_a_damaged_winners_file_is_exit_2(cli: Any, tmp_path: Path) -> None:
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "winners.json").write_text('{"winners": []}')
+    result = cli("--problem-set", "one", "--budget", "4", "--set-dir", "s")
+    assert result.exit_code == 2, result.output
+    assert "winners.json: 'winners' is not an object" in result.output
     assert "Traceback" not in result.output
 
 
