@@ -124,6 +124,11 @@ def run_set(
                 f"--problem-set with {clash[0]}: a set keeps one journal and result file per "
                 "shape in its folder (--set-dir); leave it out"
             )
+        if search.warm_start_share != WARM_START_SHARE:  # the set sets it per shape
+            raise UserError(
+                "--warm-start-share does not apply to --problem-set: use --reuse-share (the "
+                "share of each shape's budget for its group's earlier builds and --warm-start)"
+            )
         if args.cross_processes < 1:
             raise UserError("--cross-processes must be 1 or more")
         share_of_budget(args.reuse_share, "--reuse-share")

@@ -515,6 +515,7 @@ def test_cli_problem_set_writes_the_table(cli: Any, tmp_path: Path) -> None:
         (("--cross-processes", "0"), "--cross-processes must be 1"),
         (("--dispatch-shipped", "absent.json"), "--dispatch-shipped absent.json: not a"),
         (("--dispatch-vendor",), "setk.yaml names no vendor call; add a 'vendor' key"),
+        (("--warm-start-share", "0.5"), "--warm-start-share does not apply to --problem-set"),
     ],
 )
 def test_cli_problem_set_refusals(cli: Any, args: tuple[str, ...], needle: str) -> None:
