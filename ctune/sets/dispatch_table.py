@@ -326,7 +326,10 @@ def shipped_builds(paths: Sequence[Path], spec: KernelSpec) -> frozenset[str]:
         if table is None or table.kernel != kernel:
             found = table.kernel if table else type(data).__name__
             raise refuse(path, f"a table of {found}, not of {kernel}", f"of {kernel}")
-        ids.update(build_ids_today(spec, table.builds))
+        try:
+            ids.update(build_ids_today(spec, table.builds))
+        except (KeyError, TypeError, ValueError, UserError) as exc:  # a build edited by hand
+            raise refuse(path, f"a build that does not read ({exc!s:.120})") from None
     return frozenset(ids)
 
 

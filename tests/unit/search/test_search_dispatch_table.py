@@ -121,6 +121,11 @@ def test_shipped_builds_read_tables_of_the_kernel_and_refuse_others(
     other.write_text(json.dumps({"kind": "ctune-dispatch", "kernel": "gemm"}))
     with pytest.raises(UserError, match="a dispatch table without 'dims'"):
         shipped_builds([other], spec)
+    edited = table_json()
+    edited["builds"][0]["serves"] = 5  # by hand: a build's list of problems made a number
+    other.write_text(json.dumps(edited))
+    with pytest.raises(UserError, match=r"other.json: a build that does not read"):
+        shipped_builds([other], spec)
 
 
 def test_a_table_written_before_a_gene_was_added_ships_the_builds_a_search_names_today(
