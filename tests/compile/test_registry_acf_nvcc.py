@@ -214,7 +214,7 @@ def test_check_with_a_ptxas_that_refuses_the_file_is_stale(project: dict[str, Pa
     assert (
         f"STALE saxpy/n1m/sm90-nvidia-h100-80gb-hbm3 (checked with the selected toolchain "
         f"nvcc {nvcc} / ptxas {plain.ptxas_version}; its recorded nvcc {nvcc} / ptxas "
-        "13.3.73 (split) is not on this machine)"
+        "13.3.73 (split) is not used: the settings chose another toolchain)"
     ) in done.stdout
     assert (
         f"cannot rebuild: member {a.pinned}: ptxas {plain.ptxas_version} does not take "
