@@ -372,7 +372,7 @@ def test_journals_name_their_kernel_and_a_folder_of_old_names_resumes(
     from ctune.sets.problem_set import _journal_path, group_seeds
 
     whole = _run(spec, tmp_path / "w", tmp_path / "whole")
-    names = sorted(p.name for p in (tmp_path / "whole" / "journals").iterdir())
+    names = sorted(p.name for p in (tmp_path / "whole" / "journals").glob("*.jsonl"))
     assert len(names) == 5 and all(n.startswith("setk-m") for n in names), names
 
     def old_names(folder: Path) -> None:
@@ -644,24 +644,14 @@ def test_group_seeds_prefer_the_nearest_shapes_measurements(
     assert [spec.candidate(v) for v in seeds] == [b, a, e, c, d]
 
 
-def test_group_seeds_list_each_build_before_more_runtime_variants(
-    spec: KernelSpec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """On an H200 the 128-token shapes of a decode set spent their whole reuse budget on
-    runtime variants of the 1- and 16-token winners' builds and never measured a build that
-    fills 128 tokens: a build's best variant comes before more variants of listed builds."""
+def _m16_journal_of(
+    measured: dict[Any, float], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """A set folder whose m16 journal reads as ``measured`` (candidate: value), feasible."""
     from types import SimpleNamespace
 
     from ctune.search import journal
-    from ctune.sets.problem_set import group_seeds
 
-    default = spec.default_candidate()
-    x1, x2, x4 = (
-        spec.candidate({**default.as_dict(), "TILE_M": 16, "SPLIT_K": s}) for s in (1, 2, 4)
-    )
-    y = spec.candidate({**default.as_dict(), "TILE_M": 128})
-    z = spec.candidate({**default.as_dict(), "STAGES": 4})
-    measured = {default: 1.0, x1: 0.5, x2: 0.55, x4: 0.6, y: 0.9, z: 0.95}
     set_dir = tmp_path / "set"
     (set_dir / "journals").mkdir(parents=True)
     (set_dir / "journals" / "m16.0.jsonl").write_text("")
@@ -674,6 +664,26 @@ def test_group_seeds_list_each_build_before_more_runtime_variants(
         return SimpleNamespace(trials=trials), None
 
     monkeypatch.setattr(journal, "read", fake_read)
+    return set_dir
+
+
+def test_group_seeds_list_each_build_before_more_runtime_variants(
+    spec: KernelSpec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On an H200 the 128-token shapes of a decode set spent their whole reuse budget on
+    runtime variants of the 1- and 16-token winners' builds and never measured a build that
+    fills 128 tokens: a build's best variant comes before more variants of listed builds."""
+
+    from ctune.sets.problem_set import group_seeds
+
+    default = spec.default_candidate()
+    x1, x2, x4 = (
+        spec.candidate({**default.as_dict(), "TILE_M": 16, "SPLIT_K": s}) for s in (1, 2, 4)
+    )
+    y = spec.candidate({**default.as_dict(), "TILE_M": 128})
+    z = spec.candidate({**default.as_dict(), "STAGES": 4})
+    measured = {default: 1.0, x1: 0.5, x2: 0.55, x4: 0.6, y: 0.9, z: 0.95}
+    set_dir = _m16_journal_of(measured, tmp_path, monkeypatch)
     problems = [spec.problem(n) for n in ("m16", "m2048")]
     seeds = group_seeds(
         spec, SetOptions("all", set_dir), problems, spec.problem("m2048"), direction="min"
@@ -814,9 +824,7 @@ def test_group_seeds_rank_by_how_far_each_beat_the_default_either_direction(
     spec: KernelSpec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """TFLOP/s is maximised: the build 2x the default's comes first, not the one at half."""
-    from types import SimpleNamespace
 
-    from ctune.search import journal
     from ctune.sets.problem_set import group_seeds
 
     default = spec.default_candidate()
@@ -824,18 +832,7 @@ def test_group_seeds_rank_by_how_far_each_beat_the_default_either_direction(
     b = spec.candidate({**default.as_dict(), "TILE_M": 128})
     c = spec.candidate({**default.as_dict(), "STAGES": 4})
     measured = {default: 1.0, a: 2.0, b: 0.5, c: 1.5}
-    set_dir = tmp_path / "set"
-    (set_dir / "journals").mkdir(parents=True)
-    (set_dir / "journals" / "m16.0.jsonl").write_text("")
-
-    def fake_read(path: Path) -> tuple[Any, Any]:
-        trials = [
-            SimpleNamespace(candidate=cand, feasible=True, values=(v,))
-            for cand, v in measured.items()
-        ]
-        return SimpleNamespace(trials=trials), None
-
-    monkeypatch.setattr(journal, "read", fake_read)
+    set_dir = _m16_journal_of(measured, tmp_path, monkeypatch)
     problems = [spec.problem(n) for n in ("m16", "m2048")]
     opts, target = SetOptions("all", set_dir), spec.problem("m2048")
     best_first = {"max": [a, c, b], "min": [b, c, a]}
