@@ -17,7 +17,6 @@ import logging
 import os
 import re
 import shutil
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +29,7 @@ from ctune.compile.toolchain import (
     dryrun_value,
     find_nvcc,
     nvcc_home,
+    probe_run,
     release,
     version_in,
 )
@@ -148,15 +148,11 @@ def _damage(bin_dir: Path, home: Path, profile: str, ptxas: Path) -> str | None:
 
 
 def _version(program: Path) -> tuple[int, ...] | None:
-    """(major, minor) of the CUDA release ``program --version`` names; None if it names
-    none (the toolchain probe then says what is wrong with it)."""
-    try:
-        done = subprocess.run(
-            [str(program), "--version"], capture_output=True, text=True, timeout=60, check=False
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    found = version_in(done.stdout)
+    """(major, minor) of the CUDA release ``program --version`` names (the toolchain's own
+    probe: once per process, bounded); None if it names none (the toolchain probe then says
+    what is wrong with it)."""
+    done = probe_run((str(program), "--version"))
+    found = None if done.failure else version_in(done.stdout)
     parsed = release(found) if found else None
     return parsed[:2] if parsed else None
 

@@ -179,6 +179,7 @@ def test_a_ptxas_whose_version_cannot_be_read_is_refused_as_an_nvcc_is(tmp_path:
         f"cannot read the ptxas version of {garbage} from: hello world; give another with --ptxas"
     )
     (nvcc.parent / "nvcc").write_text("#!/bin/sh\necho hello world\n")
+    forget_probes()  # the stand-in changed in place: its earlier answers are kept per process
     with pytest.raises(ToolchainError, match=r"^cannot read the nvcc version of .*: hello world"):
         probe_toolchain(str(nvcc))
 
