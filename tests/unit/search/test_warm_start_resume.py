@@ -52,33 +52,24 @@ def _warm(path: Path) -> int:
     return sum(1 for t in read(path)[0].trials if t.generation == 1)
 
 
+def _warm_started(search: Any, spec: KernelSpec, warm: Any, journal: Path, **more: Any) -> Any:
+    """The search these tests stop and resume: seed 5, warm-started from ``warm``."""
+    return _run(
+        search, spec, journal=journal, seed=5, warm_start=warm, warm_start_source=SOURCE, **more
+    )
+
+
 def _stopped(search: Any, spec: KernelSpec, warm: Any, at: int, journal: Path) -> Path:
     """A warm-started search stopped by Ctrl-C during measurement ``at``."""
     measurer = StandInMeasurer(samples=30, sigint_at=at)
-    stopped = _run(
-        search,
-        spec,
-        measurer=measurer,
-        journal=journal,
-        seed=5,
-        warm_start=warm,
-        warm_start_source=SOURCE,
-    )
-    assert stopped.interrupted
+    assert _warm_started(search, spec, warm, journal, measurer=measurer).interrupted
     return journal
 
 
 def test_a_warm_start_cut_short_takes_its_share_once(
     search: Any, spec: KernelSpec, configurations: Any, tmp_path: Path
 ) -> None:
-    whole = _run(
-        search,
-        spec,
-        journal=tmp_path / "whole.jsonl",
-        seed=5,
-        warm_start=configurations,
-        warm_start_source=SOURCE,
-    )
+    whole = _warm_started(search, spec, configurations, tmp_path / "whole.jsonl")
     assert _warm(whole.journal) == BUDGET // 4
     journal = _stopped(search, spec, configurations, 5, tmp_path / "j.jsonl")  # 4 measured
     assert _warm(journal) == 4
@@ -102,14 +93,7 @@ def test_a_warm_start_cut_short_takes_its_share_once(
 def test_a_finished_warm_start_is_not_measured_again(
     search: Any, spec: KernelSpec, configurations: Any, tmp_path: Path
 ) -> None:
-    whole = _run(
-        search,
-        spec,
-        journal=tmp_path / "whole.jsonl",
-        seed=5,
-        warm_start=configurations,
-        warm_start_source=SOURCE,
-    )
+    whole = _warm_started(search, spec, configurations, tmp_path / "whole.jsonl")
     journal = _stopped(search, spec, configurations, 15, tmp_path / "j.jsonl")
     assert _warm(journal) == BUDGET // 4  # the warm start finished: a generation after it
     backup = tmp_path / "copy.jsonl"
